@@ -1,0 +1,377 @@
+// Package agent is the watcher that backs up omp's session folder: it notices
+// changes (fsnotify plus a reconcile scan), works out what each file gained
+// since the last upload, and ships only that to the remote.
+//
+// Data flows one way: disk -> tracker (syncFile: what changed) -> uploader
+// (uploadRange: chunks, heads, metadata) -> remote. The state file in
+// state_dir is a cache of what was uploaded; the remote is the truth.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// Options configure an Agent. Zero values take the defaults noted.
+type Options struct {
+	AgentDir string // omp's agent dir (required)
+	StateDir string // where the agent keeps its state (required)
+	Machine  string // this machine's name on the remote (required)
+	// Interval batches uploads: an active file is uploaded at most once
+	// per interval. Default 2s.
+	Interval time.Duration
+	// ReconcileInterval is how often a full scan catches events that were
+	// missed. Default 60s.
+	ReconcileInterval time.Duration
+	// AuditInterval is how often each file's whole uploaded prefix is
+	// re-hashed. Default 24h.
+	AuditInterval time.Duration
+	// Include and Exclude are globs over paths relative to AgentDir.
+	Include, Exclude []string
+	// ChunkSize bounds one chunk of a backlog. Default 4 MiB.
+	ChunkSize int64
+	// Parallel bounds concurrent uploads. Default 4.
+	Parallel int
+	// FlushTimeout bounds the last upload after a stop signal. Default 20s.
+	FlushTimeout time.Duration
+	Logger       *slog.Logger
+	Metrics      *Metrics // nil: none
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+func (o *Options) setDefaults() {
+	if o.Interval <= 0 {
+		o.Interval = 2 * time.Second
+	}
+	if o.ReconcileInterval <= 0 {
+		o.ReconcileInterval = 60 * time.Second
+	}
+	if o.AuditInterval <= 0 {
+		o.AuditInterval = 24 * time.Hour
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 4 << 20
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.FlushTimeout <= 0 {
+		o.FlushTimeout = 20 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Agent backs up one agent dir to one remote.
+type Agent struct {
+	opts    Options
+	repo    *repo.Repo
+	log     *slog.Logger
+	metrics *Metrics
+	lock    *os.File
+
+	state   *State
+	byPath  map[string]string // rel path -> stream key
+	catalog []byte            // last catalog uploaded, without its timestamp
+
+	interval atomic.Int64 // time.Duration, changeable by Reload
+
+	mu       sync.Mutex
+	dirty    map[string]bool // rel paths the watcher saw change
+	fullScan bool            // a missed or removal event asks for a scan
+
+	outage outage
+}
+
+// ErrLocked means another agent holds the state dir.
+var ErrLocked = errors.New("another ompsync agent is running")
+
+// New opens the state dir (taking its lock) and loads the state. A damaged
+// state file is set aside and rebuilt from the remote.
+func New(r *repo.Repo, opts Options) (*Agent, error) {
+	opts.setDefaults()
+	if opts.AgentDir == "" || opts.StateDir == "" || opts.Machine == "" {
+		return nil, errors.New("agent: agent dir, state dir and machine are required")
+	}
+	if !repo.ValidMachine(opts.Machine) {
+		return nil, fmt.Errorf("machine name %q is not a safe path segment (use letters, digits, '.', '_' and '-')", opts.Machine)
+	}
+	abs, err := filepath.Abs(opts.AgentDir)
+	if err != nil {
+		return nil, err
+	}
+	opts.AgentDir = filepath.Clean(abs)
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	lock, err := lockDir(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{
+		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
+		byPath: map[string]string{}, dirty: map[string]bool{},
+	}
+	a.interval.Store(int64(opts.Interval))
+	st, err := LoadState(opts.StateDir)
+	switch {
+	case err != nil:
+		a.log.Warn("local state is damaged: setting it aside and rebuilding it from the remote", "err", err)
+		aside := filepath.Join(opts.StateDir, stateFile+".damaged")
+		_ = os.Rename(filepath.Join(opts.StateDir, stateFile), aside)
+	case st == nil:
+		a.log.Info("no local state: rebuilding it from the remote", "state_dir", opts.StateDir)
+	case st.Machine != opts.Machine:
+		a.log.Warn("local state belongs to another machine name: rebuilding it from the remote", "state_machine", st.Machine, "machine", opts.Machine)
+		st = nil
+	}
+	if st == nil {
+		st = newState(opts.Machine)
+	}
+	a.state = st
+	for k, f := range st.Streams {
+		if f.State != repo.StatePresent {
+			continue
+		}
+		a.byPath[f.Path] = k
+	}
+	return a, nil
+}
+
+// Close releases the state dir.
+func (a *Agent) Close() error {
+	if a.lock == nil {
+		return nil
+	}
+	err := a.lock.Close()
+	a.lock = nil
+	return err
+}
+
+// SetInterval changes the upload interval of a running agent (SIGHUP).
+func (a *Agent) SetInterval(d time.Duration) {
+	if d > 0 {
+		a.interval.Store(int64(d))
+	}
+}
+
+func (a *Agent) abs(rel string) string { return filepath.Join(a.opts.AgentDir, filepath.FromSlash(rel)) }
+
+func (a *Agent) now() time.Time { return a.opts.Now() }
+
+// Once makes one full pass: scan everything, upload everything settled,
+// record deletions. It fails if anything could not be uploaded.
+func (a *Agent) Once(ctx context.Context) error {
+	if _, err := os.Stat(a.opts.AgentDir); err != nil {
+		return fmt.Errorf("agent dir %s: %w", a.opts.AgentDir, err)
+	}
+	if err := a.start(ctx); err != nil {
+		return err
+	}
+	return a.pass(ctx, true)
+}
+
+// start checks the repository and loads this machine's catalog, so that a
+// lost state is rebuilt from what the remote already holds.
+func (a *Agent) start(ctx context.Context) error {
+	if err := a.repo.Init(ctx); err != nil {
+		return err
+	}
+	cat, err := a.repo.GetCatalog(ctx, a.opts.Machine)
+	if errors.Is(err, remote.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read this machine's catalog: %w", err)
+	}
+	a.seedFromCatalog(cat)
+	return nil
+}
+
+// Run watches and uploads until ctx ends, then flushes what is settled
+// within FlushTimeout and returns nil.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.waitForAgentDir(ctx); err != nil {
+		return nil // stopped while waiting
+	}
+	w, err := a.newWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	go w.run(ctx)
+
+	for {
+		err := a.start(ctx)
+		if err == nil {
+			break
+		}
+		if !remote.IsTransient(err) {
+			return err
+		}
+		a.outage.failed(a.log, err)
+		if !sleepCtx(ctx, a.outage.wait()) {
+			return nil
+		}
+	}
+	if err := a.pass(ctx, true); err != nil && ctx.Err() == nil {
+		a.log.Warn("first pass incomplete; will retry", "err", err)
+	}
+	lastFull := a.now()
+	tick := time.NewTicker(time.Duration(a.interval.Load()))
+	defer tick.Stop()
+	cur := a.interval.Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return a.flush()
+		case <-tick.C:
+		}
+		if iv := a.interval.Load(); iv != cur {
+			cur = iv
+			tick.Reset(time.Duration(iv))
+			a.log.Info("upload interval changed", "interval", time.Duration(iv))
+		}
+		if !a.outage.ready(a.now()) {
+			continue
+		}
+		full := a.takeFullScan() || a.now().Sub(lastFull) >= a.opts.ReconcileInterval
+		if full {
+			lastFull = a.now()
+		}
+		if err := a.pass(ctx, full); err != nil && ctx.Err() == nil {
+			a.log.Debug("pass incomplete", "err", err)
+		}
+	}
+}
+
+// flush uploads everything settled after a stop signal.
+func (a *Agent) flush() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.FlushTimeout)
+	defer cancel()
+	if err := a.pass(ctx, true); err != nil {
+		a.log.Warn("stopped before everything was uploaded; the next start catches up", "err", err)
+		return nil
+	}
+	a.log.Info("stopped; everything settled is uploaded")
+	return nil
+}
+
+func (a *Agent) waitForAgentDir(ctx context.Context) error {
+	said := false
+	for {
+		if fi, err := os.Stat(a.opts.AgentDir); err == nil && fi.IsDir() {
+			return nil
+		}
+		if !said {
+			a.log.Info("waiting for the agent dir to appear", "agent_dir", a.opts.AgentDir)
+			said = true
+		}
+		if !sleepCtx(ctx, time.Second) {
+			return ctx.Err()
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (a *Agent) markDirty(rel string) {
+	a.mu.Lock()
+	a.dirty[rel] = true
+	a.mu.Unlock()
+}
+
+func (a *Agent) markFullScan() {
+	a.mu.Lock()
+	a.fullScan = true
+	a.mu.Unlock()
+}
+
+func (a *Agent) takeFullScan() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f := a.fullScan
+	a.fullScan = false
+	return f
+}
+
+func (a *Agent) takeDirty() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.dirty))
+	for p := range a.dirty {
+		out = append(out, p)
+	}
+	clear(a.dirty)
+	return out
+}
+
+// outage turns a run of transient remote failures into one log line when
+// the remote goes away, one when it is back, and a capped backoff between.
+type outage struct {
+	mu      sync.Mutex
+	down    bool
+	backoff time.Duration
+	retryAt time.Time
+}
+
+func (o *outage) failed(log *slog.Logger, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.down {
+		log.Warn("remote unreachable; watching on and retrying with backoff", "err", err)
+		o.down = true
+		o.backoff = time.Second
+	} else {
+		o.backoff = min(2*o.backoff, time.Minute)
+	}
+	o.retryAt = time.Now().Add(o.backoff)
+}
+
+func (o *outage) ok(log *slog.Logger) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down {
+		log.Info("remote reachable again; catching up")
+		o.down = false
+	}
+}
+
+func (o *outage) ready(now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.down || !now.Before(o.retryAt)
+}
+
+func (o *outage) wait() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.backoff
+}
+
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// stateFile is the agent's record of what it uploaded. It is a cache: the
+// remote is the truth, and a lost or damaged state file is rebuilt from it.
+const stateFile = "state.json"
+
+// FileState is what the agent knows of one stream: a session file or an
+// artifact file. Only bytes [0, Offset) of Generation are on the remote.
+type FileState struct {
+	SessionID  string `json:"session_id"`
+	Stream     string `json:"stream"`
+	Path       string `json:"path"` // relative to the agent dir, slash-separated
+	Generation string `json:"generation,omitempty"`
+	Offset     int64  `json:"offset"`
+	HashFrom   int64  `json:"hash_from"`
+	// HashState is the running SHA-256 of [HashFrom, Offset), marshalled,
+	// so that appends never need the earlier bytes again.
+	HashState []byte `json:"hash_state,omitempty"`
+	// TailHash covers the last bytes before Offset: a cheap check that the
+	// uploaded prefix is still what the file holds.
+	TailHash string `json:"tail_hash,omitempty"`
+	SlotHash string `json:"slot_hash,omitempty"`
+	Inode    uint64 `json:"inode"`
+	// Size and MtimeNs are the last stat seen: when both are unchanged the
+	// file is not read at all.
+	Size    int64 `json:"size"`
+	MtimeNs int64 `json:"mtime_ns"`
+
+	Cwd           string    `json:"cwd,omitempty"`
+	Title         string    `json:"title,omitempty"`
+	UploadedMtime time.Time `json:"uploaded_mtime"`
+	State         string    `json:"state"`
+	Changed       time.Time `json:"changed"`
+	// MetaPath is the path the remote's meta object records.
+	MetaPath string `json:"meta_path,omitempty"`
+	// Verified is when the whole uploaded prefix was last re-hashed.
+	Verified time.Time `json:"verified"`
+	// PrevGeneration and GenReason go into the meta of a new generation.
+	PrevGeneration string `json:"prev_generation,omitempty"`
+	GenReason      string `json:"gen_reason,omitempty"`
+	// Adopt asks to match the file against the remote before uploading:
+	// set for streams rebuilt from the catalog after the state was lost.
+	Adopt bool `json:"adopt,omitempty"`
+	// SyncedAt is when every settled byte was last on the remote; the age
+	// of the oldest pending byte is at most now - SyncedAt.
+	SyncedAt time.Time `json:"synced_at"`
+}
+
+func (f *FileState) stream(machine string) repo.Stream {
+	return repo.Stream{SessionID: f.SessionID, Machine: machine, Name: f.Stream}
+}
+
+func (f *FileState) isSession() bool { return f.Stream == repo.SessionStream }
+
+// runningHash restores the running hash of [HashFrom, Offset).
+func (f *FileState) runningHash() (hash.Hash, error) {
+	h := sha256.New()
+	if len(f.HashState) == 0 {
+		if f.Offset > f.HashFrom {
+			return nil, errors.New("missing hash state")
+		}
+		return h, nil
+	}
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(f.HashState); err != nil {
+		return nil, fmt.Errorf("hash state: %w", err)
+	}
+	return h, nil
+}
+
+// State is everything the agent persists.
+type State struct {
+	V       int                   `json:"v"`
+	Machine string                `json:"machine"`
+	Streams map[string]*FileState `json:"streams"` // by streamKey
+	Blobs   map[string]bool       `json:"blobs"`   // names uploaded
+
+	mu sync.Mutex // guards Blobs while uploads run
+}
+
+// setBlob records an uploaded blob; uploads run in parallel.
+func (s *State) setBlob(name string) {
+	s.mu.Lock()
+	s.Blobs[name] = true
+	s.mu.Unlock()
+}
+
+func streamKey(sessionID, stream string) string { return sessionID + "/" + stream }
+
+func newState(machine string) *State {
+	return &State{V: 1, Machine: machine, Streams: map[string]*FileState{}, Blobs: map[string]bool{}}
+}
+
+// LoadState reads the state in dir. A missing file is (nil, nil); a damaged
+// one is an error the caller reports before rebuilding from the remote.
+func LoadState(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("state file %s is damaged: %w", filepath.Join(dir, stateFile), err)
+	}
+	if s.V != 1 || s.Streams == nil {
+		return nil, fmt.Errorf("state file %s has an unknown version", filepath.Join(dir, stateFile))
+	}
+	if s.Blobs == nil {
+		s.Blobs = map[string]bool{}
+	}
+	for k, f := range s.Streams {
+		if f == nil || k != streamKey(f.SessionID, f.Stream) {
+			return nil, fmt.Errorf("state file %s is damaged: entry %q", filepath.Join(dir, stateFile), k)
+		}
+	}
+	return &s, nil
+}
+
+// save writes the state atomically: a crash leaves the old or the new file.
+func (s *State) save(dir string) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, stateFile), b, atomicfile.Options{Perm: 0o600})
+}

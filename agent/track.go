@@ -1,0 +1,388 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// tailLen is how many bytes before the uploaded offset are re-hashed on every
+// change to check that the uploaded prefix is still what the file holds.
+const tailLen = 4096
+
+// source is an open view of a file's bytes: a live file, or the decompressed
+// content of an archived one.
+type source interface {
+	io.ReaderAt
+	size() int64
+}
+
+type fileSource struct {
+	*os.File
+	n int64
+}
+
+func (f fileSource) size() int64 { return f.n }
+
+type memSource struct{ *bytes.Reader }
+
+func (m memSource) size() int64 { return m.Size() }
+
+func inodeOf(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Ino)
+	}
+	return 0
+}
+
+func hashHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// syncResult says what one stream's sync did, for logs and metrics.
+type syncResult struct {
+	bytes, objects int64
+	changed        bool // anything the catalog shows changed
+}
+
+// syncFile brings the remote copy of one live file up to date.
+func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncResult, error) {
+	abs := a.abs(fst.Path)
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return syncResult{}, err
+	}
+	if !audit && fst.Generation != "" && fi.Size() == fst.Size && fi.ModTime().UnixNano() == fst.MtimeNs && inodeOf(fi) == fst.Inode {
+		return syncResult{}, nil // unchanged: one stat
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return syncResult{}, err
+	}
+	defer f.Close()
+	// Work from the open descriptor: a rename over the path while we read
+	// leaves us a consistent old file.
+	fi, err = f.Stat()
+	if err != nil {
+		return syncResult{}, err
+	}
+	settleAll := fst.Stream != repo.SessionStream && !strings.HasSuffix(fst.Path, ".jsonl")
+	return a.syncSource(ctx, fst, fileSource{f, fi.Size()}, inodeOf(fi), fi.ModTime(), settleAll, audit)
+}
+
+// syncSource uploads what src holds beyond what the remote has, starting a
+// new generation when bytes already uploaded have changed.
+func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inode uint64, mtime time.Time, settleAll, audit bool) (syncResult, error) {
+	var res syncResult
+	size := src.size()
+	reason := ""
+	switch {
+	case fst.Generation == "":
+		reason = "new"
+	case size < fst.Offset:
+		reason = "shrank"
+	case inode != fst.Inode || audit:
+		// Replaced by a rename, or a periodic audit: only a full re-hash
+		// tells an extended copy from a rewrite.
+		same, err := prefixMatches(src, fst)
+		if err != nil {
+			return res, err
+		}
+		if !same {
+			reason = "rewritten"
+		} else {
+			fst.Verified = time.Now().UTC()
+		}
+	default:
+		same, err := tailMatches(src, fst)
+		if err != nil {
+			return res, err
+		}
+		if !same {
+			reason = "changed in place"
+		}
+	}
+	if reason != "" {
+		if err := a.startGeneration(fst, src, reason); err != nil {
+			return res, err
+		}
+		res.changed = true
+	}
+
+	// The title slot may change in place; it travels as its own object.
+	if fst.HashFrom == session.TitleSlotSize && fst.Offset >= session.TitleSlotSize {
+		slot := make([]byte, session.TitleSlotSize)
+		if _, err := src.ReadAt(slot, 0); err != nil {
+			return res, fmt.Errorf("read title slot: %w", err)
+		}
+		if h := hashHex(slot); h != fst.SlotHash {
+			ts, ok := session.ParseTitleSlot(slot)
+			if !ok {
+				// The slot is no longer a slot: treat as a rewrite.
+				if err := a.startGeneration(fst, src, "title slot replaced"); err != nil {
+					return res, err
+				}
+			} else {
+				if err := a.repo.PutHead(ctx, fst.stream(a.opts.Machine), fst.Generation, slot); err != nil {
+					return res, fmt.Errorf("upload title slot: %w", err)
+				}
+				res.objects++
+				res.bytes += int64(len(slot))
+				fst.SlotHash = h
+				fst.Title = ts.Title
+			}
+			res.changed = true
+		}
+	}
+
+	n, objs, err := a.uploadRange(ctx, fst, src, settleAll)
+	res.bytes += n
+	res.objects += objs
+	if objs > 0 {
+		res.changed = true
+	}
+	if err != nil {
+		return res, err
+	}
+	if fst.Offset == settledEnd(src, fst.Offset, settleAll) {
+		// Everything settled is up: remember the stat so that an unchanged
+		// file costs one stat next time.
+		fst.Size, fst.MtimeNs, fst.Inode = size, mtime.UnixNano(), inode
+		fst.SyncedAt = a.now().UTC()
+	} else {
+		fst.Size = -1
+	}
+	fst.UploadedMtime = mtime.UTC()
+	return res, nil
+}
+
+// settledEnd is where the uploadable bytes end: after the last newline of
+// a session log (a partial last line may still be being written), or the
+// whole file otherwise.
+func settledEnd(src source, from int64, settleAll bool) int64 {
+	size := src.size()
+	if settleAll || size <= from {
+		return size
+	}
+	// Scan backwards for the last newline.
+	buf := make([]byte, 64<<10)
+	for end := size; end > from; {
+		start := max(from, end-int64(len(buf)))
+		b := buf[:end-start]
+		if _, err := src.ReadAt(b, start); err != nil && !errors.Is(err, io.EOF) {
+			return from
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			return start + int64(i) + 1
+		}
+		end = start
+	}
+	return from
+}
+
+// startGeneration resets fst to upload src from offset 0 as a new generation.
+func (a *Agent) startGeneration(fst *FileState, src source, reason string) error {
+	head := make([]byte, min(src.size(), 64<<10))
+	if _, err := src.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read header: %w", err)
+	}
+	prev := fst.Generation
+	fst.Generation = repo.NewGeneration(a.now().UnixNano())
+	fst.Offset = 0
+	fst.HashFrom = int64(session.SlotLen(head))
+	fst.HashState = nil
+	fst.TailHash = ""
+	fst.SlotHash = ""
+	fst.MetaPath = "" // written with the first chunk
+	fst.Verified = time.Now().UTC()
+	if fst.HashFrom > 0 {
+		fst.SlotHash = hashHex(head[:fst.HashFrom])
+	}
+	if h, slot, err := session.ReadHeader(head); err == nil {
+		fst.Cwd = h.Cwd
+		fst.Title = h.Title
+		if slot.Title != "" {
+			fst.Title = slot.Title
+		}
+	}
+	if prev != "" {
+		a.log.Info("file changed under the backup: starting a new generation; the old one stays on the remote",
+			"path", fst.Path, "reason", reason, "old_generation", prev, "generation", fst.Generation)
+	}
+	fst.PrevGeneration, fst.GenReason = prev, reason
+	return nil
+}
+
+// uploadRange uploads settled bytes past fst.Offset as chunks of at most
+// ChunkSize (a single longer line makes one longer chunk).
+func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, settleAll bool) (n, objects int64, err error) {
+	end := settledEnd(src, fst.Offset, settleAll)
+	if end <= fst.Offset {
+		return 0, 0, nil
+	}
+	h, err := fst.runningHash()
+	if err != nil {
+		return 0, 0, err
+	}
+	s := fst.stream(a.opts.Machine)
+	for fst.Offset < end {
+		if err := ctx.Err(); err != nil {
+			return n, objects, err
+		}
+		start := fst.Offset
+		stop := min(end, start+a.opts.ChunkSize)
+		data := make([]byte, stop-start)
+		if _, err := src.ReadAt(data, start); err != nil && !errors.Is(err, io.EOF) {
+			return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
+		}
+		if stop < end && !settleAll {
+			// Cut at a line boundary; a line longer than a chunk goes whole.
+			if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+				data = data[:i+1]
+			} else {
+				more, err := readLine(src, stop, end)
+				if err != nil {
+					return n, objects, err
+				}
+				data = append(data, more...)
+			}
+			stop = start + int64(len(data))
+		}
+		if from := fst.HashFrom - start; from < int64(len(data)) {
+			h.Write(data[max(from, 0):])
+		}
+		hdr := repo.ChunkHeader{Start: start, End: stop, HashFrom: fst.HashFrom, SHA256: hashHex(data), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
+		stored, err := a.repo.PutChunk(ctx, s, fst.Generation, hdr, data)
+		if err != nil {
+			return n, objects, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, start, stop, err)
+		}
+		a.metrics.uploaded(int64(stored), 1)
+		n += int64(stored)
+		objects++
+		if fst.MetaPath != fst.Path {
+			// The first chunk of a generation exists before its meta, so a
+			// generation with meta always has bytes to restore.
+			if err := a.putMeta(ctx, fst); err != nil {
+				return n, objects, err
+			}
+			objects++
+		}
+		state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+		if err != nil {
+			return n, objects, err
+		}
+		fst.Offset, fst.HashState = stop, state
+		fst.TailHash = hashHex(data[max(0, int64(len(data))-tailLen):])
+		if int64(len(data)) < tailLen {
+			fst.TailHash = "" // recomputed from the file below
+			if th, err := tailHash(src, fst); err == nil {
+				fst.TailHash = th
+			}
+		}
+	}
+	return n, objects, nil
+}
+
+func (a *Agent) putMeta(ctx context.Context, fst *FileState) error {
+	m := repo.Meta{
+		SessionID: fst.SessionID, Machine: a.opts.Machine, Stream: fst.Stream,
+		Generation: fst.Generation, Path: fst.Path, Cwd: fst.Cwd, HashFrom: fst.HashFrom,
+		Created: a.now().UTC(), Previous: fst.PrevGeneration, Reason: fst.GenReason,
+	}
+	if err := a.repo.PutMeta(ctx, fst.stream(a.opts.Machine), m); err != nil {
+		return fmt.Errorf("upload meta of %s: %w", fst.Path, err)
+	}
+	fst.MetaPath = fst.Path
+	return nil
+}
+
+// readLine reads from off up to and including the next newline before end.
+func readLine(src source, off, end int64) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for off < end {
+		b := buf[:min(int64(len(buf)), end-off)]
+		if _, err := src.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			return append(out, b[:i+1]...), nil
+		}
+		out = append(out, b...)
+		off += int64(len(b))
+	}
+	return out, nil
+}
+
+// tailHash hashes the bytes just before fst.Offset (never the title slot).
+func tailHash(src source, fst *FileState) (string, error) {
+	from := max(fst.HashFrom, fst.Offset-tailLen)
+	b := make([]byte, fst.Offset-from)
+	if _, err := src.ReadAt(b, from); err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return hashHex(b), nil
+}
+
+func tailMatches(src source, fst *FileState) (bool, error) {
+	if fst.Offset == 0 {
+		return true, nil
+	}
+	if src.size() < fst.Offset {
+		return false, nil
+	}
+	h, err := tailHash(src, fst)
+	return h == fst.TailHash, err
+}
+
+// prefixMatches re-hashes [HashFrom, Offset) and compares it with the
+// running hash of what was uploaded.
+func prefixMatches(src source, fst *FileState) (bool, error) {
+	if src.size() < fst.Offset {
+		return false, nil
+	}
+	if fst.HashFrom > 0 {
+		// The bytes before HashFrom must still be a title slot.
+		slot := make([]byte, fst.HashFrom)
+		if _, err := src.ReadAt(slot, 0); err != nil {
+			return false, err
+		}
+		if _, ok := session.ParseTitleSlot(slot); !ok {
+			return false, nil
+		}
+	}
+	want, err := fst.runningHash()
+	if err != nil {
+		return false, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(src, fst.HashFrom, fst.Offset-fst.HashFrom)); err != nil {
+		return false, err
+	}
+	return bytes.Equal(h.Sum(nil), want.Sum(nil)), nil
+}
+
+// relOf turns an absolute path under the agent dir into the slash form used
+// in state and on the remote.
+func (a *Agent) relOf(abs string) (string, bool) {
+	rel, ok := strings.CutPrefix(abs, a.opts.AgentDir+string(os.PathSeparator))
+	if !ok {
+		return "", false
+	}
+	return path.Clean(strings.ReplaceAll(rel, string(os.PathSeparator), "/")), true
+}

@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/ompsync/ompsync/session"
+)
+
+// watcher turns fsnotify events into dirty paths. It is only a hint: the
+// reconcile scan catches anything it misses (queue overflow, a folder
+// created before its watch was added).
+type watcher struct {
+	a *Agent
+	w *fsnotify.Watcher
+}
+
+func (a *Agent) newWatcher() (*watcher, error) {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher{a: a, w: fw}
+	w.addTree(a.opts.AgentDir)
+	return w, nil
+}
+
+func (w *watcher) close() { w.w.Close() }
+
+// addTree watches dir and the folders below it that can hold backed-up files.
+func (w *watcher) addTree(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if p != w.a.opts.AgentDir && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		if rel, ok := w.a.relOf(p); ok && !watchable(rel) {
+			return filepath.SkipDir
+		}
+		if err := w.w.Add(p); err != nil {
+			w.a.log.Debug("cannot watch folder; the reconcile scan covers it", "path", p, "err", err)
+		}
+		return nil
+	})
+}
+
+// watchable says whether a folder (relative to the agent dir) can hold
+// anything that is backed up.
+func watchable(rel string) bool {
+	top, _, _ := strings.Cut(rel, "/")
+	switch top {
+	case "sessions", "blobs":
+		return true
+	case "archive":
+		return rel == "archive" || rel == "archive/sessions" || strings.HasPrefix(rel, "archive/sessions/")
+	}
+	return false
+}
+
+func (w *watcher) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err, ok := <-w.w.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				w.a.log.Warn("file events overflowed; a full scan catches up")
+			}
+			w.a.markFullScan()
+		case ev, ok := <-w.w.Events:
+			if !ok {
+				return
+			}
+			w.handle(ev)
+		}
+	}
+}
+
+func (w *watcher) handle(ev fsnotify.Event) {
+	rel, ok := w.a.relOf(ev.Name)
+	if !ok {
+		return
+	}
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		w.a.markFullScan()
+		return
+	}
+	if ev.Has(fsnotify.Create) {
+		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+			if watchable(rel) {
+				w.addTree(ev.Name)
+				// Files may have landed before the watch: a scan finds them.
+				w.a.markFullScan()
+			}
+			return
+		}
+	}
+	if session.Classify(rel) != session.KindIgnored {
+		w.a.markDirty(rel)
+	}
+}

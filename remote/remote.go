@@ -1,0 +1,106 @@
+// Package remote defines the small object-store interface that every storage
+// backend implements, the errors they share, and wrappers (retry) that work on
+// any backend.
+//
+// Drivers live one folder per backend: remote/file (a local folder, the
+// embedded default), remote/s3 (aws-sdk-go-v2) and remote/minio (minio-go).
+// Every driver passes the same conformance suite in remote/remotetest.
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"time"
+)
+
+// Client is a byte-range object store. Keys are slash-separated, never start
+// with a slash, and never contain "." or ".." segments; drivers refuse others.
+// Every method honours ctx cancellation.
+type Client interface {
+	// Put stores data under key. With opts.IfAbsent it fails with
+	// ErrPreconditionFailed when the key already exists. The driver sends a
+	// checksum the server verifies, so a corrupted upload is refused.
+	Put(ctx context.Context, key string, data []byte, opts PutOptions) error
+
+	// Get opens the object for reading. With length < 0 it reads from offset
+	// to the end; otherwise at most length bytes from offset.
+	// A missing key is ErrNotFound.
+	Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+
+	// Stat returns the object's size and modification time, or ErrNotFound.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+
+	// List yields the objects under prefix in lexical key order, paging
+	// through the server's results as the caller iterates. With a delimiter,
+	// keys that share a prefix up to the next delimiter are yielded once as
+	// a common prefix (ObjectInfo.Prefix true, Key ending in the delimiter).
+	// An error ends the iteration.
+	List(ctx context.Context, prefix string, opts ListOptions) iter.Seq2[ObjectInfo, error]
+
+	// Delete removes key. Deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// PutOptions modify Put.
+type PutOptions struct {
+	// IfAbsent makes the put fail with ErrPreconditionFailed when the key exists.
+	IfAbsent bool
+}
+
+// ListOptions modify List.
+type ListOptions struct {
+	// Delimiter groups keys into common prefixes ("" lists recursively).
+	Delimiter string
+	// StartAfter lists only keys that sort after it.
+	StartAfter string
+}
+
+// ObjectInfo describes one listed or stat'ed object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+	// Prefix marks a common prefix produced by a delimiter listing.
+	Prefix bool
+}
+
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrPreconditionFailed: an IfAbsent put found the key already present.
+	ErrPreconditionFailed = errors.New("precondition failed: object already exists")
+)
+
+// Error wraps a driver error with the operation and key, and whether retrying
+// may help. Messages never carry credentials or presigned URLs.
+type Error struct {
+	Op        string // "put", "get", "stat", "list", "delete"
+	Key       string
+	Transient bool
+	Err       error
+}
+
+func (e *Error) Error() string {
+	if e.Key == "" {
+		return e.Op + ": " + e.Err.Error()
+	}
+	return e.Op + " " + e.Key + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsTransient reports whether err is worth retrying: server errors, throttling,
+// timeouts and broken connections. Not-found, precondition and other 4xx
+// answers are permanent. Context cancellation is never transient.
+func IsTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var re *Error
+	if errors.As(err, &re) {
+		return re.Transient
+	}
+	return false
+}

@@ -1,0 +1,72 @@
+package repo
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// ChunkHeader is the first line of a chunk's plaintext; the raw bytes follow.
+// StreamSHA256 lets a reader verify the whole stream it reassembled, not just
+// each chunk: it is the SHA-256 of bytes [HashFrom, End) of the generation.
+// HashFrom skips omp's title slot, which is rewritten in place and travels
+// in the head object.
+type ChunkHeader struct {
+	V            int    `json:"v"`
+	Start        int64  `json:"start"`
+	End          int64  `json:"end"`
+	HashFrom     int64  `json:"hash_from"`
+	SHA256       string `json:"sha256"`
+	StreamSHA256 string `json:"stream_sha256"`
+}
+
+// maxHeader bounds the header line a reader accepts.
+const maxHeader = 1024
+
+// EncodeChunk builds the plaintext of a chunk object.
+func EncodeChunk(h ChunkHeader, data []byte) []byte {
+	h.V = 1
+	hb, _ := json.Marshal(h)
+	out := make([]byte, 0, len(hb)+1+len(data))
+	out = append(out, hb...)
+	out = append(out, '\n')
+	return append(out, data...)
+}
+
+// ChunkLimit is the most plaintext a chunk for [start, end) may hold.
+func ChunkLimit(start, end int64) int64 { return end - start + maxHeader }
+
+// DecodeChunk parses and verifies a chunk's plaintext against the range its
+// key names. The stream hash is checked by the reader that reassembles.
+func DecodeChunk(plain []byte, start, end int64) (ChunkHeader, []byte, error) {
+	nl := bytes.IndexByte(plain, '\n')
+	if nl < 0 || nl > maxHeader {
+		return ChunkHeader{}, nil, fmt.Errorf("chunk %s: no header", ChunkName(start, end))
+	}
+	var h ChunkHeader
+	if err := json.Unmarshal(plain[:nl], &h); err != nil {
+		return ChunkHeader{}, nil, fmt.Errorf("chunk %s: bad header: %w", ChunkName(start, end), err)
+	}
+	data := plain[nl+1:]
+	switch {
+	case h.V != 1:
+		return h, nil, fmt.Errorf("chunk %s: unknown chunk version %d", ChunkName(start, end), h.V)
+	case h.Start != start || h.End != end:
+		return h, nil, fmt.Errorf("chunk %s: header says [%d, %d)", ChunkName(start, end), h.Start, h.End)
+	case int64(len(data)) != end-start:
+		return h, nil, fmt.Errorf("chunk %s: holds %d bytes, want %d", ChunkName(start, end), len(data), end-start)
+	case HashHex(data) != h.SHA256:
+		return h, nil, fmt.Errorf("chunk %s: sha256 mismatch", ChunkName(start, end))
+	case h.HashFrom < 0 || h.HashFrom > end:
+		return h, nil, fmt.Errorf("chunk %s: bad hash_from %d", ChunkName(start, end), h.HashFrom)
+	}
+	return h, data, nil
+}
+
+// HashHex is the hex SHA-256 of b.
+func HashHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

@@ -1,0 +1,63 @@
+package repo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Codec turns plaintext into the bytes stored in an object and back. Every
+// object except the marker goes through the repository's codec, so that
+// encryption (a later codec) covers all of them.
+type Codec interface {
+	Seal(plain []byte) ([]byte, error)
+	// Open refuses output larger than limit bytes: a hostile remote cannot
+	// make a small object inflate without bound.
+	Open(sealed []byte, limit int64) ([]byte, error)
+}
+
+// ErrTooLarge is returned when an object inflates past its limit.
+var ErrTooLarge = errors.New("object inflates past its recorded size (possible decompression bomb)")
+
+// Zstd compresses with zstd. Its output is deterministic for a given input,
+// so a chunk uploaded again after a crash has identical bytes.
+type Zstd struct {
+	enc *zstd.Encoder
+}
+
+// NewZstd returns the default codec.
+func NewZstd() *Zstd {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	if err != nil {
+		panic(err) // only on invalid options
+	}
+	return &Zstd{enc: enc}
+}
+
+// Seal compresses plain.
+func (z *Zstd) Seal(plain []byte) ([]byte, error) {
+	return z.enc.EncodeAll(plain, make([]byte, 0, len(plain)/3+64)), nil
+}
+
+// Open decompresses sealed, stopping at limit bytes.
+func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
+	d, err := zstd.NewReader(bytes.NewReader(sealed), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	defer d.Close()
+	out, err := io.ReadAll(io.LimitReader(d, limit+1))
+	if err != nil {
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return nil, ErrTooLarge
+		}
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	if int64(len(out)) > limit {
+		return nil, ErrTooLarge
+	}
+	return out, nil
+}

@@ -1,0 +1,202 @@
+// Package repo holds the layout of an ompsync repository on a remote: object
+// keys, the chunk and metadata encodings, and the per-machine catalog. It is
+// the promise documented in docs/FORMAT.md; change it only with a new
+// format version.
+package repo
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/ompsync/ompsync/session"
+)
+
+// FormatVersion is the layout version; every key below lives under "v1/".
+const FormatVersion = 1
+
+const (
+	root = "v1/"
+	// MarkerKey is the plaintext object that says what the repository is.
+	MarkerKey = "ompsync.json"
+	// SessionStream names the stream of a session file itself.
+	SessionStream = "session"
+	artifactDir   = "artifacts/"
+)
+
+// SessionsPrefix is the prefix of every session's objects; listing it with a
+// "/" delimiter yields one common prefix per session id.
+func SessionsPrefix() string { return root + "sessions/" }
+
+// SessionPrefix holds every object of one session, from every machine.
+func SessionPrefix(id string) string { return root + "sessions/" + id + "/" }
+
+// MachinesPrefix lists machines with a "/" delimiter.
+func MachinesPrefix() string { return root + "machines/" }
+
+// CatalogKey is the one object that lists what a machine holds.
+func CatalogKey(machine string) string { return root + "machines/" + machine + "/catalog" }
+
+// BlobKey is the content-addressed key of one of omp's blobs.
+func BlobKey(name string) string { return root + "blobs/" + name }
+
+// ArtifactStream names the stream of a file in a session's artifact folder,
+// by its slash-separated path inside that folder.
+func ArtifactStream(rel string) string { return artifactDir + url.PathEscape(rel) }
+
+// ArtifactPath is the inverse of ArtifactStream.
+func ArtifactPath(stream string) (string, bool) {
+	esc, ok := strings.CutPrefix(stream, artifactDir)
+	if !ok || esc == "" || strings.Contains(esc, "/") {
+		return "", false
+	}
+	rel, err := url.PathUnescape(esc)
+	if err != nil || !SafeRelPath(rel) {
+		return "", false
+	}
+	return rel, true
+}
+
+// Stream identifies the byte history of one file on one machine.
+type Stream struct {
+	SessionID string
+	Machine   string
+	Name      string // SessionStream or ArtifactStream(rel)
+}
+
+// Prefix is the folder of all the stream's generations.
+func (s Stream) Prefix() string {
+	return SessionPrefix(s.SessionID) + s.Machine + "/" + s.Name + "/"
+}
+
+// GenPrefix is the folder of one generation.
+func (s Stream) GenPrefix(gen string) string { return s.Prefix() + gen + "/" }
+
+// MetaKey is the generation's replaceable metadata object.
+func (s Stream) MetaKey(gen string) string { return s.GenPrefix(gen) + "meta" }
+
+// HeadKey holds the current title slot when it differs from the first chunk's.
+func (s Stream) HeadKey(gen string) string { return s.GenPrefix(gen) + "head" }
+
+// ChunkKey names the immutable object holding bytes [start, end).
+func (s Stream) ChunkKey(gen string, start, end int64) string {
+	return s.GenPrefix(gen) + ChunkName(start, end)
+}
+
+// ChunkName is "<start>-<end>", 16 hex digits each, so names sort by offset.
+func ChunkName(start, end int64) string { return fmt.Sprintf("%016x-%016x", start, end) }
+
+// ParseChunkName is the inverse of ChunkName.
+func ParseChunkName(name string) (start, end int64, ok bool) {
+	a, b, found := strings.Cut(name, "-")
+	if !found || len(a) != 16 || len(b) != 16 {
+		return 0, 0, false
+	}
+	s, err1 := strconv.ParseUint(a, 16, 63)
+	e, err2 := strconv.ParseUint(b, 16, 63)
+	if err1 != nil || err2 != nil || e <= s {
+		return 0, 0, false
+	}
+	return int64(s), int64(e), true
+}
+
+// ObjectRef is a parsed key under SessionsPrefix.
+type ObjectRef struct {
+	Stream     Stream
+	Generation string
+	// Object is "meta", "head" or a chunk name.
+	Object     string
+	Start, End int64 // set for chunks
+}
+
+// ParseSessionKey parses "v1/sessions/<id>/<machine>/<stream>/<gen>/<object>",
+// refusing anything that is not exactly that shape with safe segments.
+func ParseSessionKey(key string) (ObjectRef, error) {
+	rest, ok := strings.CutPrefix(key, SessionsPrefix())
+	if !ok {
+		return ObjectRef{}, fmt.Errorf("key %q is not under %s", key, SessionsPrefix())
+	}
+	parts := strings.Split(rest, "/")
+	var ref ObjectRef
+	var tail []string
+	switch {
+	case len(parts) == 5 && parts[2] == SessionStream:
+		ref.Stream.Name, tail = SessionStream, parts[3:]
+	case len(parts) == 6 && parts[2]+"/" == artifactDir:
+		ref.Stream.Name, tail = artifactDir+parts[3], parts[4:]
+		if _, ok := ArtifactPath(ref.Stream.Name); !ok {
+			return ObjectRef{}, fmt.Errorf("key %q: unsafe artifact path", key)
+		}
+	default:
+		return ObjectRef{}, fmt.Errorf("key %q: not a session object", key)
+	}
+	ref.Stream.SessionID, ref.Stream.Machine = parts[0], parts[1]
+	ref.Generation, ref.Object = tail[0], tail[1]
+	if !session.ValidID(ref.Stream.SessionID) {
+		return ObjectRef{}, fmt.Errorf("key %q: unsafe session id", key)
+	}
+	if !ValidMachine(ref.Stream.Machine) {
+		return ObjectRef{}, fmt.Errorf("key %q: unsafe machine name", key)
+	}
+	if !ValidGeneration(ref.Generation) {
+		return ObjectRef{}, fmt.Errorf("key %q: bad generation", key)
+	}
+	switch ref.Object {
+	case "meta", "head":
+	default:
+		s, e, ok := ParseChunkName(ref.Object)
+		if !ok {
+			return ObjectRef{}, fmt.Errorf("key %q: unknown object", key)
+		}
+		ref.Start, ref.End = s, e
+	}
+	return ref, nil
+}
+
+// ValidMachine: machine names are one safe path segment.
+func ValidMachine(m string) bool {
+	if m == "" || len(m) > 64 || m == "." || m == ".." {
+		return false
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewGeneration names a generation by its start time, so that names sort in
+// the order the generations began on one machine.
+func NewGeneration(unixNano int64) string { return fmt.Sprintf("%016x", unixNano) }
+
+// ValidGeneration: 16 lower-case hex digits.
+func ValidGeneration(g string) bool {
+	if len(g) != 16 {
+		return false
+	}
+	for i := 0; i < len(g); i++ {
+		c := g[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// SafeRelPath reports whether a slash-separated relative path stays inside the
+// folder it is joined to: no absolute path, no "." or ".." or empty segment,
+// no NUL or backslash.
+func SafeRelPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\x00\\") {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,348 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// Repo reads and writes the repository layout on a remote through a codec.
+type Repo struct {
+	client remote.Client
+	codec  Codec
+}
+
+// New returns a Repo over client using codec.
+func New(client remote.Client, codec Codec) *Repo {
+	return &Repo{client: client, codec: codec}
+}
+
+// Client is the underlying remote.
+func (r *Repo) Client() remote.Client { return r.client }
+
+// Marker is the plaintext object that identifies a repository.
+type Marker struct {
+	Format  int       `json:"format"`
+	Created time.Time `json:"created"`
+}
+
+// Init writes the marker if the remote has none, and checks it otherwise.
+func (r *Repo) Init(ctx context.Context) error {
+	b, _ := json.Marshal(Marker{Format: FormatVersion, Created: time.Now().UTC()})
+	err := r.client.Put(ctx, MarkerKey, b, remote.PutOptions{IfAbsent: true})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, remote.ErrPreconditionFailed) {
+		return fmt.Errorf("write repository marker: %w", err)
+	}
+	return r.Check(ctx)
+}
+
+// Check reads the marker and refuses a format this version does not know.
+// A remote without a marker is an empty repository.
+func (r *Repo) Check(ctx context.Context) error {
+	b, err := r.getAll(ctx, MarkerKey, 64<<10)
+	if errors.Is(err, remote.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read repository marker: %w", err)
+	}
+	var m Marker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("repository marker %s is damaged: %w", MarkerKey, err)
+	}
+	if m.Format != FormatVersion {
+		return fmt.Errorf("repository has format %d; this ompsync reads format %d: upgrade ompsync", m.Format, FormatVersion)
+	}
+	return nil
+}
+
+// getAll reads a whole object, refusing one larger than limit bytes.
+func (r *Repo) getAll(ctx context.Context, key string, limit int64) ([]byte, error) {
+	rc, err := r.client.Get(ctx, key, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("read %s: object larger than %d bytes", key, limit)
+	}
+	return b, nil
+}
+
+// sealedLimit is the largest stored object that can hold plain bytes of up to
+// limit: compression or encryption never grows data by more than this.
+func sealedLimit(limit int64) int64 { return limit + limit/8 + 64<<10 }
+
+func (r *Repo) getOpen(ctx context.Context, key string, limit int64) ([]byte, error) {
+	sealed, err := r.getAll(ctx, key, sealedLimit(limit))
+	if err != nil {
+		return nil, err
+	}
+	plain, err := r.codec.Open(sealed, limit)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	return plain, nil
+}
+
+func (r *Repo) putSealed(ctx context.Context, key string, plain []byte) error {
+	sealed, err := r.codec.Seal(plain)
+	if err != nil {
+		return fmt.Errorf("seal %s: %w", key, err)
+	}
+	return r.client.Put(ctx, key, sealed, remote.PutOptions{})
+}
+
+// PutChunk stores bytes [h.Start, h.End) of a generation; data must be exactly
+// that range. Its size on the remote is returned for accounting.
+func (r *Repo) PutChunk(ctx context.Context, s Stream, gen string, h ChunkHeader, data []byte) (int, error) {
+	sealed, err := r.codec.Seal(EncodeChunk(h, data))
+	if err != nil {
+		return 0, fmt.Errorf("seal chunk: %w", err)
+	}
+	if err := r.client.Put(ctx, s.ChunkKey(gen, h.Start, h.End), sealed, remote.PutOptions{}); err != nil {
+		return 0, err
+	}
+	return len(sealed), nil
+}
+
+// GetChunk reads and verifies one chunk.
+func (r *Repo) GetChunk(ctx context.Context, s Stream, gen string, start, end int64) (ChunkHeader, []byte, error) {
+	plain, err := r.getOpen(ctx, s.ChunkKey(gen, start, end), ChunkLimit(start, end))
+	if err != nil {
+		return ChunkHeader{}, nil, err
+	}
+	return DecodeChunk(plain, start, end)
+}
+
+// PutMeta stores a generation's metadata.
+func (r *Repo) PutMeta(ctx context.Context, s Stream, m Meta) error {
+	return r.putSealed(ctx, s.MetaKey(m.Generation), EncodeMeta(m))
+}
+
+// GetMeta reads a generation's metadata.
+func (r *Repo) GetMeta(ctx context.Context, s Stream, gen string) (Meta, error) {
+	b, err := r.getOpen(ctx, s.MetaKey(gen), MaxMetaSize)
+	if err != nil {
+		return Meta{}, err
+	}
+	return DecodeMeta(b)
+}
+
+// PutHead stores the current title slot of a generation.
+func (r *Repo) PutHead(ctx context.Context, s Stream, gen string, slot []byte) error {
+	return r.putSealed(ctx, s.HeadKey(gen), slot)
+}
+
+// GetHead reads a generation's title slot (ErrNotFound when never replaced).
+func (r *Repo) GetHead(ctx context.Context, s Stream, gen string) ([]byte, error) {
+	return r.getOpen(ctx, s.HeadKey(gen), MaxMetaSize)
+}
+
+// PutCatalog replaces a machine's catalog.
+func (r *Repo) PutCatalog(ctx context.Context, c Catalog) error {
+	return r.putSealed(ctx, CatalogKey(c.Machine), EncodeCatalog(c))
+}
+
+// GetCatalog reads a machine's catalog.
+func (r *Repo) GetCatalog(ctx context.Context, machine string) (Catalog, error) {
+	b, err := r.getOpen(ctx, CatalogKey(machine), MaxCatalogSize)
+	if err != nil {
+		return Catalog{}, err
+	}
+	c, err := DecodeCatalog(b)
+	if err != nil {
+		return Catalog{}, err
+	}
+	if c.Machine != machine {
+		return Catalog{}, fmt.Errorf("catalog of %s names machine %q", machine, c.Machine)
+	}
+	return c, nil
+}
+
+// Machines lists the machines that have written a catalog.
+func (r *Repo) Machines(ctx context.Context) ([]string, error) {
+	var out []string
+	for obj, err := range r.client.List(ctx, MachinesPrefix(), remote.ListOptions{Delimiter: "/"}) {
+		if err != nil {
+			return nil, fmt.Errorf("list machines: %w", err)
+		}
+		if !obj.Prefix {
+			continue
+		}
+		m := obj.Key[len(MachinesPrefix()) : len(obj.Key)-1]
+		if ValidMachine(m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// PutBlob stores one of omp's content-addressed blobs unless it is there.
+func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, error) {
+	sealed, err := r.codec.Seal(data)
+	if err != nil {
+		return 0, fmt.Errorf("seal blob: %w", err)
+	}
+	err = r.client.Put(ctx, BlobKey(name), sealed, remote.PutOptions{IfAbsent: true})
+	if errors.Is(err, remote.ErrPreconditionFailed) {
+		return 0, nil
+	}
+	return len(sealed), err
+}
+
+// GetBlob reads a blob of at most limit bytes.
+func (r *Repo) GetBlob(ctx context.Context, name string, limit int64) ([]byte, error) {
+	return r.getOpen(ctx, BlobKey(name), limit)
+}
+
+// HasBlob reports whether a blob is on the remote.
+func (r *Repo) HasBlob(ctx context.Context, name string) (bool, error) {
+	_, err := r.client.Stat(ctx, BlobKey(name))
+	if errors.Is(err, remote.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Generation is what the remote holds of one generation of a stream.
+type Generation struct {
+	Name    string
+	HasMeta bool
+	HasHead bool
+	Chunks  []ChunkRef // sorted by start, then end
+}
+
+// ChunkRef is a listed chunk.
+type ChunkRef struct {
+	Start, End int64
+	Size       int64 // stored size
+}
+
+// StreamInventory is every generation of one stream, oldest first.
+type StreamInventory struct {
+	Stream      Stream
+	Generations []*Generation
+}
+
+// Newest is the newest generation with metadata, or nil.
+func (s *StreamInventory) Newest() *Generation {
+	for i := len(s.Generations) - 1; i >= 0; i-- {
+		if s.Generations[i].HasMeta {
+			return s.Generations[i]
+		}
+	}
+	return nil
+}
+
+// Find returns the named generation or nil.
+func (s *StreamInventory) Find(name string) *Generation {
+	for _, g := range s.Generations {
+		if g.Name == name {
+			return g
+		}
+	}
+	return nil
+}
+
+// Inventory lists one session's objects (all machines, or one when machine is
+// not empty) with a single paged LIST. Keys that do not parse are reported
+// as an error: a remote that holds them is damaged or hostile.
+func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*StreamInventory, error) {
+	prefix := SessionPrefix(sessionID)
+	if machine != "" {
+		prefix += machine + "/"
+	}
+	byStream := map[Stream]*StreamInventory{}
+	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("list session %s: %w", sessionID, err)
+		}
+		ref, err := ParseSessionKey(obj.Key)
+		if err != nil {
+			return nil, err
+		}
+		if ref.Stream.SessionID != sessionID {
+			return nil, fmt.Errorf("key %q listed under session %s", obj.Key, sessionID)
+		}
+		inv := byStream[ref.Stream]
+		if inv == nil {
+			inv = &StreamInventory{Stream: ref.Stream}
+			byStream[ref.Stream] = inv
+		}
+		g := inv.Find(ref.Generation)
+		if g == nil {
+			g = &Generation{Name: ref.Generation}
+			inv.Generations = append(inv.Generations, g)
+		}
+		switch ref.Object {
+		case "meta":
+			g.HasMeta = true
+		case "head":
+			g.HasHead = true
+		default:
+			g.Chunks = append(g.Chunks, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size})
+		}
+	}
+	out := make([]*StreamInventory, 0, len(byStream))
+	for _, inv := range byStream {
+		sort.Slice(inv.Generations, func(i, j int) bool { return inv.Generations[i].Name < inv.Generations[j].Name })
+		for _, g := range inv.Generations {
+			sort.Slice(g.Chunks, func(i, j int) bool {
+				a, b := g.Chunks[i], g.Chunks[j]
+				return a.Start < b.Start || a.Start == b.Start && a.End < b.End
+			})
+		}
+		out = append(out, inv)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Stream, out[j].Stream
+		if a.Machine != b.Machine {
+			return a.Machine < b.Machine
+		}
+		return a.Name < b.Name
+	})
+	return out, nil
+}
+
+// Cover picks the fewest chunks that cover [0, end) of a generation, from the
+// start, greedily taking the chunk reaching furthest. Overlapping chunks (a
+// range uploaded again after a crash, or a compacted one) are fine. It
+// returns the covered length: less than the chunks' furthest end means a gap.
+func Cover(chunks []ChunkRef) (picked []ChunkRef, covered int64) {
+	for {
+		best := -1
+		for i, c := range chunks {
+			if c.Start <= covered && c.End > covered && (best < 0 || c.End > chunks[best].End) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return picked, covered
+		}
+		picked = append(picked, chunks[best])
+		covered = chunks[best].End
+	}
+}
+
+// MaxEnd is the furthest end of any chunk.
+func MaxEnd(chunks []ChunkRef) int64 {
+	var m int64
+	for _, c := range chunks {
+		m = max(m, c.End)
+	}
+	return m
+}
