@@ -201,6 +201,8 @@ func (a *Agent) start(ctx context.Context) error {
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
 	a.seedFromCatalog(cat)
+	cat.Updated = time.Time{}
+	a.catalog = repo.EncodeCatalog(cat)
 	return nil
 }
 

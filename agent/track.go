@@ -110,6 +110,11 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		}
 	default:
 		same, err := tailMatches(src, fst)
+		if err == nil && same && size == fst.Offset && !slotChanged(src, fst) {
+			// Written to (the stat changed) yet neither grown nor retitled:
+			// only a full re-hash tells whether uploaded bytes changed.
+			same, err = prefixMatches(src, fst)
+		}
 		if err != nil {
 			return res, err
 		}
@@ -337,6 +342,18 @@ func tailHash(src source, fst *FileState) (string, error) {
 		return "", err
 	}
 	return hashHex(b), nil
+}
+
+// slotChanged reports whether the title slot differs from the one uploaded.
+func slotChanged(src source, fst *FileState) bool {
+	if fst.HashFrom != session.TitleSlotSize {
+		return false
+	}
+	slot := make([]byte, session.TitleSlotSize)
+	if _, err := src.ReadAt(slot, 0); err != nil {
+		return true
+	}
+	return hashHex(slot) != fst.SlotHash
 }
 
 func tailMatches(src source, fst *FileState) (bool, error) {

@@ -1,0 +1,470 @@
+package agent
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+const (
+	ompFile = "omp-v18-title-slot-skill-toolcalls_01a113d2.jsonl"
+	ompID   = "01a113d2-be76-73c7-986b-d3ac6e3fbb83"
+	ompRel  = "sessions/-.omp-work/2026-10-07T00-45-40-854Z_" + ompID + ".jsonl"
+)
+
+func entryLine(id, parent, text string) []byte {
+	p := "null"
+	if parent != "" {
+		p = `"` + parent + `"`
+	}
+	return []byte(fmt.Sprintf(`{"type":"message","id":%q,"parentId":%s,"timestamp":"2026-10-07T01:00:00.000Z","message":{"role":"user","content":[{"type":"text","text":%q}]}}`+"\n", id, p, text))
+}
+
+// titleSlot builds a 256-byte title slot as omp writes it.
+func titleSlot(title string) []byte {
+	s := fmt.Sprintf(`{"type":"title","v":1,"title":%q,"updatedAt":"2026-10-07T02:00:00.000Z","pad":"`, title)
+	s += strings.Repeat(" ", session.TitleSlotSize-len(s)-3) + "\"}\n"
+	return []byte(s)
+}
+
+// 1 and 2: the first write appears whole; appends upload only the new range.
+func TestFirstWriteThenAppends(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.writeRename(ompRel, corpus(t, ompFile))
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+		first := len(e.read(ompRel))
+		e.client.takePuts()
+
+		e.appendTo(ompRel, entryLine("aaaa0001", "", "more work"))
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+		chunks := chunkPuts(e.client.takePuts())
+		if len(chunks) != 1 {
+			t.Fatalf("append uploaded %d chunks, want 1: %v", len(chunks), chunks)
+		}
+		if want := repo.ChunkName(int64(first), int64(len(e.read(ompRel)))); path.Base(chunks[0]) != want {
+			t.Fatalf("append uploaded %s, want only the new range %s", path.Base(chunks[0]), want)
+		}
+
+		// Nothing changed: nothing but nothing is uploaded.
+		e.once()
+		if p := e.client.takePuts(); len(p) != 0 {
+			t.Fatalf("an unchanged tree uploaded %v", p)
+		}
+	})
+}
+
+func chunkPuts(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if _, _, ok := repo.ParseChunkName(path.Base(k)); ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// A half-written last line waits for its newline.
+func TestPartialLineWaits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.writeRename(ompRel, corpus(t, ompFile))
+		line := entryLine("aaaa0002", "", "half")
+		e.appendTo(ompRel, line[:20])
+		e.once()
+		got, _ := e.remoteStream(ompID, repo.SessionStream)
+		if !bytes.Equal(got, corpus(t, ompFile)) {
+			t.Fatalf("remote has %d bytes, want only the %d settled ones", len(got), len(corpus(t, ompFile)))
+		}
+		e.appendTo(ompRel, line[20:])
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+	})
+}
+
+// 3: the title slot is rewritten in place and a title_change appended: the
+// slot travels as a head object; the file is not uploaded again.
+func TestTitleSlotRewrittenInPlace(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.writeRename(ompRel, corpus(t, ompFile))
+		e.once()
+		size := len(e.read(ompRel))
+		e.client.takePuts()
+
+		f, err := os.OpenFile(e.path(ompRel), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(titleSlot("Fix the flaky test"), 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		e.appendTo(ompRel, []byte(`{"type":"title_change","id":"bbbb0001","parentId":null,"timestamp":"2026-10-07T02:00:00.000Z","title":"Fix the flaky test"}`+"\n"))
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+		var head bool
+		for _, k := range e.client.takePuts() {
+			if path.Base(k) == "head" {
+				head = true
+			}
+			if s, _, ok := repo.ParseChunkName(path.Base(k)); ok && s != int64(size) {
+				t.Fatalf("title change re-uploaded %s", k)
+			}
+		}
+		if !head {
+			t.Fatal("no head object uploaded for the new title slot")
+		}
+		if got := e.catalogEntry(ompID).Title; got != "Fix the flaky test" {
+			t.Fatalf("catalog title %q", got)
+		}
+		if n := len(e.generations(ompID, repo.SessionStream)); n != 1 {
+			t.Fatalf("title change made %d generations, want 1", n)
+		}
+	})
+}
+
+// 4: a whole-file rewrite (temp file + rename), smaller and larger, starts a
+// new generation and keeps the old one.
+func TestWholeFileRewrite(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		orig := corpus(t, ompFile)
+		e.writeRename(ompRel, orig)
+		e.once()
+
+		lines := bytes.SplitAfter(orig, []byte("\n"))
+		smaller := bytes.Join(append(lines[:3:3], lines[5:]...), nil) // drop two entries
+		e.writeRename(ompRel, smaller)
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+		gens := e.generations(ompID, repo.SessionStream)
+		if len(gens) != 2 {
+			t.Fatalf("%d generations after a rewrite, want 2", len(gens))
+		}
+		// The old generation still reassembles to the original bytes.
+		old, err := e.repo.ReadGeneration(t.Context(), repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}, gens[0], 1<<30)
+		if err != nil || !bytes.Equal(old.Data, orig) {
+			t.Fatalf("old generation lost: %v", err)
+		}
+
+		larger := append(append([]byte{}, smaller...), entryLine("cccc0001", "", strings.Repeat("x", 5000))...)
+		larger = bytes.Replace(larger, []byte(`"thinking_level_change"`), []byte(`"thinking_level_CHANGE"`), 1)
+		e.writeRename(ompRel, larger)
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+		if n := len(e.generations(ompID, repo.SessionStream)); n != 3 {
+			t.Fatalf("%d generations after a second rewrite, want 3", n)
+		}
+	})
+}
+
+// A rename that only extends the file (same prefix, new inode) continues the
+// generation instead of uploading everything again.
+func TestRenameWithSamePrefixContinues(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		orig := corpus(t, ompFile)
+		e.writeRename(ompRel, orig)
+		e.once()
+		e.client.takePuts()
+		e.writeRename(ompRel, append(append([]byte{}, orig...), entryLine("dddd0001", "", "x")...))
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+		if n := len(e.generations(ompID, repo.SessionStream)); n != 1 {
+			t.Fatalf("%d generations, want 1", n)
+		}
+		if ch := chunkPuts(e.client.takePuts()); len(ch) != 1 {
+			t.Fatalf("uploaded %v, want one chunk with the new line", ch)
+		}
+	})
+}
+
+// 5: bytes already uploaded change in place (same inode, same size): detected
+// by checking, and uploaded as a new generation.
+func TestInPlaceChangeDetected(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		big := corpus(t, "pi-v1-large-session_pi-mono-fixture.jsonl")
+		rel := "sessions/--Users-badlogic-workspaces-pi-mono--/2025-11-20T23-33-50-805Z_d703a1a9-1b7b-4fb1-b512-c9738b1fe617.jsonl"
+		id := "d703a1a9-1b7b-4fb1-b512-c9738b1fe617"
+		e.writeRename(rel, big)
+		e.once()
+
+		// Change a byte far from the end (outside the tail window), same size.
+		f, err := os.OpenFile(e.path(rel), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := len(big) / 2
+		if _, err := f.WriteAt([]byte("R"), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		e.once()
+		e.assertRemoteEquals(rel, id)
+		if n := len(e.generations(id, repo.SessionStream)); n != 2 {
+			t.Fatalf("%d generations after an in-place change, want 2", n)
+		}
+
+		// Changed in place far from the end AND appended: the tail matches,
+		// so only the periodic audit catches it.
+		f, _ = os.OpenFile(e.path(rel), os.O_WRONLY, 0)
+		f.WriteAt([]byte("Q"), int64(i))
+		f.Close()
+		e.appendTo(rel, entryLine("eeee0001", "", "x"))
+		e.opts.AuditInterval = 1 // every pass audits
+		e.once()
+		e.assertRemoteEquals(rel, id)
+		if n := len(e.generations(id, repo.SessionStream)); n != 3 {
+			t.Fatalf("%d generations after an audited change, want 3", n)
+		}
+	})
+}
+
+// 6: a move to another cwd-dir (with the header's cwd rewritten): the session
+// keeps its stream and the remote records the new path.
+func TestMoveToAnotherCwdDir(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.writeRename(ompRel, corpus(t, ompFile))
+		e.once()
+		moved := "sessions/-src-api/" + path.Base(ompRel)
+		data := bytes.Replace(e.read(ompRel), []byte(`"cwd":"/home/ubuntu/.omp/work"`), []byte(`"cwd":"/home/ubuntu/src/api"`), 1)
+		e.writeRename(moved, data)
+		if err := os.Remove(e.path(ompRel)); err != nil {
+			t.Fatal(err)
+		}
+		e.once()
+		e.assertRemoteEquals(moved, ompID)
+		ent := e.catalogEntry(ompID)
+		if ent.Path != moved || ent.State != repo.StatePresent || ent.Cwd != "/home/ubuntu/src/api" {
+			t.Fatalf("catalog after move: %+v", ent)
+		}
+		_, meta := e.remoteStream(ompID, repo.SessionStream)
+		if meta.Path != moved {
+			t.Fatalf("meta path %q, want %q", meta.Path, moved)
+		}
+	})
+}
+
+// 7: archive gzips the session away; recorded as archived, nothing lost.
+func TestArchive(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		orig := corpus(t, ompFile)
+		e.writeRename(ompRel, orig)
+		e.once()
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(orig)
+		zw.Close()
+		e.write("archive/"+ompRel+".gz", gz.Bytes())
+		os.Remove(e.path(ompRel))
+		e.once()
+		if st := e.catalogEntry(ompID).State; st != repo.StateArchived {
+			t.Fatalf("state %q, want archived", st)
+		}
+		got, _ := e.remoteStream(ompID, repo.SessionStream)
+		if !bytes.Equal(got, orig) {
+			t.Fatal("archived session's bytes changed on the remote")
+		}
+	})
+}
+
+// An archive the agent never saw live is backed up from the gzip file.
+func TestArchiveNeverSeenLive(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		orig := corpus(t, ompFile)
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(orig)
+		zw.Close()
+		e.write("archive/"+ompRel+".gz", gz.Bytes())
+		e.once()
+		got, meta := e.remoteStream(ompID, repo.SessionStream)
+		if !bytes.Equal(got, orig) || meta.Path != ompRel {
+			t.Fatalf("archived session not backed up whole (path %q)", meta.Path)
+		}
+		if st := e.catalogEntry(ompID).State; st != repo.StateArchived {
+			t.Fatalf("state %q, want archived", st)
+		}
+	})
+}
+
+// 8: delete is recorded; the remote keeps every byte.
+func TestDelete(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		orig := corpus(t, ompFile)
+		e.writeRename(ompRel, orig)
+		e.once()
+		os.Remove(e.path(ompRel))
+		e.once()
+		if st := e.catalogEntry(ompID).State; st != repo.StateDeleted {
+			t.Fatalf("state %q, want deleted", st)
+		}
+		got, _ := e.remoteStream(ompID, repo.SessionStream)
+		if !bytes.Equal(got, orig) {
+			t.Fatal("deleted session's bytes changed on the remote")
+		}
+	})
+}
+
+// 9: blobs go up once, by hash; artifacts are backed up append-aware.
+func TestBlobsAndArtifacts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.writeRename(ompRel, corpus(t, ompFile))
+		blob := bytes.Repeat([]byte("PNG\x00\x01"), 1000)
+		sum := sha256.Sum256(blob)
+		name := hex.EncodeToString(sum[:])
+		e.write("blobs/"+name, blob)
+		art := strings.TrimSuffix(ompRel, ".jsonl") + "/subagents/0-Explore.jsonl"
+		e.write(art, corpus(t, "pi-v3-small-compactions_agent-sessions-fixture.jsonl"))
+		e.write(strings.TrimSuffix(ompRel, ".jsonl")+"/bash-1.log", []byte("no newline at the end"))
+		e.once()
+
+		got, err := e.repo.GetBlob(t.Context(), name, 1<<20)
+		if err != nil || !bytes.Equal(got, blob) {
+			t.Fatalf("blob: %v", err)
+		}
+		stream := repo.ArtifactStream("subagents/0-Explore.jsonl")
+		ab, meta := e.remoteStream(ompID, stream)
+		if !bytes.Equal(ab, e.read(art)) || meta.Path != art {
+			t.Fatalf("artifact not backed up (path %q)", meta.Path)
+		}
+		logb, _ := e.remoteStream(ompID, repo.ArtifactStream("bash-1.log"))
+		if string(logb) != "no newline at the end" {
+			t.Fatalf("tool log %q", logb)
+		}
+		e.client.takePuts()
+
+		e.appendTo(art, entryLine("ffff0001", "", "subagent goes on"))
+		e.once()
+		puts := e.client.takePuts()
+		for _, k := range puts {
+			if strings.HasPrefix(k, "v1/blobs/") {
+				t.Fatalf("blob uploaded twice: %v", puts)
+			}
+		}
+		if ch := chunkPuts(puts); len(ch) != 1 {
+			t.Fatalf("artifact append uploaded %v, want one chunk", ch)
+		}
+		ab, _ = e.remoteStream(ompID, stream)
+		if !bytes.Equal(ab, e.read(art)) {
+			t.Fatal("artifact append not on the remote")
+		}
+	})
+}
+
+// 10: bytes are bytes: malformed lines, unknown types, invalid UTF-8, a 20 MB
+// line, an empty file, a file with only a title slot.
+func TestOddFiles(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		malformed := corpus(t, "pi-v3-SYNTHETIC-malformed-and-unknown-lines_agentsview.jsonl")
+		malformed = append(malformed, []byte("\xff\xfe not utf-8 {{{\n")...)
+		files := map[string][]byte{
+			"sessions/--Users-alice-code-my-project--/2025-01-01T10-00-00-000Z_pi-test-session-uuid.jsonl": malformed,
+			"sessions/-big/2026-01-01T00-00-00-000Z_0000big0-0000-0000-0000-000000000000.jsonl": append(
+				[]byte(`{"type":"session","version":3,"id":"0000big0-0000-0000-0000-000000000000","timestamp":"x","cwd":"/x"}`+"\n"),
+				append(append([]byte(`{"type":"message","id":"a","text":"`), bytes.Repeat([]byte("y"), 20<<20)...), '"', '}', '\n')...),
+			"sessions/-empty/2026-01-01T00-00-00-000Z_empty000-0000-0000-0000-000000000000.jsonl": {},
+			"sessions/-slot/2026-01-01T00-00-00-000Z_slot0000-0000-0000-0000-000000000000.jsonl": titleSlot(""),
+		}
+		for rel, data := range files {
+			e.writeRename(rel, data)
+		}
+		e.once()
+		for rel, data := range files {
+			id, _ := session.IDFromFileName(rel)
+			if len(data) == 0 {
+				if len(e.generations(id, repo.SessionStream)) != 0 {
+					t.Fatalf("empty file made objects")
+				}
+				continue
+			}
+			got, _ := e.remoteStream(id, repo.SessionStream)
+			if !bytes.Equal(got, data) {
+				t.Fatalf("%s: remote has %d bytes, want %d", rel, len(got), len(data))
+			}
+		}
+	})
+}
+
+// Every corpus file survives a round trip.
+func TestCorpusRoundTrip(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		ents, err := os.ReadDir(corpusDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rels []string
+		for _, d := range ents {
+			if !strings.HasSuffix(d.Name(), ".jsonl") {
+				continue
+			}
+			data := corpus(t, d.Name())
+			h, _, err := session.ReadHeader(data)
+			if err != nil {
+				t.Fatalf("%s: %v", d.Name(), err)
+			}
+			rel := "sessions/-corpus/2026-01-01T00-00-00-000Z_" + h.ID + ".jsonl"
+			e.writeRename(rel, data)
+			rels = append(rels, rel)
+		}
+		e.once()
+		for _, rel := range rels {
+			id, _ := session.IDFromFileName(rel)
+			e.assertRemoteEquals(rel, id)
+		}
+	})
+}
+
+// Never: credentials, local databases, locks, temp files.
+func TestIgnoredFiles(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.write("auth.json", []byte(`{"token":"SECRET"}`))
+		e.write("agent.db", []byte("SQLite"))
+		e.write("sessions/-x/.2026_x.jsonl.lock", []byte("1"))
+		e.write("sessions/-x/a.jsonl.tmp", []byte("1\n"))
+		e.write("sessions/-x/a.jsonl.bak", []byte("1\n"))
+		e.once()
+		for _, k := range e.client.takePuts() {
+			if !strings.HasPrefix(k, "v1/machines/") && k != repo.MarkerKey {
+				t.Fatalf("uploaded %s", k)
+			}
+		}
+	})
+}
+
+// A second agent on the same state dir refuses to start.
+func TestSecondAgentRefused(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	_, err = New(e.repo, e.opts)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), e.stateDir) {
+		t.Fatalf("second agent: %v", err)
+	}
+}

@@ -1,0 +1,240 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+const corpusDir = "../../shared/corpus"
+
+// env is one machine: an agent dir, a state dir and a remote.
+type env struct {
+	t        *testing.T
+	agentDir string
+	stateDir string
+	machine  string
+	client   *countingClient
+	repo     *repo.Repo
+	opts     Options
+}
+
+func newEnv(t *testing.T, c remote.Client) *env {
+	t.Helper()
+	e := &env{
+		t:        t,
+		agentDir: t.TempDir(),
+		stateDir: t.TempDir(),
+		machine:  "laptop",
+		client:   &countingClient{Client: c},
+	}
+	e.repo = repo.New(e.client, repo.NewZstd())
+	e.opts = Options{AgentDir: e.agentDir, StateDir: e.stateDir, Machine: e.machine, Logger: testLogger(t)}
+	return e
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// once runs one full pass with a fresh agent, as `ompsync agent --once` does.
+func (e *env) once() {
+	e.t.Helper()
+	if err := e.tryOnce(); err != nil {
+		e.t.Fatalf("agent --once: %v", err)
+	}
+}
+
+func (e *env) tryOnce() error {
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return a.Once(context.Background())
+}
+
+func (e *env) path(rel string) string { return filepath.Join(e.agentDir, filepath.FromSlash(rel)) }
+
+func (e *env) write(rel string, data []byte) {
+	e.t.Helper()
+	p := e.path(rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// writeRename writes like omp's first write and whole-file rewrites: a temp
+// file renamed into place (a new inode).
+func (e *env) writeRename(rel string, data []byte) {
+	e.t.Helper()
+	p := e.path(rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".1.tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) appendTo(rel string, data []byte) {
+	e.t.Helper()
+	f, err := os.OpenFile(e.path(rel), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) read(rel string) []byte {
+	e.t.Helper()
+	b, err := os.ReadFile(e.path(rel))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return b
+}
+
+// remoteStream reassembles the newest generation of a stream from the remote.
+func (e *env) remoteStream(id, stream string) ([]byte, repo.Meta) {
+	e.t.Helper()
+	ctx := context.Background()
+	r := repo.New(e.client.Client, repo.NewZstd())
+	invs, err := r.Inventory(ctx, id, e.machine)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, inv := range invs {
+		if inv.Stream.Name != stream {
+			continue
+		}
+		g := inv.Newest()
+		if g == nil {
+			e.t.Fatalf("session %s stream %s: no generation with meta", id, stream)
+		}
+		as, err := r.ReadGeneration(ctx, inv.Stream, g, 1<<40)
+		if err != nil {
+			e.t.Fatalf("reassemble %s %s: %v", id, stream, err)
+		}
+		return as.Data, as.Meta
+	}
+	e.t.Fatalf("session %s stream %s: nothing on the remote", id, stream)
+	return nil, repo.Meta{}
+}
+
+// generations lists a stream's generations on the remote.
+func (e *env) generations(id, stream string) []*repo.Generation {
+	e.t.Helper()
+	invs, err := e.repo.Inventory(context.Background(), id, e.machine)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, inv := range invs {
+		if inv.Stream.Name == stream {
+			return inv.Generations
+		}
+	}
+	return nil
+}
+
+func (e *env) assertRemoteEquals(rel, id string) {
+	e.t.Helper()
+	got, _ := e.remoteStream(id, repo.SessionStream)
+	want := e.read(rel)
+	want = want[:bytes.LastIndexByte(want, '\n')+1]
+	if !bytes.Equal(got, want) {
+		e.t.Fatalf("%s: remote holds %d bytes, file has %d settled bytes; differ at %d", rel, len(got), len(want), firstDiff(got, want))
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func (e *env) catalogEntry(id string) repo.CatalogEntry {
+	e.t.Helper()
+	c, err := e.repo.GetCatalog(context.Background(), e.machine)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, s := range c.Sessions {
+		if s.ID == id {
+			return s
+		}
+	}
+	e.t.Fatalf("catalog has no session %s", id)
+	return repo.CatalogEntry{}
+}
+
+func corpus(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(corpusDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// countingClient counts puts by key, to assert what was (not) uploaded.
+type countingClient struct {
+	remote.Client
+	mu   sync.Mutex
+	puts []string
+}
+
+func (c *countingClient) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
+	err := c.Client.Put(ctx, key, data, opts)
+	if err == nil {
+		c.mu.Lock()
+		c.puts = append(c.puts, key)
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *countingClient) takePuts() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.puts
+	c.puts = nil
+	return p
+}
+
+func (c *countingClient) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	return c.Client.Get(ctx, key, off, n)
+}
+
+var _ = time.Second
