@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/config"
+)
+
+const agentLong = `Run the backup agent: watch <agent_dir> and upload what omp appends to its
+session files, seconds after it is written.
+
+It backs up <agent_dir>/sessions/<cwd-dir>/*.jsonl, each session's artifact
+folder, <agent_dir>/blobs and <agent_dir>/archive/sessions; never auth.json,
+agent.db, locks or temp files. Only complete lines are uploaded. Rewrites,
+moves, archives and deletes are recorded; nothing already uploaded is removed.
+
+The agent runs until SIGINT or SIGTERM, then uploads what is settled and exits
+0. SIGHUP reloads the configuration (interval, log level). One agent per
+state_dir: a second one refuses to start.`
+
+const agentExample = `  # back up to the default local folder (~/.local/share/ompsync/remote)
+  ompsync agent
+
+  # one full pass for cron or scripts: exit 0 when everything is uploaded
+  ompsync agent --once
+
+  # to S3, uploading at most every 5 seconds, with metrics
+  ompsync --remote s3://my-bucket/omp agent --interval 5s --metrics-addr 127.0.0.1:9464`
+
+func newAgentCmd(a *app) *cobra.Command {
+	var once bool
+	cmd := &cobra.Command{
+		Use:     "agent",
+		Short:   "Watch the session folder and upload what changes",
+		Long:    agentLong,
+		Example: agentExample,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			if once {
+				return runAgentOnce(cmd.Context(), a, cfg)
+			}
+			return runAgent(cmd.Context(), a, cfg)
+		},
+	}
+	cmd.Flags().BoolVar(&once, "once", false, "make one full pass (scan, upload everything settled, record deletions) and exit; exit 1 if anything could not be uploaded")
+	addKeyFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
+	return cmd
+}
+
+func agentOptions(cfg *config.Config, log *slog.Logger) agent.Options {
+	return agent.Options{
+		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine,
+		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
+		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
+	}
+}
+
+func runAgentOnce(ctx context.Context, a *app, cfg *config.Config) error {
+	log := cfg.Logger(a.stderr)
+	if _, err := os.Stat(cfg.AgentDir); err != nil {
+		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", cfg.AgentDir)
+	}
+	r, err := openRepo(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	ag, err := agent.New(r, agentOptions(cfg, log))
+	if err != nil {
+		return err
+	}
+	defer ag.Close()
+	if err := ag.Once(ctx); err != nil {
+		return fmt.Errorf("backup pass incomplete: %w", err)
+	}
+	return nil
+}
+
+func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
+	log := cfg.Logger(a.stderr)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	r, err := openRepo(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	opts := agentOptions(cfg, log)
+	if cfg.Metrics.Addr != "" {
+		reg := prometheus.NewRegistry()
+		opts.Metrics = agent.NewMetrics(reg)
+		srv, err := serveMetrics(cfg.Metrics.Addr, reg)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		log.Info("serving metrics", "addr", cfg.Metrics.Addr)
+	}
+	ag, err := agent.New(r, opts)
+	if err != nil {
+		return err
+	}
+	defer ag.Close()
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				a.reload(ag, log)
+			}
+		}
+	}()
+	log.Info("agent started", "agent_dir", cfg.AgentDir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
+	return ag.Run(ctx)
+}
+
+// reload re-reads the configuration on SIGHUP and applies what can change
+// without a restart.
+func (a *app) reload(ag *agent.Agent, log *slog.Logger) {
+	a.cfg, a.cfgErr = nil, nil
+	cfg, err := a.config()
+	if err != nil {
+		log.Error("reload: configuration not applied", "err", err)
+		return
+	}
+	ag.SetInterval(cfg.Interval)
+	log.Info("configuration reloaded", "interval", cfg.Interval)
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics.addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("metrics server stopped", "err", err)
+		}
+	}()
+	return srv, nil
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/config"
+)
+
+func newConfigCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "config",
+		Short: "Show the configuration in effect, or write a starter config file",
+		Long: `Show the configuration in effect, or write a starter config file.
+
+Every key can be set in the config file, in the environment (OMPSYNC_ + the key
+upper-cased with dots as underscores) and, for the global flags, on the command
+line; flags win over the environment, which wins over the file.`,
+	}
+	c.AddCommand(newConfigShowCmd(a), newConfigInitCmd(a))
+	return c
+}
+
+func newConfigShowCmd(a *app) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show",
+		Short: "Print every key with its value and where the value came from",
+		Long: `Print every configuration key with its value and its source: a flag, an
+environment variable, the config file (with the line), or the default.
+Secrets are printed as <redacted>.`,
+		Example: `  ompsync config show
+  ompsync --remote s3://bucket/omp config show --json`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return showJSON(a, cfg)
+			}
+			return showText(a, cfg)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON: {file, settings: [{key, env, value, source, from}]}")
+	return c
+}
+
+func showText(a *app, cfg *config.Config) error {
+	if cfg.File != "" {
+		fmt.Fprintf(a.stdout, "# config file: %s\n", cfg.File)
+	} else if p, _, err := config.FilePath(a.loadOptions()); err == nil {
+		fmt.Fprintf(a.stdout, "# config file: none (%s does not exist)\n", p)
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
+	for _, s := range cfg.Settings() {
+		v := config.FormatValue(s.Value)
+		if v == "" {
+			v = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Key, v, s.Source)
+	}
+	return tw.Flush()
+}
+
+type jsonSetting struct {
+	Key    string `json:"key"`
+	Env    string `json:"env"`
+	Value  any    `json:"value"`
+	Source string `json:"source"`         // default, file, env or flag
+	From   string `json:"from,omitempty"` // the flag, variable, or file:line
+}
+
+func showJSON(a *app, cfg *config.Config) error {
+	out := struct {
+		File     string        `json:"file"`
+		Settings []jsonSetting `json:"settings"`
+	}{File: cfg.File}
+	for _, s := range cfg.Settings() {
+		v := s.Value
+		if _, ok := v.(time.Duration); ok {
+			v = config.FormatValue(v)
+		}
+		from := s.Source.Name
+		if s.Source.Kind == config.FromFile && s.Source.Line > 0 {
+			from = fmt.Sprintf("%s:%d", from, s.Source.Line)
+		}
+		out.Settings = append(out.Settings, jsonSetting{
+			Key: s.Key, Env: s.Env, Value: v, Source: s.Source.KindName(), From: from,
+		})
+	}
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // print <redacted>, not \u003credacted\u003e
+	return enc.Encode(out)
+}
+
+func newConfigInitCmd(a *app) *cobra.Command {
+	var force bool
+	var path string
+	c := &cobra.Command{
+		Use:   "init",
+		Short: "Write a commented starter config file",
+		Long: `Write a config file that sets every key to its default, each with a one-line
+comment, to the config file in use (--config, else $OMPSYNC_CONFIG, else
+~/.config/ompsync/config.yaml) or to --path. The file is private (mode 0600,
+its folder 0700). An existing file is kept unless --force is given.`,
+		Example: `  ompsync config init
+  ompsync config init --path ./ompsync.yaml --force`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts := a.loadOptions()
+			if path != "" {
+				opts.ConfigFile = path
+			}
+			target, _, err := config.FilePath(opts)
+			if err != nil {
+				return err
+			}
+			data, err := config.Starter(opts)
+			if err != nil {
+				return fmt.Errorf("config init: %w", err)
+			}
+			if err := writePrivate(target, data, force); err != nil {
+				return err
+			}
+			// The starter must load as written; check before telling the user it is ready.
+			check := config.LoadOptions{ConfigFile: target, LookupEnv: opts.LookupEnv, Hostname: opts.Hostname}
+			if _, err := config.Load(check); err != nil {
+				var ke *config.KeyError
+				if errors.As(err, &ke) && ke.Source.Kind == config.FromDefault {
+					// no default here (an odd host name): the user must fill it in
+					return fmt.Errorf("wrote %s, but set %s in it first: %w", target, ke.Key, err)
+				}
+				return fmt.Errorf("wrote %s but it does not load (please report this): %w", target, err)
+			}
+			fmt.Fprintf(a.stdout, "wrote %s; edit it, then check it with 'ompsync config show'\n", target)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "replace an existing file")
+	c.Flags().StringVar(&path, "path", "", "write here instead of the config file in use")
+	return c
+}
+
+// writePrivate writes data to path with mode 0600, creating its folder with
+// mode 0700. Without force an existing file is an error; with force the file
+// is replaced whole (temp file and rename), so a failed write leaves the old
+// one.
+func writePrivate(path string, data []byte, force bool) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create config folder: %w", err)
+	}
+	if !force {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s already exists; keep it, or run 'ompsync config init --force' to replace it", path)
+		}
+		if err != nil {
+			return fmt.Errorf("create config file: %w", err)
+		}
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return fmt.Errorf("write config file: %w", err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write config file: %w", err)
+		}
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a folder; give a file path", path)
+	}
+	tmp, err := os.CreateTemp(dir, ".config-*.yaml")
+	if err != nil {
+		return fmt.Errorf("create config file: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("create config file: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write config file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write config file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace config file: %w", err)
+	}
+	return nil
+}

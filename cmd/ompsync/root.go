@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ompsync/ompsync/config"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2 // unknown command or flag, wrong arguments, bad flag value
+)
+
+// app carries what every command needs. The configuration is loaded lazily,
+// by a.config(), so commands that need none (version, config init) work even
+// when the configuration is broken.
+type app struct {
+	stdout, stderr io.Writer
+	env            func(string) (string, bool)
+	hostname       func() (string, error) // nil means os.Hostname
+
+	configFile string         // --config
+	cmd        *cobra.Command // the command running; its flags override the configuration
+	cfg        *config.Config
+	cfgErr     error
+}
+
+// loadOptions are the inputs of config.Load for the running command.
+func (a *app) loadOptions() config.LoadOptions {
+	var flags *pflag.FlagSet
+	if a.cmd != nil {
+		flags = a.cmd.Flags() // includes the inherited global flags
+	}
+	return config.LoadOptions{ConfigFile: a.configFile, Flags: flags, LookupEnv: a.env, Hostname: a.hostname}
+}
+
+// config loads the configuration once. A bad value given as a flag is a
+// usage error; other configuration errors are failures.
+func (a *app) config() (*config.Config, error) {
+	if a.cfg != nil || a.cfgErr != nil {
+		return a.cfg, a.cfgErr
+	}
+	cfg, err := config.Load(a.loadOptions())
+	if err != nil {
+		var ke *config.KeyError
+		if errors.As(err, &ke) && ke.Source.Kind == config.FromFlag {
+			err = &usageError{cmd: a.cmd, err: err}
+		}
+		a.cfgErr = err
+		return nil, err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(a.stderr, "ompsync: warning: %s\n", w)
+	}
+	a.cfg = cfg
+	return cfg, nil
+}
+
+// usageError is a mistake in how ompsync was called: exit code 2, and the
+// message points at the command's help.
+type usageError struct {
+	cmd *cobra.Command // whose --help to point at; nil means the root
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error for cmd.
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{cmd: cmd, err: fmt.Errorf(format, args...)}
+}
+
+// runError marks an error returned by a command's own code, as opposed to
+// one cobra returns while parsing flags and arguments (a usage error).
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+const rootLong = `ompsync backs up the session files of the omp coding agent (JSON Lines under
+<agent_dir>/sessions) to an S3 bucket or a local folder. A session file almost
+only grows, so ompsync uploads just the new lines; rewrites, moves and deletes
+are kept as well, never silently lost. It restores a session on any machine,
+merging with the local copy without losing a line, can pull the sessions of
+other machines (sync), and installs itself as a user service.
+
+Configuration comes from these sources, strongest first:
+  flags        --remote s3://bucket/prefix (the global flags below; they work
+               before or after the command name)
+  environment  OMPSYNC_ + the key upper-cased, dots as underscores:
+               OMPSYNC_REMOTE, OMPSYNC_S3_ENDPOINT, OMPSYNC_LOG_LEVEL;
+               list keys take a comma-separated list
+  config file  --config, else $OMPSYNC_CONFIG, else
+               $XDG_CONFIG_HOME/ompsync/config.yaml (~/.config/ompsync/config.yaml)
+  defaults     back up ~/.omp/agent to ~/.local/share/ompsync/remote
+
+'ompsync config show' prints every key, its value and where it came from;
+'ompsync config init' writes a commented config file to start from.`
+
+const rootExample = `  # write a starter config file, edit it, then check what is in effect
+  ompsync config init
+  ompsync config show
+
+  # back up to S3; the keys come from the environment
+  export AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=...
+  ompsync --remote s3://my-bucket/omp agent
+
+  # the same settings, with a debug log, as environment variables
+  OMPSYNC_REMOTE=s3://my-bucket/omp OMPSYNC_LOG_LEVEL=debug ompsync agent`
+
+// newRootCmd builds the command tree. To add a command, write
+// newXxxCmd(a *app) *cobra.Command in its own file and add it to the list
+// below. Its RunE calls a.config() for the configuration and returns an
+// error (usagef for a usage mistake); commands that take arguments must set
+// Args, as the default here is none.
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ompsync",
+		Short:         "Back up, restore and sync omp coding-agent sessions",
+		Long:          rootLong,
+		Example:       rootExample,
+		Version:       versionLine(readBuildInfo()),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetVersionTemplate("ompsync {{.Version}}\n")
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.configFile, "config", "", "config file (default $OMPSYNC_CONFIG, else ~/.config/ompsync/config.yaml)")
+	// the configuration keys every command takes as a flag
+	addKeyFlags(pf, "agent_dir", "remote", "state_dir", "machine", "log.level", "log.format")
+
+	root.AddCommand(
+		newConfigCmd(a),
+		newVersionCmd(a),
+		newAgentCmd(a),
+	)
+	prepare(a, root)
+	return root
+}
+
+// addKeyFlags adds a flag for each configuration key, named config.FlagName
+// (agent_dir -> --agent-dir). config.Load finds the flags by that name, so a
+// command adds its own with addKeyFlags(cmd.Flags(), "interval").
+func addKeyFlags(fs *pflag.FlagSet, keys ...string) {
+	for _, name := range keys {
+		k, ok := config.Lookup(name)
+		if !ok || k.Secret {
+			// a secret on the command line shows up in ps and shell history
+			panic("addKeyFlags: no flag for key " + name)
+		}
+		usage := fmt.Sprintf("%s [%s]", k.Help, k.Env)
+		switch k.Kind {
+		case "bool":
+			fs.Bool(k.Flag, false, usage)
+		case "list":
+			fs.StringSlice(k.Flag, nil, usage)
+		default:
+			fs.String(k.Flag, "", usage)
+		}
+	}
+}
+
+// prepare fits every command in the tree to the app: hooks record the
+// running command (for a.config) and mark their errors as run errors; a
+// command with subcommands but no code of its own prints its help, and
+// refuses an unknown subcommand instead of ignoring it.
+func prepare(a *app, c *cobra.Command) {
+	if c.HasSubCommands() && !c.Runnable() {
+		c.Args = unknownSubcommand
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	if c.Args == nil {
+		c.Args = cobra.NoArgs
+	}
+	wrapE := func(f *func(*cobra.Command, []string) error) {
+		if orig := *f; orig != nil {
+			*f = func(cmd *cobra.Command, args []string) error {
+				a.cmd = cmd
+				if err := orig(cmd, args); err != nil {
+					return &runError{err: err}
+				}
+				return nil
+			}
+		}
+	}
+	wrap := func(f *func(*cobra.Command, []string)) {
+		if orig := *f; orig != nil {
+			*f = func(cmd *cobra.Command, args []string) {
+				a.cmd = cmd
+				orig(cmd, args)
+			}
+		}
+	}
+	wrapE(&c.PersistentPreRunE)
+	wrapE(&c.PreRunE)
+	wrapE(&c.RunE)
+	wrapE(&c.PostRunE)
+	wrapE(&c.PersistentPostRunE)
+	wrap(&c.PersistentPreRun)
+	wrap(&c.PreRun)
+	wrap(&c.Run)
+	wrap(&c.PostRun)
+	wrap(&c.PersistentPostRun)
+	for _, sub := range c.Commands() {
+		prepare(a, sub)
+	}
+}
+
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only on its legacy path
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return errors.New(msg)
+}
+
+// run is main without the process: tests call it in-process.
+func run(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{stdout: stdout, stderr: stderr, env: env}
+	return a.execute(ctx, newRootCmd(a), args)
+}
+
+// execute runs the command line and prints any error as one line.
+func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) int {
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	var re *runError
+	switch {
+	case errors.As(err, &ue):
+		if ue.cmd != nil {
+			cmd = ue.cmd
+		}
+	case errors.As(err, &re):
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(re.err.Error()))
+		return exitFailure
+	}
+	// Everything cobra itself returns (unknown command or flag, bad flag
+	// value, wrong arguments, conflicting flags) is a usage error.
+	if cmd == nil {
+		cmd = root
+	}
+	fmt.Fprintf(a.stderr, "ompsync: %s; see '%s --help'\n", oneLine(err.Error()), cmd.CommandPath())
+	return exitUsage
+}
+
+// oneLine keeps a message on one line, as scripts and logs expect.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}

@@ -1,0 +1,535 @@
+// Package config loads ompsync's configuration from flags, the environment
+// (OMPSYNC_*), a YAML file and built-in defaults, strongest first, and
+// validates it so that every later use can trust it.
+//
+// Every key is one entry in a table (keys.go); its environment variable,
+// flag name, file syntax, 'config show' line and 'config init' line all follow
+// from that entry.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// Config is the validated configuration. Paths are absolute, the remote URL
+// is normalised, durations are positive.
+type Config struct {
+	AgentDir, Remote, StateDir, Machine string
+	Interval, ReconcileInterval         time.Duration
+	Include, Exclude                    []string
+	S3                                  S3
+	Sync                                Sync
+	Log                                 Log
+	Metrics                             Metrics
+	File                                string // the config file actually read, "" if none
+
+	sources  map[string]Source
+	warnings []string
+}
+
+// S3 configures the S3 drivers.
+type S3 struct {
+	Client, Endpoint, Region     string
+	PathStyle                    bool
+	AccessKeyID, SecretAccessKey string
+}
+
+// Sync configures pulling other machines' sessions.
+type Sync struct {
+	Pull         bool
+	PullInterval time.Duration
+	Include      []string
+	Exclude      []string
+}
+
+// Log configures logging.
+type Log struct{ Level, Format string }
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct{ Addr string }
+
+// LoadOptions say where Load finds its inputs.
+type LoadOptions struct {
+	// ConfigFile is the --config value; "" means $OMPSYNC_CONFIG, else the
+	// default path (see FilePath).
+	ConfigFile string
+	// Flags, if not nil, is searched for a flag named FlagName(key) for each
+	// key; a flag the user set overrides everything else.
+	Flags *pflag.FlagSet
+	// LookupEnv reads the environment; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Hostname gives the default machine name; nil means os.Hostname.
+	Hostname func() (string, error)
+}
+
+// SourceKind says which layer a value came from.
+type SourceKind int
+
+// The layers, weakest first.
+const (
+	FromDefault SourceKind = iota
+	FromFile
+	FromEnv
+	FromFlag
+)
+
+// Source is where a value came from.
+type Source struct {
+	Kind SourceKind
+	Name string // the flag ("--remote"), the variable, or the file's path
+	Line int    // the line in the file, for FromFile
+}
+
+func (s Source) String() string {
+	switch s.Kind {
+	case FromFlag:
+		return "flag " + s.Name
+	case FromEnv:
+		return "env " + s.Name
+	case FromFile:
+		if s.Line > 0 {
+			return fmt.Sprintf("file %s:%d", s.Name, s.Line)
+		}
+		return "file " + s.Name
+	}
+	return "default"
+}
+
+// KindName is "default", "file", "env" or "flag".
+func (s Source) KindName() string {
+	return [...]string{"default", "file", "env", "flag"}[s.Kind]
+}
+
+// KeyError is a bad value for one key. The message names the key, where the
+// value came from, what is wrong and what to write instead.
+type KeyError struct {
+	Key    string
+	Source Source
+	Err    error
+}
+
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("%s (%s): %v", e.Key, e.Source, e.Err)
+}
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// Load reads the configuration: flags over environment over file over
+// defaults. opts.Flags may be nil.
+func Load(opts LoadOptions) (*Config, error) {
+	e := opts.environ()
+	path, explicit, err := FilePath(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{sources: map[string]Source{}}
+
+	fv := &fileValues{values: map[string]any{}}
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if fv, err = parseFile(path, data); err != nil {
+			return nil, err
+		}
+		c.File = path
+		if w := permWarning(path); w != "" {
+			c.warnings = append(c.warnings, w)
+		}
+	case errors.Is(err, fs.ErrNotExist) && !explicit:
+		// no file at the default path: defaults and environment only
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("config file %s does not exist; create it with 'ompsync config init', or fix --config / OMPSYNC_CONFIG", path)
+	default:
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+
+	// Viper layers the values. It reads the environment only through
+	// os.LookupEnv, so the injected environment goes in through Set, which
+	// outranks flags: it is skipped for keys whose flag was given.
+	v := viper.New()
+	defErrs := map[string]error{}
+	flagged := map[string]string{}
+	for _, k := range keys {
+		if d, err := k.def(e); err != nil {
+			defErrs[k.name] = err
+		} else {
+			v.SetDefault(k.name, d)
+		}
+		if opts.Flags != nil {
+			if f := opts.Flags.Lookup(FlagName(k.name)); f != nil {
+				if err := v.BindPFlag(k.name, f); err != nil {
+					return nil, fmt.Errorf("bind flag --%s: %w", f.Name, err)
+				}
+				if f.Changed {
+					flagged[k.name] = "--" + f.Name
+				}
+			}
+		}
+	}
+	if err := v.MergeConfigMap(fv.nested()); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+
+	for _, k := range keys {
+		var src Source
+		envVal, envSet := e.get(EnvVar(k.name))
+		switch {
+		case flagged[k.name] != "":
+			src = Source{Kind: FromFlag, Name: flagged[k.name]}
+		case envSet:
+			src = Source{Kind: FromEnv, Name: EnvVar(k.name)}
+			v.Set(k.name, envVal)
+		case fv.values[k.name] != nil:
+			src = Source{Kind: FromFile, Name: path, Line: fv.lines[k.name]}
+		default:
+			src = Source{Kind: FromDefault}
+			if err := defErrs[k.name]; err != nil {
+				return nil, &KeyError{Key: k.name, Source: src, Err: err}
+			}
+		}
+		raw := v.Get(k.name)
+		val, err := parseValue(k, raw, e)
+		if err != nil {
+			return nil, &KeyError{Key: k.name, Source: src, Err: hideSecret(k, raw, err)}
+		}
+		assign(k.field(c), val)
+		c.sources[k.name] = src
+	}
+	return c, nil
+}
+
+// hideSecret keeps a secret key's value out of its error message.
+func hideSecret(k key, raw any, err error) error {
+	if k.redact == redactNone {
+		return err
+	}
+	if s := fmt.Sprint(raw); s != "" && strings.Contains(err.Error(), s) {
+		return errors.New("the value is not valid (not shown: it is a secret)")
+	}
+	return err
+}
+
+func permWarning(path string) string {
+	if runtime.GOOS == "windows" {
+		return ""
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o044 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("config file %s is readable by other users (mode %04o) and may hold keys; run: chmod 600 %s",
+		path, fi.Mode().Perm(), path)
+}
+
+// parseValue turns a layered value (a string from a flag, the environment or
+// the file; a []string from the file; a typed default) into the field's type.
+func parseValue(k key, raw any, e *environ) (any, error) {
+	var out any
+	switch k.field(&Config{}).(type) {
+	case *string:
+		s, err := asString(raw)
+		if err != nil {
+			return nil, err
+		}
+		if k.path {
+			if strings.TrimSpace(s) == "" {
+				return nil, errors.New("the value is empty; give a folder (a leading ~ means your home)")
+			}
+			if s, err = e.expand(s); err != nil {
+				return nil, err
+			}
+		}
+		if k.enum != nil {
+			if s, err = oneOf(s, k.enum); err != nil {
+				return nil, err
+			}
+		}
+		out = s
+	case *bool:
+		b, err := asBool(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = b
+	case *time.Duration:
+		d, err := asDuration(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = d
+	case *[]string:
+		out = asList(raw)
+	default:
+		panic("config: key " + k.name + " has a field of an unsupported type")
+	}
+	if k.check != nil {
+		return k.check(out)
+	}
+	return out, nil
+}
+
+func assign(field, val any) {
+	switch p := field.(type) {
+	case *string:
+		*p = val.(string)
+	case *bool:
+		*p = val.(bool)
+	case *time.Duration:
+		*p = val.(time.Duration)
+	case *[]string:
+		*p = val.([]string)
+	}
+}
+
+func asString(raw any) (string, error) {
+	switch r := raw.(type) {
+	case string:
+		return r, nil
+	case []string, []any:
+		return "", errors.New("want one value, not a list")
+	case nil:
+		return "", nil
+	}
+	return fmt.Sprint(raw), nil
+}
+
+func oneOf(s string, allowed []string) (string, error) {
+	l := strings.ToLower(strings.TrimSpace(s))
+	for _, a := range allowed {
+		if l == a {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("%q is not one of %s", s, strings.Join(allowed, ", "))
+}
+
+func asBool(raw any) (bool, error) {
+	if b, ok := raw.(bool); ok {
+		return b, nil
+	}
+	s, err := asString(raw)
+	if err != nil {
+		return false, err
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return false, fmt.Errorf("%q is not a boolean; write true or false", s)
+	}
+	return b, nil
+}
+
+func asDuration(raw any) (time.Duration, error) {
+	if d, ok := raw.(time.Duration); ok {
+		if d <= 0 {
+			return 0, fmt.Errorf("%s is not positive; write a duration above zero like 2s", d)
+		}
+		return d, nil
+	}
+	s, err := asString(raw)
+	if err != nil {
+		return 0, err
+	}
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
+			return 0, fmt.Errorf("%q has no unit; write it like %ss (seconds) or %sms", s, s, s)
+		}
+		return 0, fmt.Errorf("%q is not a duration; write it like 2s, 500ms or 1m30s", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q is not positive; write a duration above zero like 2s", s)
+	}
+	return d, nil
+}
+
+// asList takes a file's YAML list, or a comma-separated string from a flag,
+// the environment or the file; blank items are dropped.
+func asList(raw any) []string {
+	var items []string
+	switch r := raw.(type) {
+	case []string:
+		items = r
+	case []any:
+		for _, x := range r {
+			items = append(items, fmt.Sprint(x))
+		}
+	case string:
+		items = strings.Split(r, ",")
+	case nil:
+	default:
+		items = []string{fmt.Sprint(r)}
+	}
+	out := []string{}
+	for _, it := range items {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Source returns where key's value came from.
+func (c *Config) Source(key string) Source { return c.sources[key] }
+
+// Warnings returns problems worth telling the user that do not stop ompsync,
+// such as a config file other users can read.
+func (c *Config) Warnings() []string { return c.warnings }
+
+// Setting is one key's value and origin, for display. Secret values are
+// already redacted.
+type Setting struct {
+	Key    string
+	Env    string
+	Value  any // string, bool, time.Duration or []string
+	Source Source
+	Help   string
+}
+
+// Redacted stands in for a secret in anything ompsync prints.
+const Redacted = "<redacted>"
+
+// Settings lists every key in table order with its value and source.
+// Secrets are redacted; a long access key id keeps its first four characters,
+// which tell keys apart without revealing them.
+func (c *Config) Settings() []Setting {
+	out := make([]Setting, 0, len(keys))
+	for _, k := range keys {
+		val := deref1(k.field(c))
+		if s, ok := val.(string); ok && s != "" {
+			switch k.redact {
+			case redactFull:
+				val = Redacted
+			case redactPartial:
+				val = partial(s)
+			}
+		}
+		out = append(out, Setting{
+			Key: k.name, Env: EnvVar(k.name), Value: val, Source: c.sources[k.name], Help: k.help,
+		})
+	}
+	return out
+}
+
+func partial(s string) string {
+	if len(s) < 16 {
+		return Redacted
+	}
+	return s[:4] + Redacted
+}
+
+func deref1(p any) any {
+	switch p := p.(type) {
+	case *string:
+		return *p
+	case *bool:
+		return *p
+	case *time.Duration:
+		return *p
+	case *[]string:
+		return append([]string{}, *p...)
+	}
+	return nil
+}
+
+// FormatValue renders a setting's value the way the environment takes it:
+// lists comma-separated, durations like 2s.
+func FormatValue(v any) string {
+	switch v := v.(type) {
+	case []string:
+		return strings.Join(v, ",")
+	case time.Duration:
+		return shortDuration(v)
+	}
+	return fmt.Sprint(v)
+}
+
+// shortDuration drops zero units time.Duration.String keeps: 1m, not 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// Logger builds a logger writing to w at log.level in log.format.
+func (c *Config) Logger(w io.Writer) *slog.Logger {
+	var level slog.Level
+	switch c.Log.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// String keeps the secret key out of %v, %+v and log lines.
+func (s S3) String() string {
+	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t AccessKeyID:%s SecretAccessKey:%s}",
+		s.Client, s.Endpoint, s.Region, s.PathStyle, redactedIfSet(s.AccessKeyID, partial), redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted }))
+}
+
+// GoString keeps the secret key out of %#v.
+func (s S3) GoString() string { return "config.S3" + s.String() }
+
+// LogValue keeps the secret key out of structured logs.
+func (s S3) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("client", s.Client),
+		slog.String("endpoint", s.Endpoint),
+		slog.String("region", s.Region),
+		slog.Bool("path_style", s.PathStyle),
+		slog.String("access_key_id", redactedIfSet(s.AccessKeyID, partial)),
+		slog.String("secret_access_key", redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted })),
+	)
+}
+
+// MarshalJSON keeps the secret key out of JSON (slog's JSON handler
+// marshals a *Config it is given); ompsync never needs to write it out.
+func (s S3) MarshalJSON() ([]byte, error) {
+	type plain S3 // no methods: no recursion
+	p := plain(s)
+	p.AccessKeyID = redactedIfSet(s.AccessKeyID, partial)
+	p.SecretAccessKey = redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted })
+	return json.Marshal(p)
+}
+
+// LogValue logs the configuration as its settings, secrets redacted.
+func (c *Config) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, len(keys))
+	for _, s := range c.Settings() {
+		attrs = append(attrs, slog.String(s.Key, FormatValue(s.Value)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+func redactedIfSet(s string, f func(string) string) string {
+	if s == "" {
+		return ""
+	}
+	return f(s)
+}

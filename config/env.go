@@ -1,0 +1,159 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+)
+
+// environ is the process environment as Load sees it: injected in tests so
+// they never touch the real one.
+type environ struct {
+	lookup   func(string) (string, bool)
+	hostname func() (string, error)
+}
+
+// get returns a variable's value; an empty variable counts as unset, so
+// `OMPSYNC_REMOTE= ompsync ...` falls back to the file and the default.
+func (e *environ) get(name string) (string, bool) {
+	v, ok := e.lookup(name)
+	return v, ok && v != ""
+}
+
+// home returns the user's home folder: $HOME, else the account database.
+func (e *environ) home() (string, error) {
+	if h, ok := e.get("HOME"); ok {
+		return h, nil
+	}
+	u, err := user.Current()
+	if err != nil || u.HomeDir == "" {
+		return "", errors.New("cannot find the home folder: set HOME")
+	}
+	return u.HomeDir, nil
+}
+
+// xdg returns $name if it holds an absolute path (the XDG spec says to
+// ignore relative ones), else "" so callers fall back to a ~ default.
+func (e *environ) xdg(name string) string {
+	if v, ok := e.get(name); ok && filepath.IsAbs(v) {
+		return v
+	}
+	return ""
+}
+
+// expand turns a leading ~ or ~/ into the home folder and makes a relative
+// path absolute against the current folder.
+func (e *environ) expand(p string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		h, err := e.home()
+		if err != nil {
+			return "", err
+		}
+		p = filepath.Join(h, p[1:])
+	} else if strings.HasPrefix(p, "~") {
+		return "", fmt.Errorf("%q: only ~ and ~/ are expanded, not ~user; write the full path", p)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("%q: %w", p, err)
+	}
+	return abs, nil
+}
+
+// xdgDefault returns a default of $xdgVar/sub, or ~/fallback/sub when the
+// variable is unset.
+func xdgDefault(xdgVar, fallback, sub string) func(*environ) (string, error) {
+	return func(e *environ) (string, error) {
+		if base := e.xdg(xdgVar); base != "" {
+			return filepath.Join(base, sub), nil
+		}
+		return "~/" + fallback + "/" + sub, nil
+	}
+}
+
+func defaultAgentDir(e *environ) (string, error) {
+	if d, ok := e.get("PI_CODING_AGENT_DIR"); ok {
+		return d, nil
+	}
+	return "~/.omp/agent", nil
+}
+
+// defaultRemote is a folder beside the user's other data; a URL cannot hold ~
+// so the home folder is spelt out.
+func defaultRemote(e *environ) (string, error) {
+	base := e.xdg("XDG_DATA_HOME")
+	if base == "" {
+		h, err := e.home()
+		if err != nil {
+			return "", err
+		}
+		base = filepath.Join(h, ".local", "share")
+	}
+	return "file://" + filepath.ToSlash(filepath.Join(base, "ompsync", "remote")), nil
+}
+
+// defaultMachine is the host name with every byte a machine name cannot hold
+// turned into '-', cut to 64 bytes.
+func defaultMachine(e *environ) (string, error) {
+	h, err := e.hostname()
+	if err != nil {
+		return "", fmt.Errorf("cannot read the host name (%v): set machine", err)
+	}
+	m := SanitizeMachine(h)
+	if !ValidMachine(m) {
+		return "", fmt.Errorf("host name %q gives no usable machine name: set machine to %s", h, MachineRule)
+	}
+	return m, nil
+}
+
+// SanitizeMachine turns a host name into a machine name: bytes outside
+// [A-Za-z0-9._-] become '-', and the result is cut to 64 bytes.
+func SanitizeMachine(h string) string {
+	b := []byte(strings.TrimSpace(h))
+	for i, c := range b {
+		if !machineByte(c) {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+// FilePath returns the configuration file Load reads: LoadOptions.ConfigFile,
+// else $OMPSYNC_CONFIG, else $XDG_CONFIG_HOME/ompsync/config.yaml
+// (~/.config/ompsync/config.yaml). explicit is false for the last, whose
+// absence is not an error.
+func FilePath(opts LoadOptions) (path string, explicit bool, err error) {
+	e := opts.environ()
+	p, explicit := opts.ConfigFile, true
+	if p == "" {
+		p, explicit = e.get("OMPSYNC_CONFIG")
+	}
+	if !explicit {
+		if base := e.xdg("XDG_CONFIG_HOME"); base != "" {
+			return filepath.Join(base, "ompsync", "config.yaml"), false, nil
+		}
+		p = "~/.config/ompsync/config.yaml"
+	}
+	p, err = e.expand(p)
+	if err != nil {
+		return "", false, fmt.Errorf("config file %w", err)
+	}
+	return p, explicit, nil
+}
+
+func (o LoadOptions) environ() *environ {
+	e := &environ{lookup: o.LookupEnv, hostname: o.Hostname}
+	if e.lookup == nil {
+		e.lookup = os.LookupEnv
+	}
+	if e.hostname == nil {
+		e.hostname = os.Hostname
+	}
+	return e
+}

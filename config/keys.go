@@ -1,0 +1,339 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// redaction says how much of a value config show may print.
+type redaction int
+
+const (
+	redactNone    redaction = iota
+	redactFull              // never shown
+	redactPartial           // the first few characters of a long value, then <redacted>
+)
+
+// key describes one configuration key. Adding a key is one entry in keys plus
+// the struct field that field points at: its environment variable, flag name,
+// file syntax, config show and config init all follow from this entry.
+type key struct {
+	name string // dotted, lower case: "s3.client"
+	help string // one line, shown by config init and config show --help
+
+	// field returns a pointer to the Config field: *string, *bool,
+	// *time.Duration or *[]string. The pointer type decides how values parse.
+	field func(c *Config) any
+
+	// def returns the default in the form a user would write it in the file.
+	def func(e *environ) (string, error)
+
+	path   bool     // a file system path: ~ is expanded, relative paths made absolute
+	enum   []string // allowed values, if any
+	redact redaction
+
+	// check validates and may normalise a parsed value; its error says what is
+	// wrong and what to do, without repeating the key or its source.
+	check func(v any) (any, error)
+}
+
+func static(s string) func(*environ) (string, error) {
+	return func(*environ) (string, error) { return s, nil }
+}
+
+// keys is the table of every configuration key, in the order config show and
+// config init list them.
+var keys = []key{
+	{
+		name:  "agent_dir",
+		help:  "omp's agent folder; sessions are under <agent_dir>/sessions (default: $PI_CODING_AGENT_DIR, else ~/.omp/agent)",
+		field: func(c *Config) any { return &c.AgentDir },
+		def:   defaultAgentDir,
+		path:  true,
+	},
+	{
+		name:  "remote",
+		help:  "where backups go: " + remote.AcceptedForms,
+		field: func(c *Config) any { return &c.Remote },
+		def:   defaultRemote,
+		check: checkRemote,
+	},
+	{
+		name:  "state_dir",
+		help:  "the agent's local state: how far each session file has been uploaded",
+		field: func(c *Config) any { return &c.StateDir },
+		def:   xdgDefault("XDG_STATE_HOME", ".local/state", "ompsync"),
+		path:  true,
+	},
+	{
+		name:  "machine",
+		help:  "this machine's name on the remote: 1-64 of A-Z a-z 0-9 . _ - (default: the host name)",
+		field: func(c *Config) any { return &c.Machine },
+		def:   defaultMachine,
+		check: checkMachine,
+	},
+	{
+		name:  "interval",
+		help:  "how long the agent gathers new lines before it uploads them",
+		field: func(c *Config) any { return &c.Interval },
+		def:   static("2s"),
+	},
+	{
+		name:  "reconcile_interval",
+		help:  "how often the agent rescans agent_dir for changes it missed",
+		field: func(c *Config) any { return &c.ReconcileInterval },
+		def:   static("60s"),
+	},
+	{
+		name:  "include",
+		help:  "globs (relative to agent_dir) a file must match to be backed up; empty means no restriction",
+		field: func(c *Config) any { return &c.Include },
+		def:   static(""),
+		check: checkGlobs,
+	},
+	{
+		name:  "exclude",
+		help:  "globs (relative to agent_dir) of files never to back up",
+		field: func(c *Config) any { return &c.Exclude },
+		def:   static(""),
+		check: checkGlobs,
+	},
+	{
+		name:  "s3.client",
+		help:  "the S3 library: aws (aws-sdk-go-v2) or minio (minio-go)",
+		field: func(c *Config) any { return &c.S3.Client },
+		def:   static("aws"),
+		enum:  []string{"aws", "minio"},
+	},
+	{
+		name:  "s3.endpoint",
+		help:  "URL of an S3-compatible server, e.g. https://minio.example.com:9000; empty means AWS",
+		field: func(c *Config) any { return &c.S3.Endpoint },
+		def:   static(""),
+		check: checkEndpoint,
+	},
+	{
+		name:  "s3.region",
+		help:  "the bucket's region, e.g. eu-west-1; empty leaves it to the S3 client (AWS_REGION and the like)",
+		field: func(c *Config) any { return &c.S3.Region },
+		def:   static(""),
+	},
+	{
+		name:  "s3.path_style",
+		help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true)",
+		field: func(c *Config) any { return &c.S3.PathStyle },
+		def:   static("false"),
+	},
+	{
+		name:   "s3.access_key_id",
+		help:   "S3 access key id; empty means AWS_ACCESS_KEY_ID from the environment",
+		field:  func(c *Config) any { return &c.S3.AccessKeyID },
+		def:    static(""),
+		redact: redactPartial,
+	},
+	{
+		name:   "s3.secret_access_key",
+		help:   "S3 secret key; empty means AWS_SECRET_ACCESS_KEY from the environment",
+		field:  func(c *Config) any { return &c.S3.SecretAccessKey },
+		def:    static(""),
+		redact: redactFull,
+	},
+	{
+		name:  "sync.pull",
+		help:  "also pull sessions other machines uploaded into agent_dir",
+		field: func(c *Config) any { return &c.Sync.Pull },
+		def:   static("false"),
+	},
+	{
+		name:  "sync.pull_interval",
+		help:  "how often the agent looks for other machines' new uploads when sync.pull is on",
+		field: func(c *Config) any { return &c.Sync.PullInterval },
+		def:   static("30s"),
+	},
+	{
+		name:  "sync.include",
+		help:  "globs (relative to agent_dir) a session must match to be pulled; empty means no restriction",
+		field: func(c *Config) any { return &c.Sync.Include },
+		def:   static(""),
+		check: checkGlobs,
+	},
+	{
+		name:  "sync.exclude",
+		help:  "globs (relative to agent_dir) of sessions never to pull",
+		field: func(c *Config) any { return &c.Sync.Exclude },
+		def:   static(""),
+		check: checkGlobs,
+	},
+	{
+		name:  "log.level",
+		help:  "least severe log messages shown: debug, info, warn or error",
+		field: func(c *Config) any { return &c.Log.Level },
+		def:   static("info"),
+		enum:  []string{"debug", "info", "warn", "error"},
+	},
+	{
+		name:  "log.format",
+		help:  "log line format: text or json",
+		field: func(c *Config) any { return &c.Log.Format },
+		def:   static("text"),
+		enum:  []string{"text", "json"},
+	},
+	{
+		name:  "metrics.addr",
+		help:  "host:port to serve Prometheus metrics on, e.g. 127.0.0.1:9464; empty means off",
+		field: func(c *Config) any { return &c.Metrics.Addr },
+		def:   static(""),
+		check: checkAddr,
+	},
+}
+
+// EnvVar returns the environment variable for a key: OMPSYNC_ and the key
+// upper-cased with dots turned into underscores (s3.client -> OMPSYNC_S3_CLIENT).
+func EnvVar(key string) string {
+	return "OMPSYNC_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// FlagName returns the name of the flag that sets a key: the key with dots
+// and underscores turned into dashes (log.level -> log-level). Load binds
+// every flag so named that it finds in LoadOptions.Flags.
+func FlagName(key string) string {
+	return strings.NewReplacer(".", "-", "_", "-").Replace(key)
+}
+
+// Keys returns every configuration key in table order.
+func Keys() []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.name
+	}
+	return out
+}
+
+func lookupKey(name string) (key, bool) {
+	for _, k := range keys {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return key{}, false
+}
+
+// isSection reports whether name is the section of some dotted key ("s3").
+func isSection(name string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k.name, name+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func checkRemote(v any) (any, error) {
+	loc, err := remote.ParseURL(v.(string))
+	if err != nil {
+		return nil, err
+	}
+	return loc.String(), nil
+}
+
+// MachineRule is quoted in messages about bad machine names.
+const MachineRule = `1-64 characters of A-Z a-z 0-9 . _ -, not "." or ".."`
+
+// ValidMachine reports whether s can name a machine: it becomes one path
+// segment of every object key the machine writes.
+func ValidMachine(s string) bool {
+	if len(s) == 0 || len(s) > 64 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !machineByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func machineByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-'
+}
+
+func checkMachine(v any) (any, error) {
+	s := v.(string)
+	if !ValidMachine(s) {
+		return nil, fmt.Errorf("%q is not a usable machine name; use %s", s, MachineRule)
+	}
+	return s, nil
+}
+
+func checkGlobs(v any) (any, error) {
+	for _, g := range v.([]string) {
+		if _, err := path.Match(g, ""); err != nil {
+			return nil, fmt.Errorf("glob %q is malformed (check its [ ] brackets and \\ escapes)", g)
+		}
+		if strings.HasPrefix(g, "/") {
+			return nil, fmt.Errorf("glob %q starts with /; globs are relative to agent_dir", g)
+		}
+	}
+	return v, nil
+}
+
+func checkEndpoint(v any) (any, error) {
+	s := v.(string)
+	if s == "" {
+		return s, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an endpoint URL; write it like https://s3.example.com or http://127.0.0.1:9000", s)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%q holds credentials; put them in s3.access_key_id and s3.secret_access_key instead", u.Redacted())
+	}
+	return strings.TrimSuffix(s, "/"), nil
+}
+
+func checkAddr(v any) (any, error) {
+	s := v.(string)
+	if s == "" {
+		return s, nil
+	}
+	if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+		return nil, fmt.Errorf("%q is not host:port; write it like 127.0.0.1:9464 or :9464", s)
+	}
+	return s, nil
+}
+
+// KeyInfo describes a key for code that builds flags or help from the table.
+type KeyInfo struct {
+	Name, Env, Flag, Help string
+	// Kind is "string", "bool", "duration" or "list".
+	Kind   string
+	Secret bool // never print the value, never take it from a flag
+}
+
+// Lookup describes the key name.
+func Lookup(name string) (KeyInfo, bool) {
+	k, ok := lookupKey(name)
+	if !ok {
+		return KeyInfo{}, false
+	}
+	kind := "string"
+	switch k.field(&Config{}).(type) {
+	case *bool:
+		kind = "bool"
+	case *time.Duration:
+		kind = "duration"
+	case *[]string:
+		kind = "list"
+	}
+	return KeyInfo{
+		Name: k.name, Env: EnvVar(k.name), Flag: FlagName(k.name), Help: k.help,
+		Kind: kind, Secret: k.redact != redactNone,
+	}, true
+}

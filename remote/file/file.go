@@ -1,0 +1,467 @@
+// Package file is the remote driver for a local folder: each key is a file at
+// the same relative path, so a person can browse a backup with ls.
+//
+// Writes go to a hidden temp file (".tmp-*") in the object's folder, are
+// fsynced, then renamed (or, for IfAbsent, hard-linked, which fails
+// atomically when the key exists) into place, and the folder is fsynced: a
+// crash leaves either the old object or the new one, never half of one.
+// Listings never show temp files, and keys are validated so they can never
+// name anything outside the folder.
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// tmpPrefix marks files that are not (yet) objects.
+const tmpPrefix = ".tmp-"
+
+// Client stores objects under a root folder.
+type Client struct {
+	root string
+}
+
+var _ remote.Client = (*Client)(nil)
+
+// New returns a client for the existing folder dir.
+func New(dir string) (*Client, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("file remote %s: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("file remote: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("file remote %s: not a folder", abs)
+	}
+	return &Client{root: abs}, nil
+}
+
+// Root returns the folder the client stores into.
+func (c *Client) Root() string { return c.root }
+
+// check validates key and ctx before an operation.
+func (c *Client) check(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return &remote.Error{Op: op, Key: key, Err: err}
+	}
+	if err := remote.ValidateKey(key); err != nil {
+		return &remote.Error{Op: op, Key: key, Err: err}
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if strings.HasPrefix(seg, tmpPrefix) {
+			return &remote.Error{Op: op, Key: key, Err: errors.New("key segments must not start with " + tmpPrefix)}
+		}
+	}
+	return nil
+}
+
+func (c *Client) path(key string) string {
+	return filepath.Join(c.root, filepath.FromSlash(key))
+}
+
+// fail wraps a file system error. Paths are made relative to the root so
+// messages name keys, not the layout of the machine.
+func fail(op, key string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		err = le.Err
+	}
+	return &remote.Error{Op: op, Key: key, Err: err}
+}
+
+// Put writes data to key atomically.
+func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
+	if err := c.check(ctx, "put", key); err != nil {
+		return err
+	}
+	p := c.path(key)
+	dir := filepath.Dir(p)
+	var f *os.File
+	for try := 0; ; try++ {
+		err := c.mkdirs(dir)
+		if err == nil {
+			f, err = os.CreateTemp(dir, tmpPrefix+"*")
+		}
+		if err == nil {
+			break
+		}
+		// A concurrent Delete may prune the folder we just made; make it again.
+		if !errors.Is(err, fs.ErrNotExist) || try >= 10 {
+			return fail("put", key, conflictHint(err))
+		}
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after a rename; clears the temp file otherwise
+	_, err := f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fail("put", key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return &remote.Error{Op: "put", Key: key, Err: err}
+	}
+	if opts.IfAbsent {
+		// link(2) fails with EEXIST if the name exists: the check and the
+		// write are one atomic step.
+		if err := os.Link(tmp, p); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
+					return fail("put", key, errors.New("a folder of other keys has this name"))
+				}
+				return &remote.Error{Op: "put", Key: key, Err: remote.ErrPreconditionFailed}
+			}
+			return fail("put", key, err)
+		}
+	} else if err := os.Rename(tmp, p); err != nil {
+		return fail("put", key, conflictHint(err))
+	}
+	if err := syncDir(dir); err != nil {
+		return fail("put", key, err)
+	}
+	return nil
+}
+
+// conflictHint explains the errors a key/folder name clash produces.
+func conflictHint(err error) error {
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) || errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w (a key cannot also be a folder of other keys)", err)
+	}
+	return err
+}
+
+// mkdirs creates dir and its missing parents (mode 0700) below the root,
+// fsyncing each parent so the new folder survives a crash.
+func (c *Client) mkdirs(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return syscall.ENOTDIR
+		}
+		return nil
+	}
+	var missing []string
+	for d := dir; d != c.root; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	for _, d := range slices.Backward(missing) {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			if !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+				return syscall.ENOTDIR
+			}
+			continue
+		}
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncDir makes a folder's entries durable. Some file systems cannot fsync
+// a folder; that is not worth failing a write for.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+		return nil
+	}
+	return err
+}
+
+// Get opens key for reading from offset; length < 0 reads to the end.
+// Reading past the end yields no bytes.
+func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := c.check(ctx, "get", key); err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, &remote.Error{Op: "get", Key: key, Err: errors.New("negative offset")}
+	}
+	f, err := os.Open(c.path(key))
+	if err != nil {
+		return nil, notFound("get", key, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		f.Close()
+		return nil, &remote.Error{Op: "get", Key: key, Err: remote.ErrNotFound}
+	}
+	if err == nil && offset > 0 {
+		_, err = f.Seek(offset, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fail("get", key, err)
+	}
+	var r io.Reader = f
+	if length >= 0 {
+		r = io.LimitReader(f, length)
+	}
+	return &reader{ctx: ctx, r: r, f: f}, nil
+}
+
+// reader stops reading once ctx ends, like a network body would.
+type reader struct {
+	ctx context.Context
+	r   io.Reader
+	f   *os.File
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+func (r *reader) Close() error { return r.f.Close() }
+
+// notFound maps a missing file (or a path through a file) to ErrNotFound.
+func notFound(op, key string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
+	}
+	return fail(op, key, err)
+}
+
+// Stat returns key's size and modification time.
+func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error) {
+	if err := c.check(ctx, "stat", key); err != nil {
+		return remote.ObjectInfo{}, err
+	}
+	fi, err := os.Stat(c.path(key))
+	if err != nil {
+		return remote.ObjectInfo{}, notFound("stat", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return remote.ObjectInfo{}, &remote.Error{Op: "stat", Key: key, Err: remote.ErrNotFound}
+	}
+	return remote.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// Delete removes key and then every folder it leaves empty, up to the root.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	if err := c.check(ctx, "delete", key); err != nil {
+		return err
+	}
+	p := c.path(key)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return fail("delete", key, err)
+	}
+	if fi.IsDir() {
+		return nil // a folder of other keys; there is no object by this name
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail("delete", key, err)
+	}
+	dir := filepath.Dir(p)
+	for dir != c.root && os.Remove(dir) == nil {
+		dir = filepath.Dir(dir)
+	}
+	if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fail("delete", key, err)
+	}
+	return nil
+}
+
+// List walks the folder tree in S3's order: lexical by full key. Within a
+// folder that means sorting sub-folders as "name/", so "a-b" < "a/x" < "a0".
+func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
+	return func(yield func(remote.ObjectInfo, error) bool) {
+		if err := ctx.Err(); err != nil {
+			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
+			return
+		}
+		if err := remote.ValidatePrefix(prefix); err != nil {
+			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
+			return
+		}
+		l := lister{c: c, ctx: ctx, prefix: prefix, opts: opts, yield: yield}
+		base := prefix[:strings.LastIndex(prefix, "/")+1] // the folder the prefix is in
+		if err := l.walk(base, l.emit); err != nil && !errors.Is(err, errStop) {
+			yield(remote.ObjectInfo{}, err)
+		}
+	}
+}
+
+var errStop = errors.New("stop listing")
+
+type lister struct {
+	c      *Client
+	ctx    context.Context
+	prefix string
+	opts   remote.ListOptions
+	yield  func(remote.ObjectInfo, error) bool
+	lastCP string // the common prefix yielded last, to yield each once
+}
+
+type entry struct {
+	key   string // full key; folders end in "/"
+	dir   bool
+	entry fs.DirEntry
+}
+
+// walk calls visit for every object under the folder dirKey ("" or "a/b/")
+// that can match the prefix and StartAfter, in key order.
+func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) error) error {
+	des, err := os.ReadDir(l.c.path(dirKey))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil // nothing under this prefix; or it vanished under a Delete
+		}
+		return &remote.Error{Op: "list", Key: l.prefix, Err: fmt.Errorf("read folder %q: %w", dirKey, unwrapPath(err))}
+	}
+	ents := make([]entry, 0, len(des))
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, tmpPrefix) {
+			continue
+		}
+		switch {
+		case de.IsDir():
+			ents = append(ents, entry{key: dirKey + name + "/", dir: true, entry: de})
+		case de.Type().IsRegular():
+			ents = append(ents, entry{key: dirKey + name, entry: de})
+		}
+		// Symlinks and other special files are not objects.
+	}
+	slices.SortFunc(ents, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range ents {
+		if err := l.ctx.Err(); err != nil {
+			return &remote.Error{Op: "list", Key: l.prefix, Err: err}
+		}
+		if !strings.HasPrefix(e.key, l.prefix) && !(e.dir && strings.HasPrefix(l.prefix, e.key)) {
+			continue
+		}
+		if !e.dir {
+			if err := visit(e.key, e.entry); err != nil {
+				return err
+			}
+			continue
+		}
+		// Every key in the folder starts with e.key: skip it when StartAfter
+		// sorts after all of them.
+		if sa := l.opts.StartAfter; sa > e.key && !strings.HasPrefix(sa, e.key) {
+			continue
+		}
+		cp := l.groupOf(e.key)
+		if cp == "" {
+			if err := l.walk(e.key, visit); err != nil {
+				return err
+			}
+			continue
+		}
+		// The whole folder falls in one common prefix: stop at the first key
+		// that yields it, rather than visiting every file below.
+		if cp == l.lastCP {
+			continue
+		}
+		err := l.walk(e.key, func(key string, de fs.DirEntry) error {
+			if err := visit(key, de); err != nil {
+				return err
+			}
+			if l.lastCP == cp {
+				return errGroupDone
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errGroupDone) {
+			return err
+		}
+	}
+	return nil
+}
+
+var errGroupDone = errors.New("common prefix yielded")
+
+// groupOf returns the common prefix every key under the folder dirKey
+// shares, or "" when the delimiter does not fold the folder into one.
+func (l *lister) groupOf(dirKey string) string {
+	d := l.opts.Delimiter
+	if d == "" || !strings.HasPrefix(dirKey, l.prefix) {
+		return ""
+	}
+	i := strings.Index(dirKey[len(l.prefix):], d)
+	if i < 0 || len(l.prefix)+i+len(d) > len(dirKey) {
+		return ""
+	}
+	return dirKey[:len(l.prefix)+i+len(d)]
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// emit applies the prefix, StartAfter and delimiter rules to one key.
+func (l *lister) emit(key string, de fs.DirEntry) error {
+	if !strings.HasPrefix(key, l.prefix) || key <= l.opts.StartAfter {
+		return nil
+	}
+	if d := l.opts.Delimiter; d != "" {
+		if i := strings.Index(key[len(l.prefix):], d); i >= 0 {
+			cp := key[:len(l.prefix)+i+len(d)]
+			if cp == l.lastCP {
+				return nil
+			}
+			l.lastCP = cp
+			if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
+				return errStop
+			}
+			return nil
+		}
+	}
+	fi, err := de.Info()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted while we listed
+	}
+	if err != nil {
+		return &remote.Error{Op: "list", Key: l.prefix, Err: unwrapPath(err)}
+	}
+	if !l.yield(remote.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil) {
+		return errStop
+	}
+	return nil
+}

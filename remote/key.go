@@ -1,0 +1,73 @@
+package remote
+
+import (
+	"errors"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxKeyLen is the longest key S3 accepts, in bytes.
+const MaxKeyLen = 1024
+
+// ValidateKey reports whether key is a well-formed object key: 1 to
+// MaxKeyLen bytes of valid UTF-8, slash-separated segments that are neither
+// empty nor "." or "..", no leading or trailing slash, no backslash and no
+// control characters. Every driver enforces the same rules, so a key that
+// works on one backend works on all of them and can never escape a folder.
+// Control characters are refused because S3's XML listings cannot carry them.
+func ValidateKey(key string) error {
+	if key == "" {
+		return errors.New("empty key")
+	}
+	if err := validateChars(key); err != nil {
+		return err
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		switch seg {
+		case "":
+			return errors.New("key has an empty segment (leading, trailing or double slash)")
+		case ".", "..":
+			return errors.New("key has a '.' or '..' segment")
+		}
+	}
+	return nil
+}
+
+// ValidatePrefix checks a listing prefix. It follows ValidateKey's rules
+// except that it may be empty, end in a slash, and end in a partial segment.
+func ValidatePrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if err := validateChars(prefix); err != nil {
+		return err
+	}
+	segs := strings.Split(prefix, "/")
+	for _, seg := range segs[:len(segs)-1] { // the last one may be partial or empty
+		switch seg {
+		case "":
+			return errors.New("prefix has an empty segment (leading or double slash)")
+		case ".", "..":
+			return errors.New("prefix has a '.' or '..' segment")
+		}
+	}
+	return nil
+}
+
+func validateChars(s string) error {
+	if len(s) > MaxKeyLen {
+		return errors.New("key longer than 1024 bytes")
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("key is not valid UTF-8")
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c == 0x7f:
+			return errors.New("key contains a control character")
+		case c == '\\':
+			return errors.New("key contains a backslash")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy says how WithRetry retries transient errors: up to MaxAttempts
+// tries in all, waiting a random time in [0, min(Max, Base*2^n)] before the
+// n-th retry ("full jitter", which spreads out clients that failed together).
+// Zero fields take the values of DefaultRetry.
+type RetryPolicy struct {
+	MaxAttempts int
+	Base        time.Duration
+	Max         time.Duration
+	// OnRetry, when set, is called before each wait, e.g. to log or count.
+	OnRetry func(op, key string, attempt int, wait time.Duration, err error)
+}
+
+// DefaultRetry tries six times over about eight seconds on average, long
+// enough to ride out a server restart or a throttling burst, short enough
+// that a caller with its own schedule (the uploader) gets control back soon.
+var DefaultRetry = RetryPolicy{MaxAttempts: 6, Base: 250 * time.Millisecond, Max: 8 * time.Second}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = DefaultRetry.MaxAttempts
+	}
+	if p.Base <= 0 {
+		p.Base = DefaultRetry.Base
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultRetry.Max
+	}
+	return p
+}
+
+// backoff returns the wait before retry number n (1-based).
+func (p RetryPolicy) backoff(n int) time.Duration {
+	ceil := p.Max
+	if n < 62 { // beyond that the shift overflows and Max applies anyway
+		if d := p.Base << (n - 1); d > 0 && d < ceil {
+			ceil = d
+		}
+	}
+	return rand.N(ceil + 1)
+}
+
+// WithRetry wraps c so that operations failing with a transient error
+// (IsTransient) are retried with capped, jittered exponential backoff.
+// Permanent errors and context cancellation return at once.
+//
+// Get retries opening the object, not reads from the returned body. List
+// resumes after the last key it yielded, so a caller never sees a key twice.
+// An IfAbsent Put that meets ErrPreconditionFailed after a transient failure
+// compares the stored object with data: equal means the earlier try landed
+// (its answer was lost), so the put reports success.
+func WithRetry(c Client, p RetryPolicy) Client {
+	return &retryClient{c: c, p: p.withDefaults()}
+}
+
+type retryClient struct {
+	c Client
+	p RetryPolicy
+}
+
+// do calls f until it succeeds, fails permanently, runs out of attempts or
+// ctx ends. hadTransient tells f whether an earlier try failed transiently.
+func (r *retryClient) do(ctx context.Context, op, key string, f func(hadTransient bool) error) error {
+	hadTransient := false
+	for attempt := 1; ; attempt++ {
+		err := f(hadTransient)
+		if err == nil || !IsTransient(err) || attempt >= r.p.MaxAttempts || ctx.Err() != nil {
+			return err
+		}
+		hadTransient = true
+		if err := r.wait(ctx, op, key, attempt, err); err != nil {
+			return err
+		}
+	}
+}
+
+// wait sleeps before retry number attempt; it returns an error that wraps
+// both the failure and ctx's error when ctx ends first.
+func (r *retryClient) wait(ctx context.Context, op, key string, attempt int, cause error) error {
+	d := r.p.backoff(attempt)
+	if r.p.OnRetry != nil {
+		r.p.OnRetry(op, key, attempt, d, cause)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w (gave up retrying: %w)", cause, ctx.Err())
+	}
+}
+
+func (r *retryClient) Put(ctx context.Context, key string, data []byte, opts PutOptions) error {
+	return r.do(ctx, "put", key, func(hadTransient bool) error {
+		err := r.c.Put(ctx, key, data, opts)
+		if opts.IfAbsent && hadTransient && errors.Is(err, ErrPreconditionFailed) && r.holds(ctx, key, data) {
+			return nil
+		}
+		return err
+	})
+}
+
+// holds reports whether key currently stores exactly data.
+func (r *retryClient) holds(ctx context.Context, key string, data []byte) bool {
+	rc, err := r.c.Get(ctx, key, 0, -1)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(io.LimitReader(rc, int64(len(data))+1))
+	return err == nil && bytes.Equal(got, data)
+}
+
+func (r *retryClient) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	var rc io.ReadCloser
+	err := r.do(ctx, "get", key, func(bool) error {
+		var err error
+		rc, err = r.c.Get(ctx, key, offset, length)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+func (r *retryClient) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	var info ObjectInfo
+	err := r.do(ctx, "stat", key, func(bool) error {
+		var err error
+		info, err = r.c.Stat(ctx, key)
+		return err
+	})
+	return info, err
+}
+
+func (r *retryClient) Delete(ctx context.Context, key string) error {
+	return r.do(ctx, "delete", key, func(bool) error { return r.c.Delete(ctx, key) })
+}
+
+// List restarts a failed listing with StartAfter set to the last key it
+// yielded and drops anything not after that key (a server may yield that
+// common prefix again). Attempts count failures since the last progress.
+func (r *retryClient) List(ctx context.Context, prefix string, opts ListOptions) iter.Seq2[ObjectInfo, error] {
+	return func(yield func(ObjectInfo, error) bool) {
+		last, started := opts.StartAfter, false
+		failures := 0
+		for {
+			o := opts
+			o.StartAfter = last
+			var failed error
+			for info, err := range r.c.List(ctx, prefix, o) {
+				if err != nil {
+					failed = err
+					break
+				}
+				if started && info.Key <= last {
+					continue
+				}
+				last, started = info.Key, true
+				failures = 0
+				if !yield(info, nil) {
+					return
+				}
+			}
+			if failed == nil {
+				return
+			}
+			failures++
+			if !IsTransient(failed) || failures >= r.p.MaxAttempts || ctx.Err() != nil {
+				yield(ObjectInfo{}, failed)
+				return
+			}
+			if err := r.wait(ctx, "list", prefix, failures, failed); err != nil {
+				yield(ObjectInfo{}, err)
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,308 @@
+// Package s3 is the remote driver for S3 and compatible servers, built on
+// aws-sdk-go-v2.
+//
+// Every put carries Content-MD5, so the server refuses a body corrupted on
+// the way. The SDK's own retries are off: remote.WithRetry retries, and
+// errors are mapped onto remote.Error with Transient set.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// Config is shared with the minio driver.
+type Config = remote.S3Config
+
+// Client stores objects in one bucket, under an optional prefix.
+type Client struct {
+	api    *s3.Client
+	bucket string
+	prefix string // "" or "p/"
+}
+
+var _ remote.Client = (*Client)(nil)
+
+// responseHeaderTimeout bounds how long a request waits for the server's
+// answer once sent; a stuck server then fails transiently instead of hanging.
+const responseHeaderTimeout = time.Minute
+
+// New builds a client. It makes no request: a wrong bucket or key shows up
+// on the first operation.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("s3: no bucket")
+	}
+	prefix, err := cfg.KeyPrefix()
+	if err != nil {
+		return nil, err
+	}
+	endpoint, err := cfg.EndpointURL()
+	if err != nil {
+		return nil, err
+	}
+	var loadOpts []func(*config.LoadOptions) error
+	if cfg.AccessKeyID != "" || cfg.SecretAccessKey != "" {
+		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
+			return nil, errors.New("s3: give both access key id and secret access key, or neither")
+		}
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+	}
+	region := cfg.Region
+	if region == "" && endpoint != nil {
+		// Self-hosted servers expect the SDK default, whatever AWS_REGION says.
+		region = "us-east-1"
+	}
+	if region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(region))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("s3: load aws config: %w", err)
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = "us-east-1"
+	}
+	// The default client carries AWS_CA_BUNDLE when set; keep it and add
+	// a response timeout. A caller's client is used as given, after
+	// LoadDefaultConfig, which refuses a CA bundle with a custom transport.
+	if bc, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		awsCfg.HTTPClient = bc.WithTransportOptions(func(tr *http.Transport) {
+			tr.ResponseHeaderTimeout = responseHeaderTimeout
+		})
+	}
+	api := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.HTTPClient != nil {
+			o.HTTPClient = cfg.HTTPClient
+		}
+		if endpoint != nil {
+			o.BaseEndpoint = aws.String(endpoint.String())
+		}
+		o.UsePathStyle = cfg.PathStyle
+		// "When required" keeps the SDK from adding CRC trailers that many
+		// S3-compatible servers refuse; Content-MD5 protects puts instead.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		o.DisableLogOutputChecksumValidationSkipped = true
+		o.Retryer = aws.NopRetryer{}
+		o.RetryMaxAttempts = 0
+	})
+	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix}, nil
+}
+
+func (c *Client) check(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return &remote.Error{Op: op, Key: key, Err: err}
+	}
+	if err := remote.ValidateKey(key); err != nil {
+		return &remote.Error{Op: op, Key: key, Err: err}
+	}
+	return nil
+}
+
+// Put uploads data in one request with its Content-MD5.
+func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
+	if err := c.check(ctx, "put", key); err != nil {
+		return err
+	}
+	sum := md5.Sum(data)
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(c.bucket),
+		Key:           aws.String(c.prefix + key),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		ContentMD5:    aws.String(base64.StdEncoding.EncodeToString(sum[:])),
+	}
+	if opts.IfAbsent {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if _, err := c.api.PutObject(ctx, in); err != nil {
+		return c.fail(ctx, "put", key, err)
+	}
+	return nil
+}
+
+// Get opens a byte range of key. Reading past the end yields no bytes.
+func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := c.check(ctx, "get", key); err != nil {
+		return nil, err
+	}
+	if offset < 0 {
+		return nil, &remote.Error{Op: "get", Key: key, Err: errors.New("negative offset")}
+	}
+	if length == 0 {
+		// No HTTP range means zero bytes; still report a missing key.
+		if _, err := c.Stat(ctx, key); err != nil {
+			return nil, &remote.Error{Op: "get", Key: key, Err: errors.Unwrap(err)}
+		}
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	in := &s3.GetObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)}
+	if offset > 0 || length > 0 {
+		r := "bytes=" + strconv.FormatInt(offset, 10) + "-"
+		if length > 0 {
+			r += strconv.FormatInt(offset+length-1, 10)
+		}
+		in.Range = aws.String(r)
+	}
+	out, err := c.api.GetObject(ctx, in)
+	if err != nil {
+		if status, code := answer(err); status == http.StatusRequestedRangeNotSatisfiable || code == "InvalidRange" {
+			// The object exists but ends before offset.
+			return io.NopCloser(strings.NewReader("")), nil
+		}
+		return nil, c.fail(ctx, "get", key, err)
+	}
+	return out.Body, nil
+}
+
+// Stat returns key's size and modification time.
+func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error) {
+	if err := c.check(ctx, "stat", key); err != nil {
+		return remote.ObjectInfo{}, err
+	}
+	out, err := c.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)})
+	if err != nil {
+		return remote.ObjectInfo{}, c.fail(ctx, "stat", key, err)
+	}
+	return remote.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	if err := c.check(ctx, "delete", key); err != nil {
+		return err
+	}
+	_, err := c.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)})
+	if err != nil {
+		err = c.fail(ctx, "delete", key, err)
+		if errors.Is(err, remote.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// List pages through ListObjectsV2, merging each page's keys and common
+// prefixes into one lexical order.
+func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
+	return func(yield func(remote.ObjectInfo, error) bool) {
+		if err := ctx.Err(); err != nil {
+			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
+			return
+		}
+		if err := remote.ValidatePrefix(prefix); err != nil {
+			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
+			return
+		}
+		in := &s3.ListObjectsV2Input{Bucket: aws.String(c.bucket), Prefix: aws.String(c.prefix + prefix)}
+		if opts.Delimiter != "" {
+			in.Delimiter = aws.String(opts.Delimiter)
+		}
+		if opts.StartAfter != "" {
+			in.StartAfter = aws.String(c.prefix + opts.StartAfter)
+		}
+		pages := s3.NewListObjectsV2Paginator(c.api, in)
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				yield(remote.ObjectInfo{}, c.fail(ctx, "list", prefix, err))
+				return
+			}
+			items := make([]remote.ObjectInfo, 0, len(page.Contents)+len(page.CommonPrefixes))
+			for _, o := range page.Contents {
+				items = append(items, remote.ObjectInfo{
+					Key:     strings.TrimPrefix(aws.ToString(o.Key), c.prefix),
+					Size:    aws.ToInt64(o.Size),
+					ModTime: aws.ToTime(o.LastModified),
+				})
+			}
+			for _, p := range page.CommonPrefixes {
+				items = append(items, remote.ObjectInfo{Key: strings.TrimPrefix(aws.ToString(p.Prefix), c.prefix), Prefix: true})
+			}
+			slices.SortFunc(items, func(a, b remote.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+			for _, it := range items {
+				if !yield(it, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// answer extracts the HTTP status and S3 error code from an SDK error.
+func answer(err error) (status int, code string) {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	return status, code
+}
+
+// fail maps an SDK error onto remote's errors. Messages keep the S3 code and
+// message and drop request URLs.
+func (c *Client) fail(ctx context.Context, op, key string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return &remote.Error{Op: op, Key: key, Err: cerr}
+	}
+	status, code := answer(err)
+	var nsk *types.NoSuchKey
+	var nf *types.NotFound
+	switch {
+	case code == "NoSuchBucket":
+		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket)", c.bucket)}
+	case errors.As(err, &nsk), errors.As(err, &nf), code == "NoSuchKey", code == "NotFound", status == http.StatusNotFound:
+		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
+	case code == "PreconditionFailed", status == http.StatusPreconditionFailed:
+		return &remote.Error{Op: op, Key: key, Err: remote.ErrPreconditionFailed}
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) || status != 0 {
+		msg := fmt.Sprintf("s3 answered HTTP %d", status)
+		if ae != nil {
+			msg += fmt.Sprintf(" %s: %s", ae.ErrorCode(), ae.ErrorMessage())
+		}
+		transient := remote.HTTPTransient(status, code) ||
+			retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+		return &remote.Error{Op: op, Key: key, Transient: transient, Err: errors.New(msg)}
+	}
+	// No answer: the request did not get through. Keep the cause (for
+	// errors.Is) but not the request URL.
+	cause := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		cause = ue.Err
+	}
+	transient := remote.NetworkTransient(err) ||
+		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+	return &remote.Error{Op: op, Key: key, Transient: transient, Err: fmt.Errorf("s3 request: %w", cause)}
+}

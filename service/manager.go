@@ -1,0 +1,509 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Runner runs a command and returns its combined stdout and stderr. The
+// Manager runs systemctl, journalctl and launchctl only through it, so tests
+// can record the commands instead of running them.
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// ExecRunner runs commands with os/exec.
+type ExecRunner struct{}
+
+// Run implements Runner.
+func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, name, args...).CombinedOutput()
+}
+
+// ErrUnsupported is returned by NewManager on systems other than Linux and
+// macOS.
+var ErrUnsupported = errors.New("running ompsync as a service is supported with systemd (Linux) and launchd (macOS)")
+
+// logLines is how much of the agent's log Status shows.
+const logLines = 20
+
+type kind int
+
+const (
+	systemd kind = iota
+	launchd
+)
+
+// Manager installs, removes and reports on the agent's service for one user.
+type Manager struct {
+	opts Options
+	kind kind
+	run  Runner
+	out  io.Writer
+}
+
+// NewManager returns a Manager for the service manager of goos (usually
+// runtime.GOOS): systemd for "linux", launchd for "darwin". Files go under
+// o.Home; commands go through r; what the user should read goes to out.
+func NewManager(goos string, o Options, r Runner, out io.Writer) (*Manager, error) {
+	m := &Manager{opts: o, run: r, out: out}
+	switch goos {
+	case "linux":
+		m.kind = systemd
+	case "darwin":
+		m.kind = launchd
+	default:
+		return nil, fmt.Errorf("%s: %w; run \"ompsync agent\" under your own service manager", goos, ErrUnsupported)
+	}
+	if err := o.validate(true); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Path is where the unit or plist is installed.
+func (m *Manager) Path() string {
+	if m.kind == launchd {
+		return filepath.Join(m.opts.Home, "Library", "LaunchAgents", Label+".plist")
+	}
+	return filepath.Join(m.opts.Home, ".config", "systemd", "user", UnitName)
+}
+
+// Content is the unit or plist that Install writes.
+func (m *Manager) Content() ([]byte, error) {
+	if m.kind == launchd {
+		return Plist(m.opts)
+	}
+	return Unit(m.opts)
+}
+
+// action is one step of an install or uninstall: write the file, remove it,
+// or run a command. Dry runs print the same steps they would take.
+type action struct {
+	write  []byte
+	remove bool
+	cmd    []string
+	// tolerate reports whether a failed command means there was nothing to
+	// do, such as booting out a job that is not loaded.
+	tolerate func(out []byte, err error) bool
+}
+
+func run(cmd ...string) action { return action{cmd: cmd} }
+
+type fileState int
+
+const (
+	absent fileState = iota
+	differs
+	same
+)
+
+// fileState compares the installed file with want.
+func (m *Manager) fileState(want []byte) (fileState, error) {
+	have, err := os.ReadFile(m.Path())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return absent, nil
+	case err != nil:
+		return absent, fmt.Errorf("read installed service file: %w", err)
+	case bytes.Equal(have, want):
+		return same, nil
+	default:
+		return differs, nil
+	}
+}
+
+// Install writes the unit or plist and has the service manager start the
+// agent now and at every login. An identical file is left alone, but the
+// service is still enabled and started. With dryRun it prints the file and
+// the commands and changes nothing.
+func (m *Manager) Install(ctx context.Context, dryRun bool) error {
+	content, err := m.Content()
+	if err != nil {
+		return err
+	}
+	state, err := m.fileState(content)
+	if err != nil {
+		return err
+	}
+	path := m.Path()
+	switch state {
+	case same:
+		fmt.Fprintf(m.out, "%s is already installed.\n", path)
+	case differs:
+		fmt.Fprintf(m.out, "%s exists with different content; it is replaced.\n", path)
+	}
+
+	var acts []action
+	if m.kind == systemd {
+		switch state {
+		case absent:
+			acts = []action{{write: content}, m.systemctl("daemon-reload"), m.systemctl("enable", "--now", UnitName)}
+		case differs:
+			// enable --now leaves a running agent on the old unit: restart it.
+			acts = []action{{write: content}, m.systemctl("daemon-reload"), m.systemctl("enable", UnitName), m.systemctl("restart", UnitName)}
+		case same:
+			acts = []action{m.systemctl("enable", "--now", UnitName)}
+		}
+	} else {
+		if state == same && m.loaded(ctx) {
+			fmt.Fprintf(m.out, "%s is loaded.\n", Label)
+		} else {
+			if state != same {
+				acts = []action{{write: content}, m.bootout()}
+			}
+			// enable undoes an earlier `launchctl disable`, which would make
+			// bootstrap fail.
+			acts = append(acts, run("launchctl", "enable", m.target()), run("launchctl", "bootstrap", m.domain(), path))
+		}
+	}
+	if err := m.apply(ctx, acts, dryRun); err != nil {
+		return err
+	}
+	if dryRun {
+		return nil
+	}
+	if m.kind == systemd {
+		user := "$USER"
+		if m.opts.User != "" {
+			user = shellWord(m.opts.User)
+		}
+		fmt.Fprintf(m.out, "The ompsync agent is running. Follow its log with:\n"+
+			"  journalctl --user -u ompsync -f\n"+
+			"It stops when you log out. To keep it running without a login, run once:\n"+
+			"  loginctl enable-linger %s\n", user)
+	} else {
+		fmt.Fprintf(m.out, "The ompsync agent is running and starts at every login. Follow its log with:\n"+
+			"  tail -f %s\n", shellWord(m.opts.LogPath()))
+	}
+	return nil
+}
+
+// Uninstall stops the agent, disables it and removes the unit or plist. A
+// missing file is reported and is not an error.
+func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
+	path := m.Path()
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(m.out, "The ompsync service is not installed: %s does not exist.\n", path)
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("stat service file: %w", err)
+	}
+	var acts []action
+	if m.kind == systemd {
+		acts = []action{m.systemctl("disable", "--now", UnitName), {remove: true}, m.systemctl("daemon-reload")}
+	} else {
+		acts = []action{m.bootout(), {remove: true}}
+	}
+	if err := m.apply(ctx, acts, dryRun); err != nil {
+		return err
+	}
+	if !dryRun {
+		fmt.Fprintln(m.out, "The ompsync service is removed.")
+		if m.kind == launchd {
+			fmt.Fprintf(m.out, "Its log stays at %s.\n", m.opts.LogPath())
+		}
+	}
+	return nil
+}
+
+// Status reports whether the service is installed, enabled and running, and
+// prints the end of its log.
+func (m *Manager) Status(ctx context.Context) error {
+	content, err := m.Content()
+	if err != nil {
+		return err
+	}
+	state, err := m.fileState(content)
+	if err != nil {
+		return err
+	}
+	path := m.Path()
+	switch state {
+	case absent:
+		fmt.Fprintf(m.out, "Installed: no (%s does not exist)\nRun \"ompsync service install\" to install it.\n", path)
+		return nil
+	case same:
+		fmt.Fprintf(m.out, "Installed: %s\n", path)
+	case differs:
+		fmt.Fprintf(m.out, "Installed: %s (differs from what \"ompsync service install\" would write now)\n", path)
+	}
+
+	if m.kind == systemd {
+		fmt.Fprintf(m.out, "Enabled:   %s\n", m.query(ctx, m.systemctl("is-enabled", UnitName).cmd))
+		fmt.Fprintf(m.out, "Active:    %s\n", m.query(ctx, m.systemctl("is-active", UnitName).cmd))
+		cmd := []string{"journalctl", "--user", "-u", UnitName, "-n", strconv.Itoa(logLines), "--no-pager"}
+		fmt.Fprintf(m.out, "\n%s:\n", commandLine(cmd))
+		out, err := m.run.Run(ctx, cmd[0], cmd[1:]...)
+		m.out.Write(out)
+		if err != nil {
+			fmt.Fprintf(m.out, "(%s)\n", describe(out, err))
+		}
+		return nil
+	}
+
+	out, err := m.run.Run(ctx, "launchctl", "print", m.target())
+	if err != nil {
+		fmt.Fprintf(m.out, "Loaded:    no\n")
+	} else {
+		fmt.Fprintf(m.out, "Loaded:    yes\nState:     %s\n", launchdState(out))
+	}
+	logPath := m.opts.LogPath()
+	fmt.Fprintf(m.out, "\nLast %d lines of %s:\n", logLines, logPath)
+	tail, err := tailLines(logPath, logLines)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintln(m.out, "(no log yet)")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m.out.Write(tail)
+	return nil
+}
+
+// query runs a read-only command and returns its one-line answer. systemctl
+// is-enabled and is-active exit non-zero for "disabled" and "inactive", so
+// the output, not the exit status, is the answer.
+func (m *Manager) query(ctx context.Context, cmd []string) string {
+	out, err := m.run.Run(ctx, cmd[0], cmd[1:]...)
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return strings.ReplaceAll(s, "\n", "; ")
+	}
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return "unknown"
+}
+
+func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
+	path := m.Path()
+	for _, a := range acts {
+		switch {
+		case a.write != nil:
+			if dryRun {
+				fmt.Fprintf(m.out, "Would write %s (mode 0644):\n%s", path, a.write)
+				continue
+			}
+			if err := writeFile(path, a.write); err != nil {
+				return err
+			}
+			fmt.Fprintf(m.out, "Wrote %s\n", path)
+		case a.remove:
+			if dryRun {
+				fmt.Fprintf(m.out, "Would remove %s\n", path)
+				continue
+			}
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("remove service file: %w", err)
+			}
+			fmt.Fprintf(m.out, "Removed %s\n", path)
+		default:
+			line := commandLine(a.cmd)
+			if dryRun {
+				fmt.Fprintf(m.out, "Would run: %s\n", line)
+				continue
+			}
+			fmt.Fprintf(m.out, "Running: %s\n", line)
+			out, err := m.run.Run(ctx, a.cmd[0], a.cmd[1:]...)
+			if err != nil && a.tolerate != nil && a.tolerate(out, err) {
+				continue
+			}
+			if err != nil {
+				return m.commandError(line, out, err)
+			}
+			for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+				if l != "" {
+					fmt.Fprintf(m.out, "  %s\n", l)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// commandError explains a failed command, with a hint for the failures a
+// user can fix.
+func (m *Manager) commandError(line string, out []byte, err error) error {
+	msg := strings.TrimSpace(string(out))
+	var hint string
+	switch {
+	case errors.Is(err, exec.ErrNotFound) && m.kind == systemd:
+		hint = "this system does not seem to run systemd; start \"ompsync agent\" from your own init system"
+	case strings.Contains(msg, "Failed to connect to bus") || strings.Contains(msg, "XDG_RUNTIME_DIR"):
+		hint = "there is no systemd user manager for this login (common under su, sudo and in containers); " +
+			"log in as the user, or have root run \"loginctl enable-linger USER\", then try again"
+	}
+	if msg != "" {
+		err = fmt.Errorf("%w: %s", err, msg)
+	}
+	if hint != "" {
+		return fmt.Errorf("%s: %w\n%s", line, err, hint)
+	}
+	return fmt.Errorf("%s: %w", line, err)
+}
+
+func (m *Manager) systemctl(args ...string) action {
+	return run(append([]string{"systemctl", "--user"}, args...)...)
+}
+
+// domain is the launchd domain of the user's GUI login session.
+func (m *Manager) domain() string { return "gui/" + strconv.Itoa(m.opts.UID) }
+
+// target names the agent's job within the domain.
+func (m *Manager) target() string { return m.domain() + "/" + Label }
+
+// bootout unloads the job; a job that is not loaded is fine.
+func (m *Manager) bootout() action {
+	return action{
+		cmd: []string{"launchctl", "bootout", m.target()},
+		tolerate: func(out []byte, err error) bool {
+			// launchctl says "No such process" (exit 3) or, on older
+			// macOS, "Could not find specified service" (exit 113).
+			var ee interface{ ExitCode() int }
+			if errors.As(err, &ee) && (ee.ExitCode() == 3 || ee.ExitCode() == 113) {
+				return true
+			}
+			s := string(out)
+			return strings.Contains(s, "No such process") || strings.Contains(s, "Could not find specified service")
+		},
+	}
+}
+
+// loaded reports whether launchd has the job loaded.
+func (m *Manager) loaded(ctx context.Context) bool {
+	_, err := m.run.Run(ctx, "launchctl", "print", m.target())
+	return err == nil
+}
+
+// launchdState picks the state, pid and last exit code out of
+// `launchctl print` for the job. Its output is not a stable format, so only
+// the first occurrence of each key (the job's own) is read.
+func launchdState(out []byte) string {
+	fields := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), " = ")
+		if !ok {
+			continue
+		}
+		if _, seen := fields[k]; !seen {
+			fields[k] = v
+		}
+	}
+	state := fields["state"]
+	if state == "" {
+		state = "unknown"
+	}
+	if pid := fields["pid"]; pid != "" {
+		state += " (pid " + pid + ")"
+	}
+	if code := fields["last exit code"]; code != "" {
+		state += ", last exit code " + code
+	}
+	return state
+}
+
+// describe is a one-line account of a failed command.
+func describe(out []byte, err error) string {
+	if s := strings.TrimSpace(string(out)); s != "" && !strings.Contains(s, "\n") {
+		return s
+	}
+	return err.Error()
+}
+
+// writeFile replaces path with data, mode 0644 whatever the umask, so that a
+// crash leaves the old file or the new one and never half of one.
+func writeFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create service folder: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".ompsync-*.tmp")
+	if err != nil {
+		return fmt.Errorf("write service file: %w", err)
+	}
+	defer os.Remove(f.Name()) // fails harmlessly after the rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write service file: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("write service file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write service file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write service file: %w", err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write service file: %w", err)
+	}
+	return nil
+}
+
+// tailLines returns the last n lines of the file at path, reading at most
+// its last 64 KiB.
+func tailLines(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read log: %w", err)
+	}
+	const window = 64 << 10
+	off := max(fi.Size()-window, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read log: %w", err)
+	}
+	if off > 0 {
+		// The window starts mid-line: drop the partial line.
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[i+1:]
+		} else {
+			buf = nil
+		}
+	}
+	lines := bytes.SplitAfter(buf, []byte("\n"))
+	if len(lines[len(lines)-1]) == 0 {
+		lines = lines[:len(lines)-1]
+	}
+	lines = lines[max(len(lines)-n, 0):]
+	out := bytes.Join(lines, nil)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	return out, nil
+}
+
+// commandLine shows a command as a user would type it into a shell.
+func commandLine(cmd []string) string {
+	words := make([]string, len(cmd))
+	for i, w := range cmd {
+		words[i] = shellWord(w)
+	}
+	return strings.Join(words, " ")
+}
+
+// shellWord single-quotes w for a POSIX shell when it needs quoting.
+func shellWord(w string) string {
+	if w != "" && strings.IndexFunc(w, func(r rune) bool { return !plainRune(r) }) < 0 {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+}
