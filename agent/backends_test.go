@@ -5,7 +5,10 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
+	"github.com/ompsync/ompsync/remote/remotetest"
 )
+
+func TestMain(m *testing.M) { remotetest.Main(m) }
 
 func newFileClient(t *testing.T) remote.Client {
 	c, err := file.New(t.TempDir())
@@ -15,7 +18,8 @@ func newFileClient(t *testing.T) remote.Client {
 	return c
 }
 
-// forEachBackend runs f against every storage backend.
+// forEachBackend runs f against every storage backend: the file driver and
+// versitygw through both S3 clients.
 func forEachBackend(t *testing.T, f func(t *testing.T, c remote.Client)) {
-	t.Run("file", func(t *testing.T) { f(t, newFileClient(t)) })
+	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) { f(t, b.Client) })
 }

@@ -233,6 +233,13 @@ func (c *countingClient) takePuts() []string {
 	return p
 }
 
+// takePutsKeep returns the puts so far without forgetting them.
+func (c *countingClient) takePutsKeep() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.puts...)
+}
+
 func (c *countingClient) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	return c.Client.Get(ctx, key, off, n)
 }

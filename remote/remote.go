@@ -104,3 +104,24 @@ func IsTransient(err error) bool {
 	}
 	return false
 }
+
+// ContextBody returns rc with reads that fail with ctx's error once ctx
+// ends, so every driver's Get body stops the same way, however much the
+// network or the file system has buffered.
+func ContextBody(ctx context.Context, rc io.ReadCloser) io.ReadCloser {
+	return &contextBody{ctx: ctx, rc: rc}
+}
+
+type contextBody struct {
+	ctx context.Context
+	rc  io.ReadCloser
+}
+
+func (b *contextBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.rc.Read(p)
+}
+
+func (b *contextBody) Close() error { return b.rc.Close() }

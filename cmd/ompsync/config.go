@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -132,8 +133,19 @@ its folder 0700). An existing file is kept unless --force is given.`,
 			if err := writePrivate(target, data, force); err != nil {
 				return err
 			}
-			// The starter must load as written; check before telling the user it is ready.
-			check := config.LoadOptions{ConfigFile: target, LookupEnv: opts.LookupEnv, Hostname: opts.Hostname}
+			// The starter must load as written; check before telling the user
+			// it is ready, without the OMPSYNC_ variables, which are not in it.
+			lookup := opts.LookupEnv
+			if lookup == nil {
+				lookup = os.LookupEnv
+			}
+			check := config.LoadOptions{ConfigFile: target, Hostname: opts.Hostname,
+				LookupEnv: func(k string) (string, bool) {
+					if strings.HasPrefix(k, "OMPSYNC_") {
+						return "", false
+					}
+					return lookup(k)
+				}}
 			if _, err := config.Load(check); err != nil {
 				var ke *config.KeyError
 				if errors.As(err, &ke) && ke.Source.Kind == config.FromDefault {

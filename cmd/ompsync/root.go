@@ -148,7 +148,9 @@ func newRootCmd(a *app) *cobra.Command {
 	root.AddCommand(
 		newConfigCmd(a),
 		newVersionCmd(a),
+		newServiceCmd(a),
 		newAgentCmd(a),
+		newStatusCmd(a),
 	)
 	prepare(a, root)
 	return root

@@ -228,28 +228,17 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 		f.Close()
 		return nil, fail("get", key, err)
 	}
-	var r io.Reader = f
+	var rc io.ReadCloser = f
 	if length >= 0 {
-		r = io.LimitReader(f, length)
+		rc = limited{io.LimitReader(f, length), f}
 	}
-	return &reader{ctx: ctx, r: r, f: f}, nil
+	return remote.ContextBody(ctx, rc), nil
 }
 
-// reader stops reading once ctx ends, like a network body would.
-type reader struct {
-	ctx context.Context
-	r   io.Reader
-	f   *os.File
+type limited struct {
+	io.Reader
+	io.Closer
 }
-
-func (r *reader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.r.Read(p)
-}
-
-func (r *reader) Close() error { return r.f.Close() }
 
 // notFound maps a missing file (or a path through a file) to ErrNotFound.
 func notFound(op, key string, err error) error {

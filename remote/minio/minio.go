@@ -111,7 +111,9 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 	}
 	md := md5.Sum(data)
 	sh := sha256.Sum256(data)
-	po := mc.PutObjectOptions{DisableMultipart: true}
+	// DisableContentSha256 turns off minio-go's streaming (aws-chunked)
+	// signature; the SHA-256 passed below is signed in the header instead.
+	po := mc.PutObjectOptions{DisableMultipart: true, DisableContentSha256: true}
 	if opts.IfAbsent {
 		po.SetMatchETagExcept("*") // If-None-Match: *
 	}
@@ -154,7 +156,7 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 		}
 		return nil, c.fail(ctx, "get", key, err)
 	}
-	return body, nil
+	return remote.ContextBody(ctx, body), nil
 }
 
 // Stat returns key's size and modification time.

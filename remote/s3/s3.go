@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -177,7 +177,7 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 		}
 		return nil, c.fail(ctx, "get", key, err)
 	}
-	return out.Body, nil
+	return remote.ContextBody(ctx, out.Body), nil
 }
 
 // Stat returns key's size and modification time.

@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"path"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// runAgent starts a long-running agent; stop cancels it and waits for its
+// flush.
+func (e *env) runAgent() (stop func()) {
+	e.t.Helper()
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				e.t.Errorf("agent run: %v", err)
+			}
+			a.Close()
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An active session makes at most one upload per interval, however often omp
+// appends; when the agent stops, everything settled is on the remote.
+func TestRunAtMostOneUploadPerInterval(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.opts.Interval = 300 * time.Millisecond
+		e.writeRename(ompRel, corpus(t, ompFile))
+		stop := e.runAgent()
+		waitFor(t, "first upload", func() bool { return len(chunkPuts(e.client.takePutsKeep())) > 0 })
+		e.client.takePuts()
+
+		start := time.Now()
+		for i := 0; i < 100; i++ {
+			e.appendTo(ompRel, entryLine("a"+string(rune('a'+i%26))+"000000", "", "tick"))
+			time.Sleep(15 * time.Millisecond)
+		}
+		stop()
+		elapsed := time.Since(start)
+		chunks := chunkPuts(e.client.takePuts())
+		// One per interval while appending, plus the flush on stop.
+		limit := int(elapsed/e.opts.Interval) + 2
+		if len(chunks) > limit || len(chunks) == 0 {
+			t.Fatalf("%d chunk uploads in %v at interval %v; want 1..%d", len(chunks), elapsed, e.opts.Interval, limit)
+		}
+		e.assertRemoteEquals(ompRel, ompID)
+	})
+}
+
+// Folders and files that appear while the agent runs are picked up by
+// their events, without waiting for the reconcile scan.
+func TestRunPicksUpNewFolders(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.opts.Interval = 100 * time.Millisecond
+		e.opts.ReconcileInterval = time.Hour
+		e.write("sessions/.keep", nil)
+		e.runAgent()
+		e.writeRename(ompRel, corpus(t, ompFile))
+		waitFor(t, "the new session on the remote", func() bool {
+			for _, k := range e.client.takePutsKeep() {
+				if path.Base(k) == "meta" {
+					return true
+				}
+			}
+			return false
+		})
+		e.appendTo(ompRel, entryLine("abab0001", "", "x"))
+		want := int64(len(e.read(ompRel)))
+		waitFor(t, "the append on the remote", func() bool {
+			n, _ := e.remoteSize(ompID)
+			return n == want
+		})
+		e.assertRemoteEquals(ompRel, ompID)
+	})
+}
+
+// remoteSize is how many bytes of the newest generation the remote covers.
+func (e *env) remoteSize(id string) (int64, error) {
+	invs, err := e.repo.Inventory(context.Background(), id, e.machine)
+	if err != nil {
+		return 0, err
+	}
+	for _, inv := range invs {
+		if g := inv.Newest(); g != nil && inv.Stream.Name == "session" {
+			var end int64
+			for _, c := range g.Chunks {
+				end = max(end, c.End)
+			}
+			return end, nil
+		}
+	}
+	return 0, nil
+}

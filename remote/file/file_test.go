@@ -1,0 +1,202 @@
+package file_test
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/file"
+	"github.com/ompsync/ompsync/remote/remotetest"
+)
+
+func newClient(t *testing.T) *file.Client {
+	t.Helper()
+	c, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	remotetest.Run(t, func(t *testing.T) remote.Client { return newClient(t) })
+}
+
+func TestNewNeedsAFolder(t *testing.T) {
+	if _, err := file.New(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("New on a missing folder: no error")
+	}
+	f := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.New(f); err == nil {
+		t.Error("New on a file: no error")
+	}
+}
+
+// A person can find objects with ls: keys are paths, with private modes.
+func TestLayoutOnDisk(t *testing.T) {
+	c := newClient(t)
+	remotetest.Put(t, c, "v1/sessions/abc/m1/0000-0010.zst", []byte("chunk"))
+	p := filepath.Join(c.Root(), "v1", "sessions", "abc", "m1", "0000-0010.zst")
+	got, err := os.ReadFile(p)
+	if err != nil || string(got) != "chunk" {
+		t.Fatalf("read %s: %q, %v", p, got, err)
+	}
+	fi, _ := os.Stat(p)
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("object mode %v, want 0600", fi.Mode().Perm())
+	}
+	for _, d := range []string{"v1", "v1/sessions", "v1/sessions/abc", "v1/sessions/abc/m1"} {
+		fi, err := os.Stat(filepath.Join(c.Root(), d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o700 {
+			t.Errorf("folder %s mode %v, want 0700", d, fi.Mode().Perm())
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(p)); len(ents) != 1 {
+		t.Errorf("folder holds %d entries after a put, want 1 (no temp file left)", len(ents))
+	}
+}
+
+// Temp files of an interrupted put are never listed, and a stray file a
+// user drops in is.
+func TestTempFilesHidden(t *testing.T) {
+	c := newClient(t)
+	remotetest.Put(t, c, "a/x", []byte("x"))
+	for _, p := range []string{".tmp-123", "a/.tmp-456"} {
+		if err := os.WriteFile(filepath.Join(c.Root(), p), []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, opts := range []remote.ListOptions{{}, {Delimiter: "/"}} {
+		got := remotetest.Keys(t, c, "", opts)
+		want := []string{"a/x"}
+		if opts.Delimiter != "" {
+			want = []string{"a/ (prefix)"}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("list %+v = %q, want %q", opts, got, want)
+		}
+	}
+	if err := c.Put(t.Context(), "a/.tmp-456", []byte("x"), remote.PutOptions{}); err == nil {
+		t.Error("put of a key that looks like a temp file: no error")
+	}
+}
+
+// Delete removes folders it leaves empty, but not the root or folders that
+// still hold objects.
+func TestDeletePrunesFolders(t *testing.T) {
+	c := newClient(t)
+	remotetest.Put(t, c, "a/b/c/d", []byte("d"))
+	remotetest.Put(t, c, "a/keep", []byte("k"))
+	if err := c.Delete(t.Context(), "a/b/c/d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Root(), "a", "b")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a/b still there after its last object went: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Root(), "a", "keep")); err != nil {
+		t.Errorf("a/keep: %v", err)
+	}
+	if err := c.Delete(t.Context(), "a/keep"); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(c.Root())
+	if err != nil {
+		t.Fatalf("root gone: %v", err)
+	}
+	if len(ents) != 0 {
+		t.Errorf("root holds %d entries after deleting everything", len(ents))
+	}
+}
+
+// A key is an object or a folder of other keys, never both (as on versitygw).
+func TestKeyFolderClash(t *testing.T) {
+	c := newClient(t)
+	ctx := t.Context()
+	remotetest.Put(t, c, "a/b", []byte("b"))
+	for _, ifAbsent := range []bool{false, true} {
+		err := c.Put(ctx, "a", []byte("a"), remote.PutOptions{IfAbsent: ifAbsent})
+		if err == nil || errors.Is(err, remote.ErrPreconditionFailed) || remote.IsTransient(err) {
+			t.Errorf("put over a folder (IfAbsent=%t): err = %v, want a permanent conflict", ifAbsent, err)
+		}
+	}
+	if err := c.Put(ctx, "a/b/c", []byte("c"), remote.PutOptions{}); err == nil {
+		t.Error("put below an object: no error")
+	}
+	if err := c.Delete(ctx, "a"); err != nil {
+		t.Errorf("delete of a folder name: %v", err)
+	}
+	if got := remotetest.Get(t, c, "a/b", 0, -1); string(got) != "b" {
+		t.Errorf("a/b = %q after clashes", got)
+	}
+}
+
+// Keys cannot reach outside the folder, even through a symlink planted in it.
+func TestNoEscape(t *testing.T) {
+	outside := t.TempDir()
+	c := newClient(t)
+	if err := os.Symlink(outside, filepath.Join(c.Root(), "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"../x", "a/../../x", "/etc/passwd"} {
+		if err := c.Put(t.Context(), k, []byte("x"), remote.PutOptions{}); err == nil {
+			t.Errorf("put %q: no error", k)
+		}
+	}
+	if got := remotetest.Keys(t, c, "", remote.ListOptions{}); len(got) != 0 {
+		t.Errorf("list shows %q through a symlink", got)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("files appeared outside the folder: %v", ents)
+	}
+}
+
+// Racing puts and deletes in one folder: a put never fails because a delete
+// pruned the folder under it.
+func TestPutDeleteRace(t *testing.T) {
+	c := newClient(t)
+	ctx := t.Context()
+	for i := range 200 {
+		done := make(chan error, 1)
+		go func() { done <- c.Put(ctx, "race/f/one", []byte{byte(i)}, remote.PutOptions{}) }()
+		remotetest.Put(t, c, "race/f/two", []byte("2"))
+		if err := c.Delete(ctx, "race/f/two"); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("put racing a delete: %v", err)
+		}
+		if got := remotetest.Get(t, c, "race/f/one", 0, -1); !bytes.Equal(got, []byte{byte(i)}) {
+			t.Fatalf("race/f/one = %v, want %v", got, i)
+		}
+		if err := c.Delete(ctx, "race/f/one"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPutSmall(b *testing.B) {
+	c, err := file.New(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	remotetest.BenchPutSmall(b, c)
+}
+
+func BenchmarkGetSmall(b *testing.B) {
+	c, err := file.New(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	remotetest.BenchGetSmall(b, c)
+}

@@ -1,0 +1,298 @@
+package session
+
+import (
+	"bytes"
+	"container/heap"
+	"crypto/sha256"
+	"errors"
+	"slices"
+	"time"
+)
+
+// Merge combines copies of one session file that went on in different
+// places into one file that holds the work of all of them:
+//
+//   - Every line of every copy is kept byte for byte and none twice. An entry
+//     is known by its id and timestamp (omp's 8-hex ids alone collide once
+//     two long branches are merged); a line that is not an entry is known by
+//     its bytes. A copy that holds a line n times keeps it n times.
+//   - When copies hold different bytes for the same entry (a rewrite that
+//     pruned tool output), the first copy's bytes win: pass the local file
+//     first and none of its lines is lost.
+//   - The title slot is the newest one (by updatedAt); the header line comes
+//     from the first copy that has one. Other copies' header lines are the
+//     same entry (the session) and are not repeated.
+//   - Every entry comes after its parent. Each copy's new lines stay
+//     together, in that copy's order, and copies whose newest line is newer
+//     come later, so the last line, which omp takes as the leaf, is the
+//     newest work. Timestamps only order; a skewed clock never drops a line.
+//
+// A last line without a newline (omp was cut off mid-write) is kept and ends
+// with one. Merge never fails on content; it refuses only no copies.
+func Merge(copies ...[]byte) ([]byte, error) {
+	if len(copies) == 0 {
+		return nil, errors.New("merge: no copies")
+	}
+	m := merger{index: map[lineKey]int{}}
+	parsed := make([]parsedCopy, len(copies))
+	for i, c := range copies {
+		parsed[i] = m.parse(c)
+	}
+	slot := newestSlot(parsed)
+	order := blockOrder(parsed, len(m.nodes))
+
+	// The preferred sequence: the header, then each copy's lines that are
+	// not placed yet, copies in block order.
+	seq := make([]int, 0, len(m.nodes))
+	placed := make([]bool, len(m.nodes))
+	place := func(n int) {
+		if !placed[n] {
+			placed[n] = true
+			seq = append(seq, n)
+		}
+	}
+	for _, p := range parsed {
+		if p.header >= 0 {
+			place(p.lines[p.header].node)
+			break
+		}
+	}
+	for _, ci := range order {
+		for _, l := range parsed[ci].lines {
+			place(l.node)
+		}
+	}
+	out := m.emit(seq, slot)
+	return out, nil
+}
+
+// lineKey identifies a line across copies: an entry by id and timestamp, any
+// other line by its hash. occ counts repeats within one copy.
+type lineKey struct {
+	kind byte // 'h' header, 'e' entry, 'o' other
+	id   string
+	ts   string
+	sum  [sha256.Size]byte
+	occ  int
+}
+
+type node struct {
+	raw      []byte
+	children []int
+	parents  int // edges not yet satisfied, during emit
+}
+
+type line struct {
+	node int
+	ts   time.Time // zero when absent or unparsable
+}
+
+type parsedCopy struct {
+	slot     []byte
+	slotTime time.Time
+	lines    []line
+	header   int // index in lines, or -1
+}
+
+type merger struct {
+	nodes []node
+	index map[lineKey]int
+	edges map[[2]int]bool
+}
+
+func (m *merger) node(k lineKey, raw []byte) int {
+	if n, ok := m.index[k]; ok {
+		return n
+	}
+	m.nodes = append(m.nodes, node{raw: raw})
+	m.index[k] = len(m.nodes) - 1
+	return len(m.nodes) - 1
+}
+
+func (m *merger) edge(parent, child int) {
+	if parent == child {
+		return
+	}
+	if m.edges == nil {
+		m.edges = map[[2]int]bool{}
+	}
+	e := [2]int{parent, child}
+	if m.edges[e] {
+		return
+	}
+	m.edges[e] = true
+	m.nodes[parent].children = append(m.nodes[parent].children, child)
+}
+
+func (m *merger) parse(b []byte) parsedCopy {
+	p := parsedCopy{header: -1}
+	if ts, ok := ParseTitleSlot(b); ok {
+		p.slot = b[:TitleSlotSize]
+		p.slotTime = parseTime(ts.UpdatedAt)
+		b = b[TitleSlotSize:]
+	}
+	occ := map[lineKey]int{}
+	byID := map[string]int{} // entry id -> node, first occurrence in this copy
+	type pending struct {
+		child  int
+		parent string
+	}
+	var links []pending
+	for len(b) > 0 {
+		var raw []byte
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			raw, b = b[:i], b[i+1:]
+		} else {
+			raw, b = b, nil
+		}
+		e, isEntry := ParseEntry(raw)
+		var k lineKey
+		switch {
+		case p.header < 0 && isEntry && e.Type == "session":
+			k = lineKey{kind: 'h'}
+			p.header = len(p.lines)
+		case isEntry && e.ID != "":
+			k = lineKey{kind: 'e', id: e.ID, ts: e.Timestamp}
+		default:
+			k = lineKey{kind: 'o', sum: sha256.Sum256(raw)}
+		}
+		base := k
+		k.occ = occ[base]
+		occ[base]++
+		n := m.node(k, raw)
+		p.lines = append(p.lines, line{node: n, ts: parseTime(e.Timestamp)})
+		if isEntry && e.ID != "" {
+			if _, seen := byID[e.ID]; !seen {
+				byID[e.ID] = n
+			}
+			if e.ParentID != nil && *e.ParentID != "" {
+				links = append(links, pending{n, *e.ParentID})
+			}
+		}
+	}
+	// Parents resolve within the copy: ids are only unique within a file.
+	for _, l := range links {
+		if parent, ok := byID[l.parent]; ok {
+			m.edge(parent, l.child)
+		}
+	}
+	return p
+}
+
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// newestSlot picks the title slot with the newest updatedAt; the first
+// copy's wins a tie.
+func newestSlot(parsed []parsedCopy) []byte {
+	var slot []byte
+	var at time.Time
+	for _, p := range parsed {
+		if p.slot != nil && (slot == nil || p.slotTime.After(at)) {
+			slot, at = p.slot, p.slotTime
+		}
+	}
+	return slot
+}
+
+// blockOrder sorts copies by the time of their newest line that not every
+// copy holds (their own work), oldest first; ties keep the given order.
+func blockOrder(parsed []parsedCopy, nodes int) []int {
+	held := make([]int, nodes)
+	for _, p := range parsed {
+		seen := map[int]bool{}
+		for _, l := range p.lines {
+			if !seen[l.node] {
+				seen[l.node] = true
+				held[l.node]++
+			}
+		}
+	}
+	newest := make([]time.Time, len(parsed))
+	order := make([]int, len(parsed))
+	for i, p := range parsed {
+		order[i] = i
+		for _, l := range p.lines {
+			if held[l.node] < len(parsed) && l.ts.After(newest[i]) {
+				newest[i] = l.ts
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return newest[a].Compare(newest[b]) })
+	return order
+}
+
+// emit writes the nodes in seq order, moving an entry only as far as needed
+// to follow its parent. A parent cycle (only a damaged file has one) is cut
+// at its earliest line, so every line is still written once.
+func (m *merger) emit(seq []int, slot []byte) []byte {
+	rank := make([]int, len(m.nodes))
+	size := len(slot)
+	for i, n := range seq {
+		rank[n] = i
+		size += len(m.nodes[n].raw) + 1
+	}
+	for _, n := range m.nodes {
+		for _, c := range n.children {
+			m.nodes[c].parents++
+		}
+	}
+	out := make([]byte, 0, size)
+	out = append(out, slot...)
+	done := make([]bool, len(m.nodes))
+	ready := &rankHeap{rank: rank}
+	for _, n := range seq {
+		if m.nodes[n].parents == 0 {
+			heap.Push(ready, n)
+		}
+	}
+	next := 0 // the earliest node in seq that may not be done, for cycles
+	for emitted := 0; emitted < len(seq); {
+		var n int
+		if ready.Len() > 0 {
+			n = heap.Pop(ready).(int)
+			if done[n] {
+				continue
+			}
+		} else {
+			for done[seq[next]] {
+				next++
+			}
+			n = seq[next]
+		}
+		done[n] = true
+		emitted++
+		out = append(out, m.nodes[n].raw...)
+		out = append(out, '\n')
+		for _, c := range m.nodes[n].children {
+			m.nodes[c].parents--
+			if m.nodes[c].parents == 0 && !done[c] {
+				heap.Push(ready, c)
+			}
+		}
+	}
+	return out
+}
+
+type rankHeap struct {
+	items []int
+	rank  []int
+}
+
+func (h *rankHeap) Len() int           { return len(h.items) }
+func (h *rankHeap) Less(i, j int) bool { return h.rank[h.items[i]] < h.rank[h.items[j]] }
+func (h *rankHeap) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *rankHeap) Push(x any)         { h.items = append(h.items, x.(int)) }
+func (h *rankHeap) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}
