@@ -171,7 +171,9 @@ func (a *Agent) SetInterval(d time.Duration) {
 	}
 }
 
-func (a *Agent) abs(rel string) string { return filepath.Join(a.opts.AgentDir, filepath.FromSlash(rel)) }
+func (a *Agent) abs(rel string) string {
+	return filepath.Join(a.opts.AgentDir, filepath.FromSlash(rel))
+}
 
 func (a *Agent) now() time.Time { return a.opts.Now() }
 

@@ -385,7 +385,7 @@ func TestOddFiles(t *testing.T) {
 				[]byte(`{"type":"session","version":3,"id":"0000big0-0000-0000-0000-000000000000","timestamp":"x","cwd":"/x"}`+"\n"),
 				append(append([]byte(`{"type":"message","id":"a","text":"`), bytes.Repeat([]byte("y"), 20<<20)...), '"', '}', '\n')...),
 			"sessions/-empty/2026-01-01T00-00-00-000Z_empty000-0000-0000-0000-000000000000.jsonl": {},
-			"sessions/-slot/2026-01-01T00-00-00-000Z_slot0000-0000-0000-0000-000000000000.jsonl": titleSlot(""),
+			"sessions/-slot/2026-01-01T00-00-00-000Z_slot0000-0000-0000-0000-000000000000.jsonl":  titleSlot(""),
 		}
 		for rel, data := range files {
 			e.writeRename(rel, data)

@@ -9,11 +9,11 @@ import (
 // Meta describes one generation of a stream. It is replaced when the file
 // moves; chunks never are.
 type Meta struct {
-	V          int       `json:"v"`
-	SessionID  string    `json:"session_id"`
-	Machine    string    `json:"machine"`
-	Stream     string    `json:"stream"`
-	Generation string    `json:"generation"`
+	V          int    `json:"v"`
+	SessionID  string `json:"session_id"`
+	Machine    string `json:"machine"`
+	Stream     string `json:"stream"`
+	Generation string `json:"generation"`
 	// Path is where the file lives, relative to the agent dir, slash-separated.
 	Path     string    `json:"path"`
 	Cwd      string    `json:"cwd,omitempty"`
