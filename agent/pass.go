@@ -66,8 +66,15 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			a.log.Error("could not save state; the next start uploads the last batch again", "err", serr)
 		}
 	}
-	if cerr := a.putCatalog(ctx); cerr != nil && err == nil {
-		err = cerr
+	if cerr := a.putCatalog(ctx); cerr != nil {
+		if remote.IsTransient(cerr) {
+			a.outage.failed(a.log, cerr)
+		} else if ctx.Err() == nil {
+			a.log.Error("catalog upload failed", "err", cerr)
+		}
+		if err == nil {
+			err = cerr
+		}
 	}
 	a.metrics.pending(a.pendingBytes())
 	if err == nil {

@@ -19,9 +19,9 @@ import (
 //   - When copies hold different bytes for the same entry (a rewrite that
 //     pruned tool output), the first copy's bytes win: pass the local file
 //     first and none of its lines is lost.
-//   - The title slot is the newest one (by updatedAt); the header line comes
-//     from the first copy that has one. Other copies' header lines are the
-//     same entry (the session) and are not repeated.
+//   - The title slot is the newest one (by updatedAt). The header is an
+//     entry like the others (a move rewrites its cwd, not its id or time):
+//     the first copy's comes first.
 //   - Every entry comes after its parent. Each copy's new lines stay
 //     together, in that copy's order, and copies whose newest line is newer
 //     come later, so the last line, which omp takes as the leaf, is the
@@ -69,7 +69,7 @@ func Merge(copies ...[]byte) ([]byte, error) {
 // lineKey identifies a line across copies: an entry by id and timestamp, any
 // other line by its hash. occ counts repeats within one copy.
 type lineKey struct {
-	kind byte // 'h' header, 'e' entry, 'o' other
+	kind byte // 'e' entry (the header too), 'o' other
 	id   string
 	ts   string
 	sum  [sha256.Size]byte
@@ -83,8 +83,9 @@ type node struct {
 }
 
 type line struct {
-	node int
-	ts   time.Time // zero when absent or unparsable
+	node  int
+	ts    time.Time // zero when absent or unparsable
+	entry bool      // has an id
 }
 
 type parsedCopy struct {
@@ -147,10 +148,10 @@ func (m *merger) parse(b []byte) parsedCopy {
 		}
 		e, isEntry := ParseEntry(raw)
 		var k lineKey
-		switch {
-		case p.header < 0 && isEntry && e.Type == "session":
-			k = lineKey{kind: 'h'}
+		if p.header < 0 && isEntry && e.Type == "session" {
 			p.header = len(p.lines)
+		}
+		switch {
 		case isEntry && e.ID != "":
 			k = lineKey{kind: 'e', id: e.ID, ts: e.Timestamp}
 		default:
@@ -160,7 +161,7 @@ func (m *merger) parse(b []byte) parsedCopy {
 		k.occ = occ[base]
 		occ[base]++
 		n := m.node(k, raw)
-		p.lines = append(p.lines, line{node: n, ts: parseTime(e.Timestamp)})
+		p.lines = append(p.lines, line{node: n, ts: parseTime(e.Timestamp), entry: isEntry && e.ID != ""})
 		if isEntry && e.ID != "" {
 			if _, seen := byID[e.ID]; !seen {
 				byID[e.ID] = n
@@ -203,8 +204,11 @@ func newestSlot(parsed []parsedCopy) []byte {
 	return slot
 }
 
-// blockOrder sorts copies by the time of their newest line that not every
-// copy holds (their own work), oldest first; ties keep the given order.
+// blockOrder sorts copies by the time of their newest entry that not every
+// copy holds (their own work), oldest first, so the copy with the newest
+// entry comes last and its last entry becomes omp's leaf. Lines without an
+// id (legacy files) order copies only when their entries tie. Ties keep the
+// given order.
 func blockOrder(parsed []parsedCopy, nodes int) []int {
 	held := make([]int, nodes)
 	for _, p := range parsed {
@@ -216,17 +220,29 @@ func blockOrder(parsed []parsedCopy, nodes int) []int {
 			}
 		}
 	}
-	newest := make([]time.Time, len(parsed))
+	type times struct{ entry, any time.Time }
+	newest := make([]times, len(parsed))
 	order := make([]int, len(parsed))
 	for i, p := range parsed {
 		order[i] = i
 		for _, l := range p.lines {
-			if held[l.node] < len(parsed) && l.ts.After(newest[i]) {
-				newest[i] = l.ts
+			if held[l.node] == len(parsed) {
+				continue
+			}
+			if l.entry && l.ts.After(newest[i].entry) {
+				newest[i].entry = l.ts
+			}
+			if l.ts.After(newest[i].any) {
+				newest[i].any = l.ts
 			}
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return newest[a].Compare(newest[b]) })
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := newest[a].entry.Compare(newest[b].entry); c != 0 {
+			return c
+		}
+		return newest[a].any.Compare(newest[b].any)
+	})
 	return order
 }
 
