@@ -90,7 +90,8 @@ type Agent struct {
 	byPath  map[string]string // rel path -> stream key
 	catalog []byte            // last catalog uploaded, without its timestamp
 
-	interval atomic.Int64 // time.Duration, changeable by Reload
+	interval atomic.Int64 // time.Duration, changeable by SetInterval
+	reload   chan struct{} // wakes Run to apply a new interval
 
 	mu       sync.Mutex
 	dirty    map[string]bool // rel paths the watcher saw change
@@ -126,7 +127,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
-		byPath: map[string]string{}, dirty: map[string]bool{},
+		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1),
 	}
 	a.interval.Store(int64(opts.Interval))
 	st, err := LoadState(opts.StateDir)
@@ -168,6 +169,10 @@ func (a *Agent) Close() error {
 func (a *Agent) SetInterval(d time.Duration) {
 	if d > 0 {
 		a.interval.Store(int64(d))
+		select {
+		case a.reload <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -246,6 +251,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return a.flush()
 		case <-tick.C:
+		case <-a.reload:
 		}
 		if iv := a.interval.Load(); iv != cur {
 			cur = iv

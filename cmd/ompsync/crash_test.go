@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,16 +66,34 @@ func (m *machineEnv) environ() []string {
 }
 
 // start runs `ompsync args...` as a process of this machine.
-func (m *machineEnv) start(args ...string) (*exec.Cmd, *bytes.Buffer) {
+func (m *machineEnv) start(args ...string) (*exec.Cmd, *syncBuffer) {
 	m.t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = m.environ()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		m.t.Fatal(err)
 	}
-	return cmd, &out
+	return cmd, out
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // ompsync runs a command to completion and returns its exit code and output.

@@ -1,0 +1,91 @@
+package backend_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/file"
+	"github.com/ompsync/ompsync/remote/minio"
+	"github.com/ompsync/ompsync/remote/remotetest"
+	"github.com/ompsync/ompsync/remote/s3"
+)
+
+func TestMain(m *testing.M) { remotetest.Main(m) }
+
+func TestOpenFileCreatesFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "backups", "ompsync")
+	c, err := backend.Open(t.Context(), "file://"+dir, backend.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("remote folder: %v, %v; want a 0700 folder", fi, err)
+	}
+	remotetest.Put(t, c, "x/y", []byte("z"))
+	if b, err := os.ReadFile(filepath.Join(dir, "x", "y")); err != nil || string(b) != "z" {
+		t.Errorf("object on disk: %q, %v", b, err)
+	}
+	raw, err := backend.OpenRaw(t.Context(), "file://"+dir, backend.S3Options{})
+	if _, ok := raw.(*file.Client); err != nil || !ok {
+		t.Errorf("OpenRaw(file://) = %T, %v", raw, err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	for _, tc := range []struct{ url, client, want string }{
+		{"", "", "empty"},
+		{"ftp://host/x", "", "unsupported scheme"},
+		{"file://relative/path", "", "absolute"},
+		{"s3://Bad_Bucket", "", "bucket names"},
+		{"s3://bucket", "gcs", `s3 client "gcs"`},
+	} {
+		_, err := backend.Open(t.Context(), tc.url, backend.S3Options{Client: tc.client})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q, client %q) = %v, want an error about %q", tc.url, tc.client, err, tc.want)
+		}
+	}
+}
+
+func TestOpenPicksS3Client(t *testing.T) {
+	for client, want := range map[string]string{"": "*s3.Client", "aws": "*s3.Client", "minio": "*minio.Client"} {
+		c, err := backend.OpenRaw(t.Context(), "s3://bucket/pre/fix", backend.S3Options{
+			Client: client, Endpoint: "http://127.0.0.1:1", AccessKeyID: "a", SecretAccessKey: "b",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%T", c); got != want {
+			t.Errorf("client %q opened %s, want %s", client, got, want)
+		}
+	}
+	var _ = []any{(*s3.Client)(nil), (*minio.Client)(nil)}
+}
+
+func TestOptionsHideSecret(t *testing.T) {
+	o := backend.S3Options{AccessKeyID: "AKID", SecretAccessKey: "s3cr3t-value"}
+	for _, s := range []string{fmt.Sprint(o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o)} {
+		if strings.Contains(s, "s3cr3t-value") {
+			t.Errorf("options print the secret: %s", s)
+		}
+	}
+}
+
+// Each way to store works end to end through Open, with retries.
+func TestOpenEveryBackend(t *testing.T) {
+	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		remotetest.Put(t, b.Client, "v1/hello", []byte("world"))
+		// What a config or a subprocess gets is enough to reopen it.
+		c, err := backend.Open(t.Context(), b.URL, b.S3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := remotetest.Get(t, c, "v1/hello", 0, -1); string(got) != "world" {
+			t.Errorf("reopened %s: %q", b.URL, got)
+		}
+	})
+}
