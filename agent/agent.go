@@ -90,7 +90,7 @@ type Agent struct {
 	byPath  map[string]string // rel path -> stream key
 	catalog []byte            // last catalog uploaded, without its timestamp
 
-	interval atomic.Int64 // time.Duration, changeable by SetInterval
+	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
 
 	mu       sync.Mutex
