@@ -47,6 +47,9 @@ type Options struct {
 	FlushTimeout time.Duration
 	Logger       *slog.Logger
 	Metrics      *Metrics // nil: none
+	// Ready, if set, is called once the agent watches and has made its
+	// first pass (systemd readiness).
+	Ready func()
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -241,6 +244,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if err := a.pass(ctx, true); err != nil && ctx.Err() == nil {
 		a.log.Warn("first pass incomplete; will retry", "err", err)
+	}
+	if a.opts.Ready != nil {
+		a.opts.Ready()
 	}
 	lastFull := a.now()
 	tick := time.NewTicker(time.Duration(a.interval.Load()))

@@ -49,7 +49,8 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Fatalf("%v (run go test ./service -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the rendered file (go test ./service -update rewrites it):\n--- got\n%s", path, got)
+		t.Errorf("%s differs from what the templates in service/templates render; "+
+			"edit the template, not this file, then run go test ./service -update to rewrite it. Rendered:\n%s", path, got)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/service"
 )
 
 const agentLong = `Run the backup agent: watch <agent_dir> and upload what omp appends to its
@@ -101,6 +102,11 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
 		return err
 	}
 	opts := agentOptions(cfg, log)
+	opts.Ready = func() {
+		if err := service.NotifyReady(); err != nil {
+			log.Warn("could not tell the service manager the agent is ready", "err", err)
+		}
+	}
 	if cfg.Metrics.Addr != "" {
 		reg := prometheus.NewRegistry()
 		opts.Metrics = agent.NewMetrics(reg)
@@ -124,9 +130,12 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
 		for {
 			select {
 			case <-ctx.Done():
+				_ = service.NotifyStopping()
 				return
 			case <-hup:
+				_ = service.NotifyReloading()
 				a.reload(ag, log)
+				_ = service.NotifyReady()
 			}
 		}
 	}()
