@@ -61,6 +61,48 @@ type FileState struct {
 	// SyncedAt is when every settled byte was last on the remote; the age
 	// of the oldest pending byte is at most now - SyncedAt.
 	SyncedAt time.Time `json:"synced_at"`
+	// Pulled are byte ranges that sync wrote from another machine's copy:
+	// they are uploaded as references to that copy, not as this machine's
+	// new work.
+	Pulled []PulledRange `json:"pulled,omitempty"`
+}
+
+// PulledRange is a range of the local file that came from another machine.
+type PulledRange struct {
+	Start      int64  `json:"start"`
+	End        int64  `json:"end"`
+	Machine    string `json:"machine"`
+	Generation string `json:"generation"`
+	SHA256     string `json:"sha256"`
+}
+
+// pulledAt returns the pulled range starting at off, and the start of the
+// next pulled range after off (or -1).
+func (f *FileState) pulledAt(off int64) (at *PulledRange, next int64) {
+	next = -1
+	for i := range f.Pulled {
+		p := &f.Pulled[i]
+		if p.Start == off {
+			at = p
+		} else if p.Start > off && (next < 0 || p.Start < next) {
+			next = p.Start
+		}
+	}
+	return at, next
+}
+
+// dropPulled forgets the ranges that start before off: uploaded or stale.
+func (f *FileState) dropPulled(off int64) {
+	kept := f.Pulled[:0]
+	for _, p := range f.Pulled {
+		if p.Start >= off {
+			kept = append(kept, p)
+		}
+	}
+	f.Pulled = kept
+	if len(f.Pulled) == 0 {
+		f.Pulled = nil
+	}
 }
 
 func (f *FileState) stream(machine string) repo.Stream {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -250,7 +251,22 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 			return n, objects, err
 		}
 		start := fst.Offset
+		pulled, next := fst.pulledAt(start)
+		if pulled != nil && pulled.End <= end {
+			ok, err := a.uploadPulled(ctx, fst, src, h, pulled)
+			if err != nil {
+				return n, objects, err
+			}
+			fst.dropPulled(start + 1)
+			if ok {
+				objects++
+				continue
+			}
+		}
 		stop := min(end, start+a.opts.ChunkSize)
+		if next > start {
+			stop = min(stop, next)
+		}
 		data := make([]byte, stop-start)
 		if _, err := src.ReadAt(data, start); err != nil && !errors.Is(err, io.EOF) {
 			return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
@@ -279,28 +295,70 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 		a.metrics.uploaded(int64(stored), 1)
 		n += int64(stored)
 		objects++
-		if fst.MetaPath != fst.Path {
-			// The first chunk of a generation exists before its meta, so a
-			// generation with meta always has bytes to restore.
-			if err := a.putMeta(ctx, fst); err != nil {
-				return n, objects, err
-			}
-			objects++
-		}
-		state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
-		if err != nil {
+		if err := a.committed(ctx, fst, src, h, stop); err != nil {
 			return n, objects, err
-		}
-		fst.Offset, fst.HashState = stop, state
-		fst.TailHash = hashHex(data[max(0, int64(len(data))-tailLen):])
-		if int64(len(data)) < tailLen {
-			fst.TailHash = "" // recomputed from the file below
-			if th, err := tailHash(src, fst); err == nil {
-				fst.TailHash = th
-			}
 		}
 	}
 	return n, objects, nil
+}
+
+// committed records that the chunk ending at stop is on the remote.
+func (a *Agent) committed(ctx context.Context, fst *FileState, src source, h hash.Hash, stop int64) error {
+	if fst.MetaPath != fst.Path {
+		// The first chunk of a generation exists before its meta, so a
+		// generation with meta always has bytes to restore.
+		if err := a.putMeta(ctx, fst); err != nil {
+			return err
+		}
+	}
+	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return err
+	}
+	fst.Offset, fst.HashState = stop, state
+	th, err := tailHash(src, fst)
+	if err != nil {
+		return err
+	}
+	fst.TailHash = th
+	return nil
+}
+
+// uploadPulled uploads a range that sync pulled from another machine as a
+// reference chunk, after checking the file still holds exactly those bytes.
+// It reports false (and uploads nothing) when the bytes changed since.
+func (a *Agent) uploadPulled(ctx context.Context, fst *FileState, src source, h hash.Hash, p *PulledRange) (bool, error) {
+	if p.Start < fst.HashFrom {
+		return false, nil
+	}
+	rangeHash := sha256.New()
+	if _, err := io.Copy(rangeHash, io.NewSectionReader(src, p.Start, p.End-p.Start)); err != nil {
+		return false, fmt.Errorf("read %s: %w", fst.Path, err)
+	}
+	if hex.EncodeToString(rangeHash.Sum(nil)) != p.SHA256 {
+		return false, nil
+	}
+	// Extend the running hash over the range without losing it if the
+	// upload fails.
+	saved, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return false, err
+	}
+	if _, err := io.Copy(h, io.NewSectionReader(src, p.Start, p.End-p.Start)); err != nil {
+		return false, err
+	}
+	hdr := repo.ChunkHeader{
+		Start: p.Start, End: p.End, HashFrom: fst.HashFrom, SHA256: p.SHA256,
+		StreamSHA256: hex.EncodeToString(h.Sum(nil)),
+		Ref:          &repo.ChunkSource{Machine: p.Machine, Generation: p.Generation},
+	}
+	stored, err := a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, hdr, nil)
+	if err != nil {
+		_ = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(saved)
+		return false, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, p.Start, p.End, err)
+	}
+	a.metrics.uploaded(int64(stored), 1)
+	return true, a.committed(ctx, fst, src, h, p.End)
 }
 
 func (a *Agent) putMeta(ctx context.Context, fst *FileState) error {

@@ -20,6 +20,16 @@ type ChunkHeader struct {
 	HashFrom     int64  `json:"hash_from"`
 	SHA256       string `json:"sha256"`
 	StreamSHA256 string `json:"stream_sha256"`
+	// Ref, when set, means the chunk holds no bytes: they are bytes
+	// [Start, End) of another machine's generation of the same stream,
+	// pulled from there by sync. SHA256 still covers them.
+	Ref *ChunkSource `json:"ref,omitempty"`
+}
+
+// ChunkSource names where a reference chunk's bytes live.
+type ChunkSource struct {
+	Machine    string `json:"machine"`
+	Generation string `json:"generation"`
 }
 
 // maxHeader bounds the header line a reader accepts.
@@ -50,6 +60,17 @@ func DecodeChunk(plain []byte, start, end int64) (ChunkHeader, []byte, error) {
 		return ChunkHeader{}, nil, fmt.Errorf("chunk %s: bad header: %w", ChunkName(start, end), err)
 	}
 	data := plain[nl+1:]
+	if h.Ref != nil {
+		switch {
+		case h.V != 1 || h.Start != start || h.End != end:
+			return h, nil, fmt.Errorf("chunk %s: header says [%d, %d)", ChunkName(start, end), h.Start, h.End)
+		case len(data) != 0:
+			return h, nil, fmt.Errorf("chunk %s: a reference chunk holds bytes", ChunkName(start, end))
+		case !ValidMachine(h.Ref.Machine) || !ValidGeneration(h.Ref.Generation):
+			return h, nil, fmt.Errorf("chunk %s: bad reference", ChunkName(start, end))
+		}
+		return h, nil, nil
+	}
 	switch {
 	case h.V != 1:
 		return h, nil, fmt.Errorf("chunk %s: unknown chunk version %d", ChunkName(start, end), h.V)

@@ -44,7 +44,7 @@ func (r *Repo) ReadGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	data := make([]byte, 0, covered)
 	h := sha256.New()
 	for _, c := range picked {
-		hdr, chunk, err := r.GetChunk(ctx, s, g.Name, c.Start, c.End)
+		hdr, chunk, err := r.chunkBytes(ctx, s, g.Name, c, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -79,4 +79,60 @@ func (r *Repo) ReadGeneration(ctx context.Context, s Stream, g *Generation, maxS
 		}
 	}
 	return &Assembled{Meta: meta, Data: data}, nil
+}
+
+// maxRefDepth bounds chains of reference chunks (a machine that pulled from
+// a machine that pulled...); a hostile remote cannot make a reader loop.
+const maxRefDepth = 4
+
+// chunkBytes reads a chunk, resolving a reference chunk to the bytes it
+// names and checking them against its hash.
+func (r *Repo) chunkBytes(ctx context.Context, s Stream, gen string, c ChunkRef, depth int) (ChunkHeader, []byte, error) {
+	hdr, data, err := r.GetChunk(ctx, s, gen, c.Start, c.End)
+	if err != nil || hdr.Ref == nil {
+		return hdr, data, err
+	}
+	if depth >= maxRefDepth {
+		return hdr, nil, fmt.Errorf("chunk %s: reference chain deeper than %d", ChunkName(c.Start, c.End), maxRefDepth)
+	}
+	src := Stream{SessionID: s.SessionID, Machine: hdr.Ref.Machine, Name: s.Name}
+	data, err = r.readRange(ctx, src, hdr.Ref.Generation, c.Start, c.End, depth+1)
+	if err != nil {
+		return hdr, nil, fmt.Errorf("chunk %s refers to %s: %w", ChunkName(c.Start, c.End), src.GenPrefix(hdr.Ref.Generation), err)
+	}
+	if HashHex(data) != hdr.SHA256 {
+		return hdr, nil, fmt.Errorf("chunk %s: referenced bytes fail its sha256", ChunkName(c.Start, c.End))
+	}
+	return hdr, data, nil
+}
+
+// readRange reads bytes [start, end) of a generation from its chunks. Each
+// chunk is verified by its own hash; the caller checks the range's hash.
+func (r *Repo) readRange(ctx context.Context, s Stream, gen string, start, end int64, depth int) ([]byte, error) {
+	var chunks []ChunkRef
+	for obj, err := range r.client.List(ctx, s.GenPrefix(gen), remote.ListOptions{}) {
+		if err != nil {
+			return nil, err
+		}
+		if cs, ce, ok := ParseChunkName(obj.Key[len(s.GenPrefix(gen)):]); ok {
+			chunks = append(chunks, ChunkRef{Start: cs, End: ce, Size: obj.Size})
+		}
+	}
+	picked, covered := Cover(chunks)
+	if covered < end {
+		return nil, fmt.Errorf("%w: holds [0, %d), need [%d, %d)", ErrGap, covered, start, end)
+	}
+	out := make([]byte, 0, end-start)
+	for _, c := range picked {
+		if c.End <= start || c.Start >= end {
+			continue
+		}
+		_, data, err := r.chunkBytes(ctx, s, gen, c, depth)
+		if err != nil {
+			return nil, err
+		}
+		from := max(start, c.Start, start+int64(len(out)))
+		out = append(out, data[from-c.Start:min(end, c.End)-c.Start]...)
+	}
+	return out, nil
 }

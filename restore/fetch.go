@@ -1,0 +1,277 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// copyData is one machine's verified copy of a stream.
+type copyData struct {
+	machine    string
+	generation string
+	data       []byte
+	// mtime is what the catalog recorded (zero for artifacts).
+	mtime time.Time
+}
+
+// fetched is everything one session needs, verified.
+type fetched struct {
+	session   []copyData            // the newest copy (first) and the others
+	artifacts map[string][]copyData // by path inside the artifact folder
+	blobs     map[string][]byte     // by sha256 hex, only those missing locally
+	notes     []string
+}
+
+// slack is how much more than its recorded size a stream may hold: the
+// catalog may lag the chunks by one upload pass, but never by this much.
+func slack(recorded int64) int64 { return 2*recorded + 16<<20 }
+
+// fetch reassembles and verifies the copies of t's session stream (the
+// newest generation of each machine, or opts.Generation), its artifact
+// streams, and the blobs they reference that the agent dir lacks. Any failed
+// check fails the whole session.
+func fetch(ctx context.Context, r *repo.Repo, t *target, opts Options) (*fetched, error) {
+	var invs []*repo.StreamInventory
+	err := retry(ctx, func() error {
+		var err error
+		invs, err = r.Inventory(ctx, t.id, opts.Machine)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list session %s: %w", t.id, err)
+	}
+	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string][]byte{}}
+	newest := t.newest()
+	var gens []string
+	for _, inv := range invs {
+		s := inv.Stream
+		if s.Name == repo.SessionStream {
+			for _, g := range inv.Generations {
+				gens = append(gens, s.Machine+"/"+g.Name)
+			}
+		}
+		var g *repo.Generation
+		switch {
+		case s.Name == repo.SessionStream && opts.Generation != "":
+			if g = inv.Find(opts.Generation); g == nil || !g.HasMeta {
+				continue
+			}
+		default:
+			if g = inv.Newest(); g == nil {
+				continue
+			}
+		}
+		limit := opts.MaxStreamSize
+		var mtime time.Time
+		if s.Name == repo.SessionStream {
+			limit = slack(t.recordedSize())
+			if e := t.entry(s.Machine); e != nil {
+				mtime = e.Mtime
+				if e.Generation == g.Name {
+					limit = slack(e.Size)
+				}
+			}
+		}
+		data, err := readGeneration(ctx, r, s, g, limit)
+		if err != nil {
+			return nil, err
+		}
+		c := copyData{machine: s.Machine, generation: g.Name, data: data, mtime: mtime}
+		if s.Name == repo.SessionStream {
+			if s.Machine == newest.machine {
+				f.session = append([]copyData{c}, f.session...)
+			} else {
+				f.session = append(f.session, c)
+			}
+			continue
+		}
+		rel, ok := repo.ArtifactPath(s.Name)
+		if !ok {
+			return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
+		}
+		f.artifacts[rel] = append(f.artifacts[rel], c)
+	}
+	if len(f.session) == 0 {
+		if opts.Generation != "" {
+			sort.Strings(gens)
+			return nil, fmt.Errorf("session %s has no generation %s (it has %s)", t.id, opts.Generation, strings.Join(gens, ", "))
+		}
+		return nil, fmt.Errorf("session %s: the remote holds no complete copy of it", t.id)
+	}
+	if err := f.fetchBlobs(ctx, r, opts); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// readGeneration reassembles one generation, retrying transient failures.
+func readGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64) ([]byte, error) {
+	var data []byte
+	err := retry(ctx, func() error {
+		as, err := r.ReadGeneration(ctx, s, g, limit)
+		if err != nil {
+			return err
+		}
+		if as.Meta.SessionID != "" && as.Meta.SessionID != s.SessionID || as.Meta.Stream != "" && as.Meta.Stream != s.Name {
+			return fmt.Errorf("%s generation %s: meta describes another stream (%s %s)", s.Prefix(), g.Name, as.Meta.SessionID, as.Meta.Stream)
+		}
+		data = as.Data
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
+	}
+	return data, nil
+}
+
+var blobRef = regexp.MustCompile(`blob:sha256:([0-9a-f]{64})`)
+
+// blobRefs lists the blobs b references, each once.
+func blobRefs(b []byte, into map[string]bool) {
+	for _, m := range blobRef.FindAllSubmatch(b, -1) {
+		into[string(m[1])] = true
+	}
+}
+
+// fetchBlobs fetches the referenced blobs the agent dir does not have. A
+// blob whose bytes do not hash to its name fails the session; one missing
+// from the remote is a note (omp may have referenced it before it existed).
+func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) error {
+	refs := map[string]bool{}
+	for _, c := range f.session {
+		blobRefs(c.data, refs)
+	}
+	for _, cs := range f.artifacts {
+		for _, c := range cs {
+			blobRefs(c.data, refs)
+		}
+	}
+	names := make([]string, 0, len(refs))
+	for n := range refs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
+			continue
+		}
+		data, err := getBlob(ctx, r, name, opts.MaxBlobSize)
+		if errors.Is(err, remote.ErrNotFound) {
+			f.notes = append(f.notes, fmt.Sprintf("blob %s is referenced but not on the remote", name))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		f.blobs[name] = data
+	}
+	return nil
+}
+
+// getBlob reads and verifies one blob.
+func getBlob(ctx context.Context, r *repo.Repo, name string, limit int64) ([]byte, error) {
+	var data []byte
+	err := retry(ctx, func() error {
+		var err error
+		data, err = r.GetBlob(ctx, name, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", name, err)
+	}
+	if repo.HashHex(data) != name {
+		return nil, fmt.Errorf("blob %s: content does not match its sha256", name)
+	}
+	return data, nil
+}
+
+// restoreAllBlobs brings back every blob on the remote that the agent dir
+// lacks (restore --all reproduces the whole tree, not only what sessions
+// reference).
+func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, error) {
+	var names, problems []string
+	prefix := repo.BlobKey("")
+	for obj, err := range r.Client().List(ctx, prefix, remote.ListOptions{}) {
+		if err != nil {
+			return 0, fmt.Errorf("list blobs: %w", err)
+		}
+		name := strings.TrimPrefix(obj.Key, prefix)
+		if !blobName(name) {
+			// omp names blobs by their sha256; anything else cannot be
+			// checked, so it is not restored.
+			problems = append(problems, fmt.Sprintf("blob key %q is not a sha256 name; not restored", obj.Key))
+			continue
+		}
+		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
+			continue
+		}
+		names = append(names, name)
+	}
+	n := 0
+	for _, name := range names {
+		data, err := getBlob(ctx, r, name, opts.MaxBlobSize)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if opts.DryRun {
+			n++
+			continue
+		}
+		wrote, err := writeBlob(opts.AgentDir, name, data)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		if wrote {
+			n++
+		}
+	}
+	if len(problems) > 0 {
+		return n, errors.New(strings.Join(problems, "; "))
+	}
+	return n, nil
+}
+
+// blobName: the agent uploads omp's blobs under their sha256 hex name.
+func blobName(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// retry runs f until it succeeds, fails for a reason retrying cannot fix,
+// or has failed four times. The remote client retries each request; this
+// also covers a body cut off mid-read, which it cannot see.
+func retry(ctx context.Context, f func() error) error {
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || attempt >= 4 || ctx.Err() != nil || !(remote.IsTransient(err) || remote.NetworkTransient(err)) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}

@@ -1,0 +1,268 @@
+// Package restore brings sessions back from the remote into an agent dir,
+// merging them with what is there by session id, and never losing a byte that
+// either side had.
+//
+// Data flows one way: the planner reads the catalogs and decides which
+// sessions to restore and where (plan.go); fetch reassembles and verifies
+// every copy a session needs, with its artifact files and blobs (fetch.go);
+// the merger combines the copies with the local files by the merge rule and
+// writes the result (merge.go). Nothing is written for a session until all
+// of it has been fetched and verified.
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// Options configure Run. Zero values take the defaults noted.
+type Options struct {
+	// AgentDir is where sessions go: the configured agent dir or --to
+	// (created, mode 0700, when missing). Required.
+	AgentDir string
+	// Machine restricts restore to that machine's copy ("" = all).
+	Machine string
+	// All restores every session not recorded as deleted; IncludeDeleted
+	// adds those.
+	All, IncludeDeleted bool
+	// DryRun fetches and verifies but writes nothing.
+	DryRun bool
+	// Force also touches files omp may be writing.
+	Force bool
+	// PathMap rewrites folder names that encode an absolute path.
+	PathMap []PathMapping
+	// Generation picks that generation instead of the newest.
+	Generation string
+	// Parallel bounds sessions restored at once. Default 4.
+	Parallel int
+	// LiveWindow: a file changed more recently than this is taken to be
+	// in use by omp. Default 5s.
+	LiveWindow time.Duration
+	// MaxBlobSize bounds one blob. Default 512 MiB.
+	MaxBlobSize int64
+	// MaxStreamSize bounds a stream whose size no catalog records
+	// (artifact files, older generations). Default 1 GiB.
+	MaxStreamSize int64
+	// Progress, when set, is called after each session.
+	Progress func(Progress)
+	Logger   *slog.Logger
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+func (o *Options) setDefaults() {
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.LiveWindow <= 0 {
+		o.LiveWindow = 5 * time.Second
+	}
+	if o.MaxBlobSize <= 0 {
+		o.MaxBlobSize = 512 << 20
+	}
+	if o.MaxStreamSize <= 0 {
+		o.MaxStreamSize = 1 << 30
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Progress is how far a restore has come.
+type Progress struct {
+	Sessions, SessionsTotal int
+	// Bytes counts the recorded sizes of the sessions done.
+	Bytes, BytesTotal int64
+}
+
+// Action is what a restore did to one session.
+type Action string
+
+const (
+	// Created: there was no local file; the copy was written whole.
+	Created Action = "created"
+	// Appended: the local file was a prefix of the remote copy.
+	Appended Action = "appended"
+	// Unchanged: the local file already holds the remote copy.
+	Unchanged Action = "unchanged"
+	// Merged: the two had diverged; merged by entry id, the old local
+	// file kept as Backup.
+	Merged Action = "merged"
+	// SkippedLive: omp may be writing the file; nothing done (Force).
+	SkippedLive Action = "skipped-live"
+	// Refused: the remote copy failed a check; nothing written.
+	Refused Action = "refused"
+	// Failed: writing locally failed.
+	Failed Action = "failed"
+)
+
+// Result is the outcome for one session.
+type Result struct {
+	ID     string `json:"id"`
+	Action Action `json:"action"`
+	// Path is the session file, relative to the agent dir.
+	Path string `json:"path,omitempty"`
+	// Bytes is how much was (or, in a dry run, would be) written to the
+	// session file.
+	Bytes int64 `json:"bytes"`
+	// Backup is the pre-merge local file, relative to the agent dir.
+	Backup string `json:"backup,omitempty"`
+	// Machines are the copies used.
+	Machines  []string `json:"machines,omitempty"`
+	Artifacts int      `json:"artifacts,omitempty"` // artifact files written
+	Blobs     int      `json:"blobs,omitempty"`     // blobs written
+	DryRun    bool     `json:"dry_run,omitempty"`
+	// Notes say what else the user should know (a blob missing from the
+	// remote, an artifact that differs and was left alone).
+	Notes []string `json:"notes,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+// OK reports whether the session was restored or needed nothing.
+func (r Result) OK() bool {
+	switch r.Action {
+	case Created, Appended, Unchanged, Merged:
+		return true
+	}
+	return false
+}
+
+// Report is what Run did.
+type Report struct {
+	Results []Result `json:"results"`
+	// Blobs restored by an --all restore beyond those sessions reference.
+	Blobs int `json:"blobs,omitempty"`
+	// Problems with the remote that are not one session's (an unreadable
+	// catalog).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// OK reports whether everything asked for was restored.
+func (r *Report) OK() bool {
+	if len(r.Problems) > 0 {
+		return false
+	}
+	for _, res := range r.Results {
+		if !res.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// Run restores the sessions whose ids start with one of prefixes (case
+// insensitive), or every session with opts.All. An ambiguous or unknown
+// prefix is an error before anything is written. A session whose remote copy
+// fails a check is refused (its Result says why) and the others go on.
+func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*Report, error) {
+	opts.setDefaults()
+	if opts.AgentDir == "" {
+		return nil, errors.New("restore: no agent dir")
+	}
+	if opts.All == (len(prefixes) > 0) {
+		return nil, errors.New("restore: give session id prefixes or --all, not both")
+	}
+	if opts.Generation != "" && !repo.ValidGeneration(opts.Generation) {
+		return nil, fmt.Errorf("--generation %q: want 16 hex digits, as 'ompsync verify' shows", opts.Generation)
+	}
+	p, err := newPlanner(ctx, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := p.targets(prefixes)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Problems: p.problems}
+	local, err := scanLocal(opts.AgentDir)
+	if err != nil {
+		return nil, err
+	}
+	rep.Results = make([]Result, len(targets))
+
+	var total int64
+	for _, t := range targets {
+		total += t.recordedSize()
+	}
+	var mu sync.Mutex
+	prog := Progress{SessionsTotal: len(targets), BytesTotal: total}
+	sem := make(chan struct{}, opts.Parallel)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if ctx.Err() != nil {
+			rep.Results[i] = Result{ID: t.id, Action: Refused, Error: ctx.Err().Error()}
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res := restoreOne(ctx, r, t, local.find(t.id), opts)
+			if res.Error != "" {
+				opts.Logger.Warn("session not restored", "session", t.id, "action", res.Action, "err", res.Error)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			rep.Results[i] = res
+			prog.Sessions++
+			prog.Bytes += t.recordedSize()
+			if opts.Progress != nil {
+				opts.Progress(prog)
+			}
+		}()
+	}
+	wg.Wait()
+	if opts.All && ctx.Err() == nil {
+		n, err := restoreAllBlobs(ctx, r, opts)
+		rep.Blobs = n
+		if err != nil {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
+	}
+	return rep, nil
+}
+
+// restoreOne fetches, verifies and merges one session.
+func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options) Result {
+	res := Result{ID: t.id, DryRun: opts.DryRun}
+	dest, err := t.destination(localRel, opts.PathMap)
+	if err != nil {
+		res.Action, res.Error = Refused, err.Error()
+		return res
+	}
+	res.Path = dest
+	if !opts.Force {
+		if why := liveReason(opts.AgentDir, dest, opts.Now(), opts.LiveWindow); why != "" {
+			res.Action = SkippedLive
+			res.Error = fmt.Sprintf("%s; omp may be writing it: close that session or use --force", why)
+			return res
+		}
+	}
+	f, err := fetch(ctx, r, t, opts)
+	if err != nil {
+		res.Action, res.Error = Refused, err.Error()
+		return res
+	}
+	for _, c := range f.session {
+		res.Machines = append(res.Machines, c.machine)
+	}
+	res.Notes = append(res.Notes, f.notes...)
+	m := &merger{agentDir: opts.AgentDir, dryRun: opts.DryRun, now: opts.Now}
+	if err := m.apply(f, dest, localRel != "", &res); err != nil {
+		if res.Action == "" {
+			res.Action = Failed
+		}
+		res.Error = err.Error()
+	}
+	return res
+}
