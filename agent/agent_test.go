@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -467,4 +469,53 @@ func TestSecondAgentRefused(t *testing.T) {
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), e.stateDir) {
 		t.Fatalf("second agent: %v", err)
 	}
+}
+
+// dropClient acknowledges puts of keys that match drop without storing them,
+// as a faulty server or a lifecycle rule racing the upload would.
+type dropClient struct {
+	remote.Client
+	drop func(key string) bool
+}
+
+func (d dropClient) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
+	if d.drop(key) {
+		return nil
+	}
+	return d.Client.Put(ctx, key, data, opts)
+}
+
+// A remote that acknowledged an upload and lost the object: the reconcile
+// notices with one LIST and uploads it again.
+func TestLostObjectUploadedAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		dropped := 0
+		e := newEnv(t, dropClient{c, func(key string) bool {
+			if _, _, ok := repo.ParseChunkName(path.Base(key)); ok && dropped == 0 && !strings.Contains(key, "/0000000000000000-") {
+				dropped++
+				return true
+			}
+			return false
+		}})
+		e.writeRename(ompRel, corpus(t, ompFile))
+		e.once()
+		e.appendTo(ompRel, entryLine("abcd0001", "", "work that must not be lost"))
+		e.once() // the chunk is dropped; the same pass's reconcile notices
+		if dropped != 1 {
+			t.Fatal("nothing dropped")
+		}
+		e.once() // and uploads it again
+		e.assertRemoteEquals(ompRel, ompID)
+
+		// An object lost long after it was confirmed: the audit finds it.
+		gen := e.generations(ompID, repo.SessionStream)[0].Name
+		s := repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}
+		if err := c.Delete(t.Context(), s.ChunkKey(gen, 0, int64(len(corpus(t, ompFile))))); err != nil {
+			t.Fatal(err)
+		}
+		e.opts.AuditInterval = time.Nanosecond
+		e.once()
+		e.once()
+		e.assertRemoteEquals(ompRel, ompID)
+	})
 }

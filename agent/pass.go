@@ -23,6 +23,8 @@ import (
 	"github.com/ompsync/ompsync/session"
 )
 
+var listAll = remote.ListOptions{}
+
 // maxArchive bounds what an archived session may inflate to.
 const maxArchive = 1 << 30
 
@@ -58,6 +60,9 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	changed, err := a.runJobs(ctx, jobs)
 	if full {
 		if a.recordMissing(seen) {
+			changed = true
+		}
+		if err == nil && a.confirmUploads(ctx) {
 			changed = true
 		}
 	}

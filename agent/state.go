@@ -65,6 +65,13 @@ type FileState struct {
 	// they are uploaded as references to that copy, not as this machine's
 	// new work.
 	Pulled []PulledRange `json:"pulled,omitempty"`
+	// Confirmed is how far a LIST has shown the generation's objects on the
+	// remote. Uploads past it are checked at the next reconcile, so an
+	// object the remote lost after acknowledging it is uploaded again.
+	Confirmed int64 `json:"confirmed"`
+	// ConfirmedAt is when the whole generation was last listed; the audit
+	// lists it again after AuditInterval to catch objects lost later.
+	ConfirmedAt time.Time `json:"confirmed_at"`
 }
 
 // PulledRange is a range of the local file that came from another machine.

@@ -53,7 +53,9 @@ type PutOptions struct {
 type ListOptions struct {
 	// Delimiter groups keys into common prefixes ("" lists recursively).
 	Delimiter string
-	// StartAfter lists only keys that sort after it.
+	// StartAfter lists only keys that sort after it. Servers differ when it
+	// falls inside a common prefix of a delimiter listing ("a/1" with "/"):
+	// versitygw leaves "a/" out, the file driver (like AWS) yields it.
 	StartAfter string
 }
 

@@ -18,8 +18,9 @@ type S3Config struct {
 	// Endpoint is the server's URL, such as http://127.0.0.1:7070 or
 	// https://s3.example.com; a bare host[:port] means https. Empty means AWS.
 	Endpoint string
-	// Region defaults to us-east-1 when Endpoint is set; on AWS it comes from
-	// the environment or profile when empty.
+	// Region defaults to us-east-1 when Endpoint is set. On AWS an empty
+	// Region comes from the environment or profile (aws driver, falling
+	// back to us-east-1) or from the bucket's location (minio driver).
 	Region string
 	// PathStyle addresses buckets as endpoint/bucket rather than
 	// bucket.endpoint (needed for most self-hosted servers).

@@ -152,4 +152,3 @@ func TestReferenceCycleRefused(t *testing.T) {
 		t.Fatalf("cycle: %v", err)
 	}
 }
-

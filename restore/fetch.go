@@ -12,6 +12,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
 )
 
 // copyData is one machine's verified copy of a stream.
@@ -87,6 +88,9 @@ func fetch(ctx context.Context, r *repo.Repo, t *target, opts Options) (*fetched
 		}
 		c := copyData{machine: s.Machine, generation: g.Name, data: data, mtime: mtime}
 		if s.Name == repo.SessionStream {
+			if h, _, err := session.ReadHeader(data); err == nil && h.ID != t.id {
+				return nil, fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, h.ID)
+			}
 			if s.Machine == newest.machine {
 				f.session = append([]copyData{c}, f.session...)
 			} else {

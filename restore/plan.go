@@ -12,7 +12,6 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
 )
 
 // planner knows what the catalogs say: which sessions exist, on which

@@ -4,7 +4,10 @@
 //
 // Puts send Content-MD5 and a signed SHA-256 of the body in plain headers,
 // never signed trailers (which some servers, versitygw among them, refuse).
-// minio-go's retries are off: remote.WithRetry retries.
+// minio-go's retries are off: remote.WithRetry retries. (minio-go still
+// sleeps up to 200 ms after a failed try before giving it back.)
+//
+// Listings take no delimiter or "/" only, as minio-go's listing API does.
 package minio
 
 import (
@@ -136,7 +139,13 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 	if length == 0 {
 		// No HTTP range means zero bytes; still report a missing key.
 		if _, err := c.Stat(ctx, key); err != nil {
-			return nil, &remote.Error{Op: "get", Key: key, Err: errors.Unwrap(err)}
+			var re *remote.Error
+			if errors.As(err, &re) {
+				e := *re // keep Transient
+				e.Op = "get"
+				return nil, &e
+			}
+			return nil, err
 		}
 		return io.NopCloser(strings.NewReader("")), nil
 	}

@@ -134,7 +134,7 @@ func (s *Server) NewBucket(t testing.TB) string {
 func FindVersitygw() (string, error) {
 	if p := os.Getenv(EnvVersitygw); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvVersitygw, p, err)
+			return "", fmt.Errorf("%s=%s: %w (unset it to look on PATH and in GOPATH/bin)", EnvVersitygw, p, err)
 		}
 		return p, nil
 	}

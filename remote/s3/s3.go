@@ -157,7 +157,13 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 	if length == 0 {
 		// No HTTP range means zero bytes; still report a missing key.
 		if _, err := c.Stat(ctx, key); err != nil {
-			return nil, &remote.Error{Op: "get", Key: key, Err: errors.Unwrap(err)}
+			var re *remote.Error
+			if errors.As(err, &re) {
+				e := *re // keep Transient
+				e.Op = "get"
+				return nil, &e
+			}
+			return nil, err
 		}
 		return io.NopCloser(strings.NewReader("")), nil
 	}

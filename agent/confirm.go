@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// confirmUploads checks, with one LIST per stream that uploaded since the
+// last check, that the remote still holds what it acknowledged. A remote can
+// lose objects (a lifecycle rule, a careless hand, a faulty server): the
+// agent then rewinds to the first missing byte and uploads again.
+func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
+	var todo []*FileState
+	for _, f := range a.state.Streams {
+		if f.State == repo.StatePresent && f.Generation != "" && (f.Offset > f.Confirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
+			todo = append(todo, f)
+		}
+	}
+	var mu sync.Mutex
+	sem := make(chan struct{}, a.opts.Parallel)
+	var wg sync.WaitGroup
+	for _, f := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := a.confirm(ctx, f); err != nil {
+				a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
+				return
+			}
+			mu.Lock()
+			changed = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return changed
+}
+
+func (a *Agent) confirm(ctx context.Context, f *FileState) error {
+	s := f.stream(a.opts.Machine)
+	var chunks []repo.ChunkRef
+	hasMeta := false
+	prefix := s.GenPrefix(f.Generation)
+	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
+		if err != nil {
+			return err
+		}
+		name := obj.Key[len(prefix):]
+		if name == "meta" {
+			hasMeta = true
+		}
+		if cs, ce, ok := repo.ParseChunkName(name); ok {
+			chunks = append(chunks, repo.ChunkRef{Start: cs, End: ce})
+		}
+	}
+	_, covered := repo.Cover(chunks)
+	if covered >= f.Offset && hasMeta {
+		f.Confirmed, f.ConfirmedAt = f.Offset, a.now().UTC()
+		return nil
+	}
+	a.log.Warn("the remote lost objects it had acknowledged; uploading them again",
+		"path", f.Path, "generation", f.Generation, "remote_has", covered, "uploaded", f.Offset, "meta", hasMeta)
+	if !hasMeta {
+		f.MetaPath = ""
+	}
+	f.SlotHash = "" // the head may be gone too: put it again
+	return a.rewind(f, min(covered, f.Offset))
+}
+
+// rewind sets the stream back to offset, recomputing the running hash from
+// the local file; if the file no longer starts with what was uploaded, the
+// next sync starts a new generation.
+func (a *Agent) rewind(f *FileState, offset int64) error {
+	file, err := os.Open(a.abs(f.Path))
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	h := sha256.New()
+	if offset > f.HashFrom {
+		if _, err := io.Copy(h, io.NewSectionReader(file, f.HashFrom, offset-f.HashFrom)); err != nil {
+			return fmt.Errorf("re-hash %s: %w", f.Path, err)
+		}
+	}
+	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return err
+	}
+	f.Offset, f.HashState, f.Confirmed = offset, state, offset
+	f.Size, f.Inode = -1, 0 // force a full check on the next sync
+	a.markDirty(f.Path)
+	return nil
+}

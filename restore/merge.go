@@ -1,0 +1,481 @@
+package restore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/session"
+)
+
+// outcome is what the merge rule decides for one file.
+type outcome struct {
+	action Action // Created, Appended, Unchanged or Merged
+	// data is the file's new content; for Appended, data[:len(local)] is
+	// what the file holds (unless replace) and the rest is appended.
+	data []byte
+	// replace: the title slot changed too, so the file is rewritten whole
+	// (to no fewer bytes) rather than appended to.
+	replace bool
+	// from are the copies the result came from (indexes into copies).
+	from []int
+	// diverged: the copies diverged and cannot be merged line by line (an
+	// artifact that is not JSON Lines).
+	diverged bool
+}
+
+// combine applies the merge rule to a local file (when hasLocal) and the
+// remote copies. slotted streams (session files) may differ in their title
+// slot without having diverged; the newer slot wins. mergeable streams are
+// JSON Lines merged by entry id when they diverged.
+func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bool) (outcome, error) {
+	type cand struct {
+		data []byte
+		idx  int // -1 for the local file
+	}
+	var cands []cand
+	if hasLocal {
+		cands = append(cands, cand{local, -1})
+	}
+	for i, c := range copies {
+		cands = append(cands, cand{c, i})
+	}
+	prefix := func(a, b []byte) bool { // a's bytes are a prefix of b's
+		if !slotted {
+			return bytes.HasPrefix(b, a)
+		}
+		la, lb := session.SlotLen(a), session.SlotLen(b)
+		return la == lb && bytes.HasPrefix(b[lb:], a[la:])
+	}
+	// Keep only the copies no other copy extends (the first of equals).
+	var top []cand
+	for i, a := range cands {
+		covered := false
+		for j, b := range cands {
+			if i != j && prefix(a.data, b.data) && (!prefix(b.data, a.data) || j < i) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			top = append(top, a)
+		}
+	}
+	var all [][]byte
+	for _, c := range cands {
+		all = append(all, c.data)
+	}
+
+	if len(top) == 1 {
+		m := top[0]
+		if m.idx < 0 {
+			return outcome{action: Unchanged, data: local}, nil
+		}
+		data := m.data
+		if slotted {
+			if s := newestSlot(all); s != nil && session.SlotLen(data) > 0 && !bytes.Equal(s, data[:session.TitleSlotSize]) {
+				data = append(append([]byte(nil), s...), data[session.TitleSlotSize:]...)
+			}
+		}
+		if !hasLocal {
+			return outcome{action: Created, data: data, from: []int{m.idx}}, nil
+		}
+		return outcome{action: Appended, data: data, from: []int{m.idx}, replace: !bytes.Equal(data[:len(local)], local)}, nil
+	}
+	if !mergeable {
+		if hasLocal {
+			return outcome{action: Unchanged, data: local, diverged: true}, nil
+		}
+		return outcome{action: Created, data: top[0].data, from: []int{top[0].idx}, diverged: true}, nil
+	}
+	in := make([][]byte, 0, len(top)+1)
+	var from []int
+	if hasLocal {
+		in = append(in, local) // first: its header and its bytes win
+	}
+	for _, c := range top {
+		if c.idx >= 0 {
+			in = append(in, c.data)
+			from = append(from, c.idx)
+		}
+	}
+	data, err := session.Merge(in...)
+	if err != nil {
+		return outcome{}, err
+	}
+	if !hasLocal {
+		return outcome{action: Created, data: data, from: from}, nil
+	}
+	return outcome{action: Merged, data: data, from: from}, nil
+}
+
+// newestSlot is the title slot with the newest updatedAt among copies.
+func newestSlot(copies [][]byte) []byte {
+	var best []byte
+	var at time.Time
+	for _, c := range copies {
+		s, ok := session.ParseTitleSlot(c)
+		if !ok {
+			continue
+		}
+		t, _ := time.Parse(time.RFC3339Nano, s.UpdatedAt)
+		if best == nil || t.After(at) {
+			best, at = c[:session.TitleSlotSize], t
+		}
+	}
+	return best
+}
+
+// keepsLocal checks the promise that matters most: the new content holds
+// every line the local file held (its title slot aside, which a newer one
+// replaces), and is no shorter.
+func keepsLocal(local, data []byte) error {
+	if len(data) < len(local) {
+		return fmt.Errorf("would shrink the local file from %d to %d bytes", len(local), len(data))
+	}
+	sl := session.SlotLen(local)
+	if sd := session.SlotLen(data); sd == sl && bytes.HasPrefix(data[sd:], local[sl:]) {
+		return nil
+	}
+	have := map[string]int{}
+	for _, l := range splitLines(data[session.SlotLen(data):]) {
+		have[l]++
+	}
+	for _, l := range splitLines(local[sl:]) {
+		if have[l] == 0 {
+			return fmt.Errorf("would lose a local line")
+		}
+		have[l]--
+	}
+	return nil
+}
+
+func splitLines(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// merger writes what combine decided.
+type merger struct {
+	agentDir string
+	dryRun   bool
+	now      func() time.Time
+}
+
+// fileWrite is one planned write.
+type fileWrite struct {
+	rel    string
+	out    outcome
+	local  []byte
+	before fs.FileInfo // the local file as read; nil when there was none
+	mtime  time.Time   // zero: leave as written
+}
+
+// apply merges a fetched session (its file at rel, which exists locally
+// when hasLocal) and writes it: blobs first, then artifacts, then the session
+// file, so that a session never appears before what it references.
+func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error {
+	sw, err := m.plan(rel, hasLocal, f.session, true, true)
+	if err != nil {
+		res.Action = Failed
+		return err
+	}
+	res.Action = sw.out.action
+	var arts []fileWrite
+	rels := make([]string, 0, len(f.artifacts))
+	for r := range f.artifacts {
+		rels = append(rels, r)
+	}
+	sort.Strings(rels)
+	for _, ar := range rels {
+		dst, ok := artifactRel(rel, ar)
+		if !ok {
+			res.Notes = append(res.Notes, fmt.Sprintf("artifact %q not restored: not a path omp uses", ar))
+			continue
+		}
+		fi, err := os.Lstat(abs(m.agentDir, dst))
+		has := err == nil
+		if has && !fi.Mode().IsRegular() {
+			res.Notes = append(res.Notes, fmt.Sprintf("artifact %s not restored: something else is in its place", dst))
+			continue
+		}
+		w, err := m.plan(dst, has, f.artifacts[ar], false, strings.HasSuffix(ar, ".jsonl"))
+		if err != nil {
+			res.Action = Failed
+			return err
+		}
+		if w.out.diverged {
+			if has {
+				res.Notes = append(res.Notes, fmt.Sprintf("artifact %s differs from the backup; the local file was kept", dst))
+			} else {
+				res.Notes = append(res.Notes, fmt.Sprintf("artifact %s differs between machines; restored the copy of %s", dst, f.artifacts[ar][w.out.from[0]].machine))
+			}
+		}
+		if w.out.action != Unchanged {
+			arts = append(arts, w)
+		}
+	}
+
+	switch sw.out.action {
+	case Appended:
+		res.Bytes = int64(len(sw.out.data) - len(sw.local))
+	case Created, Merged:
+		res.Bytes = int64(len(sw.out.data))
+	}
+	if sw.out.action == Merged {
+		res.Backup = m.backupName(rel)
+	}
+	res.Artifacts = len(arts)
+	res.Blobs = len(f.blobs)
+	if m.dryRun {
+		return nil
+	}
+
+	names := make([]string, 0, len(f.blobs))
+	for n := range f.blobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	res.Blobs = 0
+	for _, n := range names {
+		wrote, err := writeBlob(m.agentDir, n, f.blobs[n])
+		if err != nil {
+			res.Action = Failed
+			return err
+		}
+		if wrote {
+			res.Blobs++
+		}
+	}
+	for _, w := range arts {
+		if _, err := m.write(w); err != nil {
+			res.Action = Failed
+			return err
+		}
+	}
+	backup, err := m.write(sw)
+	if err != nil {
+		res.Action = Failed
+		return err
+	}
+	res.Backup = backup
+	return nil
+}
+
+// plan reads the local file at rel (when has) and decides by combine.
+func (m *merger) plan(rel string, has bool, copies []copyData, slotted, mergeable bool) (fileWrite, error) {
+	w := fileWrite{rel: rel}
+	if has {
+		p := abs(m.agentDir, rel)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return w, fmt.Errorf("local file %s: %w", rel, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return w, fmt.Errorf("local file %s is not a regular file; not touching it", rel)
+		}
+		if w.local, err = os.ReadFile(p); err != nil {
+			return w, fmt.Errorf("read local file: %w", err)
+		}
+		w.before = fi
+	}
+	datas := make([][]byte, len(copies))
+	for i, c := range copies {
+		datas[i] = c.data
+	}
+	out, err := combine(w.local, has, datas, slotted, mergeable)
+	if err != nil {
+		return w, fmt.Errorf("%s: %w", rel, err)
+	}
+	if has {
+		if err := keepsLocal(w.local, out.data); err != nil {
+			return w, fmt.Errorf("%s: refusing to write: %w (please report this)", rel, err)
+		}
+	}
+	w.out = out
+	// The mtime the newest copy had when uploaded, so omp lists the
+	// session where it was; never older than the local file's.
+	for _, i := range out.from {
+		if copies[i].mtime.After(w.mtime) {
+			w.mtime = copies[i].mtime
+		}
+	}
+	if has && !w.mtime.IsZero() && w.before.ModTime().After(w.mtime) {
+		w.mtime = w.before.ModTime()
+	}
+	return w, nil
+}
+
+// backupName is the hidden name the pre-merge local file is kept under: omp
+// lists only *.jsonl and the agent skips hidden files.
+func (m *merger) backupName(rel string) string {
+	dir, base := filepathSplit(rel)
+	return dir + "." + base + ".pre-merge-" + m.now().UTC().Format("20060102T150405Z")
+}
+
+func filepathSplit(rel string) (dir, base string) {
+	i := strings.LastIndexByte(rel, '/')
+	return rel[:i+1], rel[i+1:]
+}
+
+// write carries out one planned write and returns the backup it made.
+func (m *merger) write(w fileWrite) (backup string, err error) {
+	p := abs(m.agentDir, w.rel)
+	switch w.out.action {
+	case Unchanged:
+		return "", nil
+	case Created:
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return "", fmt.Errorf("create folder: %w", err)
+		}
+		if err := createNew(p, w.out.data, w.mtime); err != nil {
+			return "", err
+		}
+		return "", nil
+	case Appended:
+		if !w.out.replace {
+			return "", appendFile(p, w.local, w.out.data[len(w.local):], w.mtime)
+		}
+		return "", replaceFile(p, w.before, w.out.data, w.mtime)
+	case Merged:
+		backup = m.backupName(w.rel)
+		for i := 2; ; i++ {
+			err := createNew(abs(m.agentDir, backup), w.local, w.before.ModTime())
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, fs.ErrExist) || i > 100 {
+				return "", fmt.Errorf("keep the pre-merge file: %w", err)
+			}
+			backup = fmt.Sprintf("%s-%d", m.backupName(w.rel), i)
+		}
+		return backup, replaceFile(p, w.before, w.out.data, w.mtime)
+	}
+	return "", fmt.Errorf("unknown action %q", w.out.action)
+}
+
+// createNew writes a new file (mode 0600) through a temp file and a hard
+// link, which fails if anything appeared at p meanwhile: a restore never
+// replaces a file it did not read.
+func createNew(p string, data []byte, mtime time.Time) error {
+	dir := filepath.Dir(p)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("create temp file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	}
+	if !mtime.IsZero() {
+		if err := os.Chtimes(tmp.Name(), mtime, mtime); err != nil {
+			return fmt.Errorf("set mtime: %w", err)
+		}
+	}
+	if err := os.Link(tmp.Name(), p); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
+		}
+		// A file system without hard links: check, then rename.
+		if _, serr := os.Lstat(p); serr == nil {
+			return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
+		}
+		if err := os.Rename(tmp.Name(), p); err != nil {
+			return fmt.Errorf("rename into %s: %w", p, err)
+		}
+	}
+	return atomicfile.SyncDir(dir)
+}
+
+// changed reports whether the file at p is no longer the one read as before.
+func changed(p string, before fs.FileInfo) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if !os.SameFile(fi, before) || fi.Size() != before.Size() || !fi.ModTime().Equal(before.ModTime()) {
+		return fmt.Errorf("%s changed while restoring; nothing written to it (run the restore again)", p)
+	}
+	return nil
+}
+
+// appendFile appends tail to the file at p in one write, after checking that
+// it still holds exactly local's length.
+func appendFile(p string, local, tail []byte, mtime time.Time) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("open for append: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if fi.Size() != int64(len(local)) {
+		f.Close()
+		return fmt.Errorf("%s changed while restoring; nothing written to it (run the restore again)", p)
+	}
+	if _, err := f.Write(tail); err != nil {
+		f.Close()
+		return fmt.Errorf("append to %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if !mtime.IsZero() {
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			return fmt.Errorf("set mtime: %w", err)
+		}
+	}
+	return nil
+}
+
+// replaceFile replaces the file read as before with data, atomically.
+func replaceFile(p string, before fs.FileInfo, data []byte, mtime time.Time) error {
+	if err := changed(p, before); err != nil {
+		return err
+	}
+	return atomicfile.Write(p, data, atomicfile.Options{Perm: 0o600, Mtime: mtime})
+}
+
+// writeBlob writes a verified blob unless the agent dir has it; it reports
+// whether it wrote.
+func writeBlob(agentDir, name string, data []byte) (bool, error) {
+	p := abs(agentDir, "blobs/"+name)
+	if _, err := os.Lstat(p); err == nil {
+		return false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return false, fmt.Errorf("create blobs folder: %w", err)
+	}
+	err := createNew(p, data, time.Time{})
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil // another session's restore wrote it: same bytes
+	}
+	return err == nil, err
+}

@@ -1,0 +1,240 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// How a local file compares with a remote copy.
+const (
+	LocalSame     = "same"     // the same bytes (the title slot may differ)
+	LocalBehind   = "behind"   // the local file is a prefix of the copy
+	LocalAhead    = "ahead"    // the copy is a prefix of the local file (not yet uploaded)
+	LocalDiverged = "diverged" // each has lines the other lacks
+	LocalMissing  = "missing"  // no local file
+)
+
+// Check is what verify found for one session.
+type Check struct {
+	ID string `json:"id"`
+	// Path is the local file, or where the newest copy lived.
+	Path   string      `json:"path"`
+	Copies []CopyCheck `json:"copies"`
+	// Problems are damage on the remote: a failed hash, a gap, an
+	// unreadable object, a referenced blob that is missing or wrong.
+	Problems []string `json:"problems,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// CopyCheck is one verified generation of one stream.
+type CopyCheck struct {
+	Machine string `json:"machine"`
+	// Stream is "session" or the artifact file's path.
+	Stream     string `json:"stream"`
+	Generation string `json:"generation"`
+	Newest     bool   `json:"newest"`
+	Bytes      int64  `json:"bytes"`
+	// Local compares the newest generation with the local file.
+	Local string `json:"local,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// OK reports whether the session's remote copies are sound.
+func (c Check) OK() bool { return len(c.Problems) == 0 }
+
+// Verify reassembles every generation of every stream of the matching
+// sessions (all sessions, deleted ones too, when prefixes is empty), checks
+// each chunk hash, the stream hashes and that nothing is missing, checks the
+// blobs the newest copies reference, and compares the newest copies with the
+// local files. It changes nothing. Catalog problems are returned beside the
+// checks.
+func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) ([]Check, []string, error) {
+	opts.setDefaults()
+	opts.All = len(prefixes) == 0
+	opts.IncludeDeleted = true
+	p, err := newPlanner(ctx, r, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	targets, err := p.targets(prefixes)
+	if err != nil {
+		return nil, nil, err
+	}
+	local, err := scanLocal(opts.AgentDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	checks := make([]Check, len(targets))
+	blobs := &blobChecker{seen: map[string]blobState{}}
+	var mu sync.Mutex
+	prog := Progress{SessionsTotal: len(targets)}
+	sem := make(chan struct{}, opts.Parallel)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			checks[i] = verifyOne(ctx, r, t, local.find(t.id), blobs, opts)
+			mu.Lock()
+			defer mu.Unlock()
+			prog.Sessions++
+			if opts.Progress != nil {
+				opts.Progress(prog)
+			}
+		}()
+	}
+	wg.Wait()
+	return checks, p.problems, ctx.Err()
+}
+
+func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, blobs *blobChecker, opts Options) Check {
+	c := Check{ID: t.id, Path: localRel}
+	if c.Path == "" {
+		c.Path = t.newest().Path
+	}
+	var invs []*repo.StreamInventory
+	err := retry(ctx, func() error {
+		var err error
+		invs, err = r.Inventory(ctx, t.id, opts.Machine)
+		return err
+	})
+	if err != nil {
+		c.Problems = append(c.Problems, fmt.Sprintf("list: %v", err))
+		return c
+	}
+	refs := map[string]bool{}
+	sawSession := false
+	for _, inv := range invs {
+		s := inv.Stream
+		name := s.Name
+		localPath := ""
+		if s.Name == repo.SessionStream {
+			sawSession = true
+			if localRel != "" {
+				localPath = localRel
+			}
+		} else {
+			rel, ok := repo.ArtifactPath(s.Name)
+			if !ok {
+				c.Problems = append(c.Problems, fmt.Sprintf("machine %s: artifact stream %q has an unsafe path", s.Machine, s.Name))
+				continue
+			}
+			name = rel
+			if ar, ok := artifactRel(c.Path, rel); ok && localRel != "" {
+				localPath = ar
+			}
+		}
+		newest := inv.Newest()
+		for _, g := range inv.Generations {
+			if !g.HasMeta {
+				c.Notes = append(c.Notes, fmt.Sprintf("machine %s, %s: generation %s has chunks but no meta (an upload cut off as it began); restore ignores it", s.Machine, name, g.Name))
+				continue
+			}
+			cc := CopyCheck{Machine: s.Machine, Stream: name, Generation: g.Name, Newest: g == newest}
+			limit := opts.MaxStreamSize
+			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name {
+				limit = slack(e.Size)
+			}
+			data, err := readGeneration(ctx, r, s, g, limit)
+			if err != nil {
+				cc.Error = err.Error()
+				c.Problems = append(c.Problems, err.Error())
+				c.Copies = append(c.Copies, cc)
+				continue
+			}
+			cc.Bytes = int64(len(data))
+			if cc.Newest {
+				blobRefs(data, refs)
+				cc.Local = compareLocal(opts.AgentDir, localPath, data, s.Name == repo.SessionStream)
+			}
+			c.Copies = append(c.Copies, cc)
+		}
+	}
+	if !sawSession {
+		c.Problems = append(c.Problems, "the catalog lists this session but the remote holds no copy of it")
+	}
+	names := make([]string, 0, len(refs))
+	for n := range refs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		switch problem, missing := blobs.check(ctx, r, n, opts.MaxBlobSize); {
+		case missing:
+			// A gap in the backup only if this agent dir has the blob.
+			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+n)); err == nil {
+				c.Problems = append(c.Problems, fmt.Sprintf("blob %s is referenced and on disk but not on the remote", n))
+			} else {
+				c.Notes = append(c.Notes, fmt.Sprintf("blob %s is referenced but neither on the remote nor on disk", n))
+			}
+		case problem != "":
+			c.Problems = append(c.Problems, problem)
+		}
+	}
+	return c
+}
+
+// compareLocal says how the local file at rel compares with a remote copy.
+func compareLocal(agentDir, rel string, remoteData []byte, slotted bool) string {
+	if rel == "" {
+		return LocalMissing
+	}
+	local, err := os.ReadFile(abs(agentDir, rel))
+	if err != nil {
+		return LocalMissing
+	}
+	a, b := local, remoteData
+	if slotted && session.SlotLen(a) == session.SlotLen(b) {
+		a, b = a[session.SlotLen(a):], b[session.SlotLen(b):]
+	}
+	switch {
+	case bytes.Equal(a, b):
+		return LocalSame
+	case bytes.HasPrefix(b, a):
+		return LocalBehind
+	case bytes.HasPrefix(a, b):
+		return LocalAhead
+	}
+	return LocalDiverged
+}
+
+// blobChecker verifies each blob once, however many sessions reference it.
+type blobChecker struct {
+	mu   sync.Mutex
+	seen map[string]blobState
+}
+
+type blobState struct {
+	problem string // "" when sound
+	missing bool
+}
+
+func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limit int64) (problem string, missing bool) {
+	b.mu.Lock()
+	if s, ok := b.seen[name]; ok {
+		b.mu.Unlock()
+		return s.problem, s.missing
+	}
+	b.mu.Unlock()
+	var s blobState
+	if _, err := getBlob(ctx, r, name, limit); errors.Is(err, remote.ErrNotFound) {
+		s.missing = true
+	} else if err != nil {
+		s.problem = err.Error()
+	}
+	b.mu.Lock()
+	b.seen[name] = s
+	b.mu.Unlock()
+	return s.problem, s.missing
+}
