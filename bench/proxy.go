@@ -81,7 +81,6 @@ func StartProxy(target string) (*Proxy, error) {
 		r.Host = host
 	}
 	rp.ModifyResponse = p.response
-	rp.ErrorLog = nil
 	p.srv = &http.Server{Handler: p.handler(rp), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil

@@ -113,6 +113,14 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 	if !hasLocal {
 		return outcome{action: Created, data: data, from: from}, nil
 	}
+	if err := keepsLocal(local, data); err != nil {
+		return outcome{}, fmt.Errorf("refusing to write: %w (please report this)", err)
+	}
+	if len(data) == len(local) {
+		// Every local line and nothing more: the remote adds nothing, as
+		// after an earlier merge.
+		return outcome{action: Unchanged, data: local}, nil
+	}
 	return outcome{action: Merged, data: data, from: from}, nil
 }
 

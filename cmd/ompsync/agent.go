@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/config"
@@ -31,7 +32,11 @@ moves, archives and deletes are recorded; nothing already uploaded is removed.
 
 The agent runs until SIGINT or SIGTERM, then uploads what is settled and exits
 0. SIGHUP reloads the configuration (interval, log level). One agent per
-state_dir: a second one refuses to start.`
+state_dir: a second one refuses to start.
+
+With --pull (sync.pull) it also fetches, every --pull-interval, the sessions
+other machines uploaded and merges them into <agent_dir> by restore's rule, so
+a session can be resumed on any machine.`
 
 const agentExample = `  # back up to the default local folder (~/.local/share/ompsync/remote)
   ompsync agent
@@ -62,6 +67,16 @@ func newAgentCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "make one full pass (scan, upload everything settled, record deletions) and exit; exit 1 if anything could not be uploaded")
 	addKeyFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
+	// --pull and --pull-interval are the short names of the sync.* flags.
+	cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		switch name {
+		case "pull":
+			name = "sync-pull"
+		case "pull-interval":
+			name = "sync-pull-interval"
+		}
+		return pflag.NormalizedName(name)
+	})
 	return cmd
 }
 

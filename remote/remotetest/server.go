@@ -213,6 +213,7 @@ func (p *process) start() error {
 	p.logs = new(bytes.Buffer)
 	cmd := exec.Command(p.bin, "--access", p.access, "--secret", p.secret, "--port", p.addr, "--quiet", "posix", p.dir)
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start versitygw: %w", err)
 	}
