@@ -39,6 +39,12 @@ type Options struct {
 	AuditInterval time.Duration
 	// Include and Exclude are globs over paths relative to AgentDir.
 	Include, Exclude []string
+	// Pull makes Run also merge what other machines uploaded, every
+	// PullInterval (default 30s), for sessions matching PullInclude and not
+	// PullExclude (globs over the session's path or cwd).
+	Pull                     bool
+	PullInterval             time.Duration
+	PullInclude, PullExclude []string
 	// ChunkSize bounds one chunk of a backlog. Default 4 MiB.
 	ChunkSize int64
 	// Parallel bounds concurrent uploads. Default 4.
@@ -60,6 +66,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReconcileInterval <= 0 {
 		o.ReconcileInterval = 60 * time.Second
+	}
+	if o.PullInterval <= 0 {
+		o.PullInterval = 30 * time.Second
 	}
 	if o.AuditInterval <= 0 {
 		o.AuditInterval = 24 * time.Hour
@@ -92,6 +101,8 @@ type Agent struct {
 	state   *State
 	byPath  map[string]string // rel path -> stream key
 	catalog []byte            // last catalog uploaded, without its timestamp
+	// catalogStale: the state changed since the catalog was last checked.
+	catalogStale bool
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval

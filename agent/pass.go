@@ -50,6 +50,9 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		rels = a.takeDirty()
 		sort.Strings(rels)
 	}
+	if !full && len(rels) == 0 && !a.catalogStale {
+		return nil // idle: no stat, no encoding, no request
+	}
 	seen := map[string]bool{}
 	var jobs []job
 	for _, rel := range rels {
@@ -67,6 +70,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		}
 	}
 	if changed {
+		a.catalogStale = true
 		if serr := a.state.save(a.opts.StateDir); serr != nil {
 			a.log.Error("could not save state; the next start uploads the last batch again", "err", serr)
 		}
@@ -530,13 +534,14 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 	}
 	body := repo.EncodeCatalog(c)
 	if bytes.Equal(body, a.catalog) {
+		a.catalogStale = false
 		return nil
 	}
 	c.Updated = a.now().UTC()
 	if err := a.repo.PutCatalog(ctx, c); err != nil {
 		return fmt.Errorf("upload catalog: %w", err)
 	}
-	a.catalog = body
+	a.catalog, a.catalogStale = body, false
 	a.metrics.catalogUpdated()
 	return nil
 }

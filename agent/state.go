@@ -139,6 +139,10 @@ type State struct {
 	Machine string                `json:"machine"`
 	Streams map[string]*FileState `json:"streams"` // by streamKey
 	Blobs   map[string]bool       `json:"blobs"`   // names uploaded
+	// Seen records, per "<machine>/<session id>", the catalog entry of
+	// another machine that sync last merged, so unchanged sessions are
+	// not read again.
+	Seen map[string]string `json:"seen,omitempty"`
 
 	mu sync.Mutex // guards Blobs while uploads run
 }
@@ -153,7 +157,7 @@ func (s *State) setBlob(name string) {
 func streamKey(sessionID, stream string) string { return sessionID + "/" + stream }
 
 func newState(machine string) *State {
-	return &State{V: 1, Machine: machine, Streams: map[string]*FileState{}, Blobs: map[string]bool{}}
+	return &State{V: 1, Machine: machine, Streams: map[string]*FileState{}, Blobs: map[string]bool{}, Seen: map[string]string{}}
 }
 
 // LoadState reads the state in dir. A missing file is (nil, nil); a damaged
@@ -175,6 +179,9 @@ func LoadState(dir string) (*State, error) {
 	}
 	if s.Blobs == nil {
 		s.Blobs = map[string]bool{}
+	}
+	if s.Seen == nil {
+		s.Seen = map[string]string{}
 	}
 	for k, f := range s.Streams {
 		if f == nil || k != streamKey(f.SessionID, f.Stream) {

@@ -33,6 +33,15 @@ func (c Counts) Sub(o Counts) Counts {
 	}
 }
 
+// Add returns c + o.
+func (c Counts) Add(o Counts) Counts {
+	return Counts{
+		Puts: c.Puts + o.Puts, Gets: c.Gets + o.Gets, Lists: c.Lists + o.Lists, Heads: c.Heads + o.Heads,
+		Posts: c.Posts + o.Posts, Deletes: c.Deletes + o.Deletes, Other: c.Other + o.Other,
+		Up: c.Up + o.Up, Down: c.Down + o.Down,
+	}
+}
+
 // PutEvent is one object put the server accepted, seen when its answer
 // passed the proxy.
 type PutEvent struct {

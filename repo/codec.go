@@ -42,8 +42,14 @@ func (z *Zstd) Seal(plain []byte) ([]byte, error) {
 	return z.enc.EncodeAll(plain, make([]byte, 0, len(plain)/3+64)), nil
 }
 
+// AgeHeader starts every age-encrypted object (the encrypting codec's).
+const AgeHeader = "age-encryption.org/v1\n"
+
 // Open decompresses sealed, stopping at limit bytes.
 func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
+	if bytes.HasPrefix(sealed, []byte(AgeHeader)) {
+		return nil, fmt.Errorf("%w: the object is encrypted with age and no encryption is configured", ErrNoKey)
+	}
 	d, err := zstd.NewReader(bytes.NewReader(sealed), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)

@@ -2,12 +2,11 @@ package repo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
-	"time"
+	"sync"
 
 	"github.com/ompsync/ompsync/remote"
 )
@@ -16,6 +15,10 @@ import (
 type Repo struct {
 	client remote.Client
 	codec  Codec
+
+	mu          sync.Mutex
+	marker      *Marker // as last read or written (nil: none)
+	markerKnown bool
 }
 
 // New returns a Repo over client using codec.
@@ -25,45 +28,6 @@ func New(client remote.Client, codec Codec) *Repo {
 
 // Client is the underlying remote.
 func (r *Repo) Client() remote.Client { return r.client }
-
-// Marker is the plaintext object that identifies a repository.
-type Marker struct {
-	Format  int       `json:"format"`
-	Created time.Time `json:"created"`
-}
-
-// Init writes the marker if the remote has none, and checks it otherwise.
-func (r *Repo) Init(ctx context.Context) error {
-	b, _ := json.Marshal(Marker{Format: FormatVersion, Created: time.Now().UTC()})
-	err := r.client.Put(ctx, MarkerKey, b, remote.PutOptions{IfAbsent: true})
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, remote.ErrPreconditionFailed) {
-		return fmt.Errorf("write repository marker: %w", err)
-	}
-	return r.Check(ctx)
-}
-
-// Check reads the marker and refuses a format this version does not know.
-// A remote without a marker is an empty repository.
-func (r *Repo) Check(ctx context.Context) error {
-	b, err := r.getAll(ctx, MarkerKey, 64<<10)
-	if errors.Is(err, remote.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read repository marker: %w", err)
-	}
-	var m Marker
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("repository marker %s is damaged: %w", MarkerKey, err)
-	}
-	if m.Format != FormatVersion {
-		return fmt.Errorf("repository has format %d; this ompsync reads format %d: upgrade ompsync", m.Format, FormatVersion)
-	}
-	return nil
-}
 
 // getAll reads a whole object, refusing one larger than limit bytes.
 func (r *Repo) getAll(ctx context.Context, key string, limit int64) ([]byte, error) {
@@ -91,9 +55,18 @@ func (r *Repo) getOpen(ctx context.Context, key string, limit int64) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
+	return r.open(ctx, key, sealed, limit)
+}
+
+// open opens a stored object. An encrypting codec refuses a plaintext
+// object; it is accepted only where the marker says plaintext belongs.
+func (r *Repo) open(ctx context.Context, key string, sealed []byte, limit int64) ([]byte, error) {
 	plain, err := r.codec.Open(sealed, limit)
+	if errors.Is(err, ErrNotEncrypted) && r.plaintextAllowed(ctx) {
+		plain, err = (&Zstd{}).Open(sealed, limit)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", key, err)
+		return nil, fmt.Errorf("open %s: %w", key, r.explainOpen(ctx, err))
 	}
 	return plain, nil
 }

@@ -85,6 +85,8 @@ func agentOptions(cfg *config.Config, log *slog.Logger) agent.Options {
 		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
+		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
+		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
 	}
 }
 

@@ -1,0 +1,226 @@
+// Command ompsync-bench measures ompsync against `rclone copy` and a
+// whole-file re-uploader on a private versitygw, and prints one table.
+//
+// It runs the ompsync binary given by -ompsync as a user would (`agent`,
+// `agent --once`, `ls`, `restore`), each peer through its own counting
+// proxy, and reads the agent's CPU and memory from /proc. bench/run.sh
+// builds everything and runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ompsync/ompsync/bench"
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
+)
+
+type config struct {
+	ompsync, rclone, corpus, work, out string
+	phases                             string
+	seed                               uint64
+
+	roundSessions, roundActive, rounds int
+
+	liveSessions int
+	liveFor      time.Duration
+	liveGap      time.Duration
+	interval     time.Duration
+
+	idleFiles int
+	idleFor   time.Duration
+
+	restoreSessions, restoreMB int
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.ompsync, "ompsync", "", "the ompsync binary to measure (required)")
+	flag.StringVar(&c.rclone, "rclone", "rclone", "the rclone binary")
+	flag.StringVar(&c.corpus, "corpus", "../shared/corpus", "folder of real session files the workload is drawn from")
+	flag.StringVar(&c.work, "work", "", "scratch folder (default: a new temp folder, removed at the end)")
+	flag.StringVar(&c.out, "out", "", "folder for results.json (optional)")
+	flag.StringVar(&c.phases, "phases", "rounds,live,idle,restore", "phases to run, comma-separated")
+	flag.Uint64Var(&c.seed, "seed", 7, "workload seed")
+	flag.IntVar(&c.roundSessions, "round-sessions", 100, "rounds: sessions in the folder")
+	flag.IntVar(&c.roundActive, "round-active", 20, "rounds: sessions appended to per round")
+	flag.IntVar(&c.rounds, "rounds", 10, "rounds: rounds of appends (one minute of omp activity each)")
+	flag.IntVar(&c.liveSessions, "live-sessions", 100, "live: active sessions")
+	flag.DurationVar(&c.liveFor, "live-for", 60*time.Second, "live: how long the sessions grow")
+	flag.DurationVar(&c.liveGap, "live-gap", 5*time.Second, "live: mean time between two entries of one session")
+	flag.DurationVar(&c.interval, "interval", 2*time.Second, "live: the agent's upload interval")
+	flag.IntVar(&c.idleFiles, "idle-files", 10000, "idle: session files")
+	flag.DurationVar(&c.idleFor, "idle-for", 62*time.Second, "idle: how long CPU is measured (covers one 60s reconcile scan)")
+	flag.IntVar(&c.restoreSessions, "restore-sessions", 1000, "restore: sessions")
+	flag.IntVar(&c.restoreMB, "restore-mb", 500, "restore: total size in MB")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c, log); err != nil {
+		fmt.Fprintln(os.Stderr, "ompsync-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// runner holds what every phase shares.
+type runner struct {
+	cfg    config
+	log    *slog.Logger
+	corpus *bench.Corpus
+	srv    *bench.Server
+	work   string
+	table  []row
+	raw    map[string]any
+}
+
+func run(ctx context.Context, c config, log *slog.Logger) error {
+	if c.ompsync == "" {
+		return errors.New("-ompsync is required (build it with: go build -o /tmp/ompsync ./cmd/ompsync)")
+	}
+	bin, err := filepath.Abs(c.ompsync)
+	if err != nil {
+		return err
+	}
+	c.ompsync = bin
+	if c.rclone, err = exec.LookPath(c.rclone); err != nil {
+		return fmt.Errorf("rclone: %w (install the Debian package rclone)", err)
+	}
+	corpus, err := bench.LoadCorpus(c.corpus)
+	if err != nil {
+		return err
+	}
+	work := c.work
+	if work == "" {
+		if work, err = os.MkdirTemp("", "ompsync-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(work)
+	}
+	srv, err := bench.StartServer(filepath.Join(work, "server"))
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	log.Info("versitygw started", "endpoint", srv.Endpoint, "corpus_lines", corpus.Lines())
+
+	r := &runner{cfg: c, log: log, corpus: corpus, srv: srv, work: work, raw: map[string]any{}}
+	r.raw["machine"] = machineInfo()
+	r.raw["started"] = time.Now().UTC().Format(time.RFC3339)
+	phases := map[string]func(context.Context) error{
+		"rounds":  r.rounds,
+		"live":    r.live,
+		"idle":    r.idle,
+		"restore": r.restore,
+	}
+	for _, p := range strings.Split(c.phases, ",") {
+		f, ok := phases[strings.TrimSpace(p)]
+		if !ok {
+			return fmt.Errorf("unknown phase %q", p)
+		}
+		start := time.Now()
+		log.Info("phase start", "phase", p)
+		if err := f(ctx); err != nil {
+			return fmt.Errorf("phase %s: %w", p, err)
+		}
+		log.Info("phase done", "phase", p, "took", time.Since(start).Round(time.Second))
+	}
+	fmt.Printf("\n%s\n", machineInfo())
+	printTable(os.Stdout, r.table)
+	if c.out != "" {
+		r.raw["table"] = r.table
+		b, _ := json.MarshalIndent(r.raw, "", "  ")
+		if err := os.MkdirAll(c.out, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(c.out, "results.json"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dir makes a folder for one phase.
+func (r *runner) dir(parts ...string) string {
+	p := filepath.Join(append([]string{r.work}, parts...)...)
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// peer is one uploader with its own bucket and counting proxy.
+type peer struct {
+	bucket string
+	proxy  *bench.Proxy
+}
+
+func (r *runner) newPeer(ctx context.Context, bucket string) (*peer, error) {
+	if err := r.srv.CreateBucket(ctx, bucket); err != nil {
+		return nil, err
+	}
+	p, err := bench.StartProxy(r.srv.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return &peer{bucket: bucket, proxy: p}, nil
+}
+
+func (r *runner) ompsync(p *peer, agentDir, phase string) *bench.Ompsync {
+	return bench.NewOmpsync(r.cfg.ompsync, p.proxy.URL, r.srv.AccessKey, r.srv.SecretKey, p.bucket,
+		agentDir, r.dir(phase, "state"), r.dir(phase, "home"))
+}
+
+func (r *runner) rcloneFor(p *peer, phase string) (*bench.Rclone, error) {
+	return bench.NewRclone(r.cfg.rclone, p.proxy.URL, r.srv.AccessKey, r.srv.SecretKey, r.dir(phase, "rclone"))
+}
+
+func (r *runner) s3Client(ctx context.Context, p *peer) (remote.Client, error) {
+	return backend.OpenRaw(ctx, "s3://"+p.bucket, backend.S3Options{
+		Endpoint: p.proxy.URL, PathStyle: true, AccessKeyID: r.srv.AccessKey, SecretAccessKey: r.srv.SecretKey,
+	})
+}
+
+// measure runs f and returns its wall time and what it sent through p.
+func measure(p *peer, f func() error) (time.Duration, bench.Counts, error) {
+	before := p.proxy.Counts()
+	start := time.Now()
+	err := f()
+	return time.Since(start), p.proxy.Counts().Sub(before), err
+}
+
+func machineInfo() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if strings.HasPrefix(line, "MemTotal:") {
+				var kb int64
+				fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%d", &kb)
+				mem = fmt.Sprintf(", %.1f GiB RAM", float64(kb)/(1<<20))
+			}
+		}
+	}
+	return fmt.Sprintf("machine: %d CPUs (%s)%s, %s", numCPU(), cpu, mem, time.Now().UTC().Format("2006-01-02"))
+}

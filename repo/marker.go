@@ -1,0 +1,323 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// Marker is the plaintext object that identifies a repository.
+type Marker struct {
+	Format  int       `json:"format"`
+	Created time.Time `json:"created"`
+	// Encryption is set when objects are encrypted; nil means plaintext.
+	Encryption *Encryption `json:"encryption,omitempty"`
+}
+
+// Encryption is what the marker records about encrypted objects: who can
+// read them, by fingerprint. It never holds a key that decrypts anything,
+// except in passphrase mode a key that is itself encrypted to the
+// passphrase.
+type Encryption struct {
+	// Scheme is SchemeAge.
+	Scheme string `json:"scheme"`
+	// Recipients are the fingerprints of the recipients new objects are
+	// encrypted to.
+	Recipients []string `json:"recipients"`
+	// Pending are fingerprints of earlier recipients that objects written
+	// before a key change may still be encrypted to, until 'ompsync rekey'
+	// finishes; PendingPlaintext means some objects are not encrypted yet.
+	Pending []string `json:"pending,omitempty"`
+	// PassphraseKey is the passphrase mode's age identity, encrypted to the
+	// passphrase with age's scrypt recipient (armored).
+	PassphraseKey string `json:"passphrase_key,omitempty"`
+}
+
+const (
+	// SchemeAge is the only encryption scheme: zstd, then age.
+	SchemeAge = "age"
+	// PendingPlaintext in Encryption.Pending means a repository is being
+	// converted from plaintext by 'ompsync rekey'.
+	PendingPlaintext = "plaintext"
+	// maxMarker bounds the marker a reader accepts.
+	maxMarker = 64 << 10
+)
+
+// Keys is what an encrypting codec says about itself, so that the
+// repository can record it and check it against the marker. Fingerprints
+// are never secret.
+type Keys struct {
+	// Recipients are the fingerprints of the recipients Seal encrypts to.
+	Recipients []string
+	// Identities are the fingerprints of the recipients whose identities
+	// Open holds; empty for a codec that can only write.
+	Identities []string
+	// PassphraseKey is the passphrase-encrypted identity to record in a
+	// new marker (passphrase mode), else empty.
+	PassphraseKey string
+}
+
+// Encrypter is a Codec that encrypts.
+type Encrypter interface {
+	Codec
+	Keys() Keys
+}
+
+var (
+	// ErrNoKey means an object is encrypted and no configured identity
+	// opens it. Repo adds to it the fingerprints the marker names.
+	ErrNoKey = errors.New("missing decryption key")
+	// ErrNotEncrypted is returned by an encrypting codec for an object that
+	// is not encrypted. Repo accepts such an object only where the marker
+	// says the repository holds plaintext.
+	ErrNotEncrypted = errors.New("object is not encrypted")
+	// ErrEncryptionMismatch means the repository's encryption and this
+	// ompsync's configuration do not go together; nothing was written.
+	ErrEncryptionMismatch = errors.New("encryption does not match the repository")
+)
+
+// ReadMarker reads the repository's marker; nil without error means the
+// remote has none (an empty repository).
+func (r *Repo) ReadMarker(ctx context.Context) (*Marker, error) {
+	b, err := r.getAll(ctx, MarkerKey, maxMarker)
+	if errors.Is(err, remote.ErrNotFound) {
+		r.setMarker(nil)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read repository marker: %w", err)
+	}
+	var m Marker
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("repository marker %s is damaged: %w", MarkerKey, err)
+	}
+	if m.Format != FormatVersion {
+		return nil, fmt.Errorf("repository has format %d; this ompsync reads format %d: upgrade ompsync", m.Format, FormatVersion)
+	}
+	if e := m.Encryption; e != nil && (e.Scheme != SchemeAge || len(e.Recipients) == 0) {
+		return nil, fmt.Errorf("repository marker %s names encryption %q with %d recipients; this ompsync knows %q: upgrade ompsync",
+			MarkerKey, e.Scheme, len(e.Recipients), SchemeAge)
+	}
+	r.setMarker(&m)
+	return &m, nil
+}
+
+// WriteMarker replaces the marker. Only Init and rekey change it.
+func (r *Repo) WriteMarker(ctx context.Context, m *Marker) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Put(ctx, MarkerKey, b, remote.PutOptions{}); err != nil {
+		return fmt.Errorf("write repository marker: %w", err)
+	}
+	r.setMarker(m)
+	return nil
+}
+
+func (r *Repo) setMarker(m *Marker) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.marker, r.markerKnown = m, true
+}
+
+// cachedMarker returns the marker last read or written, reading it once if
+// it never was. Errors leave it unknown (nil).
+func (r *Repo) cachedMarker(ctx context.Context) *Marker {
+	r.mu.Lock()
+	m, known := r.marker, r.markerKnown
+	r.mu.Unlock()
+	if known {
+		return m
+	}
+	m, _ = r.ReadMarker(ctx)
+	return m
+}
+
+// Init prepares the remote for writing: it writes the marker if there is
+// none, and otherwise checks that this ompsync may write into it. It
+// refuses (ErrEncryptionMismatch) to write plaintext into an encrypted
+// repository, to encrypt into a plaintext repository that already holds
+// data, and to encrypt to new recipients without holding a key of the old
+// ones. A writer whose recipients differ but who holds a key of the
+// repository (or adds recipients) records the new recipients: a key change
+// applies to new objects at once; 'ompsync rekey' re-encrypts the rest.
+func (r *Repo) Init(ctx context.Context) error {
+	enc, encrypting := r.codec.(Encrypter)
+	for attempt := 0; ; attempt++ {
+		m, err := r.ReadMarker(ctx)
+		if err != nil {
+			return err
+		}
+		if m == nil || (m.Encryption == nil && encrypting) {
+			if encrypting {
+				if has, err := r.hasData(ctx); err != nil {
+					return err
+				} else if has {
+					return fmt.Errorf("%w: the remote already holds unencrypted backups, and encryption is configured; "+
+						"ompsync does not mix encrypted objects into them. Either back up to a new, empty remote (another bucket, prefix or folder), "+
+						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
+				}
+			}
+			nm := &Marker{Format: FormatVersion, Created: time.Now().UTC()}
+			if m != nil {
+				nm.Created = m.Created
+			}
+			if encrypting {
+				k := enc.Keys()
+				nm.Encryption = &Encryption{Scheme: SchemeAge, Recipients: sorted(k.Recipients), PassphraseKey: k.PassphraseKey}
+			}
+			b, _ := json.Marshal(nm)
+			// A new marker only if there is none, so two first writers
+			// cannot both create one; a plaintext marker of an empty
+			// repository is replaced.
+			err := r.client.Put(ctx, MarkerKey, b, remote.PutOptions{IfAbsent: m == nil})
+			if errors.Is(err, remote.ErrPreconditionFailed) && attempt == 0 {
+				continue // another writer created it: check theirs
+			}
+			if err != nil {
+				return fmt.Errorf("write repository marker: %w", err)
+			}
+			r.setMarker(nm)
+			return nil
+		}
+		if m.Encryption == nil {
+			return nil // plaintext writer, plaintext repository
+		}
+		if !encrypting {
+			return fmt.Errorf("%w: the remote is encrypted (age, to %s) and this ompsync has no encryption configured; "+
+				"it will not write plaintext into it. Set encryption.identity_file (or encryption.recipients, or encryption.passphrase_file) "+
+				"to a key of this repository, or back up to another remote", ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
+		}
+		return r.adoptRecipients(ctx, m, enc.Keys())
+	}
+}
+
+// adoptRecipients checks an encrypting writer against an encrypted marker.
+func (r *Repo) adoptRecipients(ctx context.Context, m *Marker, k Keys) error {
+	e := m.Encryption
+	if sameSet(e.Recipients, k.Recipients) {
+		return nil
+	}
+	holds := false
+	for _, id := range k.Identities {
+		holds = holds || slices.Contains(e.Recipients, id) || slices.Contains(e.Pending, id)
+	}
+	if !holds && !subset(e.Recipients, k.Recipients) {
+		return fmt.Errorf("%w: the remote is encrypted to %s, this ompsync encrypts to %s and holds none of the repository's keys. "+
+			"Add the repository's recipients to encryption.recipients; or, to change keys, put an identity of the old recipients "+
+			"in encryption.identity_file and run 'ompsync rekey'", ErrEncryptionMismatch, fingerprints(e.Recipients), fingerprints(k.Recipients))
+	}
+	nm := *m
+	ne := *e
+	ne.Pending = RotatedPending(e, k.Recipients)
+	ne.Recipients = sorted(k.Recipients)
+	if ne.PassphraseKey == "" {
+		ne.PassphraseKey = k.PassphraseKey
+	}
+	nm.Encryption = &ne
+	return r.WriteMarker(ctx, &nm)
+}
+
+// RotatedPending is the Pending list after a change to recipients to: every
+// recipient objects may still be encrypted to, other than the new ones.
+func RotatedPending(e *Encryption, to []string) []string {
+	var out []string
+	for _, fp := range append(slices.Clone(e.Pending), e.Recipients...) {
+		if !slices.Contains(to, fp) && !slices.Contains(out, fp) {
+			out = append(out, fp)
+		}
+	}
+	return sorted(out)
+}
+
+// Check reads the marker and refuses a format this version does not know,
+// or an encrypted repository when this ompsync has no encryption
+// configured. A remote without a marker is an empty repository.
+func (r *Repo) Check(ctx context.Context) error {
+	m, err := r.ReadMarker(ctx)
+	if err != nil || m == nil {
+		return err
+	}
+	if _, encrypting := r.codec.(Encrypter); m.Encryption != nil && !encrypting {
+		return fmt.Errorf("%w: the repository is encrypted (age, to %s): set encryption.identity_file "+
+			"(or encryption.passphrase_file) to read it", ErrNoKey, fingerprints(m.Encryption.Recipients))
+	}
+	return nil
+}
+
+// hasData reports whether any object exists under the format's folder.
+func (r *Repo) hasData(ctx context.Context) (bool, error) {
+	for _, err := range r.client.List(ctx, root, remote.ListOptions{}) {
+		if err != nil {
+			return false, fmt.Errorf("list %s: %w", root, err)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// explainOpen adds to a codec's error what the marker says about the keys
+// the repository needs, so the user learns which key to configure.
+func (r *Repo) explainOpen(ctx context.Context, err error) error {
+	m := r.cachedMarker(ctx)
+	var e *Encryption
+	if m != nil {
+		e = m.Encryption
+	}
+	switch {
+	case errors.Is(err, ErrNoKey) && e != nil:
+		msg := "the repository is encrypted to " + fingerprints(e.Recipients)
+		if old := slices.DeleteFunc(slices.Clone(e.Pending), func(s string) bool { return s == PendingPlaintext }); len(old) > 0 {
+			msg += " (objects written before the last key change: " + fingerprints(old) + ", until 'ompsync rekey' finishes)"
+		}
+		return fmt.Errorf("%w; %s: set encryption.identity_file to a file holding one of those identities "+
+			"(or encryption.passphrase_file to the repository's passphrase)", err, msg)
+	case errors.Is(err, ErrNotEncrypted) && e != nil:
+		return fmt.Errorf("%w, but the repository is encrypted: it was not written by ompsync with this repository's keys; refusing it", err)
+	}
+	return err
+}
+
+// plaintextAllowed reports whether the marker lets a reader accept an
+// object that is not encrypted: a plaintext repository, or one that
+// 'ompsync rekey' is still converting.
+func (r *Repo) plaintextAllowed(ctx context.Context) bool {
+	m := r.cachedMarker(ctx)
+	return m == nil || m.Encryption == nil || slices.Contains(m.Encryption.Pending, PendingPlaintext)
+}
+
+// fingerprints renders a list of key fingerprints for a message.
+func fingerprints(fps []string) string {
+	switch len(fps) {
+	case 0:
+		return "no key"
+	case 1:
+		return "key " + fps[0]
+	}
+	return "keys " + strings.Join(fps, ", ")
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sameSet(a, b []string) bool { return slices.Equal(sorted(a), sorted(b)) }
+
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
