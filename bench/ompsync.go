@@ -76,7 +76,8 @@ func (o *Ompsync) Has(ctx context.Context, command string) bool {
 	cmd := exec.CommandContext(ctx, o.Bin, command, "--help")
 	cmd.Env = o.env
 	out, err := cmd.CombinedOutput()
-	return err == nil && !bytes.Contains(out, []byte("unknown command"))
+	// cobra answers an unknown command's --help with the root help.
+	return err == nil && bytes.Contains(out, []byte("ompsync "+command+" "))
 }
 
 // Daemon is a running `ompsync agent`.

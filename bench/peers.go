@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/remote"
@@ -27,7 +28,17 @@ func NewRclone(bin, endpoint, accessKey, secretKey, confDir string) (*Rclone, er
 	if err := os.WriteFile(conf, nil, 0o600); err != nil {
 		return nil, err
 	}
-	env := append(os.Environ(),
+	// rclone (1.60) fails to build its S3 client when AWS_CA_BUNDLE is set
+	// ("unsupported transport"); the endpoint is plain HTTP on loopback, so
+	// no CA bundle is needed. Other AWS_ and RCLONE_ settings of the user
+	// are left out too.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "RCLONE_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env,
 		"RCLONE_CONFIG="+conf,
 		"RCLONE_CONFIG_BENCH_TYPE=s3",
 		"RCLONE_CONFIG_BENCH_PROVIDER=Other",

@@ -229,6 +229,16 @@ type Session struct {
 // (temp file renamed into place) with a title slot, the header and entries
 // lines.
 func (g *Gen) NewSession(agentDir, cwdDir string, t time.Time, entries int) (*Session, error) {
+	return g.newSession(agentDir, cwdDir, t, func(n, _ int) bool { return n < entries })
+}
+
+// NewSessionSize is NewSession with entries added until the file holds at
+// least size bytes.
+func (g *Gen) NewSessionSize(agentDir, cwdDir string, t time.Time, size int) (*Session, error) {
+	return g.newSession(agentDir, cwdDir, t, func(_, have int) bool { return have < size })
+}
+
+func (g *Gen) newSession(agentDir, cwdDir string, t time.Time, more func(entries, size int) bool) (*Session, error) {
 	s := &Session{ID: g.uuid7(t), created: t}
 	name := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(t)) + "_" + s.ID + ".jsonl"
 	s.Rel = "sessions/" + cwdDir + "/" + name
@@ -242,7 +252,7 @@ func (g *Gen) NewSession(agentDir, cwdDir string, t time.Time, entries int) (*Se
 	hdr, _ := json.Marshal(session.Header{Type: "session", Version: 3, ID: s.ID, Timestamp: stamp(t), Cwd: "/home/u/" + strings.TrimPrefix(cwdDir, "-")})
 	b.Write(hdr)
 	b.WriteByte('\n')
-	for range entries {
+	for n := 0; more(n, b.Len()); n++ {
 		b.Write(g.next(s, t))
 	}
 	if err := os.MkdirAll(filepath.Dir(s.Abs), 0o700); err != nil {

@@ -34,6 +34,7 @@ type Config struct {
 	Sync                                Sync
 	Log                                 Log
 	Metrics                             Metrics
+	Encryption                          Encryption
 	File                                string // the config file actually read, "" if none
 
 	sources  map[string]Source
@@ -53,6 +54,19 @@ type Sync struct {
 	PullInterval time.Duration
 	Include      []string
 	Exclude      []string
+}
+
+// Encryption configures client-side encryption (age). It is on when any
+// field is set.
+type Encryption struct {
+	Recipients     []string
+	IdentityFile   string
+	PassphraseFile string
+}
+
+// Enabled reports whether objects are to be encrypted.
+func (e Encryption) Enabled() bool {
+	return len(e.Recipients) > 0 || e.IdentityFile != "" || e.PassphraseFile != ""
 }
 
 // Log configures logging.
@@ -244,7 +258,7 @@ func parseValue(k key, raw any, e *environ) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if k.path {
+		if k.path && !(k.optional && strings.TrimSpace(s) == "") {
 			if strings.TrimSpace(s) == "" {
 				return nil, errors.New("the value is empty; give a folder (a leading ~ means your home)")
 			}

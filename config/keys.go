@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/remote"
 )
 
@@ -34,9 +35,11 @@ type key struct {
 	// def returns the default in the form a user would write it in the file.
 	def func(e *environ) (string, error)
 
-	path   bool     // a file system path: ~ is expanded, relative paths made absolute
-	enum   []string // allowed values, if any
-	redact redaction
+	path bool // a file system path: ~ is expanded, relative paths made absolute
+	// optional lets a path key be empty (unset), as an optional file is.
+	optional bool
+	enum     []string // allowed values, if any
+	redact   redaction
 
 	// check validates and may normalise a parsed value; its error says what is
 	// wrong and what to do, without repeating the key or its source.
@@ -171,6 +174,29 @@ var keys = []key{
 		check: checkGlobs,
 	},
 	{
+		name:  "encryption.recipients",
+		help:  "encrypt every object to these public keys: age1... (from 'ompsync keygen') or ssh-ed25519 AAAA...; empty with identity_file set means its own key",
+		field: func(c *Config) any { return &c.Encryption.Recipients },
+		def:   static(""),
+		check: checkRecipients,
+	},
+	{
+		name:     "encryption.identity_file",
+		help:     "file of private keys (age identities, or an unencrypted ssh key) that restore, verify, pull and rekey decrypt with; mode 0600",
+		field:    func(c *Config) any { return &c.Encryption.IdentityFile },
+		def:      static(""),
+		path:     true,
+		optional: true,
+	},
+	{
+		name:     "encryption.passphrase_file",
+		help:     "instead of keys, encrypt with the passphrase on this file's first line (mode 0600)",
+		field:    func(c *Config) any { return &c.Encryption.PassphraseFile },
+		def:      static(""),
+		path:     true,
+		optional: true,
+	},
+	{
 		name:  "log.level",
 		help:  "least severe log messages shown: debug, info, warn or error",
 		field: func(c *Config) any { return &c.Log.Level },
@@ -296,6 +322,15 @@ func checkEndpoint(v any) (any, error) {
 		return nil, fmt.Errorf("%q holds credentials; put them in s3.access_key_id and s3.secret_access_key instead", u.Redacted())
 	}
 	return strings.TrimSuffix(s, "/"), nil
+}
+
+func checkRecipients(v any) (any, error) {
+	for i, r := range v.([]string) {
+		if _, _, err := crypt.ParseRecipient(r); err != nil {
+			return nil, fmt.Errorf("item %d: %v", i+1, err)
+		}
+	}
+	return v, nil
 }
 
 func checkAddr(v any) (any, error) {

@@ -92,6 +92,7 @@ func New(opts Options) (*Codec, error) {
 			if id, err = unwrapKey(opts.PassphraseKey, pass); err != nil {
 				return nil, err
 			}
+			c.keys.PassphraseKey = opts.PassphraseKey
 		} else {
 			if id, err = age.GenerateX25519Identity(); err != nil {
 				return nil, err
@@ -170,7 +171,7 @@ func (c *Codec) Open(sealed []byte, limit int64) ([]byte, error) {
 	if err != nil {
 		var nomatch *age.NoIdentityMatchError
 		if errors.As(err, &nomatch) {
-			return nil, fmt.Errorf("%w: it is encrypted to none of the configured identities (%s)", repo.ErrNoKey, strings.Join(c.keys.Identities, ", "))
+			return nil, fmt.Errorf("%w: it is encrypted to none of your identities (yours: %s)", repo.ErrNoKey, strings.Join(c.keys.Identities, ", "))
 		}
 		return nil, fmt.Errorf("age: %w", err)
 	}

@@ -58,8 +58,8 @@ type Keys struct {
 	// Identities are the fingerprints of the recipients whose identities
 	// Open holds; empty for a codec that can only write.
 	Identities []string
-	// PassphraseKey is the passphrase-encrypted identity to record in a
-	// new marker (passphrase mode), else empty.
+	// PassphraseKey is, in passphrase mode, the passphrase-encrypted
+	// identity: the marker's, or a new one for Init to record. Else empty.
 	PassphraseKey string
 }
 
@@ -321,3 +321,6 @@ func subset(a, b []string) bool {
 	}
 	return true
 }
+
+// Codec is the codec the repository seals and opens with.
+func (r *Repo) Codec() Codec { return r.codec }

@@ -112,7 +112,7 @@ func fetch(ctx context.Context, r *repo.Repo, t *target, opts Options) (*fetched
 		return nil, fmt.Errorf("session %s: the remote holds no complete copy of it", t.id)
 	}
 	if err := f.fetchBlobs(ctx, r, opts); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("session %s: %w", t.id, err)
 	}
 	return f, nil
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 )
 
-// openRepo opens the configured remote as an ompsync repository.
+// openRepo opens the configured remote as an ompsync repository, with the
+// codec the encryption settings call for.
 func openRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 	client, err := backend.Open(ctx, cfg.Remote, backend.S3Options{
 		Client:          cfg.S3.Client,
@@ -22,5 +25,33 @@ func openRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)
 	}
-	return repo.New(client, repo.NewZstd()), nil
+	codec, err := newCodec(ctx, client, cfg.Encryption)
+	if err != nil {
+		return nil, err
+	}
+	return repo.New(client, codec), nil
+}
+
+// newCodec is zstd alone without encryption, else zstd then age. In
+// passphrase mode the repository's key is in its marker, so it is read
+// first.
+func newCodec(ctx context.Context, client remote.Client, e config.Encryption) (repo.Codec, error) {
+	if !e.Enabled() {
+		return repo.NewZstd(), nil
+	}
+	opts := crypt.Options{Recipients: e.Recipients, IdentityFile: e.IdentityFile, PassphraseFile: e.PassphraseFile}
+	if e.PassphraseFile != "" {
+		m, err := repo.New(client, nil).ReadMarker(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if m != nil && m.Encryption != nil {
+			opts.PassphraseKey = m.Encryption.PassphraseKey
+		}
+	}
+	c, err := crypt.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("encryption: %w", err)
+	}
+	return c, nil
 }

@@ -151,6 +151,9 @@ func newRootCmd(a *app) *cobra.Command {
 		newServiceCmd(a),
 		newAgentCmd(a),
 		newStatusCmd(a),
+		newLsCmd(a), newRestoreCmd(a), newVerifyCmd(a),
+		newKeygenCmd(a),
+		newRekeyCmd(a),
 	)
 	prepare(a, root)
 	return root

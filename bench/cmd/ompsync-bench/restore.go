@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ompsync/ompsync/bench"
+)
+
+// restore: 1,000 sessions of 500 MB in all, backed up by ompsync and by
+// rclone, then brought back into empty folders: `ompsync restore --all
+// --to` against `rclone copy` of the same raw files from the same server.
+func (r *runner) restore(ctx context.Context) error {
+	c := r.cfg
+	agentDir := r.dir("restore", "agent")
+	gen := bench.NewGen(r.corpus, c.seed+3)
+	rng := gen.Rand()
+	cwds := bench.CwdDirs(20)
+	mean := c.restoreMB * 1e6 / c.restoreSessions
+	clock := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	var total int64
+	for i := range c.restoreSessions {
+		// Sizes from a fifth of the mean to 1.8 times it.
+		size := mean/5 + rng.IntN(mean*8/5)
+		s, err := gen.NewSessionSize(agentDir, cwds[i%len(cwds)], clock.Add(time.Duration(i)*time.Hour), size)
+		if err != nil {
+			return err
+		}
+		total += s.Size
+	}
+	r.log.Info("restore: sessions written", "sessions", c.restoreSessions, "bytes", total)
+	po, err := r.newPeer(ctx, "restore-ompsync")
+	if err != nil {
+		return err
+	}
+	defer po.proxy.Close()
+	pr, err := r.newPeer(ctx, "restore-rclone")
+	if err != nil {
+		return err
+	}
+	defer pr.proxy.Close()
+	omp := r.ompsync(po, agentDir, "restore")
+	rc, err := r.rcloneFor(pr, "restore")
+	if err != nil {
+		return err
+	}
+	upO, upON, err := measure(po, func() error { _, err := omp.Run(ctx, "agent", "--once"); return err })
+	if err != nil {
+		return err
+	}
+	upR, upRN, err := measure(pr, func() error {
+		return rc.Copy(ctx, filepath.Join(agentDir, "sessions"), "bench:"+pr.bucket+"/sessions")
+	})
+	if err != nil {
+		return err
+	}
+	r.add(row{
+		Figure:  fmt.Sprintf("first backup of %d sessions (%s): wall time, bytes uploaded", c.restoreSessions, mb(total)),
+		Ompsync: fmt.Sprintf("%s, %s", secs(upO), mb(upON.Up)), Rclone: fmt.Sprintf("%s, %s", secs(upR), mb(upRN.Up)),
+		Versus: fmt.Sprintf("rclone %s the time, %s the bytes", times(upO.Seconds(), upR.Seconds()), times(float64(upON.Up), float64(upRN.Up))),
+	})
+	figure := fmt.Sprintf("restore of %d sessions (%s) into an empty folder, wall time", c.restoreSessions, mb(total))
+	if !omp.Has(ctx, "restore") {
+		r.add(row{Figure: figure, Target: "< rclone copy", Ompsync: "no restore command in this build", Result: "not run"})
+		return nil
+	}
+	toO := filepath.Join(r.dir("restore", "out"), "ompsync")
+	toR := filepath.Join(r.dir("restore", "out"), "rclone")
+	dO, nO, err := measure(po, func() error { _, err := omp.Run(ctx, "restore", "--all", "--to", toO); return err })
+	if err != nil {
+		return err
+	}
+	dR, nR, err := measure(pr, func() error {
+		return rc.Copy(ctx, "bench:"+pr.bucket+"/sessions", filepath.Join(toR, "sessions"))
+	})
+	if err != nil {
+		return err
+	}
+	badO, err := sameTree(filepath.Join(agentDir, "sessions"), filepath.Join(toO, "sessions"))
+	if err != nil {
+		return err
+	}
+	badR, err := sameTree(filepath.Join(agentDir, "sessions"), filepath.Join(toR, "sessions"))
+	if err != nil {
+		return err
+	}
+	r.raw["restore"] = map[string]any{"sessions": c.restoreSessions, "bytes": total,
+		"ompsync_ns": dO, "ompsync": nO, "rclone_ns": dR, "rclone": nR, "ompsync_wrong_files": badO, "rclone_wrong_files": badR}
+	note := ""
+	if badO > 0 {
+		note = fmt.Sprintf(" (%d files differ!)", badO)
+	}
+	r.add(row{
+		Figure:  figure,
+		Target:  "< rclone copy",
+		Ompsync: fmt.Sprintf("%s, %d requests, %s down%s", secs(dO), nO.Requests(), mb(nO.Down), note),
+		Rclone:  fmt.Sprintf("%s, %d requests, %s down", secs(dR), nR.Requests(), mb(nR.Down)),
+		Versus:  fmt.Sprintf("rclone %s the time", times(dO.Seconds(), dR.Seconds())),
+		Result:  verdict(dO < dR && badO == 0),
+	})
+	return nil
+}
+
+// sameTree counts the files under want that got differs on (missing or
+// other bytes).
+func sameTree(want, got string) (int, error) {
+	bad := 0
+	err := filepath.WalkDir(want, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, _ := filepath.Rel(want, p)
+		a, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(filepath.Join(got, rel))
+		if err != nil || !bytes.Equal(a, b) {
+			bad++
+		}
+		return nil
+	})
+	return bad, err
+}

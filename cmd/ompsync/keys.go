@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/repo"
+)
+
+const keygenLong = `Make a new age identity (X25519 private key) for encrypting backups, write it
+to a file only you can read (mode 0600), and print its recipient (public key)
+on standard output. An existing file is never overwritten.
+
+Point encryption.identity_file at the file: that machine then encrypts to the
+key and can read what it wrote. Machines that should only write can get the
+recipient in encryption.recipients instead. Keep a copy of the file somewhere
+safe: without it the backups cannot be read by anyone.
+
+--out defaults to encryption.identity_file when it is set, else age.key next to
+the config file (~/.config/ompsync/age.key).`
+
+const keygenExample = `  ompsync keygen --out ~/.config/ompsync/age.key
+  # then in ~/.config/ompsync/config.yaml:
+  #   encryption:
+  #     identity_file: ~/.config/ompsync/age.key`
+
+func newKeygenCmd(a *app) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:     "keygen",
+		Short:   "Make a new encryption key and print its public key",
+		Long:    keygenLong,
+		Example: keygenExample,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				cfg, err := a.config()
+				if err != nil {
+					return err
+				}
+				out = cfg.Encryption.IdentityFile
+				if out == "" {
+					file, _, err := config.FilePath(a.loadOptions())
+					if err != nil {
+						return err
+					}
+					out = filepath.Join(filepath.Dir(file), "age.key")
+				}
+			}
+			data, recipient, fp, err := crypt.NewIdentityFile(time.Now())
+			if err != nil {
+				return err
+			}
+			if err := writeNew(out, data); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, recipient)
+			fmt.Fprintf(a.stderr, "ompsync: wrote a new identity to %s (fingerprint %s); keep a copy somewhere safe:\n"+
+				"without it nobody can read what is encrypted to it. To use it, set in the config file:\n"+
+				"  encryption:\n    identity_file: %s\n", out, fp, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "file to write the identity to (must not exist)")
+	return cmd
+}
+
+// writeNew creates path with mode 0600, refusing to replace anything.
+func writeNew(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s already exists; keygen never overwrites a key (it may be the only one that reads your backups): choose another --out", path)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(filepath.Dir(path))
+}
+
+const rekeyLong = `Re-encrypt every object on the remote to the current encryption settings
+(encryption.recipients, or the keys of encryption.identity_file or
+encryption.passphrase_file), after a key was added, replaced or revoked. It
+also encrypts a remote that holds plaintext backups.
+
+Each object is read, decrypted with the configured identities (so
+encryption.identity_file must still hold an old key as well as a new one),
+encrypted again, checked to decrypt to the same bytes, and only then put in
+place of the old one under the same key. The repository's marker lists the
+new recipients from the start and the old ones as pending until every object
+is done; agents with the new settings encrypt to the new keys at once.
+
+An interrupted rekey (even killed) resumes where it stopped: run it again.
+Progress is kept in state_dir/rekey.json.`
+
+// rekeyJournal is what an interrupted rekey resumes from.
+type rekeyJournal struct {
+	Recipients []string `json:"recipients"`
+	After      string   `json:"after"`
+}
+
+func newRekeyCmd(a *app) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "rekey",
+		Short: "Re-encrypt every object on the remote to the current keys",
+		Long:  rekeyLong,
+		Example: `  # replace the old key: keep both identities in the file while rekey runs
+  cat new.key old.key > ~/.config/ompsync/age.key
+  OMPSYNC_ENCRYPTION_RECIPIENTS=age1new... ompsync rekey`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			if !cfg.Encryption.Enabled() {
+				return errors.New("rekey encrypts to the configured keys, and none are: set encryption.recipients, encryption.identity_file or encryption.passphrase_file")
+			}
+			log := cfg.Logger(a.stderr)
+			r, err := openRepo(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			enc, ok := r.Codec().(repo.Encrypter)
+			if !ok {
+				return errors.New("rekey: the codec does not encrypt")
+			}
+			target := slices.Sorted(slices.Values(enc.Keys().Recipients))
+			journalPath := filepath.Join(cfg.StateDir, "rekey.json")
+			var j rekeyJournal
+			if b, err := os.ReadFile(journalPath); err == nil && json.Unmarshal(b, &j) == nil && slices.Equal(j.Recipients, target) {
+				log.Info("resuming an interrupted rekey", "after", j.After)
+			} else {
+				j = rekeyJournal{Recipients: target}
+			}
+			if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+				return fmt.Errorf("create state dir: %w", err)
+			}
+			lastLog := 0
+			prog, err := r.Rekey(cmd.Context(), repo.RekeyOptions{
+				After: j.After,
+				Force: force,
+				Progress: func(p repo.RekeyProgress) error {
+					j.After = p.After
+					b, _ := json.Marshal(j)
+					if p.Objects-lastLog >= 1000 {
+						lastLog = p.Objects
+						log.Info("rekey progress", "objects", p.Objects, "after", p.After)
+					}
+					return atomicfile.Write(journalPath, b, atomicfile.Options{})
+				},
+			})
+			if err != nil {
+				return err
+			}
+			if err := os.Remove(journalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if prog.Nothing {
+				fmt.Fprintf(a.stdout, "nothing to rekey: every object is already encrypted to %s (--force re-encrypts anyway)\n", joinFPs(target))
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, joinFPs(target))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "re-encrypt every object even when the remote says none is pending")
+	return cmd
+}
+
+func joinFPs(fps []string) string {
+	if len(fps) == 1 {
+		return "key " + fps[0]
+	}
+	s := "keys "
+	for i, fp := range fps {
+		if i > 0 {
+			s += ", "
+		}
+		s += fp
+	}
+	return s
+}

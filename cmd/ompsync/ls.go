@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
+)
+
+func newLsCmd(a *app) *cobra.Command {
+	var asJSON bool
+	var machine string
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the sessions the remote holds, newest first",
+		Long: `List every session the remote holds, newest first: its id, title, working
+folder, file path under the agent dir, the machines that hold it, its size,
+when it last changed, and its state (present, archived, or deleted: a
+deleted session stays on the remote and can be restored).
+
+Reads only the machines' catalogs: one LIST and one GET per machine, however
+many sessions there are.`,
+		Example: `  ompsync ls
+  ompsync ls --machine laptop --json | jq -r .id`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if machine != "" && !repo.ValidMachine(machine) {
+				return usagef(cmd, "--machine %q is not a machine name", machine)
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			r, err := openRepo(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := r.Check(cmd.Context()); err != nil {
+				return err
+			}
+			list, problems, err := restore.List(cmd.Context(), r, machine)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, l := range list {
+					if err := enc.Encode(l); err != nil {
+						return err
+					}
+				}
+			} else {
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tCWD\tPATH")
+				for _, l := range list {
+					title := l.Title
+					if title == "" {
+						title = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Mtime.Local().Format(time.DateTime), l.State,
+						formatSize(l.Size), strings.Join(l.Machines, ","), oneLine(title), l.Cwd, l.Path)
+				}
+				tw.Flush()
+			}
+			for _, p := range problems {
+				fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+			}
+			if len(problems) > 0 {
+				return fmt.Errorf("some catalogs could not be read; the list is incomplete")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
+	cmd.Flags().StringVar(&machine, "machine", "", "only the sessions this machine holds")
+	return cmd
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
+)
+
+const restoreLong = `Restore sessions from the remote into the agent dir (or --to DIR), by session
+id prefix as omp's --resume matches it (case-insensitive), or all of them.
+
+Each session is merged with the local file of the same id:
+  - no local file: the copy is written whole, at the path it last had, with
+    the mtime it had when last uploaded (mode 0600, folders 0700);
+  - the local file is a prefix of the copy: the missing bytes are appended;
+  - the copy is a prefix of the local file: nothing to do;
+  - they diverged: merged by entry id, every line of both kept; the old local
+    file is kept beside it as a hidden .<name>.jsonl.pre-merge-<time> file.
+A machine's copy is its newest generation (--generation picks an older one);
+copies from several machines are combined the same way (--machine picks
+one). A file omp may be writing (a .lock sidecar, or changed in the last few
+seconds) is skipped unless --force. Blobs and artifact folders come back with
+their session; archived sessions come back into sessions/.
+
+Every chunk is verified before anything is written for a session; a session
+whose copy fails a check is refused and the others go on. An ambiguous or
+unknown prefix restores nothing. Exit status 1 when any session was not
+restored.`
+
+const restoreExample = `  # restore one session by the start of its id
+  ompsync restore 01a113d2
+
+  # everything, into a fresh agent dir on a new machine
+  ompsync restore --all --to ~/.omp/agent
+
+  # what would happen, as JSON lines
+  ompsync restore --all --include-deleted --dry-run --json
+
+  # sessions recorded on a Mac, restored on Linux
+  ompsync restore --all --path-map /Users/ana=/home/ana`
+
+type restoreFlags struct {
+	all, includeDeleted, dryRun, asJSON, force bool
+	to, machine, generation                    string
+	pathMap                                    []string
+}
+
+func newRestoreCmd(a *app) *cobra.Command {
+	var f restoreFlags
+	cmd := &cobra.Command{
+		Use:     "restore ID-PREFIX... | --all",
+		Short:   "Restore sessions from the remote, merging with local files",
+		Long:    restoreLong,
+		Example: restoreExample,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case f.all && len(args) > 0:
+				return usagef(cmd, "give session id prefixes or --all, not both")
+			case !f.all && len(args) == 0:
+				return usagef(cmd, "give a session id prefix (see 'ompsync ls') or --all")
+			case f.includeDeleted && !f.all:
+				return usagef(cmd, "--include-deleted goes with --all (a prefix finds deleted sessions anyway)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRestore(cmd, a, f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.all, "all", false, "restore every session not recorded as deleted")
+	fl.BoolVar(&f.includeDeleted, "include-deleted", false, "with --all, also sessions recorded as deleted")
+	fl.StringVar(&f.to, "to", "", "restore into this agent dir instead of agent_dir (created if missing)")
+	fl.StringVar(&f.machine, "machine", "", "use only this machine's copy")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "fetch and verify, say what would be done, write nothing")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
+	fl.BoolVar(&f.force, "force", false, "also touch files omp may be writing right now")
+	fl.StringArrayVar(&f.pathMap, "path-map", nil, "FROM=TO: rewrite session folders that encode the absolute path FROM (repeatable)")
+	fl.StringVar(&f.generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
+	return cmd
+}
+
+func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error {
+	opts := restore.Options{
+		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
+		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
+	}
+	if f.machine != "" && !repo.ValidMachine(f.machine) {
+		return usagef(cmd, "--machine %q is not a machine name", f.machine)
+	}
+	if f.generation != "" && !repo.ValidGeneration(f.generation) {
+		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
+	}
+	for _, s := range f.pathMap {
+		m, err := restore.ParsePathMapping(s)
+		if err != nil {
+			return usagef(cmd, "--path-map: %v", err)
+		}
+		opts.PathMap = append(opts.PathMap, m)
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	opts.AgentDir = cfg.AgentDir
+	if f.to != "" {
+		if opts.AgentDir, err = filepath.Abs(f.to); err != nil {
+			return err
+		}
+	}
+	r, err := openRepo(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	if err := r.Check(cmd.Context()); err != nil {
+		return err
+	}
+	bar := newProgressBar(a.stderr, !f.asJSON)
+	opts.Progress = bar.update
+	rep, err := restore.Run(cmd.Context(), r, args, opts)
+	bar.done()
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, res := range rep.Results {
+			if err := enc.Encode(res); err != nil {
+				return err
+			}
+		}
+	} else {
+		printRestore(a.stdout, rep, opts)
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+	}
+	bad := 0
+	for _, res := range rep.Results {
+		if !res.OK() {
+			bad++
+		}
+	}
+	switch {
+	case bad > 0:
+		return fmt.Errorf("%d of %d sessions not restored (see above)", bad, len(rep.Results))
+	case len(rep.Problems) > 0:
+		return fmt.Errorf("the remote has problems (see above)")
+	}
+	return nil
+}
+
+func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
+	verb := map[restore.Action]string{
+		restore.Created: "created", restore.Appended: "appended", restore.Unchanged: "unchanged",
+		restore.Merged: "merged", restore.SkippedLive: "skipped", restore.Refused: "refused", restore.Failed: "failed",
+	}
+	if opts.DryRun {
+		verb[restore.Created], verb[restore.Appended], verb[restore.Merged] = "would create", "would append", "would merge"
+	}
+	for _, res := range rep.Results {
+		line := fmt.Sprintf("%-12s %s", verb[res.Action], res.ID)
+		if res.Path != "" {
+			line += "  " + res.Path
+		}
+		switch res.Action {
+		case restore.Created, restore.Appended, restore.Merged:
+			line += fmt.Sprintf("  %s from %s", formatSize(res.Bytes), strings.Join(res.Machines, ", "))
+		}
+		if res.Artifacts > 0 || res.Blobs > 0 {
+			line += fmt.Sprintf(" (+%d artifact files, %d blobs)", res.Artifacts, res.Blobs)
+		}
+		fmt.Fprintln(w, line)
+		if res.Backup != "" {
+			fmt.Fprintf(w, "             the local file before the merge is kept as %s\n", res.Backup)
+		}
+		if res.Error != "" {
+			fmt.Fprintf(w, "             %s\n", res.Error)
+		}
+		for _, n := range res.Notes {
+			fmt.Fprintf(w, "             note: %s\n", n)
+		}
+	}
+	if rep.Blobs > 0 {
+		fmt.Fprintf(w, "%d more blobs restored\n", rep.Blobs)
+	}
+}
+
+func formatSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// progressBar draws sessions and bytes, with rate and time left, on a
+// terminal, once a restore has run for a second; elsewhere it draws nothing.
+type progressBar struct {
+	mu    sync.Mutex
+	w     io.Writer
+	on    bool
+	start time.Time
+	drawn bool
+}
+
+func newProgressBar(w io.Writer, want bool) *progressBar {
+	f, ok := w.(*os.File)
+	return &progressBar{w: w, on: want && ok && term.IsTerminal(int(f.Fd())), start: time.Now()}
+}
+
+func (b *progressBar) update(p restore.Progress) {
+	if !b.on {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	el := time.Since(b.start)
+	if el < time.Second || p.Sessions == p.SessionsTotal && !b.drawn {
+		return
+	}
+	const width = 24
+	frac := 1.0
+	if p.BytesTotal > 0 {
+		frac = float64(p.Bytes) / float64(p.BytesTotal)
+	}
+	fill := int(frac * width)
+	rate := float64(p.Bytes) / el.Seconds()
+	left := "?"
+	if rate > 0 {
+		left = time.Duration(float64(p.BytesTotal-p.Bytes) / rate * float64(time.Second)).Round(time.Second).String()
+	}
+	fmt.Fprintf(b.w, "\r[%s%s] %d/%d sessions  %s/%s  %s/s  %s left\x1b[K",
+		strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.Sessions, p.SessionsTotal,
+		formatSize(p.Bytes), formatSize(p.BytesTotal), formatSize(int64(rate)), left)
+	b.drawn = true
+}
+
+func (b *progressBar) done() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.drawn {
+		fmt.Fprint(b.w, "\r\x1b[K")
+	}
+}

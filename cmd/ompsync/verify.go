@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
+)
+
+func newVerifyCmd(a *app) *cobra.Command {
+	var asJSON bool
+	var machine string
+	cmd := &cobra.Command{
+		Use:   "verify [ID-PREFIX...]",
+		Short: "Check the backup: reassemble, verify hashes, compare with local files",
+		Long: `Reassemble every generation of the given sessions (all sessions, deleted ones
+too, when none are given) from the remote, check every chunk's hash, the
+running stream hashes and that no stream has a gap, check the blobs the
+sessions reference, and compare the newest copies with the local files
+(same, behind: the remote has more, ahead: not yet uploaded, diverged, or
+missing). Changes nothing, locally or on the remote.
+
+Exit status 1 when anything on the remote is damaged or missing.`,
+		Example: `  ompsync verify
+  ompsync verify 01a113d2 --json`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if machine != "" && !repo.ValidMachine(machine) {
+				return usagef(cmd, "--machine %q is not a machine name", machine)
+			}
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			r, err := openRepo(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := r.Check(cmd.Context()); err != nil {
+				return err
+			}
+			bar := newProgressBar(a.stderr, !asJSON)
+			checks, problems, err := restore.Verify(cmd.Context(), r, args, restore.Options{
+				AgentDir: cfg.AgentDir, Machine: machine, Progress: bar.update,
+			})
+			bar.done()
+			if err != nil {
+				return err
+			}
+			bad := 0
+			for _, c := range checks {
+				if !c.OK() {
+					bad++
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, c := range checks {
+					if err := enc.Encode(c); err != nil {
+						return err
+					}
+				}
+			} else {
+				printChecks(a, checks)
+			}
+			for _, p := range problems {
+				fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+			}
+			switch {
+			case bad > 0:
+				return fmt.Errorf("%d of %d sessions have problems on the remote (see above)", bad, len(checks))
+			case len(problems) > 0:
+				return fmt.Errorf("some catalogs could not be read")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
+	cmd.Flags().StringVar(&machine, "machine", "", "check only this machine's copies")
+	return cmd
+}
+
+func printChecks(a *app, checks []restore.Check) {
+	for _, c := range checks {
+		status := "ok"
+		if !c.OK() {
+			status = "DAMAGED"
+		}
+		var gens int
+		var bytes int64
+		local := map[string]bool{}
+		for _, cc := range c.Copies {
+			gens++
+			bytes += cc.Bytes
+			if cc.Newest && cc.Stream == repo.SessionStream && cc.Local != "" {
+				local[cc.Machine+": local "+cc.Local] = true
+			}
+		}
+		var rel []string
+		for k := range local {
+			rel = append(rel, k)
+		}
+		sort.Strings(rel)
+		fmt.Fprintf(a.stdout, "%-8s %s  %s  %d generations, %s checked", status, c.ID, c.Path, gens, formatSize(bytes))
+		if len(rel) > 0 {
+			fmt.Fprintf(a.stdout, "; %s", strings.Join(rel, ", "))
+		}
+		fmt.Fprintln(a.stdout)
+		for _, p := range c.Problems {
+			fmt.Fprintf(a.stdout, "         problem: %s\n", p)
+		}
+		for _, n := range c.Notes {
+			fmt.Fprintf(a.stdout, "         note: %s\n", n)
+		}
+	}
+}

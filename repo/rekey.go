@@ -1,0 +1,304 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// RekeyOptions configure Rekey.
+type RekeyOptions struct {
+	// After resumes an interrupted rekey: objects whose keys sort up to and
+	// including After are done.
+	After string
+	// Progress is called after each batch of objects with how far Rekey
+	// has come, so a journal can record After. An error stops Rekey.
+	Progress func(RekeyProgress) error
+	// Parallel bounds objects in flight. Default 4.
+	Parallel int
+	// MaxBlobSize bounds one blob. Default 512 MiB.
+	MaxBlobSize int64
+	// Force re-encrypts even when the marker says nothing is pending.
+	Force bool
+}
+
+// RekeyProgress is how far a rekey has come.
+type RekeyProgress struct {
+	// After is the last key of the last finished batch: every object up to
+	// it is encrypted to the current recipients.
+	After string
+	// Objects and Bytes count what this run re-encrypted and wrote.
+	Objects int
+	Bytes   int64
+	// Skipped are keys this version does not know and left as they were.
+	Skipped []string
+	// Nothing is set when there was nothing to do.
+	Nothing bool
+}
+
+// rekeyBatch is how many objects go between two journal entries.
+const rekeyBatch = 64
+
+// Rekey re-encrypts every object to the codec's current recipients, and
+// records them in the marker: first as the recipients, with the earlier
+// ones pending, and, once every object is done, with nothing pending.
+//
+// Object keys are stable, so each object is replaced in place by a put of
+// the same key, after its new bytes have been checked to open to the same
+// plaintext; the old bytes are never removed before that, and there is
+// nothing else to remove. Rekey converts a plaintext repository too. It
+// refuses to run unless the codec can open what it writes.
+func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, error) {
+	var prog RekeyProgress
+	enc, ok := r.codec.(Encrypter)
+	if !ok {
+		return prog, errors.New("rekey encrypts to encryption.recipients, and no encryption is configured")
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 4
+	}
+	if opts.MaxBlobSize <= 0 {
+		opts.MaxBlobSize = 512 << 20
+	}
+	keys := enc.Keys()
+	probe := []byte("ompsync rekey probe")
+	sealed, err := enc.Seal(probe)
+	if err != nil {
+		return prog, fmt.Errorf("rekey: %w", err)
+	}
+	if got, err := enc.Open(sealed, int64(len(probe))); err != nil || !bytes.Equal(got, probe) {
+		return prog, fmt.Errorf("rekey writes only what it can check, and no configured identity opens what it writes: "+
+			"put the identity of one of the recipients (%s) in encryption.identity_file", strings.Join(keys.Recipients, ", "))
+	}
+
+	m, err := r.ReadMarker(ctx)
+	if err != nil {
+		return prog, err
+	}
+	nm, changed, err := r.rekeyMarker(ctx, m, keys)
+	if err != nil {
+		return prog, err
+	}
+	if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && opts.After == "" {
+		prog.Nothing = true
+		return prog, nil
+	}
+	if changed {
+		// Before the marker changes, make sure the old objects open: a
+		// rekey without the old keys must not leave the marker claiming
+		// recipients nothing was re-encrypted to.
+		if err := r.openFirst(ctx, opts.After, opts.MaxBlobSize); err != nil {
+			return prog, err
+		}
+		if err := r.WriteMarker(ctx, nm); err != nil {
+			return prog, err
+		}
+	}
+
+	prog.After = opts.After
+	var mu sync.Mutex
+	batch := make([]remote.ObjectInfo, 0, rekeyBatch)
+	flush := func() error {
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var wg sync.WaitGroup
+		var firstErr error
+		sem := make(chan struct{}, opts.Parallel)
+		for _, obj := range batch {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				n, skipped, err := r.reseal(bctx, obj.Key, opts.MaxBlobSize)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil && firstErr == nil:
+					firstErr = err
+					cancel()
+				case skipped:
+					prog.Skipped = append(prog.Skipped, obj.Key)
+				case err == nil:
+					prog.Objects++
+					prog.Bytes += int64(n)
+				}
+			})
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return firstErr
+		}
+		prog.After = batch[len(batch)-1].Key
+		batch = batch[:0]
+		if opts.Progress != nil {
+			return opts.Progress(prog)
+		}
+		return nil
+	}
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{StartAfter: opts.After}) {
+		if err != nil {
+			return prog, fmt.Errorf("list %s: %w", root, err)
+		}
+		batch = append(batch, obj)
+		if len(batch) == rekeyBatch {
+			if err := flush(); err != nil {
+				return prog, err
+			}
+		}
+	}
+	if len(batch) > 0 {
+		if err := flush(); err != nil {
+			return prog, err
+		}
+	}
+	if len(prog.Skipped) > 0 {
+		return prog, fmt.Errorf("rekey left %d object(s) it does not know as they were (first: %s); the marker still lists earlier keys as pending",
+			len(prog.Skipped), prog.Skipped[0])
+	}
+	done := *nm
+	de := *nm.Encryption
+	de.Pending = nil
+	de.PassphraseKey = keys.PassphraseKey
+	done.Encryption = &de
+	if err := r.WriteMarker(ctx, &done); err != nil {
+		return prog, err
+	}
+	return prog, nil
+}
+
+// rekeyMarker is the marker for a rekey to keys: keys' recipients, with
+// every earlier recipient (or plaintext) pending.
+func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, bool, error) {
+	if m == nil || m.Encryption == nil {
+		nm := &Marker{Format: FormatVersion, Encryption: &Encryption{Scheme: SchemeAge, Recipients: sorted(keys.Recipients), PassphraseKey: keys.PassphraseKey}}
+		if m != nil {
+			nm.Created = m.Created
+		}
+		has, err := r.hasData(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		if has {
+			nm.Encryption.Pending = []string{PendingPlaintext}
+		}
+		return nm, true, nil
+	}
+	if sameSet(m.Encryption.Recipients, keys.Recipients) {
+		return m, false, nil
+	}
+	nm := *m
+	ne := *m.Encryption
+	ne.Pending = RotatedPending(m.Encryption, keys.Recipients)
+	ne.Recipients = sorted(keys.Recipients)
+	if ne.PassphraseKey == "" {
+		ne.PassphraseKey = keys.PassphraseKey
+	}
+	nm.Encryption = &ne
+	return &nm, true, nil
+}
+
+// openFirst opens the first object after after, to find out whether the
+// configured identities open the repository's current objects.
+func (r *Repo) openFirst(ctx context.Context, after string, maxBlob int64) error {
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{StartAfter: after}) {
+		if err != nil {
+			return fmt.Errorf("list %s: %w", root, err)
+		}
+		limit, ok := objectLimit(obj.Key, maxBlob)
+		if !ok {
+			continue
+		}
+		_, err := r.getOpen(ctx, obj.Key, limit)
+		if errors.Is(err, remote.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("rekey needs to read the objects there now, and cannot: %w", err)
+		}
+		return nil
+	}
+	return nil
+}
+
+// reseal re-encrypts one object in place and returns its new stored size.
+// skipped reports a key this version does not know.
+func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, skipped bool, err error) {
+	limit, ok := objectLimit(key, maxBlob)
+	if !ok {
+		return 0, true, nil
+	}
+	sealed, err := r.getAll(ctx, key, sealedLimit(limit))
+	if errors.Is(err, remote.ErrNotFound) {
+		return 0, false, nil // removed since the listing (retention)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	for attempt := 0; ; attempt++ {
+		plain, err := r.open(ctx, key, sealed, limit)
+		if err != nil {
+			return 0, false, fmt.Errorf("rekey: %w", err)
+		}
+		fresh, err := r.codec.Seal(plain)
+		if err != nil {
+			return 0, false, fmt.Errorf("rekey: seal %s: %w", key, err)
+		}
+		if back, err := r.codec.Open(fresh, limit); err != nil || !bytes.Equal(back, plain) {
+			return 0, false, fmt.Errorf("rekey: %s: the re-encrypted object does not open to the same bytes (%v); left as it was", key, err)
+		}
+		if mutableObject(key) && attempt < 3 {
+			// The agent replaces catalogs, meta and head objects. Read
+			// again just before the put: if it changed, it is newer than
+			// what was re-encrypted, so start over from it.
+			now, err := r.getAll(ctx, key, sealedLimit(limit))
+			if errors.Is(err, remote.ErrNotFound) {
+				return 0, false, nil
+			}
+			if err != nil {
+				return 0, false, err
+			}
+			if !bytes.Equal(now, sealed) {
+				sealed = now
+				continue
+			}
+		}
+		if err := r.client.Put(ctx, key, fresh, remote.PutOptions{}); err != nil {
+			return 0, false, fmt.Errorf("rekey: %w", err)
+		}
+		return len(fresh), false, nil
+	}
+}
+
+// objectLimit is the most plaintext an object under root may hold, by the
+// kind its key names; ok is false for a key this version does not know.
+func objectLimit(key string, maxBlob int64) (int64, bool) {
+	if rest, ok := strings.CutPrefix(key, MachinesPrefix()); ok {
+		m, leaf, _ := strings.Cut(rest, "/")
+		return MaxCatalogSize, leaf == "catalog" && ValidMachine(m)
+	}
+	if name, ok := strings.CutPrefix(key, root+"blobs/"); ok {
+		return maxBlob, name != "" && !strings.Contains(name, "/")
+	}
+	ref, err := ParseSessionKey(key)
+	if err != nil {
+		return 0, false
+	}
+	if ref.Object == "meta" || ref.Object == "head" {
+		return MaxMetaSize, true
+	}
+	return ChunkLimit(ref.Start, ref.End), true
+}
+
+// mutableObject reports whether a writer may replace the object: only
+// chunks and blobs are immutable.
+func mutableObject(key string) bool {
+	if strings.HasPrefix(key, MachinesPrefix()) {
+		return true
+	}
+	return slices.Contains([]string{"/meta", "/head"}, key[max(0, strings.LastIndexByte(key, '/')):])
+}
