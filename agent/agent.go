@@ -259,7 +259,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.opts.Ready != nil {
 		a.opts.Ready()
 	}
-	lastFull := a.now()
+	lastFull, lastPull := a.now(), time.Time{}
 	tick := time.NewTicker(time.Duration(a.interval.Load()))
 	defer tick.Stop()
 	cur := a.interval.Load()
@@ -284,6 +284,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if err := a.pass(ctx, full); err != nil && ctx.Err() == nil {
 			a.log.Debug("pass incomplete", "err", err)
+		}
+		if a.opts.Pull && a.now().Sub(lastPull) >= a.opts.PullInterval {
+			lastPull = a.now()
+			if err := a.pull(ctx); err != nil && ctx.Err() == nil {
+				if remote.IsTransient(err) {
+					a.outage.failed(a.log, err)
+				} else {
+					a.log.Warn("pull failed; will retry", "err", err)
+				}
+			}
+			if err := a.state.save(a.opts.StateDir); err != nil {
+				a.log.Error("could not save state", "err", err)
+			}
 		}
 	}
 }

@@ -52,7 +52,12 @@ func NewOmpsync(bin, endpoint, accessKey, secretKey, bucket, agentDir, stateDir,
 
 // Run runs one command to its end and returns its combined output.
 func (o *Ompsync) Run(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, o.Bin, args...)
+	return o.RunProgram(ctx, o.Bin, args...)
+}
+
+// RunProgram is Run for another program that reads the same settings.
+func (o *Ompsync) RunProgram(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = o.env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -97,6 +102,12 @@ type Daemon struct {
 // StartDaemon starts `ompsync agent` with extra KEY=VALUE settings, with a
 // private NOTIFY_SOCKET in dir to learn when it is ready.
 func (o *Ompsync) StartDaemon(dir string, extra ...string) (*Daemon, error) {
+	return o.StartWith(dir, []string{o.Bin, "agent"}, extra...)
+}
+
+// StartWith is StartDaemon for another program (argv[0]) that reads the
+// same settings, such as an agent run in-process for profiling.
+func (o *Ompsync) StartWith(dir string, argv []string, extra ...string) (*Daemon, error) {
 	sock := filepath.Join(dir, fmt.Sprintf("notify-%d.sock", time.Now().UnixNano()))
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
@@ -119,7 +130,7 @@ func (o *Ompsync) StartDaemon(dir string, extra ...string) (*Daemon, error) {
 			}
 		}
 	}()
-	d.Cmd = exec.Command(o.Bin, "agent")
+	d.Cmd = exec.Command(argv[0], argv[1:]...)
 	d.Cmd.Env = append(append(append([]string{}, o.env...), extra...), "NOTIFY_SOCKET="+sock)
 	d.Cmd.Stdout, d.Cmd.Stderr = &d.out, &d.out
 	d.Started = time.Now()

@@ -36,12 +36,21 @@ func ProcCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * clockTick, nil
 }
 
-// ProcMem returns the resident set size and its peak, in bytes.
-func ProcMem(pid int) (rss, peak int64, err error) {
+// Mem is a process's memory as /proc/PID/status reports it, in bytes.
+type Mem struct {
+	RSS  int64 // resident now (VmRSS)
+	Peak int64 // highest resident so far (VmHWM)
+	Anon int64 // resident heap, stacks and runtime data (RssAnon)
+	File int64 // resident pages of the mapped binary (RssFile)
+}
+
+// ProcMem reads the memory of process pid.
+func ProcMem(pid int) (Mem, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return Mem{}, err
 	}
+	var m Mem
 	for line := range strings.Lines(string(b)) {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -54,10 +63,14 @@ func ProcMem(pid int) (rss, peak int64, err error) {
 		n, _ := strconv.ParseInt(f[0], 10, 64)
 		switch k {
 		case "VmRSS":
-			rss = n << 10
+			m.RSS = n << 10
 		case "VmHWM":
-			peak = n << 10
+			m.Peak = n << 10
+		case "RssAnon":
+			m.Anon = n << 10
+		case "RssFile":
+			m.File = n << 10
 		}
 	}
-	return rss, peak, nil
+	return m, nil
 }

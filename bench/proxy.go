@@ -46,6 +46,7 @@ func (c Counts) Add(o Counts) Counts {
 // passed the proxy.
 type PutEvent struct {
 	Bucket, Key string
+	Size        int64 // request body length
 	At          time.Time
 }
 
@@ -90,6 +91,9 @@ func StartProxy(target string) (*Proxy, error) {
 		r.Host = host
 	}
 	rp.ModifyResponse = p.response
+	// A client that gives up (an agent stopped mid-request) is no error
+	// of the proxy's; the client sees its own error.
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	p.srv = &http.Server{Handler: p.handler(rp), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
@@ -160,7 +164,7 @@ func (p *Proxy) response(resp *http.Response) error {
 	f := p.onPut
 	p.mu.Unlock()
 	if f != nil {
-		f(PutEvent{Bucket: bucket, Key: key, At: time.Now()})
+		f(PutEvent{Bucket: bucket, Key: key, Size: r.ContentLength, At: time.Now()})
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ import (
 )
 
 // Config is the validated configuration. Paths are absolute, the remote URL
-// is normalised, durations are positive.
+// is normalised, durations are positive (or 0 where a key says 0 means off).
 type Config struct {
 	AgentDir, Remote, StateDir, Machine string
 	Interval, ReconcileInterval         time.Duration
@@ -35,6 +35,8 @@ type Config struct {
 	Log                                 Log
 	Metrics                             Metrics
 	Encryption                          Encryption
+	Compaction                          Compaction
+	Retention                           Retention
 	File                                string // the config file actually read, "" if none
 
 	sources  map[string]Source
@@ -67,6 +69,19 @@ type Encryption struct {
 // Enabled reports whether objects are to be encrypted.
 func (e Encryption) Enabled() bool {
 	return len(e.Recipients) > 0 || e.IdentityFile != "" || e.PassphraseFile != ""
+}
+
+// Compaction says when the agent merges a session's small chunks.
+type Compaction struct {
+	Idle      time.Duration
+	MaxChunks int
+}
+
+// Retention says how long what is no longer current stays on the remote;
+// 0 means forever.
+type Retention struct {
+	Generations time.Duration
+	Deleted     time.Duration
 }
 
 // Log configures logging.
@@ -279,11 +294,17 @@ func parseValue(k key, raw any, e *environ) (any, error) {
 		}
 		out = b
 	case *time.Duration:
-		d, err := asDuration(raw)
+		d, err := asDuration(raw, k.optional)
 		if err != nil {
 			return nil, err
 		}
 		out = d
+	case *int:
+		n, err := asInt(raw)
+		if err != nil {
+			return nil, err
+		}
+		out = n
 	case *[]string:
 		out = asList(raw)
 	default:
@@ -303,6 +324,8 @@ func assign(field, val any) {
 		*p = val.(bool)
 	case *time.Duration:
 		*p = val.(time.Duration)
+	case *int:
+		*p = val.(int)
 	case *[]string:
 		*p = val.([]string)
 	}
@@ -345,9 +368,10 @@ func asBool(raw any) (bool, error) {
 	return b, nil
 }
 
-func asDuration(raw any) (time.Duration, error) {
+// asDuration parses a positive duration; with zeroOK, 0 (off) too.
+func asDuration(raw any, zeroOK bool) (time.Duration, error) {
 	if d, ok := raw.(time.Duration); ok {
-		if d <= 0 {
+		if d < 0 || d == 0 && !zeroOK {
 			return 0, fmt.Errorf("%s is not positive; write a duration above zero like 2s", d)
 		}
 		return d, nil
@@ -364,10 +388,26 @@ func asDuration(raw any) (time.Duration, error) {
 		}
 		return 0, fmt.Errorf("%q is not a duration; write it like 2s, 500ms or 1m30s", s)
 	}
-	if d <= 0 {
+	if d < 0 || d == 0 && !zeroOK {
 		return 0, fmt.Errorf("%q is not positive; write a duration above zero like 2s", s)
 	}
 	return d, nil
+}
+
+// asInt parses a whole number above zero.
+func asInt(raw any) (int, error) {
+	if n, ok := raw.(int); ok && n > 0 {
+		return n, nil
+	}
+	s, err := asString(raw)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a whole number above zero; write it like 64", s)
+	}
+	return n, nil
 }
 
 // asList takes a file's YAML list, or a comma-separated string from a flag,
@@ -452,6 +492,8 @@ func deref1(p any) any {
 	case *bool:
 		return *p
 	case *time.Duration:
+		return *p
+	case *int:
 		return *p
 	case *[]string:
 		return append([]string{}, *p...)

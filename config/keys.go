@@ -29,14 +29,16 @@ type key struct {
 	help string // one line, shown by config init and config show --help
 
 	// field returns a pointer to the Config field: *string, *bool,
-	// *time.Duration or *[]string. The pointer type decides how values parse.
+	// *time.Duration, *int or *[]string. The pointer type decides how values
+	// parse.
 	field func(c *Config) any
 
 	// def returns the default in the form a user would write it in the file.
 	def func(e *environ) (string, error)
 
 	path bool // a file system path: ~ is expanded, relative paths made absolute
-	// optional lets a path key be empty (unset), as an optional file is.
+	// optional lets a path key be empty (unset), as an optional file is,
+	// and a duration key be 0 (off, or forever).
 	optional bool
 	enum     []string // allowed values, if any
 	redact   redaction
@@ -197,6 +199,32 @@ var keys = []key{
 		optional: true,
 	},
 	{
+		name:  "compaction.idle",
+		help:  "the agent merges a session's small chunks into a few large ones once it has been idle this long",
+		field: func(c *Config) any { return &c.Compaction.Idle },
+		def:   static("10m"),
+	},
+	{
+		name:  "compaction.max_chunks",
+		help:  "the agent also compacts a busy session once it holds more than this many small chunks",
+		field: func(c *Config) any { return &c.Compaction.MaxChunks },
+		def:   static("64"),
+	},
+	{
+		name:     "retention.generations",
+		help:     "how long superseded generations (older copies of a rewritten session) are kept; 0 keeps them forever",
+		field:    func(c *Config) any { return &c.Retention.Generations },
+		def:      static("720h"),
+		optional: true,
+	},
+	{
+		name:     "retention.deleted",
+		help:     "how long the backup of a session deleted on this machine is kept; 0 keeps it forever",
+		field:    func(c *Config) any { return &c.Retention.Deleted },
+		def:      static("0"),
+		optional: true,
+	},
+	{
 		name:  "log.level",
 		help:  "least severe log messages shown: debug, info, warn or error",
 		field: func(c *Config) any { return &c.Log.Level },
@@ -347,7 +375,7 @@ func checkAddr(v any) (any, error) {
 // KeyInfo describes a key for code that builds flags or help from the table.
 type KeyInfo struct {
 	Name, Env, Flag, Help string
-	// Kind is "string", "bool", "duration" or "list".
+	// Kind is "string", "bool", "duration", "int" or "list".
 	Kind   string
 	Secret bool // never print the value, never take it from a flag
 }
@@ -364,6 +392,8 @@ func Lookup(name string) (KeyInfo, bool) {
 		kind = "bool"
 	case *time.Duration:
 		kind = "duration"
+	case *int:
+		kind = "int"
 	case *[]string:
 		kind = "list"
 	}

@@ -73,6 +73,12 @@ func starterValue(k key, d string) (string, error) {
 		v = b
 	case *time.Duration:
 		v = d // as written in the table ("60s", not "1m0s")
+	case *int:
+		n, err := asInt(d)
+		if err != nil {
+			return "", err
+		}
+		v = n
 	default:
 		v = d
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -127,17 +128,17 @@ func (r *Repo) setMarker(m *Marker) {
 	r.marker, r.markerKnown = m, true
 }
 
-// cachedMarker returns the marker last read or written, reading it once if
-// it never was. Errors leave it unknown (nil).
-func (r *Repo) cachedMarker(ctx context.Context) *Marker {
+// cachedMarker returns the marker last read or written, reading it if it
+// never was; ok is false when it cannot be read.
+func (r *Repo) cachedMarker(ctx context.Context) (m *Marker, ok bool) {
 	r.mu.Lock()
 	m, known := r.marker, r.markerKnown
 	r.mu.Unlock()
 	if known {
-		return m
+		return m, true
 	}
-	m, _ = r.ReadMarker(ctx)
-	return m
+	m, err := r.ReadMarker(ctx)
+	return m, err == nil
 }
 
 // Init prepares the remote for writing: it writes the marker if there is
@@ -156,10 +157,16 @@ func (r *Repo) Init(ctx context.Context) error {
 			return err
 		}
 		if m == nil || (m.Encryption == nil && encrypting) {
+			first, err := r.firstObject(ctx)
+			if err != nil {
+				return err
+			}
+			if first != "" && m == nil && r.isAge(ctx, first) {
+				return fmt.Errorf("%w: the remote holds encrypted objects but no marker (%s): it may have been deleted. "+
+					"Run 'ompsync rekey' with the keys of those objects to write it again", ErrEncryptionMismatch, MarkerKey)
+			}
 			if encrypting {
-				if has, err := r.hasData(ctx); err != nil {
-					return err
-				} else if has {
+				if first != "" {
 					return fmt.Errorf("%w: the remote already holds unencrypted backups, and encryption is configured; "+
 						"ompsync does not mix encrypted objects into them. Either back up to a new, empty remote (another bucket, prefix or folder), "+
 						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
@@ -177,7 +184,7 @@ func (r *Repo) Init(ctx context.Context) error {
 			// A new marker only if there is none, so two first writers
 			// cannot both create one; a plaintext marker of an empty
 			// repository is replaced.
-			err := r.client.Put(ctx, MarkerKey, b, remote.PutOptions{IfAbsent: m == nil})
+			err = r.client.Put(ctx, MarkerKey, b, remote.PutOptions{IfAbsent: m == nil})
 			if errors.Is(err, remote.ErrPreconditionFailed) && attempt == 0 {
 				continue // another writer created it: check theirs
 			}
@@ -254,19 +261,36 @@ func (r *Repo) Check(ctx context.Context) error {
 
 // hasData reports whether any object exists under the format's folder.
 func (r *Repo) hasData(ctx context.Context) (bool, error) {
-	for _, err := range r.client.List(ctx, root, remote.ListOptions{}) {
+	first, err := r.firstObject(ctx)
+	return first != "", err
+}
+
+// firstObject is the first key under the format's folder, "" if none.
+func (r *Repo) firstObject(ctx context.Context) (string, error) {
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
 		if err != nil {
-			return false, fmt.Errorf("list %s: %w", root, err)
+			return "", fmt.Errorf("list %s: %w", root, err)
 		}
-		return true, nil
+		return obj.Key, nil
 	}
-	return false, nil
+	return "", nil
+}
+
+// isAge reports whether an object starts with the age header.
+func (r *Repo) isAge(ctx context.Context, key string) bool {
+	rc, err := r.client.Get(ctx, key, 0, int64(len(AgeHeader)))
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return string(b) == AgeHeader
 }
 
 // explainOpen adds to a codec's error what the marker says about the keys
 // the repository needs, so the user learns which key to configure.
 func (r *Repo) explainOpen(ctx context.Context, err error) error {
-	m := r.cachedMarker(ctx)
+	m, _ := r.cachedMarker(ctx)
 	var e *Encryption
 	if m != nil {
 		e = m.Encryption
@@ -287,10 +311,10 @@ func (r *Repo) explainOpen(ctx context.Context, err error) error {
 
 // plaintextAllowed reports whether the marker lets a reader accept an
 // object that is not encrypted: a plaintext repository, or one that
-// 'ompsync rekey' is still converting.
+// 'ompsync rekey' is still converting. An unreadable marker allows nothing.
 func (r *Repo) plaintextAllowed(ctx context.Context) bool {
-	m := r.cachedMarker(ctx)
-	return m == nil || m.Encryption == nil || slices.Contains(m.Encryption.Pending, PendingPlaintext)
+	m, ok := r.cachedMarker(ctx)
+	return ok && (m == nil || m.Encryption == nil || slices.Contains(m.Encryption.Pending, PendingPlaintext))
 }
 
 // fingerprints renders a list of key fingerprints for a message.

@@ -414,3 +414,67 @@ func mapsEqual(a, b map[string][]byte) bool {
 	}
 	return true
 }
+
+// Passphrase mode keeps its key in the marker: the first writer records it,
+// later processes open it with the passphrase, and a second new key (two
+// first writers at once) cannot replace it.
+func TestPassphraseMarker(t *testing.T) {
+	ctx := context.Background()
+	c := newRemote(t)
+	pass := filepath.Join(t.TempDir(), "pass")
+	if err := os.WriteFile(pass, []byte("a long passphrase\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := codec(t, crypt.Options{PassphraseFile: pass, ScryptWorkFactor: 10})
+	want := writeSession(t, repo.New(c, first), 3)
+	assertEncrypted(t, c)
+	m := marker(t, c)
+	if m.Encryption.PassphraseKey != first.Keys().PassphraseKey || !slices.Equal(m.Encryption.Recipients, first.Keys().Recipients) {
+		t.Fatalf("marker = %+v", m.Encryption)
+	}
+	again := codec(t, crypt.Options{PassphraseFile: pass, PassphraseKey: m.Encryption.PassphraseKey})
+	if got, err := readSession(repo.New(c, again)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read with the passphrase: %v", err)
+	}
+	if err := repo.New(c, again).Init(ctx); err != nil {
+		t.Fatalf("Init with the marker's key: %v", err)
+	}
+	rival := codec(t, crypt.Options{PassphraseFile: pass, ScryptWorkFactor: 10}) // made without reading the marker
+	if err := repo.New(c, rival).Init(ctx); !errors.Is(err, repo.ErrEncryptionMismatch) {
+		t.Errorf("a second passphrase key: %v", err)
+	}
+	if got := marker(t, c).Encryption.PassphraseKey; got != m.Encryption.PassphraseKey {
+		t.Error("the marker's passphrase key was replaced")
+	}
+}
+
+// A remote whose marker is gone but whose objects are encrypted is refused
+// by both kinds of writer: neither may write a marker that misdescribes it.
+func TestMarkerLost(t *testing.T) {
+	ctx := context.Background()
+	a := newKey(t)
+	c := newRemote(t)
+	want := writeSession(t, repo.New(c, codec(t, crypt.Options{IdentityFile: a.file})), 2)
+	if err := c.Delete(ctx, repo.MarkerKey); err != nil {
+		t.Fatal(err)
+	}
+	for _, cd := range []repo.Codec{repo.NewZstd(), codec(t, crypt.Options{IdentityFile: a.file})} {
+		err := repo.New(c, cd).Init(ctx)
+		if !errors.Is(err, repo.ErrEncryptionMismatch) || !strings.Contains(err.Error(), "no marker") {
+			t.Errorf("%T: Init = %v", cd, err)
+		}
+	}
+	if m := marker(t, c); m != nil {
+		t.Fatalf("a marker was written: %+v", m)
+	}
+	// rekey writes it again.
+	if _, err := repo.New(c, codec(t, crypt.Options{IdentityFile: a.file})).Rekey(ctx, repo.RekeyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if m := marker(t, c); m == nil || !slices.Equal(m.Encryption.Recipients, []string{a.fp}) || len(m.Encryption.Pending) != 0 {
+		t.Errorf("marker after rekey: %+v", m)
+	}
+	if got, err := readSession(repo.New(c, codec(t, crypt.Options{IdentityFile: a.file}))); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read after rekey: %v", err)
+	}
+}

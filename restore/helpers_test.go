@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"sort"
@@ -293,3 +294,24 @@ func (f *flaky) Get(ctx context.Context, key string, off, length int64) (io.Read
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// countingClient counts requests.
+type countingClient struct {
+	remote.Client
+	mu          sync.Mutex
+	gets, lists int
+}
+
+func (c *countingClient) Get(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return c.Client.Get(ctx, key, off, length)
+}
+
+func (c *countingClient) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
+	c.mu.Lock()
+	c.lists++
+	c.mu.Unlock()
+	return c.Client.List(ctx, prefix, opts)
+}

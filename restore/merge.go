@@ -2,9 +2,11 @@ package restore
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -95,6 +97,15 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 		}
 		return outcome{action: Created, data: top[0].data, from: []int{top[0].idx}, diverged: true}, nil
 	}
+	if hasLocal && top[0].idx < 0 {
+		datas, idx := make([][]byte, len(top)), make([]int, len(top))
+		for i, c := range top {
+			datas[i], idx[i] = c.data, c.idx
+		}
+		if out, ok := adoptComplete(local, datas, idx, slotted, all); ok {
+			return out, nil
+		}
+	}
 	in := make([][]byte, 0, len(top)+1)
 	var from []int
 	if hasLocal {
@@ -122,6 +133,58 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 		return outcome{action: Unchanged, data: local}, nil
 	}
 	return outcome{action: Merged, data: data, from: from}, nil
+}
+
+// adoptComplete makes machines that merged the same work converge on the
+// same bytes. When some copy already holds every line that any of them
+// holds (a merge made elsewhere), merging again would only reorder lines:
+// instead the complete copy is taken as it is, and when several are complete
+// the one with the smallest hash, a choice every machine makes alike.
+// datas[0] is the local file.
+func adoptComplete(local []byte, datas [][]byte, idx []int, slotted bool, all [][]byte) (outcome, bool) {
+	body := func(b []byte) []byte {
+		if slotted {
+			return b[session.SlotLen(b):]
+		}
+		return b
+	}
+	union := map[string]int{}
+	for _, d := range datas {
+		counts := map[string]int{}
+		for _, l := range splitLines(body(d)) {
+			counts[l]++
+		}
+		for l, n := range counts {
+			union[l] = max(union[l], n)
+		}
+	}
+	best := -1
+	var bestSum [32]byte
+	for i, d := range datas {
+		counts := map[string]int{}
+		for _, l := range splitLines(body(d)) {
+			counts[l]++
+		}
+		if !maps.Equal(counts, union) {
+			continue
+		}
+		if sum := sha256.Sum256(body(d)); best < 0 || bytes.Compare(sum[:], bestSum[:]) < 0 {
+			best, bestSum = i, sum
+		}
+	}
+	if best < 0 {
+		return outcome{}, false
+	}
+	if best == 0 {
+		return outcome{action: Unchanged, data: local}, true
+	}
+	data := datas[best]
+	if slotted {
+		if s := newestSlot(all); s != nil && session.SlotLen(data) > 0 && !bytes.Equal(s, data[:session.TitleSlotSize]) {
+			data = append(append([]byte(nil), s...), data[session.TitleSlotSize:]...)
+		}
+	}
+	return outcome{action: Merged, data: data, from: []int{idx[best]}}, true
 }
 
 // newestSlot is the title slot with the newest updatedAt among copies.
@@ -198,6 +261,9 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		return err
 	}
 	res.Action = sw.out.action
+	for _, i := range sw.out.from {
+		res.Sources = append(res.Sources, Source{Machine: f.session[i].machine, Generation: f.session[i].generation})
+	}
 	var arts []fileWrite
 	rels := make([]string, 0, len(f.artifacts))
 	for r := range f.artifacts {

@@ -35,12 +35,18 @@ type machineEntry struct {
 }
 
 func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, error) {
-	cats, problems, err := readCatalogs(ctx, r, opts.Machine, opts.Parallel)
-	if err != nil {
-		return nil, err
+	cats, problems := opts.Catalogs, []string(nil)
+	if cats == nil {
+		var err error
+		if cats, problems, err = readCatalogs(ctx, r, opts.Machine, opts.Parallel); err != nil {
+			return nil, err
+		}
 	}
 	p := &planner{sessions: map[string]*target{}, problems: problems, opts: opts}
 	for _, c := range cats {
+		if opts.Machine != "" && c.Machine != opts.Machine {
+			continue
+		}
 		for _, e := range c.Sessions {
 			t := p.sessions[e.ID]
 			if t == nil {

@@ -49,6 +49,9 @@ type Options struct {
 	// MaxStreamSize bounds a stream whose size no catalog records
 	// (artifact files, older generations). Default 1 GiB.
 	MaxStreamSize int64
+	// Catalogs, when not nil, are used instead of reading them from the
+	// remote (sync reads them once per pull for all its sessions).
+	Catalogs []repo.Catalog
 	// Progress, when set, is called after each session.
 	Progress func(Progress)
 	Logger   *slog.Logger
@@ -117,7 +120,10 @@ type Result struct {
 	// Backup is the pre-merge local file, relative to the agent dir.
 	Backup string `json:"backup,omitempty"`
 	// Machines are the copies used.
-	Machines  []string `json:"machines,omitempty"`
+	Machines []string `json:"machines,omitempty"`
+	// Sources are the copies the written bytes came from (for created and
+	// appended: one), by machine and generation.
+	Sources   []Source `json:"sources,omitempty"`
 	Artifacts int      `json:"artifacts,omitempty"` // artifact files written
 	Blobs     int      `json:"blobs,omitempty"`     // blobs written
 	DryRun    bool     `json:"dry_run,omitempty"`
@@ -134,6 +140,12 @@ func (r Result) OK() bool {
 		return true
 	}
 	return false
+}
+
+// Source is one machine's generation of a session.
+type Source struct {
+	Machine    string `json:"machine"`
+	Generation string `json:"generation"`
 }
 
 // Report is what Run did.

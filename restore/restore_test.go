@@ -518,7 +518,7 @@ func TestParsePathMapping(t *testing.T) {
 	}
 }
 
-// FuzzMapDir: whatever the recorded path and the mapping, the result is a
+// FuzzSessionRel: whatever the recorded path and the mapping, the result is a
 // session path under sessions/ or an error.
 func FuzzSessionRel(f *testing.F) {
 	f.Add("sessions/--Users-ana-x--/a_b.jsonl", "/Users/ana", "/home/ana")
@@ -662,9 +662,14 @@ func TestList(t *testing.T) {
 	os.Remove(a.path(sessionPath("-w", files[2].id, 2)))
 	a.backup()
 
-	ls, problems, err := List(context.Background(), r, "")
+	cr := &countingClient{Client: r.Client()}
+	ls, problems, err := List(context.Background(), repo.New(cr, repo.NewZstd()), "")
 	if err != nil || len(problems) > 0 {
 		t.Fatal(err, problems)
+	}
+	// From the catalogs only: one LIST, one GET per machine.
+	if cr.lists != 1 || cr.gets != 2 {
+		t.Errorf("ls made %d LISTs and %d GETs, want 1 and 2", cr.lists, cr.gets)
 	}
 	if len(ls) != 3 {
 		t.Fatalf("%d sessions listed", len(ls))

@@ -359,7 +359,7 @@ func TestMergeProperties(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		for _, skew := range []bool{false, true} {
 			t.Run(fmt.Sprintf("machines=%d/skew=%v", n, skew), func(t *testing.T) {
-				for seed := range uint64(300) {
+				for seed := range uint64(200) {
 					r := rand.New(rand.NewPCG(seed, uint64(n)))
 					h := genHistory(t, r, n, skew)
 					got, err := Merge(h.copies...)
@@ -455,4 +455,21 @@ func FuzzMerge(f *testing.F) {
 			t.Fatalf("output %d bytes from inputs of %d and %d", len(got), len(a), len(b))
 		}
 	})
+}
+
+// BenchmarkMerge merges two copies of the largest corpus file that diverged
+// after half of it.
+func BenchmarkMerge(b *testing.B) {
+	data, err := os.ReadFile("../../shared/corpus/pi-v1-before-compaction-branchedFrom_pi-mono-fixture.jsonl")
+	if err != nil {
+		b.Skip(err)
+	}
+	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
+	other := append(bytes.Clone(data[:half]), entryLine("bbbb0001", "", t0, "other machine")+"\n"...)
+	b.SetBytes(int64(len(data) + len(other)))
+	for b.Loop() {
+		if _, err := Merge(data, other); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -58,7 +58,9 @@ func (e *restoreEnv) run(args ...string) result {
 	return runWith(e.t, e.env, args...)
 }
 
-func (e *restoreEnv) path(rel string) string { return filepath.Join(e.agentDir, filepath.FromSlash(rel)) }
+func (e *restoreEnv) path(rel string) string {
+	return filepath.Join(e.agentDir, filepath.FromSlash(rel))
+}
 
 func (e *restoreEnv) write(rel string, data []byte, mtime time.Time) {
 	e.t.Helper()

@@ -154,6 +154,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newLsCmd(a), newRestoreCmd(a), newVerifyCmd(a),
 		newKeygenCmd(a),
 		newRekeyCmd(a),
+		newCompactCmd(a), newPruneCmd(a),
 	)
 	prepare(a, root)
 	return root

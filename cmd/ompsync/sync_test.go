@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,6 +156,16 @@ func (c *syncCluster) waitConverged(what, id string, want func(b []byte) bool) {
 	}
 }
 
+// noise is incompressible text, so stored sizes show what was uploaded.
+func noise(n int) string {
+	rng := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[rng.IntN(36)]
+	}
+	return string(b)
+}
+
 func hasLines(lines ...string) func([]byte) bool {
 	return func(b []byte) bool {
 		for _, l := range lines {
@@ -177,12 +188,33 @@ func TestSyncTwoAndThreeMachines(t *testing.T) {
 		c := newSyncCluster(t, b, "laptop", "desk", "box")
 		laptop, desk, box := c.machines[0], c.machines[1], c.machines[2]
 		const id = "019a0000-0000-7000-8000-00000000abcd"
-		e1 := entry("00000001", "", "start on the laptop")
+		e1 := entry("00000001", "", "start on the laptop "+noise(200_000))
 		laptop.newSession(id, e1)
 		c.startAll()
 
 		// A new session appears everywhere, byte for byte.
 		c.waitConverged("a new session", id, hasLines(e1))
+
+		// No echo: what the desk pulled goes up as references to the
+		// laptop's copy, not as the desk's own bytes.
+		r := openTestRepo(t, b.URL, b.S3)
+		size := int64(len(desk.readSession(id)))
+		waitUntil(t, "the desk's copy on the remote", func() bool { return remoteSize(t, r, id, "desk") == size })
+		invs, err := r.Inventory(t.Context(), id, "desk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stored int64
+		for _, inv := range invs {
+			for _, g := range inv.Generations {
+				for _, ch := range g.Chunks {
+					stored += ch.Size
+				}
+			}
+		}
+		if stored > 4096 {
+			t.Fatalf("the desk uploaded %d bytes of chunks for a %d-byte session it only pulled", stored, size)
+		}
 
 		// Work resumed on the desk comes back to the laptop and the box.
 		e2 := entry("00000002", "00000001", "resumed on the desk")

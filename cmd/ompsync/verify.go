@@ -106,7 +106,11 @@ func printChecks(a *app, checks []restore.Check) {
 			rel = append(rel, k)
 		}
 		sort.Strings(rel)
-		fmt.Fprintf(a.stdout, "%-8s %s  %s  %d generations, %s checked", status, c.ID, c.Path, gens, formatSize(bytes))
+		plural := "s"
+		if gens == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(a.stdout, "%-8s %s  %s  %d generation%s, %s checked", status, c.ID, c.Path, gens, plural, formatSize(bytes))
 		if len(rel) > 0 {
 			fmt.Fprintf(a.stdout, "; %s", strings.Join(rel, ", "))
 		}

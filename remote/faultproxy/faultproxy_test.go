@@ -301,20 +301,16 @@ func TestConformanceUnderFaults(t *testing.T) {
 	}
 }
 
-// A body cut off mid-answer is a transient failure the retrying client
-// recovers from: a GET is read again from where it broke, a LIST resumes.
-func TestTruncatedAnswersRetried(t *testing.T) {
-	t.Skip("BUG: a truncated GET body surfaces as a bare io.ErrUnexpectedEOF from Read (not a transient *remote.Error, and remote.WithRetry does not retry body reads), and remote/s3 maps a LIST answer cut off after a 200 status to a permanent error; see docs/RELIABILITY.md, known gaps")
+// A GET body cut off mid-answer is a transient failure the retrying client
+// recovers from by reading again from where it broke.
+func TestTruncatedGetRetried(t *testing.T) {
+	t.Skip("BUG: a GET body cut short surfaces from Read as a bare io.ErrUnexpectedEOF: not a transient *remote.Error, and remote.WithRetry does not retry body reads, so repo reads (and the agent's start) fail permanently; see docs/RELIABILITY.md, known gaps")
 	for _, client := range clients {
 		t.Run(client, func(t *testing.T) {
 			p, srv := start(t, faultproxy.Config{})
 			bucket := srv.NewBucket(t)
-			direct := openDirect(t, bucket, srv)
 			data := bytes.Repeat([]byte("line of a session\n"), 4096)
-			remotetest.Put(t, direct, "obj", data)
-			for i := range 20 {
-				remotetest.Put(t, direct, "list/"+string(rune('a'+i)), []byte{byte(i)})
-			}
+			remotetest.Put(t, openDirect(t, bucket, srv), "obj", data)
 			c, err := backend.Open(t.Context(), "s3://"+bucket, options(client, p.URL, srv))
 			if err != nil {
 				t.Fatal(err)
@@ -323,9 +319,34 @@ func TestTruncatedAnswersRetried(t *testing.T) {
 			if got := remotetest.Get(t, c, "obj", 0, -1); !bytes.Equal(got, data) {
 				t.Errorf("get: %d bytes, want %d", len(got), len(data))
 			}
+		})
+	}
+}
+
+// A LIST answer cut off after its 200 status is transient: the retrying
+// client resumes the listing and yields every key once.
+func TestTruncatedListRetried(t *testing.T) {
+	for _, client := range clients {
+		t.Run(client, func(t *testing.T) {
+			if client == backend.ClientAWS {
+				t.Skip("BUG: remote/s3 maps a ListObjectsV2 answer cut off after its 200 status (a deserialization error wrapping io.ErrUnexpectedEOF) to a permanent error; fail() should also consult remote.NetworkTransient in the answered branch")
+			}
+			p, srv := start(t, faultproxy.Config{})
+			bucket := srv.NewBucket(t)
+			direct := openDirect(t, bucket, srv)
+			for i := range 20 {
+				remotetest.Put(t, direct, "list/"+string(rune('a'+i)), []byte{byte(i)})
+			}
+			c, err := backend.Open(t.Context(), "s3://"+bucket, options(client, p.URL, srv))
+			if err != nil {
+				t.Fatal(err)
+			}
 			p.SetConfig(only(faultproxy.Truncate, 2, isList))
 			if got := remotetest.Keys(t, c, "list/", remote.ListOptions{}); len(got) != 20 {
 				t.Errorf("list: %d keys, want 20", len(got))
+			}
+			if p.Count(faultproxy.Truncate) == 0 {
+				t.Errorf("no answer truncated: %v", p.Counts())
 			}
 		})
 	}

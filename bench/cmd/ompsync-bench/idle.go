@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ompsync/ompsync/bench"
@@ -59,7 +61,7 @@ func (r *runner) idle(ctx context.Context) error {
 		return err
 	}
 	startN := p.proxy.Counts().Sub(before)
-	_, startPeak, _ := bench.ProcMem(d.Pid())
+	startMem, _ := bench.ProcMem(d.Pid())
 	time.Sleep(time.Second)
 	before = p.proxy.Counts()
 	cpu0, err := bench.ProcCPU(d.Pid())
@@ -77,7 +79,8 @@ func (r *runner) idle(ctx context.Context) error {
 		return err
 	}
 	window := time.Since(t0)
-	rss, peak, _ := bench.ProcMem(d.Pid())
+	mem, _ := bench.ProcMem(d.Pid())
+	rss, peak := mem.RSS, mem.Peak
 	idleN := p.proxy.Counts().Sub(before)
 	stopped = true
 	if err := d.Stop(); err != nil {
@@ -90,8 +93,8 @@ func (r *runner) idle(ctx context.Context) error {
 	}
 	r.raw["idle"] = map[string]any{
 		"files": c.idleFiles, "bytes": total, "first_backup_ns": first, "first_backup": firstN,
-		"startup_ns": startup, "startup_requests": startN, "startup_rss_peak": startPeak,
-		"idle_window_ns": window, "idle_cpu_fraction": cpu, "idle_requests": idleN, "rss": rss, "rss_peak": peak,
+		"startup_ns": startup, "startup_requests": startN, "startup_mem": startMem,
+		"idle_window_ns": window, "idle_cpu_fraction": cpu, "idle_requests": idleN, "mem": mem,
 	}
 	r.add(row{
 		Figure:  fmt.Sprintf("first backup of %d session files (%s), `agent --once`", c.idleFiles, mb(total)),
@@ -102,7 +105,7 @@ func (r *runner) idle(ctx context.Context) error {
 		Target:  "<= 2 s", Ompsync: secs(startup), Result: verdict(startup <= 2*time.Second),
 	})
 	r.add(row{
-		Figure:  fmt.Sprintf("agent resident memory, %d idle session files (peak %s)", c.idleFiles, mb(peak)),
+		Figure:  fmt.Sprintf("agent resident memory, %d idle session files (peak %s; now %s anonymous + %s of the binary)", c.idleFiles, mb(peak), mb(mem.Anon), mb(mem.File)),
 		Target:  "<= 60 MB", Ompsync: mb(rss), Result: verdict(rss <= 60e6),
 	})
 	r.add(row{
@@ -110,6 +113,38 @@ func (r *runner) idle(ctx context.Context) error {
 		Target: "<= 1% of a core", Ompsync: fmt.Sprintf("%.2f%%", 100*cpu), Result: verdict(cpu <= 0.01),
 	})
 
+	if c.out != "" {
+		// The same agent in this program's image, for a heap profile of
+		// what it keeps for the idle files.
+		pd, err := omp.StartWith(r.dir("idle"), []string{os.Args[0], "agent-profile", "-heapprofile", filepath.Join(c.out, "agent-idle.heap.pprof")},
+			"OMPSYNC_INTERVAL="+c.interval.String())
+		if err != nil {
+			return err
+		}
+		if _, err := pd.WaitReady(2 * time.Minute); err != nil {
+			_ = pd.Stop()
+			return err
+		}
+		time.Sleep(5 * time.Second)
+		pmem, _ := bench.ProcMem(pd.Pid())
+		if err := pd.Stop(); err != nil {
+			return err
+		}
+		r.raw["idle_profiled"] = map[string]any{"mem": pmem}
+	}
+
+	if err := r.ls(ctx, p, omp); err != nil {
+		return err
+	}
+	if c.busyFor > 0 {
+		return r.busy(ctx, p, omp, gen, agentDir, cwds)
+	}
+	return nil
+}
+
+// ls lists the idle files' sessions with `ompsync ls`, counting requests.
+func (r *runner) ls(ctx context.Context, p *peer, omp *bench.Ompsync) error {
+	c := r.cfg
 	if !omp.Has(ctx, "ls") {
 		r.add(row{Figure: fmt.Sprintf("`ls` over %d sessions, requests", c.idleFiles), Target: "<= 5", Ompsync: "no ls command in this build", Result: "not run"})
 		return nil
@@ -149,4 +184,52 @@ func countListed(out []byte) int {
 		}
 		n++
 	}
+}
+
+// busy: the live workload again, now among the idle files, as on a laptop
+// with a long history: what an active session costs when the agent also
+// tracks thousands of old ones.
+func (r *runner) busy(ctx context.Context, p *peer, omp *bench.Ompsync, gen *bench.Gen, agentDir string, cwds []string) error {
+	c := r.cfg
+	gen.BigProb, gen.MaxLine = bench.NewGen(r.corpus, 0).BigProb, 0
+	var sessions []*bench.Session
+	for i := range c.liveSessions {
+		s, err := gen.NewSession(agentDir, cwds[i%len(cwds)], time.Now(), 5+gen.Rand().IntN(25))
+		if err != nil {
+			return err
+		}
+		sessions = append(sessions, s)
+	}
+	res, err := runLive(ctx, p, func() (*bench.Daemon, error) {
+		return omp.StartDaemon(r.dir("idle"), "OMPSYNC_INTERVAL="+c.interval.String())
+	}, gen, sessions, c.busyFor, c.liveGap)
+	if err != nil {
+		return err
+	}
+	r.raw["busy"] = res
+	if c.out != "" && c.profileFor > 0 {
+		// Again with the agent in this program's image, for its profiles.
+		pres, err := runLive(ctx, p, func() (*bench.Daemon, error) {
+			return omp.StartWith(r.dir("idle"), []string{os.Args[0], "agent-profile",
+				"-cpuprofile", filepath.Join(c.out, "agent-busy.cpu.pprof"), "-heapprofile", filepath.Join(c.out, "agent-busy.heap.pprof")},
+				"OMPSYNC_INTERVAL="+c.interval.String())
+		}, gen, sessions, c.profileFor, c.liveGap)
+		if err != nil {
+			return err
+		}
+		r.raw["busy_profiled"] = pres
+	}
+	ratio := float64(res.Uploaded.Up) / float64(res.Appended)
+	r.add(row{
+		Figure: fmt.Sprintf("%d sessions growing among %d idle files for %s: bytes uploaded per byte appended (catalog puts %.0f%% of the bytes)",
+			res.Sessions, c.idleFiles, res.Window.Round(time.Second), 100*float64(res.CatalogBytes)/float64(res.Uploaded.Up)),
+		Target: "<= 0.35", Ompsync: fmt.Sprintf("%.2f", ratio), Result: verdict(ratio <= 0.35),
+	})
+	r.add(row{
+		Figure:  fmt.Sprintf("the same: lag p50 / p99 (max %s), agent CPU, RSS", secs(res.LagMax)),
+		Target:  "p50 <= 2.5 s, p99 <= 4 s",
+		Ompsync: fmt.Sprintf("%s / %s, %.0f%% of a core, %s", secs(res.LagP50), secs(res.LagP99), 100*res.CPU, mb(res.Mem.RSS)),
+		Result:  verdict(res.LagP50 <= 2500*time.Millisecond && res.LagP99 <= 4*time.Second && res.NeverUploaded == 0),
+	})
+	return nil
 }

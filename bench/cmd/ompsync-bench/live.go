@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -16,7 +18,7 @@ import (
 type putLog struct {
 	mu       sync.Mutex
 	chunks   map[string][]chunkPut // by session id, in time order
-	catalogs []time.Time
+	catalogs []bench.PutEvent
 	heads    int
 }
 
@@ -26,11 +28,13 @@ type chunkPut struct {
 	at  time.Time
 }
 
+func newPutLog() *putLog { return &putLog{chunks: map[string][]chunkPut{}} }
+
 func (l *putLog) record(ev bench.PutEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ev.Key == repo.CatalogKey("bench") {
-		l.catalogs = append(l.catalogs, ev.At)
+		l.catalogs = append(l.catalogs, ev)
 		return
 	}
 	ref, err := repo.ParseSessionKey(ev.Key)
@@ -64,6 +68,126 @@ type appendRec struct {
 	at  time.Time
 }
 
+// liveResult is what a running agent did while sessions grew.
+type liveResult struct {
+	Sessions, Appends int
+	Appended          int64
+	Window            time.Duration
+	Uploaded          bench.Counts
+	CatalogBytes      int64
+	LagP50, LagP90    time.Duration
+	LagP99, LagMax    time.Duration
+	NeverUploaded     int
+	Slow              [][2]float64 `json:",omitempty"` // [seconds into the run, lag] of appends slower than 3 s
+	ChunkPutsMax      int
+	ChunkPutsTotal    int
+	CatalogPuts       int
+	HeadPuts          int
+	CPU               float64 // fraction of one core
+	Mem               bench.Mem
+}
+
+func (l liveResult) perMin(n int) float64 { return float64(n) / l.Window.Minutes() }
+
+// runLive makes the sessions grow for dur while a running agent (started
+// by start, through p) uploads, then lets it catch up and stops it.
+func runLive(ctx context.Context, p *peer, start func() (*bench.Daemon, error), gen *bench.Gen, sessions []*bench.Session, dur, gap time.Duration) (liveResult, error) {
+	var res liveResult
+	log := newPutLog()
+	p.proxy.OnPut(log.record)
+	defer p.proxy.OnPut(nil)
+	d, err := start()
+	if err != nil {
+		return res, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = d.Stop()
+		}
+	}()
+	if _, err := d.WaitReady(2 * time.Minute); err != nil {
+		return res, err
+	}
+	before := p.proxy.Counts()
+	cpu0, err := bench.ProcCPU(d.Pid())
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	appends, appended, err := grow(ctx, gen, sessions, dur, gap)
+	if err != nil {
+		return res, err
+	}
+	loadEnd := time.Now()
+	cpu1, err := bench.ProcCPU(d.Pid())
+	if err != nil {
+		return res, err
+	}
+	res.Mem, _ = bench.ProcMem(d.Pid())
+
+	// Let the agent catch up, then stop it.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		done := true
+		for _, s := range sessions {
+			if _, ok := log.readableAt(s.ID, s.Size); !ok {
+				done = false
+				break
+			}
+		}
+		if done {
+			break
+		}
+	}
+	res.Uploaded = p.proxy.Counts().Sub(before)
+	caughtUp := time.Now()
+	stopped = true
+	if err := d.Stop(); err != nil {
+		return res, err
+	}
+
+	var lags []time.Duration
+	for _, a := range appends {
+		at, ok := log.readableAt(a.id, a.end)
+		if !ok {
+			res.NeverUploaded++
+			continue
+		}
+		lags = append(lags, at.Sub(a.at))
+		if at.Sub(a.at) > 3*time.Second {
+			res.Slow = append(res.Slow, [2]float64{a.at.Sub(t0).Seconds(), at.Sub(a.at).Seconds()})
+		}
+	}
+	res.Sessions, res.Appends, res.Appended = len(sessions), len(appends), appended
+	res.Window = loadEnd.Sub(t0)
+	res.CPU = (cpu1 - cpu0).Seconds() / res.Window.Seconds()
+	res.LagP50, res.LagP90 = percentile(lags, 0.5), percentile(lags, 0.9)
+	res.LagP99, res.LagMax = percentile(lags, 0.99), percentile(lags, 1)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	in := func(t time.Time) bool { return !t.Before(t0) && !t.After(loadEnd) }
+	for _, s := range sessions {
+		n := 0
+		for _, p := range log.chunks[s.ID] {
+			if in(p.at) {
+				n++
+			}
+		}
+		res.ChunkPutsMax = max(res.ChunkPutsMax, n)
+		res.ChunkPutsTotal += n
+	}
+	for _, ev := range log.catalogs {
+		if in(ev.At) {
+			res.CatalogPuts++
+		}
+		if !ev.At.Before(t0) && ev.At.Before(caughtUp) {
+			res.CatalogBytes += ev.Size
+		}
+	}
+	res.HeadPuts = log.heads
+	return res, nil
+}
+
 // live: the agent as a daemon (`ompsync agent`, interval 2s) while 100
 // sessions grow in real time, entries arriving at random as omp writes
 // them, each session renamed once. Lag is measured from the write of a
@@ -87,24 +211,70 @@ func (r *runner) live(ctx context.Context) error {
 		return err
 	}
 	defer p.proxy.Close()
-	log := &putLog{chunks: map[string][]chunkPut{}}
-	p.proxy.OnPut(log.record)
 	omp := r.ompsync(p, agentDir, "live")
-	d, err := omp.StartDaemon(r.dir("live"), "OMPSYNC_INTERVAL="+c.interval.String())
+	res, err := runLive(ctx, p, func() (*bench.Daemon, error) {
+		return omp.StartDaemon(r.dir("live"), "OMPSYNC_INTERVAL="+c.interval.String())
+	}, gen, sessions, c.liveFor, c.liveGap)
 	if err != nil {
 		return err
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = d.Stop()
-		}
-	}()
-	if _, err := d.WaitReady(2 * time.Minute); err != nil {
-		return err
+	r.raw["live"] = res
+	desc := fmt.Sprintf("%d sessions, interval %s, %d entries + %d renames in %s", res.Sessions, c.interval, res.Appends-res.Sessions, res.Sessions, res.Window.Round(time.Second))
+	r.liveRows(desc, res)
+	r.add(row{
+		Figure:  fmt.Sprintf("agent CPU and memory while %d sessions grow", res.Sessions),
+		Ompsync: fmt.Sprintf("%.1f%% of a core, RSS %s (peak %s)", 100*res.CPU, mb(res.Mem.RSS), mb(res.Mem.Peak)),
+	})
+	if c.out == "" || c.profileFor <= 0 {
+		return nil
 	}
 
-	// Each session gets entries as a Poisson process, and one rename.
+	// The same workload again for a while, with the agent in this
+	// program's image so that its CPU profile can be taken.
+	pres, err := runLive(ctx, p, func() (*bench.Daemon, error) {
+		return omp.StartWith(r.dir("live"), []string{os.Args[0], "agent-profile", "-cpuprofile", filepath.Join(c.out, "agent-live.cpu.pprof")},
+			"OMPSYNC_INTERVAL="+c.interval.String())
+	}, gen, sessions, c.profileFor, c.liveGap)
+	if err != nil {
+		return err
+	}
+	r.raw["live_profiled"] = pres
+	return nil
+}
+
+// liveRows adds the figures the issue sets targets for.
+func (r *runner) liveRows(desc string, res liveResult) {
+	limit := 60 / r.cfg.interval.Seconds()
+	ratio := float64(res.Uploaded.Up) / float64(res.Appended)
+	r.add(row{
+		Figure: fmt.Sprintf("bytes uploaded per byte appended, agent running, %s (%s appended; catalog puts are %.0f%% of the bytes)",
+			desc, mb(res.Appended), 100*float64(res.CatalogBytes)/float64(res.Uploaded.Up)),
+		Target: "<= 0.35", Ompsync: fmt.Sprintf("%.3f", ratio), Result: verdict(ratio <= 0.35),
+	})
+	r.add(row{
+		Figure: "lag, append to object readable, p50 (" + desc + ")", Target: "<= 2.5 s",
+		Ompsync: secs(res.LagP50), Result: verdict(res.LagP50 <= 2500*time.Millisecond && res.NeverUploaded == 0),
+	})
+	r.add(row{
+		Figure: fmt.Sprintf("lag, append to object readable, p99 (max %s, %d of %d appends never uploaded)", secs(res.LagMax), res.NeverUploaded, res.Appends),
+		Target: "<= 4 s", Ompsync: secs(res.LagP99), Result: verdict(res.LagP99 <= 4*time.Second && res.NeverUploaded == 0),
+	})
+	r.add(row{
+		Figure:  "chunk uploads per active session per minute (busiest session; mean)",
+		Target:  fmt.Sprintf("<= %.0f", limit),
+		Ompsync: fmt.Sprintf("%.1f; %.1f", res.perMin(res.ChunkPutsMax), res.perMin(res.ChunkPutsTotal)/float64(res.Sessions)),
+		Result:  verdict(res.perMin(res.ChunkPutsMax) <= limit),
+	})
+	r.add(row{
+		Figure: "catalog updates per machine per minute", Target: fmt.Sprintf("<= %.0f", limit),
+		Ompsync: fmt.Sprintf("%.1f", res.perMin(res.CatalogPuts)), Result: verdict(res.perMin(res.CatalogPuts) <= limit),
+	})
+}
+
+// grow makes the sessions grow for dur: each gets entries as a Poisson
+// process with mean gap, and one rename at a random time.
+func grow(ctx context.Context, gen *bench.Gen, sessions []*bench.Session, dur, gap time.Duration) ([]appendRec, int64, error) {
+	rng := gen.Rand()
 	type event struct {
 		at      time.Duration
 		s       int
@@ -112,18 +282,12 @@ func (r *runner) live(ctx context.Context) error {
 	}
 	var events []event
 	for i := range sessions {
-		for t := time.Duration(rng.ExpFloat64() * float64(c.liveGap)); t < c.liveFor; t += time.Duration(rng.ExpFloat64() * float64(c.liveGap)) {
+		for t := time.Duration(rng.ExpFloat64() * float64(gap)); t < dur; t += time.Duration(rng.ExpFloat64() * float64(gap)) {
 			events = append(events, event{at: t, s: i})
 		}
-		events = append(events, event{at: time.Duration(rng.Int64N(int64(c.liveFor))), s: i, retitle: true})
+		events = append(events, event{at: time.Duration(rng.Int64N(int64(dur))), s: i, retitle: true})
 	}
 	sort.Slice(events, func(i, j int) bool { return events[i].at < events[j].at })
-
-	before := p.proxy.Counts()
-	cpu0, err := bench.ProcCPU(d.Pid())
-	if err != nil {
-		return err
-	}
 	var appends []appendRec
 	var appended int64
 	t0 := time.Now()
@@ -131,7 +295,7 @@ func (r *runner) live(ctx context.Context) error {
 		if wait := time.Until(t0.Add(ev.at)); wait > 0 {
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return nil, 0, ctx.Err()
 			case <-time.After(wait):
 			}
 		}
@@ -144,110 +308,13 @@ func (r *runner) live(ctx context.Context) error {
 			n, err = gen.Append(s, time.Now(), 1)
 		}
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		appended += n
 		appends = append(appends, appendRec{id: s.ID, end: s.Size, at: time.Now()})
 	}
-	loadEnd := time.Now()
-	cpu1, err := bench.ProcCPU(d.Pid())
-	if err != nil {
-		return err
+	if wait := time.Until(t0.Add(dur)); wait > 0 {
+		time.Sleep(wait)
 	}
-	rss, peak, _ := bench.ProcMem(d.Pid())
-
-	// Let the agent catch up, then stop it.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		done := true
-		for _, s := range sessions {
-			if _, ok := log.readableAt(s.ID, s.Size); !ok {
-				done = false
-				break
-			}
-		}
-		if done {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	after := p.proxy.Counts()
-	stopped = true
-	if err := d.Stop(); err != nil {
-		return err
-	}
-
-	var lags []time.Duration
-	missing := 0
-	for _, a := range appends {
-		at, ok := log.readableAt(a.id, a.end)
-		if !ok {
-			missing++
-			continue
-		}
-		lags = append(lags, at.Sub(a.at))
-	}
-	window := loadEnd.Sub(t0)
-	perMin := func(n int) float64 { return float64(n) / window.Minutes() }
-	log.mu.Lock()
-	var maxChunks, sumChunks int
-	for _, s := range sessions {
-		n := 0
-		for _, p := range log.chunks[s.ID] {
-			if !p.at.Before(t0) && !p.at.After(loadEnd) {
-				n++
-			}
-		}
-		maxChunks = max(maxChunks, n)
-		sumChunks += n
-	}
-	cats := 0
-	for _, t := range log.catalogs {
-		if !t.Before(t0) && !t.After(loadEnd) {
-			cats++
-		}
-	}
-	heads := log.heads
-	log.mu.Unlock()
-	up := after.Sub(before)
-	ratio := float64(up.Up) / float64(appended)
-	cpu := (cpu1 - cpu0).Seconds() / window.Seconds()
-	p50, p99 := percentile(lags, 0.5), percentile(lags, 0.99)
-	limit := 60 / c.interval.Seconds()
-
-	r.raw["live"] = map[string]any{
-		"sessions": len(sessions), "appends": len(appends), "appended_bytes": appended, "window_ns": window,
-		"uploaded": up, "lag_p50_ns": p50, "lag_p90_ns": percentile(lags, 0.9), "lag_p99_ns": p99,
-		"lag_max_ns": percentile(lags, 1), "never_uploaded": missing, "chunk_puts_max": maxChunks,
-		"chunk_puts_total": sumChunks, "catalog_puts": cats, "head_puts": heads,
-		"agent_cpu_fraction": cpu, "agent_rss": rss, "agent_rss_peak": peak,
-	}
-	desc := fmt.Sprintf("%d sessions, interval %s, %d entries + %d renames in %s", len(sessions), c.interval, len(appends)-len(sessions), len(sessions), window.Round(time.Second))
-	r.add(row{
-		Figure:  "bytes uploaded per byte appended, agent running, " + desc + fmt.Sprintf(" (%s appended)", mb(appended)),
-		Target:  "<= 0.35", Ompsync: fmt.Sprintf("%.3f", ratio), Result: verdict(ratio <= 0.35),
-	})
-	r.add(row{
-		Figure: "lag, append to object readable, p50 (" + desc + ")", Target: "<= 2.5 s",
-		Ompsync: secs(p50), Result: verdict(p50 <= 2500*time.Millisecond && missing == 0),
-	})
-	r.add(row{
-		Figure: fmt.Sprintf("lag, append to object readable, p99 (max %s, %d of %d appends never uploaded)", secs(percentile(lags, 1)), missing, len(appends)),
-		Target: "<= 4 s", Ompsync: secs(p99), Result: verdict(p99 <= 4*time.Second && missing == 0),
-	})
-	r.add(row{
-		Figure:  "chunk uploads per active session per minute (busiest session; mean)",
-		Target:  fmt.Sprintf("<= %.0f", limit),
-		Ompsync: fmt.Sprintf("%.1f; %.1f", perMin(maxChunks), perMin(sumChunks)/float64(len(sessions))),
-		Result:  verdict(perMin(maxChunks) <= limit),
-	})
-	r.add(row{
-		Figure: "catalog updates per machine per minute", Target: fmt.Sprintf("<= %.0f", limit),
-		Ompsync: fmt.Sprintf("%.1f", perMin(cats)), Result: verdict(perMin(cats) <= limit),
-	})
-	r.add(row{
-		Figure:  fmt.Sprintf("agent CPU and memory while %d sessions grow", len(sessions)),
-		Ompsync: fmt.Sprintf("%.1f%% of a core, RSS %s (peak %s)", 100*cpu, mb(rss), mb(peak)),
-	})
-	return nil
+	return appends, appended, nil
 }

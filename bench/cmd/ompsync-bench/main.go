@@ -38,20 +38,32 @@ type config struct {
 	liveFor      time.Duration
 	liveGap      time.Duration
 	interval     time.Duration
+	profileFor   time.Duration
 
 	idleFiles int
 	idleFor   time.Duration
+	busyFor   time.Duration
 
 	restoreSessions, restoreMB int
 }
 
 func main() {
+	if len(os.Args) > 1 {
+		sub := map[string]func([]string) error{"agent-profile": profileAgent, "restore-profile": profileRestore}
+		if f, ok := sub[os.Args[1]]; ok {
+			if err := f(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "ompsync-bench %s: %v\n", os.Args[1], err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
 	var c config
 	flag.StringVar(&c.ompsync, "ompsync", "", "the ompsync binary to measure (required)")
 	flag.StringVar(&c.rclone, "rclone", "rclone", "the rclone binary")
 	flag.StringVar(&c.corpus, "corpus", "../shared/corpus", "folder of real session files the workload is drawn from")
 	flag.StringVar(&c.work, "work", "", "scratch folder (default: a new temp folder, removed at the end)")
-	flag.StringVar(&c.out, "out", "", "folder for results.json (optional)")
+	flag.StringVar(&c.out, "out", "", "folder for results.json and the agent's CPU and heap profiles (optional)")
 	flag.StringVar(&c.phases, "phases", "rounds,live,idle,restore", "phases to run, comma-separated")
 	flag.Uint64Var(&c.seed, "seed", 7, "workload seed")
 	flag.IntVar(&c.roundSessions, "round-sessions", 100, "rounds: sessions in the folder")
@@ -61,8 +73,10 @@ func main() {
 	flag.DurationVar(&c.liveFor, "live-for", 60*time.Second, "live: how long the sessions grow")
 	flag.DurationVar(&c.liveGap, "live-gap", 5*time.Second, "live: mean time between two entries of one session")
 	flag.DurationVar(&c.interval, "interval", 2*time.Second, "live: the agent's upload interval")
+	flag.DurationVar(&c.profileFor, "profile-for", 20*time.Second, "live, busy: how long the in-process agent is profiled while sessions grow (needs -out; 0: no profiles)")
 	flag.IntVar(&c.idleFiles, "idle-files", 10000, "idle: session files")
 	flag.DurationVar(&c.idleFor, "idle-for", 62*time.Second, "idle: how long CPU is measured (covers one 60s reconcile scan)")
+	flag.DurationVar(&c.busyFor, "busy-for", 30*time.Second, "idle: then how long live-sessions grow among the idle files (0: skip)")
 	flag.IntVar(&c.restoreSessions, "restore-sessions", 1000, "restore: sessions")
 	flag.IntVar(&c.restoreMB, "restore-mb", 500, "restore: total size in MB")
 	flag.Parse()
@@ -98,6 +112,11 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	c.ompsync = bin
 	if c.rclone, err = exec.LookPath(c.rclone); err != nil {
 		return fmt.Errorf("rclone: %w (install the Debian package rclone)", err)
+	}
+	if c.out != "" {
+		if err := os.MkdirAll(c.out, 0o755); err != nil {
+			return err
+		}
 	}
 	corpus, err := bench.LoadCorpus(c.corpus)
 	if err != nil {
@@ -143,9 +162,6 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	if c.out != "" {
 		r.raw["table"] = r.table
 		b, _ := json.MarshalIndent(r.raw, "", "  ")
-		if err := os.MkdirAll(c.out, 0o755); err != nil {
-			return err
-		}
 		if err := os.WriteFile(filepath.Join(c.out, "results.json"), b, 0o644); err != nil {
 			return err
 		}

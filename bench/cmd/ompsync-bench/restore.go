@@ -21,11 +21,14 @@ func (r *runner) restore(ctx context.Context) error {
 	gen := bench.NewGen(r.corpus, c.seed+3)
 	rng := gen.Rand()
 	cwds := bench.CwdDirs(20)
-	mean := c.restoreMB * 1e6 / c.restoreSessions
+	budget := int64(c.restoreMB) * 1e6
 	clock := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	var total int64
 	for i := range c.restoreSessions {
-		// Sizes from a fifth of the mean to 1.8 times it.
+		// Sizes from a fifth of the mean to 1.8 times it; the mean follows
+		// what is left of the budget, as the last entry of a session
+		// overshoots its size (by a large tool result at times).
+		mean := int(max(10e3, (budget-total)/int64(c.restoreSessions-i)))
 		size := mean/5 + rng.IntN(mean*8/5)
 		s, err := gen.NewSessionSize(agentDir, cwds[i%len(cwds)], clock.Add(time.Duration(i)*time.Hour), size)
 		if err != nil {
@@ -88,6 +91,13 @@ func (r *runner) restore(ctx context.Context) error {
 	badR, err := sameTree(filepath.Join(agentDir, "sessions"), filepath.Join(toR, "sessions"))
 	if err != nil {
 		return err
+	}
+	if c.out != "" {
+		// Once more in this program's image, for a CPU profile.
+		toP := filepath.Join(r.dir("restore", "out"), "profiled")
+		if _, err := omp.RunProgram(ctx, os.Args[0], "restore-profile", "-cpuprofile", filepath.Join(c.out, "restore.cpu.pprof"), "-to", toP); err != nil {
+			return err
+		}
 	}
 	r.raw["restore"] = map[string]any{"sessions": c.restoreSessions, "bytes": total,
 		"ompsync_ns": dO, "ompsync": nO, "rclone_ns": dR, "rclone": nR, "ompsync_wrong_files": badO, "rclone_wrong_files": badR}

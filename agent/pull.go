@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strconv"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/session"
+)
+
+// pull fetches what other machines uploaded since the last pull and merges
+// it into the agent dir by restore's rule. Finding out what changed costs
+// one LIST and one GET per machine; only changed sessions are read.
+func (a *Agent) pull(ctx context.Context) error {
+	machines, err := a.repo.Machines(ctx)
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	var cats []repo.Catalog
+	type item struct {
+		machine string
+		entry   repo.CatalogEntry
+		sig     string
+	}
+	var todo []item
+	for _, m := range machines {
+		if m == a.opts.Machine {
+			continue
+		}
+		cat, err := a.repo.GetCatalog(ctx, m)
+		if err != nil {
+			a.log.Warn("pull: cannot read a machine's catalog; skipping it", "machine", m, "err", err)
+			continue
+		}
+		cats = append(cats, cat)
+		for _, e := range cat.Sessions {
+			sig := e.Generation + "/" + strconv.FormatInt(e.Size, 10) + "/" + e.State
+			key := m + "/" + e.ID
+			if a.state.Seen[key] == sig {
+				continue
+			}
+			switch {
+			case e.State == repo.StateDeleted:
+				// Deleted there: nothing here changes.
+			case !a.pullIncluded(e):
+			case a.deletedHere(e.ID):
+				// Deleted here on purpose: not pulled back (restore can).
+			default:
+				todo = append(todo, item{m, e, sig})
+				continue
+			}
+			a.state.Seen[key] = sig
+		}
+	}
+	for _, it := range todo {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		done, err := a.pullSession(ctx, cats, it.machine, it.entry)
+		if err != nil {
+			a.log.Warn("pull: session not merged; will retry", "session", it.entry.ID, "machine", it.machine, "err", err)
+			continue
+		}
+		if done {
+			a.state.Seen[it.machine+"/"+it.entry.ID] = it.sig
+		}
+	}
+	return nil
+}
+
+// deletedHere reports whether this machine's agent saw the session deleted.
+func (a *Agent) deletedHere(id string) bool {
+	f := a.state.Streams[streamKey(id, repo.SessionStream)]
+	return f != nil && (f.State == repo.StateDeleted || f.State == repo.StateArchived)
+}
+
+// pullIncluded applies sync.include / sync.exclude to the session's path
+// and cwd.
+func (a *Agent) pullIncluded(e repo.CatalogEntry) bool {
+	match := func(globs []string) bool {
+		for _, g := range globs {
+			for _, s := range []string{e.Path, e.Cwd, path.Dir(e.Path)} {
+				if ok, _ := path.Match(g, s); ok && s != "" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if len(a.opts.PullInclude) > 0 && !match(a.opts.PullInclude) {
+		return false
+	}
+	return !match(a.opts.PullExclude)
+}
+
+// pullSession merges one machine's copy of a session into the local file.
+// It reports false when the file was busy (omp writing it) and the pull
+// must be tried again later.
+func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine string, e repo.CatalogEntry) (bool, error) {
+	before := int64(-1)
+	if f := a.state.Streams[streamKey(e.ID, repo.SessionStream)]; f != nil && f.State == repo.StatePresent {
+		if fi, err := os.Stat(a.abs(f.Path)); err == nil {
+			before = fi.Size()
+		}
+	}
+	rep, err := restore.Run(ctx, a.repo, []string{e.ID}, restore.Options{
+		AgentDir: a.opts.AgentDir, Machine: machine, Catalogs: cats, Logger: a.log,
+	})
+	if err != nil {
+		return false, err
+	}
+	if len(rep.Results) != 1 {
+		return false, fmt.Errorf("restore returned %d results", len(rep.Results))
+	}
+	res := rep.Results[0]
+	switch res.Action {
+	case restore.SkippedLive:
+		a.log.Debug("pull: session in use; will merge when it settles", "session", e.ID)
+		return false, nil
+	case restore.Refused, restore.Failed:
+		return res.Action == restore.Refused, fmt.Errorf("%s: %s", res.Action, res.Error)
+	case restore.Unchanged:
+		return true, nil
+	case restore.Merged:
+		a.log.Info("pull: merged work from another machine", "session", e.ID, "machine", machine, "backup", res.Backup)
+		return true, nil
+	}
+	// Created or Appended: the new bytes are exactly that machine's; record
+	// them so the uploader stores a reference, not a second copy.
+	a.log.Info("pull: session updated from another machine", "session", e.ID, "machine", machine, "action", res.Action, "bytes", res.Bytes)
+	if len(res.Sources) != 1 {
+		return true, nil
+	}
+	return true, a.recordPulled(res, before)
+}
+
+// recordPulled notes the range restore wrote as pulled from its source:
+// the whole file after its title slot when it was created, else what was
+// appended (before is the file's size before the pull).
+func (a *Agent) recordPulled(res restore.Result, before int64) error {
+	abs := a.abs(res.Path)
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return err
+	}
+	end := fi.Size()
+	start := int64(0)
+	if res.Action == restore.Appended {
+		start = end - res.Bytes
+		if before >= 0 {
+			start = before
+		}
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, session.TitleSlotSize)
+	n, _ := io.ReadFull(f, head)
+	start = max(start, int64(session.SlotLen(head[:n])))
+	if start >= end {
+		return nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, start, end-start)); err != nil {
+		return err
+	}
+	key := streamKey(res.ID, repo.SessionStream)
+	fst := a.state.Streams[key]
+	if fst == nil {
+		fst = &FileState{SessionID: res.ID, Stream: repo.SessionStream, Path: res.Path, State: repo.StatePresent, Changed: a.now().UTC()}
+		a.state.Streams[key] = fst
+		a.byPath[res.Path] = key
+	}
+	src := res.Sources[0]
+	fst.Pulled = append(fst.Pulled, PulledRange{Start: start, End: end, Machine: src.Machine, Generation: src.Generation, SHA256: hex.EncodeToString(h.Sum(nil))})
+	a.markDirty(res.Path)
+	return nil
+}

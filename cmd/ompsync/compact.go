@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/session"
+)
+
+func newCompactCmd(a *app) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "compact [ID-PREFIX...]",
+		Short: "Merge this machine's small chunks on the remote into a few large ones",
+		Long: `Merge the many small chunks the agent uploads (one per interval while a
+session is written) into a few large ones, so that restoring or listing a
+session takes a few requests. The agent does this by itself (see
+compaction.idle and compaction.max_chunks); this command does it on demand:
+from cron, or for a remote written by an older version.
+
+Only this machine's sessions (the machine setting) are compacted, every
+generation of them, or those whose id starts with one of the given prefixes.
+A merged chunk is read back and checked against the chunks it replaces
+before they are deleted; interrupting the command at any point loses
+nothing, and running it again finishes the job.`,
+		Example: `  ompsync compact --dry-run
+  ompsync compact 0199a3f2`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			for _, p := range args {
+				if !session.ValidID(p) {
+					return usagef(cmd, "%q is not a session id prefix (letters, digits, - and _)", p)
+				}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			r, err := openRepo(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := r.Check(cmd.Context()); err != nil {
+				return err
+			}
+			p := compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks}
+			rep, err := compact.Machine(cmd.Context(), r, cfg.Machine, args, p, dryRun)
+			if err != nil {
+				return err
+			}
+			var before, after, streams, failed int
+			var uploaded int64
+			for _, s := range rep.Streams {
+				where := fmt.Sprintf("%s %s generation %s", s.Stream.SessionID, s.Stream.Name, s.Generation)
+				if s.Err != nil {
+					failed++
+					fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(s.Err.Error()))
+					continue
+				}
+				streams++
+				pl := s.Plan
+				if dryRun {
+					fmt.Fprintf(a.stdout, "%s: would merge %d of %d chunks (%s)", where, pl.Merge.Chunks, pl.Chunks, formatSize(pl.Merge.End-pl.Merge.Start))
+					if pl.Redundant > 0 {
+						fmt.Fprintf(a.stdout, ", remove %d redundant", pl.Redundant)
+					}
+					fmt.Fprintln(a.stdout)
+					before += pl.Chunks
+					continue
+				}
+				res := s.Result
+				fmt.Fprintf(a.stdout, "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, formatSize(res.Uploaded))
+				before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
+			}
+			if dryRun {
+				fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", countSessions(rep), rep.Sessions)
+			} else {
+				fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s\n", streams, rep.Sessions, before, after, formatSize(uploaded))
+			}
+			switch {
+			case len(rep.Unmatched) > 0:
+				return fmt.Errorf("no session of machine %s starts with %q", cfg.Machine, rep.Unmatched[0])
+			case failed > 0:
+				return fmt.Errorf("%d generations could not be compacted (see above); what was merged is safe", failed)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be merged; change nothing")
+	addKeyFlags(cmd.Flags(), "compaction.idle", "compaction.max_chunks")
+	return cmd
+}
+
+func countSessions(rep *compact.MachineReport) int {
+	seen := map[string]bool{}
+	for _, s := range rep.Streams {
+		if s.Err == nil {
+			seen[s.Stream.SessionID] = true
+		}
+	}
+	return len(seen)
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/file"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// putGeneration uploads data as a generation of n chunks, as the agent
+// does, and returns the chunk count.
+func putGeneration(t *testing.T, r *repo.Repo, s repo.Stream, gen string, data []byte, n int) {
+	t.Helper()
+	ctx := context.Background()
+	h := sha256.New()
+	var start int64
+	for i := 1; i <= n; i++ {
+		end := int64(len(data) * i / n)
+		h.Write(data[start:end])
+		hdr := repo.ChunkHeader{Start: start, End: end, SHA256: repo.HashHex(data[start:end]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
+		if _, err := r.PutChunk(ctx, s, gen, hdr, data[start:end]); err != nil {
+			t.Fatal(err)
+		}
+		start = end
+	}
+	m := repo.Meta{SessionID: s.SessionID, Machine: s.Machine, Stream: s.Name, Generation: gen, Path: "sessions/-work/x_" + s.SessionID + ".jsonl"}
+	if err := r.PutMeta(ctx, s, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func remoteKeys(t *testing.T, c remote.Client) []string {
+	t.Helper()
+	var keys []string
+	for obj, err := range c.List(context.Background(), "", remote.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, obj.Key)
+	}
+	return keys
+}
+
+func TestCompactAndPruneCommands(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	client, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := repo.New(client, repo.NewZstd())
+	id := "0199a3f2-7d1c-7000-8000-000000000001"
+	s := repo.Stream{SessionID: id, Machine: "laptop", Name: repo.SessionStream}
+	var data []byte
+	for i := range 400 {
+		data = fmt.Appendf(data, `{"type":"message","n":%d,"text":"%s"}`+"\n", i, strings.Repeat("x", i%50))
+	}
+	old := repo.NewGeneration(time.Now().Add(-40 * 24 * time.Hour).UnixNano())
+	cur := repo.NewGeneration(time.Now().Add(-35 * 24 * time.Hour).UnixNano())
+	putGeneration(t, r, s, old, data[:1000], 3)
+	putGeneration(t, r, s, cur, data, 80)
+	if err := r.PutCatalog(ctx, repo.Catalog{Machine: "laptop", Sessions: []repo.CatalogEntry{
+		{ID: id, Path: "sessions/-work/x_" + id + ".jsonl", Generation: cur, Size: int64(len(data)), State: repo.StatePresent},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	env, home := newEnv(t)
+	env["OMPSYNC_REMOTE"] = "file://" + dir
+	env["OMPSYNC_MACHINE"] = "laptop"
+	env["OMPSYNC_STATE_DIR"] = filepath.Join(home, "state")
+
+	before := remoteKeys(t, client)
+	res := runWith(t, env, "compact", "--dry-run", "--compaction-idle", "1ms")
+	if res.code != 0 || !strings.Contains(res.stdout, id+" session generation "+cur+": would merge 80 of 80 chunks") ||
+		!strings.Contains(res.stdout, id+" session generation "+old+": would merge 3 of 3 chunks") {
+		t.Fatalf("compact --dry-run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if !slices.Equal(remoteKeys(t, client), before) {
+		t.Fatal("compact --dry-run changed the remote")
+	}
+	if res := runWith(t, env, "compact", "zzz"); res.code != 1 || !strings.Contains(res.stderr, `no session of machine laptop starts with "zzz"`) {
+		t.Fatalf("compact zzz: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if res := runWith(t, env, "compact", "a/b"); res.code != 2 {
+		t.Fatalf("compact a/b: exit %d, want a usage error", res.code)
+	}
+	res = runWith(t, env, "compact", "0199A3", "--compaction-idle", "1ms")
+	if res.code != 0 || !strings.Contains(res.stdout, cur+": 80 chunks -> 1") || !strings.Contains(res.stdout, "83 chunks -> 2") {
+		t.Fatalf("compact: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	invs, err := r.Inventory(ctx, id, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := r.ReadGeneration(ctx, s, invs[0].Find(cur), 1<<20)
+	if err != nil || !bytes.Equal(as.Data, data) {
+		t.Fatalf("after compact: %v", err)
+	}
+
+	// prune: the old generation, superseded 35 days ago, goes; the dry
+	// run names the same generations, objects and bytes.
+	dry := runWith(t, env, "prune", "--dry-run")
+	before = remoteKeys(t, client)
+	done := runWith(t, env, "prune")
+	if dry.code != 0 || done.code != 0 {
+		t.Fatalf("prune: exit %d / %d\n%s%s%s%s", dry.code, done.code, dry.stdout, dry.stderr, done.stdout, done.stderr)
+	}
+	items := func(out string) string {
+		var keep []string
+		for l := range strings.Lines(out) {
+			if strings.HasPrefix(l, id) {
+				keep = append(keep, l)
+			}
+		}
+		return strings.Join(keep, "")
+	}
+	want := id + " session generation " + old + ": superseded "
+	if items(dry.stdout) != items(done.stdout) || !strings.HasPrefix(items(done.stdout), want) || strings.Count(items(done.stdout), "\n") != 1 {
+		t.Fatalf("prune --dry-run printed\n%s\nprune printed\n%s", dry.stdout, done.stdout)
+	}
+	if !strings.Contains(dry.stdout, "dry run: would delete 2 objects") || !strings.Contains(done.stdout, "deleted 2 objects") {
+		t.Fatalf("summaries:\n%s\n%s", dry.stdout, done.stdout)
+	}
+	after := remoteKeys(t, client)
+	if len(after) != len(before)-2 || slices.ContainsFunc(after, func(k string) bool { return strings.Contains(k, "/"+old+"/") }) {
+		t.Fatalf("after prune: %q", after)
+	}
+	if res := runWith(t, env, "prune", "--retention-generations", "0"); res.code != 0 || !strings.Contains(res.stdout, "deleted 0 objects") {
+		t.Fatalf("prune with retention 0: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}

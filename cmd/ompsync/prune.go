@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/ompsync/ompsync/compact"
+)
+
+func newPruneCmd(a *app) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete what retention no longer keeps of this machine's backups",
+		Long: `Delete from the remote what retention no longer keeps of this machine's
+sessions (the machine setting):
+
+  - generations superseded longer than retention.generations ago (an older
+    copy of a session omp rewrote); the newest generation always stays;
+  - every object of sessions deleted on this machine longer than
+    retention.deleted ago (0, the default, keeps them forever).
+
+A generation another machine's copy still refers to stays. The agent prunes
+once a day by itself. Each line names a generation and how many objects and
+bytes go; --dry-run prints the same lines and deletes nothing.`,
+		Example: `  ompsync prune --dry-run
+  ompsync prune --retention-generations 168h`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.config()
+			if err != nil {
+				return err
+			}
+			r, err := openRepo(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := r.Check(cmd.Context()); err != nil {
+				return err
+			}
+			ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}
+			rep, err := compact.Prune(cmd.Context(), r, cfg.Machine, ret, time.Now(), dryRun)
+			if rep != nil {
+				for _, it := range rep.Items {
+					fmt.Fprintf(a.stdout, "%s %s generation %s: %s %s: %d objects, %s\n", it.Stream.SessionID, it.Stream.Name,
+						it.Generation, it.Reason, it.Since.Local().Format(time.DateOnly), len(it.Keys), formatSize(it.Bytes))
+				}
+				for _, k := range rep.Kept {
+					fmt.Fprintf(a.stdout, "%s %s generation %s: kept, %s\n", k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				fmt.Fprintf(a.stdout, "dry run: would delete %d objects, %s, of %d generations; nothing deleted\n", rep.Objects, formatSize(rep.Bytes), len(rep.Items))
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "deleted %d objects, %s, of %d generations\n", rep.Objects, formatSize(rep.Bytes), len(rep.Items))
+			if len(rep.Sessions) == 0 {
+				return nil
+			}
+			// The agent replaces the catalog from its state: only while no
+			// agent runs may the catalog be changed behind its back.
+			unlock, err := lockState(cfg.StateDir)
+			if err != nil {
+				fmt.Fprintf(a.stdout, "%d deleted sessions stay listed until the agent's next daily prune drops them (%v)\n", len(rep.Sessions), err)
+				return nil
+			}
+			defer unlock()
+			if err := compact.DropSessions(cmd.Context(), r, cfg.Machine, rep.Sessions, time.Now()); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "removed %d deleted sessions from the catalog\n", len(rep.Sessions))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be deleted; delete nothing")
+	addKeyFlags(cmd.Flags(), "retention.generations", "retention.deleted")
+	return cmd
+}
+
+// lockState takes the agent's lock on the state dir, which fails while an
+// agent runs. A state dir that does not exist has no agent.
+func lockState(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errors.New("an agent is running")
+		}
+		return nil, fmt.Errorf("lock state dir: %w", err)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,191 @@
+package compact
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/remotetest"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// benchAppends returns n appends of one line each, drawn from the real
+// session corpus ($OMPSYNC_CORPUS, else ../../shared/corpus), so their
+// sizes and how well they compress are those of real sessions; without a
+// corpus, synthetic lines.
+func benchAppends(b *testing.B, n int) [][]byte {
+	dir := os.Getenv("OMPSYNC_CORPUS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "corpus")
+	}
+	var pool [][]byte
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			if line := sc.Bytes(); len(line) > 0 && line[0] == '{' {
+				pool = append(pool, append(append([]byte{}, line...), '\n'))
+			}
+		}
+		fh.Close()
+	}
+	rng := rand.New(rand.NewPCG(42, 42))
+	out := make([][]byte, n)
+	if len(pool) == 0 {
+		b.Logf("no corpus in %s: synthetic lines", dir)
+		for i := range out {
+			out[i] = lines(rng, 1)
+		}
+		return out
+	}
+	for i := range out {
+		out[i] = pool[rng.IntN(len(pool))]
+	}
+	return out
+}
+
+type benchBackend struct {
+	name   string
+	client remote.Client
+}
+
+// benchBackends are the file driver and versitygw through aws-sdk-go-v2
+// (the shared server TestMain starts).
+func benchBackends(b *testing.B) []benchBackend {
+	c, err := backend.Open(b.Context(), "file://"+b.TempDir(), backend.S3Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := []benchBackend{{"file", c}}
+	if os.Getenv(remotetest.EnvEndpoint) == "" {
+		b.Log("no S3 server: file driver only")
+		return out
+	}
+	srv := remotetest.SharedServer(b)
+	s3, err := backend.Open(context.Background(), "s3://"+srv.NewBucket(b), backend.S3Options{
+		Client: backend.ClientAWS, Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return append(out, benchBackend{"s3", s3})
+}
+
+// BenchmarkSession10k writes a session of 10,000 appends (one chunk each)
+// twice: as the agent does without compaction, and with compaction called
+// as the agent calls it (busy after every MaxChunks+1 uploads, idle at the
+// end). It reports what compaction costs, then times restoring each copy.
+//
+//	go test -run '^$' -bench Session10k -benchtime 3x ./compact/
+func BenchmarkSession10k(b *testing.B) {
+	appends := benchAppends(b, 10000)
+	for _, be := range benchBackends(b) {
+		b.Run(be.name, func(b *testing.B) { benchSession(b, be.client, appends) })
+	}
+}
+
+func benchSession(b *testing.B, c remote.Client, appends [][]byte) {
+	ctx := context.Background()
+	const gen = "0000000000000001"
+	agentCnt, compCnt := &counter{Client: c}, &counter{Client: c}
+	agent, comp := repo.New(agentCnt, repo.NewZstd()), repo.New(compCnt, repo.NewZstd())
+
+	plain := newWriter(agent, session("before", "laptop"), gen, 0)
+	for _, a := range appends {
+		if err := plain.append(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	agentPuts, agentBytes := agentCnt.puts, agentCnt.putBytes
+
+	w := newWriter(agent, session("after", "laptop"), gen, 0)
+	p := Policy{}.withDefaults()
+	var rewritten int64
+	var took time.Duration
+	mostChunks, since := 0, 0
+	compactNow := func(idle bool) {
+		start := time.Now()
+		res, err := Stream(ctx, comp, w.s, gen, idle, p)
+		took += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rewritten += res.Rewritten
+		mostChunks = max(mostChunks, res.Before)
+	}
+	for _, a := range appends {
+		if err := w.append(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+		if since++; since > p.MaxChunks {
+			compactNow(false)
+			since = 0
+		}
+	}
+	compactNow(true)
+	if !bytes.Equal(w.data, plain.data) {
+		b.Fatal("the two copies differ")
+	}
+	size := float64(len(w.data))
+	storedBefore, storedAfter := storedSize(b, c, plain), storedSize(b, c, w)
+	b.ReportMetric(size, "session-bytes")
+	b.ReportMetric(float64(agentPuts), "agent-PUTs")
+	b.ReportMetric(float64(agentBytes), "agent-uploaded-bytes")
+	b.ReportMetric(float64(compCnt.putBytes)/size, "extra-upload/size")
+	b.ReportMetric(float64(compCnt.putBytes)/float64(agentBytes), "extra-upload/agent-upload")
+	b.ReportMetric(float64(rewritten)/size, "rewritten/size")
+	b.ReportMetric(float64(compCnt.puts), "compaction-PUTs")
+	b.ReportMetric(float64(compCnt.gets+compCnt.stats), "compaction-GETs")
+	b.ReportMetric(float64(compCnt.lists), "compaction-LISTs")
+	b.ReportMetric(float64(compCnt.dels), "compaction-DELETEs")
+	b.ReportMetric(float64(mostChunks), "most-chunks")
+	b.ReportMetric(took.Seconds(), "compaction-s")
+	b.ReportMetric(float64(storedBefore), "stored-bytes-before")
+	b.ReportMetric(float64(storedAfter), "stored-bytes-after")
+
+	b.Run("restore-before", func(b *testing.B) { benchRestore(b, c, plain) })
+	b.Run("restore-after", func(b *testing.B) { benchRestore(b, c, w) })
+}
+
+func storedSize(b *testing.B, c remote.Client, w *writer) int64 {
+	var n int64
+	for obj, err := range c.List(context.Background(), w.s.GenPrefix(w.gen), remote.ListOptions{}) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += obj.Size
+	}
+	return n
+}
+
+// benchRestore times what a restore of the session costs: one LIST, then
+// reading and verifying every chunk.
+func benchRestore(b *testing.B, c remote.Client, w *writer) {
+	cnt := &counter{Client: c}
+	r := repo.New(cnt, repo.NewZstd())
+	ctx := context.Background()
+	runs := 0
+	for b.Loop() {
+		got, err := read(ctx, r, w.s, w.gen)
+		if err != nil || !bytes.Equal(got, w.data) {
+			b.Fatalf("restore: %v", err)
+		}
+		runs++
+	}
+	b.ReportMetric(float64(cnt.gets)/float64(runs), "GETs/op")
+	b.ReportMetric(float64(listPages(cnt.listed/runs)), "LIST-pages/op")
+	b.ReportMetric(float64(cnt.listed)/float64(runs), "objects")
+}

@@ -1,0 +1,124 @@
+// Package compact merges the many small chunks the agent writes into a few
+// large ones (compaction), and removes what retention no longer keeps
+// (Prune). Both work on one machine's streams only: a machine never rewrites
+// or deletes another machine's objects, so two agents never compact the same
+// stream.
+//
+// Compaction never loses a byte at any point of a crash: the merged chunk is
+// written, read back and checked against the chunks it replaces before any
+// of them is deleted, and readers accept overlapping chunks (repo.Cover), so
+// every intermediate state reads the same bytes. A later run deletes what an
+// interrupted one left behind. See "Compaction" in docs/FORMAT.md for the
+// scheme and its bounds.
+package compact
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// Policy says when and how far compaction merges. Zero fields take the
+// defaults noted.
+type Policy struct {
+	// Idle is how long a generation's newest chunk must have gone unchanged
+	// for Machine to treat the stream as idle (the agent knows better and
+	// says so to Stream). Default 10m.
+	Idle time.Duration
+	// MaxChunks: a busy stream is compacted once more than this many small
+	// chunks trail its larger ones. Default 64.
+	MaxChunks int
+	// MaxChunkBytes bounds a merged chunk (plaintext); larger stretches stay
+	// in several chunks. It bounds the memory a merge needs. Default 32 MiB.
+	MaxChunkBytes int64
+	// BusyRatio and IdleRatio are the level ratios (see mergeRange).
+	// Defaults 1/MaxChunks and 1.
+	BusyRatio, IdleRatio float64
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults of Policy.
+const (
+	DefaultIdle          = 10 * time.Minute
+	DefaultMaxChunks     = 64
+	DefaultMaxChunkBytes = 32 << 20
+	DefaultIdleRatio     = 1.0
+)
+
+func (p Policy) withDefaults() Policy {
+	if p.Idle <= 0 {
+		p.Idle = DefaultIdle
+	}
+	if p.MaxChunks <= 0 {
+		p.MaxChunks = DefaultMaxChunks
+	}
+	if p.MaxChunkBytes <= 0 {
+		p.MaxChunkBytes = DefaultMaxChunkBytes
+	}
+	if p.BusyRatio <= 0 {
+		p.BusyRatio = 1 / float64(p.MaxChunks)
+	}
+	if p.IdleRatio <= 0 {
+		p.IdleRatio = DefaultIdleRatio
+	}
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	return p
+}
+
+// Result is what compaction did to one generation.
+type Result struct {
+	Before int // chunk objects listed before
+	After  int // chunk objects left
+	// Written counts merged chunks uploaded; Merged the chunks they replace.
+	Written, Merged int
+	// Uploaded is the stored size of the merged chunks, Rewritten the
+	// plaintext bytes they hold.
+	Uploaded, Rewritten int64
+	// Deleted counts chunks removed: merged ones and redundant ones (inside
+	// another chunk, as a crash can leave them).
+	Deleted int
+}
+
+func (r *Result) add(o Result) {
+	r.Written += o.Written
+	r.Merged += o.Merged
+	r.Uploaded += o.Uploaded
+	r.Rewritten += o.Rewritten
+	r.Deleted += o.Deleted
+}
+
+// Stream compacts one generation of one of this machine's own streams. The
+// agent calls it with idle true once the stream has been idle for
+// Policy.Idle, and with idle false when it has uploaded more than
+// Policy.MaxChunks chunks since the last call; it is cheap when there is
+// nothing to do (one LIST). It is safe while the agent keeps appending to
+// the generation: new chunks lie past what it merges, and it deletes only
+// chunks it listed.
+func Stream(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, idle bool, p Policy) (Result, error) {
+	p = p.withDefaults()
+	g, err := listGeneration(ctx, r.Client(), s, gen)
+	if err != nil {
+		return Result{}, err
+	}
+	return compactGeneration(ctx, r, s, g, idle, p)
+}
+
+// listGeneration lists one generation's objects.
+func listGeneration(ctx context.Context, c remote.Client, s repo.Stream, gen string) (*generation, error) {
+	g := &generation{name: gen}
+	prefix := s.GenPrefix(gen)
+	for obj, err := range c.List(ctx, prefix, remote.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		g.add(obj, obj.Key[len(prefix):])
+	}
+	g.sort()
+	return g, nil
+}

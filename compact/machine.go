@@ -1,0 +1,153 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// StreamReport is what compaction planned, and did, for one generation.
+type StreamReport struct {
+	Stream     repo.Stream
+	Generation string
+	// Idle: the generation was merged as a finished one (superseded, or
+	// unchanged for Policy.Idle).
+	Idle   bool
+	Plan   Plan   // the first round's plan
+	Result Result // zero in a dry run
+	Err    error
+}
+
+// MachineReport is what Machine found and did.
+type MachineReport struct {
+	Sessions int // sessions looked at
+	// Streams lists the generations with something to do, or an error.
+	Streams []StreamReport
+	// Unmatched are the id prefixes that matched no session.
+	Unmatched []string
+}
+
+// Err is the first error of any stream.
+func (m *MachineReport) Err() error {
+	for _, s := range m.Streams {
+		if s.Err != nil {
+			return s.Err
+		}
+	}
+	return nil
+}
+
+// parallel bounds the sessions compacted at once.
+const parallel = 4
+
+// Machine compacts every generation of machine's sessions whose id starts
+// with one of prefixes (any case; all sessions when there are none), as
+// listed in the machine's catalog: the newest generation of a stream as
+// busy or idle by the age of its newest chunk, older ones as idle. With dryRun it only
+// plans. Errors of single streams are in the report; the error returned is
+// one that stopped everything (no catalog).
+func Machine(ctx context.Context, r *repo.Repo, machine string, prefixes []string, p Policy, dryRun bool) (*MachineReport, error) {
+	p = p.withDefaults()
+	cat, err := r.GetCatalog(ctx, machine)
+	if errors.Is(err, remote.ErrNotFound) {
+		return nil, fmt.Errorf("machine %s has no catalog on the remote: nothing of it to compact", machine)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read catalog of %s: %w", machine, err)
+	}
+	ids, unmatched := match(cat, prefixes)
+	rep := &MachineReport{Sessions: len(ids), Unmatched: unmatched}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			out := compactSession(ctx, r, id, machine, p, dryRun)
+			mu.Lock()
+			rep.Streams = append(rep.Streams, out...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Slice(rep.Streams, func(i, j int) bool {
+		a, b := rep.Streams[i], rep.Streams[j]
+		if a.Stream != b.Stream {
+			if a.Stream.SessionID != b.Stream.SessionID {
+				return a.Stream.SessionID < b.Stream.SessionID
+			}
+			return a.Stream.Name < b.Stream.Name
+		}
+		return a.Generation < b.Generation
+	})
+	return rep, ctx.Err()
+}
+
+// match picks the catalog's session ids that start with a prefix, ignoring
+// case as omp's --resume does.
+func match(cat repo.Catalog, prefixes []string) (ids, unmatched []string) {
+	seen := map[string]bool{}
+	hit := make([]bool, len(prefixes))
+	for _, e := range cat.Sessions {
+		ok := len(prefixes) == 0
+		for i, pre := range prefixes {
+			if strings.HasPrefix(strings.ToLower(e.ID), strings.ToLower(pre)) {
+				ok, hit[i] = true, true
+			}
+		}
+		if ok && !seen[e.ID] {
+			seen[e.ID] = true
+			ids = append(ids, e.ID)
+		}
+	}
+	for i, pre := range prefixes {
+		if !hit[i] {
+			unmatched = append(unmatched, pre)
+		}
+	}
+	sort.Strings(ids)
+	return ids, unmatched
+}
+
+func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Policy, dryRun bool) []StreamReport {
+	streams, err := listSession(ctx, r.Client(), id, machine)
+	if err != nil {
+		return []StreamReport{{Stream: repo.Stream{SessionID: id, Machine: machine, Name: repo.SessionStream}, Err: err}}
+	}
+	var out []StreamReport
+	now := p.Now()
+	for _, st := range streams {
+		newest := st.newestWithMeta()
+		for _, g := range st.gens {
+			if g.meta == nil {
+				continue
+			}
+			idle := g != newest || now.Sub(g.newest()) >= p.Idle
+			sr := StreamReport{Stream: st.s, Generation: g.name, Idle: idle}
+			pl, err := plan(g.refs(), idle, p)
+			if err != nil {
+				sr.Err = fmt.Errorf("%s generation %s: %w", st.s.Prefix(), g.name, err)
+				out = append(out, sr)
+				continue
+			}
+			if pl.Empty() {
+				continue
+			}
+			sr.Plan = pl.Plan
+			if !dryRun {
+				sr.Result, sr.Err = compactGeneration(ctx, r, st.s, g, idle, p)
+			}
+			out = append(out, sr)
+		}
+	}
+	return out
+}

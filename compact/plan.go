@@ -1,0 +1,131 @@
+package compact
+
+import (
+	"fmt"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// Span is a byte range of a generation and how many listed chunks lie
+// inside it.
+type Span struct {
+	Start, End int64
+	Chunks     int
+}
+
+// Plan is what compaction will do to one generation: merge the chunks of
+// one span into one chunk, and remove chunks that lie inside another one.
+type Plan struct {
+	Chunks int  // chunk objects listed
+	Merge  Span // Merge.Chunks == 0: nothing to merge
+	// Redundant counts chunks outside Merge that lie inside another chunk
+	// (left by a crash or an upload retried); they are removed.
+	Redundant int
+}
+
+// Empty reports whether the plan changes nothing.
+func (p Plan) Empty() bool { return p.Merge.Chunks == 0 && p.Redundant == 0 }
+
+// planned is a Plan with what carrying it out needs.
+type planned struct {
+	Plan
+	picked   []repo.ChunkRef // the chunks a reader takes (repo.Cover)
+	from, to int             // picked[from:to] are merged
+	// inside maps a picked chunk (index) to the redundant chunks inside it.
+	inside map[int][]repo.ChunkRef
+}
+
+// plan decides what to do with a generation's chunks. A generation with a
+// gap is left alone: compaction never makes a broken stream look whole.
+func plan(chunks []repo.ChunkRef, idle bool, p Policy) (*planned, error) {
+	picked, covered := repo.Cover(chunks)
+	if covered < repo.MaxEnd(chunks) {
+		return nil, fmt.Errorf("%w at byte %d", repo.ErrGap, covered)
+	}
+	pl := &planned{Plan: Plan{Chunks: len(chunks)}, picked: picked, inside: map[int][]repo.ChunkRef{}}
+	pl.from, pl.to = mergeRange(picked, idle, p)
+	if pl.to-pl.from >= 2 {
+		pl.Merge = Span{Start: picked[pl.from].Start, End: picked[pl.to-1].End}
+	}
+	isPicked := map[repo.ChunkRef]bool{}
+	for _, c := range picked {
+		isPicked[c] = true
+	}
+	for _, c := range chunks {
+		if pl.Merge.End > 0 && pl.Merge.Start <= c.Start && c.End <= pl.Merge.End {
+			pl.Merge.Chunks++
+			continue
+		}
+		if isPicked[c] {
+			continue
+		}
+		for i, q := range picked {
+			if q.Start <= c.Start && c.End <= q.End {
+				pl.inside[i] = append(pl.inside[i], c)
+				pl.Redundant++
+				break
+			}
+		}
+	}
+	return pl, nil
+}
+
+// mergeRange picks the chunks to merge, picked[from:to], by one rule with
+// two ratios. Each chunk, oldest first, must hold at least ratio times the
+// bytes of all chunks after it; the first chunk that does not is merged
+// with everything after it. Chunk sizes thus fall geometrically from the
+// start of the stream to its end, so the number of chunks is logarithmic in
+// the stream's size and every byte is rewritten once per level it climbs.
+//
+// A busy stream uses BusyRatio (1/MaxChunks: levels MaxChunks+1 times
+// apart) and merges only once more than MaxChunks chunks trail: the agent's
+// small chunks become one chunk per MaxChunks uploads, and MaxChunks of
+// those merge into one of the next level, and so on. An idle stream uses
+// IdleRatio (1: each chunk at least as large as all after it), which leaves
+// a finished session in one or a few chunks.
+//
+// No merge makes a chunk larger than MaxChunkBytes. A chunk of at least
+// half that is full: the rule applies only to the chunks after the last
+// full one, and a merge that would pass the bound takes as many chunks as
+// fit, which makes a full chunk.
+func mergeRange(picked []repo.ChunkRef, idle bool, p Policy) (from, to int) {
+	n := len(picked)
+	// fresh[i] is what picked[i] adds past the chunk before it (picked
+	// chunks may overlap); suffix[i] the bytes from picked[i] on.
+	fresh := make([]int64, n)
+	var prev int64
+	first := 0
+	for i, c := range picked {
+		fresh[i] = c.End - max(prev, c.Start)
+		prev = c.End
+		if fresh[i] >= p.MaxChunkBytes/2 {
+			first = i + 1
+		}
+	}
+	suffix := make([]int64, n+1)
+	for i := n - 1; i >= first; i-- {
+		suffix[i] = suffix[i+1] + fresh[i]
+	}
+	ratio := p.BusyRatio
+	if idle {
+		ratio = p.IdleRatio
+	}
+	j := -1
+	for i := first; i < n-1; i++ {
+		if float64(fresh[i]) <= ratio*float64(suffix[i+1]) {
+			j = i
+			break
+		}
+	}
+	if j < 0 || !idle && n-j <= p.MaxChunks {
+		return 0, 0
+	}
+	k := j + 1
+	for k < n && picked[k].End-picked[j].Start <= p.MaxChunkBytes {
+		k++
+	}
+	if k-j < 2 {
+		return 0, 0
+	}
+	return j, k
+}

@@ -1,0 +1,244 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// Retention says how long what is no longer current stays on the remote.
+// Zero means forever.
+type Retention struct {
+	// Generations: a generation superseded by a newer one (the file was
+	// rewritten) is deleted this long after the newer one began.
+	Generations time.Duration
+	// Deleted: a session whose catalog state is "deleted" is deleted this
+	// long after it was deleted locally.
+	Deleted time.Duration
+}
+
+// Expired reports whether a catalog entry is a deleted session past
+// retention: its objects go, and so can its entry.
+func (ret Retention) Expired(e repo.CatalogEntry, now time.Time) bool {
+	return ret.Deleted > 0 && e.State == repo.StateDeleted && now.Sub(e.Changed) > ret.Deleted
+}
+
+// Why a generation is pruned.
+const (
+	ReasonSuperseded = "superseded"
+	ReasonDeleted    = "session deleted"
+)
+
+// PruneItem is one generation that prune deletes.
+type PruneItem struct {
+	Stream     repo.Stream
+	Generation string
+	Reason     string    // ReasonSuperseded or ReasonDeleted
+	Since      time.Time // when it was superseded, or the session deleted
+	Keys       []string  // its objects, in the order they are deleted
+	Bytes      int64     // their stored size
+}
+
+// Kept is a generation retention would delete but that stays.
+type Kept struct {
+	Stream     repo.Stream
+	Generation string
+	Why        string
+}
+
+// PruneReport lists what prune deletes (or, in a dry run, would delete).
+type PruneReport struct {
+	Items []PruneItem
+	Kept  []Kept
+	// Sessions are deleted sessions past retention of which nothing of
+	// this machine is left once Items are deleted: their catalog entries
+	// can go too (DropSessions, or the agent forgetting them).
+	Sessions []string
+	Objects  int
+	Bytes    int64
+}
+
+// refMaxStored is the largest stored object a reference chunk can be: it
+// holds only its header line (at most 1 KiB), and no codec grows 1 KiB by
+// more than the 1/8 + 64 KiB the repository allows for. Larger chunks hold
+// data and need not be read to know they refer to nothing.
+const refMaxStored = 1025 + 1025/8 + 64<<10
+
+// Prune deletes what retention no longer keeps of machine's sessions (those
+// in its catalog): superseded generations older than ret.Generations, and
+// every generation of sessions deleted longer than ret.Deleted ago. It
+// never deletes the newest generation of a stream (the one with meta that
+// readers take), the generation the catalog names, or a generation another
+// machine's reference chunks point at (found with one LIST of the
+// session, and by reading those machines' chunks that are small enough to
+// be references). With dryRun it deletes nothing and reports the same.
+//
+// It does not rewrite the catalog: the machine's agent owns it. Pruned
+// deleted sessions are listed in Sessions for the owner to drop.
+func Prune(ctx context.Context, r *repo.Repo, machine string, ret Retention, now time.Time, dryRun bool) (*PruneReport, error) {
+	rep := &PruneReport{}
+	if ret.Generations <= 0 && ret.Deleted <= 0 {
+		return rep, nil
+	}
+	cat, err := r.GetCatalog(ctx, machine)
+	if errors.Is(err, remote.ErrNotFound) {
+		return rep, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read catalog of %s: %w", machine, err)
+	}
+	entries := append([]repo.CatalogEntry(nil), cat.Sessions...)
+	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	for _, e := range entries {
+		if err := pruneSession(ctx, r, machine, e, ret, now, rep); err != nil {
+			return rep, err
+		}
+	}
+	for _, it := range rep.Items {
+		rep.Objects += len(it.Keys)
+		rep.Bytes += it.Bytes
+	}
+	if dryRun {
+		return rep, nil
+	}
+	for _, it := range rep.Items {
+		for _, k := range it.Keys {
+			if err := r.Client().Delete(ctx, k); err != nil {
+				return rep, fmt.Errorf("prune %s generation %s: %w", it.Stream.Prefix(), it.Generation, err)
+			}
+		}
+	}
+	return rep, nil
+}
+
+type candidate struct {
+	st     *stream
+	g      *generation
+	reason string
+	since  time.Time
+}
+
+func pruneSession(ctx context.Context, r *repo.Repo, machine string, e repo.CatalogEntry, ret Retention, now time.Time, rep *PruneReport) error {
+	deleted := ret.Expired(e, now)
+	if !deleted && ret.Generations <= 0 {
+		return nil
+	}
+	streams, err := listSession(ctx, r.Client(), e.ID, "")
+	if err != nil {
+		return err
+	}
+	var cands []candidate
+	for _, st := range streams {
+		if st.s.Machine != machine {
+			continue
+		}
+		newest := st.newestWithMeta()
+		for i, g := range st.gens {
+			if deleted {
+				cands = append(cands, candidate{st, g, ReasonDeleted, e.Changed})
+				continue
+			}
+			if g == newest || st.s.Name == repo.SessionStream && g.name == e.Generation {
+				continue
+			}
+			// Superseded when a newer generation with meta began; one
+			// without a newer such generation may be an upload in progress.
+			var next *generation
+			for _, n := range st.gens[i+1:] {
+				if n.meta != nil {
+					next = n
+					break
+				}
+			}
+			if next == nil {
+				continue
+			}
+			if since := started(next.name); now.Sub(since) > ret.Generations {
+				cands = append(cands, candidate{st, g, ReasonSuperseded, since})
+			}
+		}
+	}
+	refs := map[string]map[string]string{} // stream name -> generation -> referring machine
+	refErr := map[string]error{}
+	kept := false
+	for _, c := range cands {
+		name := c.st.s.Name
+		if _, done := refs[name]; !done && refErr[name] == nil {
+			refs[name], refErr[name] = referenced(ctx, r, streams, machine, name)
+		}
+		switch {
+		case refErr[name] != nil:
+			rep.Kept = append(rep.Kept, Kept{c.st.s, c.g.name, fmt.Sprintf("cannot check other machines' references: %v", refErr[name])})
+			kept = true
+		case refs[name][c.g.name] != "":
+			rep.Kept = append(rep.Kept, Kept{c.st.s, c.g.name, "referenced by machine " + refs[name][c.g.name]})
+			kept = true
+		default:
+			keys, n := c.g.keys(c.st.s)
+			rep.Items = append(rep.Items, PruneItem{Stream: c.st.s, Generation: c.g.name, Reason: c.reason, Since: c.since, Keys: keys, Bytes: n})
+		}
+	}
+	if deleted && !kept {
+		rep.Sessions = append(rep.Sessions, e.ID)
+	}
+	return nil
+}
+
+// referenced finds which of machine's generations of the stream named name
+// other machines' reference chunks point at.
+func referenced(ctx context.Context, r *repo.Repo, streams []*stream, machine, name string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, st := range streams {
+		if st.s.Machine == machine || st.s.Name != name {
+			continue
+		}
+		for _, g := range st.gens {
+			for _, c := range g.chunks {
+				if c.Size > refMaxStored {
+					continue
+				}
+				h, _, err := r.GetChunk(ctx, st.s, g.name, c.Start, c.End)
+				if err != nil {
+					return nil, fmt.Errorf("read %s: %w", st.s.ChunkKey(g.name, c.Start, c.End), err)
+				}
+				if h.Ref != nil && h.Ref.Machine == machine {
+					out[h.Ref.Generation] = st.s.Machine
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// DropSessions removes sessions from machine's catalog. Only the catalog's
+// owner may call it: the agent of that machine, or a command that holds the
+// agent's state lock, since the agent replaces the catalog from its state.
+func DropSessions(ctx context.Context, r *repo.Repo, machine string, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	cat, err := r.GetCatalog(ctx, machine)
+	if err != nil {
+		return fmt.Errorf("read catalog of %s: %w", machine, err)
+	}
+	drop := map[string]bool{}
+	for _, id := range ids {
+		drop[id] = true
+	}
+	kept := cat.Sessions[:0]
+	for _, e := range cat.Sessions {
+		if !drop[e.ID] {
+			kept = append(kept, e)
+		}
+	}
+	cat.Sessions, cat.Updated = kept, now.UTC()
+	if err := r.PutCatalog(ctx, cat); err != nil {
+		return fmt.Errorf("update catalog of %s: %w", machine, err)
+	}
+	return nil
+}
