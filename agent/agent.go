@@ -45,6 +45,8 @@ type Options struct {
 	Pull                     bool
 	PullInterval             time.Duration
 	PullInclude, PullExclude []string
+	// Merger merges pulled sessions (required with Pull).
+	Merger Merger
 	// ChunkSize bounds one chunk of a backlog. Default 4 MiB.
 	ChunkSize int64
 	// Parallel bounds concurrent uploads. Default 4.
@@ -123,6 +125,9 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	opts.setDefaults()
 	if opts.AgentDir == "" || opts.StateDir == "" || opts.Machine == "" {
 		return nil, errors.New("agent: agent dir, state dir and machine are required")
+	}
+	if opts.Pull && opts.Merger == nil {
+		return nil, errors.New("agent: pull needs a merger")
 	}
 	if !repo.ValidMachine(opts.Machine) {
 		return nil, fmt.Errorf("machine name %q is not a safe path segment (use letters, digits, '.', '_' and '-')", opts.Machine)

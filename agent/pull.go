@@ -11,8 +11,40 @@ import (
 	"strconv"
 
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/session"
+)
+
+// Merger merges one machine's copy of a session into the agent dir by
+// restore's merge rule. Package restore provides it; the command layer
+// wires it in, so the agent does not depend on restore.
+type Merger interface {
+	Merge(ctx context.Context, catalogs []repo.Catalog, machine, sessionID string) (Merged, error)
+}
+
+// Merged is what a Merger did to one session.
+type Merged struct {
+	// Action is one of the Merge* constants.
+	Action string
+	// Path is the session file, relative to the agent dir.
+	Path string
+	// Bytes is how much was written.
+	Bytes int64
+	// Source is the copy the bytes came from, for created and appended.
+	Source *repo.ChunkSource
+	Backup string
+	// Problem says why a refused or failed merge did not happen.
+	Problem string
+}
+
+// Merge actions, as restore names them.
+const (
+	MergeCreated   = "created"
+	MergeAppended  = "appended"
+	MergeUnchanged = "unchanged"
+	MergeMerged    = "merged"
+	MergeLive      = "skipped-live"
+	MergeRefused   = "refused"
+	MergeFailed    = "failed"
 )
 
 // pull fetches what other machines uploaded since the last pull and merges
@@ -110,41 +142,35 @@ func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine st
 			before = fi.Size()
 		}
 	}
-	rep, err := restore.Run(ctx, a.repo, []string{e.ID}, restore.Options{
-		AgentDir: a.opts.AgentDir, Machine: machine, Catalogs: cats, Logger: a.log,
-	})
+	res, err := a.opts.Merger.Merge(ctx, cats, machine, e.ID)
 	if err != nil {
 		return false, err
 	}
-	if len(rep.Results) != 1 {
-		return false, fmt.Errorf("restore returned %d results", len(rep.Results))
-	}
-	res := rep.Results[0]
 	switch res.Action {
-	case restore.SkippedLive:
+	case MergeLive:
 		a.log.Debug("pull: session in use; will merge when it settles", "session", e.ID)
 		return false, nil
-	case restore.Refused, restore.Failed:
-		return res.Action == restore.Refused, fmt.Errorf("%s: %s", res.Action, res.Error)
-	case restore.Unchanged:
+	case MergeRefused, MergeFailed:
+		return res.Action == MergeRefused, fmt.Errorf("%s: %s", res.Action, res.Problem)
+	case MergeUnchanged:
 		return true, nil
-	case restore.Merged:
+	case MergeMerged:
 		a.log.Info("pull: merged work from another machine", "session", e.ID, "machine", machine, "backup", res.Backup)
 		return true, nil
 	}
 	// Created or Appended: the new bytes are exactly that machine's; record
 	// them so the uploader stores a reference, not a second copy.
 	a.log.Info("pull: session updated from another machine", "session", e.ID, "machine", machine, "action", res.Action, "bytes", res.Bytes)
-	if len(res.Sources) != 1 {
+	if res.Source == nil {
 		return true, nil
 	}
-	return true, a.recordPulled(res, before)
+	return true, a.recordPulled(e.ID, res, before)
 }
 
 // recordPulled notes the range restore wrote as pulled from its source:
 // the whole file after its title slot when it was created, else what was
 // appended (before is the file's size before the pull).
-func (a *Agent) recordPulled(res restore.Result, before int64) error {
+func (a *Agent) recordPulled(id string, res Merged, before int64) error {
 	abs := a.abs(res.Path)
 	fi, err := os.Stat(abs)
 	if err != nil {
@@ -152,7 +178,7 @@ func (a *Agent) recordPulled(res restore.Result, before int64) error {
 	}
 	end := fi.Size()
 	start := int64(0)
-	if res.Action == restore.Appended {
+	if res.Action == MergeAppended {
 		start = end - res.Bytes
 		if before >= 0 {
 			start = before
@@ -173,15 +199,14 @@ func (a *Agent) recordPulled(res restore.Result, before int64) error {
 	if _, err := io.Copy(h, io.NewSectionReader(f, start, end-start)); err != nil {
 		return err
 	}
-	key := streamKey(res.ID, repo.SessionStream)
+	key := streamKey(id, repo.SessionStream)
 	fst := a.state.Streams[key]
 	if fst == nil {
-		fst = &FileState{SessionID: res.ID, Stream: repo.SessionStream, Path: res.Path, State: repo.StatePresent, Changed: a.now().UTC()}
+		fst = &FileState{SessionID: id, Stream: repo.SessionStream, Path: res.Path, State: repo.StatePresent, Changed: a.now().UTC()}
 		a.state.Streams[key] = fst
 		a.byPath[res.Path] = key
 	}
-	src := res.Sources[0]
-	fst.Pulled = append(fst.Pulled, PulledRange{Start: start, End: end, Machine: src.Machine, Generation: src.Generation, SHA256: hex.EncodeToString(h.Sum(nil))})
+	fst.Pulled = append(fst.Pulled, PulledRange{Start: start, End: end, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: hex.EncodeToString(h.Sum(nil))})
 	a.markDirty(res.Path)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -85,11 +86,13 @@ func benchBackends(b *testing.B) []benchBackend {
 }
 
 // BenchmarkSession10k writes a session of 10,000 appends (one chunk each)
-// twice: as the agent does without compaction, and with compaction called
-// as the agent calls it (busy after every MaxChunks+1 uploads, idle at the
-// end). It reports what compaction costs, then times restoring each copy.
+// as the agent does, once without compaction ("upload") and once with
+// compaction called as the agent calls it ("upload+compact": busy after
+// every MaxChunks+1 uploads, idle at the end), reporting what compaction
+// costs; then it times restoring each copy. Each upload takes 10,000 PUTs:
+// run it once.
 //
-//	go test -run '^$' -bench Session10k -benchtime 3x ./compact/
+//	go test -run '^$' -bench Session10k -benchtime 1x ./compact/
 func BenchmarkSession10k(b *testing.B) {
 	appends := benchAppends(b, 10000)
 	for _, be := range benchBackends(b) {
@@ -98,66 +101,74 @@ func BenchmarkSession10k(b *testing.B) {
 }
 
 func benchSession(b *testing.B, c remote.Client, appends [][]byte) {
-	ctx := context.Background()
-	const gen = "0000000000000001"
-	agentCnt, compCnt := &counter{Client: c}, &counter{Client: c}
-	agent, comp := repo.New(agentCnt, repo.NewZstd()), repo.New(compCnt, repo.NewZstd())
-
-	plain := newWriter(agent, session("before", "laptop"), gen, 0)
-	for _, a := range appends {
-		if err := plain.append(ctx, a); err != nil {
-			b.Fatal(err)
+	var plain, compacted *writer
+	run := 0
+	upload := func(b *testing.B, compact bool) *writer {
+		run++
+		id := fmt.Sprintf("bench%d", run)
+		agentCnt, compCnt := &counter{Client: c}, &counter{Client: c}
+		agent, comp := repo.New(agentCnt, repo.NewZstd()), repo.New(compCnt, repo.NewZstd())
+		w := newWriter(agent, session(id, "laptop"), "0000000000000001", 0)
+		p := Policy{}.withDefaults()
+		var rewritten int64
+		var took time.Duration
+		mostChunks, since := 0, 0
+		compactNow := func(idle bool) {
+			start := time.Now()
+			res, err := Stream(context.Background(), comp, w.s, w.gen, idle, p)
+			took += time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rewritten += res.Rewritten
+			mostChunks = max(mostChunks, res.Before)
 		}
-	}
-	agentPuts, agentBytes := agentCnt.puts, agentCnt.putBytes
-
-	w := newWriter(agent, session("after", "laptop"), gen, 0)
-	p := Policy{}.withDefaults()
-	var rewritten int64
-	var took time.Duration
-	mostChunks, since := 0, 0
-	compactNow := func(idle bool) {
-		start := time.Now()
-		res, err := Stream(ctx, comp, w.s, gen, idle, p)
-		took += time.Since(start)
-		if err != nil {
-			b.Fatal(err)
+		for _, a := range appends {
+			if err := w.append(context.Background(), a); err != nil {
+				b.Fatal(err)
+			}
+			if since++; compact && since > p.MaxChunks {
+				compactNow(false)
+				since = 0
+			}
 		}
-		rewritten += res.Rewritten
-		mostChunks = max(mostChunks, res.Before)
-	}
-	for _, a := range appends {
-		if err := w.append(ctx, a); err != nil {
-			b.Fatal(err)
+		if compact {
+			compactNow(true)
 		}
-		if since++; since > p.MaxChunks {
-			compactNow(false)
-			since = 0
+		size := float64(len(w.data))
+		b.ReportMetric(size, "session-bytes")
+		b.ReportMetric(float64(agentCnt.puts), "agent-PUTs")
+		b.ReportMetric(float64(agentCnt.putBytes), "agent-upload-bytes")
+		b.ReportMetric(float64(storedSize(b, c, w)), "stored-bytes")
+		if compact {
+			b.ReportMetric(float64(compCnt.putBytes)/size, "extra-upload/size")
+			b.ReportMetric(float64(compCnt.putBytes)/float64(agentCnt.putBytes), "extra-upload/agent-upload")
+			b.ReportMetric(float64(rewritten)/size, "rewritten/size")
+			b.ReportMetric(float64(compCnt.puts), "compaction-PUTs")
+			b.ReportMetric(float64(compCnt.gets+compCnt.stats), "compaction-GETs")
+			b.ReportMetric(float64(compCnt.lists), "compaction-LISTs")
+			b.ReportMetric(float64(compCnt.dels), "compaction-DELETEs")
+			b.ReportMetric(float64(compCnt.getBytes), "compaction-download-bytes")
+			b.ReportMetric(float64(mostChunks), "most-chunks")
+			b.ReportMetric(took.Seconds(), "compaction-s")
 		}
+		return w
 	}
-	compactNow(true)
-	if !bytes.Equal(w.data, plain.data) {
-		b.Fatal("the two copies differ")
+	b.Run("upload", func(b *testing.B) {
+		for b.Loop() {
+			plain = upload(b, false)
+		}
+	})
+	b.Run("upload+compact", func(b *testing.B) {
+		for b.Loop() {
+			compacted = upload(b, true)
+		}
+	})
+	if plain == nil || compacted == nil || !bytes.Equal(plain.data, compacted.data) {
+		b.Fatal("the two copies differ (or were not written: do not filter out the upload benchmarks)")
 	}
-	size := float64(len(w.data))
-	storedBefore, storedAfter := storedSize(b, c, plain), storedSize(b, c, w)
-	b.ReportMetric(size, "session-bytes")
-	b.ReportMetric(float64(agentPuts), "agent-PUTs")
-	b.ReportMetric(float64(agentBytes), "agent-uploaded-bytes")
-	b.ReportMetric(float64(compCnt.putBytes)/size, "extra-upload/size")
-	b.ReportMetric(float64(compCnt.putBytes)/float64(agentBytes), "extra-upload/agent-upload")
-	b.ReportMetric(float64(rewritten)/size, "rewritten/size")
-	b.ReportMetric(float64(compCnt.puts), "compaction-PUTs")
-	b.ReportMetric(float64(compCnt.gets+compCnt.stats), "compaction-GETs")
-	b.ReportMetric(float64(compCnt.lists), "compaction-LISTs")
-	b.ReportMetric(float64(compCnt.dels), "compaction-DELETEs")
-	b.ReportMetric(float64(mostChunks), "most-chunks")
-	b.ReportMetric(took.Seconds(), "compaction-s")
-	b.ReportMetric(float64(storedBefore), "stored-bytes-before")
-	b.ReportMetric(float64(storedAfter), "stored-bytes-after")
-
 	b.Run("restore-before", func(b *testing.B) { benchRestore(b, c, plain) })
-	b.Run("restore-after", func(b *testing.B) { benchRestore(b, c, w) })
+	b.Run("restore-after", func(b *testing.B) { benchRestore(b, c, compacted) })
 }
 
 func storedSize(b *testing.B, c remote.Client, w *writer) int64 {

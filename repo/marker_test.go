@@ -478,3 +478,28 @@ func TestMarkerLost(t *testing.T) {
 		t.Fatalf("read after rekey: %v", err)
 	}
 }
+
+// A writer that changes the recipients while rekey runs keeps the pending
+// list: rekey does not claim objects it did not see are done.
+func TestRekeyRecipientsChangedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	a, b, x := newKey(t), newKey(t), newKey(t)
+	c := newRemote(t)
+	writeSession(t, repo.New(c, codec(t, crypt.Options{IdentityFile: a.file})), 100)
+	once := false
+	_, err := repo.New(c, codec(t, crypt.Options{Recipients: []string{b.recipient}, IdentityFile: identities(t, a, b)})).Rekey(ctx, repo.RekeyOptions{
+		Progress: func(repo.RekeyProgress) error {
+			if !once {
+				once = true // an agent adds a recipient
+				return repo.New(c, codec(t, crypt.Options{Recipients: []string{b.recipient, x.recipient}})).Init(ctx)
+			}
+			return nil
+		},
+	})
+	if !errors.Is(err, repo.ErrRecipientsChanged) {
+		t.Fatalf("rekey = %v, want ErrRecipientsChanged", err)
+	}
+	if m := marker(t, c); !slices.Equal(m.Encryption.Pending, []string{a.fp}) {
+		t.Errorf("pending = %v, want [%s] kept", m.Encryption.Pending, a.fp)
+	}
+}

@@ -42,6 +42,13 @@ type RekeyProgress struct {
 	Nothing bool
 }
 
+// ErrRecipientsChanged means another writer changed the repository's
+// recipients while Rekey ran: objects it wrote may be encrypted to others,
+// so a journal of this run must be dropped and rekey run again from the
+// start.
+var ErrRecipientsChanged = errors.New("the repository's recipients changed while rekey ran (an agent with other encryption.recipients?): " +
+	"give every machine the same recipients and run 'ompsync rekey' again")
+
 // rekeyBatch is how many objects go between two journal entries.
 const rekeyBatch = 64
 
@@ -160,8 +167,17 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		return prog, fmt.Errorf("rekey left %d object(s) it does not know as they were (first: %s); the marker still lists earlier keys as pending",
 			len(prog.Skipped), prog.Skipped[0])
 	}
-	done := *nm
-	de := *nm.Encryption
+	// A writer with yet other recipients may have changed the marker
+	// meanwhile; its objects are not done, so the pending list stays.
+	now, err := r.ReadMarker(ctx)
+	if err != nil {
+		return prog, err
+	}
+	if now == nil || now.Encryption == nil || !sameSet(now.Encryption.Recipients, keys.Recipients) {
+		return prog, ErrRecipientsChanged
+	}
+	done := *now
+	de := *now.Encryption
 	de.Pending = nil
 	de.PassphraseKey = keys.PassphraseKey
 	done.Encryption = &de

@@ -19,6 +19,8 @@ import (
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
 )
 
@@ -99,7 +101,9 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	ag, err := agent.New(r, agentOptions(cfg, log))
+	opts := agentOptions(cfg, log)
+	opts.Pull = false // one backup pass; pulling is the running agent's
+	ag, err := agent.New(r, opts)
 	if err != nil {
 		return err
 	}
@@ -119,6 +123,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
 		return err
 	}
 	opts := agentOptions(cfg, log)
+	opts.Merger = restoreMerger{repo: r, agentDir: cfg.AgentDir, log: log}
 	opts.Ready = func() {
 		if err := service.NotifyReady(); err != nil {
 			log.Warn("could not tell the service manager the agent is ready", "err", err)
@@ -187,4 +192,29 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 		}
 	}()
 	return srv, nil
+}
+
+// restoreMerger lets the agent's pull use restore's merge rule.
+type restoreMerger struct {
+	repo     *repo.Repo
+	agentDir string
+	log      *slog.Logger
+}
+
+func (m restoreMerger) Merge(ctx context.Context, cats []repo.Catalog, machine, id string) (agent.Merged, error) {
+	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
+		AgentDir: m.agentDir, Machine: machine, Catalogs: cats, Logger: m.log,
+	})
+	if err != nil {
+		return agent.Merged{}, err
+	}
+	if len(rep.Results) != 1 {
+		return agent.Merged{}, fmt.Errorf("restore of %s gave %d results", id, len(rep.Results))
+	}
+	res := rep.Results[0]
+	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Backup: res.Backup, Problem: res.Error}
+	if len(res.Sources) == 1 {
+		out.Source = &repo.ChunkSource{Machine: res.Sources[0].Machine, Generation: res.Sources[0].Generation}
+	}
+	return out, nil
 }

@@ -174,6 +174,9 @@ func newRekeyCmd(a *app) *cobra.Command {
 					return atomicfile.Write(journalPath, b, atomicfile.Options{})
 				},
 			})
+			if errors.Is(err, repo.ErrRecipientsChanged) {
+				os.Remove(journalPath) // start over next time
+			}
 			if err != nil {
 				return err
 			}

@@ -39,7 +39,8 @@ func (r *runner) idle(ctx context.Context) error {
 	}
 	defer p.proxy.Close()
 	omp := r.ompsync(p, agentDir, "idle")
-	first, firstN, err := measure(p, func() error { _, err := omp.Run(ctx, "agent", "--once"); return err })
+	fc, err := r.measure(p, func() error { _, err := omp.Run(ctx, "agent", "--once"); return err })
+	first, firstN := fc.Wall, fc.Counts
 	if err != nil {
 		return err
 	}
@@ -150,7 +151,7 @@ func (r *runner) ls(ctx context.Context, p *peer, omp *bench.Ompsync) error {
 		return nil
 	}
 	var out []byte
-	_, lsN, err := measure(p, func() error {
+	lc, err := r.measure(p, func() error {
 		var err error
 		out, err = omp.Run(ctx, "ls", "--json")
 		return err
@@ -158,6 +159,7 @@ func (r *runner) ls(ctx context.Context, p *peer, omp *bench.Ompsync) error {
 	if err != nil {
 		return err
 	}
+	lsN := lc.Counts
 	listed := countListed(out)
 	r.raw["ls"] = map[string]any{"requests": lsN, "listed": listed}
 	r.add(row{

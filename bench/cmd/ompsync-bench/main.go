@@ -139,6 +139,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 	r := &runner{cfg: c, log: log, corpus: corpus, srv: srv, work: work, raw: map[string]any{}}
 	r.raw["machine"] = machineInfo()
 	r.raw["started"] = time.Now().UTC().Format(time.RFC3339)
+	r.raw["load_at_start"] = loadAvg()
 	phases := map[string]func(context.Context) error{
 		"rounds":  r.rounds,
 		"live":    r.live,
@@ -157,7 +158,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		}
 		log.Info("phase done", "phase", p, "took", time.Since(start).Round(time.Second))
 	}
-	fmt.Printf("\n%s\n", machineInfo())
+	r.raw["load_at_end"] = loadAvg()
+	fmt.Printf("\n%s; load average %s at the start, %s at the end\n", machineInfo(), r.raw["load_at_start"], r.raw["load_at_end"])
 	printTable(os.Stdout, r.table)
 	if c.out != "" {
 		r.raw["table"] = r.table
@@ -210,12 +212,37 @@ func (r *runner) s3Client(ctx context.Context, p *peer) (remote.Client, error) {
 	})
 }
 
-// measure runs f and returns its wall time and what it sent through p.
-func measure(p *peer, f func() error) (time.Duration, bench.Counts, error) {
+// cost is what one step took.
+type cost struct {
+	Wall time.Duration
+	// CPU is the user + system time of the processes the step ran and
+	// waited for (0 for work done in this process); Server that of
+	// versitygw meanwhile.
+	CPU, Server time.Duration
+	Counts      bench.Counts
+}
+
+// measure runs f and returns its wall time, CPU time and what it sent
+// through p.
+func (r *runner) measure(p *peer, f func() error) (cost, error) {
 	before := p.proxy.Counts()
+	cpu0 := childrenCPU()
+	srv0, _ := bench.ProcCPU(r.srv.Pid())
 	start := time.Now()
 	err := f()
-	return time.Since(start), p.proxy.Counts().Sub(before), err
+	c := cost{Wall: time.Since(start), CPU: childrenCPU() - cpu0, Counts: p.proxy.Counts().Sub(before)}
+	srv1, _ := bench.ProcCPU(r.srv.Pid())
+	c.Server = srv1 - srv0
+	return c, err
+}
+
+// childrenCPU is the CPU time of every child process waited for so far.
+func childrenCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func machineInfo() string {
@@ -239,4 +266,18 @@ func machineInfo() string {
 		}
 	}
 	return fmt.Sprintf("machine: %d CPUs (%s)%s, %s", numCPU(), cpu, mem, time.Now().UTC().Format("2006-01-02"))
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages: other work on the
+// machine shows up in every timing.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }

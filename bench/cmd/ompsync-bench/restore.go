@@ -52,16 +52,17 @@ func (r *runner) restore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	upO, upON, err := measure(po, func() error { _, err := omp.Run(ctx, "agent", "--once"); return err })
+	bo, err := r.measure(po, func() error { _, err := omp.Run(ctx, "agent", "--once"); return err })
 	if err != nil {
 		return err
 	}
-	upR, upRN, err := measure(pr, func() error {
+	br, err := r.measure(pr, func() error {
 		return rc.Copy(ctx, filepath.Join(agentDir, "sessions"), "bench:"+pr.bucket+"/sessions")
 	})
 	if err != nil {
 		return err
 	}
+	upO, upON, upR, upRN := bo.Wall, bo.Counts, br.Wall, br.Counts
 	r.add(row{
 		Figure:  fmt.Sprintf("first backup of %d sessions (%s): wall time, bytes uploaded", c.restoreSessions, mb(total)),
 		Ompsync: fmt.Sprintf("%s, %s", secs(upO), mb(upON.Up)), Rclone: fmt.Sprintf("%s, %s", secs(upR), mb(upRN.Up)),
@@ -74,16 +75,17 @@ func (r *runner) restore(ctx context.Context) error {
 	}
 	toO := filepath.Join(r.dir("restore", "out"), "ompsync")
 	toR := filepath.Join(r.dir("restore", "out"), "rclone")
-	dO, nO, err := measure(po, func() error { _, err := omp.Run(ctx, "restore", "--all", "--to", toO); return err })
+	ro, err := r.measure(po, func() error { _, err := omp.Run(ctx, "restore", "--all", "--to", toO); return err })
 	if err != nil {
 		return err
 	}
-	dR, nR, err := measure(pr, func() error {
+	rr, err := r.measure(pr, func() error {
 		return rc.Copy(ctx, "bench:"+pr.bucket+"/sessions", filepath.Join(toR, "sessions"))
 	})
 	if err != nil {
 		return err
 	}
+	dO, nO, dR, nR := ro.Wall, ro.Counts, rr.Wall, rr.Counts
 	badO, err := sameTree(filepath.Join(agentDir, "sessions"), filepath.Join(toO, "sessions"))
 	if err != nil {
 		return err
@@ -100,7 +102,7 @@ func (r *runner) restore(ctx context.Context) error {
 		}
 	}
 	r.raw["restore"] = map[string]any{"sessions": c.restoreSessions, "bytes": total,
-		"ompsync_ns": dO, "ompsync": nO, "rclone_ns": dR, "rclone": nR, "ompsync_wrong_files": badO, "rclone_wrong_files": badR}
+		"backup_ompsync": bo, "backup_rclone": br, "ompsync": ro, "rclone": rr, "ompsync_wrong_files": badO, "rclone_wrong_files": badR}
 	note := ""
 	if badO > 0 {
 		note = fmt.Sprintf(" (%d files differ!)", badO)
@@ -108,8 +110,8 @@ func (r *runner) restore(ctx context.Context) error {
 	r.add(row{
 		Figure:  figure,
 		Target:  "< rclone copy",
-		Ompsync: fmt.Sprintf("%s, %d requests, %s down%s", secs(dO), nO.Requests(), mb(nO.Down), note),
-		Rclone:  fmt.Sprintf("%s, %d requests, %s down", secs(dR), nR.Requests(), mb(nR.Down)),
+		Ompsync: fmt.Sprintf("%s (%s CPU), %d requests, %s down%s", secs(dO), secs(ro.CPU), nO.Requests(), mb(nO.Down), note),
+		Rclone:  fmt.Sprintf("%s (%s CPU), %d requests, %s down", secs(dR), secs(rr.CPU), nR.Requests(), mb(nR.Down)),
 		Versus:  fmt.Sprintf("rclone %s the time", times(dO.Seconds(), dR.Seconds())),
 		Result:  verdict(dO < dR && badO == 0),
 	})

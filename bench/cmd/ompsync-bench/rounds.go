@@ -16,6 +16,7 @@ type peerRun struct {
 	Counts       bench.Counts    `json:"counts"` // all rounds
 	Times        []time.Duration `json:"times_ns"`
 	RoundUploads []int64         `json:"round_upload_bytes"`
+	CPU          time.Duration   `json:"cpu_ns"` // all rounds, of the peer's processes
 }
 
 // rounds: the same rounds of appends, and after each one every peer
@@ -82,10 +83,11 @@ func (r *runner) rounds(ctx context.Context) error {
 		{name: "whole", p: pw, run: func() error { _, err := whole.Sync(ctx); return err }},
 	}
 	for _, s := range steps {
-		d, n, err := measure(s.p, s.run)
+		m, err := r.measure(s.p, s.run)
 		if err != nil {
 			return fmt.Errorf("%s initial upload: %w", s.name, err)
 		}
+		d, n := m.Wall, m.Counts
 		s.res.Initial, s.res.InitialTime = n, d
 	}
 
@@ -108,10 +110,12 @@ func (r *runner) rounds(ctx context.Context) error {
 			}
 		}
 		for _, s := range steps {
-			d, n, err := measure(s.p, s.run)
+			m, err := r.measure(s.p, s.run)
 			if err != nil {
 				return fmt.Errorf("%s round %d: %w", s.name, round, err)
 			}
+			d, n := m.Wall, m.Counts
+			s.res.CPU += m.CPU
 			s.res.Times = append(s.res.Times, d)
 			s.res.RoundUploads = append(s.res.RoundUploads, n.Up)
 			s.res.Counts = s.res.Counts.Add(n)
