@@ -288,7 +288,7 @@ func TestReferenceChunksStay(t *testing.T) {
 	r := fileRepo(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	desk := newWriter(r, session("ref", "desk"), "00000000000000d1", 0)
-	for range 5 {
+	for range 40 {
 		if err := desk.append(ctx, lines(rng, 2)); err != nil {
 			t.Fatal(err)
 		}
@@ -326,6 +326,11 @@ func TestReferenceChunksStay(t *testing.T) {
 	}
 	if h, _, err := r.GetChunk(ctx, w.s, w.gen, 300, refEnd); err != nil || h.Ref == nil {
 		t.Fatalf("reference chunk: %+v, %v", h, err)
+	}
+	// The next run sees there is nothing to merge without reading a chunk.
+	cnt := &counter{Client: r.Client()}
+	if res, err := Stream(ctx, repo.New(cnt, repo.NewZstd()), w.s, w.gen, true, Policy{}); err != nil || res.Written != 0 || cnt.gets != 0 || cnt.lists != 1 {
+		t.Fatalf("second run: %+v, %v; %d GETs, %d LISTs", res, err, cnt.gets, cnt.lists)
 	}
 }
 

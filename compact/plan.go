@@ -43,7 +43,17 @@ func plan(chunks []repo.ChunkRef, idle bool, p Policy) (*planned, error) {
 		return nil, fmt.Errorf("%w at byte %d", repo.ErrGap, covered)
 	}
 	pl := &planned{Plan: Plan{Chunks: len(chunks)}, picked: picked, inside: map[int][]repo.ChunkRef{}}
-	pl.from, pl.to = mergeRange(picked, idle, p)
+	// Plan within the stretches between chunks that look like references
+	// (execution finds the others), the newest stretch first.
+	end := len(picked)
+	for i := len(picked) - 1; i >= -1 && pl.to-pl.from < 2; i-- {
+		if i >= 0 && !likelyRef(picked[i]) {
+			continue
+		}
+		from, to := mergeRange(picked[i+1:end], idle, p)
+		pl.from, pl.to = i+1+from, i+1+to
+		end = i
+	}
 	if pl.to-pl.from >= 2 {
 		pl.Merge = Span{Start: picked[pl.from].Start, End: picked[pl.to-1].End}
 	}
@@ -68,6 +78,15 @@ func plan(chunks []repo.ChunkRef, idle bool, p Policy) (*planned, error) {
 		}
 	}
 	return pl, nil
+}
+
+// likelyRef reports a chunk whose stored object is far too small for its
+// range to hold its bytes: a reference chunk, almost surely. Planning does
+// not merge across one, so that a generation with references is not read
+// again at every run only to find nothing to merge; a guess either way costs
+// at most a merge.
+func likelyRef(c repo.ChunkRef) bool {
+	return c.Size <= 4<<10 && c.End-c.Start >= 32*c.Size
 }
 
 // mergeRange picks the chunks to merge, picked[from:to], by one rule with
