@@ -105,6 +105,8 @@ type Agent struct {
 	catalog []byte            // last catalog uploaded, without its timestamp
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
+	// cataloged are the sessions this machine's remote catalog lists.
+	cataloged map[string]bool
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
@@ -146,7 +148,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
-		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1),
+		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{},
 	}
 	a.interval.Store(int64(opts.Interval))
 	st, err := LoadState(opts.StateDir)
@@ -221,6 +223,12 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	cat, err := a.repo.GetCatalog(ctx, a.opts.Machine)
 	if errors.Is(err, remote.ErrNotFound) {
+		return nil
+	}
+	if errors.Is(err, repo.ErrNoKey) {
+		// An agent given only the recipients (public keys) can write but
+		// not read: it works from its local state alone.
+		a.log.Warn("cannot read this machine's catalog without the private key; a lost local state cannot be rebuilt from the remote", "err", err)
 		return nil
 	}
 	if err != nil {

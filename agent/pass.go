@@ -213,6 +213,9 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *FileState {
 	if k, ok := a.byPath[rel]; ok {
 		if fst := a.state.Streams[k]; fst != nil && fst.Path == rel {
+			if fst.Adopt {
+				a.adopt(ctx, fst)
+			}
 			return fst
 		}
 	}
@@ -237,7 +240,9 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *F
 	fst := a.state.Streams[key]
 	switch {
 	case fst == nil:
-		fst = &FileState{SessionID: id, Stream: stream, Path: rel, State: repo.StatePresent, Changed: a.now().UTC()}
+		// A stream of a session this machine's catalog lists may already be
+		// on the remote (the state was lost): match it before uploading.
+		fst = &FileState{SessionID: id, Stream: stream, Path: rel, State: repo.StatePresent, Changed: a.now().UTC(), Adopt: a.cataloged[id]}
 		a.state.Streams[key] = fst
 	case fst.Path != rel:
 		if fst.State == repo.StatePresent {
@@ -431,6 +436,7 @@ func (a *Agent) recordMissing(seen map[string]bool) bool {
 // stay recorded and files already uploaded are adopted, not uploaded again.
 func (a *Agent) seedFromCatalog(c repo.Catalog) {
 	for _, e := range c.Sessions {
+		a.cataloged[e.ID] = true
 		key := streamKey(e.ID, repo.SessionStream)
 		if _, ok := a.state.Streams[key]; ok {
 			continue

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// The state is a cache: when it is lost, the agent rebuilds it from the
+// remote without uploading again what is already there, and goes on
+// appending to the same generation.
+func TestLostStateRebuiltFromRemote(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.writeRename(ompRel, corpus(t, ompFile))
+		art := strings.TrimSuffix(ompRel, ".jsonl") + "/subagents/1.jsonl"
+		e.write(art, corpus(t, "pi-v3-small-compactions_agent-sessions-fixture.jsonl"))
+		gone := "sessions/-x/2026-01-01T00-00-00-000Z_gone0000-0000-0000-0000-000000000000.jsonl"
+		e.writeRename(gone, corpus(t, "pi-v3-small-compactions_agent-sessions-fixture.jsonl"))
+		e.once()
+		os.Remove(e.path(gone))
+		e.once()
+		e.client.takePuts()
+
+		if err := os.RemoveAll(e.stateDir); err != nil {
+			t.Fatal(err)
+		}
+		e.appendTo(ompRel, entryLine("beef0001", "", "after the state was lost"))
+		e.once()
+		puts := e.client.takePuts()
+		if ch := chunkPuts(puts); len(ch) != 1 {
+			t.Fatalf("after losing the state, uploaded chunks %v; want only the appended range", ch)
+		}
+		e.assertRemoteEquals(ompRel, ompID)
+		if n := len(e.generations(ompID, repo.SessionStream)); n != 1 {
+			t.Fatalf("%d generations after a state rebuild, want 1", n)
+		}
+		if st := e.catalogEntry("019e19b4-eb48-746a-aa6b-8dfcfa37954b").State; st != repo.StateDeleted {
+			t.Fatalf("the deleted session is %q after the rebuild, want deleted", st)
+		}
+	})
+}
+
+// A damaged state file is set aside with a clear log line and rebuilt.
+func TestDamagedStateRebuilt(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.once()
+	if err := os.WriteFile(filepath.Join(e.stateDir, stateFile), []byte(`{"v":1,"streams":{"x`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	e.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	e.client.takePuts()
+	e.appendTo(ompRel, entryLine("beef0002", "", "x"))
+	e.once()
+	if !strings.Contains(logs.String(), "local state is damaged") {
+		t.Fatalf("no message about the damaged state:\n%s", logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(e.stateDir, stateFile+".damaged")); err != nil {
+		t.Fatalf("damaged state not kept aside: %v", err)
+	}
+	if ch := chunkPuts(e.client.takePuts()); len(ch) != 1 {
+		t.Fatalf("uploaded %v, want only the appended range", ch)
+	}
+	e.assertRemoteEquals(ompRel, ompID)
+}
+
+// status compares what is on disk with what was uploaded.
+func TestStatus(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.once()
+	st, err := Status(e.agentDir, e.stateDir, time.Now())
+	if err != nil || len(st) != 1 || st[0].Pending != 0 || st[0].Uploaded != int64(len(corpus(t, ompFile))) {
+		t.Fatalf("status after a pass: %+v, %v", st, err)
+	}
+	line := entryLine("beef0003", "", "pending")
+	e.appendTo(ompRel, line)
+	st, _ = Status(e.agentDir, e.stateDir, time.Now().Add(10*time.Minute))
+	if st[0].Pending != int64(len(line)) || st[0].PendingAge < 10*time.Minute {
+		t.Fatalf("status with pending bytes: %+v", st[0])
+	}
+	if _, err := Status(e.agentDir, t.TempDir(), time.Now()); err == nil || !strings.Contains(err.Error(), "no agent state") {
+		t.Fatalf("status without state: %v", err)
+	}
+}
