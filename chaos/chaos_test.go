@@ -233,36 +233,6 @@ func whereIs(t *testing.T, r *repo.Repo, to, id string) string {
 	return fmt.Sprintf("restored as %q; catalogs: %q", found, cat)
 }
 
-// whereIs says where a session went instead: the restored files naming
-// its id, and what each machine's catalog says of it.
-func whereIs(t *testing.T, r *repo.Repo, to, id string) string {
-	var found []string
-	_ = filepath.WalkDir(to, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.Contains(p, id) {
-			found = append(found, strings.TrimPrefix(p, to+"/"))
-		}
-		return nil
-	})
-	var cat []string
-	ms, err := r.Machines(context.Background())
-	if err != nil {
-		return err.Error()
-	}
-	for _, m := range ms {
-		c, err := r.GetCatalog(context.Background(), m)
-		if err != nil {
-			cat = append(cat, m+": "+err.Error())
-			continue
-		}
-		for _, e := range c.Sessions {
-			if e.ID == id {
-				cat = append(cat, fmt.Sprintf("%s: %s %s size %d generation %s", m, e.State, e.Path, e.Size, e.Generation))
-			}
-		}
-	}
-	return fmt.Sprintf("restored as %q; catalogs: %q", found, cat)
-}
-
 // One machine: omp works while its agent is killed, the network fails and
 // the state disk fills. Afterwards every live and archived session, every
 // artifact and every blob is on the remote and restores byte for byte;
@@ -326,10 +296,6 @@ func TestChaosOneMachine(t *testing.T) {
 	}
 	for _, s := range o.sessions {
 		if s.state == "deleted" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(to, s.rel())); err != nil {
-			t.Errorf("%s session %s not restored at %s; %s", s.state, s.id, s.rel(), whereIs(t, r, to, s.id))
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(to, s.rel())); err != nil {
