@@ -2,12 +2,14 @@ package agent
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"iter"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -362,47 +364,32 @@ func TestAgentNamesNotUTF8(t *testing.T) {
 	}
 }
 
-// A lost state dir is rebuilt from this machine's catalog: the next run
-// adopts what the remote holds, uploads only what is new, and the remote
-// copy stays whole. A damaged state file is set aside the same way.
-func TestAgentStateLostOrDamaged(t *testing.T) {
-	t.Skip("BUG: with the state lost or damaged, agent --once fails with \"missing hash state\" for every session the catalog lists, run after run, so their new lines are never backed up. seedFromCatalog puts each present session in a.byPath, and streamFor (agent/pass.go) returns a.byPath hits at once, before its `if fst.Adopt { a.adopt(ctx, fst) }`; syncFile then re-hashes a prefix it has no hash state for. Fix: in streamFor's byPath fast path, call a.adopt(ctx, fst) when fst.Adopt before returning (verified: this test and TestAgentJunkListings pass with it)")
-	for _, how := range []string{"lost", "damaged", "truncated"} {
-		t.Run(how, func(t *testing.T) {
-			c := newFileClient(t)
-			e := newEnv(t, c)
-			e.writeRename(ompRel, corpus(t, ompFile))
-			e.once()
-			e.appendTo(ompRel, entryLine("s0000001", "", "before the state went away"))
-			e.once()
-			state := filepath.Join(e.stateDir, stateFile)
-			switch how {
-			case "lost":
-				if err := os.RemoveAll(e.stateDir); err != nil {
-					t.Fatal(err)
-				}
-			case "damaged":
-				if err := os.WriteFile(state, []byte("\x00\x01 not json"), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			case "truncated":
-				b, err := os.ReadFile(state)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(state, b[:len(b)/2], 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e.client.takePuts()
-			e.appendTo(ompRel, entryLine("s0000002", "", "after the state went away"))
-			e.once()
-			e.assertRemoteEquals(ompRel, ompID)
-			for _, k := range chunkPuts(e.client.takePuts()) {
-				if strings.Contains(k, "/0000000000000000-") {
-					t.Errorf("state %s: uploaded the file again from offset 0 (%s)", how, k)
-				}
-			}
-		})
+// omp moves a session to another cwd folder and archives it before the
+// agent scans again: the catalog records where the session last lived (the
+// archive's folder), so restore brings it back there.
+func TestAgentMovedThenArchived(t *testing.T) {
+	t.Skip("BUG: when a session is moved and then archived between two scans, plan() (agent/pass.go, case KindArchive) keeps the existing stream's Path (the folder before the move), so the catalog and restore put the session back in its old cwd folder. It should set fst.Path to \"sessions/<cwd-dir of the archive>/<name without .gz>\" when it differs")
+	e := newEnv(t, newFileClient(t))
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.once()
+	moved := "sessions/-elsewhere/" + path.Base(ompRel)
+	if err := os.MkdirAll(filepath.Dir(e.path(moved)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(e.path(ompRel), e.path(moved)); err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(corpus(t, ompFile))
+	zw.Close()
+	e.write("archive/"+moved+".gz", gz.Bytes())
+	if err := os.Remove(e.path(moved)); err != nil {
+		t.Fatal(err)
+	}
+	e.once()
+	c := e.catalogEntry(ompID)
+	if c.State != repo.StateArchived || c.Path != moved {
+		t.Fatalf("catalog: %s at %s, want archived at %s", c.State, c.Path, moved)
 	}
 }

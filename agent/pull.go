@@ -84,6 +84,10 @@ func (a *Agent) pull(ctx context.Context) error {
 			case !a.pullIncluded(e):
 			case a.deletedHere(e.ID):
 				// Deleted here on purpose: not pulled back (restore can).
+			case a.vanished(e.ID):
+				// Gone since the last scan: deleted or moved. The next scan
+				// decides; until then nothing is pulled into its place.
+				continue
 			default:
 				todo = append(todo, item{m, e, sig})
 				continue
@@ -111,6 +115,17 @@ func (a *Agent) pull(ctx context.Context) error {
 func (a *Agent) deletedHere(id string) bool {
 	f := a.state.Streams[streamKey(id, repo.SessionStream)]
 	return f != nil && (f.State == repo.StateDeleted || f.State == repo.StateArchived)
+}
+
+// vanished reports whether a session this agent saw present has no file
+// at its path any more.
+func (a *Agent) vanished(id string) bool {
+	f := a.state.Streams[streamKey(id, repo.SessionStream)]
+	if f == nil || f.State != repo.StatePresent {
+		return false
+	}
+	_, err := os.Lstat(a.abs(f.Path))
+	return isNotExist(err)
 }
 
 // pullIncluded applies sync.include / sync.exclude to the session's path

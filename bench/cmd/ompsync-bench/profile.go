@@ -106,6 +106,8 @@ func profileRestore(args []string) error {
 	fs := flag.NewFlagSet("restore-profile", flag.ContinueOnError)
 	cpuOut := fs.String("cpuprofile", "", "write a CPU profile here")
 	to := fs.String("to", "", "agent dir to restore into")
+	parallel := fs.Int("parallel", 0, "sessions restored at once (0: restore's default)")
+	dryRun := fs.Bool("dry-run", false, "fetch and verify only, write nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -122,16 +124,18 @@ func profileRestore(args []string) error {
 	if err := r.Check(ctx); err != nil {
 		return err
 	}
-	f, err := os.Create(*cpuOut)
-	if err != nil {
-		return err
+	if *cpuOut != "" {
+		f, err := os.Create(*cpuOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
-	defer f.Close()
-	if err := pprof.StartCPUProfile(f); err != nil {
-		return err
-	}
-	defer pprof.StopCPUProfile()
-	rep, err := restore.Run(ctx, r, nil, restore.Options{AgentDir: *to, All: true})
+	rep, err := restore.Run(ctx, r, nil, restore.Options{AgentDir: *to, All: true, Parallel: *parallel, DryRun: *dryRun})
 	if err != nil {
 		return err
 	}

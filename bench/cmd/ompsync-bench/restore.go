@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ompsync/ompsync/bench"
@@ -73,34 +74,41 @@ func (r *runner) restore(ctx context.Context) error {
 		r.add(row{Figure: figure, Target: "< rclone copy", Ompsync: "no restore command in this build", Result: "not run"})
 		return nil
 	}
-	toO := filepath.Join(r.dir("restore", "out"), "ompsync")
-	toR := filepath.Join(r.dir("restore", "out"), "rclone")
-	ro, err := r.measure(po, func() error { _, err := omp.Run(ctx, "restore", "--all", "--to", toO); return err })
-	if err != nil {
-		return err
-	}
-	rr, err := r.measure(pr, func() error {
-		return rc.Copy(ctx, "bench:"+pr.bucket+"/sessions", filepath.Join(toR, "sessions"))
-	})
-	if err != nil {
-		return err
-	}
-	dO, nO, dR, nR := ro.Wall, ro.Counts, rr.Wall, rr.Counts
-	badO, err := sameTree(filepath.Join(agentDir, "sessions"), filepath.Join(toO, "sessions"))
-	if err != nil {
-		return err
-	}
-	badR, err := sameTree(filepath.Join(agentDir, "sessions"), filepath.Join(toR, "sessions"))
-	if err != nil {
-		return err
-	}
-	if c.out != "" {
-		// Once more in this program's image, for a CPU profile.
-		toP := filepath.Join(r.dir("restore", "out"), "profiled")
-		if _, err := omp.RunProgram(ctx, os.Args[0], "restore-profile", "-cpuprofile", filepath.Join(c.out, "restore.cpu.pprof"), "-to", toP); err != nil {
+	// Two runs each, taking turns, into fresh folders; the faster run of
+	// each counts (other work on the machine only ever slows a run).
+	src := filepath.Join(agentDir, "sessions")
+	var ro, rr cost
+	var badO, badR int
+	for i := range 2 {
+		toO := filepath.Join(r.dir("restore", "out"), fmt.Sprintf("ompsync-%d", i))
+		o, err := r.measure(po, func() error { _, err := omp.Run(ctx, "restore", "--all", "--to", toO); return err })
+		if err != nil {
 			return err
 		}
+		toR := filepath.Join(r.dir("restore", "out"), fmt.Sprintf("rclone-%d", i))
+		rcl, err := r.measure(pr, func() error { return rc.Copy(ctx, "bench:"+pr.bucket+"/sessions", filepath.Join(toR, "sessions")) })
+		if err != nil {
+			return err
+		}
+		wrongO, err := sameTree(src, filepath.Join(toO, "sessions"))
+		if err != nil {
+			return err
+		}
+		wrongR, err := sameTree(src, filepath.Join(toR, "sessions"))
+		if err != nil {
+			return err
+		}
+		badO, badR = max(badO, wrongO), max(badR, wrongR)
+		if i == 0 || o.Wall < ro.Wall {
+			ro = o
+		}
+		if i == 0 || rcl.Wall < rr.Wall {
+			rr = rcl
+		}
+		os.RemoveAll(toO)
+		os.RemoveAll(toR)
 	}
+	dO, nO, dR, nR := ro.Wall, ro.Counts, rr.Wall, rr.Counts
 	r.raw["restore"] = map[string]any{"sessions": c.restoreSessions, "bytes": total,
 		"backup_ompsync": bo, "backup_rclone": br, "ompsync": ro, "rclone": rr, "ompsync_wrong_files": badO, "rclone_wrong_files": badR}
 	note := ""
@@ -108,12 +116,48 @@ func (r *runner) restore(ctx context.Context) error {
 		note = fmt.Sprintf(" (%d files differ!)", badO)
 	}
 	r.add(row{
-		Figure:  figure,
+		Figure:  figure + " (faster of 2 runs)",
 		Target:  "< rclone copy",
 		Ompsync: fmt.Sprintf("%s (%s CPU), %d requests, %s down%s", secs(dO), secs(ro.CPU), nO.Requests(), mb(nO.Down), note),
 		Rclone:  fmt.Sprintf("%s (%s CPU), %d requests, %s down", secs(dR), secs(rr.CPU), nR.Requests(), mb(nR.Down)),
-		Versus:  fmt.Sprintf("rclone %s the time", times(dO.Seconds(), dR.Seconds())),
+		Versus:  fmt.Sprintf("rclone takes %s ompsync's time", times(dO.Seconds(), dR.Seconds())),
 		Result:  verdict(dO < dR && badO == 0),
+	})
+	if c.out == "" {
+		return nil
+	}
+
+	// restore.Run in this program's image: with a CPU profile at the
+	// default parallelism, then with more sessions in flight, then
+	// fetching and verifying only (what-if).
+	var walls []string
+	for _, v := range []struct{ name, par string }{{"default", "4"}, {"parallel", "16"}, {"dry-run", "4"}} {
+		to := filepath.Join(r.dir("restore", "out"), "profiled-"+v.name)
+		args := []string{"restore-profile", "-parallel", v.par, "-to", to}
+		switch v.name {
+		case "default":
+			args = append(args, "-cpuprofile", filepath.Join(c.out, "restore.cpu.pprof"))
+		case "dry-run":
+			args = append(args, "-dry-run")
+		}
+		m, err := r.measure(po, func() error { _, err := omp.RunProgram(ctx, os.Args[0], args...); return err })
+		if err != nil {
+			return err
+		}
+		if v.name != "dry-run" {
+			if bad, err := sameTree(src, filepath.Join(to, "sessions")); err != nil || bad > 0 {
+				return fmt.Errorf("restore.Run (%s): %d files differ (%v)", v.name, bad, err)
+			}
+		}
+		os.RemoveAll(to)
+		r.raw["restore_"+v.name] = m
+		walls = append(walls, fmt.Sprintf("%s (%s CPU)", secs(m.Wall), secs(m.CPU)))
+	}
+	r.add(row{
+		Figure:  "the same through restore.Run in this program: 4 sessions at once (the default); 16 at once; --dry-run (fetch and verify, no writes)",
+		Target:  "< rclone copy",
+		Ompsync: strings.Join(walls, "; "), Rclone: secs(dR),
+		Result: "what-if",
 	})
 	return nil
 }
