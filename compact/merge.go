@@ -204,7 +204,7 @@ func deleteInside(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, 
 	deleted := 0
 	var disagree []string
 	for _, c := range list {
-		if c.End <= outer.Start || c.Start >= outer.End || c.Start == outer.Start && c.End == outer.End {
+		if c.Start < outer.Start || c.End > outer.End || c.Start == outer.Start && c.End == outer.End {
 			continue
 		}
 		if !checked[c] {
