@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -47,6 +48,10 @@ type Options struct {
 	PullInclude, PullExclude []string
 	// Merger merges pulled sessions (required with Pull).
 	Merger Merger
+	// Compaction says when Run compacts this machine's streams; Retention
+	// what it prunes once a day (zero: keep everything).
+	Compaction compact.Policy
+	Retention  compact.Retention
 	// ChunkSize bounds one chunk of a backlog. Default 4 MiB.
 	ChunkSize int64
 	// Parallel bounds concurrent uploads. Default 4.
@@ -68,6 +73,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReconcileInterval <= 0 {
 		o.ReconcileInterval = 60 * time.Second
+	}
+	if o.Compaction.Idle <= 0 {
+		o.Compaction.Idle = compact.DefaultIdle
+	}
+	if o.Compaction.MaxChunks <= 0 {
+		o.Compaction.MaxChunks = compact.DefaultMaxChunks
 	}
 	if o.PullInterval <= 0 {
 		o.PullInterval = 30 * time.Second
@@ -105,6 +116,7 @@ type Agent struct {
 	catalog []byte            // last catalog uploaded, without its timestamp
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
+	lastPrune time.Time
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
 
@@ -298,6 +310,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := a.pass(ctx, full); err != nil && ctx.Err() == nil {
 			a.log.Debug("pass incomplete", "err", err)
 		}
+		a.maintain(ctx)
 		if a.opts.Pull && a.now().Sub(lastPull) >= a.opts.PullInterval {
 			lastPull = a.now()
 			if err := a.pull(ctx); err != nil && ctx.Err() == nil {

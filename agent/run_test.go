@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
 )
 
 // runAgent starts a long-running agent; stop cancels it and waits for its
@@ -38,7 +41,7 @@ func (e *env) runAgent() (stop func()) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -119,4 +122,30 @@ func (e *env) remoteSize(id string) (int64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// The running agent compacts a busy stream's small chunks as it goes, and
+// an idle stream's into few; the stream reassembles byte for byte.
+func TestRunCompacts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.opts.Interval = 20 * time.Millisecond
+		e.opts.Compaction = compact.Policy{MaxChunks: 8, Idle: 300 * time.Millisecond}
+		e.writeRename(ompRel, corpus(t, ompFile))
+		e.runAgent()
+		for i := range 60 {
+			e.appendTo(ompRel, entryLine(fmt.Sprintf("c%07d", i), "", "busy"))
+			time.Sleep(25 * time.Millisecond)
+		}
+		want := int64(len(e.read(ompRel)))
+		waitFor(t, "all appends up and compacted while idle", func() bool {
+			gens := e.generations(ompID, repo.SessionStream)
+			if len(gens) != 1 {
+				return false
+			}
+			_, covered := repo.Cover(gens[0].Chunks)
+			return covered == want && len(gens[0].Chunks) <= 2
+		})
+		e.assertRemoteEquals(ompRel, ompID)
+	})
 }

@@ -72,6 +72,10 @@ type FileState struct {
 	// ConfirmedAt is when the whole generation was last listed; the audit
 	// lists it again after AuditInterval to catch objects lost later.
 	ConfirmedAt time.Time `json:"confirmed_at"`
+	// SmallChunks counts chunks uploaded since the last compaction, and
+	// IdleCompacted says the stream was compacted since it was last idle.
+	SmallChunks   int  `json:"small_chunks,omitempty"`
+	IdleCompacted bool `json:"idle_compacted,omitempty"`
 }
 
 // PulledRange is a range of the local file that came from another machine.

@@ -231,6 +231,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 			"path", fst.Path, "reason", reason, "old_generation", prev, "generation", fst.Generation)
 	}
 	fst.PrevGeneration, fst.GenReason = prev, reason
+	fst.SmallChunks, fst.IdleCompacted = 0, false
 	return nil
 }
 
@@ -316,6 +317,8 @@ func (a *Agent) committed(ctx context.Context, fst *FileState, src source, h has
 		return err
 	}
 	fst.Offset, fst.HashState = stop, state
+	fst.SmallChunks++
+	fst.IdleCompacted = false
 	th, err := tailHash(src, fst)
 	if err != nil {
 		return err

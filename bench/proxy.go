@@ -75,20 +75,19 @@ func StartProxy(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{URL: "http://" + ln.Addr().String(), ln: ln}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.Transport = &http.Transport{
-		Proxy:               nil, // loopback only, whatever the environment says
-		MaxIdleConns:        256,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	// Keep the Host header: the request is signed for it, and the server
-	// checks the signature.
-	director := rp.Director
-	rp.Director = func(r *http.Request) {
-		host := r.Host
-		director(r)
-		r.Host = host
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(u)
+			// Keep the Host header: the request is signed for it, and the
+			// server checks the signature.
+			r.Out.Host = r.In.Host
+		},
+		Transport: &http.Transport{
+			Proxy:               nil, // loopback only, whatever the environment says
+			MaxIdleConns:        256,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+		},
 	}
 	rp.ModifyResponse = p.response
 	// A client that gives up (an agent stopped mid-request) is no error

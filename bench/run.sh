@@ -31,6 +31,9 @@ fi
 go build -o "$out/bin/ompsync" ./cmd/ompsync
 go build -o "$out/bin/ompsync-bench" ./bench/cmd/ompsync-bench
 rm -f "$out"/*.pprof
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit+uncommitted changes"
+echo "ompsync at $commit; $(rclone version 2>/dev/null | head -1)"
 
 "$out/bin/ompsync-bench" -ompsync "$out/bin/ompsync" -corpus "$corpus" -out "$out" "$@" | tee "$out/table.md"
 

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
@@ -89,6 +90,8 @@ func agentOptions(cfg *config.Config, log *slog.Logger) agent.Options {
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
 		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
 		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
+		Compaction: compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
+		Retention:  compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
 	}
 }
 

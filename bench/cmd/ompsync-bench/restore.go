@@ -67,7 +67,7 @@ func (r *runner) restore(ctx context.Context) error {
 	r.add(row{
 		Figure:  fmt.Sprintf("first backup of %d sessions (%s): wall time, bytes uploaded", c.restoreSessions, mb(total)),
 		Ompsync: fmt.Sprintf("%s, %s", secs(upO), mb(upON.Up)), Rclone: fmt.Sprintf("%s, %s", secs(upR), mb(upRN.Up)),
-		Versus: fmt.Sprintf("rclone %s the time, %s the bytes", times(upO.Seconds(), upR.Seconds()), times(float64(upON.Up), float64(upRN.Up))),
+		Versus: fmt.Sprintf("rclone %s ompsync's time, %s its bytes", times(upO.Seconds(), upR.Seconds()), times(float64(upON.Up), float64(upRN.Up))),
 	})
 	figure := fmt.Sprintf("restore of %d sessions (%s) into an empty folder, wall time", c.restoreSessions, mb(total))
 	if !omp.Has(ctx, "restore") {

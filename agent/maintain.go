@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// maxCompactionsPerTick bounds how long compaction can hold up uploads.
+const maxCompactionsPerTick = 2
+
+// maintain compacts this machine's streams that are busy (many small chunks
+// since the last compaction) or idle (no upload for Compaction.Idle), and
+// applies retention once a day. It runs between upload passes.
+func (a *Agent) maintain(ctx context.Context) {
+	now := a.now()
+	done := 0
+	for _, f := range a.state.Streams {
+		if done >= maxCompactionsPerTick || ctx.Err() != nil {
+			break
+		}
+		if f.Generation == "" || f.State != repo.StatePresent && f.State != repo.StateArchived {
+			continue
+		}
+		busy := f.SmallChunks > a.opts.Compaction.MaxChunks
+		idle := !f.IdleCompacted && f.SmallChunks > 0 && now.Sub(f.SyncedAt) >= a.opts.Compaction.Idle
+		if !busy && !idle {
+			continue
+		}
+		done++
+		res, err := compact.Stream(ctx, a.repo, f.stream(a.opts.Machine), f.Generation, idle, a.opts.Compaction)
+		if err != nil {
+			a.log.Warn("compaction failed; will retry", "path", f.Path, "err", err)
+			continue
+		}
+		f.SmallChunks = 0
+		f.IdleCompacted = idle
+		if res.Written > 0 {
+			a.log.Debug("compacted", "path", f.Path, "chunks_before", res.Before, "chunks_after", res.After)
+		}
+	}
+	if now.Sub(a.lastPrune) < 24*time.Hour || a.opts.Retention.Generations <= 0 && a.opts.Retention.Deleted <= 0 {
+		return
+	}
+	a.lastPrune = now
+	rep, err := compact.Prune(ctx, a.repo, a.opts.Machine, a.opts.Retention, now, false)
+	if err != nil {
+		a.log.Warn("retention failed; will retry tomorrow", "err", err)
+		return
+	}
+	for _, id := range rep.Sessions {
+		for k, f := range a.state.Streams {
+			if f.SessionID == id {
+				delete(a.state.Streams, k)
+			}
+		}
+		a.catalogStale = true
+	}
+	if rep.Objects > 0 {
+		a.log.Info("retention removed old backups", "objects", rep.Objects, "bytes", rep.Bytes, "sessions", len(rep.Sessions))
+	}
+}
