@@ -116,7 +116,7 @@ type Agent struct {
 	catalog []byte            // last catalog uploaded, without its timestamp
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
-	lastPrune time.Time
+	lastPrune    time.Time
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
 
