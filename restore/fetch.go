@@ -41,6 +41,17 @@ func slack(recorded int64) int64 { return 2*recorded + 16<<20 }
 // streams, and the blobs they reference that the agent dir lacks. Any failed
 // check fails the whole session.
 func fetch(ctx context.Context, r *repo.Repo, t *target, opts Options) (*fetched, error) {
+	// A compaction may delete chunks between the listing and the reads: a
+	// missing chunk or a gap is worth one fresh listing or two.
+	for attempt := 1; ; attempt++ {
+		f, err := fetchOnce(ctx, r, t, opts)
+		if err == nil || attempt == 3 || !errors.Is(err, remote.ErrNotFound) && !errors.Is(err, repo.ErrGap) {
+			return f, err
+		}
+	}
+}
+
+func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options) (*fetched, error) {
 	var invs []*repo.StreamInventory
 	err := retry(ctx, func() error {
 		var err error
