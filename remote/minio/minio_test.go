@@ -1,14 +1,7 @@
 package minio_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"net/http"
-	"os"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/ompsync/ompsync/remote"
@@ -18,154 +11,30 @@ import (
 
 func TestMain(m *testing.M) { remotetest.Main(m) }
 
-func config(srv *remotetest.Server, bucket, prefix string) minio.Config {
-	return minio.Config{
-		Bucket: bucket, Prefix: prefix, Endpoint: srv.Endpoint, PathStyle: true,
-		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
-	}
-}
-
-func open(t testing.TB, cfg minio.Config) *minio.Client {
-	t.Helper()
-	c, err := minio.New(context.Background(), cfg)
+func open(ctx context.Context, cfg remote.S3Config) (remote.Client, error) {
+	c, err := minio.New(ctx, cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return c
+	return c, nil
 }
 
-// The suite runs under a key prefix, so prefix handling is exercised on
-// every operation.
-func TestConformance(t *testing.T) {
-	srv := remotetest.SharedServer(t)
-	remotetest.Run(t, func(t *testing.T) remote.Client {
-		return open(t, config(srv, srv.NewBucket(t), "some/prefix"))
-	})
-}
-
-func TestProtocol(t *testing.T) {
-	remotetest.RunS3Protocol(t, func(t *testing.T, cfg remote.S3Config) remote.Client { return open(t, cfg) })
-}
-
-// Objects land under the prefix in the bucket, where other tools see them.
-func TestPrefixOnServer(t *testing.T) {
-	srv := remotetest.SharedServer(t)
-	bucket := srv.NewBucket(t)
-	c := open(t, config(srv, bucket, "/team/alice/"))
-	remotetest.Put(t, c, "v1/x", []byte("x"))
-	remotetest.Put(t, open(t, config(srv, bucket, "team/bob")), "v1/y", []byte("y"))
-
-	whole := open(t, config(srv, bucket, ""))
-	if got, want := remotetest.Keys(t, whole, "", remote.ListOptions{}), []string{"team/alice/v1/x", "team/bob/v1/y"}; !slices.Equal(got, want) {
-		t.Errorf("bucket holds %q, want %q", got, want)
-	}
-	if got := remotetest.Keys(t, c, "", remote.ListOptions{Delimiter: "/"}); !slices.Equal(got, []string{"v1/ (prefix)"}) {
-		t.Errorf("prefixed listing = %q", got)
-	}
-}
-
-// A body changed on the way is refused by the server and nothing is stored.
-func TestCorruptedUploadRefused(t *testing.T) {
-	srv := remotetest.SharedServer(t)
-	cfg := config(srv, srv.NewBucket(t), "")
-	cfg.HTTPClient = &http.Client{Transport: corrupter{http.DefaultTransport}}
-	c := open(t, cfg)
-	err := c.Put(t.Context(), "obj", bytes.Repeat([]byte("session line\n"), 100), remote.PutOptions{})
-	if err == nil {
-		t.Fatal("corrupted put succeeded")
-	}
-	if remote.IsTransient(err) {
-		t.Errorf("corrupted put is transient: %v", err)
-	}
-	if _, err := open(t, config(srv, cfg.Bucket, "")).Stat(t.Context(), "obj"); !errors.Is(err, remote.ErrNotFound) {
-		t.Errorf("after a refused put, stat: %v; want ErrNotFound", err)
-	}
-}
-
-// corrupter flips one byte of every PUT body after the client signed it.
-type corrupter struct{ next http.RoundTripper }
-
-func (c corrupter) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodPut && r.Body != nil {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			return nil, err
-		}
-		r.Body.Close()
-		if len(b) > 0 {
-			b[len(b)/2] ^= 0x20
-		}
-		r = r.Clone(r.Context())
-		r.Body = io.NopCloser(bytes.NewReader(b))
-	}
-	return c.next.RoundTrip(r)
-}
-
-// A wrong secret is a permanent error that does not show the secret.
-func TestWrongSecret(t *testing.T) {
-	srv := remotetest.SharedServer(t)
-	cfg := config(srv, srv.NewBucket(t), "")
-	cfg.SecretAccessKey = "wrong-secret-do-not-print"
-	err := open(t, cfg).Put(t.Context(), "obj", []byte("x"), remote.PutOptions{})
-	if err == nil || remote.IsTransient(err) {
-		t.Fatalf("put with a wrong secret: err = %v, want a permanent error", err)
-	}
-	if strings.Contains(err.Error(), cfg.SecretAccessKey) || strings.Contains(err.Error(), srv.SecretKey) {
-		t.Errorf("error shows a secret: %v", err)
-	}
-}
-
-func TestMissingBucket(t *testing.T) {
-	srv := remotetest.SharedServer(t)
-	c := open(t, config(srv, "no-such-bucket-here", ""))
-	_, err := c.Get(t.Context(), "obj", 0, -1)
-	if err == nil || errors.Is(err, remote.ErrNotFound) || remote.IsTransient(err) {
-		t.Fatalf("get from a missing bucket: err = %v; want a permanent error that is not ErrNotFound", err)
-	}
-	if !strings.Contains(err.Error(), "no-such-bucket-here") {
-		t.Errorf("error does not name the bucket: %v", err)
-	}
-}
-
-// AWS_CA_BUNDLE makes the SDK refuse custom transports unless handled.
-func TestCustomClientWithCABundle(t *testing.T) {
-	srv := remotetest.SharedServer(t)
-	if os.Getenv("AWS_CA_BUNDLE") == "" {
-		t.Setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
-	}
-	for _, hc := range []*http.Client{nil, {Transport: http.DefaultTransport}} {
-		cfg := config(srv, srv.NewBucket(t), "")
-		cfg.HTTPClient = hc
-		c := open(t, cfg)
-		remotetest.Put(t, c, "obj", []byte("x"))
-	}
-}
-
-// A stopped server gives transient errors, and the data is there after it
-// comes back.
-func TestOutage(t *testing.T) {
-	srv := remotetest.StartServer(t)
-	c := open(t, config(srv, srv.NewBucket(t), ""))
-	remotetest.Put(t, c, "obj", []byte("before"))
-	srv.Stop()
-	if err := c.Put(t.Context(), "obj2", []byte("x"), remote.PutOptions{}); !remote.IsTransient(err) {
-		t.Errorf("put while the server is down: %v is not transient", err)
-	}
-	if _, err := c.Stat(t.Context(), "obj"); !remote.IsTransient(err) {
-		t.Errorf("stat while the server is down: %v is not transient", err)
-	}
-	srv.Start(t)
-	if got := remotetest.Get(t, c, "obj", 0, -1); string(got) != "before" {
-		t.Errorf("after restart: %q", got)
-	}
-}
+func TestDriver(t *testing.T) { remotetest.RunS3Driver(t, open) }
 
 func BenchmarkPutSmall(b *testing.B) {
 	srv := remotetest.SharedServer(b)
-	remotetest.BenchPutSmall(b, open(b, config(srv, srv.NewBucket(b), "")))
+	c, err := open(b.Context(), remotetest.S3Config(srv, srv.NewBucket(b), ""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	remotetest.BenchPutSmall(b, c)
 }
 
 func BenchmarkGetSmall(b *testing.B) {
 	srv := remotetest.SharedServer(b)
-	remotetest.BenchGetSmall(b, open(b, config(srv, srv.NewBucket(b), "")))
+	c, err := open(b.Context(), remotetest.S3Config(srv, srv.NewBucket(b), ""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	remotetest.BenchGetSmall(b, c)
 }
