@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -151,28 +150,11 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 	if err := c.check(ctx, "get", key); err != nil {
 		return nil, err
 	}
-	if offset < 0 {
-		return nil, &remote.Error{Op: "get", Key: key, Err: errors.New("negative offset")}
-	}
-	if length == 0 {
-		// No HTTP range means zero bytes; still report a missing key.
-		if _, err := c.Stat(ctx, key); err != nil {
-			var re *remote.Error
-			if errors.As(err, &re) {
-				e := *re // keep Transient
-				e.Op = "get"
-				return nil, &e
-			}
-			return nil, err
-		}
-		return io.NopCloser(strings.NewReader("")), nil
+	if rc, err := remote.CheckGetRange(ctx, c, key, offset, length); rc != nil || err != nil {
+		return rc, err
 	}
 	in := &s3.GetObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)}
-	if offset > 0 || length > 0 {
-		r := "bytes=" + strconv.FormatInt(offset, 10) + "-"
-		if length > 0 {
-			r += strconv.FormatInt(offset+length-1, 10)
-		}
+	if r := remote.HTTPRange(offset, length); r != "" {
 		in.Range = aws.String(r)
 	}
 	out, err := c.api.GetObject(ctx, in)
