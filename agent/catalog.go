@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// seedFromCatalog brings back what this machine's catalog records when the
+// local state does not know it (a lost state dir), so deletions and archives
+// stay recorded and files already uploaded are adopted, not uploaded again.
+func (a *Agent) seedFromCatalog(c repo.Catalog) {
+	for _, e := range c.Sessions {
+		a.cataloged[e.ID] = true
+		key := streamKey(e.ID, repo.SessionStream)
+		if _, ok := a.state.Streams[key]; ok {
+			continue
+		}
+		a.state.Streams[key] = &FileState{
+			SessionID: e.ID, Stream: repo.SessionStream, Path: e.Path, Cwd: e.Cwd, Title: e.Title,
+			Generation: e.Generation, Offset: e.Size, UploadedMtime: e.Mtime,
+			State: e.State, Changed: e.Changed, Adopt: true, MetaPath: e.Path,
+		}
+		if e.State == repo.StatePresent {
+			// Not yet seen on disk: a scan decides.
+			a.byPath[e.Path] = key
+		}
+	}
+}
+
+// adopt matches a stream the state lost against the remote; see adoptSource.
+func (a *Agent) adopt(ctx context.Context, fst *FileState) {
+	f, err := os.Open(a.abs(fst.Path))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return
+	}
+	a.adoptSource(ctx, fst, fileSource{f, fi.Size()})
+}
+
+// adoptSource continues the newest remote generation of fst when src still
+// starts with exactly its bytes; otherwise fst starts a new generation.
+func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
+	fst.Adopt = false
+	fresh := func() {
+		fst.Generation, fst.Offset, fst.HashState, fst.MetaPath = "", 0, nil, ""
+	}
+	invs, err := a.repo.Inventory(ctx, fst.SessionID, a.opts.Machine)
+	if err != nil {
+		a.log.Warn("cannot list the remote copy; uploading a new generation", "session", fst.SessionID, "err", err)
+		fresh()
+		return
+	}
+	var g *repo.Generation
+	for _, inv := range invs {
+		if inv.Stream.Name == fst.Stream {
+			g = inv.Newest()
+		}
+	}
+	if g == nil {
+		fresh()
+		return
+	}
+	picked, covered := repo.Cover(g.Chunks)
+	if len(picked) == 0 || covered > src.size() {
+		fresh()
+		return
+	}
+	last := picked[len(picked)-1]
+	s := fst.stream(a.opts.Machine)
+	hdr, _, err := a.repo.GetChunk(ctx, s, g.Name, last.Start, last.End)
+	if err != nil {
+		fresh()
+		return
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(src, hdr.HashFrom, covered-hdr.HashFrom)); err != nil {
+		fresh()
+		return
+	}
+	if fmt.Sprintf("%x", h.Sum(nil)) != hdr.StreamSHA256 {
+		fresh()
+		return
+	}
+	state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+	fst.Generation, fst.Offset, fst.HashFrom, fst.HashState = g.Name, covered, hdr.HashFrom, state
+	fst.SlotHash = "" // the head is checked (and stored if it differs) on the next sync
+	fst.Size, fst.Inode = -1, 0
+	fst.Verified = a.now().UTC()
+	if th, err := tailHash(src, fst); err == nil {
+		fst.TailHash = th
+	}
+	if meta, err := a.repo.GetMeta(ctx, s, g.Name); err == nil {
+		fst.MetaPath = meta.Path
+		fst.HashFrom = meta.HashFrom
+	}
+	a.log.Info("resuming the remote copy", "session", fst.SessionID, "stream", fst.Stream, "generation", g.Name, "offset", covered)
+}
+
+// putCatalog uploads this machine's catalog when what it lists changed.
+func (a *Agent) putCatalog(ctx context.Context) error {
+	c := repo.Catalog{Machine: a.opts.Machine}
+	for _, f := range a.state.Streams {
+		if !f.isSession() || f.Generation == "" || f.Offset == 0 {
+			continue
+		}
+		c.Sessions = append(c.Sessions, repo.CatalogEntry{
+			ID: f.SessionID, Path: f.Path, Cwd: f.Cwd, Title: f.Title, Generation: f.Generation,
+			Size: f.Offset, Mtime: f.UploadedMtime, State: f.State, Changed: f.Changed,
+		})
+	}
+	body := repo.EncodeCatalog(c)
+	if bytes.Equal(body, a.catalog) {
+		a.catalogStale = false
+		return nil
+	}
+	c.Updated = a.now().UTC()
+	if err := a.repo.PutCatalog(ctx, c); err != nil {
+		return fmt.Errorf("upload catalog: %w", err)
+	}
+	a.catalog, a.catalogStale = body, false
+	a.metrics.catalogUpdated()
+	return nil
+}

@@ -1,0 +1,209 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// scan walks the agent dir for everything that is backed up.
+func (a *Agent) scan() ([]string, error) {
+	var out []string
+	for _, top := range []string{"sessions", "blobs", "archive/sessions"} {
+		root := a.abs(top)
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if p == root && isNotExist(err) {
+					return filepath.SkipDir
+				}
+				a.log.Warn("cannot read; skipping", "path", p, "err", err)
+				if d != nil && d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			rel, ok := a.relOf(p)
+			if !ok {
+				return nil
+			}
+			if d.IsDir() {
+				if p != root && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			// Symlinks are never followed: they could point outside.
+			if d.Type()&fs.ModeType != 0 {
+				return nil
+			}
+			if session.Classify(rel) != session.KindIgnored && a.included(rel) {
+				out = append(out, rel)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", root, err)
+		}
+	}
+	return out, nil
+}
+
+// included applies the include and exclude globs.
+func (a *Agent) included(rel string) bool {
+	match := func(globs []string) bool {
+		for _, g := range globs {
+			if ok, _ := path.Match(g, rel); ok {
+				return true
+			}
+			// A glob naming a folder covers what is inside it.
+			for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+				if ok, _ := path.Match(g, d); ok {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if len(a.opts.Include) > 0 && !match(a.opts.Include) {
+		return false
+	}
+	return !match(a.opts.Exclude)
+}
+
+// plan maps a changed path to upload work, resolving which stream it feeds.
+func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job, bool) {
+	kind := session.Classify(rel)
+	if kind == session.KindIgnored || !a.included(rel) {
+		return job{}, false
+	}
+	fi, err := os.Lstat(a.abs(rel))
+	if err != nil || !fi.Mode().IsRegular() {
+		if err == nil || isNotExist(err) {
+			a.markFullScan() // gone or replaced: a scan decides move, archive or delete
+		}
+		return job{}, false
+	}
+	seen[rel] = true
+	switch kind {
+	case session.KindBlob:
+		if a.state.Blobs[path.Base(rel)] {
+			return job{}, false
+		}
+		return job{kind: kind, rel: rel}, true
+	case session.KindSession, session.KindArtifact:
+		fst := a.streamFor(ctx, rel, kind)
+		if fst == nil {
+			return job{}, false
+		}
+		return job{kind: kind, rel: rel, fst: fst}, true
+	case session.KindArchive:
+		id, ok := session.IDFromFileName(rel)
+		if !ok {
+			return job{}, false
+		}
+		seen["archived:"+id] = true
+		fst := a.state.Streams[streamKey(id, repo.SessionStream)]
+		if fst != nil && fst.State == repo.StatePresent {
+			if _, err := os.Stat(a.abs(fst.Path)); err == nil {
+				return job{}, false // the live file is the source while it exists
+			}
+		}
+		if fst != nil && fst.State == repo.StateArchived && fst.Size == fi.Size() && fst.MtimeNs == fi.ModTime().UnixNano() {
+			return job{}, false
+		}
+		if fst == nil {
+			parts := strings.Split(rel, "/") // archive/sessions/<cwd-dir>/<name>.jsonl.gz
+			fst = &FileState{SessionID: id, Stream: repo.SessionStream, Path: "sessions/" + parts[2] + "/" + strings.TrimSuffix(parts[3], ".gz"), State: repo.StateArchived, Changed: a.now().UTC()}
+			a.state.Streams[streamKey(id, repo.SessionStream)] = fst
+		}
+		return job{kind: kind, rel: rel, fst: fst}, true
+	}
+	return job{}, false
+}
+
+// streamFor finds or creates the state of the stream a session or artifact
+// file feeds. A session is known by its id, so a file that moved to another
+// cwd-dir keeps its stream.
+func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *FileState {
+	if k, ok := a.byPath[rel]; ok {
+		if fst := a.state.Streams[k]; fst != nil && fst.Path == rel {
+			if fst.Adopt {
+				a.adopt(ctx, fst)
+			}
+			return fst
+		}
+	}
+	var id, stream string
+	parts := strings.Split(rel, "/")
+	if kind == session.KindSession {
+		id = a.sessionID(rel)
+		stream = repo.SessionStream
+	} else {
+		var ok bool
+		id, ok = session.IDFromFileName(parts[2])
+		if !ok {
+			return nil
+		}
+		stream = repo.ArtifactStream(strings.Join(parts[3:], "/"))
+	}
+	if id == "" {
+		a.log.Warn("not an omp session file (no session id in its header or name); skipping", "path", rel)
+		return nil
+	}
+	key := streamKey(id, stream)
+	fst := a.state.Streams[key]
+	switch {
+	case fst == nil:
+		// A stream of a session this machine's catalog lists may already be
+		// on the remote (the state was lost): match it before uploading.
+		fst = &FileState{SessionID: id, Stream: stream, Path: rel, State: repo.StatePresent, Changed: a.now().UTC(), Adopt: a.cataloged[id]}
+		a.state.Streams[key] = fst
+	case fst.Path != rel:
+		if fst.State == repo.StatePresent {
+			if _, err := os.Stat(a.abs(fst.Path)); err == nil {
+				a.log.Warn("two files hold the same session id; backing up the first only", "session", id, "path", fst.Path, "ignored", rel)
+				return nil
+			}
+		}
+		if fst.State == repo.StatePresent {
+			a.log.Info("session moved", "session", id, "from", fst.Path, "to", rel)
+		}
+		delete(a.byPath, fst.Path)
+		fst.Path = rel
+		fst.Changed = a.now().UTC()
+		fst.State = repo.StatePresent
+	case fst.State != repo.StatePresent:
+		fst.State = repo.StatePresent
+		fst.Changed = a.now().UTC()
+	}
+	a.byPath[rel] = key
+	if fst.Adopt {
+		a.adopt(ctx, fst)
+	}
+	return fst
+}
+
+// sessionID reads a session's id from its header, or else from its name.
+func (a *Agent) sessionID(rel string) string {
+	f, err := os.Open(a.abs(rel))
+	if err == nil {
+		defer f.Close()
+		b := make([]byte, 8<<10)
+		n, _ := io.ReadFull(f, b)
+		if h, _, err := session.ReadHeader(b[:n]); err == nil && session.ValidID(h.ID) {
+			return h.ID
+		}
+	}
+	if id, ok := session.IDFromFileName(rel); ok {
+		return id
+	}
+	return ""
+}
