@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ompsync/ompsync/remote/backend"
+)
+
+// agent --once fails clearly, with exit 1, when there is nothing to back up
+// or nowhere to put it, and refuses to run beside another agent.
+func TestAgentOnceFailures(t *testing.T) {
+	m := newMachineEnv(t, "file://"+t.TempDir(), backend.S3Options{}, "failing")
+	if _, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 11, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	// No agent dir.
+	code, out := m.ompsync("agent", "--once", "--agent-dir", filepath.Join(m.home, "nowhere"))
+	if code != 1 || !strings.Contains(out, "agent dir") || !strings.Contains(out, "nowhere") {
+		t.Fatalf("missing agent dir: exit %d\n%s", code, out)
+	}
+
+	// A remote that does not answer: exit 1, no secret in the output.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	down := newMachineEnv(t, "s3://bucket", backend.S3Options{Client: "aws", Endpoint: "http://" + dead, AccessKeyID: "AKIATEST", SecretAccessKey: "s3cr3t-never-printed"}, "failing")
+	down.agentDir = m.agentDir
+	code, out = down.ompsync("agent", "--once")
+	if code != 1 || !strings.Contains(out, "backup pass incomplete") {
+		t.Fatalf("unreachable remote: exit %d\n%s", code, out)
+	}
+	if strings.Contains(out, "s3cr3t-never-printed") {
+		t.Fatalf("the secret key is in the output:\n%s", out)
+	}
+
+	// A second agent on the same state dir.
+	cmd, first := m.start("agent")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	waitUntil(t, "the first agent", func() bool { return strings.Contains(first.String(), "agent started") })
+	code, out = m.ompsync("agent", "--once")
+	if code != 1 || !strings.Contains(out, "another ompsync agent is running") {
+		t.Fatalf("second agent: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(m.home, "state", "lock")); err != nil {
+		t.Fatal(err)
+	}
+}
