@@ -53,3 +53,25 @@ func TestAgentOnceFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The long-running agent waits for a missing agent dir, says so once, and
+// backs it up once it appears.
+func TestAgentWaitsForAgentDir(t *testing.T) {
+	m := newMachineEnv(t, "file://"+t.TempDir(), backend.S3Options{}, "patient")
+	if err := os.RemoveAll(m.agentDir); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := m.start("agent", "--interval", "100ms")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	waitUntil(t, "the waiting message", func() bool { return strings.Contains(out.String(), "waiting for the agent dir") })
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 12, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := openTestRepo(t, m.remote, m.s3)
+	b, _ := os.ReadFile(w.files[0])
+	waitUntil(t, "the session on the remote", func() bool { return remoteSize(t, r, idOf(w.files[0]), "patient") == int64(len(b)) })
+	if n := strings.Count(out.String(), "waiting for the agent dir"); n != 1 {
+		t.Fatalf("said it was waiting %d times:\n%s", n, out)
+	}
+}
