@@ -8,15 +8,20 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/faultproxy"
+	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -470,4 +475,61 @@ func TestAgentLostAcknowledgedObjects(t *testing.T) {
 			return err == nil && len(cat.Sessions) == 1 && cat.Sessions[0].Size == want
 		})
 	})
+}
+
+// An S3 server that acknowledges a chunk and drops it: the reconcile of
+// the next full pass notices with one LIST of the stream's generation and
+// the pass after uploads it again; a pass with nothing new costs a few
+// requests, not one per object.
+func TestAgentDroppedPutReconciled(t *testing.T) {
+	srv := remotetest.SharedServer(t)
+	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+		t.Run(client, func(t *testing.T) {
+			p, err := faultproxy.Start(srv.Endpoint, faultproxy.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			c, err := backend.Open(t.Context(), "s3://"+srv.NewBucket(t), backend.S3Options{
+				Client: client, Endpoint: p.URL, Region: "us-east-1", PathStyle: true,
+				AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, c)
+			e.writeRename(ompRel, corpus(t, ompFile))
+			e.once()
+			var n atomic.Int64
+			p.SetConfig(faultproxy.Config{DropPut: 1, Match: func(r *http.Request) bool {
+				_, _, chunk := repo.ParseChunkName(path.Base(r.URL.Path))
+				return r.Method == http.MethodPut && chunk && n.Add(1) == 1
+			}})
+			e.appendTo(ompRel, entryLine("d0000001", "", "acknowledged, then dropped"))
+			e.once()
+			if len(p.Dropped()) != 1 {
+				t.Fatalf("dropped %q, want one chunk", p.Dropped())
+			}
+			passes := 0
+			for ; passes < 3; passes++ {
+				got, err := e.remoteStreamQuiet(ompID)
+				if err == nil && bytes.Equal(got, e.read(ompRel)) {
+					break
+				}
+				e.once()
+			}
+			e.assertRemoteEquals(ompRel, ompID)
+			t.Logf("uploaded again after %d more passes", passes)
+
+			before := p.Counts()
+			e.once()
+			after := p.Counts()
+			for _, k := range []string{"list", "get", "put", "head"} {
+				t.Logf("an idle pass: %d %s requests", after.ByKind[k]-before.ByKind[k], k)
+			}
+			if d := after.Requests - before.Requests; d > 6 {
+				t.Errorf("a pass with nothing to do made %d requests (%v then %v)", d, before.ByKind, after.ByKind)
+			}
+		})
+	}
 }

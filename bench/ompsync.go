@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +20,10 @@ import (
 // configured through OMPSYNC_* variables only (no config file is read).
 type Ompsync struct {
 	Bin string
+	// LogLevel is the agents' log level (default warn); with LogDir set,
+	// each daemon's log is kept there as agent-<n>.log.
+	LogLevel, LogDir string
+
 	env []string
 }
 
@@ -45,9 +50,8 @@ func NewOmpsync(bin, endpoint, accessKey, secretKey, bucket, agentDir, stateDir,
 		"OMPSYNC_S3_PATH_STYLE=true",
 		"OMPSYNC_S3_ACCESS_KEY_ID="+accessKey,
 		"OMPSYNC_S3_SECRET_ACCESS_KEY="+secretKey,
-		"OMPSYNC_LOG_LEVEL=warn",
 	)
-	return &Ompsync{Bin: bin, env: env}
+	return &Ompsync{Bin: bin, env: env, LogLevel: "warn"}
 }
 
 // Run runs one command to its end and returns its combined output.
@@ -58,7 +62,7 @@ func (o *Ompsync) Run(ctx context.Context, args ...string) ([]byte, error) {
 // RunProgram is Run for another program that reads the same settings.
 func (o *Ompsync) RunProgram(ctx context.Context, bin string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = o.env
+	cmd.Env = append(o.env, "OMPSYNC_LOG_LEVEL="+o.LogLevel)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -94,9 +98,10 @@ type Daemon struct {
 	// pass.
 	Ready <-chan time.Time
 
-	out    syncBuffer
-	notify *net.UnixConn
-	done   chan error
+	out     syncBuffer
+	logFile *os.File
+	notify  *net.UnixConn
+	done    chan error
 }
 
 // StartDaemon starts `ompsync agent` with extra KEY=VALUE settings, with a
@@ -131,8 +136,19 @@ func (o *Ompsync) StartWith(dir string, argv []string, extra ...string) (*Daemon
 		}
 	}()
 	d.Cmd = exec.Command(argv[0], argv[1:]...)
-	d.Cmd.Env = append(append(append([]string{}, o.env...), extra...), "NOTIFY_SOCKET="+sock)
+	d.Cmd.Env = append(append(append([]string{}, o.env...), "OMPSYNC_LOG_LEVEL="+o.LogLevel), extra...)
+	d.Cmd.Env = append(d.Cmd.Env, "NOTIFY_SOCKET="+sock)
 	d.Cmd.Stdout, d.Cmd.Stderr = &d.out, &d.out
+	if o.LogDir != "" {
+		f, err := os.CreateTemp(o.LogDir, "agent-*.log")
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		d.logFile = f
+		w := io.MultiWriter(&d.out, f)
+		d.Cmd.Stdout, d.Cmd.Stderr = w, w
+	}
 	d.Started = time.Now()
 	if err := d.Cmd.Start(); err != nil {
 		conn.Close()
@@ -161,6 +177,9 @@ func (d *Daemon) Pid() int { return d.Cmd.Process.Pid }
 // Stop sends SIGTERM and waits; the agent must flush and exit 0.
 func (d *Daemon) Stop() error {
 	defer d.notify.Close()
+	if d.logFile != nil {
+		defer d.logFile.Close()
+	}
 	_ = d.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-d.done:

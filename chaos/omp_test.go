@@ -516,7 +516,7 @@ func (o *omp) badInput() error {
 		if err := os.MkdirAll(filepath.Dir(o.path(rel)), 0o700); err != nil {
 			return err
 		}
-		if err := os.WriteFile(o.path(rel), []byte(o.secret+"\n"), 0o600); err != nil {
+		if err := o.writeRename(rel, []byte(o.secret+"\n")); err != nil {
 			return err
 		}
 		o.st.bad("not-a-session")

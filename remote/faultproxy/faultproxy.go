@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -95,7 +96,8 @@ type Config struct {
 	// order; concurrent requests draw in arrival order).
 	Seed uint64
 	// Match, when set, limits faults to the requests it accepts; others
-	// pass through untouched.
+	// pass through untouched. It runs under the proxy's lock: it must not
+	// call the proxy.
 	Match func(r *http.Request) bool
 	// Rewrite, when set, replaces the body of every successful answer that
 	// passes through without a fault (a garbage listing, a corrupted
@@ -158,6 +160,9 @@ type Counts struct {
 	// Requests is every request received; Forwarded those sent on to the
 	// server (with or without a fault on the answer).
 	Requests, Forwarded int64
+	// ByKind counts the requests received by kind: "put", "get", "head",
+	// "list", "delete", "post", "other" (what a user pays for).
+	ByKind map[string]int64
 	// Faults counts each fault injected.
 	Faults map[Fault]int64
 }
@@ -214,7 +219,7 @@ func Start(target string, cfg Config) (*Proxy, error) {
 			IdleConnTimeout:       30 * time.Second,
 			ExpectContinueTimeout: time.Second,
 		},
-		counts: Counts{Faults: map[Fault]int64{}},
+		counts: Counts{Faults: map[Fault]int64{}, ByKind: map[string]int64{}},
 	}
 	if err := p.SetConfig(cfg); err != nil {
 		return nil, err
@@ -251,10 +256,8 @@ func (p *Proxy) Counts() Counts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := p.counts
-	c.Faults = make(map[Fault]int64, len(p.counts.Faults))
-	for k, v := range p.counts.Faults {
-		c.Faults[k] = v
-	}
+	c.Faults = maps.Clone(p.counts.Faults)
+	c.ByKind = maps.Clone(p.counts.ByKind)
 	return c
 }
 
@@ -291,12 +294,33 @@ func isObjectPut(r *http.Request) bool {
 	return key != "" && !q.Has("partNumber") && !q.Has("uploadId") && r.Header.Get("X-Amz-Copy-Source") == ""
 }
 
+// kind names what a path-style request does.
+func kind(r *http.Request) string {
+	_, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	switch {
+	case r.Method == http.MethodGet && key == "":
+		return "list"
+	case r.Method == http.MethodGet:
+		return "get"
+	case r.Method == http.MethodPut:
+		return "put"
+	case r.Method == http.MethodHead:
+		return "head"
+	case r.Method == http.MethodDelete:
+		return "delete"
+	case r.Method == http.MethodPost:
+		return "post"
+	}
+	return "other"
+}
+
 // pick draws the fault for r among those that apply before the answer is
 // known; Truncate is only a candidate here and is checked against the body.
 func (p *Proxy) pick(r *http.Request) Fault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts.Requests++
+	p.counts.ByKind[kind(r)]++
 	if p.cfg.Match != nil && !p.cfg.Match(r) {
 		return None
 	}
@@ -440,13 +464,12 @@ func (p *Proxy) forward(r *http.Request) (*http.Response, error) {
 // truncate writes the status line and headers (promising the whole body),
 // half the body, and closes the connection.
 func (p *Proxy) truncate(w http.ResponseWriter, resp *http.Response, body []byte) {
-	conn, buf, err := hijack(w)
+	conn, _, err := hijack(w)
 	if err != nil {
 		return
 	}
 	defer conn.Close()
 	bw := bufio.NewWriter(conn)
-	_ = buf // nothing of the request is left to read
 	fmt.Fprintf(bw, "HTTP/1.1 %d %s\r\n", resp.StatusCode, http.StatusText(resp.StatusCode))
 	h := resp.Header.Clone()
 	for _, k := range hopHeaders {

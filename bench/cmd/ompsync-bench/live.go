@@ -109,6 +109,11 @@ func runLive(ctx context.Context, p *peer, start func() (*bench.Daemon, error), 
 	if _, err := d.WaitReady(2 * time.Minute); err != nil {
 		return res, err
 	}
+	// Steady state: the work an agent does once after it starts (the
+	// retention pass lists every session) is measured in the idle phase.
+	if _, err := waitQuiet(ctx, p, 3*time.Second, 2*time.Minute); err != nil {
+		return res, err
+	}
 	before := p.proxy.Counts()
 	cpu0, err := bench.ProcCPU(d.Pid())
 	if err != nil {

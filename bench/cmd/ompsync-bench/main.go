@@ -29,7 +29,7 @@ import (
 
 type config struct {
 	ompsync, rclone, corpus, work, out string
-	phases                             string
+	phases, agentLog                   string
 	seed                               uint64
 
 	roundSessions, roundActive, rounds int
@@ -64,6 +64,7 @@ func main() {
 	flag.StringVar(&c.corpus, "corpus", "../shared/corpus", "folder of real session files the workload is drawn from")
 	flag.StringVar(&c.work, "work", "", "scratch folder (default: a new temp folder, removed at the end)")
 	flag.StringVar(&c.out, "out", "", "folder for results.json and the agent's CPU and heap profiles (optional)")
+	flag.StringVar(&c.agentLog, "agent-log-level", "warn", "log level of the agents run; their logs go to -out as agent-*.log")
 	flag.StringVar(&c.phases, "phases", "rounds,live,idle,restore", "phases to run, comma-separated")
 	flag.Uint64Var(&c.seed, "seed", 7, "workload seed")
 	flag.IntVar(&c.roundSessions, "round-sessions", 100, "rounds: sessions in the folder")
@@ -198,8 +199,13 @@ func (r *runner) newPeer(ctx context.Context, bucket string) (*peer, error) {
 }
 
 func (r *runner) ompsync(p *peer, agentDir, phase string) *bench.Ompsync {
-	return bench.NewOmpsync(r.cfg.ompsync, p.proxy.URL, r.srv.AccessKey, r.srv.SecretKey, p.bucket,
+	o := bench.NewOmpsync(r.cfg.ompsync, p.proxy.URL, r.srv.AccessKey, r.srv.SecretKey, p.bucket,
 		agentDir, r.dir(phase, "state"), r.dir(phase, "home"))
+	o.LogLevel = r.cfg.agentLog
+	if r.cfg.out != "" {
+		o.LogDir = r.cfg.out
+	}
+	return o
 }
 
 func (r *runner) rcloneFor(p *peer, phase string) (*bench.Rclone, error) {
@@ -280,4 +286,24 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// waitQuiet waits until nothing went through p for quiet (the agent's
+// work after READY, such as its retention pass, is done), at most limit.
+// It returns when the last request was seen.
+func waitQuiet(ctx context.Context, p *peer, quiet, limit time.Duration) (time.Time, error) {
+	last, lastAt := p.proxy.Counts().Requests(), time.Now()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return lastAt, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		if n := p.proxy.Counts().Requests(); n != last {
+			last, lastAt = n, time.Now()
+		} else if time.Since(lastAt) >= quiet {
+			return lastAt, nil
+		}
+	}
+	return lastAt, fmt.Errorf("the agent still made requests %s after it was ready", limit)
 }
