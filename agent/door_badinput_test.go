@@ -449,6 +449,30 @@ func TestAgentLostAcknowledgedObjects(t *testing.T) {
 		}
 		e.assertRemoteEquals(ompRel, ompID)
 	})
+	t.Run("archived session", func(t *testing.T) {
+		t.Skip("BUG: confirmUploads (agent/confirm.go) checks only streams whose state is present, so a chunk or meta of an archived session that the remote acknowledged and lost is never uploaded again, although the archive on disk still holds every byte; restore then gives an older generation or nothing. Confirm archived streams too, re-reading the archive (rewind cannot open fst.Path; syncArchive would have to run again: clear fst.Size/MtimeNs so plan() schedules it)")
+		c := newFileClient(t)
+		drop := true
+		e := newEnv(t, dropClient{c, func(key string) bool {
+			if _, _, ok := repo.ParseChunkName(path.Base(key)); ok && drop {
+				drop = false
+				return true
+			}
+			return false
+		}})
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(corpus(t, ompFile))
+		zw.Close()
+		e.write("archive/"+ompRel+".gz", gz.Bytes())
+		for range 3 {
+			e.once()
+		}
+		got, err := e.remoteStreamQuiet(ompID)
+		if err != nil || !bytes.Equal(got, corpus(t, ompFile)) {
+			t.Fatalf("archived session after three passes: %d bytes, %v; want %d", len(got), err, len(corpus(t, ompFile)))
+		}
+	})
 	t.Run("catalog", func(t *testing.T) {
 		t.Skip("BUG: a catalog whose put was acknowledged and lost is uploaded again only when the catalog changes or the agent restarts: putCatalog compares with the catalog it last put, never with the remote. A quiet machine then stays out of 'ompsync ls' and 'restore --all' elsewhere until then. The reconcile should check the catalog (one HEAD or GET) and put it again when missing or different")
 		c := newFileClient(t)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,7 +63,7 @@ func (o *Ompsync) Run(ctx context.Context, args ...string) ([]byte, error) {
 // RunProgram is Run for another program that reads the same settings.
 func (o *Ompsync) RunProgram(ctx context.Context, bin string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(o.env, "OMPSYNC_LOG_LEVEL="+o.LogLevel)
+	cmd.Env = slices.Concat(o.env, []string{"OMPSYNC_LOG_LEVEL=" + o.LogLevel})
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -136,8 +137,7 @@ func (o *Ompsync) StartWith(dir string, argv []string, extra ...string) (*Daemon
 		}
 	}()
 	d.Cmd = exec.Command(argv[0], argv[1:]...)
-	d.Cmd.Env = append(append(append([]string{}, o.env...), "OMPSYNC_LOG_LEVEL="+o.LogLevel), extra...)
-	d.Cmd.Env = append(d.Cmd.Env, "NOTIFY_SOCKET="+sock)
+	d.Cmd.Env = slices.Concat(o.env, []string{"OMPSYNC_LOG_LEVEL=" + o.LogLevel}, extra, []string{"NOTIFY_SOCKET=" + sock})
 	d.Cmd.Stdout, d.Cmd.Stderr = &d.out, &d.out
 	if o.LogDir != "" {
 		f, err := os.CreateTemp(o.LogDir, "agent-*.log")
@@ -178,7 +178,12 @@ func (d *Daemon) Pid() int { return d.Cmd.Process.Pid }
 func (d *Daemon) Stop() error {
 	defer d.notify.Close()
 	if d.logFile != nil {
-		defer d.logFile.Close()
+		defer func() {
+			d.logFile.Close()
+			if fi, err := os.Stat(d.logFile.Name()); err == nil && fi.Size() == 0 {
+				os.Remove(d.logFile.Name())
+			}
+		}()
 	}
 	_ = d.Cmd.Process.Signal(syscall.SIGTERM)
 	select {

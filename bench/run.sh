@@ -30,7 +30,7 @@ fi
 
 go build -o "$out/bin/ompsync" ./cmd/ompsync
 go build -o "$out/bin/ompsync-bench" ./bench/cmd/ompsync-bench
-rm -f "$out"/*.pprof
+rm -f "$out"/*.pprof "$out"/agent-*.log
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit+uncommitted changes"
 echo "ompsync at $commit; $(rclone version 2>/dev/null | head -1)"

@@ -266,11 +266,11 @@ func (r *runner) busy(ctx context.Context, p *peer, omp *bench.Ompsync, gen *ben
 	r.raw["busy"] = res
 	if c.out != "" && c.profileFor > 0 {
 		// Again with the agent in this program's image, for its profiles.
-		pres, err := runLive(ctx, p, func() (*bench.Daemon, error) {
+		pres, err := runLiveProfiled(ctx, p, func() (*bench.Daemon, error) {
 			return omp.StartWith(r.dir("idle"), []string{os.Args[0], "agent-profile",
 				"-cpuprofile", filepath.Join(c.out, "agent-busy.cpu.pprof"), "-heapprofile", filepath.Join(c.out, "agent-busy.heap.pprof")},
 				"OMPSYNC_INTERVAL="+c.interval.String())
-		}, gen, sessions, c.profileFor, c.liveGap)
+		}, true, gen, sessions, c.profileFor, c.liveGap)
 		if err != nil {
 			return err
 		}

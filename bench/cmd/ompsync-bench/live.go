@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ompsync/ompsync/bench"
@@ -92,6 +93,12 @@ func (l liveResult) perMin(n int) float64 { return float64(n) / l.Window.Minutes
 // runLive makes the sessions grow for dur while a running agent (started
 // by start, through p) uploads, then lets it catch up and stops it.
 func runLive(ctx context.Context, p *peer, start func() (*bench.Daemon, error), gen *bench.Gen, sessions []*bench.Session, dur, gap time.Duration) (liveResult, error) {
+	return runLiveProfiled(ctx, p, start, false, gen, sessions, dur, gap)
+}
+
+// runLiveProfiled is runLive; with profile, the agent (agent-profile) is
+// told to start its CPU profile when the sessions start to grow.
+func runLiveProfiled(ctx context.Context, p *peer, start func() (*bench.Daemon, error), profile bool, gen *bench.Gen, sessions []*bench.Session, dur, gap time.Duration) (liveResult, error) {
 	var res liveResult
 	log := newPutLog()
 	p.proxy.OnPut(log.record)
@@ -113,6 +120,11 @@ func runLive(ctx context.Context, p *peer, start func() (*bench.Daemon, error), 
 	// retention pass lists every session) is measured in the idle phase.
 	if _, err := waitQuiet(ctx, p, 3*time.Second, 2*time.Minute); err != nil {
 		return res, err
+	}
+	if profile {
+		if err := d.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+			return res, err
+		}
 	}
 	before := p.proxy.Counts()
 	cpu0, err := bench.ProcCPU(d.Pid())
@@ -236,10 +248,10 @@ func (r *runner) live(ctx context.Context) error {
 
 	// The same workload again for a while, with the agent in this
 	// program's image so that its CPU profile can be taken.
-	pres, err := runLive(ctx, p, func() (*bench.Daemon, error) {
+	pres, err := runLiveProfiled(ctx, p, func() (*bench.Daemon, error) {
 		return omp.StartWith(r.dir("live"), []string{os.Args[0], "agent-profile", "-cpuprofile", filepath.Join(c.out, "agent-live.cpu.pprof")},
 			"OMPSYNC_INTERVAL="+c.interval.String())
-	}, gen, sessions, c.profileFor, c.liveGap)
+	}, true, gen, sessions, c.profileFor, c.liveGap)
 	if err != nil {
 		return err
 	}

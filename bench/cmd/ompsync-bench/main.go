@@ -27,7 +27,7 @@ import (
 	"github.com/ompsync/ompsync/remote/backend"
 )
 
-type config struct {
+type settings struct {
 	ompsync, rclone, corpus, work, out string
 	phases, agentLog                   string
 	seed                               uint64
@@ -58,7 +58,7 @@ func main() {
 			return
 		}
 	}
-	var c config
+	var c settings
 	flag.StringVar(&c.ompsync, "ompsync", "", "the ompsync binary to measure (required)")
 	flag.StringVar(&c.rclone, "rclone", "rclone", "the rclone binary")
 	flag.StringVar(&c.corpus, "corpus", "../shared/corpus", "folder of real session files the workload is drawn from")
@@ -74,10 +74,10 @@ func main() {
 	flag.DurationVar(&c.liveFor, "live-for", 60*time.Second, "live: how long the sessions grow")
 	flag.DurationVar(&c.liveGap, "live-gap", 5*time.Second, "live: mean time between two entries of one session")
 	flag.DurationVar(&c.interval, "interval", 2*time.Second, "live: the agent's upload interval")
-	flag.DurationVar(&c.profileFor, "profile-for", 20*time.Second, "live, busy: how long the in-process agent is profiled while sessions grow (needs -out; 0: no profiles)")
+	flag.DurationVar(&c.profileFor, "profile-for", 15*time.Second, "live, busy: how long the in-process agent is profiled while sessions grow (needs -out; 0: no profiles)")
 	flag.IntVar(&c.idleFiles, "idle-files", 10000, "idle: session files")
 	flag.DurationVar(&c.idleFor, "idle-for", 62*time.Second, "idle: how long CPU is measured (covers one 60s reconcile scan)")
-	flag.DurationVar(&c.busyFor, "busy-for", 30*time.Second, "idle: then how long live-sessions grow among the idle files (0: skip)")
+	flag.DurationVar(&c.busyFor, "busy-for", 20*time.Second, "idle: then how long live-sessions grow among the idle files (0: skip)")
 	flag.IntVar(&c.restoreSessions, "restore-sessions", 1000, "restore: sessions")
 	flag.IntVar(&c.restoreMB, "restore-mb", 500, "restore: total size in MB")
 	flag.Parse()
@@ -93,7 +93,7 @@ func main() {
 
 // runner holds what every phase shares.
 type runner struct {
-	cfg    config
+	cfg    settings
 	log    *slog.Logger
 	corpus *bench.Corpus
 	srv    *bench.Server
@@ -102,7 +102,7 @@ type runner struct {
 	raw    map[string]any
 }
 
-func run(ctx context.Context, c config, log *slog.Logger) error {
+func run(ctx context.Context, c settings, log *slog.Logger) error {
 	if c.ompsync == "" {
 		return errors.New("-ompsync is required (build it with: go build -o /tmp/ompsync ./cmd/ompsync)")
 	}
@@ -147,6 +147,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		"idle":    r.idle,
 		"restore": r.restore,
 	}
+	var failed error
 	for _, p := range strings.Split(c.phases, ",") {
 		f, ok := phases[strings.TrimSpace(p)]
 		if !ok {
@@ -155,7 +156,8 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 		start := time.Now()
 		log.Info("phase start", "phase", p)
 		if err := f(ctx); err != nil {
-			return fmt.Errorf("phase %s: %w", p, err)
+			failed = fmt.Errorf("phase %s: %w", p, err)
+			break // the figures measured so far are still printed
 		}
 		log.Info("phase done", "phase", p, "took", time.Since(start).Round(time.Second))
 	}
@@ -169,7 +171,7 @@ func run(ctx context.Context, c config, log *slog.Logger) error {
 			return err
 		}
 	}
-	return nil
+	return failed
 }
 
 // dir makes a folder for one phase.

@@ -2,75 +2,90 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"syscall"
-	"time"
 
 	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
 
 // profileAgent is `ompsync-bench agent-profile`: the backup agent run in
-// this process as `ompsync agent` runs it (agent.New, then Run, settings
-// from the same OMPSYNC_* variables, zstd without encryption), with a CPU
-// profile over its whole run and a heap profile of what is live when it
-// stops. It tells its readiness on NOTIFY_SOCKET like the real binary.
+// this process as `ompsync agent` runs it: the configuration loaded by the
+// config package from the same OMPSYNC_* variables, the same agent.Options
+// (as cmd/ompsync's agentOptions builds them), zstd without encryption,
+// agent.New then Run. It writes a CPU profile over its whole run and a
+// heap profile of what is live when it stops, and tells its readiness on
+// NOTIFY_SOCKET like the real binary.
 func profileAgent(args []string) error {
 	fs := flag.NewFlagSet("agent-profile", flag.ContinueOnError)
-	cpuOut := fs.String("cpuprofile", "", "write a CPU profile here")
+	cpuOut := fs.String("cpuprofile", "", "write a CPU profile here, from SIGUSR1 until the agent stops")
 	heapOut := fs.String("heapprofile", "", "write a heap profile here when stopped")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	env := os.Getenv
-	interval := 2 * time.Second
-	if v := env("OMPSYNC_INTERVAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("OMPSYNC_INTERVAL: %w", err)
-		}
-		interval = d
-	}
+	// The profile starts on SIGUSR1, so that it covers the steady state the
+	// harness measures, not the start.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	client, err := backend.Open(ctx, env("OMPSYNC_REMOTE"), backend.S3Options{
-		Endpoint: env("OMPSYNC_S3_ENDPOINT"), PathStyle: true,
-		AccessKeyID: env("OMPSYNC_S3_ACCESS_KEY_ID"), SecretAccessKey: env("OMPSYNC_S3_SECRET_ACCESS_KEY"),
-	})
+	cfg, r, err := openConfigured(ctx)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := agent.New(repo.New(client, repo.NewZstd()), agent.Options{
-		AgentDir: env("OMPSYNC_AGENT_DIR"), StateDir: env("OMPSYNC_STATE_DIR"), Machine: env("OMPSYNC_MACHINE"),
-		Interval: interval, Logger: log, Ready: func() { notifyReady(env("NOTIFY_SOCKET")) },
+	a, err := agent.New(r, agent.Options{
+		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine,
+		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
+		Include: cfg.Include, Exclude: cfg.Exclude, Logger: cfg.Logger(os.Stderr),
+		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
+		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
+		Compaction: compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
+		Retention:  compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
+		Ready:      func() { notifyReady(os.Getenv("NOTIFY_SOCKET")) },
 	})
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	started := make(chan *os.File, 1) // the profile's file, nil if none
 	if *cpuOut != "" {
-		f, err := os.Create(*cpuOut)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+		go func() {
+			select {
+			case <-usr1:
+			case <-ctx.Done():
+				started <- nil
+				return
+			}
+			f, err := os.Create(*cpuOut)
+			if err == nil {
+				if err = pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+				}
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "cpu profile:", err)
+				f = nil
+			}
+			started <- f
+		}()
 	}
 	runErr := a.Run(ctx)
 	if *cpuOut != "" {
-		pprof.StopCPUProfile()
+		if f := <-started; f != nil {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
 	}
 	if *heapOut != "" {
 		runtime.GC() // in-use figures of what is still live
@@ -84,6 +99,26 @@ func profileAgent(args []string) error {
 		}
 	}
 	return runErr
+}
+
+// openConfigured loads the configuration as ompsync does and opens its
+// remote as a repository (zstd; the benchmark does not encrypt).
+func openConfigured(ctx context.Context) (*config.Config, *repo.Repo, error) {
+	cfg, err := config.Load(config.LoadOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Encryption.Enabled() {
+		return nil, nil, errors.New("the profiled agent does not encrypt; unset encryption.*")
+	}
+	client, err := backend.Open(ctx, cfg.Remote, backend.S3Options{
+		Client: cfg.S3.Client, Endpoint: cfg.S3.Endpoint, Region: cfg.S3.Region, PathStyle: cfg.S3.PathStyle,
+		AccessKeyID: cfg.S3.AccessKeyID, SecretAccessKey: cfg.S3.SecretAccessKey,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open remote: %w", err)
+	}
+	return cfg, repo.New(client, repo.NewZstd()), nil
 }
 
 // notifyReady sends READY=1 to a systemd-style notify socket.
@@ -111,16 +146,11 @@ func profileRestore(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	env := os.Getenv
 	ctx := context.Background()
-	client, err := backend.Open(ctx, env("OMPSYNC_REMOTE"), backend.S3Options{
-		Endpoint: env("OMPSYNC_S3_ENDPOINT"), PathStyle: true,
-		AccessKeyID: env("OMPSYNC_S3_ACCESS_KEY_ID"), SecretAccessKey: env("OMPSYNC_S3_SECRET_ACCESS_KEY"),
-	})
+	_, r, err := openConfigured(ctx)
 	if err != nil {
 		return err
 	}
-	r := repo.New(client, repo.NewZstd())
 	if err := r.Check(ctx); err != nil {
 		return err
 	}
