@@ -23,6 +23,9 @@ type Catalog struct {
 	Machine  string         `json:"machine"`
 	Updated  time.Time      `json:"updated"`
 	Sessions []CatalogEntry `json:"sessions"`
+	// Refused says which entries DecodeCatalog dropped as unsafe; the
+	// others are usable.
+	Refused []string `json:"-"`
 }
 
 // CatalogEntry is one session as its machine last saw it.
@@ -53,7 +56,8 @@ func EncodeCatalog(c Catalog) []byte {
 }
 
 // DecodeCatalog parses c and checks every entry, so nothing unsafe reaches
-// restore.
+// restore: an unsafe entry is dropped and named in Refused, and the rest of
+// the machine's sessions stay usable.
 func DecodeCatalog(b []byte) (Catalog, error) {
 	var c Catalog
 	if err := json.Unmarshal(b, &c); err != nil {
@@ -65,21 +69,31 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	if !ValidMachine(c.Machine) {
 		return Catalog{}, fmt.Errorf("catalog: unsafe machine name %q", c.Machine)
 	}
+	kept := c.Sessions[:0]
 	for _, e := range c.Sessions {
-		if !session.ValidID(e.ID) {
-			return Catalog{}, fmt.Errorf("catalog of %s: unsafe session id %q", c.Machine, e.ID)
+		if why := entryProblem(e); why != "" {
+			c.Refused = append(c.Refused, fmt.Sprintf("catalog of %s: %s", c.Machine, why))
+			continue
 		}
-		if !SafeRelPath(e.Path) {
-			return Catalog{}, fmt.Errorf("catalog of %s: session %s has unsafe path %q", c.Machine, e.ID, e.Path)
-		}
-		if e.Generation != "" && !ValidGeneration(e.Generation) {
-			return Catalog{}, fmt.Errorf("catalog of %s: session %s has bad generation %q", c.Machine, e.ID, e.Generation)
-		}
-		switch e.State {
-		case StatePresent, StateDeleted, StateArchived:
-		default:
-			return Catalog{}, fmt.Errorf("catalog of %s: session %s has unknown state %q", c.Machine, e.ID, e.State)
-		}
+		kept = append(kept, e)
 	}
+	c.Sessions = kept
 	return c, nil
+}
+
+// entryProblem says what makes a catalog entry unsafe, or "".
+func entryProblem(e CatalogEntry) string {
+	switch {
+	case !session.ValidID(e.ID):
+		return fmt.Sprintf("unsafe session id %q", e.ID)
+	case !SafeRelPath(e.Path):
+		return fmt.Sprintf("session %s has unsafe path %q", e.ID, e.Path)
+	case e.Generation != "" && !ValidGeneration(e.Generation):
+		return fmt.Sprintf("session %s has bad generation %q", e.ID, e.Generation)
+	}
+	switch e.State {
+	case StatePresent, StateDeleted, StateArchived:
+		return ""
+	}
+	return fmt.Sprintf("session %s has unknown state %q", e.ID, e.State)
 }

@@ -98,6 +98,7 @@ func readCatalogs(ctx context.Context, r *repo.Repo, machine string, parallel in
 		switch {
 		case err == nil:
 			out = append(out, cats[i])
+			problems = append(problems, cats[i].Refused...)
 		case errors.Is(err, remote.ErrNotFound) && machine != "":
 			return nil, nil, fmt.Errorf("machine %q has no catalog on the remote (see 'ompsync ls' for the machines)", machine)
 		case errors.Is(err, remote.ErrNotFound):
