@@ -246,6 +246,9 @@ func (a *Agent) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
+	for _, why := range cat.Refused {
+		a.log.Warn("this machine's catalog has an unsafe entry; ignoring it", "problem", why)
+	}
 	a.seedFromCatalog(cat)
 	cat.Updated = time.Time{}
 	a.catalog = repo.EncodeCatalog(cat)
