@@ -519,3 +519,26 @@ func TestLostObjectUploadedAgain(t *testing.T) {
 		e.assertRemoteEquals(ompRel, ompID)
 	})
 }
+
+// Archiving keeps the mtime the session had while live in the catalog, so a
+// restored session sorts where it was.
+func TestArchiveKeepsLiveMtime(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	orig := corpus(t, ompFile)
+	e.writeRename(ompRel, orig)
+	live := time.Date(2026, 10, 7, 1, 2, 3, 0, time.UTC)
+	if err := os.Chtimes(e.path(ompRel), live, live); err != nil {
+		t.Fatal(err)
+	}
+	e.once()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(orig)
+	zw.Close()
+	e.write("archive/"+ompRel+".gz", gz.Bytes())
+	os.Remove(e.path(ompRel))
+	e.once()
+	if got := e.catalogEntry(ompID); got.State != repo.StateArchived || !got.Mtime.Equal(live) {
+		t.Fatalf("archived entry: state %s mtime %v, want archived %v", got.State, got.Mtime, live)
+	}
+}

@@ -189,9 +189,15 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	if fst.Adopt {
 		a.adoptSource(ctx, fst, memSource{bytes.NewReader(data)})
 	}
+	liveMtime := fst.UploadedMtime
 	res, err := a.syncSource(ctx, fst, memSource{bytes.NewReader(data)}, inodeOf(fi), fi.ModTime(), false, false)
 	if err != nil {
 		return res, err
+	}
+	if res.objects == 0 && !liveMtime.IsZero() {
+		// Nothing new in the archive: restore gives back the mtime the
+		// session had while live, not the time omp archived it.
+		fst.UploadedMtime = liveMtime
 	}
 	if fst.State != repo.StateArchived {
 		fst.State = repo.StateArchived
