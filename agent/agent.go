@@ -154,6 +154,10 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
+	if fi, err := os.Stat(opts.StateDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		// The state names every session file and its hashes.
+		opts.Logger.Warn("the state dir can be read by other users; run chmod 700 on it", "state_dir", opts.StateDir, "mode", fi.Mode().Perm().String())
+	}
 	lock, err := lockDir(opts.StateDir)
 	if err != nil {
 		return nil, err

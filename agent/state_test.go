@@ -92,3 +92,17 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status without state: %v", err)
 	}
 }
+
+// A state dir other users can read is used, with a warning.
+func TestStateDirPermissionsWarned(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	if err := os.Chmod(e.stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	e.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	e.once()
+	if !strings.Contains(logs.String(), "can be read by other users") {
+		t.Fatalf("no warning for a 0755 state dir:\n%s", logs.String())
+	}
+}
