@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/ompsync/ompsync/compact"
@@ -41,10 +42,19 @@ func (a *Agent) maintain(ctx context.Context) {
 			a.log.Debug("compacted", "path", f.Path, "chunks_before", res.Before, "chunks_after", res.After)
 		}
 	}
-	if now.Sub(a.lastPrune) < 24*time.Hour || a.opts.Retention.Generations <= 0 && a.opts.Retention.Deleted <= 0 {
+	if a.opts.Retention.Generations <= 0 && a.opts.Retention.Deleted <= 0 {
 		return
 	}
-	a.lastPrune = now
+	if a.state.LastPrune.IsZero() {
+		// First run: prune some time in the coming day, not at start-up,
+		// where it would hold up the catch-up uploads.
+		a.state.LastPrune = now.Add(-time.Duration(rand.Int64N(int64(24 * time.Hour))))
+		return
+	}
+	if now.Sub(a.state.LastPrune) < 24*time.Hour {
+		return
+	}
+	a.state.LastPrune = now
 	rep, err := compact.Prune(ctx, a.repo, a.opts.Machine, a.opts.Retention, now, false)
 	if err != nil {
 		a.log.Warn("retention failed; will retry tomorrow", "err", err)

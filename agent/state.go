@@ -147,6 +147,8 @@ type State struct {
 	// another machine that sync last merged, so unchanged sessions are
 	// not read again.
 	Seen map[string]string `json:"seen,omitempty"`
+	// LastPrune is when retention last ran.
+	LastPrune time.Time `json:"last_prune"`
 
 	mu sync.Mutex // guards Blobs while uploads run
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -26,7 +27,13 @@ var ErrTooLarge = errors.New("object inflates past its recorded size (possible d
 // so a chunk uploaded again after a crash has identical bytes.
 type Zstd struct {
 	enc *zstd.Encoder
+	// decs reuses decoders: building one per object dominated restores.
+	decs sync.Pool
 }
+
+// maxWindow bounds the memory a hostile frame can make a decoder take;
+// ompsync's own frames use 8 MiB.
+const maxWindow = 32 << 20
 
 // NewZstd returns the default codec.
 func NewZstd() *Zstd {
@@ -50,11 +57,22 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 	if bytes.HasPrefix(sealed, []byte(AgeHeader)) {
 		return nil, fmt.Errorf("%w: the object is encrypted with age and no encryption is configured", ErrNoKey)
 	}
-	d, err := zstd.NewReader(bytes.NewReader(sealed), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1<<20))
-	if err != nil {
+	d, _ := z.decs.Get().(*zstd.Decoder)
+	if d == nil {
+		var err error
+		d, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+	}
+	if err := d.Reset(bytes.NewReader(sealed)); err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
-	defer d.Close()
+	defer func() {
+		_ = d.Reset(nil)
+		z.decs.Put(d)
+	}()
+	// Streaming under a limit: a bomb stops at limit+1 bytes.
 	out, err := io.ReadAll(io.LimitReader(d, limit+1))
 	if err != nil {
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {

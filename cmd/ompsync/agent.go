@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -117,8 +118,16 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config) error {
 	return nil
 }
 
+// defaultMemoryLimit keeps a long-running agent small on a laptop: the
+// live heap is a few MB per thousand sessions; the rest would be GC
+// headroom. GOMEMLIMIT overrides it.
+const defaultMemoryLimit = 40 << 20
+
 func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
 	log := cfg.Logger(a.stderr)
+	if _, ok := a.env("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	r, err := openRepo(ctx, cfg)
