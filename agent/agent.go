@@ -113,7 +113,12 @@ type Agent struct {
 
 	state   *State
 	byPath  map[string]string // rel path -> stream key
-	catalog []byte            // last catalog uploaded, without its timestamp
+	// catBase is what the catalog last written whole lists, written at
+	// catBaseAt; catRecent the recent object last written over it. A nil
+	// catBase makes the next put rewrite the catalog whole.
+	catBase   map[string]repo.CatalogEntry
+	catBaseAt time.Time
+	catRecent []byte
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
 	lastPrune    time.Time
@@ -237,7 +242,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if err := a.repo.Init(ctx); err != nil {
 		return err
 	}
-	cat, err := a.repo.GetCatalog(ctx, a.opts.Machine)
+	base, recent, err := a.repo.GetCatalogParts(ctx, a.opts.Machine)
 	if errors.Is(err, remote.ErrNotFound) {
 		return nil
 	}
@@ -250,12 +255,21 @@ func (a *Agent) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
+	// Know what the remote lists, so an unchanged state puts nothing.
+	a.catBase, a.catBaseAt = map[string]repo.CatalogEntry{}, base.Updated
+	for _, e := range base.Sessions {
+		a.catBase[e.ID] = e
+	}
+	if recent != nil {
+		r := *recent
+		r.Updated, r.Refused = time.Time{}, nil
+		a.catRecent = repo.EncodeCatalog(r)
+	}
+	cat := repo.Amend(base, recent)
 	for _, why := range cat.Refused {
 		a.log.Warn("this machine's catalog has an unsafe entry; ignoring it", "problem", why)
 	}
 	a.seedFromCatalog(cat)
-	cat.Updated = time.Time{}
-	a.catalog = repo.EncodeCatalog(cat)
 	return nil
 }
 

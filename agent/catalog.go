@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/ompsync/ompsync/repo"
 )
@@ -107,28 +108,59 @@ func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
 	a.log.Info("resuming the remote copy", "session", fst.SessionID, "stream", fst.Stream, "generation", g.Name, "offset", covered)
 }
 
-// putCatalog uploads this machine's catalog when what it lists changed.
+// putCatalog tells the remote what this machine holds, when that changed.
+// Entries that changed since the catalog was last written whole go into the
+// small recent object; once they are many, the catalog is rewritten whole.
+// Either way a reader sees the current entries.
 func (a *Agent) putCatalog(ctx context.Context) error {
-	c := repo.Catalog{Machine: a.opts.Machine}
+	var all, changed []repo.CatalogEntry
 	for _, f := range a.state.Streams {
 		if !f.isSession() || f.Generation == "" || f.Offset == 0 {
 			continue
 		}
-		c.Sessions = append(c.Sessions, repo.CatalogEntry{
+		e := repo.CatalogEntry{
 			ID: f.SessionID, Path: f.Path, Cwd: f.Cwd, Title: f.Title, Generation: f.Generation,
 			Size: f.Offset, Mtime: f.UploadedMtime, State: f.State, Changed: f.Changed,
-		})
+		}
+		all = append(all, e)
+		if base, ok := a.catBase[e.ID]; !ok || !sameEntry(base, e) {
+			changed = append(changed, e)
+		}
 	}
-	body := repo.EncodeCatalog(c)
-	if bytes.Equal(body, a.catalog) {
+	now := a.now().UTC()
+	if a.catBase == nil || len(all) < len(a.catBase) || len(changed) > max(64, len(a.catBase)/8) {
+		c := repo.Catalog{Machine: a.opts.Machine, Updated: now, Sessions: all}
+		if !a.catBaseAt.IsZero() && !now.After(a.catBaseAt) {
+			c.Updated = a.catBaseAt.Add(time.Microsecond) // a new base, even on a coarse clock
+		}
+		if err := a.repo.PutCatalog(ctx, c); err != nil {
+			return fmt.Errorf("upload catalog: %w", err)
+		}
+		a.catBase, a.catBaseAt, a.catRecent = map[string]repo.CatalogEntry{}, c.Updated, nil
+		for _, e := range all {
+			a.catBase[e.ID] = e
+		}
+		a.catalogStale = false
+		a.metrics.catalogUpdated()
+		return nil
+	}
+	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Sessions: changed}
+	body := repo.EncodeCatalog(recent)
+	if bytes.Equal(body, a.catRecent) {
 		a.catalogStale = false
 		return nil
 	}
-	c.Updated = a.now().UTC()
-	if err := a.repo.PutCatalog(ctx, c); err != nil {
-		return fmt.Errorf("upload catalog: %w", err)
+	recent.Updated = now
+	if err := a.repo.PutRecent(ctx, recent); err != nil {
+		return fmt.Errorf("upload catalog changes: %w", err)
 	}
-	a.catalog, a.catalogStale = body, false
+	a.catRecent, a.catalogStale = body, false
 	a.metrics.catalogUpdated()
 	return nil
+}
+
+func sameEntry(a, b repo.CatalogEntry) bool {
+	return a.ID == b.ID && a.Path == b.Path && a.Cwd == b.Cwd && a.Title == b.Title &&
+		a.Generation == b.Generation && a.Size == b.Size && a.Mtime.Equal(b.Mtime) &&
+		a.State == b.State && a.Changed.Equal(b.Changed)
 }

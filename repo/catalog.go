@@ -22,6 +22,9 @@ type Catalog struct {
 	V        int            `json:"v"`
 	Machine  string         `json:"machine"`
 	Updated  time.Time      `json:"updated"`
+	// Base, in a recent object, is the Updated of the catalog it amends;
+	// readers ignore a recent object whose base is not the catalog's.
+	Base     time.Time      `json:"base,omitzero"`
 	Sessions []CatalogEntry `json:"sessions"`
 	// Refused says which entries DecodeCatalog dropped as unsafe; the
 	// others are usable.

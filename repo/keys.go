@@ -35,8 +35,13 @@ func SessionPrefix(id string) string { return root + "sessions/" + id + "/" }
 // MachinesPrefix lists machines with a "/" delimiter.
 func MachinesPrefix() string { return root + "machines/" }
 
-// CatalogKey is the one object that lists what a machine holds.
+// CatalogKey is the object that lists what a machine holds.
 func CatalogKey(machine string) string { return root + "machines/" + machine + "/catalog" }
+
+// RecentKey holds the catalog entries that changed since the catalog was
+// last written whole, so that an active machine rewrites a small object
+// every interval rather than its whole catalog.
+func RecentKey(machine string) string { return root + "machines/" + machine + "/recent" }
 
 // BlobKey is the content-addressed key of one of omp's blobs.
 func BlobKey(name string) string { return root + "blobs/" + name }

@@ -125,14 +125,73 @@ func (r *Repo) GetHead(ctx context.Context, s Stream, gen string) ([]byte, error
 	return r.getOpen(ctx, s.HeadKey(gen), MaxMetaSize)
 }
 
-// PutCatalog replaces a machine's catalog.
+// PutCatalog replaces a machine's catalog whole. c.Updated must be new: it
+// invalidates the machine's recent object.
 func (r *Repo) PutCatalog(ctx context.Context, c Catalog) error {
 	return r.putSealed(ctx, CatalogKey(c.Machine), EncodeCatalog(c))
 }
 
-// GetCatalog reads a machine's catalog.
+// PutRecent replaces a machine's recent object: the entries that changed
+// since the catalog whose Updated is recent.Base.
+func (r *Repo) PutRecent(ctx context.Context, recent Catalog) error {
+	return r.putSealed(ctx, RecentKey(recent.Machine), EncodeCatalog(recent))
+}
+
+// GetCatalog reads a machine's catalog with its recent changes laid over it.
 func (r *Repo) GetCatalog(ctx context.Context, machine string) (Catalog, error) {
-	b, err := r.getOpen(ctx, CatalogKey(machine), MaxCatalogSize)
+	c, recent, err := r.GetCatalogParts(ctx, machine)
+	if err != nil {
+		return Catalog{}, err
+	}
+	return Amend(c, recent), nil
+}
+
+// Amend lays a recent object's entries over its catalog (recent may be nil).
+func Amend(c Catalog, recent *Catalog) Catalog {
+	if recent == nil {
+		return c
+	}
+	c.Sessions = append([]CatalogEntry(nil), c.Sessions...)
+	at := map[string]int{}
+	for i, e := range c.Sessions {
+		at[e.ID] = i
+	}
+	for _, e := range recent.Sessions {
+		if i, ok := at[e.ID]; ok {
+			c.Sessions[i] = e
+		} else {
+			c.Sessions = append(c.Sessions, e)
+		}
+	}
+	c.Refused = append(append([]string(nil), c.Refused...), recent.Refused...)
+	if recent.Updated.After(c.Updated) {
+		c.Updated = recent.Updated
+	}
+	return c
+}
+
+// GetCatalogParts reads a machine's catalog and, when there is one that
+// amends it, its recent object (nil otherwise).
+func (r *Repo) GetCatalogParts(ctx context.Context, machine string) (Catalog, *Catalog, error) {
+	c, err := r.getCatalogObject(ctx, CatalogKey(machine), machine)
+	if err != nil {
+		return Catalog{}, nil, err
+	}
+	recent, err := r.getCatalogObject(ctx, RecentKey(machine), machine)
+	if errors.Is(err, remote.ErrNotFound) {
+		return c, nil, nil
+	}
+	if err != nil {
+		return Catalog{}, nil, err
+	}
+	if !recent.Base.Equal(c.Updated) {
+		return c, nil, nil // written before the catalog was last rewritten
+	}
+	return c, &recent, nil
+}
+
+func (r *Repo) getCatalogObject(ctx context.Context, key, machine string) (Catalog, error) {
+	b, err := r.getOpen(ctx, key, MaxCatalogSize)
 	if err != nil {
 		return Catalog{}, err
 	}

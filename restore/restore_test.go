@@ -667,9 +667,10 @@ func TestList(t *testing.T) {
 	if err != nil || len(problems) > 0 {
 		t.Fatal(err, problems)
 	}
-	// From the catalogs only: one LIST, one GET per machine.
-	if cr.lists != 1 || cr.gets != 2 {
-		t.Errorf("ls made %d LISTs and %d GETs, want 1 and 2", cr.lists, cr.gets)
+	// From the catalogs only: one LIST, and per machine one GET of its
+	// catalog and one of its recent changes.
+	if cr.lists != 1 || cr.gets != 4 {
+		t.Errorf("ls made %d LISTs and %d GETs, want 1 and 4", cr.lists, cr.gets)
 	}
 	if len(ls) != 3 {
 		t.Fatalf("%d sessions listed", len(ls))

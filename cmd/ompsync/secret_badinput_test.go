@@ -244,7 +244,6 @@ func TestPermissionWarnings(t *testing.T) {
 	}
 
 	t.Run("state dir", func(t *testing.T) {
-		t.Skip("BUG: the agent never checks the state dir's mode: a state dir created beforehand with 0755 (or a umask of 022 on a parent made by hand) lets every user read state.json, which lists each session's path, cwd and title. agent.New (agent/agent.go) should warn, like config.permWarning does, when StateDir's mode has group or other bits (\"state dir ... is readable by other users; run: chmod 700 ...\")")
 		if err := os.MkdirAll(e.stateDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
