@@ -134,8 +134,59 @@ func (r *retryClient) Get(ctx context.Context, key string, offset, length int64)
 	if err != nil {
 		return nil, err
 	}
-	return rc, nil
+	return &resumingBody{r: r, ctx: ctx, key: key, offset: offset, length: length, rc: rc}, nil
 }
+
+// resumingBody reads a Get's body and, when the connection breaks part way,
+// opens the rest of the range again (the objects ompsync reads by range are
+// immutable; the small replaceable ones are checked by their codec). Once
+// the retries are spent the error is transient, so callers try again later
+// instead of giving up.
+type resumingBody struct {
+	r              *retryClient
+	ctx            context.Context
+	key            string
+	offset, length int64 // what is still to read; length < 0: to the end
+	rc             io.ReadCloser
+	attempt        int
+}
+
+func (b *resumingBody) Read(p []byte) (int, error) {
+	for {
+		n, err := b.rc.Read(p)
+		b.offset += int64(n)
+		if b.length >= 0 {
+			b.length -= int64(n)
+		}
+		if err == nil || err == io.EOF || n > 0 {
+			if err != nil && err != io.EOF {
+				err = nil // report the bytes now, the error on the next call
+			}
+			return n, err
+		}
+		if b.ctx.Err() != nil {
+			return 0, b.ctx.Err()
+		}
+		if b.length == 0 {
+			return 0, io.EOF // all asked for is read; the break came after
+		}
+		b.rc.Close()
+		b.attempt++
+		if b.attempt >= b.r.p.MaxAttempts {
+			return 0, &Error{Op: "get", Key: b.key, Transient: true, Err: fmt.Errorf("body broke off after retries: %w", err)}
+		}
+		if werr := b.r.wait(b.ctx, "get", b.key, b.attempt, err); werr != nil {
+			return 0, werr
+		}
+		rc, oerr := b.r.c.Get(b.ctx, b.key, b.offset, b.length)
+		if oerr != nil {
+			return 0, oerr
+		}
+		b.rc = rc
+	}
+}
+
+func (b *resumingBody) Close() error { return b.rc.Close() }
 
 func (r *retryClient) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	var info ObjectInfo

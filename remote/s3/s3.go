@@ -279,7 +279,9 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 		if ae != nil {
 			msg += fmt.Sprintf(" %s: %s", ae.ErrorCode(), ae.ErrorMessage())
 		}
-		transient := remote.HTTPTransient(status, code) ||
+		// An answer that broke off after its status (a cut body) is a
+		// network failure too.
+		transient := remote.HTTPTransient(status, code) || remote.NetworkTransient(err) ||
 			retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 		return &remote.Error{Op: op, Key: key, Transient: transient, Err: errors.New(msg)}
 	}
