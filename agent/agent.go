@@ -111,8 +111,8 @@ type Agent struct {
 	metrics *Metrics
 	lock    *os.File
 
-	state   *State
-	byPath  map[string]string // rel path -> stream key
+	state  *State
+	byPath map[string]string // rel path -> stream key
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.

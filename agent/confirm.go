@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/repo"
@@ -54,7 +55,10 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 		if err != nil {
 			return err
 		}
-		name := obj.Key[len(prefix):]
+		name, ok := strings.CutPrefix(obj.Key, prefix)
+		if !ok {
+			continue // a confused listing; only this generation counts
+		}
 		if name == "meta" {
 			hasMeta = true
 		}

@@ -151,7 +151,6 @@ func TestAgentJunkListings(t *testing.T) {
 
 // Listing entries that are not even under the prefix asked for.
 func TestAgentListingOutsidePrefix(t *testing.T) {
-	t.Skip("BUG: agent/confirm.go confirm() slices obj.Key[len(prefix):] for every listed key: a listing entry shorter than the generation prefix (a confused or hostile server) panics the agent in a goroutine (slice bounds out of range), killing the process. Use strings.CutPrefix and ignore keys outside the prefix (and see remote/faultproxy TestListingOutsidePrefix for the drivers)")
 	e := newEnv(t, junkLister{newFileClient(t), func(string) []remote.ObjectInfo { return []remote.ObjectInfo{{Key: "v1/"}} }})
 	e.writeRename(ompRel, corpus(t, ompFile))
 	before := snapshot(t, e.agentDir)

@@ -19,9 +19,9 @@ const (
 // Catalog lists what one machine holds, so that listing every session costs
 // one GET per machine rather than one LIST per session.
 type Catalog struct {
-	V        int            `json:"v"`
-	Machine  string         `json:"machine"`
-	Updated  time.Time      `json:"updated"`
+	V       int       `json:"v"`
+	Machine string    `json:"machine"`
+	Updated time.Time `json:"updated"`
 	// Base, in a recent object, is the Updated of the catalog it amends;
 	// readers ignore a recent object whose base is not the catalog's.
 	Base     time.Time      `json:"base,omitzero"`

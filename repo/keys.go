@@ -95,8 +95,8 @@ func ChunkName(start, end int64) string { return fmt.Sprintf("%016x-%016x", star
 // ParseChunkName is the inverse of ChunkName.
 func ParseChunkName(name string) (start, end int64, ok bool) {
 	a, b, found := strings.Cut(name, "-")
-	if !found || len(a) != 16 || len(b) != 16 {
-		return 0, 0, false
+	if !found || !ValidGeneration(a) || !ValidGeneration(b) {
+		return 0, 0, false // 16 lower-case hex digits each, as written
 	}
 	s, err1 := strconv.ParseUint(a, 16, 63)
 	e, err2 := strconv.ParseUint(b, 16, 63)

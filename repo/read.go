@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/session"
@@ -114,7 +115,8 @@ func (r *Repo) readRange(ctx context.Context, s Stream, gen string, start, end i
 		if err != nil {
 			return nil, err
 		}
-		if cs, ce, ok := ParseChunkName(obj.Key[len(s.GenPrefix(gen)):]); ok {
+		name, inside := strings.CutPrefix(obj.Key, s.GenPrefix(gen))
+		if cs, ce, ok := ParseChunkName(name); inside && ok {
 			chunks = append(chunks, ChunkRef{Start: cs, End: ce, Size: obj.Size})
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/remote"
@@ -215,8 +216,8 @@ func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 		if !obj.Prefix {
 			continue
 		}
-		m := obj.Key[len(MachinesPrefix()) : len(obj.Key)-1]
-		if ValidMachine(m) {
+		rest, ok := strings.CutPrefix(obj.Key, MachinesPrefix())
+		if m := strings.TrimSuffix(rest, "/"); ok && ValidMachine(m) {
 			out = append(out, m)
 		}
 	}
