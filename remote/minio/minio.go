@@ -222,7 +222,10 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 				yield(remote.ObjectInfo{}, c.fail(ctx, "list", prefix, o.Err))
 				return
 			}
-			key := strings.TrimPrefix(o.Key, c.prefix)
+			if !strings.HasPrefix(o.Key, lo.Prefix) {
+				continue // a confused or hostile server: outside what was asked
+			}
+			key := o.Key[len(c.prefix):]
 			if opts.Delimiter == "" { // no prefixes to merge
 				if !yield(remote.ObjectInfo{Key: key, Size: o.Size, ModTime: o.LastModified}, nil) {
 					return

@@ -215,23 +215,25 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 		if opts.StartAfter != "" {
 			in.StartAfter = aws.String(c.prefix + opts.StartAfter)
 		}
-		pages := s3.NewListObjectsV2Paginator(c.api, in)
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
+		full := c.prefix + prefix
+		for {
+			page, err := c.api.ListObjectsV2(ctx, in)
 			if err != nil {
 				yield(remote.ObjectInfo{}, c.fail(ctx, "list", prefix, err))
 				return
 			}
 			items := make([]remote.ObjectInfo, 0, len(page.Contents)+len(page.CommonPrefixes))
+			// A confused or hostile server may answer with keys outside
+			// the prefix asked for: they never reach the caller.
 			for _, o := range page.Contents {
-				items = append(items, remote.ObjectInfo{
-					Key:     strings.TrimPrefix(aws.ToString(o.Key), c.prefix),
-					Size:    aws.ToInt64(o.Size),
-					ModTime: aws.ToTime(o.LastModified),
-				})
+				if k := aws.ToString(o.Key); strings.HasPrefix(k, full) {
+					items = append(items, remote.ObjectInfo{Key: k[len(c.prefix):], Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
+				}
 			}
 			for _, p := range page.CommonPrefixes {
-				items = append(items, remote.ObjectInfo{Key: strings.TrimPrefix(aws.ToString(p.Prefix), c.prefix), Prefix: true})
+				if k := aws.ToString(p.Prefix); strings.HasPrefix(k, full) {
+					items = append(items, remote.ObjectInfo{Key: k[len(c.prefix):], Prefix: true})
+				}
 			}
 			slices.SortFunc(items, func(a, b remote.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
 			for _, it := range items {
@@ -239,6 +241,15 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 					return
 				}
 			}
+			if !aws.ToBool(page.IsTruncated) {
+				return
+			}
+			next := aws.ToString(page.NextContinuationToken)
+			if next == "" || next == aws.ToString(in.ContinuationToken) {
+				yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: errors.New("the server says the listing goes on but gives no new continuation token")})
+				return
+			}
+			in.ContinuationToken, in.StartAfter = aws.String(next), nil
 		}
 	}
 }
