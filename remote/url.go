@@ -24,15 +24,22 @@ const AcceptedForms = "file:///absolute/folder or s3://bucket[/prefix]"
 
 // ParseURL parses a remote URL: file:///abs/dir or s3://bucket/optional/prefix.
 func ParseURL(raw string) (Location, error) {
+	shown := raw
 	bad := func(why string) (Location, error) {
-		return Location{}, fmt.Errorf("remote %q: %s (accepted forms: %s)", raw, why, AcceptedForms)
+		return Location{}, fmt.Errorf("remote %q: %s (accepted forms: %s)", shown, why, AcceptedForms)
 	}
 	if raw == "" {
 		return bad("empty")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+			shown = "<redacted>" + raw[i:] // it may hold a secret
+		}
 		return bad("not a URL")
+	}
+	if u.User != nil {
+		shown = u.Redacted()
 	}
 	switch u.Scheme {
 	case "file":
