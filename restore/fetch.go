@@ -102,6 +102,11 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options) (*fet
 			if h, _, err := session.ReadHeader(data); err == nil && h.ID != t.id {
 				return nil, fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, h.ID)
 			}
+			if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && int64(len(data)) < e.Size {
+				// The last chunks are gone: restoring what is left would
+				// silently give back less than was backed up.
+				return nil, fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, len(data), e.Size)
+			}
 			if s.Machine == newest.machine {
 				f.session = append([]copyData{c}, f.session...)
 			} else {
