@@ -542,3 +542,24 @@ func TestArchiveKeepsLiveMtime(t *testing.T) {
 		t.Fatalf("archived entry: state %s mtime %v, want archived %v", got.State, got.Mtime, live)
 	}
 }
+
+// include and exclude narrow what is backed up.
+func TestIncludeExclude(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	e.opts.Include = []string{"sessions/-keep*"}
+	e.opts.Exclude = []string{"sessions/-keep-secret"}
+	data := corpus(t, "pi-v3-small-compactions_agent-sessions-fixture.jsonl")
+	e.writeRename("sessions/-keep/2026-01-01T00-00-00-000Z_a.jsonl", data)
+	e.writeRename("sessions/-keep-secret/2026-01-01T00-00-00-000Z_b.jsonl", bytes.Replace(data, []byte("019e19b4"), []byte("029e19b4"), 1))
+	e.writeRename("sessions/-other/2026-01-01T00-00-00-000Z_c.jsonl", bytes.Replace(data, []byte("019e19b4"), []byte("039e19b4"), 1))
+	e.once()
+	var sessions []string
+	for _, k := range e.client.takePuts() {
+		if ref, err := repo.ParseSessionKey(k); err == nil && ref.Object == "meta" {
+			sessions = append(sessions, ref.Stream.SessionID[:8])
+		}
+	}
+	if strings.Join(sessions, ",") != "019e19b4" {
+		t.Fatalf("backed up sessions %v, want only the included one", sessions)
+	}
+}
