@@ -563,3 +563,27 @@ func TestIncludeExclude(t *testing.T) {
 		t.Fatalf("backed up sessions %v, want only the included one", sessions)
 	}
 }
+
+// A plain rename into another cwd-dir (same bytes, same inode) updates the
+// recorded path without uploading the file again.
+func TestPlainMove(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.writeRename(ompRel, corpus(t, ompFile))
+		e.once()
+		e.client.takePuts()
+		moved := "sessions/-elsewhere/" + path.Base(ompRel)
+		os.MkdirAll(path.Dir(e.path(moved)), 0o700)
+		if err := os.Rename(e.path(ompRel), e.path(moved)); err != nil {
+			t.Fatal(err)
+		}
+		e.once()
+		if ch := chunkPuts(e.client.takePuts()); len(ch) != 0 {
+			t.Fatalf("a rename uploaded %v", ch)
+		}
+		_, meta := e.remoteStream(ompID, repo.SessionStream)
+		if meta.Path != moved || e.catalogEntry(ompID).Path != moved {
+			t.Fatalf("meta path %q, catalog path %q, want %q", meta.Path, e.catalogEntry(ompID).Path, moved)
+		}
+	})
+}

@@ -371,7 +371,6 @@ func TestAgentNamesNotUTF8(t *testing.T) {
 // agent scans again: the catalog records where the session last lived (the
 // archive's folder), so restore brings it back there.
 func TestAgentMovedThenArchived(t *testing.T) {
-	t.Skip("BUG: when a session is moved and then archived between two scans, plan() (agent/pass.go, case KindArchive) keeps the existing stream's Path (the folder before the move), so the catalog and restore put the session back in its old cwd folder. It should set fst.Path to \"sessions/<cwd-dir of the archive>/<name without .gz>\" when it differs")
 	e := newEnv(t, newFileClient(t))
 	e.writeRename(ompRel, corpus(t, ompFile))
 	e.once()

@@ -119,10 +119,17 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 		if fst != nil && fst.State == repo.StateArchived && fst.Size == fi.Size() && fst.MtimeNs == fi.ModTime().UnixNano() {
 			return job{}, false
 		}
+		parts := strings.Split(rel, "/") // archive/sessions/<cwd-dir>/<name>.jsonl.gz
+		livePath := "sessions/" + parts[2] + "/" + strings.TrimSuffix(parts[3], ".gz")
 		if fst == nil {
-			parts := strings.Split(rel, "/") // archive/sessions/<cwd-dir>/<name>.jsonl.gz
-			fst = &FileState{SessionID: id, Stream: repo.SessionStream, Path: "sessions/" + parts[2] + "/" + strings.TrimSuffix(parts[3], ".gz"), State: repo.StateArchived, Changed: a.now().UTC()}
+			fst = &FileState{SessionID: id, Stream: repo.SessionStream, Path: livePath, State: repo.StateArchived, Changed: a.now().UTC()}
 			a.state.Streams[streamKey(id, repo.SessionStream)] = fst
+		}
+		if fst.Path != livePath {
+			// Moved, then archived before a scan saw the move: the archive
+			// says where it last lived.
+			delete(a.byPath, fst.Path)
+			fst.Path, fst.Changed = livePath, a.now().UTC()
 		}
 		return job{kind: kind, rel: rel, fst: fst}, true
 	}

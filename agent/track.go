@@ -68,7 +68,7 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 	if err != nil {
 		return syncResult{}, err
 	}
-	if !audit && fst.Generation != "" && fi.Size() == fst.Size && fi.ModTime().UnixNano() == fst.MtimeNs && inodeOf(fi) == fst.Inode {
+	if !audit && fst.Generation != "" && fst.MetaPath == fst.Path && fi.Size() == fst.Size && fi.ModTime().UnixNano() == fst.MtimeNs && inodeOf(fi) == fst.Inode {
 		return syncResult{}, nil // unchanged: one stat
 	}
 	f, err := os.Open(abs)
@@ -164,6 +164,14 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 	}
 	if err != nil {
 		return res, err
+	}
+	if fst.Offset > 0 && fst.MetaPath != fst.Path {
+		// Moved without new bytes: the meta still names the old path.
+		if err := a.putMeta(ctx, fst); err != nil {
+			return res, err
+		}
+		res.objects++
+		res.changed = true
 	}
 	if fst.Offset == settledEnd(src, fst.Offset, settleAll) {
 		// Everything settled is up: remember the stat so that an unchanged
