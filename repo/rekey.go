@@ -295,7 +295,7 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 func objectLimit(key string, maxBlob int64) (int64, bool) {
 	if rest, ok := strings.CutPrefix(key, MachinesPrefix()); ok {
 		m, leaf, _ := strings.Cut(rest, "/")
-		return MaxCatalogSize, leaf == "catalog" && ValidMachine(m)
+		return MaxCatalogSize, (leaf == "catalog" || leaf == "recent") && ValidMachine(m)
 	}
 	if name, ok := strings.CutPrefix(key, root+"blobs/"); ok {
 		return maxBlob, name != "" && !strings.Contains(name, "/")
