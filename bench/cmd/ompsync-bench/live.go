@@ -34,7 +34,7 @@ func newPutLog() *putLog { return &putLog{chunks: map[string][]chunkPut{}} }
 func (l *putLog) record(ev bench.PutEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ev.Key == repo.CatalogKey("bench") {
+	if ev.Key == repo.CatalogKey("bench") || ev.Key == repo.RecentKey("bench") {
 		l.catalogs = append(l.catalogs, ev)
 		return
 	}
