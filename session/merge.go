@@ -33,10 +33,21 @@ func Merge(copies ...[]byte) ([]byte, error) {
 	if len(copies) == 0 {
 		return nil, errors.New("merge: no copies")
 	}
-	m := merger{index: map[lineKey]int{}}
+	m := merger{index: map[lineKey]int{}, allowed: map[string]int{}}
 	parsed := make([]parsedCopy, len(copies))
 	for i, c := range copies {
 		parsed[i] = m.parse(c)
+		counts := map[string]int{}
+		body := c[SlotLen(c):]
+		if len(body) == 0 {
+			continue
+		}
+		for _, l := range bytes.Split(bytes.TrimSuffix(body, []byte("\n")), []byte("\n")) {
+			counts[string(l)]++
+		}
+		for l, n := range counts {
+			m.allowed[l] = max(m.allowed[l], n)
+		}
 	}
 	slot := newestSlot(parsed)
 	order := blockOrder(parsed, len(m.nodes))
@@ -99,6 +110,8 @@ type merger struct {
 	nodes []node
 	index map[lineKey]int
 	edges map[[2]int]bool
+	// allowed is, per line's bytes, the most times any copy holds it.
+	allowed map[string]int
 }
 
 func (m *merger) node(k lineKey, raw []byte) int {
@@ -286,8 +299,14 @@ func (m *merger) emit(seq []int, slot []byte) []byte {
 		}
 		done[n] = true
 		emitted++
-		out = append(out, m.nodes[n].raw...)
-		out = append(out, '\n')
+		// When copies disagree on an entry's bytes the first copy's win,
+		// which can make two nodes carry the same bytes; never write a
+		// line more often than some copy holds it.
+		if key := string(m.nodes[n].raw); m.allowed[key] > 0 {
+			m.allowed[key]--
+			out = append(out, m.nodes[n].raw...)
+			out = append(out, '\n')
+		}
 		for _, c := range m.nodes[n].children {
 			m.nodes[c].parents--
 			if m.nodes[c].parents == 0 && !done[c] {
