@@ -186,6 +186,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	if st == nil {
 		st = newState(opts.Machine)
+		st.changed.all = true
 	}
 	a.state = st
 	for k, f := range st.Streams {
@@ -341,7 +342,7 @@ func (a *Agent) Run(ctx context.Context) error {
 					a.log.Warn("pull failed; will retry", "err", err)
 				}
 			}
-			if err := a.state.save(a.opts.StateDir); err != nil {
+			if err := a.state.persist(a.opts.StateDir); err != nil {
 				a.log.Error("could not save state", "err", err)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 // local state does not know it (a lost state dir), so deletions and archives
 // stay recorded and files already uploaded are adopted, not uploaded again.
 func (a *Agent) seedFromCatalog(c repo.Catalog) {
+	a.state.changed.all = true
 	for _, e := range c.Sessions {
 		a.cataloged[e.ID] = true
 		key := streamKey(e.ID, repo.SessionStream)

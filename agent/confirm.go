@@ -33,6 +33,7 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			a.state.touch(f)
 			if err := a.confirm(ctx, f); err != nil {
 				a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
 				return

@@ -38,6 +38,7 @@ func (a *Agent) maintain(ctx context.Context) {
 		}
 		f.SmallChunks = 0
 		f.IdleCompacted = idle
+		a.state.touch(f)
 		if res.Written > 0 {
 			a.log.Debug("compacted", "path", f.Path, "chunks_before", res.Before, "chunks_after", res.After)
 		}
@@ -49,12 +50,14 @@ func (a *Agent) maintain(ctx context.Context) {
 		// First run: prune some time in the coming day, not at start-up,
 		// where it would hold up the catch-up uploads.
 		a.state.LastPrune = now.Add(-time.Duration(rand.Int64N(int64(24 * time.Hour))))
+		a.state.changed.all = true
 		return
 	}
 	if now.Sub(a.state.LastPrune) < 24*time.Hour {
 		return
 	}
 	a.state.LastPrune = now
+	a.state.changed.all = true
 	rep, err := compact.Prune(ctx, a.repo, a.opts.Machine, a.opts.Retention, now, false)
 	if err != nil {
 		a.log.Warn("retention failed; will retry tomorrow", "err", err)
@@ -63,7 +66,7 @@ func (a *Agent) maintain(ctx context.Context) {
 	for _, id := range rep.Sessions {
 		for k, f := range a.state.Streams {
 			if f.SessionID == id {
-				delete(a.state.Streams, k)
+				a.state.forget(k)
 			}
 		}
 		a.catalogStale = true

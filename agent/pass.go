@@ -56,6 +56,11 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		}
 	}
 	changed, err := a.runJobs(ctx, jobs)
+	for _, j := range jobs {
+		if j.fst != nil {
+			a.state.touch(j.fst)
+		}
+	}
 	if full {
 		if a.recordMissing(seen) {
 			changed = true
@@ -66,7 +71,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	}
 	if changed {
 		a.catalogStale = true
-		if serr := a.state.save(a.opts.StateDir); serr != nil {
+		if serr := a.state.persist(a.opts.StateDir); serr != nil {
 			a.log.Error("could not save state; the next start uploads the last batch again", "err", serr)
 		}
 	}
@@ -233,6 +238,7 @@ func (a *Agent) recordMissing(seen map[string]bool) bool {
 		}
 		fst.Changed = a.now().UTC()
 		delete(a.byPath, fst.Path)
+		a.state.touch(fst)
 		changed = true
 	}
 	return changed

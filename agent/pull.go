@@ -92,7 +92,7 @@ func (a *Agent) pull(ctx context.Context) error {
 				todo = append(todo, item{m, e, sig})
 				continue
 			}
-			a.state.Seen[key] = sig
+			a.state.setSeen(key, sig)
 		}
 	}
 	for _, it := range todo {
@@ -105,7 +105,7 @@ func (a *Agent) pull(ctx context.Context) error {
 			continue
 		}
 		if done {
-			a.state.Seen[it.machine+"/"+it.entry.ID] = it.sig
+			a.state.setSeen(it.machine+"/"+it.entry.ID, it.sig)
 		}
 	}
 	return nil
@@ -221,6 +221,7 @@ func (a *Agent) recordPulled(id string, res Merged, before int64) error {
 		a.state.Streams[key] = fst
 		a.byPath[res.Path] = key
 	}
+	a.state.touch(fst)
 	fst.Pulled = append(fst.Pulled, PulledRange{Start: start, End: end, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: hex.EncodeToString(h.Sum(nil))})
 	a.markDirty(res.Path)
 	return nil

@@ -149,14 +149,20 @@ type State struct {
 	Seen map[string]string `json:"seen,omitempty"`
 	// LastPrune is when retention last ran.
 	LastPrune time.Time `json:"last_prune"`
+	// JournalSeq names the journal that amends this file.
+	JournalSeq int `json:"journal_seq"`
 
-	mu sync.Mutex // guards Blobs while uploads run
+	mu sync.Mutex // guards Blobs and changed while uploads run
+
+	changed                     changes // since the last persist
+	journalBytes, snapshotBytes int64
 }
 
 // setBlob records an uploaded blob; uploads run in parallel.
 func (s *State) setBlob(name string) {
 	s.mu.Lock()
 	s.Blobs[name] = true
+	s.changed.blobs = append(s.changed.blobs, name)
 	s.mu.Unlock()
 }
 
@@ -194,14 +200,30 @@ func LoadState(dir string) (*State, error) {
 			return nil, fmt.Errorf("state file %s is damaged: entry %q", filepath.Join(dir, stateFile), k)
 		}
 	}
+	s.snapshotBytes = int64(len(b))
+	if err := s.replay(dir); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
 
-// save writes the state atomically: a crash leaves the old or the new file.
+// save writes the whole state atomically (a crash leaves the old or the new
+// file), then empties the journal it replaces.
 func (s *State) save(dir string) error {
+	old := s.JournalSeq
+	s.JournalSeq++
 	b, err := json.Marshal(s)
 	if err != nil {
+		s.JournalSeq = old
 		return err
 	}
-	return atomicfile.Write(filepath.Join(dir, stateFile), b, atomicfile.Options{Perm: 0o600})
+	if err := atomicfile.Write(filepath.Join(dir, stateFile), b, atomicfile.Options{Perm: 0o600}); err != nil {
+		s.JournalSeq = old
+		return err
+	}
+	if err := os.Remove(journalPath(dir, old)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove old state journal: %w", err)
+	}
+	s.snapshotBytes, s.journalBytes, s.changed = int64(len(b)), 0, changes{}
+	return nil
 }

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// The journal holds the changes since state.json was last written whole:
+// one JSON line per changed stream, blob or seen entry. Appending the few
+// streams a pass touched costs a small write and one fsync, where rewriting
+// the state of ten thousand sessions would cost megabytes every interval.
+// Its name carries the state's JournalSeq, so a journal left behind by a
+// crash during a save is never replayed onto the newer state.
+func journalPath(dir string, seq int) string {
+	return filepath.Join(dir, fmt.Sprintf("state.journal.%d", seq))
+}
+
+// journalRecord is one line of the journal. A stream record with a nil
+// State removes the stream.
+type journalRecord struct {
+	Key   string     `json:"k,omitempty"`
+	State *FileState `json:"s,omitempty"`
+	Gone  bool       `json:"gone,omitempty"`
+	Blob  string     `json:"blob,omitempty"`
+	Seen  string     `json:"seen,omitempty"`
+	Sig   string     `json:"sig,omitempty"`
+}
+
+// changes records what changed since the last save.
+type changes struct {
+	streams map[string]bool
+	blobs   []string
+	seen    []string
+	// all asks for the whole state to be written (start-up, prune).
+	all bool
+}
+
+func (c *changes) empty() bool {
+	return !c.all && len(c.streams) == 0 && len(c.blobs) == 0 && len(c.seen) == 0
+}
+
+// touch notes that a stream's state changed.
+func (s *State) touch(f *FileState) {
+	s.mu.Lock()
+	if s.changed.streams == nil {
+		s.changed.streams = map[string]bool{}
+	}
+	s.changed.streams[streamKey(f.SessionID, f.Stream)] = true
+	s.mu.Unlock()
+}
+
+// forget removes a stream.
+func (s *State) forget(key string) {
+	delete(s.Streams, key)
+	s.mu.Lock()
+	if s.changed.streams == nil {
+		s.changed.streams = map[string]bool{}
+	}
+	s.changed.streams[key] = true
+	s.mu.Unlock()
+}
+
+func (s *State) setSeen(key, sig string) {
+	s.Seen[key] = sig
+	s.changed.seen = append(s.changed.seen, key)
+}
+
+// persist saves what changed: appended to the journal, or, when asked or
+// when the journal has grown past half the state's size, the whole state
+// (which empties the journal). A crash leaves the old or new state and at
+// most a torn last journal line, which loading ignores.
+func (s *State) persist(dir string) error {
+	if s.changed.empty() {
+		return nil
+	}
+	if s.changed.all || s.journalBytes > max(1<<20, s.snapshotBytes/2) {
+		return s.save(dir)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for key := range s.changed.streams {
+		rec := journalRecord{Key: key, State: s.Streams[key], Gone: s.Streams[key] == nil}
+		if err := enc.Encode(rec); err != nil {
+			return err
+		}
+	}
+	for _, b := range s.changed.blobs {
+		if err := enc.Encode(journalRecord{Blob: b}); err != nil {
+			return err
+		}
+	}
+	for _, k := range s.changed.seen {
+		if err := enc.Encode(journalRecord{Seen: k, Sig: s.Seen[k]}); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(journalPath(dir, s.JournalSeq), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open state journal: %w", err)
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		f.Close()
+		return fmt.Errorf("write state journal: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync state journal: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	s.journalBytes += int64(buf.Len())
+	s.changed = changes{}
+	return nil
+}
+
+// replay applies the journal to a state loaded from state.json. It stops at
+// the first line it cannot read: a torn write from a crash.
+func (s *State) replay(dir string) error {
+	b, err := os.ReadFile(journalPath(dir, s.JournalSeq))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read state journal: %w", err)
+	}
+	s.journalBytes = int64(len(b))
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var rec journalRecord
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			break
+		}
+		switch {
+		case rec.Blob != "":
+			s.Blobs[rec.Blob] = true
+		case rec.Seen != "":
+			s.Seen[rec.Seen] = rec.Sig
+		case rec.Key != "" && rec.Gone:
+			delete(s.Streams, rec.Key)
+		case rec.Key != "" && rec.State != nil && rec.Key == streamKey(rec.State.SessionID, rec.State.Stream):
+			s.Streams[rec.Key] = rec.State
+		default:
+			return nil // not a record this version writes: stop here
+		}
+	}
+	return nil
+}
