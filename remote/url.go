@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode"
 )
 
 // Location is a parsed remote URL.
@@ -52,6 +53,9 @@ func ParseURL(raw string) (Location, error) {
 		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
 			return bad("a file URL needs an absolute path")
 		}
+		if strings.ContainsFunc(u.Path, unicode.IsControl) {
+			return bad("the path has a control character")
+		}
 		return Location{Scheme: "file", Dir: path.Clean(u.Path)}, nil
 	case "s3":
 		if u.Host == "" {
@@ -67,6 +71,9 @@ func ParseURL(raw string) (Location, error) {
 			return bad("bucket names are 3-63 characters of a-z, 0-9, '.' and '-'")
 		}
 		prefix := strings.Trim(u.Path, "/")
+		if strings.ContainsFunc(prefix, unicode.IsControl) {
+			return bad("the prefix has a control character")
+		}
 		for _, seg := range strings.Split(prefix, "/") {
 			if prefix != "" && (seg == "" || seg == "." || seg == "..") {
 				return bad("the prefix has an empty, '.' or '..' segment")
