@@ -40,11 +40,8 @@ nothing, and running it again finishes the job.`,
 			if err != nil {
 				return err
 			}
-			r, err := openRepo(cmd.Context(), cfg)
+			r, err := readRepo(cmd.Context(), cfg)
 			if err != nil {
-				return err
-			}
-			if err := r.Check(cmd.Context()); err != nil {
 				return err
 			}
 			p := compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks}

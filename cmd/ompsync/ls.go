@@ -36,11 +36,8 @@ many sessions there are.`,
 			if err != nil {
 				return err
 			}
-			r, err := openRepo(cmd.Context(), cfg)
+			r, err := readRepo(cmd.Context(), cfg)
 			if err != nil {
-				return err
-			}
-			if err := r.Check(cmd.Context()); err != nil {
 				return err
 			}
 			list, problems, err := restore.List(cmd.Context(), r, machine)

@@ -36,11 +36,8 @@ bytes go; --dry-run prints the same lines and deletes nothing.`,
 			if err != nil {
 				return err
 			}
-			r, err := openRepo(cmd.Context(), cfg)
+			r, err := readRepo(cmd.Context(), cfg)
 			if err != nil {
-				return err
-			}
-			if err := r.Check(cmd.Context()); err != nil {
 				return err
 			}
 			ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}

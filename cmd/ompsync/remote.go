@@ -55,3 +55,16 @@ func newCodec(ctx context.Context, client remote.Client, e config.Encryption) (r
 	}
 	return c, nil
 }
+
+// readRepo opens the configured remote for reading and checks that it is a
+// repository this version understands.
+func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
+	r, err := openRepo(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Check(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}

@@ -119,11 +119,8 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 			return err
 		}
 	}
-	r, err := openRepo(cmd.Context(), cfg)
+	r, err := readRepo(cmd.Context(), cfg)
 	if err != nil {
-		return err
-	}
-	if err := r.Check(cmd.Context()); err != nil {
 		return err
 	}
 	bar := newProgressBar(a.stderr, !f.asJSON)

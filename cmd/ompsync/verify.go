@@ -37,11 +37,8 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			if err != nil {
 				return err
 			}
-			r, err := openRepo(cmd.Context(), cfg)
+			r, err := readRepo(cmd.Context(), cfg)
 			if err != nil {
-				return err
-			}
-			if err := r.Check(cmd.Context()); err != nil {
 				return err
 			}
 			bar := newProgressBar(a.stderr, !asJSON)
