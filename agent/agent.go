@@ -121,7 +121,6 @@ type Agent struct {
 	catRecent []byte
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
-	lastPrune    time.Time
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
 
