@@ -102,7 +102,6 @@ func TestRemoteURLWithCredentials(t *testing.T) {
 // A key set twice is refused with both lines, rather than the last one
 // silently winning (an edit that left the old line behind).
 func TestDuplicateKeys(t *testing.T) {
-	t.Skip("BUG: a key set twice in the config file (\"remote: s3://a\" then \"remote: s3://b\", or \"Remote\" and \"remote\") loads silently with the last value; config/file.go walk() should remember the names it has set and refuse a second one with both line numbers")
 	for _, body := range []string{
 		"remote: s3://aaa\nremote: s3://bbb\n",
 		"remote: s3://aaa\nRemote: s3://bbb\n",
