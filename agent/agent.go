@@ -121,6 +121,8 @@ type Agent struct {
 	catRecent []byte
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
+	// blobsToConfirm counts blobs uploaded since the blobs were last listed.
+	blobsToConfirm int
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
 

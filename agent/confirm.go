@@ -44,7 +44,50 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		}()
 	}
 	wg.Wait()
+	if a.confirmBlobs(ctx) {
+		changed = true
+	}
 	return changed
+}
+
+// confirmBlobs lists the remote's blobs (one paged LIST) after blobs were
+// uploaded, and once per audit interval, and forgets the ones the remote
+// lost, so the next scan uploads them again.
+func (a *Agent) confirmBlobs(ctx context.Context) bool {
+	a.mu.Lock()
+	fresh := a.blobsToConfirm
+	a.mu.Unlock()
+	if len(a.state.Blobs) == 0 || fresh == 0 && a.now().Sub(a.state.BlobsConfirmedAt) < a.opts.AuditInterval {
+		return false
+	}
+	present := map[string]bool{}
+	prefix := repo.BlobKey("")
+	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
+		if err != nil {
+			a.log.Debug("could not list blobs; will check again", "err", err)
+			return false
+		}
+		if name, ok := strings.CutPrefix(obj.Key, prefix); ok {
+			present[name] = true
+		}
+	}
+	lost := 0
+	for name := range a.state.Blobs {
+		if !present[name] {
+			delete(a.state.Blobs, name)
+			lost++
+		}
+	}
+	if lost > 0 {
+		a.log.Warn("the remote lost blobs it had acknowledged; uploading them again", "blobs", lost)
+		a.markFullScan()
+	}
+	a.mu.Lock()
+	a.blobsToConfirm -= fresh
+	a.mu.Unlock()
+	a.state.BlobsConfirmedAt = a.now().UTC()
+	a.state.changed.all = true // removals are not journalled
+	return true
 }
 
 func (a *Agent) confirm(ctx context.Context, f *FileState) error {

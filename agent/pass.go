@@ -167,6 +167,9 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 	}
 	a.metrics.uploaded(int64(n), 1)
 	a.state.setBlob(name)
+	a.mu.Lock()
+	a.blobsToConfirm++
+	a.mu.Unlock()
 	return syncResult{bytes: int64(n), objects: 1, changed: true}, nil
 }
 

@@ -149,6 +149,8 @@ type State struct {
 	Seen map[string]string `json:"seen,omitempty"`
 	// LastPrune is when retention last ran.
 	LastPrune time.Time `json:"last_prune"`
+	// BlobsConfirmedAt is when the remote's blobs were last listed.
+	BlobsConfirmedAt time.Time `json:"blobs_confirmed_at"`
 	// JournalSeq names the journal that amends this file.
 	JournalSeq int `json:"journal_seq"`
 
