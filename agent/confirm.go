@@ -20,7 +20,7 @@ import (
 func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	var todo []*FileState
 	for _, f := range a.state.Streams {
-		if f.State == repo.StatePresent && f.Generation != "" && (f.Offset > f.Confirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
+		if f.State == repo.StatePresent && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
 			todo = append(todo, f)
 		}
 	}
@@ -93,7 +93,7 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 	s := f.stream(a.opts.Machine)
 	var chunks []repo.ChunkRef
-	hasMeta := false
+	hasMeta, hasHead := false, false
 	prefix := s.GenPrefix(f.Generation)
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
 		if err != nil {
@@ -103,13 +103,24 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 		if !ok {
 			continue // a confused listing; only this generation counts
 		}
-		if name == "meta" {
+		switch name {
+		case "meta":
 			hasMeta = true
+		case "head":
+			hasHead = true
 		}
 		if cs, ce, ok := repo.ParseChunkName(name); ok {
 			chunks = append(chunks, repo.ChunkRef{Start: cs, End: ce})
 		}
 	}
+	if f.HeadUnconfirmed && !hasHead {
+		// The title slot put was lost: forget it was uploaded, so the next
+		// sync puts it again.
+		a.log.Warn("the remote lost the title slot it had acknowledged; uploading it again", "path", f.Path)
+		f.SlotHash, f.Size = "", -1
+		a.markDirty(f.Path)
+	}
+	f.HeadUnconfirmed = f.HeadUnconfirmed && !hasHead
 	_, covered := repo.Cover(chunks)
 	if covered >= f.Offset && hasMeta {
 		f.Confirmed, f.ConfirmedAt = f.Offset, a.now().UTC()

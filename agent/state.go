@@ -76,6 +76,8 @@ type FileState struct {
 	// IdleCompacted says the stream was compacted since it was last idle.
 	SmallChunks   int  `json:"small_chunks,omitempty"`
 	IdleCompacted bool `json:"idle_compacted,omitempty"`
+	// HeadUnconfirmed: a head object was put and no LIST has shown it yet.
+	HeadUnconfirmed bool `json:"head_unconfirmed,omitempty"`
 }
 
 // PulledRange is a range of the local file that came from another machine.

@@ -151,6 +151,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 				res.bytes += int64(len(slot))
 				fst.SlotHash = h
 				fst.Title = ts.Title
+				fst.HeadUnconfirmed = true
 			}
 			res.changed = true
 		}
@@ -240,6 +241,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	}
 	fst.PrevGeneration, fst.GenReason = prev, reason
 	fst.SmallChunks, fst.IdleCompacted = 0, false
+	fst.HeadUnconfirmed = false
 	return nil
 }
 
