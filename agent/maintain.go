@@ -36,7 +36,11 @@ func (a *Agent) maintain(ctx context.Context) {
 			a.log.Warn("compaction failed; will retry", "path", f.Path, "err", err)
 			continue
 		}
+		// A busy compaction leaves the newest small chunks for the idle one.
 		f.SmallChunks = 0
+		if !idle {
+			f.SmallChunks = 1
+		}
 		f.IdleCompacted = idle
 		a.state.touch(f)
 		if res.Written > 0 {
