@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -82,26 +81,7 @@ func backup(t testing.TB, r *repo.Repo, dir *agentDir) error {
 }
 
 // remoteObjects is every object's key and bytes, through the client.
-func remoteObjects(t *testing.T, c remote.Client) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	for obj, err := range c.List(context.Background(), "", remote.ListOptions{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := c.Get(context.Background(), obj.Key, 0, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[obj.Key] = b
-	}
-	return out
-}
+func remoteObjects(t *testing.T, c remote.Client) map[string][]byte { return remotetest.Objects(t, c) }
 
 // grepRemote fails if the secret is in any object name or byte. A file
 // remote is also searched on disk, temp files and all.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
+	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -64,26 +64,7 @@ func codec(t *testing.T, opts crypt.Options) *crypt.Codec {
 }
 
 // snapshot is every object on the remote, key -> bytes.
-func snapshot(t *testing.T, c remote.Client) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	for obj, err := range c.List(context.Background(), "", remote.ListOptions{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := c.Get(context.Background(), obj.Key, 0, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[obj.Key] = b
-	}
-	return out
-}
+func snapshot(t *testing.T, c remote.Client) map[string][]byte { return remotetest.Objects(t, c) }
 
 var stream = repo.Stream{SessionID: "0190aaaa-0000-7000-8000-000000000001", Machine: "laptop", Name: repo.SessionStream}
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -395,23 +395,4 @@ func openClient(t *testing.T, url string, s3 backend.S3Options) remote.Client {
 }
 
 // objects is every object on the remote, key -> bytes.
-func objects(t *testing.T, c remote.Client) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	for obj, err := range c.List(context.Background(), "", remote.ListOptions{}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := c.Get(context.Background(), obj.Key, 0, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(rc)
-		rc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[obj.Key] = b
-	}
-	return out
-}
+func objects(t *testing.T, c remote.Client) map[string][]byte { return remotetest.Objects(t, c) }

@@ -579,3 +579,17 @@ func testBadKeys(t *testing.T, c remote.Client) {
 	}
 	equalKeys(t, "nothing stored by bad keys", Keys(t, c, "", remote.ListOptions{}), []string{})
 }
+
+// Objects is every object on the remote, key -> bytes: what a reader of
+// the bucket sees.
+func Objects(t testing.TB, c remote.Client) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for obj, err := range c.List(context.Background(), "", remote.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[obj.Key] = Get(t, c, obj.Key, 0, -1)
+	}
+	return out
+}
