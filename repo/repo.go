@@ -39,6 +39,12 @@ func (r *Repo) getAll(ctx context.Context, key string, limit int64) ([]byte, err
 	defer rc.Close()
 	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
 	if err != nil {
+		var re *remote.Error
+		if ctx.Err() == nil && !errors.As(err, &re) {
+			// A body that breaks off is the network failing, whichever
+			// client (wrapped for retries or not) carried it.
+			err = &remote.Error{Op: "get", Key: key, Transient: true, Err: err}
+		}
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	if int64(len(b)) > limit {
