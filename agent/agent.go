@@ -121,6 +121,9 @@ type Agent struct {
 	catRecent []byte
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
+	// catConfirmedAt is when the remote was last seen to hold the catalog;
+	// zero after a put, so the next reconcile checks it.
+	catConfirmedAt time.Time
 	// blobsToConfirm counts blobs uploaded since the blobs were last listed.
 	blobsToConfirm int
 	// cataloged are the sessions this machine's remote catalog lists.

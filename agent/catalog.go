@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -141,7 +143,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		for _, e := range all {
 			a.catBase[e.ID] = e
 		}
-		a.catalogStale = false
+		a.catalogStale, a.catConfirmedAt = false, time.Time{}
 		a.metrics.catalogUpdated()
 		return nil
 	}
@@ -155,9 +157,38 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 	if err := a.repo.PutRecent(ctx, recent); err != nil {
 		return fmt.Errorf("upload catalog changes: %w", err)
 	}
-	a.catRecent, a.catalogStale = body, false
+	a.catRecent, a.catalogStale, a.catConfirmedAt = body, false, time.Time{}
 	a.metrics.catalogUpdated()
 	return nil
+}
+
+// confirmCatalog checks, after a catalog put and once per audit interval,
+// that the remote still holds this machine's catalog and its recent
+// changes (one HEAD each). A lost one is put again by the putCatalog that
+// follows; until then other machines would not see this one's sessions.
+func (a *Agent) confirmCatalog(ctx context.Context) {
+	if a.catBase == nil || !a.catConfirmedAt.IsZero() && a.now().Sub(a.catConfirmedAt) < a.opts.AuditInterval {
+		return // nothing put yet, or checked lately
+	}
+	checked := true
+	lost := func(key string) bool {
+		_, err := a.repo.Client().Stat(ctx, key)
+		if err != nil && !errors.Is(err, remote.ErrNotFound) {
+			a.log.Debug("could not check the catalog; will check again", "err", err)
+			checked = false
+		}
+		return errors.Is(err, remote.ErrNotFound)
+	}
+	switch {
+	case lost(repo.CatalogKey(a.opts.Machine)):
+		a.log.Warn("the remote lost this machine's catalog; uploading it again")
+		a.catBase, a.catRecent, a.catalogStale = nil, nil, true
+	case checked && a.catRecent != nil && lost(repo.RecentKey(a.opts.Machine)):
+		a.log.Warn("the remote lost this machine's recent catalog changes; uploading them again")
+		a.catRecent, a.catalogStale = nil, true
+	case checked:
+		a.catConfirmedAt = a.now()
+	}
 }
 
 func sameEntry(a, b repo.CatalogEntry) bool {

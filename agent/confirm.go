@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -20,7 +21,10 @@ import (
 func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	var todo []*FileState
 	for _, f := range a.state.Streams {
-		if f.State == repo.StatePresent && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
+		// An archived session's archive still holds every byte, so its
+		// lost objects can be put again as well.
+		kept := f.State == repo.StatePresent || f.State == repo.StateArchived && f.isSession()
+		if kept && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
 			todo = append(todo, f)
 		}
 	}
@@ -136,17 +140,29 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 }
 
 // rewind sets the stream back to offset, recomputing the running hash from
-// the local file; if the file no longer starts with what was uploaded, the
-// next sync starts a new generation.
+// the local file (or an archived session's archive); if it no longer starts
+// with what was uploaded, the next sync starts a new generation.
 func (a *Agent) rewind(f *FileState, offset int64) error {
-	file, err := os.Open(a.abs(f.Path))
-	if err != nil {
-		return err
+	rel := f.Path
+	var src io.ReaderAt
+	if f.State == repo.StateArchived {
+		rel = archiveRel(f.Path)
+		data, _, err := a.readArchive(rel)
+		if err != nil {
+			return err
+		}
+		src = bytes.NewReader(data)
+	} else {
+		file, err := os.Open(a.abs(rel))
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		src = file
 	}
-	defer file.Close()
 	h := sha256.New()
 	if offset > f.HashFrom {
-		if _, err := io.Copy(h, io.NewSectionReader(file, f.HashFrom, offset-f.HashFrom)); err != nil {
+		if _, err := io.Copy(h, io.NewSectionReader(src, f.HashFrom, offset-f.HashFrom)); err != nil {
 			return fmt.Errorf("re-hash %s: %w", f.Path, err)
 		}
 	}
@@ -156,6 +172,6 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 	}
 	f.Offset, f.HashState, f.Confirmed = offset, state, offset
 	f.Size, f.Inode = -1, 0 // force a full check on the next sync
-	a.markDirty(f.Path)
+	a.markDirty(rel)
 	return nil
 }

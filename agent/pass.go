@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"sort"
@@ -67,6 +68,9 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		}
 		if err == nil && a.confirmUploads(ctx) {
 			changed = true
+		}
+		if err == nil {
+			a.confirmCatalog(ctx)
 		}
 	}
 	if changed {
@@ -176,22 +180,9 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 // syncArchive backs up an archived session from its gzip file: usually the
 // remote already holds every byte and only the state changes.
 func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
-	f, err := os.Open(a.abs(j.rel))
+	data, fi, err := a.readArchive(j.rel)
 	if err != nil {
 		return syncResult{}, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return syncResult{}, err
-	}
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return syncResult{}, fmt.Errorf("archived session %s: %w", j.rel, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(zr, maxArchive))
-	if err != nil {
-		return syncResult{}, fmt.Errorf("archived session %s: %w", j.rel, err)
 	}
 	fst := j.fst
 	if fst.Adopt {
@@ -216,6 +207,31 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	res.changed = true
 	return res, nil
 }
+
+// readArchive inflates an archived session (bounded by maxArchive).
+func (a *Agent) readArchive(rel string) ([]byte, fs.FileInfo, error) {
+	f, err := os.Open(a.abs(rel))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(zr, maxArchive))
+	if err != nil {
+		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
+	}
+	return data, fi, nil
+}
+
+// archiveRel is where omp's gc puts a session once it archives it.
+func archiveRel(livePath string) string { return "archive/" + livePath + ".gz" }
 
 // recordMissing marks streams whose files disappeared: archived when an
 // archive of the session was seen, else deleted. The remote keeps every byte.

@@ -40,6 +40,7 @@ type Merged struct {
 const (
 	MergeCreated   = "created"
 	MergeAppended  = "appended"
+	MergeRetitled  = "retitled"
 	MergeUnchanged = "unchanged"
 	MergeMerged    = "merged"
 	MergeLive      = "skipped-live"
@@ -73,7 +74,9 @@ func (a *Agent) pull(ctx context.Context) error {
 		}
 		cats = append(cats, cat)
 		for _, e := range cat.Sessions {
-			sig := e.Generation + "/" + strconv.FormatInt(e.Size, 10) + "/" + e.State
+			// The title is in the signature: a retitle changes no bytes
+			// after the slot, and machines must still converge on it.
+			sig := e.Generation + "/" + strconv.FormatInt(e.Size, 10) + "/" + e.State + "/" + e.Title
 			key := m + "/" + e.ID
 			if a.state.Seen[key] == sig {
 				continue
@@ -168,6 +171,11 @@ func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine st
 	case MergeRefused, MergeFailed:
 		return res.Action == MergeRefused, fmt.Errorf("%s: %s", res.Action, res.Problem)
 	case MergeUnchanged:
+		return true, nil
+	case MergeRetitled:
+		// Only the title slot changed; the next pass uploads it as this
+		// machine's head like any retitle.
+		a.log.Info("pull: took a newer title from another machine", "session", e.ID, "machine", machine)
 		return true, nil
 	case MergeMerged:
 		a.log.Info("pull: merged work from another machine", "session", e.ID, "machine", machine, "backup", res.Backup)

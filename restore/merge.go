@@ -19,7 +19,7 @@ import (
 
 // outcome is what the merge rule decides for one file.
 type outcome struct {
-	action Action // Created, Appended, Unchanged or Merged
+	action Action // Created, Appended, Retitled, Unchanged or Merged
 	// data is the file's new content; for Appended, data[:len(local)] is
 	// what the file holds (unless replace) and the rest is appended.
 	data []byte
@@ -78,13 +78,11 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 	if len(top) == 1 {
 		m := top[0]
 		if m.idx < 0 {
-			return outcome{action: Unchanged, data: local}, nil
+			return keepLocal(local, all, slotted), nil
 		}
 		data := m.data
 		if slotted {
-			if s := newestSlot(all); s != nil && session.SlotLen(data) > 0 && !bytes.Equal(s, data[:session.TitleSlotSize]) {
-				data = append(append([]byte(nil), s...), data[session.TitleSlotSize:]...)
-			}
+			data = withNewestSlot(data, all)
 		}
 		if !hasLocal {
 			return outcome{action: Created, data: data, from: []int{m.idx}}, nil
@@ -129,8 +127,8 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 	}
 	if len(data) == len(local) {
 		// Every local line and nothing more: the remote adds nothing, as
-		// after an earlier merge.
-		return outcome{action: Unchanged, data: local}, nil
+		// after an earlier merge, but perhaps a newer title.
+		return keepLocal(local, all, slotted), nil
 	}
 	return outcome{action: Merged, data: data, from: from}, nil
 }
@@ -176,32 +174,44 @@ func adoptComplete(local []byte, datas [][]byte, idx []int, slotted bool, all []
 		return outcome{}, false
 	}
 	if best == 0 {
-		return outcome{action: Unchanged, data: local}, true
+		return keepLocal(local, all, slotted), true
 	}
 	data := datas[best]
 	if slotted {
-		if s := newestSlot(all); s != nil && session.SlotLen(data) > 0 && !bytes.Equal(s, data[:session.TitleSlotSize]) {
-			data = append(append([]byte(nil), s...), data[session.TitleSlotSize:]...)
-		}
+		data = withNewestSlot(data, all)
 	}
 	return outcome{action: Merged, data: data, from: []int{idx[best]}}, true
 }
 
-// newestSlot is the title slot with the newest updatedAt among copies.
-func newestSlot(copies [][]byte) []byte {
-	var best []byte
-	var at time.Time
-	for _, c := range copies {
-		s, ok := session.ParseTitleSlot(c)
-		if !ok {
-			continue
-		}
-		t, _ := time.Parse(time.RFC3339Nano, s.UpdatedAt)
-		if best == nil || t.After(at) {
-			best, at = c[:session.TitleSlotSize], t
+// keepLocal is the outcome when the local file already holds every line:
+// unchanged, or retitled when another copy has a newer title slot, so that
+// machines converge on one title as they do on one body.
+// all holds the local file first, then the copies.
+func keepLocal(local []byte, all [][]byte, slotted bool) outcome {
+	if slotted {
+		if data := withNewestSlot(local, all); !bytes.Equal(data, local) {
+			// from names the copy the title came from, for its mtime.
+			out := outcome{action: Retitled, data: data, replace: true}
+			for i, c := range all[1:] {
+				if bytes.HasPrefix(c, data[:session.TitleSlotSize]) {
+					out.from = []int{i}
+					break
+				}
+			}
+			return out
 		}
 	}
-	return best
+	return outcome{action: Unchanged, data: local}
+}
+
+// withNewestSlot returns data with the newest title slot among all in
+// place of its own (data itself when it has no slot or the newest already).
+func withNewestSlot(data []byte, all [][]byte) []byte {
+	s := session.NewestSlot(all)
+	if s == nil || session.SlotLen(data) == 0 || bytes.Equal(s, data[:session.TitleSlotSize]) {
+		return data
+	}
+	return append(append([]byte(nil), s...), data[session.TitleSlotSize:]...)
 }
 
 // keepsLocal checks the promise that matters most: the new content holds
@@ -304,6 +314,8 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		res.Bytes = int64(len(sw.out.data) - len(sw.local))
 	case Created, Merged:
 		res.Bytes = int64(len(sw.out.data))
+	case Retitled:
+		res.Bytes = session.TitleSlotSize
 	}
 	if sw.out.action == Merged {
 		res.Backup = m.backupName(rel)
@@ -415,6 +427,8 @@ func (m *merger) write(w fileWrite) (backup string, err error) {
 			return "", err
 		}
 		return "", nil
+	case Retitled:
+		return "", replaceFile(p, w.before, w.out.data, w.mtime)
 	case Appended:
 		if !w.out.replace {
 			return "", appendFile(p, w.local, w.out.data[len(w.local):], w.mtime)

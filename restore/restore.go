@@ -95,6 +95,9 @@ const (
 	Created Action = "created"
 	// Appended: the local file was a prefix of the remote copy.
 	Appended Action = "appended"
+	// Retitled: the local file held every line; its title slot was
+	// replaced by another copy's newer one.
+	Retitled Action = "retitled"
 	// Unchanged: the local file already holds the remote copy.
 	Unchanged Action = "unchanged"
 	// Merged: the two had diverged; merged by entry id, the old local
@@ -136,7 +139,7 @@ type Result struct {
 // OK reports whether the session was restored or needed nothing.
 func (r Result) OK() bool {
 	switch r.Action {
-	case Created, Appended, Unchanged, Merged:
+	case Created, Appended, Retitled, Unchanged, Merged:
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -257,18 +258,7 @@ func TestRestoreAppendTakesNewerTitle(t *testing.T) {
 	r := fileRemote(t)
 	f := corpus(t)[0]
 	rel := sessionPath("-.omp-work", f.id, 1)
-	slot, ok := session.ParseTitleSlot(f.data)
-	if !ok {
-		t.Fatal("corpus file 0 has no title slot")
-	}
-	renamed := bytes.Clone(f.data)
-	newSlot := strings.Replace(string(f.data[:session.TitleSlotSize]), `"title":""`, `"title":"Login"`, 1)
-	newSlot = strings.Replace(newSlot, slot.UpdatedAt, "2026-10-08T00:00:00.000Z", 1)
-	newSlot = strings.Replace(newSlot, `"pad":"       `, `"pad":"  `, 1)
-	if len(newSlot) != session.TitleSlotSize {
-		t.Fatalf("slot is %d bytes", len(newSlot))
-	}
-	copy(renamed, newSlot)
+	renamed := retitled(t, f.data, "Login", "2026-10-08T00:00:00.000Z")
 	renamed = append(renamed, `{"type":"title_change","id":"7171aaaa","parentId":null,"timestamp":"2026-10-08T00:00:00.000Z","title":"Login"}`+"\n"...)
 	a := newMachine(t, r, "desktop")
 	a.write(rel, renamed, base)
@@ -282,6 +272,98 @@ func TestRestoreAppendTakesNewerTitle(t *testing.T) {
 	}
 	if got := b.read(rel); !bytes.Equal(got, renamed) {
 		t.Fatalf("restored file differs from the renamed copy (first diff near the title slot?)")
+	}
+}
+
+// retitled returns data with its title slot rewritten in place, as omp's
+// /rename does (same size).
+func retitled(t *testing.T, data []byte, title, at string) []byte {
+	t.Helper()
+	slot, ok := session.ParseTitleSlot(data)
+	if !ok {
+		t.Fatal("the file has no title slot")
+	}
+	b, err := json.Marshal(struct {
+		Type      string `json:"type"`
+		V         int    `json:"v"`
+		Title     string `json:"title"`
+		UpdatedAt string `json:"updatedAt"`
+		Pad       string `json:"pad"`
+	}{"title", 1, title, at, ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := session.TitleSlotSize - 1 - len(b)
+	if pad < 0 || slot.UpdatedAt == "" {
+		t.Fatalf("title %q does not fit the slot", title)
+	}
+	b = bytes.Replace(b, []byte(`"pad":""`), []byte(`"pad":"`+strings.Repeat(" ", pad)+`"`), 1)
+	out := append(append(b, '\n'), data[session.TitleSlotSize:]...)
+	if _, ok := session.ParseTitleSlot(out); !ok {
+		t.Fatalf("made a bad slot: %q", b)
+	}
+	return out
+}
+
+// A title changed elsewhere while the bytes after the slot did not (or the
+// local file is even ahead): the local file takes the newer title, so
+// machines converge on it; an older title changes nothing.
+func TestRestoreTakesNewerTitleAlone(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-.omp-work", f.id, 1)
+	a := newMachine(t, r, "desktop")
+	remote := retitled(t, f.data, "Renamed on the desktop", "2026-10-08T00:00:00.000Z")
+	a.write(rel, remote, base)
+	a.backup()
+
+	ahead := append(bytes.Clone(f.data), entry("ffff0001", "", base, "more")...)
+	for _, tc := range []struct {
+		name        string
+		local, want []byte
+		action      Action
+	}{
+		{"equal bytes", f.data, remote, Retitled},
+		{"local ahead", ahead, append(bytes.Clone(remote), entry("ffff0001", "", base, "more")...), Retitled},
+		{"local title newer", retitled(t, f.data, "Mine", "2026-10-09T00:00:00.000Z"), nil, Unchanged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newMachine(t, r, "laptop")
+			b.write(rel, tc.local, base.Add(-time.Hour))
+			rep := b.restoreOK([]string{f.id[:8]}, Options{})
+			if res := rep.Results[0]; res.Action != tc.action {
+				t.Fatalf("result %+v, want %s", res, tc.action)
+			}
+			want := tc.want
+			if want == nil {
+				want = tc.local
+			}
+			if got := b.read(rel); !bytes.Equal(got, want) {
+				t.Fatalf("file holds %q..., want %q...", got[:session.TitleSlotSize], want[:session.TitleSlotSize])
+			}
+			if rep := b.restoreOK([]string{f.id[:8]}, Options{}); rep.Results[0].Action != Unchanged {
+				t.Fatalf("a second restore did %s", rep.Results[0].Action)
+			}
+		})
+	}
+}
+
+// Two titles set at the same moment on two machines: each machine, seeing
+// the other's, picks the same one, so they converge instead of swapping.
+func TestRestoreTitleTieConverges(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-.omp-work", f.id, 1)
+	at := "2026-10-08T00:00:00.000Z"
+	a, b := newMachine(t, r, "desktop"), newMachine(t, r, "laptop")
+	a.write(rel, retitled(t, f.data, "Alpha", at), base)
+	b.write(rel, retitled(t, f.data, "Bravo", at), base)
+	a.backup()
+	b.backup()
+	a.restoreOK([]string{f.id}, Options{Machine: "laptop"})
+	b.restoreOK([]string{f.id}, Options{Machine: "desktop"})
+	if ga, gb := a.read(rel), b.read(rel); !bytes.Equal(ga, gb) {
+		t.Fatalf("the machines disagree: %q against %q", ga[:session.TitleSlotSize], gb[:session.TitleSlotSize])
 	}
 }
 

@@ -204,17 +204,35 @@ func parseTime(s string) time.Time {
 	return t
 }
 
-// newestSlot picks the title slot with the newest updatedAt; the first
-// copy's wins a tie.
+// newestSlot picks the title slot with the newest updatedAt.
 func newestSlot(parsed []parsedCopy) []byte {
-	var slot []byte
-	var at time.Time
+	var slots [][]byte
 	for _, p := range parsed {
-		if p.slot != nil && (slot == nil || p.slotTime.After(at)) {
-			slot, at = p.slot, p.slotTime
+		if p.slot != nil {
+			slots = append(slots, p.slot)
 		}
 	}
-	return slot
+	return NewestSlot(slots)
+}
+
+// NewestSlot returns the title slot with the newest updatedAt among the
+// copies (nil when none has one). Equal times are broken by the slot's
+// bytes, so every machine picks the same slot whatever order it sees the
+// copies in, and machines converge instead of each keeping its own.
+func NewestSlot(copies [][]byte) []byte {
+	var best []byte
+	var at time.Time
+	for _, c := range copies {
+		s, ok := ParseTitleSlot(c)
+		if !ok {
+			continue
+		}
+		slot, t := c[:TitleSlotSize], parseTime(s.UpdatedAt)
+		if best == nil || t.After(at) || (t.Equal(at) && bytes.Compare(slot, best) > 0) {
+			best, at = slot, t
+		}
+	}
+	return best
 }
 
 // blockOrder sorts copies by the time of their newest entry that not every

@@ -161,10 +161,12 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 	verb := map[restore.Action]string{
 		restore.Created: "created", restore.Appended: "appended", restore.Unchanged: "unchanged",
-		restore.Merged: "merged", restore.SkippedLive: "skipped", restore.Refused: "refused", restore.Failed: "failed",
+		restore.Retitled: "retitled",
+		restore.Merged:   "merged", restore.SkippedLive: "skipped", restore.Refused: "refused", restore.Failed: "failed",
 	}
 	if opts.DryRun {
 		verb[restore.Created], verb[restore.Appended], verb[restore.Merged] = "would create", "would append", "would merge"
+		verb[restore.Retitled] = "would retitle"
 	}
 	for _, res := range rep.Results {
 		line := fmt.Sprintf("%-12s %s", verb[res.Action], res.ID)
