@@ -203,79 +203,6 @@ func (w *world) secretUploaded(needle string) bool {
 	return found
 }
 
-// knownLosses recognises what the proxy's dropped puts (acknowledged, never
-// stored) leave behind that ompsync does not repair yet: a lost blob, a
-// lost title slot (head), an archived session's lost chunk or meta. Each
-// is pinned by a skipped BUG test in
-// agent/door_badinput_test.go (TestAgentLostAcknowledgedObjects); the chaos
-// run logs them instead of failing, unless CHAOS_STRICT=1.
-type knownLosses struct {
-	dropped map[string]bool // keys the proxy dropped
-	strict  bool
-	seen    map[string]int
-	// lostArchived are the archived sessions archived() let pass.
-	lostArchived map[string]bool
-}
-
-func (w *world) knownLosses() *knownLosses {
-	k := &knownLosses{dropped: map[string]bool{}, strict: os.Getenv("CHAOS_STRICT") == "1", seen: map[string]int{}, lostArchived: map[string]bool{}}
-	for _, p := range w.proxy.Dropped() {
-		k.dropped[strings.TrimPrefix(p, "/"+w.bucket+"/")] = true
-	}
-	return k
-}
-
-// archived compares an archived session's bytes, accepting a difference
-// when a put of that session was dropped: archived streams are not
-// confirmed (agent TestAgentLostAcknowledgedObjects/archived_session).
-func (k *knownLosses) archived(t *testing.T, what, id string, got, want []byte) {
-	t.Helper()
-	if bytes.Equal(got, want) {
-		return
-	}
-	if !k.strict {
-		for key := range k.dropped {
-			if strings.HasPrefix(key, repo.SessionPrefix(id)) {
-				t.Logf("%s: %d bytes, want %d; a put of it was dropped and archived sessions are not confirmed (known bug)", what, len(got), len(want))
-				k.seen["archived session"]++
-				k.lostArchived[id] = true
-				return
-			}
-		}
-	}
-	sameBytes(t, what, got, want)
-}
-
-func (k *knownLosses) blob(t *testing.T, name string) bool {
-	if k.strict || !k.dropped[repo.BlobKey(name)] {
-		return false
-	}
-	t.Logf("blob %s: missing; its put was dropped and it is not uploaded again (known bug)", name)
-	k.seen["blob"]++
-	return true
-}
-
-// session compares a session's bytes, accepting an old title slot when a
-// head object of the session was dropped.
-func (k *knownLosses) session(t *testing.T, what, id string, got, want []byte) {
-	t.Helper()
-	if bytes.Equal(got, want) {
-		return
-	}
-	headLost := false
-	for key := range k.dropped {
-		if strings.HasPrefix(key, repo.SessionPrefix(id)) && strings.HasSuffix(key, "/head") {
-			headLost = true
-		}
-	}
-	if !k.strict && headLost && len(got) == len(want) && len(got) >= 256 && bytes.Equal(got[256:], want[256:]) {
-		t.Logf("%s: old title slot; a head put was dropped and is not uploaded again (known bug)", what)
-		k.seen["head"]++
-		return
-	}
-	sameBytes(t, what, got, want)
-}
-
 // whereIs says where a session went instead: the restored files naming
 // its id, and what each machine's catalog says of it.
 func whereIs(t *testing.T, r *repo.Repo, to, id string) string {
@@ -322,14 +249,13 @@ func TestChaosOneMachine(t *testing.T) {
 
 	r := w.direct()
 	o := m.omp
-	known := w.knownLosses()
 	t.Logf("puts the proxy acknowledged and dropped: %q", w.proxy.Dropped())
 	checked := 0
 	for _, s := range o.sessions {
 		switch s.state {
 		case "live":
 			sameBytes(t, s.rel()+" on disk", readFile(t, filepath.Join(m.agentDir, s.rel())), s.data)
-			known.session(t, s.rel()+" on the remote", s.id, newest(t, r, s.id, m.name, repo.SessionStream), s.data)
+			sameBytes(t, s.rel()+" on the remote", newest(t, r, s.id, m.name, repo.SessionStream), s.data)
 			for rel, data := range s.artifacts {
 				sameBytes(t, s.artifactDir()+"/"+rel+" on the remote", newest(t, r, s.id, m.name, repo.ArtifactStream(rel)), data)
 			}
@@ -341,7 +267,7 @@ func TestChaosOneMachine(t *testing.T) {
 			}
 			plain, _ := io.ReadAll(zr)
 			sameBytes(t, s.archiveRel()+" on disk", plain, s.data)
-			known.archived(t, s.archiveRel()+" on the remote", s.id, newest(t, r, s.id, m.name, repo.SessionStream), s.data)
+			sameBytes(t, s.archiveRel()+" on the remote", newest(t, r, s.id, m.name, repo.SessionStream), s.data)
 		case "deleted":
 			// Whatever was backed up before the delete holds only lines
 			// omp wrote.
@@ -357,9 +283,6 @@ func TestChaosOneMachine(t *testing.T) {
 	}
 	for name, data := range o.blobs {
 		got, err := r.GetBlob(context.Background(), name, 1<<20)
-		if err != nil && known.blob(t, name) {
-			continue
-		}
 		if err != nil {
 			t.Errorf("blob %s: %v", name, err)
 			continue
@@ -370,41 +293,17 @@ func TestChaosOneMachine(t *testing.T) {
 	// The restore command brings it all back into an empty folder.
 	to := filepath.Join(t.TempDir(), "restored")
 	if code, out := m.ompsync([]string{"OMPSYNC_S3_ENDPOINT=" + w.srv.Endpoint}, "restore", "--all", "--to", to); code != 0 {
-		// Sessions known lost (below) make it exit 1; the checks say which.
-		var bad []string
-		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(strings.TrimSpace(l), "refused") || strings.HasPrefix(strings.TrimSpace(l), "failed") || strings.Contains(l, "not restored") {
-				bad = append(bad, l)
-			}
-		}
-		t.Logf("restore --all: exit %d:\n%s", code, strings.Join(bad, "\n"))
+		t.Errorf("restore --all: exit %d:\n%s", code, out)
 	}
-	staleFolder := 0
 	for _, s := range o.sessions {
 		if s.state == "deleted" {
 			continue
 		}
-		at := s.rel()
-		if s.state == "archived" && known.lostArchived[s.id] {
-			continue // counted above
-		}
-		if _, err := os.Stat(filepath.Join(to, at)); err != nil && s.state == "archived" {
-			// Moved, then archived before the agent scanned again: the
-			// catalog keeps the folder before the move (a known bug, see
-			// agent TestAgentMovedThenArchived). The bytes must be right.
-			for _, e := range s.earlier {
-				if _, err := os.Stat(filepath.Join(to, e)); err == nil {
-					t.Logf("archived session %s restored in its folder before a move: %s", s.id, e)
-					staleFolder++
-					at = e
-				}
-			}
-		}
-		if _, err := os.Stat(filepath.Join(to, at)); err != nil {
+		if _, err := os.Stat(filepath.Join(to, s.rel())); err != nil {
 			t.Errorf("%s session %s not restored at %s; %s", s.state, s.id, s.rel(), whereIs(t, r, to, s.id))
 			continue
 		}
-		known.session(t, "restored "+at, s.id, readFile(t, filepath.Join(to, at)), s.data)
+		sameBytes(t, "restored "+s.rel(), readFile(t, filepath.Join(to, s.rel())), s.data)
 		if s.state != "live" {
 			continue
 		}
@@ -413,16 +312,12 @@ func TestChaosOneMachine(t *testing.T) {
 		}
 	}
 	for name, data := range o.blobs {
-		if _, err := os.Stat(filepath.Join(to, "blobs", name)); err != nil && known.blob(t, name) {
-			continue
-		}
 		sameBytes(t, "restored blob "+name, readFile(t, filepath.Join(to, "blobs", name)), data)
 	}
 	if w.secretUploaded(o.secret) {
 		t.Error("a credential file, a sidecar, a non-session file or a file outside the agent dir was uploaded")
 	}
-	t.Logf("checked %d sessions (%d live), %d blobs; %d archived sessions restored in their folder before a move; losses of dropped puts ompsync does not repair yet: %v",
-		checked, len(o.live()), len(o.blobs), staleFolder, known.seen)
+	t.Logf("checked %d sessions (%d live), %d blobs", checked, len(o.live()), len(o.blobs))
 }
 
 // Several machines sync through the faulty proxy with `agent --pull` while
@@ -466,7 +361,6 @@ func TestChaosSync(t *testing.T) {
 			// Stopped with SIGTERM, each agent flushed: its remote copy
 			// is its file.
 			r := w.direct()
-			known := w.knownLosses()
 			t.Logf("puts the proxy acknowledged and dropped: %q", w.proxy.Dropped())
 			for _, m := range w.machines {
 				for id := range w.ids() {
@@ -474,7 +368,7 @@ func TestChaosSync(t *testing.T) {
 					if p == "" {
 						continue
 					}
-					known.session(t, m.name+" "+id+" on the remote", id, newest(t, r, id, m.name, repo.SessionStream), readFile(t, p))
+					sameBytes(t, m.name+" "+id+" on the remote", newest(t, r, id, m.name, repo.SessionStream), readFile(t, p))
 				}
 				if w.secretUploaded(m.omp.secret) {
 					t.Errorf("%s: a file that must not be uploaded was", m.name)

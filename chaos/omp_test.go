@@ -56,8 +56,6 @@ type sess struct {
 	slotAt    time.Time
 	last      string            // id of the newest entry, the next parent
 	artifacts map[string][]byte // path inside the artifact folder -> bytes
-	// earlier are the paths the session had before it was moved.
-	earlier []string
 }
 
 func (s *sess) rel() string { return "sessions/" + s.cwd + "/" + s.name }
@@ -343,7 +341,6 @@ func (o *omp) move() error {
 		return nil
 	}
 	oldRel, oldArt := s.rel(), s.artifactDir()
-	s.earlier = append(s.earlier, oldRel)
 	s.cwd = cwd
 	if err := os.MkdirAll(filepath.Dir(o.path(s.rel())), 0o700); err != nil {
 		return err

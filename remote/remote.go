@@ -73,6 +73,9 @@ var (
 	ErrNotFound = errors.New("object not found")
 	// ErrPreconditionFailed: an IfAbsent put found the key already present.
 	ErrPreconditionFailed = errors.New("precondition failed: object already exists")
+	// ErrEndlessListing: a listing page says more follows but gives no new
+	// continuation token; following it would never end.
+	ErrEndlessListing = errors.New("the server says the listing goes on but gives no new continuation token")
 )
 
 // Error wraps a driver error with the operation and key, and whether retrying

@@ -7,7 +7,8 @@
 // minio-go's retries are off: remote.WithRetry retries. (minio-go still
 // sleeps up to 200 ms after a failed try before giving it back.)
 //
-// Listings take no delimiter or "/" only, as minio-go's listing API does.
+// Listings take no delimiter or "/" only, the rule of minio-go's
+// ListObjects, which the driver used before it listed page by page.
 package minio
 
 import (
@@ -23,6 +24,7 @@ import (
 	"iter"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	mc "github.com/minio/minio-go/v7"
@@ -177,11 +179,9 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// List supports no delimiter or "/", the only ones minio-go's listing takes.
-//
-// minio-go yields each page's keys, then that page's common prefixes; List
-// holds a page's keys until its prefixes arrive and merges them, so the
-// caller sees one lexical order as on the other drivers.
+// List pages through ListObjectsV2, merging each page's keys and common
+// prefixes into one lexical order. It asks for each page itself, not through
+// minio-go's iterator, which follows a token the server repeats forever.
 func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
 	return func(yield func(remote.ObjectInfo, error) bool) {
 		fail := func(err error) { yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err}) }
@@ -197,70 +197,73 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 			fail(fmt.Errorf("the minio client lists with no delimiter or %q only, not %q", "/", opts.Delimiter))
 			return
 		}
-		lo := mc.ListObjectsOptions{Prefix: c.prefix + prefix, Recursive: opts.Delimiter == "", MaxKeys: pageSize}
+		full := c.prefix + prefix
+		startAfter := ""
 		if opts.StartAfter != "" {
-			lo.StartAfter = c.prefix + opts.StartAfter
+			startAfter = c.prefix + opts.StartAfter
 		}
-		// Stop minio-go's iterator (and its requests) when the caller stops.
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-
-		var held []remote.ObjectInfo // keys of the current page, not yet yielded
-		inPrefixes := false
-		flush := func(upTo string, all bool) bool {
-			i := 0
-			for ; i < len(held) && (all || held[i].Key < upTo); i++ {
-				if !yield(held[i], nil) {
-					return false
-				}
-			}
-			held = held[i:]
-			return true
-		}
-		for o := range c.core.ListObjectsIter(ctx, c.bucket, lo) {
-			if o.Err != nil {
-				yield(remote.ObjectInfo{}, c.fail(ctx, "list", prefix, o.Err))
-				return
-			}
-			if !strings.HasPrefix(o.Key, lo.Prefix) {
-				continue // a confused or hostile server: outside what was asked
-			}
-			key := o.Key[len(c.prefix):]
-			if opts.Delimiter == "" { // no prefixes to merge
-				if !yield(remote.ObjectInfo{Key: key, Size: o.Size, ModTime: o.LastModified}, nil) {
+		token := ""
+		for {
+			page, err := c.listPage(ctx, full, startAfter, token, opts.Delimiter)
+			if err != nil {
+				if er := errResponse(err); ctx.Err() == nil && er.StatusCode == 0 && er.Code == mc.NotImplemented && page.IsTruncated {
+					// minio-go's own check of a truncated page without a
+					// token: report it as a repeated token is reported.
+					fail(remote.ErrEndlessListing)
 					return
 				}
-				continue
-			}
-			isPrefix := strings.HasSuffix(o.Key, "/") && o.LastModified.IsZero() && o.ETag == ""
-			if !isPrefix {
-				if inPrefixes { // a new page: the last page's keys all sort before it
-					if !flush("", true) {
-						return
-					}
-					inPrefixes = false
-				}
-				held = append(held, remote.ObjectInfo{Key: key, Size: o.Size, ModTime: o.LastModified})
-				// A page holds at most pageSize entries, so keys older than
-				// that came from pages without prefixes: they are in order.
-				if excess := len(held) - pageSize; excess > 0 {
-					if !flush(held[excess].Key, false) {
-						return
-					}
-				}
-				continue
-			}
-			inPrefixes = true
-			if !flush(key, false) || !yield(remote.ObjectInfo{Key: key, Prefix: true}, nil) {
+				yield(remote.ObjectInfo{}, c.fail(ctx, "list", prefix, err))
 				return
 			}
+			items := make([]remote.ObjectInfo, 0, len(page.Contents)+len(page.CommonPrefixes))
+			// A confused or hostile server may answer with keys outside
+			// the prefix asked for: they never reach the caller.
+			for _, o := range page.Contents {
+				if strings.HasPrefix(o.Key, full) {
+					items = append(items, remote.ObjectInfo{Key: o.Key[len(c.prefix):], Size: o.Size, ModTime: o.LastModified})
+				}
+			}
+			for _, p := range page.CommonPrefixes {
+				if strings.HasPrefix(p.Prefix, full) {
+					items = append(items, remote.ObjectInfo{Key: p.Prefix[len(c.prefix):], Prefix: true})
+				}
+			}
+			slices.SortFunc(items, func(a, b remote.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+			for _, it := range items {
+				if !yield(it, nil) {
+					return
+				}
+			}
+			if !page.IsTruncated {
+				return
+			}
+			if page.NextContinuationToken == "" || page.NextContinuationToken == token {
+				fail(remote.ErrEndlessListing)
+				return
+			}
+			token, startAfter = page.NextContinuationToken, ""
 		}
-		if err := ctx.Err(); err != nil {
-			// minio-go ends a cancelled listing silently.
-			fail(err)
-			return
-		}
-		flush("", true)
+	}
+}
+
+// listPage asks for one page of a listing. minio-go's Core.ListObjectsV2
+// takes no context, so the request runs on its own and listPage returns
+// ctx's error as soon as ctx ends; an abandoned request finishes unheeded.
+func (c *Client) listPage(ctx context.Context, prefix, startAfter, token, delimiter string) (mc.ListBucketV2Result, error) {
+	type answer struct {
+		page mc.ListBucketV2Result
+		err  error
+	}
+	done := make(chan answer, 1) // buffered: an abandoned request does not block
+	go func() {
+		page, err := c.core.ListObjectsV2(c.bucket, prefix, startAfter, token, delimiter, pageSize)
+		done <- answer{page, err}
+	}()
+	select {
+	case a := <-done:
+		return a.page, a.err
+	case <-ctx.Done():
+		return mc.ListBucketV2Result{}, ctx.Err()
 	}
 }
 

@@ -246,7 +246,7 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 			}
 			next := aws.ToString(page.NextContinuationToken)
 			if next == "" || next == aws.ToString(in.ContinuationToken) {
-				yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: errors.New("the server says the listing goes on but gives no new continuation token")})
+				yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: remote.ErrEndlessListing})
 				return
 			}
 			in.ContinuationToken, in.StartAfter = aws.String(next), nil
