@@ -16,7 +16,7 @@ import (
 	"github.com/ompsync/ompsync/repo"
 )
 
-const corpusDir = "../../shared/corpus"
+const corpusDir = "../testdata/corpus"
 
 // env is one machine: an agent dir, a state dir and a remote.
 type env struct {

@@ -5,12 +5,12 @@
 #   bash bench/run.sh                 # everything (about 6-8 minutes on 2 cores)
 #   bash bench/run.sh -phases rounds  # one phase; any ompsync-bench flag works
 #
-# Environment: CORPUS (real session files, default ../shared/corpus),
+# Environment: CORPUS (real session files, default testdata/corpus),
 # BENCH_OUT (binaries, results.json, profiles; default /tmp/ompsync-bench-out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-corpus=${CORPUS:-../shared/corpus}
+corpus=${CORPUS:-testdata/corpus}
 out=${BENCH_OUT:-${TMPDIR:-/tmp}/ompsync-bench-out}
 mkdir -p "$out/bin"
 

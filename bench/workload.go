@@ -344,4 +344,4 @@ func CwdDirs(n int) []string {
 }
 
 // ErrNoCorpus explains where the corpus is expected.
-var ErrNoCorpus = errors.New("no session corpus: pass -corpus (the folder of real session files, e.g. ../shared/corpus)")
+var ErrNoCorpus = errors.New("no session corpus: pass -corpus (the folder of real session files, e.g. testdata/corpus)")

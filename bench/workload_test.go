@@ -11,7 +11,7 @@ import (
 	"github.com/ompsync/ompsync/session"
 )
 
-const corpusDir = "../../shared/corpus"
+const corpusDir = "../testdata/corpus"
 
 func loadCorpus(t *testing.T) *Corpus {
 	t.Helper()

@@ -18,13 +18,13 @@ import (
 )
 
 // benchAppends returns n appends of one line each, drawn from the real
-// session corpus ($OMPSYNC_CORPUS, else ../../shared/corpus), so their
+// session corpus ($OMPSYNC_CORPUS, else ../testdata/corpus), so their
 // sizes and how well they compress are those of real sessions; without a
 // corpus, synthetic lines.
 func benchAppends(b *testing.B, n int) [][]byte {
 	dir := os.Getenv("OMPSYNC_CORPUS")
 	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "corpus")
+		dir = filepath.Join("..", "testdata", "corpus")
 	}
 	var pool [][]byte
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))

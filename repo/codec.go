@@ -2,6 +2,7 @@ package repo
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -23,13 +24,27 @@ type Codec interface {
 // ErrTooLarge is returned when an object inflates past its limit.
 var ErrTooLarge = errors.New("object inflates past its recorded size (possible decompression bomb)")
 
-// Zstd compresses with zstd. Its output is deterministic for a given input,
-// so a chunk uploaded again after a crash has identical bytes.
+// Zstd compresses with zstd and the ompsync dictionary (dict/omp1.zdict).
+// Its output is deterministic for a given input, so a chunk uploaded again
+// after a crash has identical bytes.
 type Zstd struct {
-	enc *zstd.Encoder
+	// small compresses objects under smallObject harder: most chunks hold
+	// one or two entries, where every byte saved counts and costs little.
+	small, large *zstd.Encoder
 	// decs reuses decoders: building one per object dominated restores.
 	decs sync.Pool
 }
+
+// dictOMP1 holds omp's vocabulary (JSON keys, entry types, roles, tool
+// names), so a chunk of one entry compresses nearly as well as a long run
+// of them. Frames name it by its id; frames without one decode as before.
+//
+//go:embed dict/omp1.zdict
+var dictOMP1 []byte
+
+// smallObject is the size under which objects get the slower, tighter
+// compression level.
+const smallObject = 64 << 10
 
 // maxWindow bounds the memory a hostile frame can make a decoder take;
 // ompsync's own frames use 8 MiB.
@@ -37,16 +52,28 @@ const maxWindow = 32 << 20
 
 // NewZstd returns the default codec.
 func NewZstd() *Zstd {
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	// Not SpeedBestCompression: with the dictionary its tables take about
+	// 70 MiB for 3% fewer bytes.
+	small, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+		zstd.WithWindowSize(smallObject), zstd.WithEncoderDict(dictOMP1))
 	if err != nil {
-		panic(err) // only on invalid options
+		panic(err) // only on invalid options or a damaged embedded dictionary
 	}
-	return &Zstd{enc: enc}
+	large, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderDict(dictOMP1))
+	if err != nil {
+		panic(err)
+	}
+	return &Zstd{small: small, large: large}
 }
 
 // Seal compresses plain.
 func (z *Zstd) Seal(plain []byte) ([]byte, error) {
-	return z.enc.EncodeAll(plain, make([]byte, 0, len(plain)/3+64)), nil
+	enc := z.large
+	if len(plain) < smallObject {
+		enc = z.small
+	}
+	return enc.EncodeAll(plain, make([]byte, 0, len(plain)/3+64)), nil
 }
 
 // AgeHeader starts every age-encrypted object (the encrypting codec's).
@@ -60,7 +87,8 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 	d, _ := z.decs.Get().(*zstd.Decoder)
 	if d == nil {
 		var err error
-		d, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderLowmem(true))
+		d, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderDicts(dictOMP1))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 
@@ -305,7 +304,7 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 	if machine != "" {
 		prefix += machine + "/"
 	}
-	byStream := map[Stream]*StreamInventory{}
+	b := inventory{}
 	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			return nil, fmt.Errorf("list session %s: %w", sessionID, err)
@@ -317,44 +316,9 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 		if ref.Stream.SessionID != sessionID {
 			return nil, fmt.Errorf("key %q listed under session %s", obj.Key, sessionID)
 		}
-		inv := byStream[ref.Stream]
-		if inv == nil {
-			inv = &StreamInventory{Stream: ref.Stream}
-			byStream[ref.Stream] = inv
-		}
-		g := inv.Find(ref.Generation)
-		if g == nil {
-			g = &Generation{Name: ref.Generation}
-			inv.Generations = append(inv.Generations, g)
-		}
-		switch ref.Object {
-		case "meta":
-			g.HasMeta = true
-		case "head":
-			g.HasHead = true
-		default:
-			g.Chunks = append(g.Chunks, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size})
-		}
+		b.add(ref, obj.Size)
 	}
-	out := make([]*StreamInventory, 0, len(byStream))
-	for _, inv := range byStream {
-		sort.Slice(inv.Generations, func(i, j int) bool { return inv.Generations[i].Name < inv.Generations[j].Name })
-		for _, g := range inv.Generations {
-			sort.Slice(g.Chunks, func(i, j int) bool {
-				a, b := g.Chunks[i], g.Chunks[j]
-				return a.Start < b.Start || a.Start == b.Start && a.End < b.End
-			})
-		}
-		out = append(out, inv)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Stream, out[j].Stream
-		if a.Machine != b.Machine {
-			return a.Machine < b.Machine
-		}
-		return a.Name < b.Name
-	})
-	return out, nil
+	return b.sorted(), nil
 }
 
 // Cover picks the fewest chunks that cover [0, end) of a generation, from the

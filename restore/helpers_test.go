@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { remotetest.Main(m) }
 
-const corpusDir = "../../shared/corpus"
+const corpusDir = "../testdata/corpus"
 
 // corpusFile is a real session file and its id.
 type corpusFile struct {

@@ -170,7 +170,7 @@ func idx(lines []string, l string) int {
 }
 
 func TestMergeOneCopyIsIdentity(t *testing.T) {
-	files, _ := filepath.Glob("../../shared/corpus/*.jsonl")
+	files, _ := filepath.Glob("../testdata/corpus/*.jsonl")
 	if len(files) == 0 {
 		t.Skip("no corpus")
 	}
@@ -460,7 +460,7 @@ func FuzzMerge(f *testing.F) {
 // BenchmarkMerge merges two copies of the largest corpus file that diverged
 // after half of it.
 func BenchmarkMerge(b *testing.B) {
-	data, err := os.ReadFile("../../shared/corpus/pi-v1-before-compaction-branchedFrom_pi-mono-fixture.jsonl")
+	data, err := os.ReadFile("../testdata/corpus/pi-v1-before-compaction-branchedFrom_pi-mono-fixture.jsonl")
 	if err != nil {
 		b.Skip(err)
 	}

@@ -14,7 +14,7 @@ import (
 // corpusSeeds adds the first lines of the real session files as seeds.
 func corpusSeeds(f *testing.F, lines int) [][]byte {
 	f.Helper()
-	files, _ := filepath.Glob("../../shared/corpus/*.jsonl")
+	files, _ := filepath.Glob("../testdata/corpus/*.jsonl")
 	var out [][]byte
 	for _, p := range files {
 		b, err := os.ReadFile(p)

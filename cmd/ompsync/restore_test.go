@@ -77,7 +77,7 @@ type corpusSession struct {
 
 func corpusSessions(t *testing.T) []corpusSession {
 	t.Helper()
-	files, _ := filepath.Glob("../../../shared/corpus/*.jsonl")
+	files, _ := filepath.Glob("../../testdata/corpus/*.jsonl")
 	if len(files) == 0 {
 		t.Fatal("no corpus")
 	}

@@ -61,7 +61,7 @@ func main() {
 	var c settings
 	flag.StringVar(&c.ompsync, "ompsync", "", "the ompsync binary to measure (required)")
 	flag.StringVar(&c.rclone, "rclone", "rclone", "the rclone binary")
-	flag.StringVar(&c.corpus, "corpus", "../shared/corpus", "folder of real session files the workload is drawn from")
+	flag.StringVar(&c.corpus, "corpus", "testdata/corpus", "folder of real session files the workload is drawn from")
 	flag.StringVar(&c.work, "work", "", "scratch folder (default: a new temp folder, removed at the end)")
 	flag.StringVar(&c.out, "out", "", "folder for results.json and the agent's CPU and heap profiles (optional)")
 	flag.StringVar(&c.agentLog, "agent-log-level", "warn", "log level of the agents run; their logs go to -out as agent-*.log")
