@@ -268,7 +268,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if recent != nil {
 		r := *recent
 		r.Updated, r.Refused = time.Time{}, nil
-		a.catRecent = repo.EncodeCatalog(r)
+		a.catRecent = repo.EncodeRecent(r, a.catBase)
 	}
 	cat := repo.Amend(base, recent)
 	for _, why := range cat.Refused {

@@ -148,13 +148,13 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		return nil
 	}
 	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Sessions: changed}
-	body := repo.EncodeCatalog(recent)
+	body := repo.EncodeRecent(recent, a.catBase)
 	if bytes.Equal(body, a.catRecent) {
 		a.catalogStale = false
 		return nil
 	}
 	recent.Updated = now
-	if err := a.repo.PutRecent(ctx, recent); err != nil {
+	if err := a.repo.PutRecent(ctx, recent, a.catBase); err != nil {
 		return fmt.Errorf("upload catalog changes: %w", err)
 	}
 	a.catRecent, a.catalogStale, a.catConfirmedAt = body, false, time.Time{}

@@ -81,12 +81,15 @@ func plan(chunks []repo.ChunkRef, idle bool, p Policy) (*planned, error) {
 }
 
 // likelyRef reports a chunk whose stored object is far too small for its
-// range to hold its bytes: a reference chunk, almost surely. Planning does
-// not merge across one, so that a generation with references is not read
-// again at every run only to find nothing to merge; a guess either way costs
-// at most a merge.
+// range to hold its bytes: a reference chunk, almost surely (it stores a
+// header of a few hundred bytes, encrypted under 1 KiB). Planning does not
+// merge across one, so that a generation with references is not read again
+// at every run only to find nothing to merge. Session data rarely
+// compresses past 64 to 1 (runs of near-identical short lines come close,
+// and the omp dictionary helps them), and a wrong guess only keeps a few
+// chunks apart; execution finds the references planning missed.
 func likelyRef(c repo.ChunkRef) bool {
-	return c.Size <= 4<<10 && c.End-c.Start >= 32*c.Size
+	return c.Size <= 1<<10 && c.End-c.Start >= 64*c.Size
 }
 
 // mergeRange picks the chunks to merge, picked[from:to], by one rule with

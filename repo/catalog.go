@@ -100,3 +100,120 @@ func entryProblem(e CatalogEntry) string {
 	}
 	return fmt.Sprintf("session %s has unknown state %q", e.ID, e.State)
 }
+
+// entryPatch is an entry of a recent object: the session id and only the
+// fields that differ from the catalog's entry for that session (every field
+// for a session the catalog lacks). Most changes are a new size and mtime,
+// so an active machine's recent object stays a fraction of its catalog.
+type entryPatch struct {
+	ID         string     `json:"id"`
+	Path       *string    `json:"path,omitempty"`
+	Cwd        *string    `json:"cwd,omitempty"`
+	Title      *string    `json:"title,omitempty"`
+	Generation *string    `json:"generation,omitempty"`
+	Size       *int64     `json:"size,omitempty"`
+	Mtime      *time.Time `json:"mtime,omitempty"`
+	State      *string    `json:"state,omitempty"`
+	Changed    *time.Time `json:"changed,omitempty"`
+}
+
+type recentObject struct {
+	V        int          `json:"v"`
+	Machine  string       `json:"machine"`
+	Updated  time.Time    `json:"updated"`
+	Base     time.Time    `json:"base"`
+	Sessions []entryPatch `json:"sessions"`
+}
+
+// EncodeRecent renders a recent object: its entries, sorted by id, each as
+// a patch over base's entry for the same session.
+func EncodeRecent(recent Catalog, base map[string]CatalogEntry) []byte {
+	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base}
+	for _, e := range recent.Sessions {
+		b, inBase := base[e.ID]
+		p := entryPatch{ID: e.ID}
+		diff := func(changed bool) bool { return !inBase || changed }
+		if diff(b.Path != e.Path) {
+			p.Path = &e.Path
+		}
+		if diff(b.Cwd != e.Cwd) {
+			p.Cwd = &e.Cwd
+		}
+		if diff(b.Title != e.Title) {
+			p.Title = &e.Title
+		}
+		if diff(b.Generation != e.Generation) {
+			p.Generation = &e.Generation
+		}
+		if diff(b.Size != e.Size) {
+			p.Size = &e.Size
+		}
+		if diff(!b.Mtime.Equal(e.Mtime)) {
+			p.Mtime = &e.Mtime
+		}
+		if diff(b.State != e.State) {
+			p.State = &e.State
+		}
+		if diff(!b.Changed.Equal(e.Changed)) {
+			p.Changed = &e.Changed
+		}
+		out.Sessions = append(out.Sessions, p)
+	}
+	sort.Slice(out.Sessions, func(i, j int) bool { return out.Sessions[i].ID < out.Sessions[j].ID })
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// DecodeRecent parses a recent object and lays each patch over base's entry
+// for its session, then checks the result as DecodeCatalog checks entries.
+// (A complete entry is a patch of every field, so recent objects written
+// whole read the same.)
+func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
+	var r recentObject
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Catalog{}, fmt.Errorf("recent catalog changes: %w", err)
+	}
+	if r.V != 1 {
+		return Catalog{}, fmt.Errorf("recent catalog changes: unknown version %d", r.V)
+	}
+	if !ValidMachine(r.Machine) {
+		return Catalog{}, fmt.Errorf("recent catalog changes: unsafe machine name %q", r.Machine)
+	}
+	at := make(map[string]CatalogEntry, len(base.Sessions))
+	for _, e := range base.Sessions {
+		at[e.ID] = e
+	}
+	c := Catalog{V: 1, Machine: r.Machine, Updated: r.Updated, Base: r.Base}
+	seen := make(map[string]bool, len(r.Sessions))
+	for _, p := range r.Sessions {
+		if seen[p.ID] {
+			c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: session %q listed twice", r.Machine, p.ID))
+			continue
+		}
+		seen[p.ID] = true
+		e, ok := at[p.ID]
+		if !ok {
+			e = CatalogEntry{ID: p.ID}
+		}
+		set(&e.Path, p.Path)
+		set(&e.Cwd, p.Cwd)
+		set(&e.Title, p.Title)
+		set(&e.Generation, p.Generation)
+		set(&e.Size, p.Size)
+		set(&e.Mtime, p.Mtime)
+		set(&e.State, p.State)
+		set(&e.Changed, p.Changed)
+		if why := entryProblem(e); why != "" {
+			c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: %s", r.Machine, why))
+			continue
+		}
+		c.Sessions = append(c.Sessions, e)
+	}
+	return c, nil
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}

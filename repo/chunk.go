@@ -55,7 +55,7 @@ func DecodeChunk(plain []byte, start, end int64) (ChunkHeader, []byte, error) {
 }
 
 // decodeChunk is DecodeChunk; without hash it checks everything but the
-// sha256 of the bytes, which the caller then covers (see checkChunkHash).
+// sha256 of the bytes, which the caller then covers (see chunkHashOK).
 func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte, error) {
 	nl := bytes.IndexByte(plain, '\n')
 	if nl < 0 || nl > maxHeader {

@@ -192,6 +192,59 @@ func FuzzDecodeCatalog(f *testing.F) {
 	})
 }
 
+// FuzzDecodeRecent: a recent object laid over a catalog yields only safe
+// entries, and encoding them again as patches over the same catalog decodes
+// to the same entries.
+func FuzzDecodeRecent(f *testing.F) {
+	base := Catalog{Machine: "laptop", Updated: time.Unix(2, 0).UTC(), Sessions: []CatalogEntry{{
+		ID: "01a113d2-be76-73c7-986b-d3ac6e3fbb83", Path: "sessions/-w/2026_x.jsonl", Cwd: "/w", Title: "t",
+		Generation: "18ecbc17b1295105", Size: 11071, State: StatePresent,
+	}}}
+	at := map[string]CatalogEntry{base.Sessions[0].ID: base.Sessions[0]}
+	grown := base.Sessions[0]
+	grown.Size = 12000
+	fresh := CatalogEntry{ID: "new", Path: "sessions/-w/new.jsonl", Generation: "18ecbc17b1295106", Size: 9, State: StatePresent}
+	f.Add(EncodeRecent(Catalog{Machine: "laptop", Base: base.Updated, Sessions: []CatalogEntry{grown, fresh}}, at))
+	f.Add(EncodeCatalog(Catalog{Machine: "laptop", Base: base.Updated, Sessions: []CatalogEntry{grown}}))
+	f.Add([]byte(`{"v":1,"machine":"laptop","sessions":[{"id":"new"},{"id":"01a113d2-be76-73c7-986b-d3ac6e3fbb83","path":"../x"}]}`))
+	f.Add([]byte(`{"v":1,"machine":"laptop","sessions":[{"id":"01a113d2-be76-73c7-986b-d3ac6e3fbb83","state":"gone","generation":"x"}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := DecodeRecent(b, base)
+		if err != nil {
+			return
+		}
+		if !ValidMachine(c.Machine) {
+			t.Fatalf("accepted machine %q", c.Machine)
+		}
+		for _, e := range c.Sessions {
+			if why := entryProblem(e); why != "" || !inside(e.Path) {
+				t.Fatalf("accepted an unsafe entry: %s (path %q)", why, e.Path)
+			}
+		}
+		again, err := DecodeRecent(EncodeRecent(c, at), base)
+		if err != nil {
+			t.Fatalf("accepted changes do not decode after encoding: %v", err)
+		}
+		if len(again.Sessions) != len(c.Sessions) {
+			t.Fatalf("%d entries after a round trip, want %d", len(again.Sessions), len(c.Sessions))
+		}
+		byID := map[string]CatalogEntry{}
+		for _, e := range again.Sessions {
+			byID[e.ID] = e
+		}
+		for _, e := range c.Sessions {
+			if !sameEntryForTest(byID[e.ID], e) {
+				t.Fatalf("entry changed in a round trip: %+v, want %+v", byID[e.ID], e)
+			}
+		}
+	})
+}
+
+func sameEntryForTest(a, b CatalogEntry) bool {
+	return a.ID == b.ID && a.Path == b.Path && a.Cwd == b.Cwd && a.Title == b.Title && a.Generation == b.Generation &&
+		a.Size == b.Size && a.Mtime.Equal(b.Mtime) && a.State == b.State && a.Changed.Equal(b.Changed)
+}
+
 // FuzzParseChunkName: a name that parses is a non-empty, non-negative
 // range, and is the one name ChunkName gives it, so a listed chunk is
 // fetched under the key it was listed by.

@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"fmt"
+	"iter"
 	"sort"
 	"strings"
 
@@ -59,73 +60,82 @@ func (b inventory) sorted() []*StreamInventory {
 	return out
 }
 
-// Inventories is what one listing of every session's objects holds, by
-// session id (see InventoryAll).
-type Inventories struct {
-	sessions map[string][]*StreamInventory
-	// errs are sessions with a key that does not parse: what Inventory
-	// of that session alone would have returned.
-	errs map[string]error
+// SessionObjects is one session's part of InventoryAll.
+type SessionObjects struct {
+	ID string
+	// Streams and Err are what Inventory(ctx, ID, machine) returns: the
+	// session's streams, or the error of a key that does not parse.
+	Streams []*StreamInventory
+	Err     error
 }
 
-// Session is what Inventory(ctx, id, machine) would have returned at the
-// time of the listing: the session's streams, or the error of a key that
-// does not parse. A session the listing did not see has no streams.
-func (a *Inventories) Session(id string) ([]*StreamInventory, error) {
-	if err := a.errs[id]; err != nil {
-		return nil, err
+// InventoryAll lists the objects of every session (of one machine's streams
+// when machine is not empty) with one paged LIST of v1/sessions/, where
+// Inventory costs a LIST per session: a restore of many sessions plans from
+// it. It yields each session as soon as the listing has gone past it, in
+// listing order, so work on the first sessions starts while the rest are
+// listed. A session's part is exactly what Inventory returns for it: a key
+// that does not parse fails only the session it is listed under.
+//
+// The remote lists keys in lexical order, so the keys of one session come
+// together. The iteration ends with an error when the LIST fails, when a
+// key is not under v1/sessions/, or when a session's keys come apart (a
+// broken server): the sessions not yielded yet are then not known.
+func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[SessionObjects, error] {
+	return func(yield func(SessionObjects, error) bool) {
+		prefix := SessionsPrefix()
+		var cur SessionObjects
+		var b inventory
+		open := false
+		done := map[string]bool{}
+		flush := func() bool {
+			if !open {
+				return true
+			}
+			open = false
+			done[cur.ID] = true
+			if cur.Err == nil {
+				cur.Streams = b.sorted()
+			}
+			return yield(cur, nil)
+		}
+		for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
+			if err != nil {
+				yield(SessionObjects{}, fmt.Errorf("list sessions: %w", err))
+				return
+			}
+			rest, ok := strings.CutPrefix(obj.Key, prefix)
+			if !ok {
+				yield(SessionObjects{}, fmt.Errorf("list sessions: key %q listed under %s", obj.Key, prefix))
+				return
+			}
+			id, inside, found := strings.Cut(rest, "/")
+			if !found {
+				continue // under no session's prefix: no Inventory lists it
+			}
+			if !open || id != cur.ID {
+				if !flush() {
+					return
+				}
+				if done[id] {
+					yield(SessionObjects{}, fmt.Errorf("list sessions: the keys of session %q are not listed together", id))
+					return
+				}
+				cur, b, open = SessionObjects{ID: id}, inventory{}, true
+			}
+			if machine != "" && !strings.HasPrefix(inside, machine+"/") {
+				continue // Inventory(id, machine) lists id/machine/ only
+			}
+			if cur.Err != nil {
+				continue
+			}
+			ref, err := ParseSessionKey(obj.Key) // its session id is id
+			if err != nil {
+				cur.Err = err
+				continue
+			}
+			b.add(ref, obj.Size)
+		}
+		flush()
 	}
-	return a.sessions[id], nil
-}
-
-// Len is how many sessions the listing saw.
-func (a *Inventories) Len() int { return len(a.sessions) + len(a.errs) }
-
-// InventoryAll lists every session's objects (those of one machine when
-// machine is not empty) with one paged LIST of v1/sessions/, where Inventory
-// costs one LIST per session: a restore of many sessions plans from it. Each
-// session's part is exactly what Inventory returns for it: a key that does not
-// parse fails only the session it is listed under. The error is the
-// listing's own (a key outside v1/sessions/ included: only a broken or
-// hostile server yields one).
-func (r *Repo) InventoryAll(ctx context.Context, machine string) (*Inventories, error) {
-	prefix := SessionsPrefix()
-	byID := map[string]inventory{}
-	errs := map[string]error{}
-	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
-		if err != nil {
-			return nil, fmt.Errorf("list sessions: %w", err)
-		}
-		rest, ok := strings.CutPrefix(obj.Key, prefix)
-		if !ok {
-			return nil, fmt.Errorf("list sessions: key %q listed under %s", obj.Key, prefix)
-		}
-		id, inside, found := strings.Cut(rest, "/")
-		if !found {
-			continue // under no session's prefix: no Inventory lists it
-		}
-		if machine != "" && !strings.HasPrefix(inside, machine+"/") {
-			continue // Inventory(id, machine) lists id/machine/ only
-		}
-		if errs[id] != nil {
-			continue
-		}
-		ref, err := ParseSessionKey(obj.Key) // its session id is id
-		if err != nil {
-			errs[id] = err
-			delete(byID, id)
-			continue
-		}
-		b := byID[id]
-		if b == nil {
-			b = inventory{}
-			byID[id] = b
-		}
-		b.add(ref, obj.Size)
-	}
-	out := &Inventories{sessions: make(map[string][]*StreamInventory, len(byID)), errs: errs}
-	for id, b := range byID {
-		out.sessions[id] = b.sorted()
-	}
-	return out, nil
 }

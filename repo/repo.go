@@ -138,9 +138,9 @@ func (r *Repo) PutCatalog(ctx context.Context, c Catalog) error {
 }
 
 // PutRecent replaces a machine's recent object: the entries that changed
-// since the catalog whose Updated is recent.Base.
-func (r *Repo) PutRecent(ctx context.Context, recent Catalog) error {
-	return r.putSealed(ctx, RecentKey(recent.Machine), EncodeCatalog(recent))
+// since the catalog whose Updated is recent.Base, which lists base.
+func (r *Repo) PutRecent(ctx context.Context, recent Catalog, base map[string]CatalogEntry) error {
+	return r.putSealed(ctx, RecentKey(recent.Machine), EncodeRecent(recent, base))
 }
 
 // GetCatalog reads a machine's catalog with its recent changes laid over it.
@@ -183,12 +183,19 @@ func (r *Repo) GetCatalogParts(ctx context.Context, machine string) (Catalog, *C
 	if err != nil {
 		return Catalog{}, nil, err
 	}
-	recent, err := r.getCatalogObject(ctx, RecentKey(machine), machine)
+	b, err := r.getOpen(ctx, RecentKey(machine), MaxCatalogSize)
 	if errors.Is(err, remote.ErrNotFound) {
 		return c, nil, nil
 	}
 	if err != nil {
 		return Catalog{}, nil, err
+	}
+	recent, err := DecodeRecent(b, c)
+	if err != nil {
+		return Catalog{}, nil, err
+	}
+	if recent.Machine != machine {
+		return Catalog{}, nil, fmt.Errorf("recent catalog changes of %s name machine %q", machine, recent.Machine)
 	}
 	if !recent.Base.Equal(c.Updated) {
 		return c, nil, nil // written before the catalog was last rewritten
