@@ -116,7 +116,7 @@ type Agent struct {
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.
-	catBase   map[string]repo.CatalogEntry
+	catBase   *repo.CatalogIndex
 	catBaseAt time.Time
 	catRecent []byte
 	// catalogStale: the state changed since the catalog was last checked.
@@ -261,9 +261,9 @@ func (a *Agent) start(ctx context.Context) error {
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
 	// Know what the remote lists, so an unchanged state puts nothing.
-	a.catBase, a.catBaseAt = map[string]repo.CatalogEntry{}, base.Updated
-	for _, e := range base.Sessions {
-		a.catBase[e.ID] = e
+	a.catBase, a.catBaseAt = repo.IndexCatalog(base.Sessions), base.Updated
+	if len(base.Refused) > 0 {
+		a.catBase = nil // rewrite it whole, without the entries refused
 	}
 	if recent != nil {
 		r := *recent

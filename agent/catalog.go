@@ -126,12 +126,12 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 			Size: f.Offset, Mtime: f.UploadedMtime, State: f.State, Changed: f.Changed,
 		}
 		all = append(all, e)
-		if base, ok := a.catBase[e.ID]; !ok || !sameEntry(base, e) {
+		if base, ok := a.catBase.Get(e.ID); !ok || !sameEntry(base, e) {
 			changed = append(changed, e)
 		}
 	}
 	now := a.now().UTC()
-	if a.catBase == nil || len(all) < len(a.catBase) || len(changed) > max(64, len(a.catBase)/8) {
+	if a.catBase == nil || len(all) < a.catBase.Len() || len(changed) > max(64, a.catBase.Len()/8) {
 		c := repo.Catalog{Machine: a.opts.Machine, Updated: now, Sessions: all}
 		if !a.catBaseAt.IsZero() && !now.After(a.catBaseAt) {
 			c.Updated = a.catBaseAt.Add(time.Microsecond) // a new base, even on a coarse clock
@@ -139,10 +139,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		if err := a.repo.PutCatalog(ctx, c); err != nil {
 			return fmt.Errorf("upload catalog: %w", err)
 		}
-		a.catBase, a.catBaseAt, a.catRecent = map[string]repo.CatalogEntry{}, c.Updated, nil
-		for _, e := range all {
-			a.catBase[e.ID] = e
-		}
+		a.catBase, a.catBaseAt, a.catRecent = repo.IndexCatalog(all), c.Updated, nil
 		a.catalogStale, a.catConfirmedAt = false, time.Time{}
 		a.metrics.catalogUpdated()
 		return nil

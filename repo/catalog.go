@@ -101,12 +101,55 @@ func entryProblem(e CatalogEntry) string {
 	return fmt.Sprintf("session %s has unknown state %q", e.ID, e.State)
 }
 
-// entryPatch is an entry of a recent object: the session id and only the
-// fields that differ from the catalog's entry for that session (every field
-// for a session the catalog lacks). Most changes are a new size and mtime,
-// so an active machine's recent object stays a fraction of its catalog.
+// CatalogIndex holds a catalog's entries by id with their positions in the
+// stored catalog (sorted by id, as EncodeCatalog writes it), for writing
+// recent objects against it.
+type CatalogIndex struct {
+	entries map[string]CatalogEntry
+	pos     map[string]int
+}
+
+// IndexCatalog indexes the sessions of a catalog as EncodeCatalog stores them.
+func IndexCatalog(sessions []CatalogEntry) *CatalogIndex {
+	x := &CatalogIndex{entries: make(map[string]CatalogEntry, len(sessions)), pos: make(map[string]int, len(sessions))}
+	ids := make([]string, 0, len(sessions))
+	for _, e := range sessions {
+		x.entries[e.ID] = e
+		ids = append(ids, e.ID)
+	}
+	sort.Strings(ids)
+	for i, id := range ids {
+		x.pos[id] = i
+	}
+	return x
+}
+
+// Get returns the catalog's entry for a session (none in a nil index).
+func (x *CatalogIndex) Get(id string) (CatalogEntry, bool) {
+	if x == nil {
+		return CatalogEntry{}, false
+	}
+	e, ok := x.entries[id]
+	return e, ok
+}
+
+// Len is how many sessions the catalog lists.
+func (x *CatalogIndex) Len() int {
+	if x == nil {
+		return 0
+	}
+	return len(x.entries)
+}
+
+// entryPatch is an entry of a recent object: the session, and only the
+// fields that differ from the catalog's entry for it. A session the catalog
+// lists is named by its position there (N), which costs a few bytes where
+// its id costs some twenty; one the catalog lacks by its id, with every
+// field. Most changes are a new size and mtime, so an active machine's
+// recent object stays a small fraction of its catalog.
 type entryPatch struct {
-	ID         string     `json:"id"`
+	ID         string     `json:"id,omitempty"`
+	N          *int       `json:"n,omitempty"`
 	Path       *string    `json:"path,omitempty"`
 	Cwd        *string    `json:"cwd,omitempty"`
 	Title      *string    `json:"title,omitempty"`
@@ -125,13 +168,18 @@ type recentObject struct {
 	Sessions []entryPatch `json:"sessions"`
 }
 
-// EncodeRecent renders a recent object: its entries, sorted by id, each as
-// a patch over base's entry for the same session.
-func EncodeRecent(recent Catalog, base map[string]CatalogEntry) []byte {
+// EncodeRecent renders a recent object: its entries, in the order of the
+// catalog's sessions and then by id, each as a patch over base's entry for
+// the same session.
+func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
 	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base}
 	for _, e := range recent.Sessions {
-		b, inBase := base[e.ID]
+		b, inBase := base.Get(e.ID)
 		p := entryPatch{ID: e.ID}
+		if inBase {
+			n := base.pos[e.ID]
+			p.ID, p.N = "", &n
+		}
 		diff := func(changed bool) bool { return !inBase || changed }
 		if diff(b.Path != e.Path) {
 			p.Path = &e.Path
@@ -159,7 +207,16 @@ func EncodeRecent(recent Catalog, base map[string]CatalogEntry) []byte {
 		}
 		out.Sessions = append(out.Sessions, p)
 	}
-	sort.Slice(out.Sessions, func(i, j int) bool { return out.Sessions[i].ID < out.Sessions[j].ID })
+	sort.Slice(out.Sessions, func(i, j int) bool {
+		a, b := out.Sessions[i], out.Sessions[j]
+		switch {
+		case a.N != nil && b.N != nil:
+			return *a.N < *b.N
+		case a.N != nil || b.N != nil:
+			return a.N != nil
+		}
+		return a.ID < b.ID
+	})
 	b, _ := json.Marshal(out)
 	return b
 }
@@ -167,7 +224,8 @@ func EncodeRecent(recent Catalog, base map[string]CatalogEntry) []byte {
 // DecodeRecent parses a recent object and lays each patch over base's entry
 // for its session, then checks the result as DecodeCatalog checks entries.
 // (A complete entry is a patch of every field, so recent objects written
-// whole read the same.)
+// whole read the same.) Positions name base's sessions as stored, so a
+// base that had entries refused takes no patch by position.
 func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	var r recentObject
 	if err := json.Unmarshal(b, &r); err != nil {
@@ -183,17 +241,29 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	for _, e := range base.Sessions {
 		at[e.ID] = e
 	}
+	sorted := len(base.Refused) == 0 && sort.SliceIsSorted(base.Sessions, func(i, j int) bool { return base.Sessions[i].ID < base.Sessions[j].ID })
 	c := Catalog{V: 1, Machine: r.Machine, Updated: r.Updated, Base: r.Base}
+	refuse := func(why string) {
+		c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: %s", r.Machine, why))
+	}
 	seen := make(map[string]bool, len(r.Sessions))
 	for _, p := range r.Sessions {
-		if seen[p.ID] {
-			c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: session %q listed twice", r.Machine, p.ID))
+		id := p.ID
+		if p.N != nil {
+			if !sorted || *p.N < 0 || *p.N >= len(base.Sessions) || id != "" && id != base.Sessions[*p.N].ID {
+				refuse(fmt.Sprintf("a change names session number %d, which the catalog does not hold", *p.N))
+				continue
+			}
+			id = base.Sessions[*p.N].ID
+		}
+		if seen[id] {
+			refuse(fmt.Sprintf("session %q listed twice", id))
 			continue
 		}
-		seen[p.ID] = true
-		e, ok := at[p.ID]
+		seen[id] = true
+		e, ok := at[id]
 		if !ok {
-			e = CatalogEntry{ID: p.ID}
+			e = CatalogEntry{ID: id}
 		}
 		set(&e.Path, p.Path)
 		set(&e.Cwd, p.Cwd)
@@ -204,7 +274,7 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 		set(&e.State, p.State)
 		set(&e.Changed, p.Changed)
 		if why := entryProblem(e); why != "" {
-			c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: %s", r.Machine, why))
+			refuse(why)
 			continue
 		}
 		c.Sessions = append(c.Sessions, e)

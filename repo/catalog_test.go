@@ -13,7 +13,6 @@ import (
 func TestRecentPatches(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 123456789, time.UTC)
 	base := Catalog{V: 1, Machine: "laptop", Updated: now}
-	at := map[string]CatalogEntry{}
 	var changed []CatalogEntry
 	for i := range 50 {
 		id := fmt.Sprintf("019ad%03x-0000-7000-8000-%012x", i, i*7919)
@@ -21,7 +20,6 @@ func TestRecentPatches(t *testing.T) {
 			Title: fmt.Sprintf("session %d", i), Generation: fmt.Sprintf("%016x", now.UnixNano()+int64(i)), Size: int64(1000 + i),
 			Mtime: now, State: StatePresent, Changed: now}
 		base.Sessions = append(base.Sessions, e)
-		at[id] = e
 		e.Size += 500
 		e.Mtime = now.Add(time.Duration(i) * time.Second)
 		if i == 3 {
@@ -33,6 +31,7 @@ func TestRecentPatches(t *testing.T) {
 	changed = append(changed, fresh)
 	recent := Catalog{Machine: "laptop", Updated: now.Add(time.Minute), Base: now, Sessions: changed}
 
+	at := IndexCatalog(base.Sessions)
 	patches := EncodeRecent(recent, at)
 	whole := EncodeCatalog(recent)
 	if len(patches) >= len(whole)/2 {
@@ -86,6 +85,9 @@ func TestRecentPatchChecked(t *testing.T) {
 		`{"v":1,"machine":"laptop","sessions":[{"id":"a","state":"purged"}]}`,
 		`{"v":1,"machine":"laptop","sessions":[{"id":"b","size":5}]}`,
 		`{"v":1,"machine":"laptop","sessions":[{"id":"../a","size":5}]}`,
+		`{"v":1,"machine":"laptop","sessions":[{"n":1,"size":5}]}`,
+		`{"v":1,"machine":"laptop","sessions":[{"n":-1,"size":5}]}`,
+		`{"v":1,"machine":"laptop","sessions":[{"n":0,"id":"b","size":5}]}`,
 	} {
 		c, err := DecodeRecent([]byte(b), base)
 		if err != nil {
@@ -95,7 +97,18 @@ func TestRecentPatchChecked(t *testing.T) {
 			t.Errorf("%s: accepted %+v", b, c.Sessions)
 		}
 	}
-	twice, err := DecodeRecent([]byte(`{"v":1,"machine":"laptop","sessions":[{"id":"a","size":1},{"id":"a","size":2}]}`), base)
+	// Positions name the catalog as stored: once entries were refused, or
+	// it is not in the order it is stored in, they name nothing.
+	for _, b := range []Catalog{
+		{V: 1, Machine: "laptop", Sessions: base.Sessions, Refused: []string{"an unsafe entry"}},
+		{V: 1, Machine: "laptop", Sessions: []CatalogEntry{{ID: "z", Path: "z", State: StatePresent}, base.Sessions[0]}},
+	} {
+		c, err := DecodeRecent([]byte(`{"v":1,"machine":"laptop","sessions":[{"n":0,"size":5}]}`), b)
+		if err != nil || len(c.Sessions) != 0 {
+			t.Errorf("a change by position over %+v: %+v, %v", b, c.Sessions, err)
+		}
+	}
+	twice, err := DecodeRecent([]byte(`{"v":1,"machine":"laptop","sessions":[{"id":"a","size":1},{"n":0,"size":2}]}`), base)
 	if err != nil || len(twice.Sessions) != 1 || twice.Sessions[0].Size != 1 || len(twice.Refused) != 1 {
 		t.Errorf("a session listed twice: %+v, %v", twice, err)
 	}

@@ -200,7 +200,7 @@ func FuzzDecodeRecent(f *testing.F) {
 		ID: "01a113d2-be76-73c7-986b-d3ac6e3fbb83", Path: "sessions/-w/2026_x.jsonl", Cwd: "/w", Title: "t",
 		Generation: "18ecbc17b1295105", Size: 11071, State: StatePresent,
 	}}}
-	at := map[string]CatalogEntry{base.Sessions[0].ID: base.Sessions[0]}
+	at := IndexCatalog(base.Sessions)
 	grown := base.Sessions[0]
 	grown.Size = 12000
 	fresh := CatalogEntry{ID: "new", Path: "sessions/-w/new.jsonl", Generation: "18ecbc17b1295106", Size: 9, State: StatePresent}

@@ -139,7 +139,7 @@ func (r *Repo) PutCatalog(ctx context.Context, c Catalog) error {
 
 // PutRecent replaces a machine's recent object: the entries that changed
 // since the catalog whose Updated is recent.Base, which lists base.
-func (r *Repo) PutRecent(ctx context.Context, recent Catalog, base map[string]CatalogEntry) error {
+func (r *Repo) PutRecent(ctx context.Context, recent Catalog, base *CatalogIndex) error {
 	return r.putSealed(ctx, RecentKey(recent.Machine), EncodeRecent(recent, base))
 }
 
