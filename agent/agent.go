@@ -116,9 +116,10 @@ type Agent struct {
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.
-	catBase   *repo.CatalogIndex
-	catBaseAt time.Time
-	catRecent []byte
+	catBase      *repo.CatalogIndex
+	catBaseAt    time.Time
+	catBaseBytes int // its encoded size
+	catRecent    []byte
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
 	// catConfirmedAt is when the remote was last seen to hold the catalog;
@@ -261,7 +262,7 @@ func (a *Agent) start(ctx context.Context) error {
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
 	// Know what the remote lists, so an unchanged state puts nothing.
-	a.catBase, a.catBaseAt = repo.IndexCatalog(base.Sessions), base.Updated
+	a.setCatalogBase(base)
 	if len(base.Refused) > 0 {
 		a.catBase = nil // rewrite it whole, without the entries refused
 	}

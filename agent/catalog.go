@@ -131,7 +131,21 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		}
 	}
 	now := a.now().UTC()
-	if a.catBase == nil || len(all) < a.catBase.Len() || len(changed) > max(64, a.catBase.Len()/8) {
+	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Sessions: changed}
+	var body []byte
+	// The catalog is rewritten whole when sessions left it, or when the
+	// changes over it grow past a quarter of its size: until then each
+	// interval puts only the small recent object.
+	whole := a.catBase == nil || len(all) < a.catBase.Len() || len(changed) > max(256, a.catBase.Len()/8)
+	if !whole {
+		if len(changed) == 0 && a.catRecent == nil {
+			a.catalogStale = false
+			return nil // the catalog lists it all
+		}
+		body = repo.EncodeRecent(recent, a.catBase)
+		whole = len(body) > max(4<<10, a.catBaseBytes/4)
+	}
+	if whole {
 		c := repo.Catalog{Machine: a.opts.Machine, Updated: now, Sessions: all}
 		if !a.catBaseAt.IsZero() && !now.After(a.catBaseAt) {
 			c.Updated = a.catBaseAt.Add(time.Microsecond) // a new base, even on a coarse clock
@@ -139,13 +153,11 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		if err := a.repo.PutCatalog(ctx, c); err != nil {
 			return fmt.Errorf("upload catalog: %w", err)
 		}
-		a.catBase, a.catBaseAt, a.catRecent = repo.IndexCatalog(all), c.Updated, nil
+		a.setCatalogBase(c)
 		a.catalogStale, a.catConfirmedAt = false, time.Time{}
 		a.metrics.catalogUpdated()
 		return nil
 	}
-	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Sessions: changed}
-	body := repo.EncodeRecent(recent, a.catBase)
 	if bytes.Equal(body, a.catRecent) {
 		a.catalogStale = false
 		return nil
@@ -157,6 +169,13 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 	a.catRecent, a.catalogStale, a.catConfirmedAt = body, false, time.Time{}
 	a.metrics.catalogUpdated()
 	return nil
+}
+
+// setCatalogBase records c as the catalog last written whole; recent
+// objects are written over it from now on.
+func (a *Agent) setCatalogBase(c repo.Catalog) {
+	a.catBase, a.catBaseAt, a.catRecent = repo.IndexCatalog(c.Sessions), c.Updated, nil
+	a.catBaseBytes = len(repo.EncodeCatalog(c))
 }
 
 // confirmCatalog checks, after a catalog put and once per audit interval,
