@@ -80,6 +80,27 @@ type FileState struct {
 	HeadUnconfirmed bool `json:"head_unconfirmed,omitempty"`
 }
 
+// MarshalJSON records the paths so that bytes that are not UTF-8 survive
+// (repo.EncodePath); JSON would replace them with U+FFFD.
+func (f FileState) MarshalJSON() ([]byte, error) {
+	type plain FileState
+	p := plain(f)
+	p.Path, p.MetaPath = repo.EncodePath(f.Path), repo.EncodePath(f.MetaPath)
+	return json.Marshal(p)
+}
+
+// UnmarshalJSON reverses MarshalJSON.
+func (f *FileState) UnmarshalJSON(b []byte) error {
+	type plain FileState
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*f = FileState(p)
+	f.Path, f.MetaPath = repo.DecodePath(p.Path), repo.DecodePath(p.MetaPath)
+	return nil
+}
+
 // PulledRange is a range of the local file that came from another machine.
 type PulledRange struct {
 	Start      int64  `json:"start"`

@@ -53,6 +53,10 @@ const MaxCatalogSize = 512 << 20
 // EncodeCatalog renders c with its sessions sorted by id.
 func EncodeCatalog(c Catalog) []byte {
 	c.V = 1
+	c.Sessions = append([]CatalogEntry(nil), c.Sessions...)
+	for i := range c.Sessions {
+		c.Sessions[i].Path = EncodePath(c.Sessions[i].Path)
+	}
 	sort.Slice(c.Sessions, func(i, j int) bool { return c.Sessions[i].ID < c.Sessions[j].ID })
 	b, _ := json.Marshal(c)
 	return b
@@ -74,6 +78,7 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	}
 	kept := c.Sessions[:0]
 	for _, e := range c.Sessions {
+		e.Path = DecodePath(e.Path)
 		if why := entryProblem(e); why != "" {
 			c.Refused = append(c.Refused, fmt.Sprintf("catalog of %s: %s", c.Machine, why))
 			continue
@@ -182,7 +187,8 @@ func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
 		}
 		diff := func(changed bool) bool { return !inBase || changed }
 		if diff(b.Path != e.Path) {
-			p.Path = &e.Path
+			enc := EncodePath(e.Path)
+			p.Path = &enc
 		}
 		if diff(b.Cwd != e.Cwd) {
 			p.Cwd = &e.Cwd
@@ -265,7 +271,9 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 		if !ok {
 			e = CatalogEntry{ID: id}
 		}
-		set(&e.Path, p.Path)
+		if p.Path != nil {
+			e.Path = DecodePath(*p.Path)
+		}
 		set(&e.Cwd, p.Cwd)
 		set(&e.Title, p.Title)
 		set(&e.Generation, p.Generation)

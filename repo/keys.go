@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ompsync/ompsync/session"
 )
@@ -204,4 +205,43 @@ func SafeRelPath(p string) bool {
 		}
 	}
 	return true
+}
+
+// rawPathMark starts a recorded path whose bytes are not UTF-8, which a
+// JSON string cannot carry. NUL is in no real path, so no other path reads
+// as marked, and a reader that predates the mark refuses such a path as
+// unsafe instead of restoring it under a wrong name.
+const rawPathMark = "\x00"
+
+// EncodePath returns p as metadata records it: p itself when it is UTF-8,
+// else the mark and p with every byte outside printable ASCII, and '%',
+// escaped as %XX.
+func EncodePath(p string) string {
+	if utf8.ValidString(p) && !strings.HasPrefix(p, rawPathMark) {
+		return p
+	}
+	const hex = "0123456789ABCDEF"
+	b := []byte(rawPathMark)
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c > ' ' && c < 0x7f && c != '%' {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&15])
+		}
+	}
+	return string(b)
+}
+
+// DecodePath reverses EncodePath. A marked path that does not decode is
+// returned as recorded, which SafeRelPath refuses (it holds NUL).
+func DecodePath(s string) string {
+	rest, ok := strings.CutPrefix(s, rawPathMark)
+	if !ok {
+		return s
+	}
+	p, err := url.PathUnescape(rest)
+	if err != nil {
+		return s
+	}
+	return p
 }

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // inside reports whether rel, joined to a root folder, stays inside it.
@@ -84,6 +85,26 @@ func FuzzSafeRelPath(f *testing.F) {
 		}
 		if filepath.ToSlash(filepath.Clean(filepath.FromSlash(p))) != p {
 			t.Fatalf("SafeRelPath(%q) but it is not clean", p)
+		}
+	})
+}
+
+// FuzzEncodePath: any path, UTF-8 or not, is recorded as a UTF-8 string
+// and read back as the same bytes; only marked paths change when recorded.
+func FuzzEncodePath(f *testing.F) {
+	for _, p := range []string{"sessions/-w/a.jsonl", "sessions/-caf\xe9/\xff\xfe.jsonl", "50%/x", "\x00%41", "", "ä/ö"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		enc := EncodePath(p)
+		if !utf8.ValidString(enc) {
+			t.Fatalf("EncodePath(%q) = %q, not UTF-8", p, enc)
+		}
+		if got := DecodePath(enc); got != p {
+			t.Fatalf("DecodePath(EncodePath(%q)) = %q", p, got)
+		}
+		if utf8.ValidString(p) && !strings.HasPrefix(p, rawPathMark) && enc != p {
+			t.Fatalf("a UTF-8 path %q is recorded as %q", p, enc)
 		}
 	})
 }

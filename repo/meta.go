@@ -30,6 +30,7 @@ const MaxMetaSize = 1 << 20
 // EncodeMeta renders m.
 func EncodeMeta(m Meta) []byte {
 	m.V = 1
+	m.Path = EncodePath(m.Path)
 	b, _ := json.Marshal(m)
 	return b
 }
@@ -43,6 +44,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if m.V != 1 {
 		return Meta{}, fmt.Errorf("meta: unknown version %d", m.V)
 	}
+	m.Path = DecodePath(m.Path)
 	if !SafeRelPath(m.Path) {
 		return Meta{}, fmt.Errorf("meta: unsafe path %q", m.Path)
 	}

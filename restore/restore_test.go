@@ -778,3 +778,28 @@ func TestList(t *testing.T) {
 		t.Errorf("--machine laptop: %+v", only)
 	}
 }
+
+// A session in a folder whose name is not UTF-8 (a cwd in another
+// encoding) comes back under exactly that name, artifacts included.
+func TestRestoreNameNotUTF8(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-caf\xe9-\xff", f.id, 1)
+	art := strings.TrimSuffix(rel, ".jsonl") + "/sub\xfe.log"
+	a := newMachine(t, r, "desktop")
+	a.write(rel, f.data, base)
+	a.write(art, []byte("artifact\n"), base)
+	a.backup()
+
+	b := newMachine(t, r, "laptop")
+	rep := b.restoreOK([]string{f.id}, Options{})
+	if res := rep.Results[0]; res.Action != Created || res.Path != rel {
+		t.Fatalf("result %+v, want created at %q", res, rel)
+	}
+	if got := b.read(rel); !bytes.Equal(got, f.data) {
+		t.Fatalf("restored %d bytes, want %d", len(got), len(f.data))
+	}
+	if got := b.read(art); string(got) != "artifact\n" {
+		t.Fatalf("artifact holds %q", got)
+	}
+}
