@@ -587,3 +587,48 @@ func TestPlainMove(t *testing.T) {
 		}
 	})
 }
+
+// The remote loses a chunk, and by the time the reconcile notices, the file
+// no longer holds what was uploaded (edited in place meanwhile): the lost
+// range cannot be filled from it, so a new generation takes the whole file,
+// and no generation ever mixes bytes of two versions of the file.
+func TestLostObjectFileChangedSince(t *testing.T) {
+	c := newFileClient(t)
+	var e *env
+	drop := false
+	e = newEnv(t, dropClient{c, func(key string) bool {
+		if _, _, ok := repo.ParseChunkName(path.Base(key)); !ok || !drop {
+			return false
+		}
+		drop = false
+		// While the put is lost, a byte of the uploaded part changes in
+		// place, size and mtime kept.
+		fi, err := os.Stat(e.path(ompRel))
+		if err != nil {
+			t.Error(err)
+			return true
+		}
+		f, err := os.OpenFile(e.path(ompRel), os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return true
+		}
+		f.WriteAt([]byte("X"), 300)
+		f.Close()
+		os.Chtimes(e.path(ompRel), fi.ModTime(), fi.ModTime())
+		return true
+	}})
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.once()
+	e.appendTo(ompRel, entryLine("abcd0001", "", "appended, then lost"))
+	drop = true
+	e.once() // the put is lost; the same pass's reconcile notices
+	e.once()
+	e.assertRemoteEquals(ompRel, ompID)
+	s := repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}
+	for _, g := range e.generations(ompID, repo.SessionStream) {
+		if _, err := e.repo.ReadGeneration(t.Context(), s, g, 1<<30); err != nil {
+			t.Errorf("generation %s: %v", g.Name, err)
+		}
+	}
+}

@@ -140,25 +140,41 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 }
 
 // rewind sets the stream back to offset, recomputing the running hash from
-// the local file (or an archived session's archive); if it no longer starts
-// with what was uploaded, the next sync starts a new generation.
+// the local file (or an archived session's archive). Only a file that still
+// holds every byte uploaded can fill the generation's hole: one that changed
+// since (a merge, an edit the next scan has not seen) starts a new
+// generation instead, so a generation's bytes never change once uploaded
+// (other machines' reference chunks point at them).
 func (a *Agent) rewind(f *FileState, offset int64) error {
 	rel := f.Path
-	var src io.ReaderAt
+	var src source
 	if f.State == repo.StateArchived {
 		rel = archiveRel(f.Path)
 		data, _, err := a.readArchive(rel)
 		if err != nil {
 			return err
 		}
-		src = bytes.NewReader(data)
+		src = memSource{bytes.NewReader(data)}
 	} else {
 		file, err := os.Open(a.abs(rel))
 		if err != nil {
 			return err
 		}
 		defer file.Close()
-		src = file
+		fi, err := file.Stat()
+		if err != nil {
+			return err
+		}
+		src = fileSource{file, fi.Size()}
+	}
+	defer a.markDirty(rel)
+	f.Size, f.Inode = -1, 0 // force a full check on the next sync
+	same, err := prefixMatches(src, f)
+	if err != nil {
+		return fmt.Errorf("re-hash %s: %w", f.Path, err)
+	}
+	if !same {
+		return a.startGeneration(f, src, "the remote lost objects and the file changed since they were uploaded")
 	}
 	h := sha256.New()
 	if offset > f.HashFrom {
@@ -171,7 +187,5 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 		return err
 	}
 	f.Offset, f.HashState, f.Confirmed = offset, state, offset
-	f.Size, f.Inode = -1, 0 // force a full check on the next sync
-	a.markDirty(rel)
 	return nil
 }

@@ -218,7 +218,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	}
 	prev := fst.Generation
 	fst.Generation = repo.NewGeneration(a.now().UnixNano())
-	fst.Offset = 0
+	fst.Offset, fst.Confirmed = 0, 0
 	fst.HashFrom = int64(session.SlotLen(head))
 	fst.HashState = nil
 	fst.TailHash = ""

@@ -100,8 +100,17 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 		_ = d.Reset(nil)
 		z.decs.Put(d)
 	}()
-	// Streaming under a limit: a bomb stops at limit+1 bytes.
-	out, err := io.ReadAll(io.LimitReader(d, limit+1))
+	// Streaming under a limit: a bomb stops at limit+1 bytes. The frame
+	// says how large it is (ompsync's always do): the output is allocated
+	// once, not grown, unless that is past the limit.
+	// A hostile frame may claim any size: the claim is believed only up to
+	// a ratio real data does not pass; beyond it the buffer grows as read.
+	size := int64(len(sealed)) * 4
+	var h zstd.Header
+	if h.Decode(sealed) == nil && h.HasFCS && h.FrameContentSize <= uint64(limit) {
+		size = min(int64(h.FrameContentSize), int64(len(sealed))*64+64<<10)
+	}
+	out, err := readAll(io.LimitReader(d, limit+1), min(size, limit)+1)
 	if err != nil {
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 			return nil, ErrTooLarge
@@ -112,4 +121,23 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 		return nil, ErrTooLarge
 	}
 	return out, nil
+}
+
+// readAll is io.ReadAll into a buffer of capacity size to begin with: one
+// allocation when size is right.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }

@@ -210,33 +210,26 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	}
 	var mu sync.Mutex
 	prog := Progress{SessionsTotal: len(targets), BytesTotal: total}
-	sem := make(chan struct{}, opts.Parallel)
-	var wg sync.WaitGroup
-	for i, t := range targets {
+	eachTarget(ctx, r, targets, len(p.sessions), opts, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
-			rep.Results[i] = Result{ID: t.id, Action: Refused, Error: ctx.Err().Error()}
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res := restoreOne(ctx, r, t, local.find(t.id), opts)
-			if res.Error != "" {
-				opts.Logger.Warn("session not restored", "session", t.id, "action", res.Action, "err", res.Error)
-			}
 			mu.Lock()
 			defer mu.Unlock()
-			rep.Results[i] = res
-			prog.Sessions++
-			prog.Bytes += t.recordedSize()
-			if opts.Progress != nil {
-				opts.Progress(prog)
-			}
-		}()
-	}
-	wg.Wait()
+			rep.Results[i] = Result{ID: t.id, Action: Refused, Error: ctx.Err().Error()}
+			return
+		}
+		res := restoreOne(ctx, r, t, local.find(t.id), opts, listed)
+		if res.Error != "" {
+			opts.Logger.Warn("session not restored", "session", t.id, "action", res.Action, "err", res.Error)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rep.Results[i] = res
+		prog.Sessions++
+		prog.Bytes += t.recordedSize()
+		if opts.Progress != nil {
+			opts.Progress(prog)
+		}
+	})
 	if opts.All && ctx.Err() == nil {
 		n, err := restoreAllBlobs(ctx, r, opts)
 		rep.Blobs = n
@@ -248,7 +241,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 }
 
 // restoreOne fetches, verifies and merges one session.
-func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options) Result {
+func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, listed *repo.SessionObjects) Result {
 	res := Result{ID: t.id, DryRun: opts.DryRun}
 	dest, err := t.destination(localRel, opts.PathMap)
 	if err != nil {
@@ -263,7 +256,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 			return res
 		}
 	}
-	f, err := fetch(ctx, r, t, opts)
+	f, err := fetch(ctx, r, t, opts, listed)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
 		return res

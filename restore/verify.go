@@ -77,38 +77,24 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	blobs := &blobChecker{seen: map[string]blobState{}}
 	var mu sync.Mutex
 	prog := Progress{SessionsTotal: len(targets)}
-	sem := make(chan struct{}, opts.Parallel)
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			checks[i] = verifyOne(ctx, r, t, local.find(t.id), blobs, opts)
-			mu.Lock()
-			defer mu.Unlock()
-			prog.Sessions++
-			if opts.Progress != nil {
-				opts.Progress(prog)
-			}
-		}()
-	}
-	wg.Wait()
+	eachTarget(ctx, r, targets, len(p.sessions), opts, func(i int, t *target, listed *repo.SessionObjects) {
+		checks[i] = verifyOne(ctx, r, t, local.find(t.id), blobs, opts, listed)
+		mu.Lock()
+		defer mu.Unlock()
+		prog.Sessions++
+		if opts.Progress != nil {
+			opts.Progress(prog)
+		}
+	})
 	return checks, p.problems, ctx.Err()
 }
 
-func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, blobs *blobChecker, opts Options) Check {
+func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, blobs *blobChecker, opts Options, listed *repo.SessionObjects) Check {
 	c := Check{ID: t.id, Path: localRel}
 	if c.Path == "" {
 		c.Path = t.newest().Path
 	}
-	var invs []*repo.StreamInventory
-	err := retry(ctx, func() error {
-		var err error
-		invs, err = r.Inventory(ctx, t.id, opts.Machine)
-		return err
-	})
+	invs, err := inventory(ctx, r, t.id, opts, listed)
 	if err != nil {
 		c.Problems = append(c.Problems, fmt.Sprintf("list: %v", err))
 		return c
@@ -146,7 +132,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name {
 				limit = slack(e.Size)
 			}
-			data, err := readGeneration(ctx, r, s, g, limit)
+			data, err := readGeneration(ctx, r, s, g, limit, true)
 			if err != nil {
 				cc.Error = err.Error()
 				c.Problems = append(c.Problems, err.Error())

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -91,6 +92,19 @@ func newRestoreCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// restoreMemory trades memory for speed in a restore, a short run whose
+// garbage is mostly the sessions it has written: the GC runs at 5x the live
+// heap, not 2x (a quarter of the restore's CPU before), within a soft limit
+// of 1 GiB. GOGC and GOMEMLIMIT override either.
+func (a *app) restoreMemory() {
+	if _, ok := a.env("GOGC"); !ok {
+		debug.SetGCPercent(400)
+	}
+	if _, ok := a.env("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(1 << 30)
+	}
+}
+
 func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error {
 	opts := restore.Options{
 		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
@@ -123,6 +137,7 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	if err != nil {
 		return err
 	}
+	a.restoreMemory()
 	bar := newProgressBar(a.stderr, !f.asJSON)
 	opts.Progress = bar.update
 	rep, err := restore.Run(cmd.Context(), r, args, opts)

@@ -1,0 +1,58 @@
+package restore
+
+import (
+	"context"
+	"sync"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// listsAll reports whether restoring (or verifying) n of the sessions the
+// catalogs hold lists every session's objects at once: one LIST per 1,000
+// objects instead of one per session. Not for a few sessions among many.
+func listsAll(opts Options, n, sessions int) bool {
+	return opts.All || n >= 8 && n*8 >= sessions
+}
+
+// eachTarget calls do for every target, at most opts.Parallel at once, and
+// returns when all are done. When listsAll, it lists every session's objects
+// with one paged LIST and starts each target as soon as the listing has gone
+// past its session, with listed its part of the listing; the others (all of
+// them when the listing fails, and any it did not see) list their session
+// alone, with listed nil.
+func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, do func(i int, t *target, listed *repo.SessionObjects)) {
+	sem := make(chan struct{}, opts.Parallel)
+	var wg sync.WaitGroup
+	start := func(i int, listed *repo.SessionObjects) {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			do(i, targets[i], listed)
+		}()
+	}
+	started := make([]bool, len(targets))
+	if listsAll(opts, len(targets), sessions) {
+		at := make(map[string]int, len(targets))
+		for i, t := range targets {
+			at[t.id] = i
+		}
+		for so, err := range r.InventoryAll(ctx, opts.Machine) {
+			if err != nil {
+				opts.Logger.Warn("listing every session failed; listing the rest one by one", "err", err)
+				break
+			}
+			if i, ok := at[so.ID]; ok && !started[i] {
+				started[i] = true
+				start(i, &so)
+			}
+		}
+	}
+	for i := range targets {
+		if !started[i] {
+			start(i, nil)
+		}
+	}
+	wg.Wait()
+}
