@@ -27,8 +27,9 @@ type Merged struct {
 	Action string
 	// Path is the session file, relative to the agent dir.
 	Path string
-	// Bytes is how much was written.
-	Bytes int64
+	// Bytes is how much was written, ending at Size, the file's size
+	// right after the write (omp may append more at once).
+	Bytes, Size int64
 	// Source is the copy the bytes came from, for created and appended.
 	Source *repo.ChunkSource
 	Backup string
@@ -154,12 +155,6 @@ func (a *Agent) pullIncluded(e repo.CatalogEntry) bool {
 // It reports false when the file was busy (omp writing it) and the pull
 // must be tried again later.
 func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine string, e repo.CatalogEntry) (bool, error) {
-	before := int64(-1)
-	if f := a.state.Streams[streamKey(e.ID, repo.SessionStream)]; f != nil && f.State == repo.StatePresent {
-		if fi, err := os.Stat(a.abs(f.Path)); err == nil {
-			before = fi.Size()
-		}
-	}
 	res, err := a.opts.Merger.Merge(ctx, cats, machine, e.ID)
 	if err != nil {
 		return false, err
@@ -187,31 +182,28 @@ func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine st
 	if res.Source == nil {
 		return true, nil
 	}
-	return true, a.recordPulled(e.ID, res, before)
+	return true, a.recordPulled(e.ID, res)
 }
 
 // recordPulled notes the range restore wrote as pulled from its source:
 // the whole file after its title slot when it was created, else what was
-// appended (before is the file's size before the pull).
-func (a *Agent) recordPulled(id string, res Merged, before int64) error {
-	abs := a.abs(res.Path)
-	fi, err := os.Stat(abs)
-	if err != nil {
-		return err
-	}
-	end := fi.Size()
+// appended. The range ends where the write ended (res.Size), not where the
+// file ends now: omp may have appended its own lines since, which are this
+// machine's work.
+func (a *Agent) recordPulled(id string, res Merged) error {
+	end := res.Size
 	start := int64(0)
 	if res.Action == MergeAppended {
 		start = end - res.Bytes
-		if before >= 0 {
-			start = before
-		}
 	}
-	f, err := os.Open(abs)
+	f, err := os.Open(a.abs(res.Path))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() < end {
+		return err // shrunk since: nothing to record
+	}
 	head := make([]byte, session.TitleSlotSize)
 	n, _ := io.ReadFull(f, head)
 	start = max(start, int64(session.SlotLen(head[:n])))

@@ -309,6 +309,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		}
 	}
 
+	res.Size = int64(len(sw.out.data))
 	switch sw.out.action {
 	case Appended:
 		res.Bytes = int64(len(sw.out.data) - len(sw.local))

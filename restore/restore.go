@@ -120,6 +120,10 @@ type Result struct {
 	// Bytes is how much was (or, in a dry run, would be) written to the
 	// session file.
 	Bytes int64 `json:"bytes"`
+	// Size is the session file's size once written (or, in a dry run,
+	// what it would be): the written bytes end there, whatever omp appends
+	// after.
+	Size int64 `json:"size"`
 	// Backup is the pre-merge local file, relative to the agent dir.
 	Backup string `json:"backup,omitempty"`
 	// Machines are the copies used.

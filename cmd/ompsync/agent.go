@@ -224,7 +224,7 @@ func (m restoreMerger) Merge(ctx context.Context, cats []repo.Catalog, machine, 
 		return agent.Merged{}, fmt.Errorf("restore of %s gave %d results", id, len(rep.Results))
 	}
 	res := rep.Results[0]
-	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Backup: res.Backup, Problem: res.Error}
+	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Size: res.Size, Backup: res.Backup, Problem: res.Error}
 	if len(res.Sources) == 1 {
 		out.Source = &repo.ChunkSource{Machine: res.Sources[0].Machine, Generation: res.Sources[0].Generation}
 	}
