@@ -57,15 +57,20 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	if !g.HasMeta {
 		return nil, fmt.Errorf("%s generation %s: no meta object", s.Prefix(), g.Name)
 	}
-	// The meta is read while the first chunk is: a round trip less per
-	// generation. Its errors still come first, as when read before.
+	// The audit reads the meta while the first chunk is: a round trip less
+	// per generation; its errors still come first. A restore does not read
+	// it at all: the listing shows it (the generation is complete), the key
+	// names the stream, and hash_from, all it would add, every chunk header
+	// carries (and must agree on).
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	metaC := make(chan metaResult, 1)
-	go func() {
-		m, err := r.GetMeta(ctx, s, g.Name)
-		metaC <- metaResult{m, err}
-	}()
+	if every {
+		go func() {
+			m, err := r.GetMeta(ctx, s, g.Name)
+			metaC <- metaResult{m, err}
+		}()
+	}
 	picked, covered := Cover(g.Chunks)
 	var err error
 	switch {
@@ -79,14 +84,20 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	if err == nil && len(picked) > 0 {
 		hdr, chunk, err = r.chunkBytes(ctx, s, g.Name, picked[0], 0, false)
 	}
-	mr := <-metaC
-	if mr.err != nil {
-		return nil, mr.err
+	var meta Meta
+	if every {
+		mr := <-metaC
+		if mr.err != nil {
+			return nil, mr.err
+		}
+		meta = mr.meta
 	}
 	if err != nil {
 		return nil, err
 	}
-	meta := mr.meta
+	if !every {
+		meta.HashFrom = hdr.HashFrom
+	}
 
 	// One chunk: its own hash covers every byte, and it is the only
 	// check a generation of one chunk needs (with hash_from 0 its stream

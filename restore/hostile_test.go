@@ -137,12 +137,6 @@ func TestRestoreRefusesHostileRemote(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "meta path escapes", wantErr: "unsafe path", damage: func(t *testing.T, e env) {
-			m := repo.Meta{SessionID: e.s.SessionID, Machine: e.s.Machine, Stream: repo.SessionStream, Generation: e.gen, Path: "../../../../tmp/x.jsonl"}
-			if err := e.r.PutMeta(context.Background(), e.s, m); err != nil {
-				t.Fatal(err)
-			}
-		}},
 		{name: "catalog path outside sessions", path: "auth.json", wantErr: "not a session file"},
 		{name: "catalog path hidden", path: "sessions/-w/.x.jsonl", wantErr: "not a session file"},
 		{name: "artifact key escapes", wantErr: "unsafe artifact path", damage: func(t *testing.T, e env) {
@@ -219,6 +213,40 @@ func TestRestoreRefusesHostileRemote(t *testing.T) {
 				t.Errorf("agent dir holds %q, want only %q", files, want)
 			}
 		})
+	}
+}
+
+// A meta object naming a path outside the agent dir: restore does not read
+// meta (the catalog names where a session goes, and is checked), so it
+// restores the session where the catalog says and writes nothing else;
+// verify, which reads every object, reports the meta as damage.
+func TestHostileMetaPath(t *testing.T) {
+	r := fileRemote(t)
+	id := "0bad0000-0000-7000-8000-00000000beef"
+	rel := sessionPath("-w", id, 2)
+	data, cuts := smallSession(id, "")
+	s, gen := putSession(t, r, "evil", id, rel, data, cuts...)
+	putCatalog(t, r, "evil", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	m := repo.Meta{SessionID: id, Machine: "evil", Stream: repo.SessionStream, Generation: gen, Path: "../../../../tmp/x.jsonl"}
+	if err := r.PutMeta(context.Background(), s, m); err != nil {
+		t.Fatal(err)
+	}
+	to := t.TempDir()
+	rep, err := Run(context.Background(), r, nil, Options{All: true, AgentDir: to})
+	if err != nil || !rep.OK() || rep.Results[0].Path != rel {
+		t.Fatalf("restore: %+v, %v", rep, err)
+	}
+	var files []string
+	for p := range snapshot(t, to) {
+		files = append(files, p)
+	}
+	sort.Strings(files)
+	if want := "sessions sessions/-w " + rel; strings.Join(files, " ") != want {
+		t.Errorf("agent dir holds %q, want only %q", files, want)
+	}
+	checks, _, err := Verify(context.Background(), r, nil, Options{AgentDir: to})
+	if err != nil || len(checks) != 1 || checks[0].OK() || !strings.Contains(strings.Join(checks[0].Problems, " "), "unsafe path") {
+		t.Fatalf("verify: %+v, %v; want the unsafe meta path reported", checks, err)
 	}
 }
 
