@@ -70,11 +70,8 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Catalog{}, fmt.Errorf("catalog: %w", err)
 	}
-	if c.V != 1 {
-		return Catalog{}, fmt.Errorf("catalog: unknown version %d", c.V)
-	}
-	if !ValidMachine(c.Machine) {
-		return Catalog{}, fmt.Errorf("catalog: unsafe machine name %q", c.Machine)
+	if err := checkCatalogHeader("catalog", c.V, c.Machine); err != nil {
+		return Catalog{}, err
 	}
 	kept := c.Sessions[:0]
 	for _, e := range c.Sessions {
@@ -87,6 +84,17 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	}
 	c.Sessions = kept
 	return c, nil
+}
+
+// checkCatalogHeader checks what a catalog or recent object says of itself.
+func checkCatalogHeader(what string, v int, machine string) error {
+	if v != 1 {
+		return fmt.Errorf("%s: unknown version %d", what, v)
+	}
+	if !ValidMachine(machine) {
+		return fmt.Errorf("%s: unsafe machine name %q", what, machine)
+	}
+	return nil
 }
 
 // entryProblem says what makes a catalog entry unsafe, or "".
@@ -237,11 +245,8 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Catalog{}, fmt.Errorf("recent catalog changes: %w", err)
 	}
-	if r.V != 1 {
-		return Catalog{}, fmt.Errorf("recent catalog changes: unknown version %d", r.V)
-	}
-	if !ValidMachine(r.Machine) {
-		return Catalog{}, fmt.Errorf("recent catalog changes: unsafe machine name %q", r.Machine)
+	if err := checkCatalogHeader("recent catalog changes", r.V, r.Machine); err != nil {
+		return Catalog{}, err
 	}
 	at := make(map[string]CatalogEntry, len(base.Sessions))
 	for _, e := range base.Sessions {

@@ -22,30 +22,27 @@ func TestBlobRefsLikeRegexp(t *testing.T) {
 		"xblob:sha256:" + h + "\nblob:sha256:" + strings.Repeat("f", 64),
 		"blob:sha256:" + h[:32] + "blob:sha256:" + h,
 	} {
-		want := map[string]bool{}
-		for _, m := range re.FindAllStringSubmatch(s, -1) {
-			want[m[1]] = true
-		}
-		got := map[string]bool{}
-		blobRefs([]byte(s), got)
-		if !maps.Equal(got, want) {
-			t.Errorf("%q: %v, want %v", s, got, want)
-		}
+		sameAsRegexp(t, re, s)
+	}
+}
+
+// sameAsRegexp checks that blobRefs finds in s what the regular
+// expression does.
+func sameAsRegexp(t *testing.T, re *regexp.Regexp, s string) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		want[m[1]] = true
+	}
+	got := map[string]bool{}
+	blobRefs([]byte(s), got)
+	if !maps.Equal(got, want) {
+		t.Errorf("%q: %v, want %v", s, got, want)
 	}
 }
 
 func FuzzBlobRefs(f *testing.F) {
 	f.Add("blob:sha256:" + strings.Repeat("ab", 32))
 	re := regexp.MustCompile(`blob:sha256:([0-9a-f]{64})`)
-	f.Fuzz(func(t *testing.T, s string) {
-		want := map[string]bool{}
-		for _, m := range re.FindAllStringSubmatch(s, -1) {
-			want[m[1]] = true
-		}
-		got := map[string]bool{}
-		blobRefs([]byte(s), got)
-		if !maps.Equal(got, want) {
-			t.Errorf("%q: %v, want %v", s, got, want)
-		}
-	})
+	f.Fuzz(func(t *testing.T, s string) { sameAsRegexp(t, re, s) })
 }
