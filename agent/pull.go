@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"strconv"
@@ -27,9 +26,10 @@ type Merged struct {
 	Action string
 	// Path is the session file, relative to the agent dir.
 	Path string
-	// Bytes is how much was written, ending at Size, the file's size
-	// right after the write (omp may append more at once).
-	Bytes, Size int64
+	// Bytes is how much was written, at the end of Written, the file's
+	// content right after the write (omp may change the file at once).
+	Bytes   int64
+	Written []byte
 	// Source is the copy the bytes came from, for created and appended.
 	Source *repo.ChunkSource
 	Backup string
@@ -187,33 +187,18 @@ func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine st
 
 // recordPulled notes the range restore wrote as pulled from its source:
 // the whole file after its title slot when it was created, else what was
-// appended. The range ends where the write ended (res.Size), not where the
-// file ends now: omp may have appended its own lines since, which are this
-// machine's work.
+// appended. Range and hash come from what restore wrote, not from the file,
+// which omp may append to (its own work) or rewrite the moment it appears.
 func (a *Agent) recordPulled(id string, res Merged) error {
-	end := res.Size
-	start := int64(0)
+	end := int64(len(res.Written))
+	start := int64(session.SlotLen(res.Written))
 	if res.Action == MergeAppended {
-		start = end - res.Bytes
+		start = max(start, end-res.Bytes)
 	}
-	f, err := os.Open(a.abs(res.Path))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.Size() < end {
-		return err // shrunk since: nothing to record
-	}
-	head := make([]byte, session.TitleSlotSize)
-	n, _ := io.ReadFull(f, head)
-	start = max(start, int64(session.SlotLen(head[:n])))
 	if start >= end {
 		return nil
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, start, end-start)); err != nil {
-		return err
-	}
+	sum := sha256.Sum256(res.Written[start:end])
 	key := streamKey(id, repo.SessionStream)
 	fst := a.state.Streams[key]
 	if fst == nil {
@@ -222,7 +207,7 @@ func (a *Agent) recordPulled(id string, res Merged) error {
 		a.byPath[res.Path] = key
 	}
 	a.state.touch(fst)
-	fst.Pulled = append(fst.Pulled, PulledRange{Start: start, End: end, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: hex.EncodeToString(h.Sum(nil))})
+	fst.Pulled = append(fst.Pulled, PulledRange{Start: start, End: end, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: hex.EncodeToString(sum[:])})
 	a.markDirty(res.Path)
 	return nil
 }

@@ -18,6 +18,17 @@ func (f mergerFunc) Merge(ctx context.Context, cats []repo.Catalog, machine, id 
 // reference to the other machine's copy, and omp's line as this machine's
 // own bytes, so the copy reads back whole.
 func TestPulledRangeEndsWhereTheWriteEnded(t *testing.T) {
+	testPulledThenChanged(t, false)
+}
+
+// omp rewrites a byte of a session the moment sync has created it: the
+// pulled range no longer holds the other machine's bytes, so it is uploaded
+// as this machine's own, never as a reference to bytes it does not match.
+func TestPulledRangeChangedAtOnce(t *testing.T) {
+	testPulledThenChanged(t, true)
+}
+
+func testPulledThenChanged(t *testing.T, rewrite bool) {
 	c := newFileClient(t)
 	desk := newEnv(t, c)
 	desk.machine, desk.opts.Machine = "desk", "desk"
@@ -31,8 +42,12 @@ func TestPulledRangeEndsWhereTheWriteEnded(t *testing.T) {
 	e.opts.Merger = mergerFunc(func(ctx context.Context, cats []repo.Catalog, machine, id string) (Merged, error) {
 		e.writeRename(ompRel, deskData) // as restore writes it
 		e.appendTo(ompRel, entryLine("0a0a0a0a", "", "omp, right after the pull"))
-		n := int64(len(deskData))
-		return Merged{Action: MergeCreated, Path: ompRel, Bytes: n, Size: n, Source: &repo.ChunkSource{Machine: "desk", Generation: gen}}, nil
+		if rewrite {
+			changed := append([]byte(nil), e.read(ompRel)...)
+			changed[300] ^= 1
+			e.writeRename(ompRel, changed)
+		}
+		return Merged{Action: MergeCreated, Path: ompRel, Bytes: int64(len(deskData)), Written: deskData, Source: &repo.ChunkSource{Machine: "desk", Generation: gen}}, nil
 	})
 	a, err := New(e.repo, e.opts)
 	if err != nil {
@@ -64,7 +79,10 @@ func TestPulledRangeEndsWhereTheWriteEnded(t *testing.T) {
 			ref = &h
 		}
 	}
-	if ref == nil || ref.Ref.Machine != "desk" || ref.End != int64(len(deskData)) {
+	switch {
+	case rewrite && ref != nil:
+		t.Fatalf("reference chunk %+v to bytes the file no longer holds", ref)
+	case !rewrite && (ref == nil || ref.Ref.Machine != "desk" || ref.End != int64(len(deskData))):
 		t.Fatalf("reference chunk %+v: want one to desk's bytes, ending at %d", ref, len(deskData))
 	}
 }

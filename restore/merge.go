@@ -247,9 +247,10 @@ func splitLines(b []byte) []string {
 
 // merger writes what combine decided.
 type merger struct {
-	agentDir string
-	dryRun   bool
-	now      func() time.Time
+	agentDir    string
+	dryRun      bool
+	keepWritten bool
+	now         func() time.Time
 }
 
 // fileWrite is one planned write.
@@ -310,6 +311,9 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	}
 
 	res.Size = int64(len(sw.out.data))
+	if m.keepWritten {
+		res.Written = sw.out.data
+	}
 	switch sw.out.action {
 	case Appended:
 		res.Bytes = int64(len(sw.out.data) - len(sw.local))

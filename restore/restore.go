@@ -52,6 +52,10 @@ type Options struct {
 	// Catalogs, when not nil, are used instead of reading them from the
 	// remote (sync reads them once per pull for all its sessions).
 	Catalogs []repo.Catalog
+	// KeepWritten keeps in each Result the session file's bytes as written
+	// (Written): sync records what it pulled from them, not from the file,
+	// which omp may change the moment it appears.
+	KeepWritten bool
 	// Progress, when set, is called after each session.
 	Progress func(Progress)
 	Logger   *slog.Logger
@@ -124,6 +128,8 @@ type Result struct {
 	// what it would be): the written bytes end there, whatever omp appends
 	// after.
 	Size int64 `json:"size"`
+	// Written is the session file's content as written (with KeepWritten).
+	Written []byte `json:"-"`
 	// Backup is the pre-merge local file, relative to the agent dir.
 	Backup string `json:"backup,omitempty"`
 	// Machines are the copies used.
@@ -269,7 +275,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Machines = append(res.Machines, c.machine)
 	}
 	res.Notes = append(res.Notes, f.notes...)
-	m := &merger{agentDir: opts.AgentDir, dryRun: opts.DryRun, now: opts.Now}
+	m := &merger{agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, now: opts.Now}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		if res.Action == "" {
 			res.Action = Failed

@@ -215,7 +215,7 @@ type restoreMerger struct {
 
 func (m restoreMerger) Merge(ctx context.Context, cats []repo.Catalog, machine, id string) (agent.Merged, error) {
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Machine: machine, Catalogs: cats, Logger: m.log,
+		AgentDir: m.agentDir, Machine: machine, Catalogs: cats, Logger: m.log, KeepWritten: true,
 	})
 	if err != nil {
 		return agent.Merged{}, err
@@ -224,7 +224,7 @@ func (m restoreMerger) Merge(ctx context.Context, cats []repo.Catalog, machine, 
 		return agent.Merged{}, fmt.Errorf("restore of %s gave %d results", id, len(rep.Results))
 	}
 	res := rep.Results[0]
-	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Size: res.Size, Backup: res.Backup, Problem: res.Error}
+	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Written: res.Written, Backup: res.Backup, Problem: res.Error}
 	if len(res.Sources) == 1 {
 		out.Source = &repo.ChunkSource{Machine: res.Sources[0].Machine, Generation: res.Sources[0].Generation}
 	}
