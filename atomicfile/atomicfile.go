@@ -3,7 +3,9 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,10 +16,17 @@ type Options struct {
 	Perm os.FileMode
 	// Mtime, when not zero, is set on the file before it is renamed into place.
 	Mtime time.Time
+	// Exclusive fails with fs.ErrExist when name exists, also when it
+	// appears while the file is written (a hard link, not a rename, puts it
+	// in place): nothing is ever replaced.
+	Exclusive bool
+	// NoDirSync leaves syncing the folder to the caller (SyncDir), who
+	// writes many files into it and syncs it once.
+	NoDirSync bool
 }
 
 // Write writes a hidden temp file beside name, syncs it, renames it over name
-// and syncs the folder.
+// (or links it, with Exclusive) and syncs the folder.
 func Write(name string, data []byte, opts Options) error {
 	dir := filepath.Dir(name)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".*.tmp")
@@ -49,10 +58,34 @@ func Write(name string, data []byte, opts Options) error {
 			return fmt.Errorf("set mtime: %w", err)
 		}
 	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return fmt.Errorf("rename into %s: %w", name, err)
+	if opts.Exclusive {
+		err = place(tmp.Name(), name)
+	} else if err = os.Rename(tmp.Name(), name); err != nil {
+		err = fmt.Errorf("rename into %s: %w", name, err)
+	}
+	if err != nil || opts.NoDirSync {
+		return err
 	}
 	return SyncDir(dir)
+}
+
+// place puts tmp at name unless something is there.
+func place(tmp, name string) error {
+	err := os.Link(tmp, name)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists: %w", name, fs.ErrExist)
+	}
+	// A file system without hard links: check, then rename.
+	if _, err := os.Lstat(name); err == nil {
+		return fmt.Errorf("%s exists: %w", name, fs.ErrExist)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		return fmt.Errorf("rename into %s: %w", name, err)
+	}
+	return nil
 }
 
 // SyncDir makes a folder's entries durable.

@@ -250,7 +250,10 @@ type merger struct {
 	agentDir    string
 	dryRun      bool
 	keepWritten bool
-	now         func() time.Time
+	// deferSync, when set, takes over syncing the folder of a new session
+	// file.
+	deferSync func(dir string)
+	now       func() time.Time
 }
 
 // fileWrite is one planned write.
@@ -348,12 +351,12 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		}
 	}
 	for _, w := range arts {
-		if _, err := m.write(w); err != nil {
+		if _, err := m.write(w, nil); err != nil {
 			res.Action = Failed
 			return err
 		}
 	}
-	backup, err := m.write(sw)
+	backup, err := m.write(sw, m.deferSync)
 	if err != nil {
 		res.Action = Failed
 		return err
@@ -418,8 +421,10 @@ func filepathSplit(rel string) (dir, base string) {
 	return rel[:i+1], rel[i+1:]
 }
 
-// write carries out one planned write and returns the backup it made.
-func (m *merger) write(w fileWrite) (backup string, err error) {
+// write carries out one planned write and returns the backup it made. A
+// file it creates is durable once its folder is synced: by write, or, when
+// deferSync is set, by whoever deferSync tells.
+func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, err error) {
 	p := abs(m.agentDir, w.rel)
 	switch w.out.action {
 	case Unchanged:
@@ -428,8 +433,11 @@ func (m *merger) write(w fileWrite) (backup string, err error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return "", fmt.Errorf("create folder: %w", err)
 		}
-		if err := createNew(p, w.out.data, w.mtime); err != nil {
+		if err := createNew(p, w.out.data, w.mtime, deferSync != nil); err != nil {
 			return "", err
+		}
+		if deferSync != nil {
+			deferSync(filepath.Dir(p))
 		}
 		return "", nil
 	case Retitled:
@@ -442,7 +450,7 @@ func (m *merger) write(w fileWrite) (backup string, err error) {
 	case Merged:
 		backup = m.backupName(w.rel)
 		for i := 2; ; i++ {
-			err := createNew(abs(m.agentDir, backup), w.local, w.before.ModTime())
+			err := createNew(abs(m.agentDir, backup), w.local, w.before.ModTime(), false)
 			if err == nil {
 				break
 			}
@@ -458,47 +466,14 @@ func (m *merger) write(w fileWrite) (backup string, err error) {
 
 // createNew writes a new file (mode 0600) through a temp file and a hard
 // link, which fails if anything appeared at p meanwhile: a restore never
-// replaces a file it did not read.
-func createNew(p string, data []byte, mtime time.Time) error {
-	dir := filepath.Dir(p)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("create temp file: %w", err)
+// replaces a file it did not read. With noDirSync the caller syncs the
+// folder.
+func createNew(p string, data []byte, mtime time.Time, noDirSync bool) error {
+	err := atomicfile.Write(p, data, atomicfile.Options{Perm: 0o600, Mtime: mtime, Exclusive: true, NoDirSync: noDirSync})
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if !mtime.IsZero() {
-		if err := os.Chtimes(tmp.Name(), mtime, mtime); err != nil {
-			return fmt.Errorf("set mtime: %w", err)
-		}
-	}
-	if err := os.Link(tmp.Name(), p); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
-		}
-		// A file system without hard links: check, then rename.
-		if _, serr := os.Lstat(p); serr == nil {
-			return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
-		}
-		if err := os.Rename(tmp.Name(), p); err != nil {
-			return fmt.Errorf("rename into %s: %w", p, err)
-		}
-	}
-	return atomicfile.SyncDir(dir)
+	return err
 }
 
 // changed reports whether the file at p is no longer the one read as before.
@@ -566,7 +541,7 @@ func writeBlob(agentDir, name string, data []byte) (bool, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return false, fmt.Errorf("create blobs folder: %w", err)
 	}
-	err := createNew(p, data, time.Time{})
+	err := createNew(p, data, time.Time{}, false)
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil // another session's restore wrote it: same bytes
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -220,6 +221,10 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	}
 	var mu sync.Mutex
 	prog := Progress{SessionsTotal: len(targets), BytesTotal: total}
+	// New session files are made durable by one sync of their folder at
+	// the end, not one per file (a thousand sessions sit in a few folders).
+	// Blobs and artifacts are synced before the session that needs them.
+	unsynced := map[string][]int{}
 	eachTarget(ctx, r, targets, len(p.sessions), opts, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
 			mu.Lock()
@@ -227,7 +232,11 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 			rep.Results[i] = Result{ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
-		res := restoreOne(ctx, r, t, local.find(t.id), opts, listed)
+		res := restoreOne(ctx, r, t, local.find(t.id), opts, listed, func(dir string) {
+			mu.Lock()
+			defer mu.Unlock()
+			unsynced[dir] = append(unsynced[dir], i)
+		})
 		if res.Error != "" {
 			opts.Logger.Warn("session not restored", "session", t.id, "action", res.Action, "err", res.Error)
 		}
@@ -240,6 +249,13 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 			opts.Progress(prog)
 		}
 	})
+	for dir, idx := range unsynced {
+		if err := atomicfile.SyncDir(dir); err != nil {
+			for _, i := range idx {
+				rep.Results[i].Action, rep.Results[i].Error = Failed, err.Error()
+			}
+		}
+	}
 	if opts.All && ctx.Err() == nil {
 		n, err := restoreAllBlobs(ctx, r, opts)
 		rep.Blobs = n
@@ -251,7 +267,9 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 }
 
 // restoreOne fetches, verifies and merges one session.
-func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, listed *repo.SessionObjects) Result {
+// A session file it creates is durable once the folder passed to
+// deferSync is synced.
+func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, listed *repo.SessionObjects, deferSync func(dir string)) Result {
 	res := Result{ID: t.id, DryRun: opts.DryRun}
 	dest, err := t.destination(localRel, opts.PathMap)
 	if err != nil {
@@ -275,7 +293,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Machines = append(res.Machines, c.machine)
 	}
 	res.Notes = append(res.Notes, f.notes...)
-	m := &merger{agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, now: opts.Now}
+	m := &merger{agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, deferSync: deferSync, now: opts.Now}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		if res.Action == "" {
 			res.Action = Failed
