@@ -85,7 +85,7 @@ func (s *State) persist(dir string) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for key := range s.changed.streams {
-		rec := journalRecord{Key: key, State: s.Streams[key], Gone: s.Streams[key] == nil}
+		rec := journalRecord{Key: key, State: s.Streams[key].onDisk(), Gone: s.Streams[key] == nil}
 		if err := enc.Encode(rec); err != nil {
 			return err
 		}
@@ -146,6 +146,7 @@ func (s *State) replay(dir string) error {
 		case rec.Key != "" && rec.Gone:
 			delete(s.Streams, rec.Key)
 		case rec.Key != "" && rec.State != nil && rec.Key == streamKey(rec.State.SessionID, rec.State.Stream):
+			rec.State.fromDisk()
 			s.Streams[rec.Key] = rec.State
 		default:
 			return nil // not a record this version writes: stop here

@@ -80,25 +80,25 @@ type FileState struct {
 	HeadUnconfirmed bool `json:"head_unconfirmed,omitempty"`
 }
 
-// MarshalJSON records the paths so that bytes that are not UTF-8 survive
-// (repo.EncodePath); JSON would replace them with U+FFFD.
-func (f FileState) MarshalJSON() ([]byte, error) {
-	type plain FileState
-	p := plain(f)
-	p.Path, p.MetaPath = repo.EncodePath(f.Path), repo.EncodePath(f.MetaPath)
-	return json.Marshal(p)
+// onDisk is f as the state file records it: paths whose bytes are not
+// UTF-8, which JSON would replace with U+FFFD, escaped (repo.EncodePath). f
+// itself when nothing needs escaping, as nearly always.
+func (f *FileState) onDisk() *FileState {
+	if f == nil {
+		return nil
+	}
+	p, m := repo.EncodePath(f.Path), repo.EncodePath(f.MetaPath)
+	if p == f.Path && m == f.MetaPath {
+		return f
+	}
+	c := *f
+	c.Path, c.MetaPath = p, m
+	return &c
 }
 
-// UnmarshalJSON reverses MarshalJSON.
-func (f *FileState) UnmarshalJSON(b []byte) error {
-	type plain FileState
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	*f = FileState(p)
-	f.Path, f.MetaPath = repo.DecodePath(p.Path), repo.DecodePath(p.MetaPath)
-	return nil
+// fromDisk reverses onDisk.
+func (f *FileState) fromDisk() {
+	f.Path, f.MetaPath = repo.DecodePath(f.Path), repo.DecodePath(f.MetaPath)
 }
 
 // PulledRange is a range of the local file that came from another machine.
@@ -224,6 +224,7 @@ func LoadState(dir string) (*State, error) {
 		if f == nil || k != streamKey(f.SessionID, f.Stream) {
 			return nil, fmt.Errorf("state file %s is damaged: entry %q", filepath.Join(dir, stateFile), k)
 		}
+		f.fromDisk()
 	}
 	s.snapshotBytes = int64(len(b))
 	if err := s.replay(dir); err != nil {
@@ -232,12 +233,31 @@ func LoadState(dir string) (*State, error) {
 	return &s, nil
 }
 
+// marshal renders s as the state file records it: with its streams'
+// paths escaped where they need it (FileState.onDisk).
+func (s *State) marshal() ([]byte, error) {
+	streams := s.Streams
+	for _, f := range s.Streams {
+		if f.onDisk() != f {
+			streams = make(map[string]*FileState, len(s.Streams))
+			for k, f := range s.Streams {
+				streams[k] = f.onDisk()
+			}
+			break
+		}
+	}
+	return json.Marshal(struct {
+		*State
+		Streams map[string]*FileState `json:"streams"`
+	}{s, streams})
+}
+
 // save writes the whole state atomically (a crash leaves the old or the new
 // file), then empties the journal it replaces.
 func (s *State) save(dir string) error {
 	old := s.JournalSeq
 	s.JournalSeq++
-	b, err := json.Marshal(s)
+	b, err := s.marshal()
 	if err != nil {
 		s.JournalSeq = old
 		return err
