@@ -118,21 +118,27 @@ func entryProblem(e CatalogEntry) string {
 // stored catalog (sorted by id, as EncodeCatalog writes it), for writing
 // recent objects against it.
 type CatalogIndex struct {
-	entries map[string]CatalogEntry
-	pos     map[string]int
+	entries map[string]indexedEntry // one map: an agent holds this for every session
+}
+
+type indexedEntry struct {
+	CatalogEntry
+	pos int
 }
 
 // IndexCatalog indexes the sessions of a catalog as EncodeCatalog stores them.
 func IndexCatalog(sessions []CatalogEntry) *CatalogIndex {
-	x := &CatalogIndex{entries: make(map[string]CatalogEntry, len(sessions)), pos: make(map[string]int, len(sessions))}
+	x := &CatalogIndex{entries: make(map[string]indexedEntry, len(sessions))}
 	ids := make([]string, 0, len(sessions))
 	for _, e := range sessions {
-		x.entries[e.ID] = e
+		x.entries[e.ID] = indexedEntry{CatalogEntry: e}
 		ids = append(ids, e.ID)
 	}
 	sort.Strings(ids)
 	for i, id := range ids {
-		x.pos[id] = i
+		e := x.entries[id]
+		e.pos = i
+		x.entries[id] = e
 	}
 	return x
 }
@@ -143,7 +149,7 @@ func (x *CatalogIndex) Get(id string) (CatalogEntry, bool) {
 		return CatalogEntry{}, false
 	}
 	e, ok := x.entries[id]
-	return e, ok
+	return e.CatalogEntry, ok
 }
 
 // Len is how many sessions the catalog lists.
@@ -187,10 +193,14 @@ type recentObject struct {
 func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
 	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base}
 	for _, e := range recent.Sessions {
-		b, inBase := base.Get(e.ID)
+		var b indexedEntry
+		inBase := false
+		if base != nil {
+			b, inBase = base.entries[e.ID]
+		}
 		p := entryPatch{ID: e.ID}
 		if inBase {
-			n := base.pos[e.ID]
+			n := b.pos
 			p.ID, p.N = "", &n
 		}
 		diff := func(changed bool) bool { return !inBase || changed }
