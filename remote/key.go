@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"unicode/utf8"
@@ -68,6 +69,18 @@ func validateChars(s string) error {
 		case c == '\\':
 			return errors.New("key contains a backslash")
 		}
+	}
+	return nil
+}
+
+// CheckOp is what every driver checks before an operation on key: that ctx
+// is live and key valid (ValidateKey), as a *Error naming op and key.
+func CheckOp(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: op, Key: key, Err: err}
+	}
+	if err := ValidateKey(key); err != nil {
+		return &Error{Op: op, Key: key, Err: err}
 	}
 	return nil
 }

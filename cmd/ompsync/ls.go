@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
 
@@ -29,14 +28,7 @@ many sessions there are.`,
 		Example: `  ompsync ls
   ompsync ls --machine laptop --json | jq -r .id`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if machine != "" && !repo.ValidMachine(machine) {
-				return usagef(cmd, "--machine %q is not a machine name", machine)
-			}
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			r, err := readRepo(cmd.Context(), cfg)
+			_, r, err := a.readRemote(cmd, machine)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/spf13/cobra"
 
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/crypt"
@@ -54,6 +55,23 @@ func newCodec(ctx context.Context, client remote.Client, e config.Encryption) (r
 		return nil, fmt.Errorf("encryption: %w", err)
 	}
 	return c, nil
+}
+
+// readRemote is how ls, verify and restore start: check --machine, load
+// the configuration, open the remote for reading.
+func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *repo.Repo, error) {
+	if machine != "" && !repo.ValidMachine(machine) {
+		return nil, nil, usagef(cmd, "--machine %q is not a machine name", machine)
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := readRepo(cmd.Context(), cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, r, nil
 }
 
 // readRepo opens the configured remote for reading and checks that it is a

@@ -110,9 +110,6 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
 		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
 	}
-	if f.machine != "" && !repo.ValidMachine(f.machine) {
-		return usagef(cmd, "--machine %q is not a machine name", f.machine)
-	}
 	if f.generation != "" && !repo.ValidGeneration(f.generation) {
 		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
 	}
@@ -123,7 +120,7 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		}
 		opts.PathMap = append(opts.PathMap, m)
 	}
-	cfg, err := a.config()
+	cfg, r, err := a.readRemote(cmd, f.machine)
 	if err != nil {
 		return err
 	}
@@ -132,10 +129,6 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		if opts.AgentDir, err = filepath.Abs(f.to); err != nil {
 			return err
 		}
-	}
-	r, err := readRepo(cmd.Context(), cfg)
-	if err != nil {
-		return err
 	}
 	a.restoreMemory()
 	bar := newProgressBar(a.stderr, !f.asJSON)

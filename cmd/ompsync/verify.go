@@ -30,14 +30,7 @@ Exit status 1 when anything on the remote is damaged or missing.`,
   ompsync verify 01a113d2 --json`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if machine != "" && !repo.ValidMachine(machine) {
-				return usagef(cmd, "--machine %q is not a machine name", machine)
-			}
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			r, err := readRepo(cmd.Context(), cfg)
+			cfg, r, err := a.readRemote(cmd, machine)
 			if err != nil {
 				return err
 			}

@@ -56,11 +56,8 @@ func (c *Client) Root() string { return c.root }
 
 // check validates key and ctx before an operation.
 func (c *Client) check(ctx context.Context, op, key string) error {
-	if err := ctx.Err(); err != nil {
-		return &remote.Error{Op: op, Key: key, Err: err}
-	}
-	if err := remote.ValidateKey(key); err != nil {
-		return &remote.Error{Op: op, Key: key, Err: err}
+	if err := remote.CheckOp(ctx, op, key); err != nil {
+		return err
 	}
 	for seg := range strings.SplitSeq(key, "/") {
 		if strings.HasPrefix(seg, tmpPrefix) {

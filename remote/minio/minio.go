@@ -98,19 +98,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return &Client{core: core, bucket: cfg.Bucket, prefix: prefix}, nil
 }
 
-func (c *Client) check(ctx context.Context, op, key string) error {
-	if err := ctx.Err(); err != nil {
-		return &remote.Error{Op: op, Key: key, Err: err}
-	}
-	if err := remote.ValidateKey(key); err != nil {
-		return &remote.Error{Op: op, Key: key, Err: err}
-	}
-	return nil
-}
-
 // Put uploads data in one request with its Content-MD5 and SHA-256.
 func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
-	if err := c.check(ctx, "put", key); err != nil {
+	if err := remote.CheckOp(ctx, "put", key); err != nil {
 		return err
 	}
 	md := md5.Sum(data)
@@ -131,7 +121,7 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 
 // Get opens a byte range of key. Reading past the end yields no bytes.
 func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if err := c.check(ctx, "get", key); err != nil {
+	if err := remote.CheckOp(ctx, "get", key); err != nil {
 		return nil, err
 	}
 	if rc, err := remote.CheckGetRange(ctx, c, key, offset, length); rc != nil || err != nil {
@@ -154,7 +144,7 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 
 // Stat returns key's size and modification time.
 func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error) {
-	if err := c.check(ctx, "stat", key); err != nil {
+	if err := remote.CheckOp(ctx, "stat", key); err != nil {
 		return remote.ObjectInfo{}, err
 	}
 	oi, err := c.core.StatObject(ctx, c.bucket, c.prefix+key, mc.StatObjectOptions{})
@@ -166,7 +156,7 @@ func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error
 
 // Delete removes key; a missing key is not an error.
 func (c *Client) Delete(ctx context.Context, key string) error {
-	if err := c.check(ctx, "delete", key); err != nil {
+	if err := remote.CheckOp(ctx, "delete", key); err != nil {
 		return err
 	}
 	if err := c.core.RemoveObject(ctx, c.bucket, c.prefix+key, mc.RemoveObjectOptions{}); err != nil {

@@ -113,19 +113,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix}, nil
 }
 
-func (c *Client) check(ctx context.Context, op, key string) error {
-	if err := ctx.Err(); err != nil {
-		return &remote.Error{Op: op, Key: key, Err: err}
-	}
-	if err := remote.ValidateKey(key); err != nil {
-		return &remote.Error{Op: op, Key: key, Err: err}
-	}
-	return nil
-}
-
 // Put uploads data in one request with its Content-MD5.
 func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
-	if err := c.check(ctx, "put", key); err != nil {
+	if err := remote.CheckOp(ctx, "put", key); err != nil {
 		return err
 	}
 	sum := md5.Sum(data)
@@ -147,7 +137,7 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 
 // Get opens a byte range of key. Reading past the end yields no bytes.
 func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if err := c.check(ctx, "get", key); err != nil {
+	if err := remote.CheckOp(ctx, "get", key); err != nil {
 		return nil, err
 	}
 	if rc, err := remote.CheckGetRange(ctx, c, key, offset, length); rc != nil || err != nil {
@@ -170,7 +160,7 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 
 // Stat returns key's size and modification time.
 func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error) {
-	if err := c.check(ctx, "stat", key); err != nil {
+	if err := remote.CheckOp(ctx, "stat", key); err != nil {
 		return remote.ObjectInfo{}, err
 	}
 	out, err := c.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)})
@@ -182,7 +172,7 @@ func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error
 
 // Delete removes key; a missing key is not an error.
 func (c *Client) Delete(ctx context.Context, key string) error {
-	if err := c.check(ctx, "delete", key); err != nil {
+	if err := remote.CheckOp(ctx, "delete", key); err != nil {
 		return err
 	}
 	_, err := c.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)})
