@@ -105,10 +105,14 @@ func (s *State) persist(dir string) error {
 		return fmt.Errorf("open state journal: %w", err)
 	}
 	if _, err := f.Write(buf.Bytes()); err != nil {
+		// Part of it may be written (a full disk): appending after it would
+		// hide what follows from the next load, so write the state whole.
+		s.changed.all = true
 		f.Close()
 		return fmt.Errorf("write state journal: %w", err)
 	}
 	if err := f.Sync(); err != nil {
+		s.changed.all = true
 		f.Close()
 		return fmt.Errorf("sync state journal: %w", err)
 	}
@@ -136,6 +140,9 @@ func (s *State) replay(dir string) error {
 	for sc.Scan() {
 		var rec journalRecord
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			// A torn line: what is appended after it would never be
+			// read, so the next persist writes the whole state instead.
+			s.changed.all = true
 			break
 		}
 		switch {
@@ -149,6 +156,7 @@ func (s *State) replay(dir string) error {
 			rec.State.fromDisk()
 			s.Streams[rec.Key] = rec.State
 		default:
+			s.changed.all = true
 			return nil // not a record this version writes: stop here
 		}
 	}

@@ -72,3 +72,44 @@ func TestStateJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// After a crash tore the journal's last line, the next changes are not
+// appended after the torn line, where the next load would never read them.
+func TestStateJournalAfterTornLine(t *testing.T) {
+	dir := t.TempDir()
+	s := newState("m")
+	a := &FileState{SessionID: "a", Stream: "session", Path: "sessions/-x/a.jsonl", Offset: 10}
+	s.Streams[streamKey("a", "session")] = a
+	if err := s.save(dir); err != nil {
+		t.Fatal(err)
+	}
+	a.Offset = 11
+	s.touch(a)
+	if err := s.persist(dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(journalPath(dir, s.JournalSeq), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"k":"a/session","s":{"session_id":"a","str`) // ENOSPC or SIGKILL mid-write
+	f.Close()
+
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ga := got.Streams[streamKey("a", "session")]
+	ga.Offset = 12
+	got.touch(ga)
+	if err := got.persist(dir); err != nil {
+		t.Fatal(err)
+	}
+	again, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off := again.Streams[streamKey("a", "session")].Offset; off != 12 {
+		t.Fatalf("offset after reload %d, want 12: the change was lost behind the torn line", off)
+	}
+}

@@ -57,7 +57,17 @@ func newMachine(t *testing.T, i int, name, client, endpoint, bucket string, srv 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
+	t.Cleanup(func() {
+		f.Close()
+		if t.Failed() {
+			// The agents' debug logs outlive a failed run, to be read
+			// with its seed.
+			keep := filepath.Join(os.TempDir(), "ompsync-chaos-"+filepath.Base(home)+"-"+name+".log")
+			if b, err := os.ReadFile(f.Name()); err == nil && os.WriteFile(keep, b, 0o600) == nil {
+				t.Logf("%s: agent logs kept in %s", name, keep)
+			}
+		}
+	})
 	m.log = &lockedFile{f: f}
 	m.env = []string{
 		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
@@ -65,6 +75,7 @@ func newMachine(t *testing.T, i int, name, client, endpoint, bucket string, srv 
 		"OMPSYNC_REMOTE=s3://" + bucket, "OMPSYNC_MACHINE=" + name,
 		"OMPSYNC_S3_CLIENT=" + client, "OMPSYNC_S3_ENDPOINT=" + endpoint, "OMPSYNC_S3_PATH_STYLE=true",
 		"OMPSYNC_S3_ACCESS_KEY_ID=" + srv.AccessKey, "OMPSYNC_S3_SECRET_ACCESS_KEY=" + srv.SecretKey,
+		"OMPSYNC_LOG_LEVEL=debug",
 	}
 	if v, ok := os.LookupEnv("AWS_CA_BUNDLE"); ok {
 		m.env = append(m.env, "AWS_CA_BUNDLE="+v)
