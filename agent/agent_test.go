@@ -632,3 +632,42 @@ func TestLostObjectFileChangedSince(t *testing.T) {
 		}
 	}
 }
+
+// The agent is killed (or its disk is full) after uploading and before
+// saving its state, with the file rewritten meanwhile: the next run starts
+// from an older state. It must not continue the old generation beside
+// bytes it no longer knows of, nor leave the newer generation, which
+// readers take, short.
+func TestStaleStateAfterUnsavedUploads(t *testing.T) {
+	c := newFileClient(t)
+	e := newEnv(t, c)
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.once()
+	saved := t.TempDir()
+	if err := os.CopyFS(saved, os.DirFS(e.stateDir)); err != nil {
+		t.Fatal(err)
+	}
+	// A run the state forgets: an append, then a rewrite that keeps the
+	// bytes the old state knew and changes the appended line.
+	e.appendTo(ompRel, entryLine("abcd0001", "", "first version"))
+	e.once()
+	data := e.read(ompRel)
+	rewritten := append(data[:len(corpus(t, ompFile))], entryLine("abcd0001", "", "second version, longer")...)
+	e.writeRename(ompRel, rewritten)
+	e.once()
+	if err := os.RemoveAll(e.stateDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(e.stateDir, os.DirFS(saved)); err != nil {
+		t.Fatal(err)
+	}
+	e.appendTo(ompRel, entryLine("abcd0002", "abcd0001", "after the restart"))
+	e.once()
+	e.assertRemoteEquals(ompRel, ompID)
+	s := repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}
+	for _, g := range e.generations(ompID, repo.SessionStream) {
+		if _, err := e.repo.ReadGeneration(t.Context(), s, g, 1<<30); err != nil {
+			t.Errorf("generation %s: %v", g.Name, err)
+		}
+	}
+}

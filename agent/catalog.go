@@ -38,6 +38,38 @@ func (a *Agent) seedFromCatalog(c repo.Catalog) {
 	}
 }
 
+// checkStale runs before the first upload of a stream the state was loaded
+// with. The previous run may have uploaded past what it saved (killed, or
+// its disk full, in between) and even started a newer generation:
+// continuing from the state could put other bytes beside those already
+// there, or leave the newer generation, which readers take, short. When
+// the remote's newest generation is not exactly what the state says, the
+// file is matched against it as after a lost state (adoptSource). One LIST
+// per stream that changes after a start; none for the others.
+func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) error {
+	invs, err := a.repo.Inventory(ctx, fst.SessionID, a.opts.Machine)
+	if err != nil {
+		return fmt.Errorf("check the remote copy of %s: %w", fst.Path, err)
+	}
+	fst.stale = false
+	for _, inv := range invs {
+		if inv.Stream.Name != fst.Stream {
+			continue
+		}
+		g := inv.Newest()
+		if g == nil {
+			return nil
+		}
+		if _, covered := repo.Cover(g.Chunks); g.Name == fst.Generation && covered == fst.Offset {
+			return nil
+		}
+		a.log.Info("the remote copy is ahead of the saved state; matching the file against it", "path", fst.Path, "generation", fst.Generation, "offset", fst.Offset)
+		a.adoptSource(ctx, fst, src)
+		return nil
+	}
+	return nil
+}
+
 // adopt matches a stream the state lost against the remote; see adoptSource.
 func (a *Agent) adopt(ctx context.Context, fst *FileState) {
 	f, err := os.Open(a.abs(fst.Path))

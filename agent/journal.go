@@ -154,6 +154,7 @@ func (s *State) replay(dir string) error {
 			delete(s.Streams, rec.Key)
 		case rec.Key != "" && rec.State != nil && rec.Key == streamKey(rec.State.SessionID, rec.State.Stream):
 			rec.State.fromDisk()
+			rec.State.stale = true
 			s.Streams[rec.Key] = rec.State
 		default:
 			s.changed.all = true

@@ -78,6 +78,10 @@ type FileState struct {
 	IdleCompacted bool `json:"idle_compacted,omitempty"`
 	// HeadUnconfirmed: a head object was put and no LIST has shown it yet.
 	HeadUnconfirmed bool `json:"head_unconfirmed,omitempty"`
+
+	// stale: loaded from disk, and not yet checked against the remote,
+	// which may hold more than the state says (checkStale).
+	stale bool
 }
 
 // onDisk is f as the state file records it: paths whose bytes are not
@@ -225,6 +229,7 @@ func LoadState(dir string) (*State, error) {
 			return nil, fmt.Errorf("state file %s is damaged: entry %q", filepath.Join(dir, stateFile), k)
 		}
 		f.fromDisk()
+		f.stale = true
 	}
 	s.snapshotBytes = int64(len(b))
 	if err := s.replay(dir); err != nil {

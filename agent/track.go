@@ -90,6 +90,11 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 // new generation when bytes already uploaded have changed.
 func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inode uint64, mtime time.Time, settleAll, audit bool) (syncResult, error) {
 	var res syncResult
+	if fst.stale && fst.Generation != "" {
+		if err := a.checkStale(ctx, fst, src); err != nil {
+			return res, err
+		}
+	}
 	size := src.size()
 	reason := ""
 	switch {
