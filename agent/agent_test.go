@@ -625,12 +625,7 @@ func TestLostObjectFileChangedSince(t *testing.T) {
 	e.once() // the put is lost; the same pass's reconcile notices
 	e.once()
 	e.assertRemoteEquals(ompRel, ompID)
-	s := repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}
-	for _, g := range e.generations(ompID, repo.SessionStream) {
-		if _, err := e.repo.ReadGeneration(t.Context(), s, g, 1<<30); err != nil {
-			t.Errorf("generation %s: %v", g.Name, err)
-		}
-	}
+	e.assertGenerationsRead(ompID)
 }
 
 // The agent is killed (or its disk is full) after uploading and before
@@ -664,10 +659,5 @@ func TestStaleStateAfterUnsavedUploads(t *testing.T) {
 	e.appendTo(ompRel, entryLine("abcd0002", "abcd0001", "after the restart"))
 	e.once()
 	e.assertRemoteEquals(ompRel, ompID)
-	s := repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}
-	for _, g := range e.generations(ompID, repo.SessionStream) {
-		if _, err := e.repo.ReadGeneration(t.Context(), s, g, 1<<30); err != nil {
-			t.Errorf("generation %s: %v", g.Name, err)
-		}
-	}
+	e.assertGenerationsRead(ompID)
 }

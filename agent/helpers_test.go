@@ -175,6 +175,18 @@ func (e *env) assertRemoteEquals(rel, id string) {
 	}
 }
 
+// assertGenerationsRead checks that every generation of the session's
+// stream on this machine reassembles: none mixes bytes of two versions.
+func (e *env) assertGenerationsRead(id string) {
+	e.t.Helper()
+	s := repo.Stream{SessionID: id, Machine: e.machine, Name: repo.SessionStream}
+	for _, g := range e.generations(id, repo.SessionStream) {
+		if _, err := e.repo.ReadGeneration(context.Background(), s, g, 1<<30); err != nil {
+			e.t.Errorf("generation %s: %v", g.Name, err)
+		}
+	}
+}
+
 func firstDiff(a, b []byte) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
