@@ -661,3 +661,36 @@ func TestStaleStateAfterUnsavedUploads(t *testing.T) {
 	e.assertRemoteEquals(ompRel, ompID)
 	e.assertGenerationsRead(ompID)
 }
+
+// The remote cannot be listed when a stream loaded from the state is
+// checked before its first upload: the sync fails and is tried again, it
+// does not guess (no upload, no new generation); once the remote answers,
+// the same generation goes on.
+func TestStaleCheckWaitsForTheRemote(t *testing.T) {
+	c := newFileClient(t)
+	down := false
+	e := newEnv(t, junkLister{c, func(string) []remote.ObjectInfo {
+		if down {
+			return []remote.ObjectInfo{{Key: "\x00"}}
+		}
+		return nil
+	}})
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.once()
+	gen := e.generations(ompID, repo.SessionStream)[0].Name
+	e.appendTo(ompRel, entryLine("abcd0001", "", "after the restart"))
+	down = true
+	e.client.takePuts()
+	if err := e.tryOnce(); err == nil {
+		t.Fatal("a pass that could not check the remote copy succeeded")
+	}
+	if puts := chunkPuts(e.client.takePuts()); len(puts) > 0 {
+		t.Fatalf("uploaded %q without checking the remote copy", puts)
+	}
+	down = false
+	e.once()
+	e.assertRemoteEquals(ompRel, ompID)
+	if gens := e.generations(ompID, repo.SessionStream); len(gens) != 1 || gens[0].Name != gen {
+		t.Fatalf("generations %v, want only %s", gens, gen)
+	}
+}

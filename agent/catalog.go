@@ -64,7 +64,7 @@ func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) erro
 			return nil
 		}
 		a.log.Info("the remote copy is ahead of the saved state; matching the file against it", "path", fst.Path, "generation", fst.Generation, "offset", fst.Offset)
-		a.adoptSource(ctx, fst, src)
+		a.adoptFrom(ctx, fst, src, g)
 		return nil
 	}
 	return nil
@@ -87,21 +87,26 @@ func (a *Agent) adopt(ctx context.Context, fst *FileState) {
 // adoptSource continues the newest remote generation of fst when src still
 // starts with exactly its bytes; otherwise fst starts a new generation.
 func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
-	fst.Adopt = false
-	fresh := func() {
-		fst.Generation, fst.Offset, fst.HashState, fst.MetaPath = "", 0, nil, ""
-	}
 	invs, err := a.repo.Inventory(ctx, fst.SessionID, a.opts.Machine)
 	if err != nil {
 		a.log.Warn("cannot list the remote copy; uploading a new generation", "session", fst.SessionID, "err", err)
-		fresh()
-		return
 	}
 	var g *repo.Generation
 	for _, inv := range invs {
 		if inv.Stream.Name == fst.Stream {
 			g = inv.Newest()
 		}
+	}
+	a.adoptFrom(ctx, fst, src, g)
+}
+
+// adoptFrom continues generation g (the newest remote one, nil when there
+// is none) when src still starts with exactly its bytes; otherwise fst
+// starts a new generation.
+func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *repo.Generation) {
+	fst.Adopt = false
+	fresh := func() {
+		fst.Generation, fst.Offset, fst.HashState, fst.MetaPath = "", 0, nil, ""
 	}
 	if g == nil {
 		fresh()
@@ -182,9 +187,11 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		if !a.catBaseAt.IsZero() && !now.After(a.catBaseAt) {
 			c.Updated = a.catBaseAt.Add(time.Microsecond) // a new base, even on a coarse clock
 		}
-		if err := a.repo.PutCatalog(ctx, c); err != nil {
+		n, err := a.repo.PutCatalog(ctx, c)
+		if err != nil {
 			return fmt.Errorf("upload catalog: %w", err)
 		}
+		c.Encoded = n
 		a.setCatalogBase(c)
 		a.catalogStale, a.catConfirmedAt = false, time.Time{}
 		a.metrics.catalogUpdated()
@@ -207,7 +214,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 // objects are written over it from now on.
 func (a *Agent) setCatalogBase(c repo.Catalog) {
 	a.catBase, a.catBaseAt, a.catRecent = repo.IndexCatalog(c.Sessions), c.Updated, nil
-	a.catBaseBytes = len(repo.EncodeCatalog(c))
+	a.catBaseBytes = c.Encoded
 }
 
 // confirmCatalog checks, after a catalog put and once per audit interval,

@@ -412,7 +412,7 @@ func TestBrokenGenerationsUntouched(t *testing.T) {
 
 func putCatalog(t testing.TB, r *repo.Repo, machine string, entries ...repo.CatalogEntry) {
 	t.Helper()
-	if err := r.PutCatalog(context.Background(), repo.Catalog{Machine: machine, Sessions: entries}); err != nil {
+	if _, err := r.PutCatalog(context.Background(), repo.Catalog{Machine: machine, Sessions: entries}); err != nil {
 		t.Fatal(err)
 	}
 }

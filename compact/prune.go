@@ -237,7 +237,7 @@ func DropSessions(ctx context.Context, r *repo.Repo, machine string, ids []strin
 		}
 	}
 	cat.Sessions, cat.Updated = kept, now.UTC()
-	if err := r.PutCatalog(ctx, cat); err != nil {
+	if _, err := r.PutCatalog(ctx, cat); err != nil {
 		return fmt.Errorf("update catalog of %s: %w", machine, err)
 	}
 	return nil

@@ -29,6 +29,9 @@ type Catalog struct {
 	// Refused says which entries DecodeCatalog dropped as unsafe; the
 	// others are usable.
 	Refused []string `json:"-"`
+	// Encoded is the size of the catalog as stored (plaintext), when it
+	// was read from or written to the remote.
+	Encoded int `json:"-"`
 }
 
 // CatalogEntry is one session as its machine last saw it.
@@ -73,6 +76,7 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	if err := checkCatalogHeader("catalog", c.V, c.Machine); err != nil {
 		return Catalog{}, err
 	}
+	c.Encoded = len(b)
 	kept := c.Sessions[:0]
 	for _, e := range c.Sessions {
 		e.Path = DecodePath(e.Path)

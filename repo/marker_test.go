@@ -95,7 +95,7 @@ func writeSession(t *testing.T, r *repo.Repo, chunks int) []byte {
 	}
 	cat := repo.Catalog{Machine: "laptop", Sessions: []repo.CatalogEntry{{ID: stream.SessionID, Path: meta.Path, Title: secret,
 		Generation: gen, Size: int64(len(data)), State: repo.StatePresent}}}
-	if err := r.PutCatalog(ctx, cat); err != nil {
+	if _, err := r.PutCatalog(ctx, cat); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.PutBlob(ctx, repo.HashHex([]byte(secret)), []byte(secret)); err != nil {

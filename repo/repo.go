@@ -131,10 +131,12 @@ func (r *Repo) GetHead(ctx context.Context, s Stream, gen string) ([]byte, error
 	return r.getOpen(ctx, s.HeadKey(gen), MaxMetaSize)
 }
 
-// PutCatalog replaces a machine's catalog whole. c.Updated must be new: it
-// invalidates the machine's recent object.
-func (r *Repo) PutCatalog(ctx context.Context, c Catalog) error {
-	return r.putSealed(ctx, CatalogKey(c.Machine), EncodeCatalog(c))
+// PutCatalog replaces a machine's catalog whole and returns its size as
+// stored (plaintext). c.Updated must be new: it invalidates the machine's
+// recent object.
+func (r *Repo) PutCatalog(ctx context.Context, c Catalog) (int, error) {
+	b := EncodeCatalog(c)
+	return len(b), r.putSealed(ctx, CatalogKey(c.Machine), b)
 }
 
 // PutRecent replaces a machine's recent object: the entries that changed

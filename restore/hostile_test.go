@@ -47,7 +47,7 @@ func putSession(t *testing.T, r *repo.Repo, machine, id, rel string, data []byte
 
 func putCatalog(t *testing.T, r *repo.Repo, machine string, entries ...repo.CatalogEntry) {
 	t.Helper()
-	if err := r.PutCatalog(context.Background(), repo.Catalog{Machine: machine, Sessions: entries}); err != nil {
+	if _, err := r.PutCatalog(context.Background(), repo.Catalog{Machine: machine, Sessions: entries}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -204,15 +204,22 @@ func TestRestoreRefusesHostileRemote(t *testing.T) {
 			if !strings.Contains(res.Error, id) {
 				t.Errorf("error does not name the session: %q", res.Error)
 			}
-			var files []string
-			for p := range snapshot(t, to) {
-				files = append(files, p)
-			}
-			sort.Strings(files)
-			if want := "sessions sessions/-w " + goodRel; strings.Join(files, " ") != want {
-				t.Errorf("agent dir holds %q, want only %q", files, want)
-			}
+			holdsOnly(t, to, "sessions sessions/-w "+goodRel)
 		})
+	}
+}
+
+// holdsOnly checks that dir holds exactly the paths in want (sorted,
+// space-separated).
+func holdsOnly(t *testing.T, dir, want string) {
+	t.Helper()
+	var files []string
+	for p := range snapshot(t, dir) {
+		files = append(files, p)
+	}
+	sort.Strings(files)
+	if strings.Join(files, " ") != want {
+		t.Errorf("agent dir holds %q, want only %q", files, want)
 	}
 }
 
@@ -236,14 +243,7 @@ func TestHostileMetaPath(t *testing.T) {
 	if err != nil || !rep.OK() || rep.Results[0].Path != rel {
 		t.Fatalf("restore: %+v, %v", rep, err)
 	}
-	var files []string
-	for p := range snapshot(t, to) {
-		files = append(files, p)
-	}
-	sort.Strings(files)
-	if want := "sessions sessions/-w " + rel; strings.Join(files, " ") != want {
-		t.Errorf("agent dir holds %q, want only %q", files, want)
-	}
+	holdsOnly(t, to, "sessions sessions/-w "+rel)
 	checks, _, err := Verify(context.Background(), r, nil, Options{AgentDir: to})
 	if err != nil || len(checks) != 1 || checks[0].OK() || !strings.Contains(strings.Join(checks[0].Problems, " "), "unsafe path") {
 		t.Fatalf("verify: %+v, %v; want the unsafe meta path reported", checks, err)

@@ -313,7 +313,6 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		}
 	}
 
-	res.Size = int64(len(sw.out.data))
 	if m.keepWritten {
 		res.Written = sw.out.data
 	}

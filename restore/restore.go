@@ -125,10 +125,6 @@ type Result struct {
 	// Bytes is how much was (or, in a dry run, would be) written to the
 	// session file.
 	Bytes int64 `json:"bytes"`
-	// Size is the session file's size once written (or, in a dry run,
-	// what it would be): the written bytes end there, whatever omp appends
-	// after.
-	Size int64 `json:"size"`
 	// Written is the session file's content as written (with KeepWritten).
 	Written []byte `json:"-"`
 	// Backup is the pre-merge local file, relative to the agent dir.

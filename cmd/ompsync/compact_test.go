@@ -69,7 +69,7 @@ func TestCompactAndPruneCommands(t *testing.T) {
 	cur := repo.NewGeneration(time.Now().Add(-35 * 24 * time.Hour).UnixNano())
 	putGeneration(t, r, s, old, data[:1000], 3)
 	putGeneration(t, r, s, cur, data, 80)
-	if err := r.PutCatalog(ctx, repo.Catalog{Machine: "laptop", Sessions: []repo.CatalogEntry{
+	if _, err := r.PutCatalog(ctx, repo.Catalog{Machine: "laptop", Sessions: []repo.CatalogEntry{
 		{ID: id, Path: "sessions/-work/x_" + id + ".jsonl", Generation: cur, Size: int64(len(data)), State: repo.StatePresent},
 	}}); err != nil {
 		t.Fatal(err)
