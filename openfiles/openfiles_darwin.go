@@ -1,0 +1,65 @@
+package openfiles
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// scan asks lsof, which every macOS has, for every process's open files:
+// -F pn prints "p<pid>" and "n<name>" lines.
+func scan(self int, suffixes []string) (*Snapshot, error) {
+	out, err := exec.Command("lsof", "-w", "-n", "-P", "-F", "pn").Output()
+	// lsof exits 1 when some process could not be read; what it printed
+	// is still right.
+	if err != nil && len(out) == 0 {
+		return nil, err
+	}
+	s := &Snapshot{holders: map[fileID][]int{}, command: psCommand, Supported: true}
+	pid := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "p"):
+			pid, _ = strconv.Atoi(line[1:])
+		case strings.HasPrefix(line, "n") && pid != self && pid > 0:
+			name := line[1:]
+			if !strings.HasPrefix(name, "/") || !matches(name, suffixes) {
+				continue
+			}
+			if id, ok := statID(name); ok {
+				s.holders[id] = appendOnce(s.holders[id], pid)
+			}
+		}
+	}
+	return s, nil
+}
+
+func appendOnce(pids []int, pid int) []int {
+	for _, p := range pids {
+		if p == pid {
+			return pids
+		}
+	}
+	return append(pids, pid)
+}
+
+func statID(path string) (fileID, bool) {
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) != nil {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), st.Ino}, true
+}
+
+func psCommand(pid int) string {
+	out, err := exec.Command("ps", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
+	if err != nil {
+		return "(command unknown)"
+	}
+	return shortCommand(strings.Fields(string(out)))
+}
