@@ -129,6 +129,9 @@ type Agent struct {
 	blobsToConfirm int
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
+	// pullWaiting are the sessions whose pull waits for a process to
+	// release the file (said once at INFO).
+	pullWaiting map[string]bool
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
@@ -174,7 +177,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
-		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{},
+		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{},
 	}
 	a.interval.Store(int64(opts.Interval))
 	st, err := LoadState(opts.StateDir)

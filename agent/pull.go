@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"log/slog"
 	"strconv"
 
+	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
 )
@@ -17,7 +19,17 @@ import (
 // restore's merge rule. Package restore provides it; the command layer
 // wires it in, so the agent does not depend on restore.
 type Merger interface {
-	Merge(ctx context.Context, catalogs []repo.Catalog, machine, sessionID string) (Merged, error)
+	Merge(ctx context.Context, req MergeRequest) (Merged, error)
+}
+
+// MergeRequest names one machine's copy of a session to merge.
+type MergeRequest struct {
+	// Catalogs are every other machine's, read once per pull.
+	Catalogs           []repo.Catalog
+	Machine, SessionID string
+	// OpenFiles says which processes hold files open, scanned once per
+	// pull: a file omp holds is never changed.
+	OpenFiles *openfiles.Snapshot
 }
 
 // Merged is what a Merger did to one session.
@@ -33,7 +45,7 @@ type Merged struct {
 	// Source is the copy the bytes came from, for created and appended.
 	Source *repo.ChunkSource
 	Backup string
-	// Problem says why a refused or failed merge did not happen.
+	// Problem says why a refused, failed or live merge did not happen.
 	Problem string
 }
 
@@ -99,11 +111,18 @@ func (a *Agent) pull(ctx context.Context) error {
 			a.state.setSeen(key, sig)
 		}
 	}
+	if len(todo) == 0 {
+		return nil
+	}
+	open, err := openfiles.Scan(".jsonl")
+	if err != nil {
+		return fmt.Errorf("pull: cannot tell which processes hold session files open, so nothing is merged: %w", err)
+	}
 	for _, it := range todo {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		done, err := a.pullSession(ctx, cats, it.machine, it.entry)
+		done, err := a.pullSession(ctx, MergeRequest{Catalogs: cats, Machine: it.machine, SessionID: it.entry.ID, OpenFiles: open})
 		if err != nil {
 			a.log.Warn("pull: session not merged; will retry", "session", it.entry.ID, "machine", it.machine, "err", err)
 			continue
@@ -152,17 +171,30 @@ func (a *Agent) pullIncluded(e repo.CatalogEntry) bool {
 }
 
 // pullSession merges one machine's copy of a session into the local file.
-// It reports false when the file was busy (omp writing it) and the pull
-// must be tried again later.
-func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine string, e repo.CatalogEntry) (bool, error) {
-	res, err := a.opts.Merger.Merge(ctx, cats, machine, e.ID)
+// It reports false when the file was in use (omp holds it open or is
+// writing it) and the pull must be tried again once it is released.
+func (a *Agent) pullSession(ctx context.Context, req MergeRequest) (bool, error) {
+	machine, id := req.Machine, req.SessionID
+	res, err := a.opts.Merger.Merge(ctx, req)
 	if err != nil {
 		return false, err
 	}
-	switch res.Action {
-	case MergeLive:
-		a.log.Debug("pull: session in use; will merge when it settles", "session", e.ID)
+	if res.Action == MergeLive {
+		// Said once per session at INFO: a session open in omp for hours
+		// is normal, and the work waits safely on the remote.
+		lvl := slog.LevelDebug
+		if !a.pullWaiting[id] {
+			lvl = slog.LevelInfo
+			a.pullWaiting[id] = true
+		}
+		a.log.Log(ctx, lvl, "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
 		return false, nil
+	}
+	if a.pullWaiting[id] {
+		delete(a.pullWaiting, id)
+		a.log.Info("pull: session released; merging the work that waited", "session", id, "machine", machine)
+	}
+	switch res.Action {
 	case MergeRefused, MergeFailed:
 		return res.Action == MergeRefused, fmt.Errorf("%s: %s", res.Action, res.Problem)
 	case MergeUnchanged:
@@ -170,19 +202,19 @@ func (a *Agent) pullSession(ctx context.Context, cats []repo.Catalog, machine st
 	case MergeRetitled:
 		// Only the title slot changed; the next pass uploads it as this
 		// machine's head like any retitle.
-		a.log.Info("pull: took a newer title from another machine", "session", e.ID, "machine", machine)
+		a.log.Info("pull: took a newer title from another machine", "session", id, "machine", machine)
 		return true, nil
 	case MergeMerged:
-		a.log.Info("pull: merged work from another machine", "session", e.ID, "machine", machine, "backup", res.Backup)
+		a.log.Info("pull: merged work from another machine", "session", id, "machine", machine, "backup", res.Backup)
 		return true, nil
 	}
 	// Created or Appended: the new bytes are exactly that machine's; record
 	// them so the uploader stores a reference, not a second copy.
-	a.log.Info("pull: session updated from another machine", "session", e.ID, "machine", machine, "action", res.Action, "bytes", res.Bytes)
+	a.log.Info("pull: session updated from another machine", "session", id, "machine", machine, "action", res.Action, "bytes", res.Bytes)
 	if res.Source == nil {
 		return true, nil
 	}
-	return true, a.recordPulled(e.ID, res)
+	return true, a.recordPulled(id, res)
 }
 
 // recordPulled notes the range restore wrote as pulled from its source:

@@ -7,11 +7,9 @@ import (
 	"github.com/ompsync/ompsync/repo"
 )
 
-type mergerFunc func(ctx context.Context, cats []repo.Catalog, machine, id string) (Merged, error)
+type mergerFunc func(ctx context.Context, req MergeRequest) (Merged, error)
 
-func (f mergerFunc) Merge(ctx context.Context, cats []repo.Catalog, machine, id string) (Merged, error) {
-	return f(ctx, cats, machine, id)
-}
+func (f mergerFunc) Merge(ctx context.Context, req MergeRequest) (Merged, error) { return f(ctx, req) }
 
 // omp appends to a session the moment sync has created it, before the
 // agent records what it pulled: only what sync wrote is uploaded as a
@@ -39,7 +37,7 @@ func testPulledThenChanged(t *testing.T, rewrite bool) {
 
 	e := newEnv(t, c)
 	e.opts.Pull = true
-	e.opts.Merger = mergerFunc(func(ctx context.Context, cats []repo.Catalog, machine, id string) (Merged, error) {
+	e.opts.Merger = mergerFunc(func(ctx context.Context, req MergeRequest) (Merged, error) {
 		e.writeRename(ompRel, deskData) // as restore writes it
 		e.appendTo(ompRel, entryLine("0a0a0a0a", "", "omp, right after the pull"))
 		if rewrite {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
 )
@@ -181,20 +182,32 @@ func (idx localIndex) find(id string) string {
 	return ""
 }
 
-// liveReason says why omp may be writing the session file at rel right now:
-// its lock sidecar exists, or it changed within window. "" means idle.
-func liveReason(agentDir, rel string, now time.Time, window time.Duration) string {
+// liveReason says why the session file at rel must not be changed now: a
+// process holds it open (omp keeps its descriptor for as long as the session
+// is open and stops saving it once the file changes under it: nothing
+// overrides that), a lock sidecar exists, or it changed within window. ""
+// means idle.
+func liveReason(agentDir, rel string, now time.Time, window time.Duration, open *openfiles.Snapshot) (why string, held bool) {
 	p := abs(agentDir, rel)
-	lock := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".lock")
-	if _, err := os.Lstat(lock); err == nil {
-		return fmt.Sprintf("%s is locked (%s exists)", rel, filepath.Base(lock))
+	if hs := open.Holders(p); len(hs) > 0 {
+		names := make([]string, len(hs))
+		for i, h := range hs {
+			names[i] = h.String()
+		}
+		return fmt.Sprintf("%s is open in %s; close that session (changing the file now would make omp stop saving it)", rel, strings.Join(names, ", ")), true
+	}
+	dir, base := filepath.Split(p)
+	for _, lock := range []string{"." + base + ".lock", base + ".lock"} {
+		if _, err := os.Lstat(filepath.Join(dir, lock)); err == nil {
+			return fmt.Sprintf("%s is locked (%s exists); omp may be writing it: close that session or use --force", rel, lock), false
+		}
 	}
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return ""
+		return "", false
 	}
 	if age := now.Sub(fi.ModTime()); age < window && age > -window {
-		return fmt.Sprintf("%s changed %s ago", rel, age.Round(time.Millisecond))
+		return fmt.Sprintf("%s changed %s ago; omp may be writing it: close that session or use --force", rel, age.Round(time.Millisecond)), false
 	}
-	return ""
+	return "", false
 }

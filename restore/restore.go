@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -34,8 +35,12 @@ type Options struct {
 	All, IncludeDeleted bool
 	// DryRun fetches and verifies but writes nothing.
 	DryRun bool
-	// Force also touches files omp may be writing.
+	// Force also touches a file that is locked or changed recently, but
+	// never one a process holds open.
 	Force bool
+	// OpenFiles says which processes hold files open; nil scans once at
+	// the start (sync scans once per pull for all its sessions).
+	OpenFiles *openfiles.Snapshot
 	// PathMap rewrites folder names that encode an absolute path.
 	PathMap []PathMapping
 	// Generation picks that generation instead of the newest.
@@ -108,7 +113,8 @@ const (
 	// Merged: the two had diverged; merged by entry id, the old local
 	// file kept as Backup.
 	Merged Action = "merged"
-	// SkippedLive: omp may be writing the file; nothing done (Force).
+	// SkippedLive: a process holds the file open, or omp may be writing
+	// it; nothing done.
 	SkippedLive Action = "skipped-live"
 	// Refused: the remote copy failed a check; nothing written.
 	Refused Action = "refused"
@@ -205,6 +211,11 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		return nil, err
 	}
 	rep := &Report{Problems: p.problems}
+	if opts.OpenFiles == nil {
+		if opts.OpenFiles, err = openfiles.Scan(".jsonl"); err != nil {
+			return nil, fmt.Errorf("cannot tell which processes hold session files open, so nothing is changed: %w", err)
+		}
+	}
 	local, err := scanLocal(opts.AgentDir)
 	if err != nil {
 		return nil, err
@@ -233,7 +244,9 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 			defer mu.Unlock()
 			unsynced[dir] = append(unsynced[dir], i)
 		})
-		if res.Error != "" {
+		// A session in use is the caller's to report: sync waits for it
+		// quietly, the restore command lists it.
+		if res.Error != "" && res.Action != SkippedLive {
 			opts.Logger.Warn("session not restored", "session", t.id, "action", res.Action, "err", res.Error)
 		}
 		mu.Lock()
@@ -273,12 +286,9 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		return res
 	}
 	res.Path = dest
-	if !opts.Force {
-		if why := liveReason(opts.AgentDir, dest, opts.Now(), opts.LiveWindow); why != "" {
-			res.Action = SkippedLive
-			res.Error = fmt.Sprintf("%s; omp may be writing it: close that session or use --force", why)
-			return res
-		}
+	if why, held := liveReason(opts.AgentDir, dest, opts.Now(), opts.LiveWindow, opts.OpenFiles); why != "" && (held || !opts.Force) {
+		res.Action, res.Error = SkippedLive, why
+		return res
 	}
 	f, err := fetch(ctx, r, t, opts, listed)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -480,6 +481,9 @@ func TestRestoreSkipsLiveFile(t *testing.T) {
 		{"lock sidecar", func(b *machine) {
 			b.write(filepath.ToSlash(filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".lock")), []byte("123"), base)
 		}, time.Time{}},
+		{"lock sidecar without a dot", func(b *machine) {
+			b.write(rel+".lock", []byte("123"), base)
+		}, time.Time{}},
 		{"just written", func(*machine) {}, base.Add(-time.Hour).Add(2 * time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -509,6 +513,56 @@ func TestRestoreSkipsLiveFile(t *testing.T) {
 				t.Fatalf("forced restore: wrong bytes")
 			}
 		})
+	}
+}
+
+// A file a process holds open is never changed, not even with --force: omp
+// would stop saving the session. The refusal names the process; once it
+// exits the same restore goes through.
+func TestRestoreRefusesHeldFile(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-.omp-work", f.id, 1)
+	a := newMachine(t, r, "desktop")
+	a.write(rel, f.data, base)
+	a.backup()
+	prefix := f.data[:bytes.IndexByte(f.data[300:], '\n')+301]
+
+	b := newMachine(t, r, "laptop")
+	b.write(rel, prefix, base.Add(-time.Hour))
+	held, err := os.OpenFile(b.path(rel), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	holder := exec.Command("sleep", "60")
+	holder.Stdout = held
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
+
+	for _, force := range []bool{false, true} {
+		rep, err := b.restore([]string{f.id[:8]}, Options{Force: force})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := rep.Results[0]
+		want := fmt.Sprintf("pid %d: sleep", holder.Process.Pid)
+		if rep.OK() || res.Action != SkippedLive || !strings.Contains(res.Error, want) || !strings.Contains(res.Error, "close that session") {
+			t.Fatalf("force=%v: result %+v, want skipped naming %q", force, res, want)
+		}
+		if got := b.read(rel); !bytes.Equal(got, prefix) {
+			t.Fatalf("force=%v: a held file changed", force)
+		}
+	}
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+	if res := b.restoreOK([]string{f.id[:8]}, Options{}).Results[0]; res.Action != Appended {
+		t.Fatalf("after the holder exited: %+v", res)
+	}
+	if got := b.read(rel); !bytes.Equal(got, f.data) {
+		t.Fatalf("after the holder exited: wrong bytes")
 	}
 }
 

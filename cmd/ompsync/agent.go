@@ -213,9 +213,10 @@ type restoreMerger struct {
 	log      *slog.Logger
 }
 
-func (m restoreMerger) Merge(ctx context.Context, cats []repo.Catalog, machine, id string) (agent.Merged, error) {
+func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
+	id := req.SessionID
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Machine: machine, Catalogs: cats, Logger: m.log, KeepWritten: true,
+		AgentDir: m.agentDir, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Logger: m.log, KeepWritten: true,
 	})
 	if err != nil {
 		return agent.Merged{}, err

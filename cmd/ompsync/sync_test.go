@@ -310,3 +310,57 @@ func TestSyncSIGKILLMidPull(t *testing.T) {
 		}
 	})
 }
+
+// A session that a process holds open (as an idle omp does) is never
+// changed by a pull: the other machine's work waits on the remote, one INFO
+// line says so, and it is merged once the file is released.
+func TestSyncWaitsForHeldSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := newSyncCluster(t, remotetest.Backend{Name: "file", URL: "file://" + filepath.Join(t.TempDir(), "remote")}, "laptop", "desk")
+	laptop, desk := c.machines[0], c.machines[1]
+	const id = "019a0000-0000-7000-8000-00000000beef"
+	e1 := entry("00000001", "", "started on the laptop")
+	laptop.newSession(id, e1)
+	desk.newSession(id, e1)
+	held, err := os.OpenFile(desk.sessionFile(id), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("sleep", "120")
+	holder.Stdout = held
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	held.Close()
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	before := desk.readSession(id)
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(desk.sessionFile(id), past, past) // not "changed just now"
+	c.startAll()
+
+	e2 := entry("00000002", "00000001", "more on the laptop")
+	laptop.appendSession(id, e2)
+	waitUntil(t, "the desk's pull to notice the held file", func() bool {
+		return strings.Contains(c.outs[desk].String(), "waiting for the session to be released")
+	})
+	time.Sleep(1500 * time.Millisecond) // several more pulls
+	if got := desk.readSession(id); !bytes.Equal(got, before) {
+		t.Fatalf("a pull changed a file another process holds open:\n%s", got)
+	}
+	logs := c.outs[desk].String()
+	if n := strings.Count(logs, `level=INFO msg="pull: waiting for the session to be released`); n != 1 {
+		t.Errorf("%d INFO lines say the pull waits, want 1 (then debug):\n%s", n, logs)
+	}
+	if !strings.Contains(logs, fmt.Sprintf("pid %d: sleep", holder.Process.Pid)) {
+		t.Errorf("the waiting line does not name the holding process:\n%s", logs)
+	}
+	if strings.Contains(logs, "level=WARN") {
+		t.Errorf("a held session gave a WARN:\n%s", logs)
+	}
+
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+	c.waitConverged("the work that waited", id, hasLines(e1, e2))
+}
