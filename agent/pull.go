@@ -5,9 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path"
-	"log/slog"
 	"strconv"
 
 	"github.com/ompsync/ompsync/openfiles"
