@@ -503,13 +503,25 @@ func appendFile(p string, local, tail []byte, mtime time.Time) error {
 		f.Close()
 		return fmt.Errorf("%s changed while restoring; nothing written to it (run the restore again)", p)
 	}
-	if _, err := f.Write(tail); err != nil {
-		f.Close()
-		return fmt.Errorf("append to %s: %w", p, err)
+	_, err = f.Write(tail)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
+	if err != nil {
+		// A full disk or an I/O error must not leave a torn last line
+		// that omp's next append would glue onto: back to what it was.
+		undo := f.Truncate(int64(len(local)))
+		if undo == nil {
+			undo = f.Sync()
+		}
 		f.Close()
-		return fmt.Errorf("sync %s: %w", p, err)
+		if undo == nil {
+			undo = os.Chtimes(p, fi.ModTime(), fi.ModTime())
+		}
+		if undo != nil {
+			return fmt.Errorf("append to %s failed (%w), and cutting it back to its %d bytes failed too: %v", p, err, len(local), undo)
+		}
+		return fmt.Errorf("append to %s failed, file left as it was: %w", p, err)
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -1,0 +1,83 @@
+package restore
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// smallDisk mounts a tmpfs of size bytes for the test, as root; elsewhere
+// it skips (and fails under CI=true, which runs as root).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "mounting a small tmpfs needs root"
+	} else if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		why = "mount tmpfs: " + strings.TrimSpace(string(out))
+	}
+	if why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true: %s", why)
+		}
+		t.Skip(why)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// Appending to a shorter local copy on a disk that fills up leaves the file
+// exactly as it was (no torn last line for omp to glue onto); the same
+// restore with space completes it.
+func TestRestoreAppendOnFullDisk(t *testing.T) {
+	var big corpusFile
+	for _, f := range corpus(t) {
+		if len(f.data) > len(big.data) && len(f.data) < 1<<20 {
+			big = f
+		}
+	}
+	r := fileRemote(t)
+	rel := sessionPath("-.omp-work", big.id, 1)
+	a := newMachine(t, r, "desktop")
+	a.write(rel, big.data, base)
+	a.backup()
+
+	b := newMachine(t, r, "laptop")
+	b.agentDir = smallDisk(t, "1536k")
+	prefix := big.data[:bytes.IndexByte(big.data[4096:], '\n')+4097]
+	b.write(rel, prefix, base.Add(-time.Hour))
+	filler := filepath.Join(b.agentDir, "filler")
+	if err := os.WriteFile(filler, make([]byte, 1200<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := b.restore([]string{big.id[:8]}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results[0]
+	if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "left as it was") {
+		t.Fatalf("restore onto a full disk: %+v", res)
+	}
+	if got := b.read(rel); !bytes.Equal(got, prefix) {
+		t.Fatalf("after a failed append the file has %d bytes, want the %d it had", len(got), len(prefix))
+	}
+	if fi, err := os.Stat(b.path(rel)); err != nil || !fi.ModTime().Equal(base.Add(-time.Hour)) {
+		t.Fatalf("after a failed append: mtime %v (%v), want it unchanged", fi.ModTime(), err)
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if res := b.restoreOK([]string{big.id[:8]}, Options{}).Results[0]; res.Action != Appended {
+		t.Fatalf("with space: %+v", res)
+	}
+	if got := b.read(rel); !bytes.Equal(got, big.data) {
+		t.Fatalf("with space: %d bytes, want %d", len(got), len(big.data))
+	}
+}
