@@ -157,17 +157,29 @@ func (a *Agent) auditDue(fst *FileState) bool {
 
 func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) {
 	name := path.Base(rel)
-	if !session.ValidID(name) {
+	link := false
+	if blob, _, ok := session.BlobLink(name); ok {
+		var err error
+		if link, err = a.isBlobLink(rel, blob); err != nil {
+			return syncResult{}, err
+		}
+	} else if !session.ValidID(name) {
 		a.log.Warn("blob name is not a safe object name; skipping", "path", rel)
 		return syncResult{}, nil
 	}
-	data, err := os.ReadFile(a.abs(rel))
-	if err != nil {
-		return syncResult{}, err
-	}
-	n, err := a.repo.PutBlob(ctx, name, data)
-	if err != nil {
-		return syncResult{}, fmt.Errorf("upload blob %s: %w", name, err)
+	n := 0
+	if link {
+		if err := a.repo.PutBlobLink(ctx, name); err != nil {
+			return syncResult{}, fmt.Errorf("upload blob name %s: %w", name, err)
+		}
+	} else {
+		data, err := os.ReadFile(a.abs(rel))
+		if err != nil {
+			return syncResult{}, err
+		}
+		if n, err = a.repo.PutBlob(ctx, name, data); err != nil {
+			return syncResult{}, fmt.Errorf("upload blob %s: %w", name, err)
+		}
 	}
 	a.metrics.uploaded(int64(n), 1)
 	a.state.setBlob(name)
@@ -175,6 +187,25 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 	a.blobsToConfirm++
 	a.mu.Unlock()
 	return syncResult{bytes: int64(n), objects: 1, changed: true}, nil
+}
+
+// isBlobLink reports whether the file at rel, named "<sha256>.<ext>", is
+// omp's image-viewer name for that blob: a hard link to it, or a copy where
+// linking failed. Such a name is recorded as an empty object, since its
+// bytes are the blob's; any other file is uploaded with its own bytes.
+func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
+	fi, err := os.Stat(a.abs(rel))
+	if err != nil {
+		return false, err
+	}
+	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && os.SameFile(fi, bfi) {
+		return true, nil
+	}
+	data, err := os.ReadFile(a.abs(rel))
+	if err != nil {
+		return false, err
+	}
+	return repo.HashHex(data) == blob, nil
 }
 
 // syncArchive backs up an archived session from its gzip file: usually the

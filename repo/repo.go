@@ -2,11 +2,13 @@ package repo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 )
@@ -172,10 +174,51 @@ func Amend(c Catalog, recent *Catalog) Catalog {
 		}
 	}
 	c.Refused = append(append([]string(nil), c.Refused...), recent.Refused...)
-	if recent.Updated.After(c.Updated) {
-		c.Updated = recent.Updated
-	}
+	c.Writer, c.Updated = LastWrite(c, recent)
 	return c
+}
+
+// LastWrite is who last wrote a machine's catalog, and when: the writer of
+// its recent object (nil when none amends it) when that is the newer.
+func LastWrite(c Catalog, recent *Catalog) (*Writer, time.Time) {
+	if recent != nil && !recent.Updated.Before(c.Updated) {
+		return recent.Writer, recent.Updated
+	}
+	return c.Writer, c.Updated
+}
+
+// CatalogWriter reads who last wrote a machine's catalog, and when, for
+// the price of one small GET: its recent object, which every agent that
+// records its writer puts after each catalog it writes whole. Without one
+// (a catalog written by an older ompsync) it reads the catalog itself.
+// ErrNotFound when the machine has no catalog.
+func (r *Repo) CatalogWriter(ctx context.Context, machine string) (*Writer, time.Time, error) {
+	var head struct {
+		V       int       `json:"v"`
+		Machine string    `json:"machine"`
+		Updated time.Time `json:"updated"`
+		Writer  *Writer   `json:"writer"`
+	}
+	b, err := r.getOpen(ctx, RecentKey(machine), MaxCatalogSize)
+	if errors.Is(err, remote.ErrNotFound) {
+		b, err = r.getOpen(ctx, CatalogKey(machine), MaxCatalogSize)
+	}
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, time.Time{}, fmt.Errorf("catalog of %s: %w", machine, err)
+	}
+	if err := checkCatalogHeader("catalog of "+machine, head.V, head.Machine); err != nil {
+		return nil, time.Time{}, err
+	}
+	if head.Machine != machine {
+		return nil, time.Time{}, fmt.Errorf("catalog of %s names machine %q", machine, head.Machine)
+	}
+	if err := checkWriter("catalog of "+machine, head.Writer); err != nil {
+		return nil, time.Time{}, err
+	}
+	return head.Writer, head.Updated, nil
 }
 
 // GetCatalogParts reads a machine's catalog and, when there is one that
@@ -249,6 +292,17 @@ func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, erro
 		return 0, nil
 	}
 	return len(sealed), err
+}
+
+// PutBlobLink records name, "<sha256>.<ext>", as another name of the blob
+// <sha256> (omp's hard link for image viewers): an empty object, since its
+// bytes are the blob's (docs/FORMAT.md, "blobs").
+func (r *Repo) PutBlobLink(ctx context.Context, name string) error {
+	err := r.client.Put(ctx, BlobKey(name), nil, remote.PutOptions{IfAbsent: true})
+	if errors.Is(err, remote.ErrPreconditionFailed) {
+		return nil
+	}
+	return err
 }
 
 // GetBlob reads a blob of at most limit bytes.

@@ -29,6 +29,7 @@ type fetched struct {
 	session   []copyData            // the newest copy (first) and the others
 	artifacts map[string][]copyData // by path inside the artifact folder
 	blobs     map[string][]byte     // by sha256 hex, only those missing locally
+	blobLinks map[string][]blobLink // the other names of those blobs
 	notes     []string
 }
 
@@ -74,7 +75,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	if err != nil {
 		return nil, fmt.Errorf("list session %s: %w", t.id, err)
 	}
-	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string][]byte{}}
+	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string][]byte{}, blobLinks: map[string][]blobLink{}}
 	newest := t.newest()
 	var gens []string
 	for _, inv := range invs {
@@ -185,7 +186,7 @@ func blobRefs(b []byte, into map[string]bool) {
 			return
 		}
 		b = b[i+len(blobTag):]
-		if len(b) >= 64 && blobName(string(b[:64])) {
+		if len(b) >= 64 && session.BlobName(string(b[:64])) {
 			into[string(b[:64])] = true
 		}
 	}
@@ -222,6 +223,9 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 			return err
 		}
 		f.blobs[name] = data
+		if f.blobLinks[name], err = blobLinks(ctx, r, name, opts.MaxBlobSize); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -248,13 +252,20 @@ func getBlob(ctx context.Context, r *repo.Repo, name string, limit int64) ([]byt
 // reference).
 func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, error) {
 	var names, problems []string
+	var links []blobLink
 	prefix := repo.BlobKey("")
 	for obj, err := range r.Client().List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			return 0, fmt.Errorf("list blobs: %w", err)
 		}
 		name := strings.TrimPrefix(obj.Key, prefix)
-		if !blobName(name) {
+		if _, _, ok := session.BlobLink(name); ok {
+			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err != nil {
+				links = append(links, blobLink{name: name, size: obj.Size})
+			}
+			continue
+		}
+		if !session.BlobName(name) {
 			// omp names blobs by their sha256; anything else cannot be
 			// checked, so it is not restored.
 			problems = append(problems, fmt.Sprintf("blob key %q is not a sha256 name; not restored", obj.Key))
@@ -285,23 +296,19 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, erro
 			n++
 		}
 	}
+	if err := fetchLinkBytes(ctx, r, links, opts.MaxBlobSize); err != nil {
+		problems = append(problems, err.Error())
+	} else if !opts.DryRun {
+		for _, l := range links {
+			if _, err := writeBlobLink(opts.AgentDir, l); err != nil {
+				problems = append(problems, err.Error())
+			}
+		}
+	}
 	if len(problems) > 0 {
 		return n, errors.New(strings.Join(problems, "; "))
 	}
 	return n, nil
-}
-
-// blobName: the agent uploads omp's blobs under their sha256 hex name.
-func blobName(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // retry runs f until it succeeds, fails for a reason retrying cannot fix,

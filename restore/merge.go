@@ -348,6 +348,12 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		if wrote {
 			res.Blobs++
 		}
+		for _, l := range f.blobLinks[n] {
+			if _, err := writeBlobLink(m.agentDir, l); err != nil {
+				res.Action = Failed
+				return err
+			}
+		}
 	}
 	for _, w := range arts {
 		if _, err := m.write(w, nil); err != nil {

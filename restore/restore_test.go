@@ -96,6 +96,10 @@ func TestRestoreAllToEmptyDir(t *testing.T) {
 		lone := []byte("a blob no session references")
 		src.write("blobs/"+blobName, blob, base)
 		src.write("blobs/"+repo.HashHex(lone), lone, base)
+		// omp's hard link for image viewers.
+		if err := os.Link(src.path("blobs/"+blobName), src.path("blobs/"+blobName+".png")); err != nil {
+			t.Fatal(err)
+		}
 		var withArtifacts string
 		for i, f := range files {
 			dir := "-.omp-work"
@@ -151,6 +155,7 @@ func TestRestoreAllToEmptyDir(t *testing.T) {
 		// the agent last uploaded from.
 		isSession := func(rel string) bool { return session.Classify(rel) == session.KindSession && rel != archRel }
 		sameTree(t, want, got, isSession, "sessions", "blobs")
+		sameInode(t, filepath.Join(to, "blobs", blobName), filepath.Join(to, "blobs", blobName+".png"))
 		if _, ok := got[delRel]; ok {
 			t.Errorf("deleted session %s restored without --include-deleted", delRel)
 		}
@@ -856,4 +861,64 @@ func TestRestoreNameNotUTF8(t *testing.T) {
 	if got := b.read(art); string(got) != "artifact\n" {
 		t.Fatalf("artifact holds %q", got)
 	}
+}
+
+// sameInode checks that two paths are hard links of one file.
+func sameInode(t *testing.T, a, b string) {
+	t.Helper()
+	fa, err := os.Stat(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := os.Stat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(fa, fb) {
+		t.Errorf("%s is not a hard link of %s", b, a)
+	}
+}
+
+// omp's blobs/<sha256>.png, a hard link of the blob, is backed up as a name
+// of the blob (its bytes are not uploaded twice) and restored with the
+// session as a hard link. A name whose object carries bytes of its own (as
+// older agents uploaded it) is restored with those bytes.
+func TestRestoreBlobLinks(t *testing.T) {
+	eachRemote(t, func(t *testing.T, r *repo.Repo) {
+		src := newMachine(t, r, "laptop")
+		f := corpus(t)[0]
+		blob := bytes.Repeat([]byte("\x89PNG pixels "), 4096)
+		name := repo.HashHex(blob)
+		src.write("blobs/"+name, blob, base)
+		if err := os.Link(src.path("blobs/"+name), src.path("blobs/"+name+".png")); err != nil {
+			t.Fatal(err)
+		}
+		rel := sessionPath("-.omp-work", f.id, 1)
+		data := append(bytes.Clone(f.data), fmt.Sprintf(`{"type":"message","id":"b10b0001","parentId":null,"timestamp":"2026-10-07T02:00:00.000Z","image":"blob:sha256:%s"}`+"\n", name)...)
+		src.write(rel, data, base)
+		src.backup()
+
+		info, err := r.Client().Stat(t.Context(), repo.BlobKey(name+".png"))
+		if err != nil || info.Size != 0 {
+			t.Fatalf("the link's object: %+v, %v; want an empty object", info, err)
+		}
+		// An older agent's upload of a link, with the bytes.
+		legacy := []byte("old agents uploaded the bytes of a link")
+		if _, err := r.PutBlob(t.Context(), name+".jpg", legacy); err != nil {
+			t.Fatal(err)
+		}
+
+		to := t.TempDir()
+		res := src.restoreOK([]string{f.id[:8]}, Options{AgentDir: to}).Results[0]
+		if res.Action != Created || res.Blobs != 1 || len(res.Notes) != 0 {
+			t.Fatalf("result %+v", res)
+		}
+		sameInode(t, filepath.Join(to, "blobs", name), filepath.Join(to, "blobs", name+".png"))
+		if got, _ := os.ReadFile(filepath.Join(to, "blobs", name+".png")); !bytes.Equal(got, blob) {
+			t.Errorf("the link holds %d bytes, want the blob's %d", len(got), len(blob))
+		}
+		if got, _ := os.ReadFile(filepath.Join(to, "blobs", name+".jpg")); !bytes.Equal(got, legacy) {
+			t.Errorf("the legacy name holds %q, want %q", got, legacy)
+		}
+	})
 }

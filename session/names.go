@@ -82,3 +82,33 @@ func IgnoredName(base string) bool {
 	}
 	return false
 }
+
+// BlobName reports whether name is one of omp's blob names: the sha256 of
+// the content, 64 lower-case hex digits.
+func BlobName(name string) bool {
+	if len(name) != 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// BlobLink splits the name omp gives a blob for image viewers,
+// "<sha256>.<ext>" (a hard link to blobs/<sha256>, or a copy where linking
+// failed), into the blob's name and the extension.
+func BlobLink(name string) (blob, ext string, ok bool) {
+	blob, ext, ok = strings.Cut(name, ".")
+	if !ok || !BlobName(blob) || ext == "" || len(ext) > 8 {
+		return "", "", false
+	}
+	for i := 0; i < len(ext); i++ {
+		if c := ext[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return "", "", false
+		}
+	}
+	return blob, ext, true
+}

@@ -1,0 +1,93 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// blobLink is another name of a blob on the remote: omp's
+// blobs/<sha256>.<ext>, a hard link for image viewers. The agent stores it
+// as an empty object; older agents, and a file under such a name that did
+// not hold the blob's bytes, stored bytes of its own (size > 0), which
+// fetch reads into data.
+type blobLink struct {
+	name string
+	size int64
+	data []byte
+}
+
+// blobLinks lists the other names of one blob (one LIST) and fetches the
+// bytes of those that carry their own.
+func blobLinks(ctx context.Context, r *repo.Repo, blob string, limit int64) ([]blobLink, error) {
+	prefix := repo.BlobKey(blob + ".")
+	var out []blobLink
+	for obj, err := range r.Client().List(ctx, prefix, remote.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("list the names of blob %s: %w", blob, err)
+		}
+		name := strings.TrimPrefix(obj.Key, repo.BlobKey(""))
+		if _, _, ok := session.BlobLink(name); ok {
+			out = append(out, blobLink{name: name, size: obj.Size})
+		}
+	}
+	return out, fetchLinkBytes(ctx, r, out, limit)
+}
+
+// fetchLinkBytes reads the links that carry bytes of their own.
+func fetchLinkBytes(ctx context.Context, r *repo.Repo, links []blobLink, limit int64) error {
+	for i := range links {
+		if links[i].size == 0 {
+			continue
+		}
+		err := retry(ctx, func() error {
+			var err error
+			links[i].data, err = r.GetBlob(ctx, links[i].name, limit)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("blob name %s: %w", links[i].name, err)
+		}
+	}
+	return nil
+}
+
+// writeBlobLink makes l in the agent dir unless it is there: a hard link to
+// the blob, as omp makes it (a copy where linking fails), or the bytes it
+// carries. It reports whether it wrote.
+func writeBlobLink(agentDir string, l blobLink) (bool, error) {
+	p := abs(agentDir, "blobs/"+l.name)
+	if _, err := os.Lstat(p); err == nil {
+		return false, nil
+	}
+	data := l.data
+	if l.size == 0 {
+		blob, _, _ := session.BlobLink(l.name)
+		src := abs(agentDir, "blobs/"+blob)
+		err := os.Link(src, p)
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		if err == nil {
+			return true, atomicfile.SyncDir(filepath.Dir(p))
+		}
+		if data, err = os.ReadFile(src); err != nil {
+			return false, fmt.Errorf("blob name %s: %w", l.name, err)
+		}
+	}
+	err := createNew(p, data, time.Time{}, false)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
