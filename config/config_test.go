@@ -118,6 +118,19 @@ func TestXDGDefaults(t *testing.T) {
 		t.Errorf("File = %q, Machine = %q; want the file under $XDG_CONFIG_HOME read", c.File, c.Machine)
 	}
 
+	// Without $PI_CODING_AGENT_DIR, omp's XDG layout is used once
+	// $XDG_DATA_HOME/omp exists (sessions/ directly under it).
+	delete(env, "PI_CODING_AGENT_DIR")
+	if c := mustLoad(t, opts(env)); c.AgentDir == filepath.Join(base, "data", "omp") {
+		t.Errorf("AgentDir = %q before $XDG_DATA_HOME/omp exists", c.AgentDir)
+	}
+	if err := os.MkdirAll(filepath.Join(base, "data", "omp", "sessions"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if c := mustLoad(t, opts(env)); c.AgentDir != filepath.Join(base, "data", "omp") {
+		t.Errorf("AgentDir = %q, want omp's XDG folder $XDG_DATA_HOME/omp", c.AgentDir)
+	}
+
 	// The XDG spec says relative values are to be ignored.
 	env2, home := newEnv(t)
 	env2["XDG_STATE_HOME"] = "relative/state"

@@ -74,9 +74,18 @@ func xdgDefault(xdgVar, fallback, sub string) func(*environ) (string, error) {
 	}
 }
 
+// defaultAgentDir is where omp keeps its sessions: $PI_CODING_AGENT_DIR,
+// else $XDG_DATA_HOME/omp once that folder exists (omp then keeps
+// sessions/ and blobs/ directly under it, with no agent/ level), else
+// ~/.omp/agent.
 func defaultAgentDir(e *environ) (string, error) {
 	if d, ok := e.get("PI_CODING_AGENT_DIR"); ok {
 		return d, nil
+	}
+	if base := e.xdg("XDG_DATA_HOME"); base != "" {
+		if fi, err := os.Stat(filepath.Join(base, "omp")); err == nil && fi.IsDir() {
+			return filepath.Join(base, "omp"), nil
+		}
 	}
 	return "~/.omp/agent", nil
 }

@@ -57,7 +57,7 @@ func static(s string) func(*environ) (string, error) {
 var keys = []key{
 	{
 		name:  "agent_dir",
-		help:  "omp's agent folder; sessions are under <agent_dir>/sessions (default: $PI_CODING_AGENT_DIR, else ~/.omp/agent)",
+		help:  "omp's agent folder; sessions are under <agent_dir>/sessions (default: $PI_CODING_AGENT_DIR, else $XDG_DATA_HOME/omp when it exists, as omp uses it, else ~/.omp/agent)",
 		field: func(c *Config) any { return &c.AgentDir },
 		def:   defaultAgentDir,
 		path:  true,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
@@ -63,6 +64,9 @@ func newAgentCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := a.checkSessionDir(cfg); err != nil {
+				return err
+			}
 			if once {
 				return runAgentOnce(cmd.Context(), a, cfg)
 			}
@@ -82,6 +86,16 @@ func newAgentCmd(a *app) *cobra.Command {
 		return pflag.NormalizedName(name)
 	})
 	return cmd
+}
+
+// checkSessionDir: omp writes its sessions to $PI_CODING_AGENT_SESSION_DIR
+// when it is set; backing up agent_dir then would back up none of them.
+func (a *app) checkSessionDir(cfg *config.Config) error {
+	d, ok := a.env("PI_CODING_AGENT_SESSION_DIR")
+	if !ok || d == "" || filepath.Clean(d) == filepath.Join(cfg.AgentDir, "sessions") {
+		return nil
+	}
+	return fmt.Errorf("PI_CODING_AGENT_SESSION_DIR is %s: omp writes its sessions there, not under agent_dir (%s), so none would be backed up; set agent_dir to the folder that holds that sessions folder, or unset the variable", d, cfg.AgentDir)
 }
 
 func agentOptions(cfg *config.Config, log *slog.Logger) agent.Options {

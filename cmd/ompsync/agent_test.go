@@ -75,3 +75,24 @@ func TestAgentWaitsForAgentDir(t *testing.T) {
 		t.Fatalf("said it was waiting %d times:\n%s", n, out)
 	}
 }
+
+// omp writes its sessions to $PI_CODING_AGENT_SESSION_DIR when it is set:
+// an agent that backs up agent_dir/sessions instead would back up nothing,
+// so it refuses to start, in one line that says what to do.
+func TestAgentRefusesSessionDirElsewhere(t *testing.T) {
+	env, home := newEnv(t)
+	agentDir := filepath.Join(home, ".omp", "agent")
+	if err := os.MkdirAll(filepath.Join(agentDir, "sessions"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"agent", "--once", "--agent-dir", agentDir, "--remote", "file://" + filepath.Join(home, "remote"), "--state-dir", filepath.Join(home, "state")}
+	env["PI_CODING_AGENT_SESSION_DIR"] = filepath.Join(home, "elsewhere")
+	r := runWith(t, env, args...)
+	if line := oneErrorLine(t, r); r.code != 1 || !strings.Contains(line, "PI_CODING_AGENT_SESSION_DIR") || !strings.Contains(line, "none would be backed up") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	env["PI_CODING_AGENT_SESSION_DIR"] = filepath.Join(agentDir, "sessions") + "/"
+	if r := runWith(t, env, args...); r.code != 0 {
+		t.Fatalf("the variable naming agent_dir/sessions: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
