@@ -24,7 +24,10 @@ type Catalog struct {
 	Updated time.Time `json:"updated"`
 	// Base, in a recent object, is the Updated of the catalog it amends;
 	// readers ignore a recent object whose base is not the catalog's.
-	Base     time.Time      `json:"base,omitzero"`
+	Base time.Time `json:"base,omitzero"`
+	// Writer is the agent that wrote this object (nil when written by an
+	// ompsync before writers were recorded, or by a command).
+	Writer   *Writer        `json:"writer,omitempty"`
 	Sessions []CatalogEntry `json:"sessions"`
 	// Refused says which entries DecodeCatalog dropped as unsafe; the
 	// others are usable.
@@ -32,6 +35,36 @@ type Catalog struct {
 	// Encoded is the size of the catalog as stored (plaintext), when it
 	// was read from or written to the remote.
 	Encoded int `json:"-"`
+}
+
+// Writer says which agent wrote a catalog or recent object: a machine name
+// belongs to one state dir at a time, and the next agent to start there
+// checks that it is the one. Host and StateDir are for the message that
+// names the other agent; HostID (a hash of the host's machine-id, never the
+// id itself) tells two hosts of the same name apart.
+type Writer struct {
+	Instance string `json:"instance"`
+	Host     string `json:"host,omitempty"`
+	HostID   string `json:"host_id,omitempty"`
+	StateDir string `json:"state_dir,omitempty"`
+}
+
+// maxWriterField bounds what a catalog may say of its writer.
+const maxWriterField = 4096
+
+// checkWriter refuses a writer that is not one an agent writes.
+func checkWriter(what string, w *Writer) error {
+	switch {
+	case w == nil:
+		return nil
+	case !ValidID(w.Instance):
+		return fmt.Errorf("%s: bad writer instance %q", what, w.Instance)
+	case w.HostID != "" && !ValidID(w.HostID):
+		return fmt.Errorf("%s: bad writer host id %q", what, w.HostID)
+	case len(w.Host) > maxWriterField || len(w.StateDir) > maxWriterField:
+		return fmt.Errorf("%s: writer's host or state dir longer than %d bytes", what, maxWriterField)
+	}
+	return nil
 }
 
 // CatalogEntry is one session as its machine last saw it.
@@ -74,6 +107,9 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 		return Catalog{}, fmt.Errorf("catalog: %w", err)
 	}
 	if err := checkCatalogHeader("catalog", c.V, c.Machine); err != nil {
+		return Catalog{}, err
+	}
+	if err := checkWriter("catalog", c.Writer); err != nil {
 		return Catalog{}, err
 	}
 	c.Encoded = len(b)
@@ -188,6 +224,7 @@ type recentObject struct {
 	Machine  string       `json:"machine"`
 	Updated  time.Time    `json:"updated"`
 	Base     time.Time    `json:"base"`
+	Writer   *Writer      `json:"writer,omitempty"`
 	Sessions []entryPatch `json:"sessions"`
 }
 
@@ -195,7 +232,7 @@ type recentObject struct {
 // catalog's sessions and then by id, each as a patch over base's entry for
 // the same session.
 func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
-	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base}
+	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base, Writer: recent.Writer}
 	for _, e := range recent.Sessions {
 		var b indexedEntry
 		inBase := false
@@ -262,12 +299,15 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	if err := checkCatalogHeader("recent catalog changes", r.V, r.Machine); err != nil {
 		return Catalog{}, err
 	}
+	if err := checkWriter("recent catalog changes", r.Writer); err != nil {
+		return Catalog{}, err
+	}
 	at := make(map[string]CatalogEntry, len(base.Sessions))
 	for _, e := range base.Sessions {
 		at[e.ID] = e
 	}
 	sorted := len(base.Refused) == 0 && sort.SliceIsSorted(base.Sessions, func(i, j int) bool { return base.Sessions[i].ID < base.Sessions[j].ID })
-	c := Catalog{V: 1, Machine: r.Machine, Updated: r.Updated, Base: r.Base}
+	c := Catalog{V: 1, Machine: r.Machine, Updated: r.Updated, Base: r.Base, Writer: r.Writer}
 	refuse := func(why string) {
 		c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: %s", r.Machine, why))
 	}

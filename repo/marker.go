@@ -2,6 +2,8 @@ package repo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +19,10 @@ import (
 type Marker struct {
 	Format  int       `json:"format"`
 	Created time.Time `json:"created"`
+	// ID is random, given once per repository (Init): an agent's state
+	// records it, so a state of another remote, or of a remote recreated
+	// since, is not trusted. Markers written before it have none.
+	ID string `json:"id,omitempty"`
 	// Encryption is set when objects are encrypted; nil means plaintext.
 	Encryption *Encryption `json:"encryption,omitempty"`
 }
@@ -101,6 +107,9 @@ func (r *Repo) ReadMarker(ctx context.Context) (*Marker, error) {
 	if m.Format != FormatVersion {
 		return nil, fmt.Errorf("repository has format %d; this ompsync reads format %d: upgrade ompsync", m.Format, FormatVersion)
 	}
+	if m.ID != "" && !ValidID(m.ID) {
+		return nil, fmt.Errorf("repository marker %s is damaged: id %q is not 1-64 lower-case hex digits", MarkerKey, m.ID)
+	}
 	if e := m.Encryption; e != nil && (e.Scheme != SchemeAge || len(e.Recipients) == 0) {
 		return nil, fmt.Errorf("repository marker %s names encryption %q with %d recipients; this ompsync knows %q: upgrade ompsync",
 			MarkerKey, e.Scheme, len(e.Recipients), SchemeAge)
@@ -150,6 +159,14 @@ func (r *Repo) cachedMarker(ctx context.Context) (m *Marker, ok bool) {
 // repository (or adds recipients) records the new recipients: a key change
 // applies to new objects at once; 'ompsync rekey' re-encrypts the rest.
 func (r *Repo) Init(ctx context.Context) error {
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
+	return r.ensureID(ctx)
+}
+
+// prepare is Init without the repository id.
+func (r *Repo) prepare(ctx context.Context) error {
 	enc, encrypting := r.codec.(Encrypter)
 	for attempt := 0; ; attempt++ {
 		m, err := r.ReadMarker(ctx)
@@ -172,9 +189,12 @@ func (r *Repo) Init(ctx context.Context) error {
 						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
 				}
 			}
-			nm := &Marker{Format: FormatVersion, Created: time.Now().UTC()}
+			nm := &Marker{Format: FormatVersion, Created: time.Now().UTC(), ID: NewID()}
 			if m != nil {
 				nm.Created = m.Created
+				if m.ID != "" {
+					nm.ID = m.ID
+				}
 			}
 			if encrypting {
 				k := enc.Keys()
@@ -204,6 +224,64 @@ func (r *Repo) Init(ctx context.Context) error {
 		}
 		return r.adoptRecipients(ctx, m, enc.Keys())
 	}
+}
+
+// ensureID gives a marker written before repository ids one. The drivers
+// can replace an object only unconditionally, so two writers may race:
+// each reads the marker back and adopts what is there, and one that read
+// back its own id just before the other's put will find, on its next
+// start, a state of "another" repository and reconcile once. Nothing is
+// lost either way.
+func (r *Repo) ensureID(ctx context.Context) error {
+	m, ok := r.cachedMarker(ctx)
+	if !ok || m == nil || m.ID != "" {
+		return nil
+	}
+	nm := *m
+	nm.ID = NewID()
+	if err := r.WriteMarker(ctx, &nm); err != nil {
+		return err
+	}
+	back, err := r.ReadMarker(ctx)
+	if err != nil {
+		return err
+	}
+	if back == nil || back.ID == "" {
+		return fmt.Errorf("repository marker %s lost its id right after it was written", MarkerKey)
+	}
+	return nil
+}
+
+// ID is the repository's id, as the marker last read or written says ("" before
+// Init, or for a repository without one).
+func (r *Repo) ID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.marker == nil {
+		return ""
+	}
+	return r.marker.ID
+}
+
+// ValidID reports whether s is a repository or instance id: 1-64 lower-case
+// hex digits (NewID gives 32).
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewID returns a random id: 32 lower-case hex digits.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // adoptRecipients checks an encrypting writer against an encrypted marker.
