@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/session/omptest"
+)
+
+// These tests let the real omp (omptest.Find: npm @oh-my-pi/pi-coding-agent,
+// run by Bun, against a fake model on 127.0.0.1) write every session file,
+// so what ompsync backs up, restores and merges is what omp really does.
+
+// ompHost is one machine: a real omp and an ompsync sharing its agent dir.
+type ompHost struct {
+	*machineEnv
+	omp *omptest.Home
+}
+
+func newOmpHost(t *testing.T, o *omptest.OMP, model *omptest.Model, remoteURL string, s3 backend.S3Options, name string) *ompHost {
+	h := omptest.NewHome(t, o, model)
+	m := newMachineEnv(t, remoteURL, s3, name)
+	m.agentDir = h.AgentDir()
+	return &ompHost{m, h}
+}
+
+// backup runs `ompsync agent --once`, which must exit 0.
+func (h *ompHost) backup() {
+	h.t.Helper()
+	if code, out := h.ompsync("agent", "--once"); code != 0 {
+		h.t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+}
+
+// treeFile is one file a restore must reproduce.
+type treeFile struct {
+	data  []byte
+	mtime time.Time // zero: not compared
+}
+
+// expectedTree is what `restore --all` must reproduce from an agent dir:
+// every file under sessions/ and blobs/ that omp keeps (not its locks and
+// temp files), session files with their mtimes, and archived sessions
+// (with their artifact folders) back under sessions/.
+func expectedTree(t *testing.T, agentDir string) map[string]treeFile {
+	t.Helper()
+	out := map[string]treeFile{}
+	for _, top := range []string{"sessions", "blobs", "archive/sessions"} {
+		root := filepath.Join(agentDir, filepath.FromSlash(top))
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if p == root && os.IsNotExist(err) {
+					return filepath.SkipDir
+				}
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			rel, _ := filepath.Rel(agentDir, p)
+			rel = filepath.ToSlash(rel)
+			if session.IgnoredName(d.Name()) {
+				return nil
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			f := treeFile{data: data}
+			switch session.Classify(rel) {
+			case session.KindSession:
+				f.mtime = fi.ModTime()
+			case session.KindArchive:
+				zr, err := gzip.NewReader(bytes.NewReader(data))
+				if err != nil {
+					return err
+				}
+				if f.data, err = io.ReadAll(zr); err != nil {
+					return err
+				}
+				rel = strings.TrimSuffix(strings.TrimPrefix(rel, "archive/"), ".gz")
+			default:
+				if strings.HasPrefix(rel, "archive/") {
+					rel = strings.TrimPrefix(rel, "archive/") // an archived artifact folder
+				}
+			}
+			out[rel] = f
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// restoreAll backs h up, restores everything into a new machine's empty
+// agent dir, checks that every file came back identical, and returns that
+// machine.
+func (h *ompHost) restoreAll(o *omptest.OMP, model *omptest.Model) *omptest.Home {
+	t := h.t
+	t.Helper()
+	h.backup()
+	to := omptest.NewHome(t, o, model)
+	if code, out := h.ompsync("restore", "--all", "--to", to.AgentDir()); code != 0 {
+		t.Fatalf("restore --all: exit %d\n%s", code, out)
+	}
+	want := expectedTree(t, h.omp.AgentDir())
+	got := expectedTree(t, to.AgentDir())
+	var names []string
+	for rel := range want {
+		names = append(names, rel)
+	}
+	sort.Strings(names)
+	for _, rel := range names {
+		w, g := want[rel], got[rel]
+		switch {
+		case g.data == nil && w.data != nil:
+			t.Errorf("restore --all did not bring back %s", rel)
+		case !bytes.Equal(g.data, w.data):
+			t.Errorf("%s: restored %d bytes that differ from the %d omp wrote", rel, len(g.data), len(w.data))
+		case !w.mtime.IsZero() && !g.mtime.Equal(w.mtime):
+			t.Errorf("%s: restored mtime %v, omp's %v", rel, g.mtime, w.mtime)
+		}
+	}
+	for rel := range got {
+		if _, ok := want[rel]; !ok {
+			t.Errorf("restore made %s, which omp never wrote", rel)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("restore --all reproduced all %d files omp wrote", len(want))
+	return to
+}
+
+// sessionFileOf finds the file of session id under an agent dir's sessions/.
+func sessionFileOf(t *testing.T, agentDir, id string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(agentDir, "sessions", "*", "*_"+id+".jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("session %s: %d files under %s/sessions", id, len(files), agentDir)
+	}
+	return files[0]
+}
+
+// sessionIDs lists the ids of every session file under sessions/.
+func sessionIDs(t *testing.T, h *omptest.Home) []string {
+	t.Helper()
+	var ids []string
+	for _, p := range h.SessionFiles() {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hd, _, err := session.ReadHeader(b)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		ids = append(ids, hd.ID)
+	}
+	return ids
+}
+
+// resume has the real omp resume session id on h and append a turn: it must
+// find the restored file, append to it without rewriting what was there,
+// and never find it "changed before rewrite".
+func resume(t *testing.T, h *omptest.Home, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	p := sessionFileOf(t, h.AgentDir(), id)
+	before, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := "resumed after restore " + id[len(id)-8:]
+	if _, _, err := h.Print(ctx, "--resume", id, prompt); err != nil {
+		t.Fatalf("omp --resume %s on the restored copy: %v", id, err)
+	}
+	after, err := os.ReadFile(sessionFileOf(t, h.AgentDir(), id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(after[session.SlotLen(after):], before[session.SlotLen(before):]) || len(after) <= len(before) {
+		t.Errorf("omp did not append to the restored session %s (%d bytes before, %d after)", id, len(before), len(after))
+	}
+	if !bytes.Contains(after, []byte(prompt)) {
+		t.Errorf("the resumed turn of %s is not in its file", id)
+	}
+	if h.Logged(0, omptest.ConflictMessage) {
+		t.Errorf("omp logged %q resuming the restored %s", omptest.ConflictMessage, id)
+	}
+}
+
+// Every kind of file the real omp writes is backed up and restored byte for
+// byte, and omp resumes the restored sessions and goes on writing them.
+func TestRealOmpBackupRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real omp")
+	}
+	o := omptest.Find(t)
+	model := omptest.NewModel(t)
+	h := newOmpHost(t, o, model, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "laptop")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	print := func(args ...string) {
+		t.Helper()
+		if _, _, err := h.omp.Print(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(step string, resumeIDs ...string) {
+		t.Helper()
+		t.Logf("step: %s", step)
+		to := h.restoreAll(o, model)
+		for _, id := range resumeIDs {
+			resume(t, to, id)
+		}
+	}
+
+	// A new session.
+	print("first prompt")
+	ids := sessionIDs(t, h.omp)
+	if len(ids) != 1 {
+		t.Fatalf("omp wrote %d sessions, want 1", len(ids))
+	}
+	first := ids[0]
+	check("a new session", first)
+
+	// Resumed several times.
+	print("--resume", first, "second prompt")
+	print("--resume", first, "third prompt")
+	check("resumed twice", first)
+
+	// A large tool output: omp keeps it in the session's artifact folder.
+	model.Queue(omptest.Bash("seq 1 200000"), omptest.Text("counted"))
+	print("--resume", first, "count to a lot")
+	art := strings.TrimSuffix(sessionFileOf(t, h.omp.AgentDir(), first), ".jsonl")
+	if files, _ := filepath.Glob(filepath.Join(art, "*")); len(files) == 0 {
+		t.Fatalf("omp kept no artifact for a large tool output in %s", art)
+	}
+	check("a large tool output", first)
+
+	// An image: a blob and its .png hard link.
+	if err := omptest.WritePNG(filepath.Join(h.omp.Cwd, "pic.png"), 7); err != nil {
+		t.Fatal(err)
+	}
+	model.Queue(omptest.Read("pic.png"), omptest.Text("a picture"))
+	print("--resume", first, "look at pic.png")
+	if links, _ := filepath.Glob(filepath.Join(h.omp.AgentDir(), "blobs", "*.png")); len(links) == 0 {
+		t.Fatal("omp stored no blob with a .png name for the image")
+	}
+	check("an image", first)
+
+	// /rename in RPC mode: the title slot is rewritten in place.
+	rpc := h.omp.StartRPC(ctx, "--resume", first)
+	if err := rpc.Rename(ctx, "a title set by hand"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rpc.Prompt(ctx, "after the rename"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rpc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(sessionFileOf(t, h.omp.AgentDir(), first)); !bytes.Contains(b[:session.TitleSlotSize], []byte("a title set by hand")) {
+		t.Fatalf("the title slot does not hold the new title: %q", b[:session.TitleSlotSize])
+	}
+	check("a renamed session", first)
+
+	// A fork: a new session file that repeats its parent's entries.
+	print("--fork", first, "forked off")
+	ids = sessionIDs(t, h.omp)
+	if len(ids) != 2 {
+		t.Fatalf("after --fork: %d sessions, want 2", len(ids))
+	}
+	fork := ids[0]
+	if fork == first {
+		fork = ids[1]
+	}
+	check("a fork", fork)
+}
