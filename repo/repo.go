@@ -1,11 +1,13 @@
 package repo
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -388,11 +390,21 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 // start, greedily taking the chunk reaching furthest. Overlapping chunks (a
 // range uploaded again after a crash, or a compacted one) are fine. It
 // returns the covered length: less than the chunks' furthest end means a gap.
+// One pass over the chunks by start (sorted first unless they are, as
+// listings give them): a hostile listing of many chunks costs O(n log n).
 func Cover(chunks []ChunkRef) (picked []ChunkRef, covered int64) {
-	for {
+	byStart := func(a, b ChunkRef) int { return cmp.Compare(a.Start, b.Start) }
+	if !slices.IsSortedFunc(chunks, byStart) {
+		chunks = slices.Clone(chunks)
+		slices.SortStableFunc(chunks, byStart)
+	}
+	for i := 0; ; {
 		best := -1
-		for i, c := range chunks {
-			if c.Start <= covered && c.End > covered && (best < 0 || c.End > chunks[best].End) {
+		// Every chunk that starts inside what is covered is a candidate;
+		// those passed over earlier end before covered, as the last pick
+		// reached furthest among them.
+		for ; i < len(chunks) && chunks[i].Start <= covered; i++ {
+			if chunks[i].End > covered && (best < 0 || chunks[i].End > chunks[best].End) {
 				best = i
 			}
 		}
