@@ -503,3 +503,48 @@ func TestLocateSaysHowToInstall(t *testing.T) {
 		}
 	}
 }
+
+func TestForkThenArchive(t *testing.T) {
+	h, _, ctx := machine(t)
+	if _, _, err := h.Print(ctx, "to be forked"); err != nil {
+		t.Fatal(err)
+	}
+	src := onlySession(t, h)
+	_, entries := readSession(t, src)
+	id := entries[1].ID
+	if _, _, err := h.Print(ctx, "--fork", id, "in the fork"); err != nil {
+		t.Fatal(err)
+	}
+	files := h.SessionFiles()
+	if len(files) != 2 {
+		t.Fatalf("after --fork: %q", files)
+	}
+	fork := files[0]
+	if fork == src {
+		fork = files[1]
+	}
+	b, _ := readSession(t, fork)
+	if !bytes.Contains(b, []byte(`"parentSession":"`)) || !bytes.Contains(b, []byte("in the fork")) {
+		t.Errorf("fork %s lacks parentSession or its prompt", fork)
+	}
+	// gc archives only sessions past a 5-minute write grace: age them.
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	for _, f := range files {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := h.Run(ctx, "gc", "--apply", "--archive", "--cold-archive-after-days", "1",
+		"--retain-newest-global", "0", "--retain-newest-per-cwd", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if left := h.SessionFiles(); len(left) != 0 {
+		t.Errorf("gc left %q", left)
+	}
+	for _, f := range files {
+		gz := filepath.Join(h.AgentDir(), "archive", "sessions", CwdDir, filepath.Base(f)+".gz")
+		if _, err := os.Stat(gz); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -218,7 +218,8 @@ func (r *RPC) WaitFrame(ctx context.Context, from int, match func(Frame) bool) (
 	}
 }
 
-// call sends cmd with a fresh id and returns the index of its response frame.
+// call sends cmd with a fresh id and returns its response and the number of
+// frames there were before it was sent.
 func (r *RPC) call(ctx context.Context, cmd map[string]any) (Response, int, error) {
 	r.mu.Lock()
 	r.nextID++
@@ -234,7 +235,7 @@ func (r *RPC) call(ctx context.Context, cmd map[string]any) (Response, int, erro
 		return Response{}, 0, err
 	}
 	var resp Response
-	i, err := r.WaitFrame(ctx, from, func(f Frame) bool {
+	_, err := r.WaitFrame(ctx, from, func(f Frame) bool {
 		if f.Type != "response" {
 			return false
 		}
@@ -249,9 +250,9 @@ func (r *RPC) call(ctx context.Context, cmd map[string]any) (Response, int, erro
 		return Response{}, 0, fmt.Errorf("omp rpc %v: %w", cmd["type"], err)
 	}
 	if !resp.Success {
-		return resp, i, fmt.Errorf("omp rpc %v: %s", cmd["type"], resp.Error)
+		return resp, from, fmt.Errorf("omp rpc %v: %s", cmd["type"], resp.Error)
 	}
-	return resp, i, nil
+	return resp, from, nil
 }
 
 // Command sends one RPC command (a map with "type" and its fields, e.g.
@@ -269,7 +270,7 @@ func (r *RPC) Command(ctx context.Context, cmd map[string]any) (Response, error)
 // agent ran. Appends are synchronous in omp, so the turn's entries are in
 // the session file when Prompt returns.
 func (r *RPC) Prompt(ctx context.Context, text string) error {
-	resp, i, err := r.call(ctx, map[string]any{"type": "prompt", "message": text})
+	resp, from, err := r.call(ctx, map[string]any{"type": "prompt", "message": text})
 	if err != nil {
 		return err
 	}
@@ -280,8 +281,10 @@ func (r *RPC) Prompt(ctx context.Context, text string) error {
 	if data.AgentInvoked != nil && !*data.AgentInvoked {
 		return nil
 	}
+	// From before the prompt was sent: its events may precede the
+	// acknowledgement. Earlier turns ended before Prompt was called.
 	var failed string
-	_, err = r.WaitFrame(ctx, i+1, func(f Frame) bool {
+	_, err = r.WaitFrame(ctx, from, func(f Frame) bool {
 		switch f.Type {
 		case "agent_end":
 			var terminal *bool
