@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -296,4 +297,75 @@ func TestRealOmpBackupRestore(t *testing.T) {
 		fork = ids[1]
 	}
 	check("a fork", fork)
+
+	// A branch from an earlier user turn into a new file, in RPC mode.
+	var firstUser string
+	for _, line := range bytes.Split(readFile(t, sessionFileOf(t, h.omp.AgentDir(), first)), []byte("\n")) {
+		if e, ok := session.ParseEntry(line); ok && bytes.Contains(line, []byte(`"role":"user"`)) {
+			firstUser = e.ID
+			break
+		}
+	}
+	rpc = h.omp.StartRPC(ctx, "--resume", first)
+	if _, err := rpc.Command(ctx, map[string]any{"type": "branch", "entryId": firstUser}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rpc.Prompt(ctx, "on a branch"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := rpc.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rpc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.SessionID == first || st.SessionID == fork {
+		t.Fatalf("the branch stayed in session %s", st.SessionID)
+	}
+	check("a branch", st.SessionID)
+
+	// /move: the file goes to another cwd-dir and its header's cwd changes.
+	other := filepath.Join(h.omp.Dir, "other")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rpc = h.omp.StartRPC(ctx, "--resume", fork)
+	if err := rpc.Prompt(ctx, "/move "+other); err != nil {
+		t.Fatal(err)
+	}
+	if err := rpc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p := sessionFileOf(t, h.omp.AgentDir(), fork); filepath.Base(filepath.Dir(p)) != "-other" {
+		t.Fatalf("after /move the fork is at %s", p)
+	}
+	check("a moved session", fork)
+
+	// omp gc archives cold sessions: gzip under archive/, the artifact
+	// folder beside it, the original removed.
+	cold := time.Now().Add(-40 * 24 * time.Hour)
+	for _, p := range h.omp.SessionFiles() {
+		if err := os.Chtimes(p, cold, cold); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.backup() // the mtimes as they are before gc
+	if _, _, err := h.omp.Run(ctx, "gc", "--apply", "--archive", "--cold-archive-after-days", "1", "--retain-newest-global", "0", "--retain-newest-per-cwd", "0"); err != nil {
+		t.Fatal(err)
+	}
+	archived, _ := filepath.Glob(filepath.Join(h.omp.AgentDir(), "archive", "sessions", "*", "*.jsonl.gz"))
+	if len(archived) == 0 {
+		t.Fatal("omp gc archived nothing")
+	}
+	check(fmt.Sprintf("%d sessions archived by omp gc", len(archived)), first)
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
