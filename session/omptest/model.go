@@ -326,7 +326,8 @@ func writeReply(w http.ResponseWriter, reply Reply, callID string) {
 }
 
 // streamReply sends reply as OpenAI SSE chunks: role, content in pieces of
-// at most 1 KiB (or the tool call), finish_reason, usage, [DONE].
+// at most 4 KiB (or the tool call), finish_reason, usage, [DONE]. Pieces
+// are few because omp re-emits the whole partial message on each.
 func streamReply(w http.ResponseWriter, reply Reply, callID string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -360,7 +361,7 @@ func streamReply(w http.ResponseWriter, reply Reply, callID string) {
 		finish = "tool_calls"
 	} else {
 		for text := reply.Text; text != ""; {
-			n := min(len(text), 1024)
+			n := min(len(text), 4096)
 			for n < len(text) && !utf8Start(text[n]) { // never split a character
 				n++
 			}

@@ -167,9 +167,13 @@ func TestToolCallRecordsResult(t *testing.T) {
 	h, m, ctx := machine(t)
 	// The host's API keys must not reach omp or its tools.
 	t.Setenv("OPENAI_API_KEY", "leaked-key")
-	m.Queue(Bash("echo marker-tool key=${OPENAI_API_KEY:-none}"), Text("done-after-tool"))
+	written := filepath.Join(h.Cwd, "written.txt")
+	m.Queue(Bash("echo marker-tool key=${OPENAI_API_KEY:-none}"), Write(written, "written-by-the-model\n"), Text("done-after-tool"))
 	if _, _, err := h.Print(ctx, "run the tool"); err != nil {
 		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(written); err != nil || string(b) != "written-by-the-model\n" {
+		t.Errorf("write tool: %q, %v", b, err)
 	}
 	_, entries := readSession(t, onlySession(t, h))
 	var results []string
@@ -181,15 +185,15 @@ func TestToolCallRecordsResult(t *testing.T) {
 	if len(results) != 1 || !strings.Contains(results[0], "marker-tool key=none") {
 		t.Errorf("bash toolResult entries %q, want one with marker-tool key=none", results)
 	}
-	if got := messages(entries, "assistant"); len(got) != 2 || got[1] != "done-after-tool" {
+	if got := messages(entries, "assistant"); len(got) != 3 || got[2] != "done-after-tool" {
 		t.Errorf("assistant messages %q", got)
 	}
 	reqs := m.Requests()
-	if len(reqs) != 2 || reqs[0].ToolResult != "" || !strings.Contains(reqs[1].ToolResult, "marker-tool") {
+	if len(reqs) != 3 || reqs[0].ToolResult != "" || !strings.Contains(reqs[1].ToolResult, "marker-tool") || reqs[2].ToolResult == "" {
 		t.Fatalf("requests %+v", reqs)
 	}
-	if reqs[1].Prompt != "run the tool" || !slices.Equal(m.Prompts(), []string{"run the tool"}) {
-		t.Errorf("prompts %q, follow-up prompt %q", m.Prompts(), reqs[1].Prompt)
+	if reqs[2].Prompt != "run the tool" || !slices.Equal(m.Prompts(), []string{"run the tool"}) {
+		t.Errorf("prompts %q, follow-up prompt %q", m.Prompts(), reqs[2].Prompt)
 	}
 }
 
@@ -223,7 +227,7 @@ func TestImageReadStoresBlob(t *testing.T) {
 
 func TestLongTextReply(t *testing.T) {
 	h, m, ctx := machine(t)
-	long := LongText("long-reply-marker", 200<<10)
+	long := LongText("long-reply-marker", 100<<10)
 	m.Queue(long)
 	if _, _, err := h.Print(ctx, "write a lot"); err != nil {
 		t.Fatal(err)
