@@ -60,6 +60,18 @@ type Options struct {
 	FlushTimeout time.Duration
 	Logger       *slog.Logger
 	Metrics      *Metrics // nil: none
+	// Remote names the remote in the state and in messages (never with
+	// credentials); the repository's id is what the state is checked by.
+	Remote string
+	// TakeOverMachine lets this agent write a machine name whose catalog
+	// another ompsync wrote (a reinstalled machine, an old disk gone).
+	TakeOverMachine bool
+	// ConfirmDeletions records the deletions of a pass even when most
+	// sessions vanished at once (see recordMissing).
+	ConfirmDeletions bool
+	// Hostname and HostID describe this host in the catalog. Defaults:
+	// os.Hostname, and a hash of the machine-id.
+	Hostname, HostID string
 	// Ready, if set, is called once the agent watches and has made its
 	// first pass (systemd readiness).
 	Ready func()
@@ -101,6 +113,12 @@ func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Hostname == "" {
+		o.Hostname, _ = os.Hostname()
+	}
+	if o.HostID == "" {
+		o.HostID = hostID()
+	}
 }
 
 // Agent backs up one agent dir to one remote.
@@ -129,6 +147,18 @@ type Agent struct {
 	blobsToConfirm int
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
+	// catWrittenAt is when this agent last put the catalog or its recent
+	// object (the heartbeat), ownerCheckedAt when it last read who did.
+	catWrittenAt, ownerCheckedAt time.Time
+	// problems are the paths that could not be read, reported once and
+	// then now and then.
+	problems problems
+	// sessionsGone: the last full scan found no sessions folder; watch is
+	// the running agent's watcher, to watch the folder again when it is back.
+	sessionsGone bool
+	watch        *watcher
+	// vanishLogged is when a vanished tree was last logged at ERROR.
+	vanishLogged time.Time
 	// pullWaiting are the sessions whose pull waits for a process to
 	// release the file (said once at INFO).
 	pullWaiting map[string]bool
@@ -141,6 +171,11 @@ type Agent struct {
 	fullScan bool            // a missed or removal event asks for a scan
 
 	outage outage
+
+	// beforeRead, when set (tests), runs just before a chunk's bytes are
+	// read, after the stat and the checks: where a file can change under
+	// the agent.
+	beforeRead func(rel string)
 }
 
 // ErrLocked means another agent holds the state dir.
@@ -164,6 +199,10 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	opts.AgentDir = filepath.Clean(abs)
+	if abs, err = filepath.Abs(opts.StateDir); err != nil {
+		return nil, err
+	}
+	opts.StateDir = filepath.Clean(abs)
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
@@ -194,6 +233,10 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	if st == nil {
 		st = newState(opts.Machine)
+		st.changed.all = true
+	}
+	if st.Instance == "" {
+		st.Instance = repo.NewID()
 		st.changed.all = true
 	}
 	a.state = st
@@ -242,28 +285,53 @@ func (a *Agent) Once(ctx context.Context) error {
 	if err := a.start(ctx); err != nil {
 		return err
 	}
-	return a.pass(ctx, true)
+	err := a.pass(ctx, true)
+	// What the first pass found lost on the remote (confirmUploads) is
+	// marked for upload; a few more passes put it up before exiting.
+	for i := 0; i < 3 && err == nil && ctx.Err() == nil && a.hasWork(); i++ {
+		err = a.pass(ctx, a.takeFullScan())
+	}
+	return err
+}
+
+// hasWork reports whether paths wait for a pass.
+func (a *Agent) hasWork() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.dirty) > 0 || a.fullScan
 }
 
 // start checks the repository and loads this machine's catalog, so that a
-// lost state is rebuilt from what the remote already holds.
+// lost state is rebuilt from what the remote already holds. Before anything
+// is written it refuses a machine name another ompsync writes
+// (claimMachine), and stops trusting a state that does not match this
+// remote (distrust).
 func (a *Agent) start(ctx context.Context) error {
 	if err := a.repo.Init(ctx); err != nil {
 		return err
 	}
 	base, recent, err := a.repo.GetCatalogParts(ctx, a.opts.Machine)
-	if errors.Is(err, remote.ErrNotFound) {
-		return nil
-	}
-	if errors.Is(err, repo.ErrNoKey) {
+	switch {
+	case errors.Is(err, remote.ErrNotFound):
+		why, otherRepo := a.distrust(catalogMissing, nil, time.Time{})
+		return a.started(why, otherRepo)
+	case errors.Is(err, repo.ErrNoKey):
 		// An agent given only the recipients (public keys) can write but
 		// not read: it works from its local state alone.
 		a.log.Warn("cannot read this machine's catalog without the private key; a lost local state cannot be rebuilt from the remote", "err", err)
-		return nil
-	}
-	if err != nil {
+		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
+		return a.started(why, otherRepo)
+	case err != nil:
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
+	w, at := repo.LastWrite(base, recent)
+	if err := a.claimMachine(w, at); err != nil {
+		return err
+	}
+	if w != nil && w.Instance == a.state.Instance {
+		a.catWrittenAt = at
+	}
+	why, otherRepo := a.distrust(catalogRead, w, at)
 	// Know what the remote lists, so an unchanged state puts nothing.
 	a.setCatalogBase(base)
 	if len(base.Refused) > 0 {
@@ -278,7 +346,29 @@ func (a *Agent) start(ctx context.Context) error {
 	for _, why := range cat.Refused {
 		a.log.Warn("this machine's catalog has an unsafe entry; ignoring it", "problem", why)
 	}
+	err = a.started(why, otherRepo)
 	a.seedFromCatalog(cat)
+	return err
+}
+
+// started reconciles a state that cannot be trusted on this remote and
+// records the repository it describes from now on, saved at once: a run
+// stopped before its first pass must not leave a state that says it
+// belongs here without having been checked.
+func (a *Agent) started(why string, otherRepo bool) error {
+	if why != "" {
+		a.reconcileAll(why, otherRepo)
+	}
+	a.ownerCheckedAt = a.now()
+	if a.state.RepoID != a.repo.ID() || a.state.Remote != a.opts.Remote {
+		a.state.RepoID, a.state.Remote = a.repo.ID(), a.opts.Remote
+		a.state.changed.all = true
+	}
+	if a.state.changed.all {
+		if err := a.state.persist(a.opts.StateDir); err != nil {
+			a.log.Error("could not save state", "err", err)
+		}
+	}
 	return nil
 }
 
@@ -293,6 +383,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer w.close()
+	a.watch = w
 	go w.run(ctx)
 
 	for {
@@ -300,15 +391,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		if ctx.Err() != nil {
+			return a.stopDuringStart()
+		}
 		if !remote.IsTransient(err) {
 			return err
 		}
 		a.outage.failed(a.log, err)
 		if !sleepCtx(ctx, a.outage.wait()) {
-			return nil
+			return a.stopDuringStart()
 		}
 	}
 	if err := a.pass(ctx, true); err != nil && ctx.Err() == nil {
+		if errors.Is(err, ErrMachineInUse) {
+			return err
+		}
 		a.log.Warn("first pass incomplete; will retry", "err", err)
 	}
 	if a.opts.Ready != nil {
@@ -338,6 +435,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			lastFull = a.now()
 		}
 		if err := a.pass(ctx, full); err != nil && ctx.Err() == nil {
+			if errors.Is(err, ErrMachineInUse) {
+				return err // another agent took the name: stop writing under it
+			}
 			a.log.Debug("pass incomplete", "err", err)
 		}
 		a.maintain(ctx)
@@ -361,6 +461,25 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) flush() error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.FlushTimeout)
 	defer cancel()
+	return a.flushWith(ctx)
+}
+
+// stopDuringStart handles a stop signal that came before start-up was done,
+// as when a service manager stops the agent while it starts: start-up is
+// finished within FlushTimeout and what is settled uploaded, or, when the
+// remote does not answer in time, abandoned. Either way the stop is clean:
+// nothing uploaded is lost, and the next start catches up.
+func (a *Agent) stopDuringStart() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.FlushTimeout)
+	defer cancel()
+	if err := a.start(ctx); err != nil {
+		a.log.Warn("stopped during start-up, before anything was uploaded; the next start catches up", "err", err)
+		return nil
+	}
+	return a.flushWith(ctx)
+}
+
+func (a *Agent) flushWith(ctx context.Context) error {
 	if err := a.pass(ctx, true); err != nil {
 		a.log.Warn("stopped before everything was uploaded; the next start catches up", "err", err)
 		return nil

@@ -26,10 +26,12 @@ func (a *Agent) seedFromCatalog(c repo.Catalog) {
 		if _, ok := a.state.Streams[key]; ok {
 			continue
 		}
+		// Not seen here yet: until its file is, its absence means "not on
+		// this machine" (a new laptop), never a deletion.
 		a.state.Streams[key] = &FileState{
 			SessionID: e.ID, Stream: repo.SessionStream, Path: e.Path, Cwd: e.Cwd, Title: e.Title,
 			Generation: e.Generation, Offset: e.Size, UploadedMtime: e.Mtime,
-			State: e.State, Changed: e.Changed, Adopt: true, MetaPath: e.Path,
+			State: e.State, Changed: e.Changed, Adopt: true, MetaPath: e.Path, Unseen: e.State == repo.StatePresent,
 		}
 		if e.State == repo.StatePresent {
 			// Not yet seen on disk: a scan decides.
@@ -135,6 +137,8 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 	}
 	state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
 	fst.Generation, fst.Offset, fst.HashFrom, fst.HashState = g.Name, covered, hdr.HashFrom, state
+	// The listing showed it, so it needs no confirming LIST of its own.
+	fst.Confirmed, fst.ConfirmedAt = covered, a.now().UTC()
 	fst.SlotHash = "" // the head is checked (and stored if it differs) on the next sync
 	fst.Size, fst.Inode = -1, 0
 	fst.Verified = a.now().UTC()
@@ -150,8 +154,11 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 
 // putCatalog tells the remote what this machine holds, when that changed.
 // Entries that changed since the catalog was last written whole go into the
-// small recent object; once they are many, the catalog is rewritten whole.
-// Either way a reader sees the current entries.
+// small recent object; once they are many, the catalog is rewritten whole,
+// followed by an empty recent object over it, so the recent object always
+// names the last writer (checkOwner reads only it). Either way a reader sees
+// the current entries. Once per heartbeat the recent object is put even
+// when nothing changed: a running agent is seen to be running.
 func (a *Agent) putCatalog(ctx context.Context) error {
 	var all, changed []repo.CatalogEntry
 	for _, f := range a.state.Streams {
@@ -168,22 +175,20 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		}
 	}
 	now := a.now().UTC()
-	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Sessions: changed}
+	heartbeat := a.heartbeatDue()
+	w := a.writer()
+	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Writer: w, Sessions: changed}
 	var body []byte
 	// The catalog is rewritten whole when sessions left it, or when the
 	// changes over it grow past a quarter of its size: until then each
 	// interval puts only the small recent object.
 	whole := a.catBase == nil || len(all) < a.catBase.Len() || len(changed) > max(256, a.catBase.Len()/8)
 	if !whole {
-		if len(changed) == 0 && a.catRecent == nil {
-			a.catalogStale = false
-			return nil // the catalog lists it all
-		}
 		body = repo.EncodeRecent(recent, a.catBase)
 		whole = len(body) > max(4<<10, a.catBaseBytes/4)
 	}
 	if whole {
-		c := repo.Catalog{Machine: a.opts.Machine, Updated: now, Sessions: all}
+		c := repo.Catalog{Machine: a.opts.Machine, Updated: now, Writer: w, Sessions: all}
 		if !a.catBaseAt.IsZero() && !now.After(a.catBaseAt) {
 			c.Updated = a.catBaseAt.Add(time.Microsecond) // a new base, even on a coarse clock
 		}
@@ -194,10 +199,11 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		c.Encoded = n
 		a.setCatalogBase(c)
 		a.catalogStale, a.catConfirmedAt = false, time.Time{}
+		a.wrote(c.Updated)
 		a.metrics.catalogUpdated()
-		return nil
-	}
-	if bytes.Equal(body, a.catRecent) {
+		recent = repo.Catalog{Machine: a.opts.Machine, Base: c.Updated, Writer: w}
+		body, now = repo.EncodeRecent(recent, a.catBase), c.Updated
+	} else if bytes.Equal(body, a.catRecent) && !heartbeat {
 		a.catalogStale = false
 		return nil
 	}
@@ -206,7 +212,10 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		return fmt.Errorf("upload catalog changes: %w", err)
 	}
 	a.catRecent, a.catalogStale, a.catConfirmedAt = body, false, time.Time{}
-	a.metrics.catalogUpdated()
+	a.wrote(recent.Updated)
+	if !whole {
+		a.metrics.catalogUpdated()
+	}
 	return nil
 }
 

@@ -24,7 +24,8 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		// An archived session's archive still holds every byte, so its
 		// lost objects can be put again as well.
 		kept := f.State == repo.StatePresent || f.State == repo.StateArchived && f.isSession()
-		if kept && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
+		// An unseen stream has no file here to fill a hole from.
+		if kept && !f.Unseen && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
 			todo = append(todo, f)
 		}
 	}

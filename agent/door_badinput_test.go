@@ -196,8 +196,13 @@ func TestAgentStartSurvivesCutAnswer(t *testing.T) {
 	seed.writeRename(ompRel, corpus(t, ompFile))
 	seed.once() // a marker and a catalog to read at start
 
+	// The same state dir, its state lost: rebuilt from the remote.
 	e := newEnv(t, &cutBodies{Client: c, n: 1})
 	e.agentDir, e.opts.AgentDir = seed.agentDir, seed.agentDir
+	if err := os.RemoveAll(seed.stateDir); err != nil {
+		t.Fatal(err)
+	}
+	e.stateDir, e.opts.StateDir = seed.stateDir, seed.stateDir
 	e.opts.Interval = 50 * time.Millisecond
 	a, err := New(e.repo, e.opts)
 	if err != nil {

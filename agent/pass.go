@@ -32,22 +32,34 @@ type job struct {
 }
 
 // pass finds what changed (everything, or the paths the watcher saw) and
-// uploads it. It returns the first error; other files still go on.
+// uploads it. It returns the first error; other files still go on. A full
+// pass also fails when a path could not be read, or when most sessions
+// vanished at once (recordMissing).
 func (a *Agent) pass(ctx context.Context, full bool) error {
 	var rels []string
+	var sc *scanned
 	if full {
 		var err error
-		rels, err = a.scan()
-		if err != nil {
+		if sc, err = a.scan(); err != nil {
 			return err
 		}
+		rels = sc.rels
 		a.takeDirty()
+		if a.sessionsGone && !sc.sessionsGone && a.watch != nil {
+			a.watch.addTree(a.opts.AgentDir) // back (remounted): its watches went with it
+		}
+		a.sessionsGone = sc.sessionsGone
 	} else {
 		rels = a.takeDirty()
 		sort.Strings(rels)
 	}
-	if !full && len(rels) == 0 && !a.catalogStale {
+	if !full && len(rels) == 0 && !a.catalogStale && !a.heartbeatDue() {
 		return nil // idle: no stat, no encoding, no request
+	}
+	if a.ownerCheckDue() {
+		if err := a.checkOwner(ctx); err != nil {
+			return err
+		}
 	}
 	seen := map[string]bool{}
 	var jobs []job
@@ -63,7 +75,8 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		}
 	}
 	if full {
-		if a.recordMissing(seen) {
+		recorded, merr := a.recordMissing(seen, sc)
+		if recorded {
 			changed = true
 		}
 		if err == nil && a.confirmUploads(ctx) {
@@ -71,6 +84,13 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		}
 		if err == nil {
 			a.confirmCatalog(ctx)
+		}
+		a.problems.endFullPass(a.log)
+		if err == nil {
+			err = merr
+		}
+		if err == nil {
+			err = a.problems.err()
 		}
 	}
 	if changed {
@@ -122,9 +142,16 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job) (changed bool, firstErr
 			}
 			a.markDirty(j.rel) // retried next pass
 			a.metrics.failed()
-			if remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded) {
+			var re *remote.Error
+			var pe *fs.PathError
+			switch {
+			case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
 				a.outage.failed(a.log, err)
-			} else if ctx.Err() == nil {
+			case ctx.Err() != nil:
+			case !errors.As(err, &re) && errors.As(err, &pe):
+				// Unreadable here (EACCES, EIO): said once, then now and then.
+				a.problems.report(a.log, a.now(), a.abs(j.rel), err)
+			default:
 				a.log.Error("upload failed", "path", j.rel, "err", err)
 			}
 			if firstErr == nil {
@@ -264,21 +291,67 @@ func (a *Agent) readArchive(rel string) ([]byte, fs.FileInfo, error) {
 // archiveRel is where omp's gc puts a session once it archives it.
 func archiveRel(livePath string) string { return "archive/" + livePath + ".gz" }
 
+// Deletions are recorded one by one: when at least vanishMin sessions, and
+// more than half of those present, vanish in one pass, or the sessions
+// folder itself is gone, the tree is taken to be gone (an unmounted disk, a
+// wrong agent_dir), not its sessions deleted.
+const vanishMin = 5
+
+// ErrVanished means most sessions vanished at once; nothing was recorded.
+var ErrVanished = errors.New("sessions vanished")
+
 // recordMissing marks streams whose files disappeared: archived when an
-// archive of the session was seen, else deleted. The remote keeps every byte.
-func (a *Agent) recordMissing(seen map[string]bool) bool {
-	changed := false
+// archive of the session was seen, else deleted. The remote keeps every
+// byte. Only a file this state saw, that now does not exist, in a folder
+// the scan could read, is deleted; a vanished tree records nothing
+// (unless Options.ConfirmDeletions) and is an error.
+func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
+	var gone []*FileState
+	present, deleting := 0, 0
 	for _, fst := range a.state.Streams {
-		if fst.State != repo.StatePresent || seen[fst.Path] {
+		if fst.State != repo.StatePresent || fst.Unseen || !a.included(fst.Path) {
 			continue
 		}
-		if !a.included(fst.Path) {
+		if fst.isSession() {
+			present++
+		}
+		if seen[fst.Path] || sc.under(fst.Path) {
 			continue
 		}
 		if _, err := os.Lstat(a.abs(fst.Path)); err == nil {
 			continue // appeared after the scan
+		} else if !isNotExist(err) {
+			a.problems.report(a.log, a.now(), a.abs(fst.Path), err)
+			continue
 		}
-		if fst.isSession() && seen["archived:"+fst.SessionID] {
+		gone = append(gone, fst)
+		if fst.isSession() && !seen["archived:"+fst.SessionID] {
+			deleting++
+		}
+	}
+	vanished := deleting > 0 && (sc.sessionsGone || deleting >= vanishMin && 2*deleting > present)
+	var verr error
+	if vanished && !a.opts.ConfirmDeletions {
+		where := fmt.Sprintf("%d of the %d sessions in %s", deleting, present, a.abs("sessions"))
+		if sc.sessionsGone {
+			where = fmt.Sprintf("the sessions folder %s, with its %d sessions,", a.abs("sessions"), present)
+		}
+		verr = fmt.Errorf("%w: %s vanished in one pass; is the disk unmounted, or agent_dir wrong? Nothing is recorded as deleted. "+
+			"If they were deleted on purpose, run 'ompsync agent --once --confirm-deletions'", ErrVanished, where)
+		if a.now().Sub(a.vanishLogged) >= problemRelog {
+			a.log.Error(verr.Error())
+			a.vanishLogged = a.now()
+		}
+	} else {
+		a.vanishLogged = time.Time{}
+	}
+	changed := false
+	for _, fst := range gone {
+		archived := fst.isSession() && seen["archived:"+fst.SessionID]
+		if verr != nil && !archived {
+			continue
+		}
+		if archived {
 			fst.State = repo.StateArchived
 		} else {
 			fst.State = repo.StateDeleted
@@ -291,7 +364,7 @@ func (a *Agent) recordMissing(seen map[string]bool) bool {
 		a.state.touch(fst)
 		changed = true
 	}
-	return changed
+	return changed, verr
 }
 
 // pendingBytes is how many bytes of present files are not yet uploaded as

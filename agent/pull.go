@@ -144,8 +144,8 @@ func (a *Agent) deletedHere(id string) bool {
 // at its path any more.
 func (a *Agent) vanished(id string) bool {
 	f := a.state.Streams[streamKey(id, repo.SessionStream)]
-	if f == nil || f.State != repo.StatePresent {
-		return false
+	if f == nil || f.State != repo.StatePresent || f.Unseen {
+		return false // an unseen session is not on this machine: pull it
 	}
 	_, err := os.Lstat(a.abs(f.Path))
 	return isNotExist(err)

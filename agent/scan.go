@@ -14,18 +14,54 @@ import (
 	"github.com/ompsync/ompsync/session"
 )
 
-// scan walks the agent dir for everything that is backed up.
-func (a *Agent) scan() ([]string, error) {
-	var out []string
+// scanned is what a full scan found: the files to back up, the folders it
+// could not read (nothing under them is taken to be gone), and whether the
+// sessions folder itself is missing.
+type scanned struct {
+	rels         []string
+	unreadable   map[string]bool // rel paths of folders
+	sessionsGone bool
+}
+
+// under reports whether rel lies in a folder the scan could not read.
+func (s *scanned) under(rel string) bool {
+	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+		if s.unreadable[d] {
+			return true
+		}
+	}
+	return s.unreadable["."]
+}
+
+// scan walks the agent dir for everything that is backed up. Anything it
+// cannot read, other than what does not exist, is reported (a.problems).
+func (a *Agent) scan() (*scanned, error) {
+	res := &scanned{unreadable: map[string]bool{}}
+	if _, err := os.Stat(a.opts.AgentDir); err != nil && !isNotExist(err) {
+		a.problems.report(a.log, a.now(), a.opts.AgentDir, err)
+		res.unreadable["."] = true
+		return res, nil
+	}
 	for _, top := range []string{"sessions", "blobs", "archive/sessions"} {
 		root := a.abs(top)
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
-				if p == root && isNotExist(err) {
-					return filepath.SkipDir
+				if isNotExist(err) {
+					// Gone between the listing and now, or a root that is
+					// not there (only the sessions folder must be).
+					if p == root && top == "sessions" {
+						res.sessionsGone = true
+					}
+					if p == root || d != nil && d.IsDir() {
+						return filepath.SkipDir
+					}
+					return nil
 				}
-				a.log.Warn("cannot read; skipping", "path", p, "err", err)
-				if d != nil && d.IsDir() {
+				a.problems.report(a.log, a.now(), p, err)
+				if rel, ok := a.relOf(p); ok && (d == nil || d.IsDir()) {
+					res.unreadable[rel] = true
+				}
+				if d != nil && d.IsDir() || p == root {
 					return filepath.SkipDir
 				}
 				return nil
@@ -45,7 +81,7 @@ func (a *Agent) scan() ([]string, error) {
 				return nil
 			}
 			if session.Classify(rel) != session.KindIgnored && a.included(rel) {
-				out = append(out, rel)
+				res.rels = append(res.rels, rel)
 			}
 			return nil
 		})
@@ -53,7 +89,7 @@ func (a *Agent) scan() ([]string, error) {
 			return nil, fmt.Errorf("scan %s: %w", root, err)
 		}
 	}
-	return out, nil
+	return res, nil
 }
 
 // included applies the include and exclude globs.
@@ -85,10 +121,13 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 		return job{}, false
 	}
 	fi, err := os.Lstat(a.abs(rel))
+	if err != nil && !isNotExist(err) {
+		a.problems.report(a.log, a.now(), a.abs(rel), err)
+		seen[rel] = true // not readable is not gone
+		return job{}, false
+	}
 	if err != nil || !fi.Mode().IsRegular() {
-		if err == nil || isNotExist(err) {
-			a.markFullScan() // gone or replaced: a scan decides move, archive or delete
-		}
+		a.markFullScan() // gone or replaced: a scan decides move, archive or delete
 		return job{}, false
 	}
 	seen[rel] = true
@@ -116,7 +155,8 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 				return job{}, false // the live file is the source while it exists
 			}
 		}
-		if fst != nil && fst.State == repo.StateArchived && fst.Size == fi.Size() && fst.MtimeNs == fi.ModTime().UnixNano() {
+		if fst != nil && fst.State == repo.StateArchived && fst.Size == fi.Size() && fst.MtimeNs == fi.ModTime().UnixNano() && !fst.Adopt {
+			fst.Unseen = false
 			return job{}, false
 		}
 		parts := strings.Split(rel, "/") // archive/sessions/<cwd-dir>/<name>.jsonl.gz
@@ -125,6 +165,7 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 			fst = &FileState{SessionID: id, Stream: repo.SessionStream, Path: livePath, State: repo.StateArchived, Changed: a.now().UTC()}
 			a.state.Streams[streamKey(id, repo.SessionStream)] = fst
 		}
+		fst.Unseen = false
 		if fst.Path != livePath {
 			// Moved, then archived before a scan saw the move: the archive
 			// says where it last lived.
@@ -142,6 +183,7 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *FileState {
 	if k, ok := a.byPath[rel]; ok {
 		if fst := a.state.Streams[k]; fst != nil && fst.Path == rel {
+			fst.Unseen = false // seen here: from now on, gone means deleted
 			if fst.Adopt {
 				a.adopt(ctx, fst)
 			}
@@ -192,6 +234,7 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *F
 		fst.Changed = a.now().UTC()
 	}
 	a.byPath[rel] = key
+	fst.Unseen = false
 	if fst.Adopt {
 		a.adopt(ctx, fst)
 	}

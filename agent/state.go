@@ -78,6 +78,10 @@ type FileState struct {
 	IdleCompacted bool `json:"idle_compacted,omitempty"`
 	// HeadUnconfirmed: a head object was put and no LIST has shown it yet.
 	HeadUnconfirmed bool `json:"head_unconfirmed,omitempty"`
+	// Unseen: known from this machine's catalog only (the state was
+	// rebuilt, or the name taken over), and its file not yet seen here.
+	// Its absence is "not on this machine", never a deletion.
+	Unseen bool `json:"unseen,omitempty"`
 
 	// stale: loaded from disk, and not yet checked against the remote,
 	// which may hold more than the state says (checkStale).
@@ -180,6 +184,20 @@ type State struct {
 	BlobsConfirmedAt time.Time `json:"blobs_confirmed_at"`
 	// JournalSeq names the journal that amends this file.
 	JournalSeq int `json:"journal_seq"`
+	// RepoID is the id of the repository this state describes, and Remote
+	// where it was (for messages: the id is what counts).
+	RepoID string `json:"repo_id,omitempty"`
+	Remote string `json:"remote,omitempty"`
+	// Instance names this state dir on the remote: the machine's catalog
+	// records the instance that wrote it.
+	Instance string `json:"instance,omitempty"`
+	// CatalogAt is when this instance last wrote the machine's catalog on
+	// RepoID, as of the last whole save (it is not journalled, so it may
+	// lag: a remote older than it lost what this state wrote).
+	CatalogAt time.Time `json:"catalog_at,omitzero"`
+	// Displaced are the instances this one took the machine name over
+	// from; what they still write is theirs to stop, not this one's.
+	Displaced []string `json:"displaced,omitempty"`
 
 	mu sync.Mutex // guards Blobs and changed while uploads run
 

@@ -39,8 +39,8 @@ func Status(agentDir, stateDir string, now time.Time) ([]FileStatus, error) {
 	}
 	var out []FileStatus
 	for _, f := range st.Streams {
-		if f.State != repo.StatePresent {
-			continue
+		if f.State != repo.StatePresent || f.Unseen {
+			continue // an unseen session is not on this machine
 		}
 		fs := FileStatus{Path: f.Path, SessionID: f.SessionID, Stream: f.Stream, State: f.State, Uploaded: f.Offset, LastSynced: f.SyncedAt}
 		fi, err := os.Stat(filepath.Join(agentDir, filepath.FromSlash(f.Path)))
@@ -57,4 +57,24 @@ func Status(agentDir, stateDir string, now time.Time) ([]FileStatus, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// Origin is the remote a state describes: Remote as the agent was told it
+// (for messages), RepoID the repository's id. Both are empty for a state
+// written before ompsync recorded them.
+type Origin struct {
+	Remote string `json:"remote,omitempty"`
+	RepoID string `json:"repo_id,omitempty"`
+}
+
+// StateOrigin reads which remote the state in stateDir describes.
+func StateOrigin(stateDir string) (Origin, error) {
+	st, err := LoadState(stateDir)
+	if err != nil {
+		return Origin{}, err
+	}
+	if st == nil {
+		return Origin{}, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
+	}
+	return Origin{Remote: st.Remote, RepoID: st.RepoID}, nil
 }

@@ -1,0 +1,82 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// problemRelog: a path that stays unreadable is reported again this often,
+// not every pass.
+const problemRelog = time.Hour
+
+// problems are the paths a pass could not read (EACCES, EIO, anything but
+// "does not exist"). Such a path keeps its state, never becomes a deletion,
+// and fails the pass; its ERROR line is written when it first fails, when
+// its error changes, and then once per problemRelog.
+type problems struct {
+	mu     sync.Mutex
+	paths  map[string]*problem
+	inPass map[string]bool // reported during the current full pass
+}
+
+type problem struct {
+	msg    string
+	logged time.Time
+}
+
+// report records that path could not be read.
+func (p *problems) report(log *slog.Logger, now time.Time, path string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paths == nil {
+		p.paths, p.inPass = map[string]*problem{}, map[string]bool{}
+	}
+	p.inPass[path] = true
+	msg := err.Error()
+	pr := p.paths[path]
+	if pr != nil && pr.msg == msg && now.Sub(pr.logged) < problemRelog {
+		log.Debug("still cannot read; its backup stays as it was", "path", path, "err", err)
+		return
+	}
+	if pr == nil {
+		pr = &problem{}
+		p.paths[path] = pr
+	}
+	pr.msg, pr.logged = msg, now
+	log.Error("cannot read; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
+}
+
+// endFullPass forgets the paths a full pass read without trouble, saying
+// so once for each.
+func (p *problems) endFullPass(log *slog.Logger) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for path := range p.paths {
+		if !p.inPass[path] {
+			delete(p.paths, path)
+			log.Info("readable again", "path", path)
+		}
+	}
+	clear(p.inPass)
+}
+
+// err is the error of a pass that could not read some paths, or nil.
+func (p *problems) err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first string
+	for path := range p.paths {
+		if first == "" || path < first {
+			first = path
+		}
+	}
+	switch len(p.paths) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("cannot read %s: %s", first, p.paths[first].msg)
+	}
+	return fmt.Errorf("cannot read %d paths, among them %s: %s", len(p.paths), first, p.paths[first].msg)
+}
