@@ -144,7 +144,11 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	r, err := openRepo(ctx, cfg)
+	log.Debug("agent starting", "pid", os.Getpid())
+	// A stop signal during start-up is Run's to handle (it finishes
+	// start-up and flushes), so opening, which makes at most a request or
+	// two of its own, is not cut short by it.
+	r, err := openRepo(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return err
 	}

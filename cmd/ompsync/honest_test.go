@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/remotetest"
+)
+
+// gate is a proxy in front of an S3 server that holds the requests it is
+// told to hold until it is opened, so a test can act while ompsync waits
+// for the remote.
+type gate struct {
+	URL      string
+	mu       sync.Mutex
+	hold     func(r *http.Request) bool
+	open     chan struct{}
+	held     chan struct{} // closed when the first request is held
+	heldOnce sync.Once
+}
+
+func newGate(t *testing.T, target string, hold func(r *http.Request) bool) *gate {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{hold: hold, open: make(chan struct{}), held: make(chan struct{})}
+	proxy := httputil.NewSingleHostReverseProxy(u) // keeps Host: signatures still verify
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.hold(r) {
+			g.heldOnce.Do(func() { close(g.held) })
+			select {
+			case <-g.open:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { g.release(); srv.Close() })
+	g.URL = srv.URL
+	return g
+}
+
+// release lets every held request, and every later one, through.
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+}
+
+// s3Clients runs f once for each S3 client against the shared test server.
+func s3Clients(t *testing.T, f func(t *testing.T, srv *remotetest.Server, client string)) {
+	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+		t.Run(client, func(t *testing.T) { f(t, remotetest.SharedServer(t), client) })
+	}
+}
+
+// s3Options points a client at endpoint with the server's keys.
+func s3Options(srv *remotetest.Server, client, endpoint string) backend.S3Options {
+	return backend.S3Options{Client: client, Endpoint: endpoint, Region: "us-east-1", PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey}
+}
+
+// SIGTERM while the agent is still starting (the service manager stopping
+// it as it starts, here while the remote has not yet answered its first
+// request): it finishes start-up, uploads what is settled and exits 0.
+func TestSIGTERMDuringStartUp(t *testing.T) {
+	s3Clients(t, func(t *testing.T, srv *remotetest.Server, client string) {
+		bucket := srv.NewBucket(t)
+		g := newGate(t, srv.Endpoint, func(*http.Request) bool { return true })
+		m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, client, g.URL), "starty")
+		w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 11, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			if err := w.step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd, out := m.start("agent", "--interval", "1h")
+		<-g.held // start-up waits for the remote
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		g.release()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("agent stopped during start-up: %v, want exit 0\n%s", err, out)
+		}
+		if strings.Contains(out.String(), "context canceled") {
+			t.Errorf("the log shows the cancellation as an error:\n%s", out)
+		}
+		r := openTestRepo(t, "s3://"+bucket, s3Options(srv, client, srv.Endpoint))
+		for _, p := range w.files {
+			b, _ := os.ReadFile(p)
+			want := b[:bytes.LastIndexByte(b, '\n')+1]
+			if got := remoteCopy(t, r, idOf(p), "starty"); !bytes.Equal(got, want) {
+				t.Fatalf("%s: remote %d bytes, settled %d\n%s", filepath.Base(p), len(got), len(want), out)
+			}
+		}
+	})
+}
