@@ -116,3 +116,57 @@ func TestSIGTERMDuringStartUp(t *testing.T) {
 		}
 	})
 }
+
+// errorLine is the last line of a command's output, which must be its one
+// error line.
+func errorLine(t *testing.T, out string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "ompsync: ") {
+		t.Errorf("the output does not end with an 'ompsync: ' error line:\n%s", out)
+	}
+	return last
+}
+
+// failsWith runs ompsync args and checks that it exits 1 with an error
+// line holding want, and that no secret appears anywhere in its output.
+func failsWith(t *testing.T, m *machineEnv, want string, args ...string) string {
+	t.Helper()
+	code, out := m.ompsync(args...)
+	if code != 1 {
+		t.Errorf("ompsync %s: exit %d, want 1\n%s", strings.Join(args, " "), code, out)
+	}
+	line := errorLine(t, out)
+	if !strings.Contains(line, want) {
+		t.Errorf("ompsync %s: error line %q lacks %q", strings.Join(args, " "), line, want)
+	}
+	if s := m.s3.SecretAccessKey; s != "" && strings.Contains(out, s) {
+		t.Errorf("ompsync %s: the secret key appears in the output:\n%s", strings.Join(args, " "), out)
+	}
+	return line
+}
+
+// A wrong access key id, or a wrong secret, is said as such, with the
+// settings to check, by every command that reads or writes the remote.
+func TestWrongAccessKey(t *testing.T) {
+	s3Clients(t, func(t *testing.T, srv *remotetest.Server, client string) {
+		bucket := srv.NewBucket(t)
+		for _, tc := range []struct{ name, id, secret, want string }{
+			{"unknown key id", "NOSUCHKEY000", srv.SecretKey, "the server does not know this access key id: check s3.access_key_id / AWS_ACCESS_KEY_ID"},
+			{"wrong secret", srv.AccessKey, "not-the-secret-0123456789", "the server does not accept this secret access key for the access key id: check s3.secret_access_key / AWS_SECRET_ACCESS_KEY"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				o := s3Options(srv, client, srv.Endpoint)
+				o.AccessKeyID, o.SecretAccessKey = tc.id, tc.secret
+				m := newMachineEnv(t, "s3://"+bucket, o, "keyed")
+				for _, args := range [][]string{{"ls"}, {"verify"}, {"restore", "--all"}, {"agent", "--once"}, {"agent"}} {
+					line := failsWith(t, m, tc.want, args...)
+					if want := "ompsync: s3://" + bucket + ": " + tc.want; line != want {
+						t.Errorf("%s: error line %q, want %q", args, line, want)
+					}
+				}
+			})
+		}
+	})
+}

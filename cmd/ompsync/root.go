@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/remote"
 )
 
 // Exit codes.
@@ -265,7 +266,7 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 			cmd = ue.cmd
 		}
 	case errors.As(err, &re):
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(re.err.Error()))
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(a.message(re.err)))
 		return exitFailure
 	}
 	// Everything cobra itself returns (unknown command or flag, bad flag
@@ -275,6 +276,18 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	}
 	fmt.Fprintf(a.stderr, "ompsync: %s; see '%s --help'\n", oneLine(err.Error()), cmd.CommandPath())
 	return exitUsage
+}
+
+// message is what the user reads for err. A setup error says all there is
+// to say (what to change), so the operations it broke off are left out.
+func (a *app) message(err error) string {
+	if se, ok := remote.Setup(err); ok {
+		if a.cfg != nil {
+			return a.cfg.Remote + ": " + se.Error()
+		}
+		return se.Error()
+	}
+	return err.Error()
 }
 
 // oneLine keeps a message on one line, as scripts and logs expect.

@@ -275,6 +275,9 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 		return &remote.Error{Op: op, Key: key, Err: cerr}
 	}
 	er := errResponse(err)
+	if serr := remote.AuthError(er.Code); serr != nil {
+		return &remote.Error{Op: op, Key: key, Err: serr}
+	}
 	switch {
 	case er.Code == "NoSuchBucket":
 		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket)", c.bucket)}

@@ -266,6 +266,9 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	status, code := answer(err)
 	var nsk *types.NoSuchKey
 	var nf *types.NotFound
+	if serr := remote.AuthError(code); serr != nil {
+		return &remote.Error{Op: op, Key: key, Err: serr}
+	}
 	switch {
 	case code == "NoSuchBucket":
 		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket)", c.bucket)}
