@@ -127,9 +127,15 @@ func (m *machine) read(rel string) []byte {
 }
 
 // backup runs one agent pass, as `ompsync agent --once` does.
-func (m *machine) backup() {
+func (m *machine) backup() { m.t.Helper(); m.backupWith(false) }
+
+// backupConfirmingDeletions is `ompsync agent --once --confirm-deletions`:
+// sessions deleted all at once are recorded as deleted.
+func (m *machine) backupConfirmingDeletions() { m.t.Helper(); m.backupWith(true) }
+
+func (m *machine) backupWith(confirmDeletions bool) {
 	m.t.Helper()
-	a, err := agent.New(m.r, agent.Options{AgentDir: m.agentDir, StateDir: m.stateDir, Machine: m.name})
+	a, err := agent.New(m.r, agent.Options{AgentDir: m.agentDir, StateDir: m.stateDir, Machine: m.name, ConfirmDeletions: confirmDeletions})
 	if err != nil {
 		m.t.Fatal(err)
 	}

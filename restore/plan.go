@@ -21,6 +21,8 @@ type planner struct {
 	// problems are catalogs that could not be read.
 	problems []string
 	opts     Options
+	// deletedLeft counts the sessions --all left out as deleted.
+	deletedLeft int
 }
 
 // target is one session to restore and what each machine's catalog says of it.
@@ -165,6 +167,8 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 		for _, t := range p.sessions {
 			if p.opts.IncludeDeleted || !t.deleted() {
 				out = append(out, t)
+			} else {
+				p.deletedLeft++
 			}
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })

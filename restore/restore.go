@@ -172,6 +172,9 @@ type Report struct {
 	// Problems with the remote that are not one session's (an unreadable
 	// catalog).
 	Problems []string `json:"problems,omitempty"`
+	// DeletedLeft counts the sessions --all left out because every machine
+	// records them as deleted (IncludeDeleted restores them).
+	DeletedLeft int `json:"deleted_left,omitempty"`
 }
 
 // OK reports whether everything asked for was restored.
@@ -210,7 +213,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Problems: p.problems}
+	rep := &Report{Problems: p.problems, DeletedLeft: p.deletedLeft}
 	if opts.OpenFiles == nil {
 		if opts.OpenFiles, err = openfiles.Scan(".jsonl"); err != nil {
 			return nil, fmt.Errorf("cannot tell which processes hold session files open, so nothing is changed: %w", err)

@@ -36,7 +36,10 @@ func TestRestoreDeletedSessionByPrefix(t *testing.T) {
 		if err := os.RemoveAll(m.path("sessions")); err != nil {
 			t.Fatal(err)
 		}
-		m.backup() // records the deletions
+		m.backupConfirmingDeletions() // all at once: confirmed
+		if rep := m.restoreOK(nil, Options{All: true, DryRun: true}); len(rep.Results) != 0 || rep.DeletedLeft != len(files) {
+			t.Fatalf("--all: %d results, %d left out as deleted; want 0 and %d", len(rep.Results), rep.DeletedLeft, len(files))
+		}
 
 		for _, f := range files {
 			rel := rels[f.id]
