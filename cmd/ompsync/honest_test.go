@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -169,4 +170,27 @@ func TestWrongAccessKey(t *testing.T) {
 			})
 		}
 	})
+}
+
+// An endpoint that is a web server, not S3, is named as such, with what it
+// answered, instead of passing for a missing object or bucket.
+func TestEndpointNotS3(t *testing.T) {
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "<html><body><h1>Not Found</h1></body></html>\n")
+	}))
+	defer web.Close()
+	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+		t.Run(client, func(t *testing.T) {
+			o := backend.S3Options{Client: client, Endpoint: web.URL, PathStyle: true, AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "web-secret-0123456789"}
+			m := newMachineEnv(t, "s3://backups/omp", o, "webby")
+			want := web.URL + " did not answer like an S3 server (HTTP 404, text/html): check s3.endpoint"
+			for _, args := range [][]string{{"ls"}, {"restore", "--all"}, {"agent", "--once"}} {
+				if line := failsWith(t, m, want, args...); line != "ompsync: s3://backups/omp: "+want {
+					t.Errorf("%s: error line %q", args, line)
+				}
+			}
+		})
+	}
 }

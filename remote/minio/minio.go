@@ -88,9 +88,17 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			&credentials.IAM{},
 		})
 	}
+	var base http.RoundTripper
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
-		opts.Transport = cfg.HTTPClient.Transport
+		base = cfg.HTTPClient.Transport
+	} else {
+		tr, err := mc.DefaultTransport(opts.Secure)
+		if err != nil {
+			return nil, fmt.Errorf("minio: %w", err)
+		}
+		base = tr
 	}
+	opts.Transport = remote.CheckS3Answers(base)
 	core, err := mc.NewCore(host, opts)
 	if err != nil {
 		return nil, fmt.Errorf("minio: %w", err)
@@ -273,6 +281,9 @@ func errResponse(err error) mc.ErrorResponse {
 func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return &remote.Error{Op: op, Key: key, Err: cerr}
+	}
+	if se, ok := remote.Setup(err); ok {
+		return &remote.Error{Op: op, Key: key, Err: se}
 	}
 	er := errResponse(err)
 	if serr := remote.AuthError(er.Code); serr != nil {

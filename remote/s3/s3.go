@@ -94,10 +94,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			tr.ResponseHeaderTimeout = responseHeaderTimeout
 		})
 	}
+	httpClient := awsCfg.HTTPClient
+	if cfg.HTTPClient != nil {
+		httpClient = cfg.HTTPClient
+	}
 	api := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
-		if cfg.HTTPClient != nil {
-			o.HTTPClient = cfg.HTTPClient
-		}
+		o.HTTPClient = checkedClient{httpClient}
 		if endpoint != nil {
 			o.BaseEndpoint = aws.String(endpoint.String())
 		}
@@ -111,6 +113,15 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.RetryMaxAttempts = 0
 	})
 	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix}, nil
+}
+
+// checkedClient turns answers no S3 server gives into setup errors
+// (remote.CheckS3Answers).
+type checkedClient struct{ aws.HTTPClient }
+
+func (c checkedClient) Do(req *http.Request) (*http.Response, error) {
+	resp, err := c.HTTPClient.Do(req)
+	return remote.DoS3Checked(req, resp, err)
 }
 
 // Put uploads data in one request with its Content-MD5.
@@ -262,6 +273,9 @@ func answer(err error) (status int, code string) {
 func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return &remote.Error{Op: op, Key: key, Err: cerr}
+	}
+	if se, ok := remote.Setup(err); ok {
+		return &remote.Error{Op: op, Key: key, Err: se}
 	}
 	status, code := answer(err)
 	var nsk *types.NoSuchKey
