@@ -2,15 +2,18 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -193,4 +196,72 @@ func TestEndpointNotS3(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runEnv runs ompsync args with exactly the environment env.
+func runEnv(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+// withoutAWS is env without any AWS_ variable.
+func withoutAWS(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "AWS_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// No credentials anywhere (no keys in the configuration, no AWS_
+// variables, no ~/.aws): one line says where to put them, at once.
+func TestNoCredentials(t *testing.T) {
+	const want = "no S3 credentials found: set s3.access_key_id/s3.secret_access_key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+	check := func(t *testing.T, env []string, remoteURL string) {
+		t.Helper()
+		for _, args := range [][]string{{"ls"}, {"agent", "--once"}, {"agent"}} {
+			code, out := runEnv(t, env, args...)
+			if code != 1 {
+				t.Errorf("%s: exit %d, want 1\n%s", args, code, out)
+			}
+			if line := errorLine(t, out); line != "ompsync: "+remoteURL+": "+want {
+				t.Errorf("%s: error line %q, want %q", args, line, want)
+			}
+		}
+	}
+	// A self-hosted server: the EC2 metadata service is not asked at all.
+	s3Clients(t, func(t *testing.T, srv *remotetest.Server, client string) {
+		o := s3Options(srv, client, srv.Endpoint)
+		o.AccessKeyID, o.SecretAccessKey = "", ""
+		m := newMachineEnv(t, "s3://"+srv.NewBucket(t), o, "keyless")
+		check(t, withoutAWS(m.environ()), m.remote)
+	})
+	// AWS itself: the metadata service is asked last, here one on this
+	// machine that has no role to give.
+	t.Run("aws-imds", func(t *testing.T) {
+		var asked atomic.Int32
+		imds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			asked.Add(1)
+			http.NotFound(w, r)
+		}))
+		defer imds.Close()
+		m := newMachineEnv(t, "s3://ompsync-no-such-bucket/omp", backend.S3Options{}, "keyless")
+		env := append(withoutAWS(m.environ()), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+imds.URL, "AWS_REGION=eu-west-1")
+		check(t, env, m.remote)
+		if asked.Load() == 0 {
+			t.Errorf("the metadata service was not asked")
+		}
+	})
 }

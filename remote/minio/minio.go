@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	mc "github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -82,11 +83,16 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	case cfg.AccessKeyID != "" || cfg.SecretAccessKey != "":
 		return nil, errors.New("minio: give both access key id and secret access key, or neither")
 	default:
-		opts.Creds = credentials.NewChainCredentials([]credentials.Provider{
-			&credentials.EnvAWS{},
-			&credentials.FileAWSCredentials{},
-			&credentials.IAM{},
-		})
+		chain := []credentials.Provider{&credentials.EnvAWS{}, &credentials.FileAWSCredentials{}}
+		if endpoint == nil {
+			// Instance roles exist on AWS only; elsewhere the metadata
+			// service would only be waited for.
+			chain = append(chain, &credentials.IAM{})
+		}
+		opts.Creds = credentials.NewChainCredentials(chain)
+		if err := findCredentials(ctx, opts.Creds); err != nil {
+			return nil, err
+		}
 	}
 	var base http.RoundTripper
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
@@ -104,6 +110,23 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("minio: %w", err)
 	}
 	return &Client{core: core, bucket: cfg.Bucket, prefix: prefix}, nil
+}
+
+// credentialsTimeout bounds the search for credentials: on AWS the last
+// place asked is the EC2 metadata service, which off EC2 never answers.
+const credentialsTimeout = 5 * time.Second
+
+// findCredentials looks for credentials once, now: minio-go would
+// otherwise send unsigned requests, which the server refuses as if the
+// key were wrong.
+func findCredentials(ctx context.Context, c *credentials.Credentials) error {
+	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+	defer cancel()
+	v, err := c.GetWithContext(&credentials.CredContext{Client: http.DefaultClient, Context: ctx})
+	if err != nil || v.AccessKeyID == "" || v.SignerType == credentials.SignatureAnonymous {
+		return remote.ErrNoCredentials
+	}
+	return nil
 }
 
 // Put uploads data in one request with its Content-MD5 and SHA-256.

@@ -26,6 +26,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -64,12 +65,17 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	var loadOpts []func(*config.LoadOptions) error
-	if cfg.AccessKeyID != "" || cfg.SecretAccessKey != "" {
+	static := cfg.AccessKeyID != "" || cfg.SecretAccessKey != ""
+	if static {
 		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
 			return nil, errors.New("s3: give both access key id and secret access key, or neither")
 		}
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+	} else if endpoint != nil {
+		// A self-hosted server has no instance roles: asking the EC2
+		// metadata service would only wait for an answer that never comes.
+		loadOpts = append(loadOpts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
 	region := cfg.Region
 	if region == "" && endpoint != nil {
@@ -85,6 +91,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if awsCfg.Region == "" {
 		awsCfg.Region = "us-east-1"
+	}
+	if !static {
+		if err := findCredentials(ctx, awsCfg.Credentials); err != nil {
+			return nil, err
+		}
 	}
 	// The default client carries AWS_CA_BUNDLE when set; keep it and add
 	// a response timeout. A caller's client is used as given, after
@@ -113,6 +124,25 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.RetryMaxAttempts = 0
 	})
 	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix}, nil
+}
+
+// credentialsTimeout bounds the search for credentials: on AWS the last
+// place asked is the EC2 metadata service, which off EC2 never answers.
+const credentialsTimeout = 5 * time.Second
+
+// findCredentials looks for credentials once, now, so that none is one
+// clear error rather than the SDK's chain of every place it asked. What it
+// finds is cached for the requests.
+func findCredentials(ctx context.Context, p aws.CredentialsProvider) error {
+	if p == nil {
+		return remote.ErrNoCredentials
+	}
+	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+	defer cancel()
+	if _, err := p.Retrieve(ctx); err != nil {
+		return remote.ErrNoCredentials
+	}
+	return nil
 }
 
 // checkedClient turns answers no S3 server gives into setup errors
