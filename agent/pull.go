@@ -114,7 +114,7 @@ func (a *Agent) pull(ctx context.Context) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	open, err := openfiles.Scan(".jsonl")
+	open, err := session.ScanOpen()
 	if err != nil {
 		return fmt.Errorf("pull: cannot tell which processes hold session files open, so nothing is merged: %w", err)
 	}

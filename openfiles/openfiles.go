@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -32,9 +33,12 @@ type fileID struct{ dev, ino uint64 }
 
 // Snapshot is what one Scan saw.
 type Snapshot struct {
-	holders map[fileID][]int
-	// commands are read only for the processes a lookup returns.
+	holders  map[fileID][]int
+	bySuffix map[string][]int
+	// commands and working folders are read only for the processes a
+	// lookup asks about.
 	command func(pid int) string
+	cwd     func(pid int) string
 	// Supported is false where this system offers no way to list open
 	// files; Holders then always reports none.
 	Supported bool
@@ -69,18 +73,52 @@ func (s *Snapshot) Holders(path string) []Process {
 	return out
 }
 
-// matches reports whether name is one a scan records.
-func matches(name string, suffixes []string) bool {
+// Cwd is the working folder of process pid, or "" when it cannot be read.
+func (s *Snapshot) Cwd(pid int) string {
+	if s == nil || s.cwd == nil {
+		return ""
+	}
+	return s.cwd(pid)
+}
+
+// WithSuffix returns the processes that hold open a file whose name ends
+// in suffix, one of those given to Scan: "/agent.db" finds every omp, which
+// keeps that database open for as long as it runs.
+func (s *Snapshot) WithSuffix(suffix string) []int {
+	if s == nil {
+		return nil
+	}
+	return s.bySuffix[suffix]
+}
+
+// match returns the suffix name ends in, "" for none; with no suffixes
+// every name matches.
+func match(name string, suffixes []string) (suffix string, ok bool) {
 	if len(suffixes) == 0 {
-		return true
+		return "", true
 	}
 	name = strings.TrimSuffix(name, " (deleted)")
 	for _, s := range suffixes {
 		if strings.HasSuffix(name, s) {
-			return true
+			return s, true
 		}
 	}
-	return false
+	return "", false
+}
+
+// add records that pid holds the file id, reached by a name ending in
+// suffix.
+func (s *Snapshot) add(pid int, id fileID, suffix string) {
+	if !slices.Contains(s.holders[id], pid) {
+		s.holders[id] = append(s.holders[id], pid)
+	}
+	if suffix != "" && !slices.Contains(s.bySuffix[suffix], pid) {
+		s.bySuffix[suffix] = append(s.bySuffix[suffix], pid)
+	}
+}
+
+func newSnapshot(command, cwd func(int) string) *Snapshot {
+	return &Snapshot{holders: map[fileID][]int{}, bySuffix: map[string][]int{}, command: command, cwd: cwd, Supported: true}
 }
 
 // shortCommand renders argv for a message: the program's base name, flags

@@ -10,42 +10,42 @@ import (
 )
 
 // scan asks lsof, which every macOS has, for every process's open files:
-// -F pn prints "p<pid>" and "n<name>" lines.
+// -F pfn prints "p<pid>", "f<fd>" and "n<name>" lines (fd "cwd" names the
+// working folder).
 func scan(self int, suffixes []string) (*Snapshot, error) {
-	out, err := exec.Command("lsof", "-w", "-n", "-P", "-F", "pn").Output()
+	out, err := exec.Command("lsof", "-w", "-n", "-P", "-F", "pfn").Output()
 	// lsof exits 1 when some process could not be read; what it printed
 	// is still right.
 	if err != nil && len(out) == 0 {
 		return nil, err
 	}
-	s := &Snapshot{holders: map[fileID][]int{}, command: psCommand, Supported: true}
-	pid := 0
+	cwds := map[int]string{}
+	s := newSnapshot(psCommand, func(pid int) string { return cwds[pid] })
+	pid, fd := 0, ""
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "p"):
 			pid, _ = strconv.Atoi(line[1:])
+		case strings.HasPrefix(line, "f"):
+			fd = line[1:]
 		case strings.HasPrefix(line, "n") && pid != self && pid > 0:
 			name := line[1:]
-			if !strings.HasPrefix(name, "/") || !matches(name, suffixes) {
+			if fd == "cwd" {
+				cwds[pid] = name
+				continue
+			}
+			suffix, ok := match(name, suffixes)
+			if !strings.HasPrefix(name, "/") || !ok {
 				continue
 			}
 			if id, ok := statID(name); ok {
-				s.holders[id] = appendOnce(s.holders[id], pid)
+				s.add(pid, id, suffix)
 			}
 		}
 	}
 	return s, nil
-}
-
-func appendOnce(pids []int, pid int) []int {
-	for _, p := range pids {
-		if p == pid {
-			return pids
-		}
-	}
-	return append(pids, pid)
 }
 
 func statID(path string) (fileID, bool) {

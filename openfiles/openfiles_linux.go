@@ -16,7 +16,7 @@ func scan(self int, suffixes []string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{holders: map[fileID][]int{}, command: procCommand, Supported: true}
+	s := newSnapshot(procCommand, procCwd)
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
 		if err != nil || pid == self {
@@ -30,21 +30,20 @@ func scan(self int, suffixes []string) (*Snapshot, error) {
 			}
 			continue
 		}
-		seen := map[fileID]bool{}
 		for _, fd := range fds {
 			link, err := os.Readlink(dir + fd.Name())
-			if err != nil || !strings.HasPrefix(link, "/") || !matches(link, suffixes) {
+			if err != nil || !strings.HasPrefix(link, "/") {
+				continue
+			}
+			suffix, ok := match(link, suffixes)
+			if !ok {
 				continue
 			}
 			var st syscall.Stat_t
 			if syscall.Stat(dir+fd.Name(), &st) != nil {
 				continue
 			}
-			id := fileID{uint64(st.Dev), st.Ino}
-			if !seen[id] {
-				seen[id] = true
-				s.holders[id] = append(s.holders[id], pid)
-			}
+			s.add(pid, fileID{uint64(st.Dev), st.Ino}, suffix)
 		}
 	}
 	return s, nil
@@ -64,4 +63,12 @@ func procCommand(pid int) string {
 		return "(command unknown)"
 	}
 	return shortCommand(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"))
+}
+
+func procCwd(pid int) string {
+	d, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return ""
+	}
+	return d
 }

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -46,6 +47,9 @@ func TestScanFindsHolderByInode(t *testing.T) {
 	}
 	defer self.Close()
 	cmd := holdOpen(t, held)
+	if got, want := cwdOf(t, cmd.Process.Pid), mustEval(t, "."); got != want {
+		t.Errorf("Cwd = %q, want %q", got, want)
+	}
 	link := filepath.Join(dir, "link.jsonl")
 	if err := os.Symlink(held, link); err != nil {
 		t.Fatal(err)
@@ -57,6 +61,9 @@ func TestScanFindsHolderByInode(t *testing.T) {
 	}
 	if !s.Supported {
 		t.Fatal("Supported = false on " + runtime.GOOS)
+	}
+	if got := s.WithSuffix(".jsonl"); !slices.Contains(got, cmd.Process.Pid) {
+		t.Errorf("WithSuffix(.jsonl) = %v, want it to hold pid %d", got, cmd.Process.Pid)
 	}
 	for _, p := range []string{held, link} {
 		got := s.Holders(p)
@@ -131,4 +138,25 @@ func TestShortCommand(t *testing.T) {
 			t.Errorf("shortCommand(%q) = %q, want %q", c.argv, got, c.want)
 		}
 	}
+}
+
+func cwdOf(t *testing.T, pid int) string {
+	t.Helper()
+	s, err := Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Cwd(pid)
+}
+
+func mustEval(t *testing.T, p string) string {
+	t.Helper()
+	p, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = filepath.EvalSymlinks(p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -160,18 +160,30 @@ func scanLocal(agentDir string) (localIndex, error) {
 
 // headerID reads the session id from a file's header, as the agent does.
 func headerID(p string) string {
+	h, _ := readHeader(p)
+	return h.ID
+}
+
+// readHeader reads a session file's header from its first 8 KiB.
+func readHeader(p string) (session.Header, bool) {
 	f, err := os.Open(p)
 	if err != nil {
-		return ""
+		return session.Header{}, false
 	}
 	defer f.Close()
 	b := make([]byte, 8<<10)
 	n, _ := io.ReadFull(f, b)
 	h, _, err := session.ReadHeader(b[:n])
-	if err != nil {
+	return h, err == nil
+}
+
+// headerCwd reads the cwd from a session file's header, or "".
+func headerCwd(p string) string {
+	h, ok := readHeader(p)
+	if !ok {
 		return ""
 	}
-	return h.ID
+	return h.Cwd
 }
 
 // find returns the local file of a session, or "".
@@ -195,6 +207,16 @@ func liveReason(agentDir, rel string, now time.Time, window time.Duration, open 
 			names[i] = h.String()
 		}
 		return fmt.Sprintf("%s is open in %s; close that session (changing the file now would make omp stop saving it)", rel, strings.Join(names, ", ")), true
+	}
+	// omp holds no descriptor after a session's first write, or after a
+	// resume until it next appends, yet remembers the file's size: an omp
+	// running in the session's folder may have it open.
+	if cwd := headerCwd(p); cwd != "" {
+		for _, pid := range session.OmpProcesses(open) {
+			if open.Cwd(pid) == cwd {
+				return fmt.Sprintf("%s may be open in omp (pid %d, running in the session's folder %s); close that session or use --force", rel, pid, cwd), false
+			}
+		}
 	}
 	dir, base := filepath.Split(p)
 	for _, lock := range []string{"." + base + ".lock", base + ".lock"} {

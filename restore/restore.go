@@ -21,6 +21,7 @@ import (
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
 )
 
 // Options configure Run. Zero values take the defaults noted.
@@ -52,8 +53,8 @@ type Options struct {
 	LiveWindow time.Duration
 	// MaxBlobSize bounds one blob. Default 512 MiB.
 	MaxBlobSize int64
-	// MaxStreamSize bounds a stream whose size no catalog records
-	// (artifact files, older generations). Default 1 GiB.
+	// MaxStreamSize bounds any stream, whatever a catalog records: a
+	// session file, an artifact file, an older generation. Default 1 GiB.
 	MaxStreamSize int64
 	// Catalogs, when not nil, are used instead of reading them from the
 	// remote (sync reads them once per pull for all its sessions).
@@ -215,7 +216,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	}
 	rep := &Report{Problems: p.problems, DeletedLeft: p.deletedLeft}
 	if opts.OpenFiles == nil {
-		if opts.OpenFiles, err = openfiles.Scan(".jsonl"); err != nil {
+		if opts.OpenFiles, err = session.ScanOpen(); err != nil {
 			return nil, fmt.Errorf("cannot tell which processes hold session files open, so nothing is changed: %w", err)
 		}
 	}

@@ -574,6 +574,67 @@ func TestRestoreRefusesHeldFile(t *testing.T) {
 	}
 }
 
+// omp holds no descriptor on a session it resumed until it next appends,
+// yet remembers the file's size: a session whose folder an omp process
+// runs in (found by the agent database every omp keeps open) is not
+// changed without --force.
+func TestRestoreWaitsForOmpInSessionFolder(t *testing.T) {
+	r := fileRemote(t)
+	cwd, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "019a0000-0000-7000-8000-0000000000cd"
+	head := `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-10-07T00:45:40.000Z","cwd":"` + cwd + `"}` + "\n"
+	full := head + entry("00000001", "", base, "one") + entry("00000002", "00000001", base, "two")
+	rel := sessionPath("-work", id, 1)
+	a := newMachine(t, r, "desktop")
+	a.write(rel, []byte(full), base)
+	a.backup()
+
+	b := newMachine(t, r, "laptop")
+	short := head + entry("00000001", "", base, "one")
+	b.write(rel, []byte(short), base.Add(-time.Hour))
+	db, err := os.Create(filepath.Join(b.agentDir, "agent.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	omp := exec.Command("sleep", "60")
+	omp.Stdin, omp.Dir = db, cwd
+	if err := omp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = omp.Process.Kill(); _ = omp.Wait() }()
+
+	rep, err := b.restore([]string{id[:8]}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results[0]
+	if rep.OK() || res.Action != SkippedLive || !strings.Contains(res.Error, fmt.Sprintf("pid %d", omp.Process.Pid)) || !strings.Contains(res.Error, "--force") {
+		t.Fatalf("result %+v, want skipped naming the omp process", res)
+	}
+	if got := b.read(rel); string(got) != short {
+		t.Fatal("a session whose folder omp runs in was changed")
+	}
+	// The same omp in another folder leaves this session alone.
+	_ = omp.Process.Kill()
+	_ = omp.Wait()
+	elsewhere := exec.Command("sleep", "60")
+	elsewhere.Stdin, elsewhere.Dir = db, t.TempDir()
+	if err := elsewhere.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = elsewhere.Process.Kill(); _ = elsewhere.Wait() }()
+	if res := b.restoreOK([]string{id[:8]}, Options{}).Results[0]; res.Action != Appended {
+		t.Fatalf("with omp in another folder: %+v", res)
+	}
+	if got := b.read(rel); string(got) != full {
+		t.Fatal("wrong bytes")
+	}
+}
+
 // Ambiguous and unknown prefixes are errors, and nothing is written.
 func TestRestoreRefusesBadPrefixes(t *testing.T) {
 	r := fileRemote(t)

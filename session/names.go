@@ -3,6 +3,8 @@ package session
 import (
 	"path/filepath"
 	"strings"
+
+	"github.com/ompsync/ompsync/openfiles"
 )
 
 // CwdDir encodes a working directory as omp names its session folder:
@@ -112,3 +114,16 @@ func BlobLink(name string) (blob, ext string, ok bool) {
 	}
 	return blob, ext, true
 }
+
+// processMarker is a file every running omp keeps open, its agent database,
+// so a scan of open files finds omp's processes (and their working
+// folders) even while they hold no session file open: after a session's
+// first write, and after a resume, until omp next appends.
+const processMarker = "/agent.db"
+
+// ScanOpen lists which processes hold session files open, and which are
+// omp's.
+func ScanOpen() (*openfiles.Snapshot, error) { return openfiles.Scan(".jsonl", processMarker) }
+
+// OmpProcesses are the omp processes a ScanOpen saw.
+func OmpProcesses(s *openfiles.Snapshot) []int { return s.WithSuffix(processMarker) }

@@ -369,3 +369,183 @@ func readFile(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// Two machines, each with `ompsync agent --pull` running and the real omp
+// holding the same session open in RPC mode, both going on prompting: no
+// pull changes a file omp holds, and once both omps close it every prompt
+// and reply of both is in the final file, identical on both machines, and
+// neither omp found its file changed under it.
+func TestRealOmpSyncWithLiveSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real omp")
+	}
+	o := omptest.Find(t)
+	remoteURL := "file://" + filepath.Join(t.TempDir(), "remote")
+	models := []*omptest.Model{omptest.NewModel(t), omptest.NewModel(t)}
+	hosts := []*ompHost{
+		newOmpHost(t, o, models[0], remoteURL, backend.S3Options{}, "laptop"),
+		newOmpHost(t, o, models[1], remoteURL, backend.S3Options{}, "desk"),
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	if _, _, err := hosts[0].omp.Print(ctx, "started on the laptop"); err != nil {
+		t.Fatal(err)
+	}
+	id := sessionIDs(t, hosts[0].omp)[0]
+	var logs []*syncBuffer
+	for _, h := range hosts {
+		cmd, out := h.start("agent", "--pull", "--interval", "100ms", "--sync-pull-interval", "300ms")
+		logs = append(logs, out)
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	allLogs := func() string {
+		return "=== laptop\n" + logs[0].String() + "\n=== desk\n" + logs[1].String()
+	}
+	waitUntil(t, "the session on the desk", func() bool {
+		files, _ := filepath.Glob(filepath.Join(hosts[1].omp.AgentDir(), "sessions", "*", "*_"+id+".jsonl"))
+		return len(files) == 1
+	})
+
+	rpcs := make([]*omptest.RPC, 2)
+	for i, h := range hosts {
+		rpcs[i] = h.omp.StartRPC(ctx, "--resume", id)
+	}
+	// The laptop's omp resumed the session and sits idle: it holds no
+	// descriptor on the file until it next appends, yet remembers its size.
+	// The desk goes on; the laptop's pulls must wait.
+	laptopFile := sessionFileOf(t, hosts[0].omp.AgentDir(), id)
+	idle := readFile(t, laptopFile)
+	var want []string
+	for round := 1; round <= 2; round++ {
+		prompt, reply := fmt.Sprintf("desk alone prompt %d", round), fmt.Sprintf("desk alone reply %d", round)
+		models[1].Queue(omptest.Text(reply))
+		if err := rpcs[1].Prompt(ctx, prompt); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, prompt, reply)
+	}
+	waitUntil(t, "the laptop's pull to wait for its idle omp", func() bool {
+		return strings.Contains(logs[0].String(), "waiting for the session to be released")
+	})
+	if got := readFile(t, laptopFile); !bytes.Equal(got, idle) {
+		t.Fatalf("a pull changed the session an idle omp had resumed\n%s", allLogs())
+	}
+	for round := 1; round <= 3; round++ {
+		for i, name := range []string{"laptop", "desk"} {
+			prompt := fmt.Sprintf("%s prompt %d", name, round)
+			reply := fmt.Sprintf("%s reply %d", name, round)
+			models[i].Queue(omptest.Text(reply))
+			if err := rpcs[i].Prompt(ctx, prompt); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, prompt, reply)
+		}
+		time.Sleep(700 * time.Millisecond) // two pull intervals: each agent sees the other's turn
+	}
+	for i, r := range rpcs {
+		if held, err := r.HoldsOpen(sessionFileOf(t, hosts[i].omp.AgentDir(), id)); err != nil || !held {
+			t.Fatalf("%s: omp does not hold the session open (%v): the test would prove nothing", hosts[i].machine, err)
+		}
+	}
+	for _, r := range rpcs {
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range rpcs {
+		if r.ConflictLogged() {
+			t.Fatalf("%s: omp logged %q: a pull changed the file it held\n%s", hosts[i].machine, omptest.ConflictMessage, allLogs())
+		}
+	}
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		a := readFile(t, sessionFileOf(t, hosts[0].omp.AgentDir(), id))
+		b := readFile(t, sessionFileOf(t, hosts[1].omp.AgentDir(), id))
+		if bytes.Equal(a, b) && hasLines(want...)(a) {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, w := range want {
+				t.Logf("laptop has %q: %v, desk: %v", w, bytes.Contains(a, []byte(w)), bytes.Contains(b, []byte(w)))
+			}
+			t.Fatalf("the machines did not converge on every prompt and reply\n%s", allLogs())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(allLogs(), "waiting for the session to be released") {
+		t.Errorf("no pull said it waited for the open session:\n%s", allLogs())
+	}
+	// The merged file is one omp resumes and appends to.
+	resume(t, hosts[0].omp, id)
+}
+
+// A restore into a session the real omp holds open is refused, even with
+// --force, naming omp's process; once omp exits the same restore merges.
+func TestRealOmpRestoreRefusesHeldSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real omp")
+	}
+	o := omptest.Find(t)
+	remoteURL := "file://" + filepath.Join(t.TempDir(), "remote")
+	model := omptest.NewModel(t)
+	laptop := newOmpHost(t, o, model, remoteURL, backend.S3Options{}, "laptop")
+	desk := newOmpHost(t, o, model, remoteURL, backend.S3Options{}, "desk")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+
+	if _, _, err := laptop.omp.Print(ctx, "started on the laptop"); err != nil {
+		t.Fatal(err)
+	}
+	id := sessionIDs(t, laptop.omp)[0]
+	laptop.backup()
+	if code, out := desk.ompsync("restore", id); code != 0 {
+		t.Fatalf("first restore: exit %d\n%s", code, out)
+	}
+	rpc := desk.omp.StartRPC(ctx, "--resume", id)
+	if err := rpc.Prompt(ctx, "on the desk"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := laptop.omp.Print(ctx, "--resume", id, "more on the laptop"); err != nil {
+		t.Fatal(err)
+	}
+	laptop.backup()
+
+	p := sessionFileOf(t, desk.omp.AgentDir(), id)
+	held := readFile(t, p)
+	for _, args := range [][]string{{"restore", id}, {"restore", "--force", id}} {
+		code, out := desk.ompsync(args...)
+		if code != 1 || !strings.Contains(out, fmt.Sprintf("pid %d", rpc.PID())) {
+			t.Fatalf("%v while omp holds the file: exit %d, want 1 naming pid %d\n%s", args, code, rpc.PID(), out)
+		}
+		if got := readFile(t, p); !bytes.Equal(got, held) {
+			t.Fatalf("%v changed a file omp holds open", args)
+		}
+	}
+	if err := rpc.Prompt(ctx, "still saving"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rpc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rpc.ConflictLogged() {
+		t.Fatalf("omp logged %q", omptest.ConflictMessage)
+	}
+	if !bytes.Contains(readFile(t, p), []byte("still saving")) {
+		t.Fatal("omp's turn after the refused restores is not in its file")
+	}
+
+	// A file changed in the last 5 s may be one omp is still writing.
+	if fi, err := os.Stat(p); err == nil {
+		time.Sleep(time.Until(fi.ModTime().Add(5*time.Second + 100*time.Millisecond)))
+	}
+	if code, out := desk.ompsync("restore", id); code != 0 {
+		t.Fatalf("restore after omp exited: exit %d\n%s", code, out)
+	}
+	merged := readFile(t, sessionFileOf(t, desk.omp.AgentDir(), id))
+	if !hasLines("on the desk", "still saving", "more on the laptop")(merged) {
+		t.Fatalf("the restore after omp exited did not merge both machines' turns")
+	}
+	resume(t, desk.omp, id)
+}
