@@ -116,10 +116,19 @@ func listSession(ctx context.Context, c remote.Client, id, machine string) ([]*s
 		prefix += machine + "/"
 	}
 	byStream := map[repo.Stream]*stream{}
+	type genKey struct {
+		s   repo.Stream
+		gen string
+	}
+	byGen := map[genKey]*generation{}
 	var order []*stream
+	n := 0
 	for obj, err := range c.List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			return nil, fmt.Errorf("list session %s: %w", id, err)
+		}
+		if n++; n > repo.MaxSessionObjects {
+			return nil, fmt.Errorf("list session %s: the listing goes on past %d objects, more than any session holds", id, repo.MaxSessionObjects)
 		}
 		ref, err := repo.ParseSessionKey(obj.Key)
 		if err != nil {
@@ -134,14 +143,10 @@ func listSession(ctx context.Context, c remote.Client, id, machine string) ([]*s
 			byStream[ref.Stream] = st
 			order = append(order, st)
 		}
-		var g *generation
-		for _, x := range st.gens {
-			if x.name == ref.Generation {
-				g = x
-			}
-		}
+		g := byGen[genKey{ref.Stream, ref.Generation}]
 		if g == nil {
 			g = &generation{name: ref.Generation}
+			byGen[genKey{ref.Stream, ref.Generation}] = g
 			st.gens = append(st.gens, g)
 		}
 		g.add(obj, ref.Object)

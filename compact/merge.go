@@ -123,7 +123,12 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 	a, b := run[0].c.Start, run[len(run)-1].c.End
 	last := run[len(run)-1].h
 	hashFrom := run[0].h.HashFrom
-	data := make([]byte, 0, b-a)
+	// Sized by the bytes read, not by the range the keys claim.
+	size := 0
+	for _, src := range run {
+		size += len(src.data)
+	}
+	data := make([]byte, 0, size)
 	for _, src := range run {
 		if src.h.HashFrom != hashFrom {
 			return res, fmt.Errorf("chunks %s and %s disagree on hash_from", repo.ChunkName(run[0].c.Start, run[0].c.End), repo.ChunkName(src.c.Start, src.c.End))

@@ -2,6 +2,7 @@ package compact
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/ompsync/ompsync/repo"
 )
@@ -69,12 +70,12 @@ func plan(chunks []repo.ChunkRef, idle bool, p Policy) (*planned, error) {
 		if isPicked[c] {
 			continue
 		}
-		for i, q := range picked {
-			if q.Start <= c.Start && c.End <= q.End {
-				pl.inside[i] = append(pl.inside[i], c)
-				pl.Redundant++
-				break
-			}
+		// Picked chunks start and end further along one after another,
+		// so the first that could hold c is the first ending at or past
+		// its end: found by bisection, not a scan per chunk.
+		if i := sort.Search(len(picked), func(i int) bool { return picked[i].End >= c.End }); i < len(picked) && picked[i].Start <= c.Start {
+			pl.inside[i] = append(pl.inside[i], c)
+			pl.Redundant++
 		}
 	}
 	return pl, nil

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"sort"
@@ -10,20 +11,46 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
+// MaxSessionObjects bounds the objects a reader takes one session to hold
+// (all machines, streams and generations): a busy session holds a few
+// hundred, compaction keeps it there, so a listing that goes on past this
+// is damage or a server that never ends it, refused before it fills memory.
+const MaxSessionObjects = 1 << 18
+
 // inventory groups listed session keys into streams and generations, as
 // Inventory and InventoryAll return them.
-type inventory map[Stream]*StreamInventory
+type inventory struct {
+	streams map[Stream]*StreamInventory
+	gens    map[genKey]*Generation // a generation found in O(1), not by a scan
+	n       int
+}
+
+var errTooManyObjects = fmt.Errorf("the listing goes on past %d objects, more than any session holds", MaxSessionObjects)
+
+type genKey struct {
+	s   Stream
+	gen string
+}
+
+func newInventory() *inventory {
+	return &inventory{streams: map[Stream]*StreamInventory{}, gens: map[genKey]*Generation{}}
+}
 
 // add records one parsed key.
-func (b inventory) add(ref ObjectRef, size int64) {
-	inv := b[ref.Stream]
+func (b *inventory) add(ref ObjectRef, size int64) error {
+	if b.n++; b.n > MaxSessionObjects {
+		return fmt.Errorf("session %s: %w", ref.Stream.SessionID, errTooManyObjects)
+	}
+	inv := b.streams[ref.Stream]
 	if inv == nil {
 		inv = &StreamInventory{Stream: ref.Stream}
-		b[ref.Stream] = inv
+		b.streams[ref.Stream] = inv
 	}
-	g := inv.Find(ref.Generation)
+	k := genKey{ref.Stream, ref.Generation}
+	g := b.gens[k]
 	if g == nil {
 		g = &Generation{Name: ref.Generation}
+		b.gens[k] = g
 		inv.Generations = append(inv.Generations, g)
 	}
 	switch ref.Object {
@@ -34,13 +61,14 @@ func (b inventory) add(ref ObjectRef, size int64) {
 	default:
 		g.Chunks = append(g.Chunks, ChunkRef{Start: ref.Start, End: ref.End, Size: size})
 	}
+	return nil
 }
 
 // sorted returns the streams by machine, then name; generations oldest
 // first; chunks by start, then end.
-func (b inventory) sorted() []*StreamInventory {
-	out := make([]*StreamInventory, 0, len(b))
-	for _, inv := range b {
+func (b *inventory) sorted() []*StreamInventory {
+	out := make([]*StreamInventory, 0, len(b.streams))
+	for _, inv := range b.streams {
 		sort.Slice(inv.Generations, func(i, j int) bool { return inv.Generations[i].Name < inv.Generations[j].Name })
 		for _, g := range inv.Generations {
 			sort.Slice(g.Chunks, func(i, j int) bool {
@@ -85,7 +113,7 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[Sessi
 	return func(yield func(SessionObjects, error) bool) {
 		prefix := SessionsPrefix()
 		var cur SessionObjects
-		var b inventory
+		var b *inventory
 		open := false
 		done := map[string]bool{}
 		flush := func() bool {
@@ -121,7 +149,7 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[Sessi
 					yield(SessionObjects{}, fmt.Errorf("list sessions: the keys of session %q are not listed together", id))
 					return
 				}
-				cur, b, open = SessionObjects{ID: id}, inventory{}, true
+				cur, b, open = SessionObjects{ID: id}, newInventory(), true
 			}
 			if machine != "" && !strings.HasPrefix(inside, machine+"/") {
 				continue // Inventory(id, machine) lists id/machine/ only
@@ -130,11 +158,21 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[Sessi
 				continue
 			}
 			ref, err := ParseSessionKey(obj.Key) // its session id is id
+			if err == nil {
+				err = b.add(ref, obj.Size)
+			}
+			if errors.Is(err, errTooManyObjects) {
+				// A listing that never ends would never reach the next
+				// session: the rest is not known.
+				open = false
+				if yield(SessionObjects{ID: cur.ID, Err: err}, nil) {
+					yield(SessionObjects{}, fmt.Errorf("list sessions: %w", err))
+				}
+				return
+			}
 			if err != nil {
 				cur.Err = err
-				continue
 			}
-			b.add(ref, obj.Size)
 		}
 		flush()
 	}

@@ -77,12 +77,16 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	case covered < MaxEnd(g.Chunks):
 		err = fmt.Errorf("%s generation %s: %w at byte %d", s.Prefix(), g.Name, ErrGap, covered)
 	case covered > maxSize:
-		err = fmt.Errorf("%s generation %s: %d bytes, more than the %d recorded", s.Prefix(), g.Name, covered, maxSize)
+		err = fmt.Errorf("%s generation %s: %d bytes, more than the %d expected (its catalog's size, within the local limit)", s.Prefix(), g.Name, covered, maxSize)
 	}
 	var hdr ChunkHeader
 	var chunk []byte
+	refReads := r.refReads
+	if refReads == 0 {
+		refReads = maxRefReads
+	}
 	if err == nil && len(picked) > 0 {
-		hdr, chunk, err = r.chunkBytes(ctx, s, g.Name, picked[0], 0, false)
+		hdr, chunk, err = r.chunkBytes(ctx, s, g.Name, picked[0], 0, false, &refReads)
 	}
 	var meta Meta
 	if every {
@@ -103,14 +107,13 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	// check a generation of one chunk needs (with hash_from 0 its stream
 	// hash is the same sum, so the header must say so).
 	single := len(picked) == 1 && !every
+	// data grows as verified bytes arrive, never to a size the listing
+	// claims: its keys are the remote's word.
 	var data []byte
-	if !single {
-		data = make([]byte, 0, covered)
-	}
 	h := sha256.New()
 	for i, c := range picked {
 		if i > 0 {
-			if hdr, chunk, err = r.chunkBytes(ctx, s, g.Name, c, 0, false); err != nil {
+			if hdr, chunk, err = r.chunkBytes(ctx, s, g.Name, c, 0, false, &refReads); err != nil {
 				return nil, err
 			}
 		}
@@ -169,15 +172,47 @@ func errStreamHash(start, end int64) error {
 	return fmt.Errorf("chunk %s: stream hash mismatch: the chunks do not belong together", ChunkName(start, end))
 }
 
+// MaxChunkSize is the most bytes a reader takes one chunk to hold. Writers
+// stay below it (the agent cuts a backlog into 4 MiB chunks and a longer
+// line at this size, compaction merges up to 32 MiB), so a key naming a
+// longer range is damage: refused before a byte of it is read, however well
+// its object compresses.
+const MaxChunkSize = 64 << 20
+
+// checkChunkRange refuses a chunk key whose range is past MaxChunkSize.
+func checkChunkRange(start, end int64) error {
+	if end-start > MaxChunkSize {
+		return fmt.Errorf("chunk %s: its key names %d bytes, more than the %d a chunk may hold", ChunkName(start, end), end-start, MaxChunkSize)
+	}
+	return nil
+}
+
+// getChunk reads and opens one chunk object, within MaxChunkSize.
+func (r *Repo) getChunk(ctx context.Context, s Stream, gen string, start, end int64) ([]byte, error) {
+	if err := checkChunkRange(start, end); err != nil {
+		return nil, err
+	}
+	return r.getOpen(ctx, s.ChunkKey(gen, start, end), ChunkLimit(start, end))
+}
+
 // maxRefDepth bounds chains of reference chunks (a machine that pulled from
 // a machine that pulled...); a hostile remote cannot make a reader loop.
 const maxRefDepth = 4
 
+// maxRefReads bounds the chunks one generation's references may make a
+// reader fetch: a reference resolves to the few chunks its source holds for
+// the range, but a hostile remote could cut every level of a chain into
+// one-byte chunks, each a reference again.
+const maxRefReads = 1 << 14
+
+var errRefBomb = fmt.Errorf("its references make more than %d chunk reads (a reference bomb)", maxRefReads)
+
 // chunkBytes reads a chunk, resolving a reference chunk to the bytes it
 // names and checking them against its hash. The bytes of a chunk that holds
-// them are checked against its hash only with hash.
-func (r *Repo) chunkBytes(ctx context.Context, s Stream, gen string, c ChunkRef, depth int, hash bool) (ChunkHeader, []byte, error) {
-	plain, err := r.getOpen(ctx, s.ChunkKey(gen, c.Start, c.End), ChunkLimit(c.Start, c.End))
+// them are checked against its hash only with hash. refReads is what is
+// left of the generation's budget of chunks read for references.
+func (r *Repo) chunkBytes(ctx context.Context, s Stream, gen string, c ChunkRef, depth int, hash bool, refReads *int) (ChunkHeader, []byte, error) {
+	plain, err := r.getChunk(ctx, s, gen, c.Start, c.End)
 	if err != nil {
 		return ChunkHeader{}, nil, err
 	}
@@ -189,7 +224,7 @@ func (r *Repo) chunkBytes(ctx context.Context, s Stream, gen string, c ChunkRef,
 		return hdr, nil, fmt.Errorf("chunk %s: reference chain deeper than %d", ChunkName(c.Start, c.End), maxRefDepth)
 	}
 	src := Stream{SessionID: s.SessionID, Machine: hdr.Ref.Machine, Name: s.Name}
-	data, err = r.readRange(ctx, src, hdr.Ref.Generation, c.Start, c.End, depth+1)
+	data, err = r.readRange(ctx, src, hdr.Ref.Generation, c.Start, c.End, depth+1, refReads)
 	if err != nil {
 		return hdr, nil, fmt.Errorf("chunk %s refers to %s: %w", ChunkName(c.Start, c.End), src.GenPrefix(hdr.Ref.Generation), err)
 	}
@@ -201,7 +236,8 @@ func (r *Repo) chunkBytes(ctx context.Context, s Stream, gen string, c ChunkRef,
 
 // readRange reads bytes [start, end) of a generation from its chunks. Each
 // chunk is verified by its own hash; the caller checks the range's hash.
-func (r *Repo) readRange(ctx context.Context, s Stream, gen string, start, end int64, depth int) ([]byte, error) {
+// The range is one chunk's, so within MaxChunkSize.
+func (r *Repo) readRange(ctx context.Context, s Stream, gen string, start, end int64, depth int, refReads *int) ([]byte, error) {
 	var chunks []ChunkRef
 	for obj, err := range r.client.List(ctx, s.GenPrefix(gen), remote.ListOptions{}) {
 		if err != nil {
@@ -211,17 +247,23 @@ func (r *Repo) readRange(ctx context.Context, s Stream, gen string, start, end i
 		if cs, ce, ok := ParseChunkName(name); inside && ok {
 			chunks = append(chunks, ChunkRef{Start: cs, End: ce, Size: obj.Size})
 		}
+		if len(chunks) > MaxSessionObjects {
+			return nil, errTooManyObjects
+		}
 	}
 	picked, covered := Cover(chunks)
 	if covered < end {
 		return nil, fmt.Errorf("%w: holds [0, %d), need [%d, %d)", ErrGap, covered, start, end)
 	}
-	out := make([]byte, 0, end-start)
+	var out []byte
 	for _, c := range picked {
 		if c.End <= start || c.Start >= end {
 			continue
 		}
-		_, data, err := r.chunkBytes(ctx, s, gen, c, depth, true)
+		if *refReads--; *refReads < 0 {
+			return nil, errRefBomb
+		}
+		_, data, err := r.chunkBytes(ctx, s, gen, c, depth, true, refReads)
 		if err != nil {
 			return nil, err
 		}

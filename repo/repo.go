@@ -23,6 +23,9 @@ type Repo struct {
 	mu          sync.Mutex
 	marker      *Marker // as last read or written (nil: none)
 	markerKnown bool
+
+	// refReads, when not 0, replaces maxRefReads (tests).
+	refReads int
 }
 
 // New returns a Repo over client using codec.
@@ -104,7 +107,7 @@ func (r *Repo) PutChunk(ctx context.Context, s Stream, gen string, h ChunkHeader
 
 // GetChunk reads and verifies one chunk.
 func (r *Repo) GetChunk(ctx context.Context, s Stream, gen string, start, end int64) (ChunkHeader, []byte, error) {
-	plain, err := r.getOpen(ctx, s.ChunkKey(gen, start, end), ChunkLimit(start, end))
+	plain, err := r.getChunk(ctx, s, gen, start, end)
 	if err != nil {
 		return ChunkHeader{}, nil, err
 	}
@@ -265,6 +268,10 @@ func (r *Repo) getCatalogObject(ctx context.Context, key, machine string) (Catal
 	return c, nil
 }
 
+// MaxMachines bounds the machines a reader lists: each costs a catalog
+// read, and a listing that never ends must end somewhere.
+const MaxMachines = 1 << 14
+
 // Machines lists the machines that have written a catalog.
 func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 	var out []string
@@ -278,6 +285,9 @@ func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 		rest, ok := strings.CutPrefix(obj.Key, MachinesPrefix())
 		if m := strings.TrimSuffix(rest, "/"); ok && ValidMachine(m) {
 			out = append(out, m)
+		}
+		if len(out) > MaxMachines {
+			return nil, fmt.Errorf("list machines: the listing goes on past %d machines", MaxMachines)
 		}
 	}
 	return out, nil
@@ -369,7 +379,7 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 	if machine != "" {
 		prefix += machine + "/"
 	}
-	b := inventory{}
+	b := newInventory()
 	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			return nil, fmt.Errorf("list session %s: %w", sessionID, err)
@@ -381,7 +391,9 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 		if ref.Stream.SessionID != sessionID {
 			return nil, fmt.Errorf("key %q listed under session %s", obj.Key, sessionID)
 		}
-		b.add(ref, obj.Size)
+		if err := b.add(ref, obj.Size); err != nil {
+			return nil, err
+		}
 	}
 	return b.sorted(), nil
 }

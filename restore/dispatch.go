@@ -38,6 +38,7 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 		for i, t := range targets {
 			at[t.id] = i
 		}
+		left := len(targets)
 		for so, err := range r.InventoryAll(ctx, opts.Machine) {
 			if err != nil {
 				opts.Logger.Warn("listing every session failed; listing the rest one by one", "err", err)
@@ -46,6 +47,11 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 			if i, ok := at[so.ID]; ok && !started[i] {
 				started[i] = true
 				start(i, &so)
+				// The rest of the listing is sessions no catalog names: a
+				// listing that never ends is not followed for them.
+				if left--; left == 0 {
+					break
+				}
 			}
 		}
 	}

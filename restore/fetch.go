@@ -35,7 +35,14 @@ type fetched struct {
 
 // slack is how much more than its recorded size a stream may hold: the
 // catalog may lag the chunks by one upload pass, but never by this much.
-func slack(recorded int64) int64 { return 2*recorded + 16<<20 }
+// The recorded size is the remote's word, so the bound is never more than
+// max, the local limit.
+func slack(recorded, max int64) int64 {
+	if recorded >= max/2 {
+		return max
+	}
+	return min(2*recorded+16<<20, max)
+}
 
 // fetch reassembles and verifies the copies of t's session stream (the
 // newest generation of each machine, or opts.Generation), its artifact
@@ -99,11 +106,11 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 		limit := opts.MaxStreamSize
 		var mtime time.Time
 		if s.Name == repo.SessionStream {
-			limit = slack(t.recordedSize())
+			limit = slack(t.recordedSize(), opts.MaxStreamSize)
 			if e := t.entry(s.Machine); e != nil {
 				mtime = e.Mtime
 				if e.Generation == g.Name {
-					limit = slack(e.Size)
+					limit = slack(e.Size, opts.MaxStreamSize)
 				}
 			}
 		}

@@ -130,6 +130,19 @@ func TestRestoreRefusesHostileRemote(t *testing.T) {
 			n := int64(len(e.data))
 			putRaw(t, e.r, e.s.ChunkKey(e.gen, n, n+64<<20), []byte("never read"))
 		}},
+		{name: "catalog claims 1 TiB", size: 1 << 40, wantErr: "of the 1099511627776 its catalog records"},
+		{name: "catalog and listing claim 1 TiB", size: 1 << 40, wantErr: "more than the 1073741824 expected", damage: func(t *testing.T, e env) {
+			n := int64(len(e.data))
+			putRaw(t, e.r, e.s.ChunkKey(e.gen, n, 1<<40), []byte("never read"))
+		}},
+		{name: "chunk key past the chunk limit", size: 100 << 20, wantErr: "a chunk may hold", damage: func(t *testing.T, e env) {
+			n := int64(len(e.data))
+			putRaw(t, e.r, e.s.ChunkKey(e.gen, n, n+80<<20), make([]byte, 80<<20))
+		}},
+		{name: "reference past the chunk limit", size: 100 << 20, wantErr: "a chunk may hold", damage: func(t *testing.T, e env) {
+			n := int64(len(e.data))
+			putRaw(t, e.r, e.s.ChunkKey(e.gen, n, n+80<<20), repo.EncodeChunk(repo.ChunkHeader{Start: n, End: n + 80<<20, SHA256: strings.Repeat("0", 64), Ref: &repo.ChunkSource{Machine: "evil", Generation: e.gen}}, nil))
+		}},
 		{name: "object larger than its range", wantErr: "larger than", damage: func(t *testing.T, e env) {
 			junk := make([]byte, 4<<20)
 			rand.Read(junk)

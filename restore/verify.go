@@ -130,7 +130,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			cc := CopyCheck{Machine: s.Machine, Stream: name, Generation: g.Name, Newest: g == newest}
 			limit := opts.MaxStreamSize
 			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name {
-				limit = slack(e.Size)
+				limit = slack(e.Size, opts.MaxStreamSize)
 			}
 			data, err := readGeneration(ctx, r, s, g, limit, true)
 			if err != nil {
