@@ -39,6 +39,23 @@ The agent runs until SIGINT or SIGTERM, then uploads what is settled and exits
 0. SIGHUP reloads the configuration (interval, log level). One agent per
 state_dir: a second one refuses to start.
 
+A machine name belongs to one state dir at a time: an agent refuses a name
+whose catalog another ompsync wrote in the last 30 minutes (a running agent
+writes it at least every 10), or since this one last wrote it. Set machine to
+a name of its own, or, for a reinstalled machine or an old disk gone, take the
+name over with --take-over-machine; sessions this machine has not seen are
+"not on this machine", never recorded as deleted. A state dir that describes
+another remote (or a remote recreated since) is not trusted: every file is
+checked against the remote and what it lacks is uploaded.
+
+A session is recorded as deleted only when this state saw its file and then
+saw it go. When at least 5 sessions, and more than half of them, vanish in
+one pass, or the sessions folder itself (an unmounted disk, a wrong
+agent_dir), nothing is recorded and the pass fails; 'agent --once
+--confirm-deletions' records them when they were deleted on purpose. A file
+or folder that cannot be read (permissions, I/O errors) keeps its backup as
+it was and fails the pass.
+
 With --pull (sync.pull) it also fetches, every --pull-interval, the sessions
 other machines uploaded and merges them into <agent_dir> by restore's rule, so
 a session can be resumed on any machine.`
@@ -52,8 +69,15 @@ const agentExample = `  # back up to the default local folder (~/.local/share/om
   # to S3, uploading at most every 5 seconds, with metrics
   ompsync --remote s3://my-bucket/omp agent --interval 5s --metrics-addr 127.0.0.1:9464`
 
+// identityFlags are the agent's one-off decisions about identity: not
+// configuration keys, since neither should stay on.
+type identityFlags struct {
+	takeOver, confirmDeletions bool
+}
+
 func newAgentCmd(a *app) *cobra.Command {
 	var once bool
+	var idf identityFlags
 	cmd := &cobra.Command{
 		Use:     "agent",
 		Short:   "Watch the session folder and upload what changes",
@@ -67,13 +91,18 @@ func newAgentCmd(a *app) *cobra.Command {
 			if err := a.checkSessionDir(cfg); err != nil {
 				return err
 			}
-			if once {
-				return runAgentOnce(cmd.Context(), a, cfg)
+			if idf.confirmDeletions && !once {
+				return usagef(cmd, "--confirm-deletions goes with --once: it confirms the deletions of one pass")
 			}
-			return runAgent(cmd.Context(), a, cfg)
+			if once {
+				return runAgentOnce(cmd.Context(), a, cfg, idf)
+			}
+			return runAgent(cmd.Context(), a, cfg, idf)
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "make one full pass (scan, upload everything settled, record deletions) and exit; exit 1 if anything could not be uploaded")
+	cmd.Flags().BoolVar(&idf.takeOver, "take-over-machine", false, "write this machine name's catalog though another ompsync (another state dir) wrote it: a reinstalled machine, an old disk gone; sessions not on this machine stay as they are")
+	cmd.Flags().BoolVar(&idf.confirmDeletions, "confirm-deletions", false, "with --once: record as deleted the sessions that vanished, even most of them at once")
 	addKeyFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
 	// --pull and --pull-interval are the short names of the sync.* flags.
 	cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
@@ -98,9 +127,10 @@ func (a *app) checkSessionDir(cfg *config.Config) error {
 	return fmt.Errorf("PI_CODING_AGENT_SESSION_DIR is %s: omp writes its sessions there, not under agent_dir (%s), so none would be backed up; set agent_dir to the folder that holds that sessions folder, or unset the variable", d, cfg.AgentDir)
 }
 
-func agentOptions(cfg *config.Config, log *slog.Logger) agent.Options {
+func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent.Options {
 	return agent.Options{
-		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine,
+		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine, Remote: remoteName(cfg),
+		TakeOverMachine: idf.takeOver, ConfirmDeletions: idf.confirmDeletions,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
 		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
@@ -110,7 +140,7 @@ func agentOptions(cfg *config.Config, log *slog.Logger) agent.Options {
 	}
 }
 
-func runAgentOnce(ctx context.Context, a *app, cfg *config.Config) error {
+func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	log := cfg.Logger(a.stderr)
 	if _, err := os.Stat(cfg.AgentDir); err != nil {
 		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", cfg.AgentDir)
@@ -119,7 +149,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	opts := agentOptions(cfg, log)
+	opts := agentOptions(cfg, log, idf)
 	opts.Pull = false // one backup pass; pulling is the running agent's
 	ag, err := agent.New(r, opts)
 	if err != nil {
@@ -127,6 +157,9 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config) error {
 	}
 	defer ag.Close()
 	if err := ag.Once(ctx); err != nil {
+		if errors.Is(err, agent.ErrMachineInUse) {
+			return err // says it all: nothing was backed up
+		}
 		return fmt.Errorf("backup pass incomplete: %w", err)
 	}
 	return nil
@@ -137,7 +170,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config) error {
 // headroom. GOMEMLIMIT overrides it.
 const defaultMemoryLimit = 40 << 20
 
-func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
+func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	log := cfg.Logger(a.stderr)
 	if _, ok := a.env("GOMEMLIMIT"); !ok {
 		debug.SetMemoryLimit(defaultMemoryLimit)
@@ -152,7 +185,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	opts := agentOptions(cfg, log)
+	opts := agentOptions(cfg, log, idf)
 	opts.Merger = restoreMerger{repo: r, agentDir: cfg.AgentDir, log: log}
 	opts.Ready = func() {
 		if err := service.NotifyReady(); err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ompsync/ompsync/config"
@@ -20,6 +22,7 @@ func openRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 		Endpoint:        cfg.S3.Endpoint,
 		Region:          cfg.S3.Region,
 		PathStyle:       cfg.S3.PathStyle,
+		CAFile:          cfg.S3.CAFile,
 		AccessKeyID:     cfg.S3.AccessKeyID,
 		SecretAccessKey: cfg.S3.SecretAccessKey,
 	})
@@ -85,4 +88,14 @@ func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// remoteName is the remote as the state records it and messages name it:
+// the URL, and the S3 endpoint when one is set (the same bucket name on
+// another server is another remote). It never holds credentials.
+func remoteName(cfg *config.Config) string {
+	if cfg.S3.Endpoint != "" && !strings.HasPrefix(cfg.Remote, "file://") {
+		return cfg.Remote + " at " + cfg.S3.Endpoint
+	}
+	return cfg.Remote
 }

@@ -145,8 +145,11 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 				return err
 			}
 		}
+		// Standard output stays one object per session.
+		fmt.Fprintln(a.stderr, restoreTotals(rep, opts))
 	} else {
 		printRestore(a.stdout, rep, opts)
+		fmt.Fprintln(a.stdout, restoreTotals(rep, opts))
 	}
 	for _, p := range rep.Problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
@@ -202,6 +205,49 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 	if rep.Blobs > 0 {
 		fmt.Fprintf(w, "%d more blobs restored\n", rep.Blobs)
 	}
+}
+
+// restoreTotals is the line a restore ends with, so one that restores
+// nothing says why: "0 restored; 6 recorded as deleted (add
+// --include-deleted)".
+func restoreTotals(rep *restore.Report, opts restore.Options) string {
+	n := map[restore.Action]int{}
+	for _, res := range rep.Results {
+		n[res.Action]++
+	}
+	restored := n[restore.Created] + n[restore.Appended] + n[restore.Merged] + n[restore.Retitled]
+	verb := "restored"
+	if opts.DryRun {
+		verb = "would be restored"
+	}
+	line := fmt.Sprintf("%d %s", restored, verb)
+	var how []string
+	for _, k := range []struct {
+		a    restore.Action
+		name string
+	}{{restore.Created, "created"}, {restore.Appended, "appended"}, {restore.Merged, "merged"}, {restore.Retitled, "retitled"}} {
+		if n[k.a] > 0 && n[k.a] < restored {
+			how = append(how, fmt.Sprintf("%d %s", n[k.a], k.name))
+		}
+	}
+	if len(how) > 0 {
+		line += " (" + strings.Join(how, ", ") + ")"
+	}
+	for _, p := range []struct {
+		n    int
+		what string
+	}{
+		{n[restore.Unchanged], "already up to date"},
+		{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
+		{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
+		{n[restore.Failed], "failed to write here (see above)"},
+		{rep.DeletedLeft, "recorded as deleted (add --include-deleted)"},
+	} {
+		if p.n > 0 {
+			line += fmt.Sprintf("; %d %s", p.n, p.what)
+		}
+	}
+	return line
 }
 
 func formatSize(n int64) string {

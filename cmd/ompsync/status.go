@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -9,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/repo"
 )
 
 func newStatusCmd(a *app) *cobra.Command {
@@ -22,7 +25,11 @@ it was last fully uploaded, and how long its oldest pending byte may have
 waited. Reads the agent's state; works while the agent runs.
 
 Exit status 1 when any file's oldest pending byte is older than --max-lag, so
-monitoring can run 'ompsync status' as a check.`,
+monitoring can run 'ompsync status' as a check; also when the state describes
+another remote than the one configured (another bucket, prefix or folder, or
+a remote recreated since, by the repository id in its ompsync.json): nothing
+is known to be uploaded to this one until the agent has checked every file
+against it.`,
 		Example: `  ompsync status
   ompsync status --json --max-lag 10m`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -32,6 +39,10 @@ monitoring can run 'ompsync status' as a check.`,
 			}
 			files, err := agent.Status(cfg.AgentDir, cfg.StateDir, time.Now())
 			if err != nil {
+				return err
+			}
+			// Files uploaded to another remote are not uploaded to this one.
+			if err := a.checkStateRemote(cmd.Context(), cfg); err != nil {
 				return err
 			}
 			var behind int
@@ -72,4 +83,39 @@ monitoring can run 'ompsync status' as a check.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per file per line")
 	cmd.Flags().DurationVar(&maxLag, "max-lag", 5*time.Minute, "exit 1 when a pending byte has waited longer than this")
 	return cmd
+}
+
+// checkStateRemote fails when the agent's state describes another remote
+// than the configured one: by the remote's name, and (one GET) by the
+// repository id in its marker. A remote that cannot be read is a warning:
+// status works from the state alone.
+func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config) error {
+	o, err := agent.StateOrigin(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	here := remoteName(cfg)
+	const after = "nothing is known to be uploaded there yet; the agent checks every file against it and uploads what is missing when it next starts"
+	if o.Remote != "" && o.Remote != here {
+		return fmt.Errorf("the agent's state describes another remote (%s), not %s: %s", o.Remote, here, after)
+	}
+	if o.RepoID == "" {
+		return nil // written before ompsync recorded it
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	r, err := openRepo(ctx, cfg)
+	var m *repo.Marker
+	if err == nil {
+		m, err = r.ReadMarker(ctx)
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(a.stderr, "ompsync: warning: cannot read the remote to check that the state describes it: %s\n", oneLine(err.Error()))
+	case m == nil:
+		return fmt.Errorf("the remote %s holds no ompsync repository, though the agent's state says its files were uploaded there: %s", here, after)
+	case m.ID != o.RepoID:
+		return fmt.Errorf("the remote %s is not the repository the agent's state describes (it was recreated or replaced since): %s", here, after)
+	}
+	return nil
 }
