@@ -43,6 +43,34 @@ type memSource struct{ *bytes.Reader }
 
 func (m memSource) size() int64 { return m.Size() }
 
+// errFileChanged means a read returned fewer bytes than the stat promised,
+// or the bytes before the uploaded offset changed while a chunk was read:
+// the file changed under the agent, and nothing of that read is uploaded.
+var errFileChanged = errors.New("the file changed while it was read")
+
+// readFull fills b from src at off, or fails: a short read is the file
+// shrinking under the agent (truncated between its stat and the read), and
+// the bytes it did not return must never be uploaded as if they were NULs.
+func readFull(src source, b []byte, off int64) error {
+	n, err := src.ReadAt(b, off)
+	switch {
+	case n == len(b):
+		return nil
+	case err == nil || errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: %d of %d bytes at offset %d", errFileChanged, n, len(b), off)
+	}
+	return err
+}
+
+// copyFull hashes (or copies) exactly n bytes of src from off into w.
+func copyFull(w io.Writer, src source, off, n int64) error {
+	got, err := io.Copy(w, io.NewSectionReader(src, off, n))
+	if err == nil && got != n {
+		err = fmt.Errorf("%w: %d of %d bytes at offset %d", errFileChanged, got, n, off)
+	}
+	return err
+}
+
 func inodeOf(fi fs.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return uint64(st.Ino)
@@ -71,6 +99,22 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 	if !audit && fst.Generation != "" && fst.MetaPath == fst.Path && fi.Size() == fst.Size && fi.ModTime().UnixNano() == fst.MtimeNs && inodeOf(fi) == fst.Inode {
 		return syncResult{}, nil // unchanged: one stat
 	}
+	// A file that changed while it was read uploads nothing of that read;
+	// the next look, at once, decides from what it holds then (usually a
+	// new generation). One that keeps changing is left to the next pass.
+	var res syncResult
+	for try := 1; ; try++ {
+		r, err := a.syncOpen(ctx, fst, abs, audit)
+		res.bytes, res.objects, res.changed = res.bytes+r.bytes, res.objects+r.objects, res.changed || r.changed
+		if !errors.Is(err, errFileChanged) || try == 3 {
+			return res, err
+		}
+		a.log.Debug("file changed while it was read; looking again", "path", fst.Path, "err", err)
+	}
+}
+
+// syncOpen is one look at a live file: open, stat, upload what is new.
+func (a *Agent) syncOpen(ctx context.Context, fst *FileState, abs string, audit bool) (syncResult, error) {
 	f, err := os.Open(abs)
 	if err != nil {
 		return syncResult{}, err
@@ -78,7 +122,7 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 	defer f.Close()
 	// Work from the open descriptor: a rename over the path while we read
 	// leaves us a consistent old file.
-	fi, err = f.Stat()
+	fi, err := f.Stat()
 	if err != nil {
 		return syncResult{}, err
 	}
@@ -138,7 +182,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 	// The title slot may change in place; it travels as its own object.
 	if fst.HashFrom == session.TitleSlotSize && fst.Offset >= session.TitleSlotSize {
 		slot := make([]byte, session.TitleSlotSize)
-		if _, err := src.ReadAt(slot, 0); err != nil {
+		if err := readFull(src, slot, 0); err != nil {
 			return res, fmt.Errorf("read title slot: %w", err)
 		}
 		if h := hashHex(slot); h != fst.SlotHash {
@@ -179,7 +223,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		res.objects++
 		res.changed = true
 	}
-	if fst.Offset == settledEnd(src, fst.Offset, settleAll) {
+	if end, err := settledEnd(src, fst.Offset, settleAll); err == nil && fst.Offset == end {
 		// Everything settled is up: remember the stat so that an unchanged
 		// file costs one stat next time.
 		fst.Size, fst.MtimeNs, fst.Inode = size, mtime.UnixNano(), inode
@@ -194,31 +238,31 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 // settledEnd is where the uploadable bytes end: after the last newline of
 // a session log (a partial last line may still be being written), or the
 // whole file otherwise.
-func settledEnd(src source, from int64, settleAll bool) int64 {
+func settledEnd(src source, from int64, settleAll bool) (int64, error) {
 	size := src.size()
 	if settleAll || size <= from {
-		return size
+		return size, nil
 	}
 	// Scan backwards for the last newline.
 	buf := make([]byte, 64<<10)
 	for end := size; end > from; {
 		start := max(from, end-int64(len(buf)))
 		b := buf[:end-start]
-		if _, err := src.ReadAt(b, start); err != nil && !errors.Is(err, io.EOF) {
-			return from
+		if err := readFull(src, b, start); err != nil {
+			return from, err
 		}
 		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-			return start + int64(i) + 1
+			return start + int64(i) + 1, nil
 		}
 		end = start
 	}
-	return from
+	return from, nil
 }
 
 // startGeneration resets fst to upload src from offset 0 as a new generation.
 func (a *Agent) startGeneration(fst *FileState, src source, reason string) error {
 	head := make([]byte, min(src.size(), 64<<10))
-	if _, err := src.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+	if err := readFull(src, head, 0); err != nil {
 		return fmt.Errorf("read header: %w", err)
 	}
 	prev := fst.Generation
@@ -253,7 +297,10 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 // uploadRange uploads settled bytes past fst.Offset as chunks of at most
 // ChunkSize (a single longer line makes one longer chunk).
 func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, settleAll bool) (n, objects int64, err error) {
-	end := settledEnd(src, fst.Offset, settleAll)
+	end, err := settledEnd(src, fst.Offset, settleAll)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read %s: %w", fst.Path, err)
+	}
 	if end <= fst.Offset {
 		return 0, 0, nil
 	}
@@ -262,6 +309,12 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 		return 0, 0, err
 	}
 	s := fst.stream(a.opts.Machine)
+	// tail is the bytes before the offset as the checks found them, to
+	// tell after each read that the chunk still follows them.
+	tail, err := tailHash(src, fst)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read %s: %w", fst.Path, err)
+	}
 	for fst.Offset < end {
 		if err := ctx.Err(); err != nil {
 			return n, objects, err
@@ -276,6 +329,7 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 			fst.dropPulled(start + 1)
 			if ok {
 				objects++
+				tail = fst.TailHash
 				continue
 			}
 		}
@@ -283,22 +337,35 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 		if next > start {
 			stop = min(stop, next)
 		}
+		if a.beforeRead != nil {
+			a.beforeRead(fst.Path)
+		}
 		data := make([]byte, stop-start)
-		if _, err := src.ReadAt(data, start); err != nil && !errors.Is(err, io.EOF) {
+		if err := readFull(src, data, start); err != nil {
 			return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
 		}
 		if stop < end && !settleAll {
-			// Cut at a line boundary; a line longer than a chunk goes whole.
+			// Cut at a line boundary; a line longer than a chunk goes
+			// whole, up to what a reader takes one chunk to hold.
 			if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 				data = data[:i+1]
 			} else {
-				more, err := readLine(src, stop, end)
+				more, err := readLine(src, stop, min(end, start+repo.MaxChunkSize))
 				if err != nil {
-					return n, objects, err
+					return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
 				}
 				data = append(data, more...)
 			}
 			stop = start + int64(len(data))
+		}
+		// Bytes appended to what the remote holds must follow the bytes it
+		// holds: a file rewritten in place while this chunk was read
+		// shows it in the tail before start, read again after the chunk.
+		if now, err := tailHash(src, fst); err != nil || now != tail {
+			if err == nil {
+				err = fmt.Errorf("%w: the bytes before offset %d are no longer those uploaded", errFileChanged, start)
+			}
+			return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
 		}
 		if from := fst.HashFrom - start; from < int64(len(data)) {
 			h.Write(data[max(from, 0):])
@@ -314,6 +381,7 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 		if err := a.committed(ctx, fst, src, h, stop); err != nil {
 			return n, objects, err
 		}
+		tail = fst.TailHash
 	}
 	return n, objects, nil
 }
@@ -350,7 +418,7 @@ func (a *Agent) uploadPulled(ctx context.Context, fst *FileState, src source, h 
 		return false, nil
 	}
 	rangeHash := sha256.New()
-	if _, err := io.Copy(rangeHash, io.NewSectionReader(src, p.Start, p.End-p.Start)); err != nil {
+	if err := copyFull(rangeHash, src, p.Start, p.End-p.Start); err != nil {
 		return false, fmt.Errorf("read %s: %w", fst.Path, err)
 	}
 	if hex.EncodeToString(rangeHash.Sum(nil)) != p.SHA256 {
@@ -362,8 +430,9 @@ func (a *Agent) uploadPulled(ctx context.Context, fst *FileState, src source, h 
 	if err != nil {
 		return false, err
 	}
-	if _, err := io.Copy(h, io.NewSectionReader(src, p.Start, p.End-p.Start)); err != nil {
-		return false, err
+	if err := copyFull(h, src, p.Start, p.End-p.Start); err != nil {
+		_ = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(saved)
+		return false, fmt.Errorf("read %s: %w", fst.Path, err)
 	}
 	hdr := repo.ChunkHeader{
 		Start: p.Start, End: p.End, HashFrom: fst.HashFrom, SHA256: p.SHA256,
@@ -398,7 +467,7 @@ func readLine(src source, off, end int64) ([]byte, error) {
 	buf := make([]byte, 64<<10)
 	for off < end {
 		b := buf[:min(int64(len(buf)), end-off)]
-		if _, err := src.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
+		if err := readFull(src, b, off); err != nil {
 			return nil, err
 		}
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -412,9 +481,9 @@ func readLine(src source, off, end int64) ([]byte, error) {
 
 // tailHash hashes the bytes just before fst.Offset (never the title slot).
 func tailHash(src source, fst *FileState) (string, error) {
-	from := max(fst.HashFrom, fst.Offset-tailLen)
+	from := min(max(fst.HashFrom, fst.Offset-tailLen), fst.Offset)
 	b := make([]byte, fst.Offset-from)
-	if _, err := src.ReadAt(b, from); err != nil && !errors.Is(err, io.EOF) {
+	if err := readFull(src, b, from); err != nil {
 		return "", err
 	}
 	return hashHex(b), nil
@@ -426,7 +495,7 @@ func slotChanged(src source, fst *FileState) bool {
 		return false
 	}
 	slot := make([]byte, session.TitleSlotSize)
-	if _, err := src.ReadAt(slot, 0); err != nil {
+	if err := readFull(src, slot, 0); err != nil {
 		return true
 	}
 	return hashHex(slot) != fst.SlotHash
@@ -452,7 +521,9 @@ func prefixMatches(src source, fst *FileState) (bool, error) {
 	if fst.HashFrom > 0 {
 		// The bytes before HashFrom must still be a title slot.
 		slot := make([]byte, fst.HashFrom)
-		if _, err := src.ReadAt(slot, 0); err != nil {
+		if err := readFull(src, slot, 0); errors.Is(err, errFileChanged) {
+			return false, nil // shorter than its slot now: rewritten
+		} else if err != nil {
 			return false, err
 		}
 		if _, ok := session.ParseTitleSlot(slot); !ok {
@@ -464,7 +535,9 @@ func prefixMatches(src source, fst *FileState) (bool, error) {
 		return false, err
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(src, fst.HashFrom, fst.Offset-fst.HashFrom)); err != nil {
+	if err := copyFull(h, src, fst.HashFrom, fst.Offset-fst.HashFrom); errors.Is(err, errFileChanged) {
+		return false, nil // shorter than what was uploaded now: rewritten
+	} else if err != nil {
 		return false, err
 	}
 	return bytes.Equal(h.Sum(nil), want.Sum(nil)), nil
