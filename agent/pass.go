@@ -268,7 +268,15 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 
 // readArchive inflates an archived session (bounded by maxArchive).
 func (a *Agent) readArchive(rel string) ([]byte, fs.FileInfo, error) {
-	f, err := os.Open(a.abs(rel))
+	return readArchiveFile(a.abs(rel), rel, maxArchive)
+}
+
+// readArchiveFile inflates the gzip file at p, named rel in errors. One
+// that inflates past limit is an error: cut at the limit it would look like
+// a shrunk session, start a new generation, and let retention delete the
+// complete older one.
+func readArchiveFile(p, rel string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, err := os.Open(p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -281,9 +289,12 @@ func (a *Agent) readArchive(rel string) ([]byte, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
 	}
-	data, err := io.ReadAll(io.LimitReader(zr, maxArchive))
+	data, err := io.ReadAll(io.LimitReader(zr, limit+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, nil, fmt.Errorf("archived session %s inflates past %d bytes, more than a session may hold; not backed up", rel, limit)
 	}
 	return data, fi, nil
 }
