@@ -325,6 +325,23 @@ func TestRealOmpBackupRestore(t *testing.T) {
 	}
 	check("a branch", st.SessionID)
 
+	// omp's loop guard cuts a looping reply, retries, and marks the cut
+	// message: a whole-file rewrite (new inode, an old entry changed).
+	before, err := os.Stat(sessionFileOf(t, h.omp.AgentDir(), first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model.Queue(omptest.Looping(), omptest.Text("recovered after the loop"))
+	print("--resume", first, "say it once")
+	after, err := os.Stat(sessionFileOf(t, h.omp.AgentDir(), first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(before, after) || !bytes.Contains(readFile(t, sessionFileOf(t, h.omp.AgentDir(), first)), []byte(`"retryRecovery"`)) {
+		t.Fatal("omp's loop guard did not rewrite the session file: the step would prove nothing")
+	}
+	check("a whole-file rewrite by omp's loop guard", first)
+
 	// /move: the file goes to another cwd-dir and its header's cwd changes.
 	other := filepath.Join(h.omp.Dir, "other")
 	if err := os.MkdirAll(other, 0o755); err != nil {

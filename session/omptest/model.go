@@ -40,6 +40,12 @@ func LongText(marker string, size int) Reply {
 	return Reply{Text: b.String()}
 }
 
+// Looping is a text reply that repeats one sentence until omp's loop guard
+// (model.loopGuard) cuts the stream: omp retries the turn and, once the
+// retry succeeds, marks the cut message with retryRecovery and rewrites its
+// whole session file (temp file and rename), as seen with real models.
+func Looping() Reply { return Text(strings.Repeat("I will check the file again now. ", 600)) }
+
 // ToolCall is a reply that calls tool with args (marshaled to JSON). omp runs
 // the tool and sends the result in its next request, which gets the next
 // reply in the queue.
