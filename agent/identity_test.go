@@ -424,16 +424,15 @@ func TestVanishedTree(t *testing.T) {
 		t.Fatalf("%d sessions present once the folder is back, want %d", n, len(ids))
 	}
 
-	// Six of ten gone at once: refused; one more gone alone is a deletion.
-	var rels []string
-	for rel := range ids {
-		rels = append(rels, rel)
+	// Seven of ten gone at once with their folders (-work-0 and -work-1):
+	// refused. Confirmed, they are deletions.
+	for _, d := range []string{"sessions/-work-0", "sessions/-work-1"} {
+		if err := os.RemoveAll(e.path(d)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, rel := range rels[:6] {
-		os.Remove(e.path(rel))
-	}
-	if err := e.tryOnce(); !errors.Is(err, ErrVanished) {
-		t.Fatalf("six of ten sessions gone at once: %v", err)
+	if err := e.tryOnce(); !errors.Is(err, ErrVanished) || !strings.Contains(err.Error(), "7 of the 10 sessions") {
+		t.Fatalf("seven of ten sessions gone at once with their folders: %v", err)
 	}
 	if n := countState(e.states(), repo.StateDeleted); n != 0 {
 		t.Fatalf("%d deletions recorded from a vanished tree", n)
@@ -441,13 +440,25 @@ func TestVanishedTree(t *testing.T) {
 	e.opts.ConfirmDeletions = true
 	e.once()
 	e.opts.ConfirmDeletions = false
-	if n := countState(e.states(), repo.StateDeleted); n != 6 {
-		t.Fatalf("confirmed: %d deletions, want 6", n)
-	}
-	os.Remove(e.path(rels[6]))
-	e.once()
 	if n := countState(e.states(), repo.StateDeleted); n != 7 {
-		t.Fatalf("one more deleted: %d deletions, want 7", n)
+		t.Fatalf("confirmed: %d deletions, want 7", n)
+	}
+	e.writeSessionsFrom(10, 6) // now 9 present, all in -work-*
+	e.once()
+	// Files deleted from folders that are still there are deletions,
+	// however many go at once (omp's /delete, a user's rm).
+	var gone []string
+	for i := 10; i < 16; i++ {
+		rel, id, _ := smallSession(i)
+		os.Remove(e.path(rel))
+		gone = append(gone, id)
+	}
+	e.once()
+	st := e.states()
+	for _, id := range gone {
+		if st[id] != repo.StateDeleted {
+			t.Errorf("%s removed from its folder is %q, want deleted", id, st[id])
+		}
 	}
 }
 

@@ -302,10 +302,12 @@ func readArchiveFile(p, rel string, limit int64) ([]byte, fs.FileInfo, error) {
 // archiveRel is where omp's gc puts a session once it archives it.
 func archiveRel(livePath string) string { return "archive/" + livePath + ".gz" }
 
-// Deletions are recorded one by one: when at least vanishMin sessions, and
-// more than half of those present, vanish in one pass, or the sessions
-// folder itself is gone, the tree is taken to be gone (an unmounted disk, a
-// wrong agent_dir), not its sessions deleted.
+// A vanished tree is not a thousand deletions: when the sessions folder is
+// gone, or at least vanishMin sessions went in one pass together with
+// their folders and they are more than half of those present, the tree is
+// taken to be gone (an unmounted disk, a wrong agent_dir), not its
+// sessions deleted. Files that go from folders still there (omp's
+// /delete, a user's rm) are deletions however many they are.
 const vanishMin = 5
 
 // ErrVanished means most sessions vanished at once; nothing was recorded.
@@ -318,7 +320,8 @@ var ErrVanished = errors.New("sessions vanished")
 // (unless Options.ConfirmDeletions) and is an error.
 func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 	var gone []*FileState
-	present, deleting := 0, 0
+	present, deleting, withFolder := 0, 0, 0
+	folderGone := map[string]bool{}
 	for _, fst := range a.state.Streams {
 		if fst.State != repo.StatePresent || fst.Unseen || !a.included(fst.Path) {
 			continue
@@ -335,15 +338,27 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 			a.problems.report(a.log, a.now(), a.abs(fst.Path), err)
 			continue
 		}
+		dir := path.Dir(fst.Path)
+		if _, known := folderGone[dir]; !known {
+			_, err := os.Lstat(a.abs(dir))
+			if err != nil && !isNotExist(err) {
+				a.problems.report(a.log, a.now(), a.abs(dir), err)
+				continue
+			}
+			folderGone[dir] = err != nil
+		}
 		gone = append(gone, fst)
 		if fst.isSession() && !seen["archived:"+fst.SessionID] {
 			deleting++
+			if folderGone[dir] {
+				withFolder++
+			}
 		}
 	}
-	vanished := deleting > 0 && (sc.sessionsGone || deleting >= vanishMin && 2*deleting > present)
+	vanished := deleting > 0 && (sc.sessionsGone || withFolder >= vanishMin && 2*withFolder > present)
 	var verr error
 	if vanished && !a.opts.ConfirmDeletions {
-		where := fmt.Sprintf("%d of the %d sessions in %s", deleting, present, a.abs("sessions"))
+		where := fmt.Sprintf("%d of the %d sessions in %s, with their folders,", withFolder, present, a.abs("sessions"))
 		if sc.sessionsGone {
 			where = fmt.Sprintf("the sessions folder %s, with its %d sessions,", a.abs("sessions"), present)
 		}
