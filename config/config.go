@@ -47,6 +47,7 @@ type Config struct {
 type S3 struct {
 	Client, Endpoint, Region     string
 	PathStyle                    bool
+	CAFile                       string
 	AccessKeyID, SecretAccessKey string
 }
 
@@ -545,8 +546,8 @@ func (c *Config) Logger(w io.Writer) *slog.Logger {
 
 // String keeps the secret key out of %v, %+v and log lines.
 func (s S3) String() string {
-	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t AccessKeyID:%s SecretAccessKey:%s}",
-		s.Client, s.Endpoint, s.Region, s.PathStyle, redactedIfSet(s.AccessKeyID, partial), redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted }))
+	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
+		s.Client, s.Endpoint, s.Region, s.PathStyle, s.CAFile, redactedIfSet(s.AccessKeyID, partial), redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted }))
 }
 
 // GoString keeps the secret key out of %#v.
@@ -559,6 +560,7 @@ func (s S3) LogValue() slog.Value {
 		slog.String("endpoint", s.Endpoint),
 		slog.String("region", s.Region),
 		slog.Bool("path_style", s.PathStyle),
+		slog.String("ca_file", s.CAFile),
 		slog.String("access_key_id", redactedIfSet(s.AccessKeyID, partial)),
 		slog.String("secret_access_key", redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted })),
 	)

@@ -136,6 +136,14 @@ var keys = []key{
 		def:   static("false"),
 	},
 	{
+		name:     "s3.ca_file",
+		help:     "file of the certificate authorities (PEM) to trust for an https s3.endpoint with a private CA (default: $AWS_CA_BUNDLE)",
+		field:    func(c *Config) any { return &c.S3.CAFile },
+		def:      func(e *environ) (string, error) { v, _ := e.get("AWS_CA_BUNDLE"); return v, nil },
+		path:     true,
+		optional: true,
+	},
+	{
 		name:   "s3.access_key_id",
 		help:   "S3 access key id; empty means AWS_ACCESS_KEY_ID from the environment",
 		field:  func(c *Config) any { return &c.S3.AccessKeyID },

@@ -1,10 +1,13 @@
 package remote
 
 import (
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 )
 
@@ -25,6 +28,9 @@ type S3Config struct {
 	// PathStyle addresses buckets as endpoint/bucket rather than
 	// bucket.endpoint (needed for most self-hosted servers).
 	PathStyle bool
+	// CAFile names a PEM file of the certificate authorities to trust, in
+	// place of the system's, for a server with a private CA.
+	CAFile string
 	// AccessKeyID and SecretAccessKey are static credentials. Empty means the
 	// default chain: environment, shared profiles, instance roles.
 	AccessKeyID     string
@@ -59,6 +65,39 @@ func (c S3Config) EndpointURL() (*url.URL, error) {
 	return u, nil
 }
 
+// ReadCAFile reads CAFile: its PEM bytes and the pool of its
+// certificates, or nothing when CAFile is empty.
+func (c S3Config) ReadCAFile() ([]byte, *x509.CertPool, error) {
+	if c.CAFile == "" {
+		return nil, nil, nil
+	}
+	b, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("s3.ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, nil, fmt.Errorf("s3.ca_file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----)", c.CAFile)
+	}
+	return b, pool, nil
+}
+
+// CertError returns the setup error for a TLS certificate the client
+// refused, or nil when err is not one.
+func (c S3Config) CertError(err error) error {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	switch {
+	case errors.As(err, &unknown) && c.CAFile != "":
+		return &SetupError{fmt.Sprintf("the server's certificate is not signed by an authority in s3.ca_file (%s): set it to the file of the authority that signed it (PEM)", c.CAFile)}
+	case errors.As(err, &unknown):
+		return &SetupError{"the server's certificate is signed by an authority this machine does not trust: set s3.ca_file (or AWS_CA_BUNDLE) to the file of that authority's certificate (PEM)"}
+	case errors.As(err, &host):
+		return &SetupError{fmt.Sprintf("the server's certificate is not for %s (%v): check s3.endpoint", host.Host, host)}
+	}
+	return nil
+}
+
 // KeyPrefix returns Prefix normalised to "" or "some/prefix/" after checking it.
 func (c S3Config) KeyPrefix() (string, error) {
 	p := strings.Trim(c.Prefix, "/")
@@ -78,8 +117,8 @@ func (c S3Config) String() string {
 	if c.SecretAccessKey != "" {
 		secret = "[redacted]"
 	}
-	return fmt.Sprintf("{Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t AccessKeyID:%s SecretAccessKey:%s}",
-		c.Bucket, c.Prefix, c.Endpoint, c.Region, c.PathStyle, c.AccessKeyID, secret)
+	return fmt.Sprintf("{Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
+		c.Bucket, c.Prefix, c.Endpoint, c.Region, c.PathStyle, c.CAFile, c.AccessKeyID, secret)
 }
 
 // GoString keeps %#v from printing the secret too.

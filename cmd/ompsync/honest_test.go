@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
@@ -225,6 +226,11 @@ func withoutAWS(env []string) []string {
 	return out
 }
 
+// with is env and kvs, in a new slice.
+func with(env []string, kvs ...string) []string {
+	return append(append([]string{}, env...), kvs...)
+}
+
 // No credentials anywhere (no keys in the configuration, no AWS_
 // variables, no ~/.aws): one line says where to put them, at once.
 func TestNoCredentials(t *testing.T) {
@@ -262,6 +268,59 @@ func TestNoCredentials(t *testing.T) {
 		check(t, env, m.remote)
 		if asked.Load() == 0 {
 			t.Errorf("the metadata service was not asked")
+		}
+	})
+}
+
+// A server with a private CA: refused with the key to set, trusted once
+// s3.ca_file or AWS_CA_BUNDLE names the CA, by both clients.
+func TestPrivateCA(t *testing.T) {
+	s3Clients(t, func(t *testing.T, srv *remotetest.Server, client string) {
+		target, _ := url.Parse(srv.Endpoint)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		tlsSrv := httptest.NewTLSServer(proxy) // its own CA, for 127.0.0.1
+		defer tlsSrv.Close()
+		dir := t.TempDir()
+		ca := filepath.Join(dir, "ca.pem")
+		writeFile(t, ca, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})), 0o644)
+		notPEM := filepath.Join(dir, "not.pem")
+		writeFile(t, notPEM, "not a certificate\n", 0o644)
+
+		bucket := srv.NewBucket(t)
+		m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, client, tlsSrv.URL), "tlsy")
+		base := withoutAWS(m.environ())
+		if code, out := runEnv(t, with(base, "OMPSYNC_S3_CA_FILE="+ca), "agent", "--once"); code != 0 {
+			t.Fatalf("agent --once with s3.ca_file: exit %d\n%s", code, out)
+		}
+		for _, tc := range []struct {
+			name string
+			env  []string
+			want string // the error line, "" for success
+		}{
+			{"no CA", base, "ompsync: s3://" + bucket + ": the server's certificate is signed by an authority this machine does not trust: set s3.ca_file (or AWS_CA_BUNDLE) to the file of that authority's certificate (PEM)"},
+			{"system CAs only", with(base, "AWS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt"), "ompsync: s3://" + bucket + ": the server's certificate is not signed by an authority in s3.ca_file (/etc/ssl/certs/ca-certificates.crt): set it to the file of the authority that signed it (PEM)"},
+			{"s3.ca_file", with(base, "OMPSYNC_S3_CA_FILE="+ca), ""},
+			{"AWS_CA_BUNDLE", with(base, "AWS_CA_BUNDLE="+ca), ""},
+			{"not PEM", with(base, "OMPSYNC_S3_CA_FILE="+notPEM), "ompsync: open remote: s3.ca_file " + notPEM + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)"},
+		} {
+			if tc.name == "system CAs only" {
+				if _, err := os.Stat("/etc/ssl/certs/ca-certificates.crt"); err != nil {
+					continue
+				}
+			}
+			for _, args := range [][]string{{"ls"}, {"agent", "--once"}} {
+				code, out := runEnv(t, tc.env, args...)
+				switch {
+				case tc.want == "" && code != 0:
+					t.Errorf("%s: %s: exit %d\n%s", tc.name, args, code, out)
+				case tc.want != "" && code != 1:
+					t.Errorf("%s: %s: exit %d, want 1\n%s", tc.name, args, code, out)
+				case tc.want != "":
+					if line := errorLine(t, out); line != tc.want {
+						t.Errorf("%s: %s: error line\n%q, want\n%q", tc.name, args, line, tc.want)
+					}
+				}
+			}
 		}
 	})
 }

@@ -31,6 +31,8 @@ type S3Options struct {
 	Region string
 	// PathStyle addresses buckets as endpoint/bucket.
 	PathStyle bool
+	// CAFile is a PEM file of the certificate authorities to trust.
+	CAFile string
 	// AccessKeyID and SecretAccessKey; empty means the default AWS chain.
 	AccessKeyID     string
 	SecretAccessKey string
@@ -42,8 +44,8 @@ func (o S3Options) String() string {
 	if o.SecretAccessKey != "" {
 		secret = "[redacted]"
 	}
-	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t AccessKeyID:%s SecretAccessKey:%s}",
-		o.Client, o.Endpoint, o.Region, o.PathStyle, o.AccessKeyID, secret)
+	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
+		o.Client, o.Endpoint, o.Region, o.PathStyle, o.CAFile, o.AccessKeyID, secret)
 }
 
 // GoString keeps %#v from printing the secret too.
@@ -79,6 +81,7 @@ func OpenRaw(ctx context.Context, raw string, opts S3Options) (remote.Client, er
 			Endpoint:        opts.Endpoint,
 			Region:          opts.Region,
 			PathStyle:       opts.PathStyle,
+			CAFile:          opts.CAFile,
 			AccessKeyID:     opts.AccessKeyID,
 			SecretAccessKey: opts.SecretAccessKey,
 		}

@@ -42,6 +42,7 @@ type Client struct {
 	core   *mc.Core
 	bucket string
 	prefix string // "" or "p/"
+	cfg    Config
 }
 
 var _ remote.Client = (*Client)(nil)
@@ -102,6 +103,13 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("minio: %w", err)
 		}
+		_, pool, err := cfg.ReadCAFile()
+		if err != nil {
+			return nil, err
+		}
+		if pool != nil && tr.TLSClientConfig != nil { // nil: plain http
+			tr.TLSClientConfig.RootCAs = pool
+		}
 		base = tr
 	}
 	opts.Transport = remote.CheckS3Answers(base)
@@ -109,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minio: %w", err)
 	}
-	return &Client{core: core, bucket: cfg.Bucket, prefix: prefix}, nil
+	return &Client{core: core, bucket: cfg.Bucket, prefix: prefix, cfg: cfg}, nil
 }
 
 // credentialsTimeout bounds the search for credentials: on AWS the last
@@ -307,6 +315,9 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	}
 	if se, ok := remote.Setup(err); ok {
 		return &remote.Error{Op: op, Key: key, Err: se}
+	}
+	if ce := c.cfg.CertError(err); ce != nil {
+		return &remote.Error{Op: op, Key: key, Err: ce}
 	}
 	er := errResponse(err)
 	if serr := remote.AuthError(er.Code); serr != nil {

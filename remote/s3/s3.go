@@ -42,6 +42,7 @@ type Client struct {
 	api    *s3.Client
 	bucket string
 	prefix string // "" or "p/"
+	cfg    Config
 }
 
 var _ remote.Client = (*Client)(nil)
@@ -77,6 +78,13 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		// metadata service would only wait for an answer that never comes.
 		loadOpts = append(loadOpts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
+	caPEM, _, err := cfg.ReadCAFile()
+	if err != nil {
+		return nil, err
+	}
+	if caPEM != nil {
+		loadOpts = append(loadOpts, config.WithCustomCABundle(bytes.NewReader(caPEM)))
+	}
 	region := cfg.Region
 	if region == "" && endpoint != nil {
 		// Self-hosted servers expect the SDK default, whatever AWS_REGION says.
@@ -100,6 +108,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	// The default client carries AWS_CA_BUNDLE when set; keep it and add
 	// a response timeout. A caller's client is used as given, after
 	// LoadDefaultConfig, which refuses a CA bundle with a custom transport.
+	if awsCfg.HTTPClient == nil { // the SDK's default, made here to set its timeout
+		awsCfg.HTTPClient = awshttp.NewBuildableClient()
+	}
 	if bc, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		awsCfg.HTTPClient = bc.WithTransportOptions(func(tr *http.Transport) {
 			tr.ResponseHeaderTimeout = responseHeaderTimeout
@@ -123,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		o.Retryer = aws.NopRetryer{}
 		o.RetryMaxAttempts = 0
 	})
-	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix}, nil
+	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix, cfg: cfg}, nil
 }
 
 // credentialsTimeout bounds the search for credentials: on AWS the last
@@ -306,6 +317,9 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	}
 	if se, ok := remote.Setup(err); ok {
 		return &remote.Error{Op: op, Key: key, Err: se}
+	}
+	if ce := c.cfg.CertError(err); ce != nil {
+		return &remote.Error{Op: op, Key: key, Err: ce}
 	}
 	status, code := answer(err)
 	var nsk *types.NoSuchKey
