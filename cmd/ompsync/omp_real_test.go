@@ -566,3 +566,43 @@ func TestRealOmpRestoreRefusesHeldSession(t *testing.T) {
 	}
 	resume(t, desk.omp, id)
 }
+
+// At start omp renames a session folder of the older naming
+// (--<home>-work--) to the current one (-work): the backup follows the
+// sessions to their new folder, records none as deleted, and restores them
+// where omp now looks.
+func TestRealOmpRenamesLegacyFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real omp")
+	}
+	o := omptest.Find(t)
+	model := omptest.NewModel(t)
+	h := newOmpHost(t, o, model, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "laptop")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if _, _, err := h.omp.Print(ctx, "in the old folder"); err != nil {
+		t.Fatal(err)
+	}
+	id := sessionIDs(t, h.omp)[0]
+	sessions := filepath.Join(h.omp.AgentDir(), "sessions")
+	legacy := "--" + strings.ReplaceAll(strings.TrimPrefix(h.omp.Dir, "/"), "/", "-") + "-work--"
+	if err := os.Rename(filepath.Join(sessions, omptest.CwdDir), filepath.Join(sessions, legacy)); err != nil {
+		t.Fatal(err)
+	}
+	h.backup()
+
+	if _, _, err := h.omp.Print(ctx, "a new session starts: omp renames the old folder"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(sessions, legacy)); !os.IsNotExist(err) {
+		t.Fatalf("omp did not rename the legacy folder %s (%v)", legacy, err)
+	}
+	if p := sessionFileOf(t, h.omp.AgentDir(), id); filepath.Base(filepath.Dir(p)) != omptest.CwdDir {
+		t.Fatalf("the old session is at %s", p)
+	}
+	to := h.restoreAll(o, model)
+	if code, out := h.ompsync("ls"); code != 0 || strings.Contains(out, "deleted") {
+		t.Fatalf("ls after omp renamed the folder: exit %d\n%s", code, out)
+	}
+	resume(t, to, id)
+}
