@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/openfiles"
@@ -192,6 +193,32 @@ func (idx localIndex) find(id string) string {
 		return rels[0]
 	}
 	return ""
+}
+
+// openScan is the latest scan of open files. A scan older than maxScanAge
+// is taken again: a restore of many sessions checks each one against a scan
+// at most a second old, at one scan a second, not one a session.
+type openScan struct {
+	mu    sync.Mutex
+	snap  *openfiles.Snapshot
+	taken time.Time
+	now   func() time.Time
+}
+
+const maxScanAge = time.Second
+
+func (o *openScan) get() (*openfiles.Snapshot, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.snap != nil && o.now().Sub(o.taken) < maxScanAge {
+		return o.snap, nil
+	}
+	snap, err := session.ScanOpen()
+	if err != nil {
+		return nil, fmt.Errorf("cannot tell which processes hold session files open, so nothing is changed: %w", err)
+	}
+	o.snap, o.taken = snap, o.now()
+	return snap, nil
 }
 
 // liveReason says why the session file at rel must not be changed now: a

@@ -21,7 +21,6 @@ import (
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
 )
 
 // Options configure Run. Zero values take the defaults noted.
@@ -39,8 +38,10 @@ type Options struct {
 	// Force also touches a file that is locked or changed recently, but
 	// never one a process holds open.
 	Force bool
-	// OpenFiles says which processes hold files open; nil scans once at
-	// the start (sync scans once per pull for all its sessions).
+	// OpenFiles says which processes hold files open, as scanned just
+	// before Run (sync scans once per pull); nil scans at the start. A
+	// scan older than a second is taken again before a session is
+	// written.
 	OpenFiles *openfiles.Snapshot
 	// PathMap rewrites folder names that encode an absolute path.
 	PathMap []PathMapping
@@ -215,10 +216,9 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		return nil, err
 	}
 	rep := &Report{Problems: p.problems, DeletedLeft: p.deletedLeft}
-	if opts.OpenFiles == nil {
-		if opts.OpenFiles, err = session.ScanOpen(); err != nil {
-			return nil, fmt.Errorf("cannot tell which processes hold session files open, so nothing is changed: %w", err)
-		}
+	open := &openScan{snap: opts.OpenFiles, taken: opts.Now(), now: opts.Now}
+	if _, err := open.get(); err != nil {
+		return nil, err
 	}
 	local, err := scanLocal(opts.AgentDir)
 	if err != nil {
@@ -243,7 +243,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 			rep.Results[i] = Result{ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
-		res := restoreOne(ctx, r, t, local.find(t.id), opts, listed, func(dir string) {
+		res := restoreOne(ctx, r, t, local.find(t.id), opts, open, listed, func(dir string) {
 			mu.Lock()
 			defer mu.Unlock()
 			unsynced[dir] = append(unsynced[dir], i)
@@ -282,7 +282,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 // restoreOne fetches, verifies and merges one session.
 // A session file it creates is durable once the folder passed to
 // deferSync is synced.
-func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, listed *repo.SessionObjects, deferSync func(dir string)) Result {
+func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, open *openScan, listed *repo.SessionObjects, deferSync func(dir string)) Result {
 	res := Result{ID: t.id, DryRun: opts.DryRun}
 	dest, err := t.destination(localRel, opts.PathMap)
 	if err != nil {
@@ -290,13 +290,29 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		return res
 	}
 	res.Path = dest
-	if why, held := liveReason(opts.AgentDir, dest, opts.Now(), opts.LiveWindow, opts.OpenFiles); why != "" && (held || !opts.Force) {
-		res.Action, res.Error = SkippedLive, why
+	// Live before the fetch: nothing to fetch. Live after it (omp opened
+	// the session meanwhile): nothing written.
+	live := func() bool {
+		snap, err := open.get()
+		if err != nil {
+			res.Action, res.Error = SkippedLive, err.Error()
+			return true
+		}
+		if why, held := liveReason(opts.AgentDir, dest, opts.Now(), opts.LiveWindow, snap); why != "" && (held || !opts.Force) {
+			res.Action, res.Error = SkippedLive, why
+			return true
+		}
+		return false
+	}
+	if live() {
 		return res
 	}
 	f, err := fetch(ctx, r, t, opts, listed)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
+		return res
+	}
+	if live() {
 		return res
 	}
 	for _, c := range f.session {
