@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/remotetest"
@@ -320,6 +322,55 @@ func TestPrivateCA(t *testing.T) {
 						t.Errorf("%s: %s: error line\n%q, want\n%q", tc.name, args, line, tc.want)
 					}
 				}
+			}
+		}
+	})
+}
+
+// A mistyped remote is no repository: ls, verify, restore, compact and
+// prune say so and exit 1, and create nothing; only the agent starts one.
+func TestNoRepository(t *testing.T) {
+	readers := [][]string{{"ls"}, {"verify"}, {"restore", "--all"}, {"compact"}, {"prune", "--dry-run"}}
+	t.Run("missing folder", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "remote-typo")
+		m := newMachineEnv(t, "file://"+dir, backend.S3Options{}, "typo")
+		want := "ompsync: no ompsync repository at " + dir + ": the folder does not exist; check remote (env OMPSYNC_REMOTE), or run 'ompsync agent' to back up there first"
+		for _, args := range readers {
+			if line := failsWith(t, m, "", args...); line != want {
+				t.Errorf("%s: error line\n%q, want\n%q", args, line, want)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("%s created the remote folder (%v)", args, err)
+			}
+		}
+	})
+	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
+		m := newMachineEnv(t, url, s3, "typo")
+		at := url
+		if strings.HasPrefix(url, "file://") {
+			at = strings.TrimPrefix(url, "file://")
+			if err := os.MkdirAll(at, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := "ompsync: no ompsync repository at " + at + ": it holds no ompsync.json and no backups; check remote (env OMPSYNC_REMOTE), or run 'ompsync agent' to back up there first"
+		for _, args := range readers {
+			if line := failsWith(t, m, "", args...); line != want {
+				t.Errorf("%s: error line\n%q, want\n%q", args, line, want)
+			}
+		}
+		p := filepath.Join(m.agentDir, "sessions", "-w", "2026-11-30T00-00-00-000Z_019a0000-0000-7000-8000-00000000ab01.jsonl")
+		writeFile(t, p, titleSlotLine("")+`{"type":"session","version":3,"id":"019a0000-0000-7000-8000-00000000ab01","timestamp":"2026-11-30T00:00:00Z","cwd":"/w"}`+"\n", 0o600)
+		old := time.Now().Add(-time.Hour) // not a file omp is writing
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := m.ompsync("agent", "--once"); code != 0 {
+			t.Fatalf("agent --once: exit %d\n%s", code, out)
+		}
+		for _, args := range readers {
+			if code, out := m.ompsync(args...); code != 0 {
+				t.Errorf("%s after the agent ran: exit %d\n%s", args, code, out)
 			}
 		}
 	})

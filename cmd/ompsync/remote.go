@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -78,16 +81,52 @@ func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *r
 }
 
 // readRepo opens the configured remote for reading and checks that it is a
-// repository this version understands.
+// repository this version understands. It creates nothing: only the agent
+// starts a repository, so a mistyped remote is an error, not an empty
+// listing and a new folder.
 func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
+	loc, err := remote.ParseURL(cfg.Remote)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Scheme == "file" {
+		if _, err := os.Stat(loc.Dir); errors.Is(err, fs.ErrNotExist) {
+			return nil, noRepository(cfg, "the folder does not exist")
+		}
+	}
 	r, err := openRepo(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	m, err := r.ReadMarker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		// A repository written before the marker existed has objects in
+		// the format's folder (v1/, repo/keys.go).
+		for _, err := range r.Client().List(ctx, "v1/", remote.ListOptions{}) {
+			if err != nil {
+				return nil, fmt.Errorf("list v1/: %w", err)
+			}
+			return r, nil
+		}
+		return nil, noRepository(cfg, "it holds no ompsync.json and no backups")
 	}
 	if err := r.Check(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// noRepository says that the configured remote holds no repository, and
+// where the setting came from.
+func noRepository(cfg *config.Config, why string) error {
+	at := cfg.Remote
+	if loc, err := remote.ParseURL(cfg.Remote); err == nil && loc.Scheme == "file" {
+		at = loc.Dir
+	}
+	return fmt.Errorf("no ompsync repository at %s: %s; check remote (%s), or run 'ompsync agent' to back up there first", at, why, cfg.Source("remote"))
 }
 
 // remoteName is the remote as the state records it and messages name it:
