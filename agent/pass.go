@@ -39,6 +39,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	var rels []string
 	var sc *scanned
 	if full {
+		a.problems.beginFullPass()
 		var err error
 		if sc, err = a.scan(); err != nil {
 			return err

@@ -48,6 +48,13 @@ func (p *problems) report(log *slog.Logger, now time.Time, path string, err erro
 	log.Error("cannot read; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
 }
 
+// beginFullPass starts counting what a full pass reports.
+func (p *problems) beginFullPass() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.inPass)
+}
+
 // endFullPass forgets the paths a full pass read without trouble, saying
 // so once for each.
 func (p *problems) endFullPass(log *slog.Logger) {
