@@ -22,12 +22,14 @@ type StreamReport struct {
 	Plan   Plan   // the first round's plan
 	Result Result // zero in a dry run
 	Err    error
+	// Skipped says why nothing was to be done ("" when something was).
+	Skipped string
 }
 
 // MachineReport is what Machine found and did.
 type MachineReport struct {
 	Sessions int // sessions looked at
-	// Streams lists the generations with something to do, or an error.
+	// Streams lists every generation: done, planned, skipped or failed.
 	Streams []StreamReport
 	// Unmatched are the id prefixes that matched no session.
 	Unmatched []string
@@ -118,6 +120,17 @@ func match(cat repo.Catalog, prefixes []string) (ids, unmatched []string) {
 	return ids, unmatched
 }
 
+// skipReason says why a generation has nothing to merge.
+func skipReason(pl Plan, idle bool) string {
+	switch {
+	case pl.Chunks <= 1:
+		return "one chunk, nothing to merge"
+	case !idle:
+		return fmt.Sprintf("%d chunks, written to lately: merged once idle, or past max_chunks", pl.Chunks)
+	}
+	return fmt.Sprintf("already compact: %d chunks, each at least as large as all after it (or full)", pl.Chunks)
+}
+
 func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Policy, dryRun bool) []StreamReport {
 	streams, err := listSession(ctx, r.Client(), id, machine)
 	if err != nil {
@@ -140,6 +153,8 @@ func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Pol
 				continue
 			}
 			if pl.Empty() {
+				sr.Plan, sr.Skipped = pl.Plan, skipReason(pl.Plan, idle)
+				out = append(out, sr)
 				continue
 			}
 			sr.Plan = pl.Plan

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/session"
 )
 
@@ -45,17 +47,28 @@ nothing, and running it again finishes the job.`,
 				return err
 			}
 			p := compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks}
+			if cfg.Source("compaction.idle").Kind != config.FromFlag {
+				// Asked for by hand: the sessions are taken as finished,
+				// whenever they were last written (--compaction-idle
+				// applies the agent's rule instead).
+				p.Idle = time.Nanosecond
+			}
 			rep, err := compact.Machine(cmd.Context(), r, cfg.Machine, args, p, dryRun)
 			if err != nil {
 				return err
 			}
-			var before, after, streams, failed int
+			var before, after, streams, failed, skipped int
 			var uploaded int64
 			for _, s := range rep.Streams {
 				where := fmt.Sprintf("%s %s generation %s", s.Stream.SessionID, s.Stream.Name, s.Generation)
 				if s.Err != nil {
 					failed++
 					fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(s.Err.Error()))
+					continue
+				}
+				if s.Skipped != "" {
+					skipped++
+					fmt.Fprintf(a.stdout, "%s: %s\n", where, s.Skipped)
 					continue
 				}
 				streams++
@@ -76,7 +89,8 @@ nothing, and running it again finishes the job.`,
 			if dryRun {
 				fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", countSessions(rep), rep.Sessions)
 			} else {
-				fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s\n", streams, rep.Sessions, before, after, formatSize(uploaded))
+				fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
+					streams, rep.Sessions, before, after, formatSize(uploaded), skipped)
 			}
 			switch {
 			case len(rep.Unmatched) > 0:
@@ -95,7 +109,7 @@ nothing, and running it again finishes the job.`,
 func countSessions(rep *compact.MachineReport) int {
 	seen := map[string]bool{}
 	for _, s := range rep.Streams {
-		if s.Err == nil {
+		if s.Err == nil && s.Skipped == "" {
 			seen[s.Stream.SessionID] = true
 		}
 	}

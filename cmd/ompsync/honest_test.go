@@ -375,3 +375,40 @@ func TestNoRepository(t *testing.T) {
 		}
 	})
 }
+
+// compact by hand right after the last upload merges what it is asked to;
+// where there is nothing to merge it says so per generation.
+func TestCompactByHand(t *testing.T) {
+	m := newMachineEnv(t, "file://"+t.TempDir(), backend.S3Options{}, "compacty")
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 21, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := idOf(w.files[0])
+	for range 5 { // five passes, five chunks
+		if err := w.step(); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := m.ompsync("agent", "--once"); code != 0 {
+			t.Fatalf("agent --once: exit %d\n%s", code, out)
+		}
+	}
+	want, _ := os.ReadFile(w.files[0])
+	want = want[:bytes.LastIndexByte(want, '\n')+1]
+	where := id + " session generation "
+	code, out := m.ompsync("compact", "--compaction-idle", "1h", id[:8])
+	if code != 0 || !strings.Contains(out, where) || !strings.Contains(out, "written to lately: merged once idle") {
+		t.Errorf("compact --compaction-idle 1h: exit %d, want 0 and the reason it merged nothing:\n%s", code, out)
+	}
+	code, out = m.ompsync("compact", id[:8])
+	if code != 0 || !strings.Contains(out, "chunks -> 1, uploaded") || !strings.Contains(out, "compacted 1 generations of 1 sessions") {
+		t.Fatalf("compact right after the last upload: exit %d, want 0 and the chunks merged:\n%s", code, out)
+	}
+	code, out = m.ompsync("compact", id[:8])
+	if code != 0 || !strings.Contains(out, where) || !strings.Contains(out, "one chunk, nothing to merge") || !strings.Contains(out, "1 generations had nothing to merge") {
+		t.Errorf("compact again: exit %d, want 0 and why nothing was merged:\n%s", code, out)
+	}
+	if got := remoteCopy(t, openTestRepo(t, m.remote, m.s3), id, "compacty"); !bytes.Equal(got, want) {
+		t.Fatalf("after compaction the remote holds %d bytes, want %d", len(got), len(want))
+	}
+}
