@@ -43,12 +43,12 @@ type Snapshot struct {
 	// files; Holders then always reports none.
 	Supported bool
 	// Unreadable counts processes whose open files could not be read
-	// (another user's, or gone mid-scan).
+	// (another user's, when not root).
 	Unreadable int
 }
 
 // Scan lists the files every other process holds open. Only files whose
-// names contain one of the given suffixes (".jsonl") are recorded, which
+// names end in one of the given suffixes (".jsonl") are recorded, which
 // keeps the scan to one readlink per descriptor and a stat for the few
 // that can matter.
 func Scan(suffixes ...string) (*Snapshot, error) {
