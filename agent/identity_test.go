@@ -236,7 +236,7 @@ func TestRebuiltStateDeletesNothing(t *testing.T) {
 	if got := laptop.states(); !maps.Equal(got, before) {
 		t.Fatalf("after a second pass: %v", got)
 	}
-	st, err := Status(laptop.agentDir, laptop.stateDir, time.Now())
+	st, err := Status(StatusOptions{AgentDir: laptop.agentDir, StateDir: laptop.stateDir, Now: time.Now()})
 	if err != nil || len(st) != len(own) {
 		t.Fatalf("status lists %d files, want this machine's %d (not the old laptop's): %v", len(st), len(own), err)
 	}

@@ -64,12 +64,18 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	}
 	seen := map[string]bool{}
 	var jobs []job
+	known := len(a.state.Streams)
 	for _, rel := range rels {
 		if j, ok := a.plan(ctx, rel, seen); ok {
 			jobs = append(jobs, j)
 		}
 	}
 	changed, err := a.runJobs(ctx, jobs)
+	if len(a.state.Streams) > known {
+		// Saved even when nothing could be uploaded, so status counts a
+		// new file's pending age from when it was first seen.
+		changed = true
+	}
 	for _, j := range jobs {
 		if j.fst != nil {
 			a.state.touch(j.fst)
@@ -398,7 +404,8 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 // of their last stat, and since when the oldest of them has waited.
 func (a *Agent) pendingBytes() (n int64, since time.Time) {
 	for _, f := range a.state.Streams {
-		if f.State != repo.StatePresent || f.Size >= 0 && f.Size <= f.Offset {
+		// A stream nothing of which is uploaded may have no size recorded.
+		if f.State != repo.StatePresent || f.Offset > 0 && f.Size >= 0 && f.Size <= f.Offset {
 			continue
 		}
 		fi, err := os.Stat(a.abs(f.Path))
@@ -407,8 +414,8 @@ func (a *Agent) pendingBytes() (n int64, since time.Time) {
 		}
 		if d := fi.Size() - f.Offset; d > 0 {
 			n += d
-			if since.IsZero() || f.SyncedAt.Before(since) {
-				since = f.SyncedAt
+			if s := f.pendingSince(); !s.IsZero() && (since.IsZero() || s.Before(since)) {
+				since = s
 			}
 		}
 	}

@@ -78,17 +78,17 @@ func TestStatus(t *testing.T) {
 	e := newEnv(t, newFileClient(t))
 	e.writeRename(ompRel, corpus(t, ompFile))
 	e.once()
-	st, err := Status(e.agentDir, e.stateDir, time.Now())
+	st, err := Status(StatusOptions{AgentDir: e.agentDir, StateDir: e.stateDir, Now: time.Now()})
 	if err != nil || len(st) != 1 || st[0].Pending != 0 || st[0].Uploaded != int64(len(corpus(t, ompFile))) {
 		t.Fatalf("status after a pass: %+v, %v", st, err)
 	}
 	line := entryLine("beef0003", "", "pending")
 	e.appendTo(ompRel, line)
-	st, _ = Status(e.agentDir, e.stateDir, time.Now().Add(10*time.Minute))
+	st, _ = Status(StatusOptions{AgentDir: e.agentDir, StateDir: e.stateDir, Now: time.Now().Add(10 * time.Minute)})
 	if st[0].Pending != int64(len(line)) || st[0].PendingAge < 10*time.Minute {
 		t.Fatalf("status with pending bytes: %+v", st[0])
 	}
-	if _, err := Status(e.agentDir, t.TempDir(), time.Now()); err == nil || !strings.Contains(err.Error(), "no agent state") {
+	if _, err := Status(StatusOptions{AgentDir: e.agentDir, StateDir: t.TempDir(), Now: time.Now()}); err == nil || !strings.Contains(err.Error(), "no agent state") {
 		t.Fatalf("status without state: %v", err)
 	}
 }

@@ -1,13 +1,21 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
 )
 
 // FileStatus is how far the backup of one watched file is behind.
@@ -27,36 +35,97 @@ type FileStatus struct {
 	PendingAge time.Duration `json:"pending_age_ns"`
 }
 
+// StatusOptions say what Status compares.
+type StatusOptions struct {
+	AgentDir, StateDir string
+	Include, Exclude   []string // as the agent's
+	Now                time.Time
+}
+
 // Status reads the agent's state (without taking its lock: it works while
-// an agent runs) and compares it with the files on disk.
-func Status(agentDir, stateDir string, now time.Time) ([]FileStatus, error) {
-	st, err := LoadState(stateDir)
+// an agent runs) and compares it with the files on disk. A file the state
+// does not list yet (the agent's first pass is under way, or it has not
+// seen the file) is pending whole, since its last change.
+func Status(o StatusOptions) ([]FileStatus, error) {
+	st, err := LoadState(o.StateDir)
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
-		return nil, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
+		if !Running(o.StateDir) {
+			return nil, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", o.StateDir)
+		}
+		st = newState("") // starting: nothing recorded yet
 	}
 	var out []FileStatus
+	listed := map[string]bool{}
 	for _, f := range st.Streams {
 		if f.State != repo.StatePresent || f.Unseen {
 			continue // an unseen session is not on this machine
 		}
+		listed[f.Path] = true
 		fs := FileStatus{Path: f.Path, SessionID: f.SessionID, Stream: f.Stream, State: f.State, Uploaded: f.Offset, LastSynced: f.SyncedAt}
-		fi, err := os.Stat(filepath.Join(agentDir, filepath.FromSlash(f.Path)))
+		fi, err := os.Stat(filepath.Join(o.AgentDir, filepath.FromSlash(f.Path)))
 		if err == nil {
 			fs.LocalSize = fi.Size()
 		}
 		if d := fs.LocalSize - fs.Uploaded; d > 0 {
 			fs.Pending = d
-			if !f.SyncedAt.IsZero() {
-				fs.PendingAge = now.Sub(f.SyncedAt)
+			if since := f.pendingSince(); !since.IsZero() {
+				fs.PendingAge = o.Now.Sub(since)
 			}
 		}
 		out = append(out, fs)
 	}
+	// The agent's own scan, so that status covers what the agent backs up.
+	a := &Agent{opts: Options{AgentDir: o.AgentDir, Include: o.Include, Exclude: o.Exclude, Now: func() time.Time { return o.Now }}, log: slog.New(slog.DiscardHandler)}
+	sc, err := a.scan()
+	if err != nil {
+		return nil, err
+	}
+	for _, rel := range sc.rels {
+		kind := session.Classify(rel)
+		if listed[rel] || kind == session.KindArchive || kind == session.KindBlob && st.Blobs[path.Base(rel)] {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(o.AgentDir, filepath.FromSlash(rel)))
+		if err != nil || fi.Size() == 0 {
+			continue
+		}
+		id, _ := session.IDFromFileName(rel)
+		out = append(out, FileStatus{Path: rel, SessionID: id, State: StateNew, LocalSize: fi.Size(), Pending: fi.Size(), PendingAge: max(o.Now.Sub(fi.ModTime()), 0)})
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// StateNew is the State of a file the agent has not recorded yet.
+const StateNew = "new"
+
+// pendingSince is when the oldest byte not on the remote may have been
+// written: when every settled byte was last uploaded, or, for a stream
+// nothing of which was ever uploaded, when the agent first saw it.
+func (f *FileState) pendingSince() time.Time {
+	if f.SyncedAt.IsZero() && f.Offset == 0 {
+		return f.Changed
+	}
+	return f.SyncedAt
+}
+
+// Running reports whether an agent holds stateDir: the process its lock
+// file names is alive. (Taking the lock to find out could make an agent
+// starting at that moment refuse to.)
+func Running(stateDir string) bool {
+	b, err := os.ReadFile(filepath.Join(stateDir, "lock"))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	err = unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
 }
 
 // Origin is the remote a state describes: Remote as the agent was told it
@@ -74,6 +143,9 @@ func StateOrigin(stateDir string) (Origin, error) {
 		return Origin{}, err
 	}
 	if st == nil {
+		if Running(stateDir) {
+			return Origin{}, nil // starting: it records the remote it checks
+		}
 		return Origin{}, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
 	}
 	return Origin{Remote: st.Remote, RepoID: st.RepoID}, nil

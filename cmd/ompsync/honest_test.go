@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
@@ -410,5 +414,122 @@ func TestCompactByHand(t *testing.T) {
 	}
 	if got := remoteCopy(t, openTestRepo(t, m.remote, m.s3), id, "compacty"); !bytes.Equal(got, want) {
 		t.Fatalf("after compaction the remote holds %d bytes, want %d", len(got), len(want))
+	}
+}
+
+// statusJSON runs status --json and returns its files by path.
+func statusJSON(t *testing.T, m *machineEnv, args ...string) (int, map[string]agent.FileStatus, string) {
+	t.Helper()
+	cmd, out := m.start(append([]string{"status", "--json"}, args...)...)
+	err := cmd.Wait()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]agent.FileStatus{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		var f agent.FileStatus
+		if json.Unmarshal([]byte(l), &f) == nil && f.Path != "" {
+			files[f.Path] = f
+		}
+	}
+	return code, files, out.String()
+}
+
+// A session that appears while the remote is away is never uploaded:
+// status counts its pending age from when the agent first saw it, and
+// fails past --max-lag; so does the oldest-pending metric.
+func TestStatusNeverUploaded(t *testing.T) {
+	srv := remotetest.StartServer(t)
+	bucket := srv.NewBucket(t)
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "laggy")
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 31, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := ln.Addr().String()
+	ln.Close()
+	cmd, out := m.start("agent", "--interval", "100ms", "--metrics-addr", metrics)
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	r := openTestRepo(t, m.remote, s3Options(srv, backend.ClientAWS, srv.Endpoint))
+	waitUntil(t, "first upload", func() bool { return remoteSize(t, r, idOf(w.files[0]), "laggy") > 0 })
+	srv.Stop()
+
+	seenBefore := time.Now()
+	late, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 32, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := strings.TrimPrefix(late.files[0], m.agentDir+"/")
+	var f agent.FileStatus
+	waitUntil(t, "the agent records the new session", func() bool {
+		_, files, _ := statusJSON(t, m, "--max-lag", "1h")
+		f = files[rel]
+		return f.State == "present"
+	})
+	if f.Uploaded != 0 || f.Pending != f.LocalSize || f.PendingAge <= 0 || f.PendingAge > time.Since(seenBefore) {
+		t.Fatalf("status of a never-uploaded session: %+v, want all of it pending since the agent saw it (at most %s)\n%s", f, time.Since(seenBefore), out)
+	}
+	code, files, sout := statusJSON(t, m, "--max-lag", "1ns")
+	if code != 1 || !strings.Contains(sout, "ompsync: 1 file(s) have bytes pending for more than 1ns") {
+		t.Errorf("status --max-lag 1ns: exit %d, want 1 and the one file\n%s", code, sout)
+	}
+	if files[strings.TrimPrefix(w.files[0], m.agentDir+"/")].Pending != 0 {
+		t.Errorf("the uploaded session is pending: %s", sout)
+	}
+	waitUntil(t, "the oldest-pending metric", func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "ompsync_oldest_pending_seconds "); ok {
+				s, err := strconv.ParseFloat(v, 64)
+				return err == nil && s > 0
+			}
+		}
+		return false
+	})
+}
+
+// status works as soon as the agent runs: during its first pass (here
+// while the remote has not yet answered) every file is pending, and
+// --max-lag counts from each file's last change.
+func TestStatusDuringFirstPass(t *testing.T) {
+	srv := remotetest.SharedServer(t)
+	g := newGate(t, srv.Endpoint, func(*http.Request) bool { return true })
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, g.URL), "firsty")
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 41, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := m.start("agent")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	<-g.held
+	code, files, sout := statusJSON(t, m)
+	if code != 0 || len(files) != len(w.files) {
+		t.Fatalf("status during the first pass: exit %d, %d files, want 0 and %d\n%s\nagent:\n%s", code, len(files), len(w.files), sout, out)
+	}
+	for _, p := range w.files {
+		f := files[strings.TrimPrefix(p, m.agentDir+"/")]
+		if f.State != agent.StateNew || f.Pending == 0 || f.Pending != f.LocalSize {
+			t.Errorf("%s during the first pass: %+v, want all of it pending", p, f)
+		}
+	}
+	if code, _, sout := statusJSON(t, m, "--max-lag", "1ns"); code != 1 {
+		t.Errorf("status --max-lag 1ns during the first pass: exit %d, want 1\n%s", code, sout)
+	}
+	code, tout := m.ompsync("status")
+	if code != 0 || !strings.Contains(tout, "not recorded yet") {
+		t.Errorf("status table during the first pass: exit %d\n%s", code, tout)
 	}
 }

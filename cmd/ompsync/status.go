@@ -37,7 +37,7 @@ against it.`,
 			if err != nil {
 				return err
 			}
-			files, err := agent.Status(cfg.AgentDir, cfg.StateDir, time.Now())
+			files, err := agent.Status(agent.StatusOptions{AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
 			if err != nil {
 				return err
 			}
@@ -67,6 +67,9 @@ against it.`,
 						age = f.PendingAge.Truncate(time.Second).String()
 					}
 					synced := "never"
+					if f.State == agent.StateNew {
+						synced = "not recorded yet"
+					}
 					if !f.LastSynced.IsZero() {
 						synced = f.LastSynced.Local().Format(time.DateTime)
 					}
