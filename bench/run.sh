@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Runs the whole benchmark: ompsync against `rclone copy` and a whole-file
-# re-uploader on a private versitygw on 127.0.0.1, and prints one table.
+# Runs the whole benchmark: ompsync against `rclone copy`, a whole-file
+# re-uploader and restic on a private versitygw on 127.0.0.1, and prints one
+# table.
 #
-#   bash bench/run.sh                 # everything (about 6-8 minutes on 2 cores)
+#   bash bench/run.sh                 # everything (about 10-12 minutes on 2 cores)
 #   bash bench/run.sh -phases rounds  # one phase; any ompsync-bench flag works
+#   bash bench/run.sh -phases line -line-rtt 60ms -line-up 20   # a shaped line
 #
 # Environment: CORPUS (real session files, default testdata/corpus),
 # BENCH_OUT (binaries, results.json, profiles; default /tmp/ompsync-bench-out).
@@ -14,12 +16,16 @@ corpus=${CORPUS:-testdata/corpus}
 out=${BENCH_OUT:-${TMPDIR:-/tmp}/ompsync-bench-out}
 mkdir -p "$out/bin"
 
-if ! command -v rclone >/dev/null; then
-	echo "installing rclone (Debian package)" >&2
+# rclone and restic are Debian's packages.
+missing=""
+command -v rclone >/dev/null || missing="$missing rclone"
+command -v restic >/dev/null || missing="$missing restic"
+if [ -n "$missing" ]; then
+	echo "installing$missing (Debian packages)" >&2
 	sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo=sudo
 	$sudo apt-get update -qq >&2
-	$sudo apt-get install -y -qq rclone >&2
+	$sudo apt-get install -y -qq $missing >&2
 fi
 # The tests' versitygw: $OMPSYNC_TEST_VERSITYGW, PATH, or $(go env GOPATH)/bin.
 if [ -z "${OMPSYNC_TEST_VERSITYGW:-}" ] && ! command -v versitygw >/dev/null &&
@@ -33,7 +39,7 @@ go build -o "$out/bin/ompsync-bench" ./bench/cmd/ompsync-bench
 rm -f "$out"/*.pprof "$out"/agent-*.log
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit+uncommitted changes"
-echo "ompsync at $commit; $(rclone version 2>/dev/null | head -1)"
+echo "ompsync at $commit; $(rclone version 2>/dev/null | head -1); $(restic version 2>/dev/null)"
 
 "$out/bin/ompsync-bench" -ompsync "$out/bin/ompsync" -corpus "$corpus" -out "$out" "$@" | tee "$out/table.md"
 

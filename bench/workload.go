@@ -240,33 +240,42 @@ func (g *Gen) NewSessionSize(agentDir, cwdDir string, t time.Time, size int) (*S
 
 func (g *Gen) newSession(agentDir, cwdDir string, t time.Time, more func(entries, size int) bool) (*Session, error) {
 	s := &Session{ID: g.uuid7(t), created: t}
+	return s, g.writeSession(agentDir, cwdDir, s, t, "", func(b *bytes.Buffer) {
+		for n := 0; more(n, b.Len()); n++ {
+			b.Write(g.next(s, t))
+		}
+	})
+}
+
+// writeSession writes s as omp writes a new session file: title slot,
+// header (naming parent, if any), then what body adds, at once (a temp
+// file renamed into place).
+func (g *Gen) writeSession(agentDir, cwdDir string, s *Session, t time.Time, parent string, body func(*bytes.Buffer)) error {
 	name := strings.NewReplacer(":", "-", ".", "-").Replace(stamp(t)) + "_" + s.ID + ".jsonl"
 	s.Rel = "sessions/" + cwdDir + "/" + name
 	s.Abs = filepath.Join(agentDir, filepath.FromSlash(s.Rel))
 	slot, err := TitleSlot("", t)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var b bytes.Buffer
 	b.Write(slot)
-	hdr, _ := json.Marshal(session.Header{Type: "session", Version: 3, ID: s.ID, Timestamp: stamp(t), Cwd: "/home/u/" + strings.TrimPrefix(cwdDir, "-")})
+	hdr, _ := json.Marshal(session.Header{Type: "session", Version: 3, ID: s.ID, Timestamp: stamp(t), Cwd: "/home/u/" + strings.TrimPrefix(cwdDir, "-"), ParentSession: parent})
 	b.Write(hdr)
 	b.WriteByte('\n')
-	for n := 0; more(n, b.Len()); n++ {
-		b.Write(g.next(s, t))
-	}
+	body(&b)
 	if err := os.MkdirAll(filepath.Dir(s.Abs), 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	tmp := filepath.Join(filepath.Dir(s.Abs), "."+name+".1.tmp")
 	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
-		return nil, err
+		return err
 	}
 	if err := os.Rename(tmp, s.Abs); err != nil {
-		return nil, err
+		return err
 	}
 	s.Size = int64(b.Len())
-	return s, nil
+	return nil
 }
 
 func (g *Gen) next(s *Session, t time.Time) []byte {
@@ -345,3 +354,34 @@ func CwdDirs(n int) []string {
 
 // ErrNoCorpus explains where the corpus is expected.
 var ErrNoCorpus = errors.New("no session corpus: pass -corpus (the folder of real session files, e.g. testdata/corpus)")
+
+// Fork writes a new session the way omp's fork does: a new file with a
+// fresh id and parentSession naming the parent, holding every entry of
+// the parent re-serialized from memory (byte for byte the same but for
+// some assistant entries, which gain a field), then extra new entries.
+func (g *Gen) Fork(agentDir, cwdDir string, t time.Time, parent *Session, extra int) (*Session, error) {
+	b, err := os.ReadFile(parent.Abs)
+	if err != nil {
+		return nil, err
+	}
+	body := b[session.SlotLen(b):]
+	if i := bytes.IndexByte(body, '\n'); i >= 0 {
+		body = body[i+1:] // the parent's header
+	}
+	var entries bytes.Buffer
+	for line := range bytes.Lines(body) {
+		if bytes.Contains(line, []byte(`"role":"assistant"`)) && g.rng.IntN(4) == 0 && bytes.HasSuffix(line, []byte("}\n")) {
+			entries.Write(line[:len(line)-2])
+			entries.WriteString(`,"errorId":0}` + "\n")
+			continue
+		}
+		entries.Write(line)
+	}
+	s := &Session{ID: g.uuid7(t), created: t, last: parent.last}
+	return s, g.writeSession(agentDir, cwdDir, s, t, parent.ID, func(w *bytes.Buffer) {
+		w.Write(entries.Bytes())
+		for range extra {
+			w.Write(g.next(s, t))
+		}
+	})
+}

@@ -161,3 +161,50 @@ func TestTitleSlotIsOmpsSize(t *testing.T) {
 		t.Fatal("a title longer than the slot was accepted")
 	}
 }
+
+// A tree's forks are what omp's fork writes: a new id, parentSession, the
+// parent's entries again (nearly byte for byte), then entries of their own.
+func TestTreeForks(t *testing.T) {
+	c := loadCorpus(t)
+	dir := t.TempDir()
+	tr, err := BuildTree(NewGen(c, 3), dir, 40, 4<<20, 0.1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Sessions) != 40 || tr.Forks != 4 {
+		t.Fatalf("%d sessions, %d forks; want 40, 4", len(tr.Sessions), tr.Forks)
+	}
+	byID := map[string]*Session{}
+	for _, s := range tr.Sessions {
+		byID[s.ID] = s
+	}
+	forks := 0
+	for _, s := range tr.Sessions {
+		checkSession(t, s.Abs)
+		b, _ := os.ReadFile(s.Abs)
+		h, _, _ := session.ReadHeader(b)
+		if h.ParentSession == "" {
+			continue
+		}
+		forks++
+		p := byID[h.ParentSession]
+		if p == nil {
+			t.Fatalf("fork %s names parent %s, not in the tree", s.ID, h.ParentSession)
+		}
+		pb, _ := os.ReadFile(p.Abs)
+		pl := bytes.Split(pb, []byte("\n"))
+		fl := bytes.Split(b, []byte("\n"))
+		same := 0
+		for i := 2; i < len(pl)-1; i++ {
+			if i < len(fl) && bytes.Equal(pl[i], fl[i]) {
+				same++
+			}
+		}
+		if len(fl) <= len(pl) || same < (len(pl)-3)/2 {
+			t.Errorf("fork %s: %d lines, %d of its parent's %d entries repeated unchanged", s.ID, len(fl), same, len(pl)-3)
+		}
+	}
+	if forks != tr.Forks {
+		t.Errorf("%d files name a parent, want %d", forks, tr.Forks)
+	}
+}

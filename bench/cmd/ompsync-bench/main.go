@@ -28,9 +28,9 @@ import (
 )
 
 type settings struct {
-	ompsync, rclone, corpus, work, out string
-	phases, agentLog                   string
-	seed                               uint64
+	ompsync, rclone, restic, corpus, work, out string
+	phases, agentLog                           string
+	seed                                       uint64
 
 	roundSessions, roundActive, rounds int
 
@@ -45,6 +45,13 @@ type settings struct {
 	busyFor   time.Duration
 
 	restoreSessions, restoreMB int
+
+	lineRTT              time.Duration
+	lineUp, lineDown     float64 // Mbit/s
+	lineSessions, lineMB int
+	lineForks            float64
+	lineActive, lineRuns int
+	lineLiveFor          time.Duration
 }
 
 func main() {
@@ -61,11 +68,12 @@ func main() {
 	var c settings
 	flag.StringVar(&c.ompsync, "ompsync", "", "the ompsync binary to measure (required)")
 	flag.StringVar(&c.rclone, "rclone", "rclone", "the rclone binary")
+	flag.StringVar(&c.restic, "restic", "restic", "the restic binary (line phase)")
 	flag.StringVar(&c.corpus, "corpus", "testdata/corpus", "folder of real session files the workload is drawn from")
 	flag.StringVar(&c.work, "work", "", "scratch folder (default: a new temp folder, removed at the end)")
 	flag.StringVar(&c.out, "out", "", "folder for results.json and the agent's CPU and heap profiles (optional)")
 	flag.StringVar(&c.agentLog, "agent-log-level", "warn", "log level of the agents run; their logs go to -out as agent-*.log")
-	flag.StringVar(&c.phases, "phases", "rounds,live,idle,restore", "phases to run, comma-separated")
+	flag.StringVar(&c.phases, "phases", "rounds,live,idle,restore,line", "phases to run, comma-separated")
 	flag.Uint64Var(&c.seed, "seed", 7, "workload seed")
 	flag.IntVar(&c.roundSessions, "round-sessions", 100, "rounds: sessions in the folder")
 	flag.IntVar(&c.roundActive, "round-active", 20, "rounds: sessions appended to per round")
@@ -80,6 +88,15 @@ func main() {
 	flag.DurationVar(&c.busyFor, "busy-for", 20*time.Second, "idle: then how long live-sessions grow among the idle files (0: skip)")
 	flag.IntVar(&c.restoreSessions, "restore-sessions", 1000, "restore: sessions")
 	flag.IntVar(&c.restoreMB, "restore-mb", 500, "restore: total size in MB")
+	flag.DurationVar(&c.lineRTT, "line-rtt", bench.DefaultLine.RTT, "line: round trip time of the shaped line")
+	flag.Float64Var(&c.lineUp, "line-up", bench.DefaultLine.Up/1e6, "line: upload rate in Mbit/s, shared by every connection")
+	flag.Float64Var(&c.lineDown, "line-down", bench.DefaultLine.Down/1e6, "line: download rate in Mbit/s, shared by every connection")
+	flag.IntVar(&c.lineSessions, "line-sessions", 300, "line: sessions in the tree")
+	flag.IntVar(&c.lineMB, "line-mb", 80, "line: total size of the tree in MB")
+	flag.Float64Var(&c.lineForks, "line-forks", 0.1, "line: share of the sessions that are forks of another")
+	flag.IntVar(&c.lineActive, "line-active", 40, "line: sessions appended to before the pass")
+	flag.IntVar(&c.lineRuns, "line-runs", 3, "line: runs (fresh buckets and tree each); figures are their median")
+	flag.DurationVar(&c.lineLiveFor, "line-live-for", 30*time.Second, "line: how long sessions grow under the running agent (0: skip)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -114,6 +131,11 @@ func run(ctx context.Context, c settings, log *slog.Logger) error {
 	if c.rclone, err = exec.LookPath(c.rclone); err != nil {
 		return fmt.Errorf("rclone: %w (install the Debian package rclone)", err)
 	}
+	if strings.Contains(c.phases, "line") {
+		if c.restic, err = exec.LookPath(c.restic); err != nil {
+			return fmt.Errorf("restic: %w (install the Debian package restic)", err)
+		}
+	}
 	if c.out != "" {
 		if err := os.MkdirAll(c.out, 0o755); err != nil {
 			return err
@@ -146,6 +168,7 @@ func run(ctx context.Context, c settings, log *slog.Logger) error {
 		"live":    r.live,
 		"idle":    r.idle,
 		"restore": r.restore,
+		"line":    r.line,
 	}
 	var failed error
 	for _, p := range strings.Split(c.phases, ",") {
@@ -183,10 +206,27 @@ func (r *runner) dir(parts ...string) string {
 	return p
 }
 
-// peer is one uploader with its own bucket and counting proxy.
+// peer is one uploader with its own bucket and counting proxy, and in
+// the line phase a shaped line in front of the proxy.
 type peer struct {
 	bucket string
 	proxy  *bench.Proxy
+	line   *bench.Line
+}
+
+// endpoint is where the peer's clients connect: the line, else the proxy.
+func (p *peer) endpoint() string {
+	if p.line != nil {
+		return p.line.URL
+	}
+	return p.proxy.URL
+}
+
+func (p *peer) close() {
+	if p.line != nil {
+		p.line.Close()
+	}
+	p.proxy.Close()
 }
 
 func (r *runner) newPeer(ctx context.Context, bucket string) (*peer, error) {
@@ -201,7 +241,7 @@ func (r *runner) newPeer(ctx context.Context, bucket string) (*peer, error) {
 }
 
 func (r *runner) ompsync(p *peer, agentDir, phase string) *bench.Ompsync {
-	o := bench.NewOmpsync(r.cfg.ompsync, p.proxy.URL, r.srv.AccessKey, r.srv.SecretKey, p.bucket,
+	o := bench.NewOmpsync(r.cfg.ompsync, p.endpoint(), r.srv.AccessKey, r.srv.SecretKey, p.bucket,
 		agentDir, r.dir(phase, "state"), r.dir(phase, "home"))
 	o.LogLevel = r.cfg.agentLog
 	if r.cfg.out != "" {
@@ -211,12 +251,12 @@ func (r *runner) ompsync(p *peer, agentDir, phase string) *bench.Ompsync {
 }
 
 func (r *runner) rcloneFor(p *peer, phase string) (*bench.Rclone, error) {
-	return bench.NewRclone(r.cfg.rclone, p.proxy.URL, r.srv.AccessKey, r.srv.SecretKey, r.dir(phase, "rclone"))
+	return bench.NewRclone(r.cfg.rclone, p.endpoint(), r.srv.AccessKey, r.srv.SecretKey, r.dir(phase, "rclone"))
 }
 
 func (r *runner) s3Client(ctx context.Context, p *peer) (remote.Client, error) {
 	return backend.OpenRaw(ctx, "s3://"+p.bucket, backend.S3Options{
-		Endpoint: p.proxy.URL, PathStyle: true, AccessKeyID: r.srv.AccessKey, SecretAccessKey: r.srv.SecretKey,
+		Endpoint: p.endpoint(), PathStyle: true, AccessKeyID: r.srv.AccessKey, SecretAccessKey: r.srv.SecretKey,
 	})
 }
 

@@ -18,6 +18,7 @@ type row struct {
 	Ompsync string `json:"ompsync"`
 	Rclone  string `json:"rclone,omitempty"`
 	Whole   string `json:"whole_file,omitempty"`
+	Restic  string `json:"restic,omitempty"`
 	Versus  string `json:"versus,omitempty"`
 	Result  string `json:"result"`
 }
@@ -27,7 +28,7 @@ func (r *runner) add(x row) {
 		x.Result = "-"
 	}
 	r.table = append(r.table, x)
-	r.log.Info("figure", "figure", x.Figure, "ompsync", x.Ompsync, "rclone", x.Rclone, "whole", x.Whole, "result", x.Result)
+	r.log.Info("figure", "figure", x.Figure, "ompsync", x.Ompsync, "rclone", x.Rclone, "whole", x.Whole, "restic", x.Restic, "result", x.Result)
 }
 
 func verdict(ok bool) string {
@@ -40,10 +41,10 @@ func verdict(ok bool) string {
 // printTable prints the rows as a Markdown table, aligned for a terminal.
 func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| figure\t target\t ompsync\t rclone copy\t whole-file\t ompsync vs peers\t result\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| figure\t target\t ompsync\t rclone copy\t whole-file\t restic\t ompsync vs peers\t result\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t")
 	for _, x := range rows {
-		cells := []string{x.Figure, x.Target, x.Ompsync, x.Rclone, x.Whole, x.Versus, x.Result}
+		cells := []string{x.Figure, x.Target, x.Ompsync, x.Rclone, x.Whole, x.Restic, x.Versus, x.Result}
 		for i, c := range cells {
 			if c == "" {
 				cells[i] = "-"
