@@ -8,13 +8,13 @@ import (
 )
 
 // problemRelog: a path that stays unreadable is reported again this often,
-// not every pass.
-const problemRelog = time.Hour
+// with how often it failed since, not every pass.
+const problemRelog = 5 * time.Minute
 
 // problems are the paths a pass could not read (EACCES, EIO, anything but
 // "does not exist"). Such a path keeps its state, never becomes a deletion,
 // and fails the pass; its ERROR line is written when it first fails, when
-// its error changes, and then once per problemRelog.
+// its error changes, and then once per problemRelog with a count.
 type problems struct {
 	mu     sync.Mutex
 	paths  map[string]*problem
@@ -24,6 +24,8 @@ type problems struct {
 type problem struct {
 	msg    string
 	logged time.Time
+	since  time.Time // the first failure with msg
+	failed int       // failures since logged
 }
 
 // report records that path could not be read.
@@ -36,15 +38,22 @@ func (p *problems) report(log *slog.Logger, now time.Time, path string, err erro
 	p.inPass[path] = true
 	msg := err.Error()
 	pr := p.paths[path]
-	if pr != nil && pr.msg == msg && now.Sub(pr.logged) < problemRelog {
-		log.Debug("still cannot read; its backup stays as it was", "path", path, "err", err)
+	if pr != nil && pr.msg == msg {
+		pr.failed++
+		if now.Sub(pr.logged) < problemRelog {
+			log.Debug("still cannot read; its backup stays as it was", "path", path, "err", err)
+			return
+		}
+		log.Error("still cannot read; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err,
+			"failures", pr.failed, "since", pr.since.Format(time.RFC3339))
+		pr.logged, pr.failed = now, 0
 		return
 	}
 	if pr == nil {
 		pr = &problem{}
 		p.paths[path] = pr
 	}
-	pr.msg, pr.logged = msg, now
+	pr.msg, pr.logged, pr.since, pr.failed = msg, now, now, 0
 	log.Error("cannot read; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
 }
 

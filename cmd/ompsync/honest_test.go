@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -531,5 +532,72 @@ func TestStatusDuringFirstPass(t *testing.T) {
 	code, tout := m.ompsync("status")
 	if code != 0 || !strings.Contains(tout, "not recorded yet") {
 		t.Errorf("status table during the first pass: exit %d\n%s", code, tout)
+	}
+}
+
+// An unreadable session with the agent passing every 200 ms: one ERROR
+// line for it while the other sessions go on being uploaded, not one per
+// pass.
+func TestUnreadableFileSaidOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	dir, bin, cred := unprivileged(t)
+	home := filepath.Join(dir, "home")
+	agentDir := filepath.Join(home, ".omp", "agent")
+	remoteDir := filepath.Join(home, "remote")
+	w, err := newSessionWriter(filepath.Join(agentDir, "sessions"), 51, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(remoteDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chownAll(t, home, cred)
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	locked, open := w.files[0], w.files[1]
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "agent", "--interval", "200ms", "--reconcile-interval", "200ms")
+	cmd.Env = []string{
+		"OMPSYNC_TEST_MAIN=1", "HOME=" + home, "PATH=" + os.Getenv("PATH"),
+		"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + filepath.Join(home, "state"),
+		"OMPSYNC_REMOTE=file://" + remoteDir, "OMPSYNC_MACHINE=box",
+	}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	r := openTestRepo(t, "file://"+remoteDir, backend.S3Options{})
+	// Twenty appends to the readable session, each waited for: twenty
+	// passes at least, each of which meets the unreadable one.
+	for i := range 20 {
+		line := fmt.Sprintf(`{"type":"message","id":"%08x","parentId":null,"timestamp":"2026-11-30T00:00:00Z","text":"more"}`+"\n", i)
+		f, err := os.OpenFile(open, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(line)
+		f.Close()
+		fi, _ := os.Stat(open)
+		waitUntil(t, "the append uploaded", func() bool { return remoteSize(t, r, idOf(open), "box") == fi.Size() })
+	}
+	rel := strings.TrimPrefix(locked, agentDir+"/")
+	var said []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.Contains(l, "level=ERROR") && strings.Contains(l, rel) {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "permission denied") {
+		t.Fatalf("%d ERROR lines name the unreadable session, want 1:\n%s", len(said), out)
 	}
 }
