@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
 )
 
 // planner knows what the catalogs say: which sessions exist, on which
@@ -159,8 +161,9 @@ func (t *target) recordedSize() int64 {
 }
 
 // targets resolves the prefixes (or --all) to sessions, sorted by id. Every
-// prefix must name exactly one session: an exact id wins, otherwise the
-// candidates are listed.
+// prefix must name exactly one session: an exact id wins; otherwise one
+// that several ids start with is an *AmbiguousError, unless opts.Latest
+// picks the newest or opts.Choose picks one.
 func (p *planner) targets(prefixes []string) ([]*target, error) {
 	if p.opts.All {
 		var out []*target
@@ -176,11 +179,11 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 	}
 	seen := map[string]bool{}
 	var out []*target
-	var errs []string
+	var errs []error
 	for _, pre := range prefixes {
-		t, err := p.match(pre)
+		t, err := p.resolve(pre)
 		if err != nil {
-			errs = append(errs, err.Error())
+			errs = append(errs, err)
 			continue
 		}
 		if !seen[t.id] {
@@ -189,16 +192,47 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "; "))
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }
 
+// resolve is match, with an ambiguity settled by --latest or the caller's
+// choice.
+func (p *planner) resolve(pre string) (*target, error) {
+	t, err := p.match(pre)
+	var amb *AmbiguousError
+	if !errors.As(err, &amb) {
+		return t, err
+	}
+	if p.opts.Latest {
+		return p.sessions[amb.Candidates[0].ID], nil
+	}
+	if p.opts.Choose == nil {
+		return nil, err
+	}
+	id, err := p.opts.Choose(amb)
+	if err != nil {
+		return nil, err
+	}
+	if t := p.sessions[id]; t != nil {
+		return t, nil
+	}
+	return nil, fmt.Errorf("session %q is not among those %q matches", id, pre)
+}
+
 // match finds the one session whose id starts with pre, ignoring case, as
-// omp's --resume does.
+// omp's --resume does. A session file's name or path, which holds the whole
+// id, names that session.
 func (p *planner) match(pre string) (*target, error) {
 	if pre == "" {
 		return nil, errors.New("empty session id prefix")
+	}
+	if id, isFile, err := fileNameID(pre); isFile {
+		if err != nil {
+			return nil, err
+		}
+		pre = id
 	}
 	var cands []*target
 	for id, t := range p.sessions {
@@ -219,22 +253,77 @@ func (p *planner) match(pre string) (*target, error) {
 	case 1:
 		return cands[0], nil
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].id < cands[j].id })
+	amb := &AmbiguousError{Prefix: pre}
+	for _, t := range cands {
+		amb.Candidates = append(amb.Candidates, t.candidate())
+	}
+	// Newest first, as omp's --resume takes the newest match.
+	slices.SortFunc(amb.Candidates, func(a, b Candidate) int {
+		if c := b.Mtime.Compare(a.Mtime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return nil, amb
+}
+
+// fileNameID reads the session id out of a session file's name or path
+// (<time>_<id>.jsonl, archived .jsonl.gz, with or without folders), which
+// a user may give wherever an id prefix goes: it is what ls and omp show.
+// isFile says whether arg looks like one at all.
+func fileNameID(arg string) (id string, isFile bool, err error) {
+	if !strings.ContainsAny(arg, `/\`) && !strings.HasSuffix(arg, ".jsonl") && !strings.HasSuffix(arg, ".jsonl.gz") {
+		return "", false, nil
+	}
+	id, ok := session.IDFromFileName(filepath.ToSlash(arg))
+	if !ok {
+		return "", true, fmt.Errorf("%q is neither a session id prefix nor a session file name (<time>_<id>.jsonl)", arg)
+	}
+	return id, true, nil
+}
+
+// Candidate is one of the sessions an ambiguous prefix matches.
+type Candidate struct {
+	ID    string `json:"id"`
+	Title string `json:"title,omitempty"`
+	Cwd   string `json:"cwd,omitempty"`
+	Path  string `json:"path"`
+	// Machines hold a copy; Mtime is the session's last change on any.
+	Machines []string  `json:"machines"`
+	Mtime    time.Time `json:"mtime"`
+	State    string    `json:"state"`
+}
+
+// AmbiguousError is a prefix that several session ids start with (UUIDv7
+// ids start with their creation time: 8 hex digits are shared by every
+// session begun within about 72 minutes).
+type AmbiguousError struct {
+	Prefix string
+	// Candidates are newest first.
+	Candidates []Candidate
+}
+
+func (e *AmbiguousError) Error() string {
 	const show = 10
 	var names []string
-	for _, t := range cands[:min(len(cands), show)] {
-		e := t.newest()
-		desc := t.id + " " + e.Path
-		if e.Title != "" {
-			desc += " (" + e.Title + ")"
+	for _, c := range e.Candidates[:min(len(e.Candidates), show)] {
+		desc := c.ID + " " + c.Path
+		if c.Title != "" {
+			desc += " (" + c.Title + ")"
 		}
 		names = append(names, desc)
 	}
 	more := ""
-	if len(cands) > show {
-		more = fmt.Sprintf(" and %d more", len(cands)-show)
+	if len(e.Candidates) > show {
+		more = fmt.Sprintf(" and %d more", len(e.Candidates)-show)
 	}
-	return nil, fmt.Errorf("session id prefix %q is ambiguous: it matches %s%s; give more characters", pre, strings.Join(names, ", "), more)
+	return fmt.Sprintf("session id prefix %q is ambiguous: it matches %s%s; give more characters, or --latest for the newest", e.Prefix, strings.Join(names, ", "), more)
+}
+
+// candidate describes t as an ambiguous prefix lists it.
+func (t *target) candidate() Candidate {
+	l := t.listing()
+	return Candidate{ID: l.ID, Title: l.Title, Cwd: l.Cwd, Path: l.Path, Machines: l.Machines, Mtime: l.Mtime, State: l.State}
 }
 
 // Listing is one session as the catalogs describe it, for `ompsync ls`.
@@ -265,21 +354,7 @@ func List(ctx context.Context, r *repo.Repo, machine string) ([]Listing, []strin
 	}
 	out := make([]Listing, 0, len(p.sessions))
 	for _, t := range p.sessions {
-		e := t.newest()
-		l := Listing{ID: t.id, Title: e.Title, Cwd: e.Cwd, Path: e.Path, Size: e.Size, Mtime: e.Mtime, State: repo.StateDeleted}
-		for _, m := range t.entries {
-			l.Machines = append(l.Machines, m.machine)
-			if m.Changed.After(l.Changed) {
-				l.Changed = m.Changed
-			}
-			switch {
-			case m.State == repo.StatePresent:
-				l.State = repo.StatePresent
-			case m.State == repo.StateArchived && l.State == repo.StateDeleted:
-				l.State = repo.StateArchived
-			}
-		}
-		out = append(out, l)
+		out = append(out, t.listing())
 	}
 	slices.SortFunc(out, func(a, b Listing) int {
 		if c := b.Mtime.Compare(a.Mtime); c != 0 {
@@ -288,4 +363,23 @@ func List(ctx context.Context, r *repo.Repo, machine string) ([]Listing, []strin
 		return strings.Compare(a.ID, b.ID)
 	})
 	return out, p.problems, nil
+}
+
+// listing describes t from its catalog entries.
+func (t *target) listing() Listing {
+	e := t.newest()
+	l := Listing{ID: t.id, Title: e.Title, Cwd: e.Cwd, Path: e.Path, Size: e.Size, Mtime: e.Mtime, State: repo.StateDeleted}
+	for _, m := range t.entries {
+		l.Machines = append(l.Machines, m.machine)
+		if m.Changed.After(l.Changed) {
+			l.Changed = m.Changed
+		}
+		switch {
+		case m.State == repo.StatePresent:
+			l.State = repo.StatePresent
+		case m.State == repo.StateArchived && l.State == repo.StateDeleted:
+			l.State = repo.StateArchived
+		}
+	}
+	return l
 }

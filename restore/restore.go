@@ -47,6 +47,12 @@ type Options struct {
 	PathMap []PathMapping
 	// Generation picks that generation instead of the newest.
 	Generation string
+	// Latest settles an ambiguous id prefix on the newest session it
+	// matches, as omp's --resume does; else Choose, when set, is asked to
+	// pick one of the candidates (a prompt on a terminal) and returns its
+	// id. Without either an ambiguous prefix is an *AmbiguousError.
+	Latest bool
+	Choose func(*AmbiguousError) (string, error)
 	// Parallel bounds sessions restored at once. Default 4.
 	Parallel int
 	// LiveWindow: a file changed more recently than this is taken to be

@@ -19,7 +19,10 @@ import (
 )
 
 const restoreLong = `Restore sessions from the remote into the agent dir (or --to DIR), by session
-id prefix as omp's --resume matches it (case-insensitive), or all of them.
+id prefix as omp's --resume matches it (case-insensitive), or by the session
+file's name or path, or all of them. A prefix that several sessions start with
+lists them, newest first; on a terminal it asks which one, and --latest takes
+the newest, as omp's --resume does.
 
 Each session is merged with the local file of the same id:
   - no local file: the copy is written whole, at the path it last had, with
@@ -52,9 +55,9 @@ const restoreExample = `  # restore one session by the start of its id
   ompsync restore --all --path-map /Users/ana=/home/ana`
 
 type restoreFlags struct {
-	all, includeDeleted, dryRun, asJSON, force bool
-	to, machine, generation                    string
-	pathMap                                    []string
+	all, includeDeleted, dryRun, asJSON, force, latest bool
+	to, machine, generation                            string
+	pathMap                                            []string
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
@@ -72,6 +75,8 @@ func newRestoreCmd(a *app) *cobra.Command {
 				return usagef(cmd, "give a session id prefix (see 'ompsync ls') or --all")
 			case f.includeDeleted && !f.all:
 				return usagef(cmd, "--include-deleted goes with --all (a prefix finds deleted sessions anyway)")
+			case f.latest && f.all:
+				return usagef(cmd, "--latest goes with an id prefix, not --all")
 			}
 			return nil
 		},
@@ -88,6 +93,7 @@ func newRestoreCmd(a *app) *cobra.Command {
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
 	fl.BoolVar(&f.force, "force", false, "also touch files omp may be writing right now")
 	fl.StringArrayVar(&f.pathMap, "path-map", nil, "FROM=TO: rewrite session folders that encode the absolute path FROM (repeatable)")
+	addLatestFlag(fl, &f.latest)
 	fl.StringVar(&f.generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
 	return cmd
 }
@@ -109,6 +115,7 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	opts := restore.Options{
 		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
 		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
+		Latest: f.latest, Choose: a.chooser(),
 	}
 	if f.generation != "" && !repo.ValidGeneration(f.generation) {
 		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/remote"
@@ -30,7 +31,11 @@ const (
 type app struct {
 	stdout, stderr io.Writer
 	env            func(string) (string, bool)
-	hostname       func() (string, error) // nil means os.Hostname
+	// stdin is read only to ask which session an ambiguous prefix means,
+	// and only when interactive (a terminal someone answers at).
+	stdin       io.Reader
+	interactive bool
+	hostname    func() (string, error) // nil means os.Hostname
 
 	configFile string         // --config
 	cmd        *cobra.Command // the command running; its flags override the configuration
@@ -247,7 +252,10 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 func run(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a := &app{stdout: stdout, stderr: stderr, env: env}
+	// A prompt needs someone to read it (stderr) and answer (stdin).
+	errTTY, _ := stderr.(*os.File)
+	interactive := errTTY != nil && term.IsTerminal(int(errTTY.Fd())) && term.IsTerminal(int(os.Stdin.Fd()))
+	a := &app{stdout: stdout, stderr: stderr, env: env, stdin: os.Stdin, interactive: interactive}
 	return a.execute(ctx, newRootCmd(a), args)
 }
 
@@ -266,7 +274,11 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 			cmd = ue.cmd
 		}
 	case errors.As(err, &re):
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(a.message(re.err)))
+		msg, listed := explainAmbiguous(a.stderr, re.err)
+		if !listed {
+			msg = a.message(re.err)
+		}
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(msg))
 		return exitFailure
 	}
 	// Everything cobra itself returns (unknown command or flag, bad flag
