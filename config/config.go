@@ -528,15 +528,25 @@ func shortDuration(d time.Duration) string {
 
 // Logger builds a logger writing to w at log.level in log.format.
 func (c *Config) Logger(w io.Writer) *slog.Logger {
-	var level slog.Level
+	return c.LeveledLogger(w, c.LogLevel())
+}
+
+// LogLevel is log.level as a slog level.
+func (c *Config) LogLevel() slog.Level {
 	switch c.Log.Level {
 	case "debug":
-		level = slog.LevelDebug
+		return slog.LevelDebug
 	case "warn":
-		level = slog.LevelWarn
+		return slog.LevelWarn
 	case "error":
-		level = slog.LevelError
+		return slog.LevelError
 	}
+	return slog.LevelInfo
+}
+
+// LeveledLogger is Logger at level, which may change while it logs (a
+// *slog.LevelVar: the agent applies a new log.level on SIGHUP).
+func (c *Config) LeveledLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Log.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -171,7 +171,9 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 const defaultMemoryLimit = 40 << 20
 
 func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
-	log := cfg.Logger(a.stderr)
+	level := new(slog.LevelVar)
+	level.Set(cfg.LogLevel())
+	log := cfg.LeveledLogger(a.stderr, level)
 	if _, ok := a.env("GOMEMLIMIT"); !ok {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
@@ -219,7 +221,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 				return
 			case <-hup:
 				_ = service.NotifyReloading()
-				a.reload(ag, log)
+				a.reload(ag, log, level)
 				_ = service.NotifyReady()
 			}
 		}
@@ -230,7 +232,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 
 // reload re-reads the configuration on SIGHUP and applies what can change
 // without a restart.
-func (a *app) reload(ag *agent.Agent, log *slog.Logger) {
+func (a *app) reload(ag *agent.Agent, log *slog.Logger, level *slog.LevelVar) {
 	a.cfg, a.cfgErr = nil, nil
 	cfg, err := a.config()
 	if err != nil {
@@ -238,7 +240,13 @@ func (a *app) reload(ag *agent.Agent, log *slog.Logger) {
 		return
 	}
 	ag.SetInterval(cfg.Interval)
-	log.Info("configuration reloaded", "interval", cfg.Interval)
+	// Said at the more verbose of the two levels, so it shows at least once.
+	old, now := level.Level(), cfg.LogLevel()
+	if now < old {
+		level.Set(now)
+	}
+	log.Info("configuration reloaded", "interval", cfg.Interval, "log_level", cfg.Log.Level)
+	level.Set(now)
 }
 
 func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {

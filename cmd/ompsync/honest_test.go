@@ -601,3 +601,67 @@ func TestUnreadableFileSaidOnce(t *testing.T) {
 		t.Fatalf("%d ERROR lines name the unreadable session, want 1:\n%s", len(said), out)
 	}
 }
+
+// startEnv starts ompsync args with exactly the environment env.
+func startEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = env
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, out
+}
+
+// SIGHUP after changing log.level in the config file: the level changes.
+func TestSIGHUPReloadsLogLevel(t *testing.T) {
+	m := newMachineEnv(t, "file://"+t.TempDir(), backend.S3Options{}, "huppy")
+	cfgFile := filepath.Join(m.home, "config.yaml")
+	writeFile(t, cfgFile, "interval: 100ms\nlog:\n  level: info\n", 0o600)
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 61, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range m.environ() {
+		if !strings.HasPrefix(kv, "OMPSYNC_LOG_LEVEL=") {
+			env = append(env, kv)
+		}
+	}
+	cmd, out := startEnv(t, env, "agent", "--config", cfgFile)
+	r := openTestRepo(t, m.remote, m.s3)
+	uploaded := func() {
+		t.Helper()
+		if err := w.step(); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(w.files[0])
+		want := int64(bytes.LastIndexByte(b, '\n') + 1)
+		waitUntil(t, "the append uploaded", func() bool { return remoteSize(t, r, idOf(w.files[0]), "huppy") == want })
+	}
+	uploaded()
+	if strings.Contains(out.String(), "level=DEBUG") {
+		t.Fatalf("debug lines at log.level info:\n%s", out)
+	}
+	writeFile(t, cfgFile, "interval: 100ms\nlog:\n  level: debug\n", 0o600)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the reload", func() bool { return strings.Contains(out.String(), "log_level=debug") })
+	uploaded()
+	waitUntil(t, "a debug line", func() bool { return strings.Contains(out.String(), "level=DEBUG msg=uploaded") })
+
+	writeFile(t, cfgFile, "interval: 100ms\nlog:\n  level: warn\n", 0o600)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the reload", func() bool { return strings.Contains(out.String(), "log_level=warn") })
+	n := len(out.String())
+	uploaded()
+	if after := out.String()[n:]; strings.Contains(after, "level=DEBUG") || strings.Contains(after, "level=INFO") {
+		t.Fatalf("debug or info lines after log.level warn:\n%s", after)
+	}
+}
