@@ -198,13 +198,22 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 	} else if err != nil {
 		return fmt.Errorf("stat service file: %w", err)
 	}
-	var acts []action
 	if m.kind == systemd {
-		acts = []action{m.systemctl("disable", "--now", UnitName), {remove: true}, m.systemctl("daemon-reload")}
-	} else {
-		acts = []action{m.bootout(), {remove: true}}
-	}
-	if err := m.apply(ctx, acts, dryRun); err != nil {
+		// The file goes even when systemd cannot be told (no user
+		// manager for this login): what cannot be done is said, and the
+		// exit status says it.
+		stopErr := m.apply(ctx, []action{m.systemctl("disable", "--now", UnitName)}, dryRun)
+		if err := m.apply(ctx, []action{{remove: true}}, dryRun); err != nil {
+			return err
+		}
+		if stopErr != nil {
+			fmt.Fprintln(m.out, "The ompsync service file is removed, but systemd could not be told: if it runs the agent now, the agent goes on until systemd stops.")
+			return fmt.Errorf("the unit file is removed, but systemd could not disable and stop the service: %w", stopErr)
+		}
+		if err := m.apply(ctx, []action{m.systemctl("daemon-reload")}, dryRun); err != nil {
+			return err
+		}
+	} else if err := m.apply(ctx, []action{m.bootout(), {remove: true}}, dryRun); err != nil {
 		return err
 	}
 	if !dryRun {
@@ -239,8 +248,20 @@ func (m *Manager) Status(ctx context.Context) error {
 	}
 
 	if m.kind == systemd {
-		fmt.Fprintf(m.out, "Enabled:   %s\n", m.query(ctx, m.systemctl("is-enabled", UnitName).cmd))
-		fmt.Fprintf(m.out, "Active:    %s\n", m.query(ctx, m.systemctl("is-active", UnitName).cmd))
+		var problem error
+		for _, q := range []struct{ label, verb string }{{"Enabled:   ", "is-enabled"}, {"Active:    ", "is-active"}} {
+			cmd := m.systemctl(q.verb, UnitName).cmd
+			answer, err := m.query(ctx, cmd)
+			fmt.Fprintf(m.out, "%s%s\n", q.label, answer)
+			if err != nil && problem == nil {
+				problem = err
+			}
+		}
+		if problem != nil {
+			// Without an answer from systemd nothing is known of the
+			// agent: that is a failure, not a status.
+			return fmt.Errorf("cannot ask systemd about the service: %w", problem)
+		}
 		cmd := []string{"journalctl", "--user", "-u", UnitName, "-n", strconv.Itoa(logLines), "--no-pager"}
 		fmt.Fprintf(m.out, "\n%s:\n", commandLine(cmd))
 		out, err := m.run.Run(ctx, cmd[0], cmd[1:]...)
@@ -273,16 +294,28 @@ func (m *Manager) Status(ctx context.Context) error {
 
 // query runs a read-only command and returns its one-line answer. systemctl
 // is-enabled and is-active exit non-zero for "disabled" and "inactive", so
-// the output, not the exit status, is the answer.
-func (m *Manager) query(ctx context.Context, cmd []string) string {
+// the output, not the exit status, is the answer; but a systemctl that
+// could not be run, or could not reach the user manager, gave none, and the
+// error says so.
+func (m *Manager) query(ctx context.Context, cmd []string) (string, error) {
 	out, err := m.run.Run(ctx, cmd[0], cmd[1:]...)
-	if s := strings.TrimSpace(string(out)); s != "" {
-		return strings.ReplaceAll(s, "\n", "; ")
+	s := strings.TrimSpace(string(out))
+	if err != nil && (errors.Is(err, exec.ErrNotFound) || noUserManager(s)) {
+		return "unknown", m.commandError(commandLine(cmd), out, err)
+	}
+	if s != "" {
+		return strings.ReplaceAll(s, "\n", "; "), nil
 	}
 	if err != nil {
-		return "unknown (" + err.Error() + ")"
+		return "unknown (" + err.Error() + ")", nil
 	}
-	return "unknown"
+	return "unknown", nil
+}
+
+// noUserManager reports whether systemctl's output says there is no
+// systemd user manager to talk to.
+func noUserManager(out string) bool {
+	return strings.Contains(out, "Failed to connect to bus") || strings.Contains(out, "XDG_RUNTIME_DIR")
 }
 
 func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
@@ -339,7 +372,7 @@ func (m *Manager) commandError(line string, out []byte, err error) error {
 	switch {
 	case errors.Is(err, exec.ErrNotFound) && m.kind == systemd:
 		hint = "this system does not seem to run systemd; start \"ompsync agent\" from your own init system"
-	case strings.Contains(msg, "Failed to connect to bus") || strings.Contains(msg, "XDG_RUNTIME_DIR"):
+	case noUserManager(msg):
 		hint = "there is no systemd user manager for this login (common under su, sudo and in containers); " +
 			"log in as the user, or have root run \"loginctl enable-linger USER\", then try again"
 	}

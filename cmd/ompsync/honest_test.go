@@ -665,3 +665,51 @@ func TestSIGHUPReloadsLogLevel(t *testing.T) {
 		t.Fatalf("debug or info lines after log.level warn:\n%s", after)
 	}
 }
+
+// Without a systemd user manager (no bus for this login, as under su or
+// in a container): service status exits 1 saying so, and uninstall still
+// removes the unit file, says what it could not do and exits 1.
+func TestServiceWithoutUserManager(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, hint string
+	}{
+		{"no bus", os.Getenv("PATH"), "there is no systemd user manager for this login"},
+		{"no systemctl", t.TempDir(), "this system does not seem to run systemd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := exec.LookPath("systemctl"); err != nil && tc.name == "no bus" {
+				t.Skip("no systemctl on PATH (.ci/run installs systemd)")
+			}
+			home := t.TempDir()
+			runtime := t.TempDir() // no bus socket in it
+			cfg := filepath.Join(home, ".config", "ompsync", "config.yaml")
+			writeFile(t, cfg, "remote: file://"+filepath.Join(home, "remote")+"\n", 0o600)
+			env := []string{"OMPSYNC_TEST_MAIN=1", "HOME=" + home, "PATH=" + tc.path, "USER=alice",
+				"XDG_RUNTIME_DIR=" + runtime, "DBUS_SESSION_BUS_ADDRESS=unix:path=" + filepath.Join(runtime, "bus")}
+			code, unit := runEnv(t, env, "service", "unit", "--systemd")
+			if code != 0 {
+				t.Fatalf("service unit: exit %d\n%s", code, unit)
+			}
+			unitFile := filepath.Join(home, ".config", "systemd", "user", "ompsync.service")
+			var body []string
+			for _, l := range strings.SplitAfter(unit, "\n") {
+				if !strings.HasPrefix(l, "ompsync: warning:") {
+					body = append(body, l)
+				}
+			}
+			writeFile(t, unitFile, strings.Join(body, ""), 0o644)
+
+			code, out := runEnv(t, env, "service", "status")
+			if code != 1 || !strings.Contains(errorLine(t, out), tc.hint) {
+				t.Errorf("service status: exit %d, want 1 and %q\n%s", code, tc.hint, out)
+			}
+			code, out = runEnv(t, env, "service", "uninstall")
+			if code != 1 || !strings.Contains(out, "Removed "+unitFile) || !strings.Contains(errorLine(t, out), "the unit file is removed, but systemd could not disable and stop the service") {
+				t.Errorf("service uninstall: exit %d, want 1, the file removed and why systemd was not told\n%s", code, out)
+			}
+			if _, err := os.Stat(unitFile); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the unit file is still there: %v", err)
+			}
+		})
+	}
+}
