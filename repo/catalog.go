@@ -83,8 +83,11 @@ type CatalogEntry struct {
 	Changed time.Time `json:"changed"`
 }
 
-// MaxCatalogSize bounds a catalog's plaintext (about a million sessions).
-const MaxCatalogSize = 512 << 20
+// MaxCatalogSize bounds a catalog's plaintext (about 150,000 sessions). A
+// catalog is decoded whole, in the memory of every reader and of every
+// agent that pulls, so a hostile one must be refused long before it could
+// exhaust it.
+const MaxCatalogSize = 64 << 20
 
 // EncodeCatalog renders c with its sessions sorted by id.
 func EncodeCatalog(c Catalog) []byte {
