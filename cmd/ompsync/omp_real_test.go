@@ -22,6 +22,8 @@ import (
 // These tests let the real omp (omptest.Find: npm @oh-my-pi/pi-coding-agent,
 // run by Bun, against a fake model on 127.0.0.1) write every session file,
 // so what ompsync backs up, restores and merges is what omp really does.
+// They run in parallel with each other: omp's time goes to starting Bun and
+// waiting on the model, not to the CPU.
 
 // ompHost is one machine: a real omp and an ompsync sharing its agent dir.
 type ompHost struct {
@@ -216,6 +218,7 @@ func TestRealOmpBackupRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the real omp")
 	}
+	t.Parallel()
 	o := omptest.Find(t)
 	model := omptest.NewModel(t)
 	h := newOmpHost(t, o, model, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "laptop")
@@ -396,6 +399,7 @@ func TestRealOmpSyncWithLiveSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the real omp")
 	}
+	t.Parallel()
 	o := omptest.Find(t)
 	remoteURL := "file://" + filepath.Join(t.TempDir(), "remote")
 	models := []*omptest.Model{omptest.NewModel(t), omptest.NewModel(t)}
@@ -504,6 +508,7 @@ func TestRealOmpRestoreRefusesHeldSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the real omp")
 	}
+	t.Parallel()
 	o := omptest.Find(t)
 	remoteURL := "file://" + filepath.Join(t.TempDir(), "remote")
 	model := omptest.NewModel(t)
@@ -575,6 +580,7 @@ func TestRealOmpRenamesLegacyFolder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the real omp")
 	}
+	t.Parallel()
 	o := omptest.Find(t)
 	model := omptest.NewModel(t)
 	h := newOmpHost(t, o, model, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "laptop")
