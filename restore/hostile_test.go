@@ -328,3 +328,29 @@ func TestRestoreNeverReplacesAnotherFile(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// verify reports what restore refuses: a copy shorter than its catalog
+// records (the tail is lost), and a blob whose bytes are not its name, on a
+// line that names the session.
+func TestVerifyReportsWhatRestoreRefuses(t *testing.T) {
+	r := fileRemote(t)
+	id := "0bad0000-0000-7000-8000-00000000c0de"
+	rel := sessionPath("-w", id, 2)
+	blob := repo.HashHex([]byte("the real blob"))
+	data, cuts := smallSession(id, " blob:sha256:"+blob)
+	_, gen := putSession(t, r, "evil", id, rel, data, cuts...)
+	putCatalog(t, r, "evil", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)) + 1000, Mtime: base, State: repo.StatePresent, Changed: base})
+	putRaw(t, r, repo.BlobKey(blob), []byte("not the real blob"))
+	checks, _, err := Verify(context.Background(), r, nil, Options{AgentDir: t.TempDir()})
+	if err != nil || len(checks) != 1 {
+		t.Fatalf("verify: %+v, %v", checks, err)
+	}
+	var short, wrongBlob bool
+	for _, p := range checks[0].Problems {
+		short = short || strings.Contains(p, id) && strings.Contains(p, fmt.Sprintf("holds %d bytes of the %d its catalog records", len(data), len(data)+1000))
+		wrongBlob = wrongBlob || strings.Contains(p, id) && strings.Contains(p, "blob "+blob+": content does not match its sha256")
+	}
+	if !short || !wrongBlob {
+		t.Fatalf("problems %q: want the short copy and the wrong blob, each naming the session", checks[0].Problems)
+	}
+}

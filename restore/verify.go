@@ -140,6 +140,11 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 				continue
 			}
 			cc.Bytes = int64(len(data))
+			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name && cc.Bytes < e.Size {
+				// As restore refuses it: the catalog promises more than is there.
+				cc.Error = fmt.Sprintf("session %s, machine %s: %v: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, cc.Bytes, e.Size)
+				c.Problems = append(c.Problems, cc.Error)
+			}
 			if cc.Newest {
 				blobRefs(data, refs)
 				cc.Local = compareLocal(opts.AgentDir, localPath, data, s.Name == repo.SessionStream)
@@ -165,7 +170,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 				c.Notes = append(c.Notes, fmt.Sprintf("blob %s is referenced but neither on the remote nor on disk", n))
 			}
 		case problem != "":
-			c.Problems = append(c.Problems, problem)
+			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", t.id, problem))
 		}
 	}
 	return c
