@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // scan asks lsof, which every macOS has, for every process's open files:
@@ -46,14 +45,6 @@ func scan(self int, suffixes []string) (*Snapshot, error) {
 		}
 	}
 	return s, nil
-}
-
-func statID(path string) (fileID, bool) {
-	var st syscall.Stat_t
-	if syscall.Stat(path, &st) != nil {
-		return fileID{}, false
-	}
-	return fileID{uint64(st.Dev), st.Ino}, true
 }
 
 func psCommand(pid int) string {

@@ -49,14 +49,6 @@ func scan(self int, suffixes []string) (*Snapshot, error) {
 	return s, nil
 }
 
-func statID(path string) (fileID, bool) {
-	var st syscall.Stat_t
-	if syscall.Stat(path, &st) != nil {
-		return fileID{}, false
-	}
-	return fileID{uint64(st.Dev), st.Ino}, true
-}
-
 func procCommand(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(b) == 0 {
