@@ -159,6 +159,7 @@ type Agent struct {
 	watch        *watcher
 	// vanishLogged is when a vanished tree was last logged at ERROR.
 	vanishLogged time.Time
+	tally        tally // for Totals
 	// pullWaiting are the sessions whose pull waits for a process to
 	// release the file (said once at INFO).
 	pullWaiting map[string]bool

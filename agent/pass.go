@@ -140,6 +140,9 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job) (changed bool, firstErr
 			if res.changed {
 				changed = true
 			}
+			if err == nil || !isNotExist(err) {
+				a.tally.file(j.rel, res.objects > 0, err)
+			}
 			if err == nil {
 				return
 			}
@@ -267,6 +270,9 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 		fst.State = repo.StateArchived
 		fst.Changed = a.now().UTC()
 		a.log.Info("session archived", "session", fst.SessionID, "archive", j.rel)
+		a.tally.mu.Lock()
+		a.tally.archived++
+		a.tally.mu.Unlock()
 	}
 	fst.Size, fst.MtimeNs = fi.Size(), fi.ModTime().UnixNano()
 	res.changed = true
@@ -379,6 +385,12 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 		a.vanishLogged = time.Time{}
 	}
 	changed := false
+	a.tally.mu.Lock()
+	defer a.tally.mu.Unlock()
+	a.tally.heldSessions = 0
+	if verr != nil {
+		a.tally.heldSessions = deleting
+	}
 	for _, fst := range gone {
 		archived := fst.isSession() && seen["archived:"+fst.SessionID]
 		if verr != nil && !archived {
@@ -386,9 +398,11 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 		}
 		if archived {
 			fst.State = repo.StateArchived
+			a.tally.archived++
 		} else {
 			fst.State = repo.StateDeleted
 			if fst.isSession() {
+				a.tally.deleted++
 				a.log.Info("session deleted locally; its backup stays on the remote", "session", fst.SessionID, "path", fst.Path)
 			}
 		}

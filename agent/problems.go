@@ -96,3 +96,10 @@ func (p *problems) err() error {
 	}
 	return fmt.Errorf("cannot read %d paths, among them %s: %s", len(p.paths), first, p.paths[first].msg)
 }
+
+// count is how many paths cannot be read.
+func (p *problems) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.paths)
+}

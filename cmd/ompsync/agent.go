@@ -156,10 +156,12 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 		return err
 	}
 	defer ag.Close()
-	if err := ag.Once(ctx); err != nil {
-		if errors.Is(err, agent.ErrMachineInUse) {
-			return err // says it all: nothing was backed up
-		}
+	err = ag.Once(ctx)
+	if errors.Is(err, agent.ErrMachineInUse) {
+		return err // says it all: nothing was backed up
+	}
+	fmt.Fprintln(a.stdout, ag.Totals())
+	if err != nil {
 		return fmt.Errorf("backup pass incomplete: %w", err)
 	}
 	return nil

@@ -335,18 +335,26 @@ func TestAgentDirVanishesWhileRunning(t *testing.T) {
 	}
 }
 
-// restore --all that restores nothing says why.
-func TestRestoreTotalsLine(t *testing.T) {
+// Every command that acts on sessions ends with a totals line: a restore
+// --all that restores nothing says why.
+func TestTotalsLines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	m := newMachineEnv(t, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "box")
 	want := m.writeSessions(0, 2)
-	m.mustRun(0, "agent", "--once")
+	if got := lastLine(m.mustRun(0, "agent", "--once")); got != "2 files checked: 2 uploaded, 0 already up to date" {
+		t.Errorf("agent --once ends with %q", got)
+	}
+	if got := lastLine(m.mustRun(0, "verify")); got != "2 sessions checked: 2 ok" {
+		t.Errorf("verify ends with %q", got)
+	}
 	for id := range want {
 		os.Remove(m.sessionFile(id))
 	}
-	m.mustRun(0, "agent", "--once")
+	if got := lastLine(m.mustRun(0, "agent", "--once")); got != "0 files checked: 0 uploaded, 0 already up to date; 2 recorded as deleted" {
+		t.Errorf("agent --once after two deletions ends with %q", got)
+	}
 	to := filepath.Join(t.TempDir(), "agent")
 	out := m.mustRun(0, "restore", "--all", "--to", to)
 	if got := lastLine(out); got != "0 restored; 2 recorded as deleted (add --include-deleted)" {

@@ -58,6 +58,15 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			} else {
 				printChecks(a, checks)
 			}
+			totals := fmt.Sprintf("%d sessions checked: %d ok", len(checks), len(checks)-bad)
+			if bad > 0 {
+				totals += fmt.Sprintf("; %d DAMAGED (see above)", bad)
+			}
+			if asJSON {
+				fmt.Fprintln(a.stderr, totals) // standard output stays one object per session
+			} else {
+				fmt.Fprintln(a.stdout, totals)
+			}
 			for _, p := range problems {
 				fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
 			}

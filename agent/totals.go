@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// tally counts what the passes of one run did, for the totals line that
+// ends `agent --once` (Totals).
+type tally struct {
+	mu                sync.Mutex
+	files             map[string]string // rel path -> what happened to it last
+	deleted, archived int
+	heldSessions      int // deletions not recorded, of the last pass: a vanished tree
+}
+
+const (
+	fileUploaded  = "uploaded"
+	fileUnchanged = "unchanged"
+	fileFailed    = "failed"
+)
+
+// file records what a job did to rel; an upload in an earlier pass stays
+// an upload, a failure gives way to a later success.
+func (t *tally) file(rel string, uploaded bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.files == nil {
+		t.files = map[string]string{}
+	}
+	switch {
+	case err != nil:
+		t.files[rel] = fileFailed
+	case uploaded || t.files[rel] == fileUploaded:
+		t.files[rel] = fileUploaded
+	default:
+		t.files[rel] = fileUnchanged
+	}
+}
+
+// Totals is the one line that says what the run did: "12 files checked: 3
+// uploaded, 9 already up to date; 1 recorded as deleted".
+func (a *Agent) Totals() string {
+	t := &a.tally
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := map[string]int{}
+	for _, what := range t.files {
+		n[what]++
+	}
+	line := fmt.Sprintf("%d files checked: %d uploaded, %d already up to date", len(t.files), n[fileUploaded], n[fileUnchanged])
+	var more []string
+	add := func(k int, what string) {
+		if k > 0 {
+			more = append(more, fmt.Sprintf("%d %s", k, what))
+		}
+	}
+	add(n[fileFailed], "not uploaded (see above)")
+	add(t.deleted, "recorded as deleted")
+	add(t.archived, "recorded as archived")
+	add(t.heldSessions, "vanished and not recorded as deleted (see above)")
+	add(a.problems.count(), "could not be read (see above)")
+	if len(more) > 0 {
+		line += "; " + strings.Join(more, "; ")
+	}
+	return line
+}
