@@ -200,7 +200,7 @@ func (a *Agent) reconcileAll(why string, otherRepo bool) {
 	if otherRepo {
 		clear(a.state.Blobs)
 		clear(a.state.Seen)
-		a.state.CatalogAt, a.state.Displaced = time.Time{}, nil
+		a.state.CatalogAt = time.Time{} // not established there yet
 	} else {
 		a.blobsToConfirm++ // list the blobs with the first pass
 	}

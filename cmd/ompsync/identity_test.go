@@ -474,3 +474,14 @@ func TestUnreadableIsNotDeleted(t *testing.T) {
 		}
 	}
 }
+
+// --confirm-deletions confirms the deletions of one pass: it goes with
+// --once.
+func TestConfirmDeletionsNeedsOnce(t *testing.T) {
+	env, home := newEnv(t)
+	env["OMPSYNC_AGENT_DIR"] = filepath.Join(home, "agent")
+	r := runWith(t, env, "agent", "--confirm-deletions")
+	if r.code != 2 || !strings.Contains(oneErrorLine(t, r), "--confirm-deletions goes with --once") {
+		t.Fatalf("agent --confirm-deletions: exit %d, %q", r.code, r.stderr)
+	}
+}
