@@ -11,6 +11,7 @@
 package crypt
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -183,4 +184,42 @@ func (c *Codec) Open(sealed []byte, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("age: %w", err) // damaged or tampered with
 	}
 	return c.zstd.Open(z.Bytes(), limit)
+}
+
+// OpenReader is Open as the stored bytes arrive: age authenticates each
+// 64 KiB chunk as it is read (and the end, so a cut object fails), and
+// zstd inflates what it gives, within limit bytes.
+func (c *Codec) OpenReader(sealed *bufio.Reader, limit int64) (io.ReadCloser, error) {
+	head, _ := sealed.Peek(len(repo.AgeHeader))
+	if !bytes.Equal(head, []byte(repo.AgeHeader)) {
+		if bytes.HasPrefix(head, zstdMagic) {
+			return nil, repo.ErrNotEncrypted
+		}
+		return nil, errors.New("not an age-encrypted object")
+	}
+	if len(c.identities) == 0 {
+		return nil, fmt.Errorf("%w: no identity is configured, so this configuration can only write; "+
+			"reading needs encryption.identity_file or encryption.passphrase_file", repo.ErrNoKey)
+	}
+	r, err := age.Decrypt(sealed, c.identities...)
+	if err != nil {
+		var nomatch *age.NoIdentityMatchError
+		if errors.As(err, &nomatch) {
+			return nil, fmt.Errorf("%w: it is encrypted to none of your identities (yours: %s)", repo.ErrNoKey, strings.Join(c.keys.Identities, ", "))
+		}
+		return nil, fmt.Errorf("age: %w", err)
+	}
+	return c.zstd.OpenReader(bufio.NewReaderSize(ageErrors{r}, 64<<10), limit)
+}
+
+// ageErrors says which layer failed: a chunk that does not authenticate is
+// damage or tampering, not a zstd problem.
+type ageErrors struct{ r io.Reader }
+
+func (a ageErrors) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("age: %w", err)
+	}
+	return n, err
 }

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
 	_ "embed"
 	"errors"
@@ -19,6 +20,11 @@ type Codec interface {
 	// Open refuses output larger than limit bytes: a hostile remote cannot
 	// make a small object inflate without bound.
 	Open(sealed []byte, limit int64) ([]byte, error)
+	// OpenReader is Open as the stored bytes arrive: reads give the
+	// plaintext, and fail with ErrTooLarge past limit bytes, so an object
+	// of any size passes through a buffer of a few blocks. Close releases
+	// what it holds (not sealed).
+	OpenReader(sealed *bufio.Reader, limit int64) (io.ReadCloser, error)
 }
 
 // ErrTooLarge is returned when an object inflates past its limit.
@@ -84,22 +90,14 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 	if bytes.HasPrefix(sealed, []byte(AgeHeader)) {
 		return nil, fmt.Errorf("%w: the object is encrypted with age and no encryption is configured", ErrNoKey)
 	}
-	d, _ := z.decs.Get().(*zstd.Decoder)
-	if d == nil {
-		var err error
-		d, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderLowmem(true),
-			zstd.WithDecoderDicts(dictOMP1))
-		if err != nil {
-			return nil, fmt.Errorf("zstd: %w", err)
-		}
+	d, err := z.decoder()
+	if err != nil {
+		return nil, err
 	}
+	defer z.release(d)
 	if err := d.Reset(bytes.NewReader(sealed)); err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
-	defer func() {
-		_ = d.Reset(nil)
-		z.decs.Put(d)
-	}()
 	// Streaming under a limit: a bomb stops at limit+1 bytes. The frame
 	// says how large it is (ompsync's always do): the output is allocated
 	// once, not grown, unless that is past the limit.
@@ -121,6 +119,73 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 		return nil, ErrTooLarge
 	}
 	return out, nil
+}
+
+// OpenReader decompresses sealed as it is read, stopping at limit bytes.
+func (z *Zstd) OpenReader(sealed *bufio.Reader, limit int64) (io.ReadCloser, error) {
+	if head, _ := sealed.Peek(len(AgeHeader)); bytes.Equal(head, []byte(AgeHeader)) {
+		return nil, fmt.Errorf("%w: the object is encrypted with age and no encryption is configured", ErrNoKey)
+	}
+	d, err := z.decoder()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Reset(sealed); err != nil {
+		z.release(d)
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	return &zstdReader{z: z, d: d, left: limit}, nil
+}
+
+// decoder takes a decoder from the pool, or makes one.
+func (z *Zstd) decoder() (*zstd.Decoder, error) {
+	if d, _ := z.decs.Get().(*zstd.Decoder); d != nil {
+		return d, nil
+	}
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxWindow), zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderDicts(dictOMP1))
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	return d, nil
+}
+
+func (z *Zstd) release(d *zstd.Decoder) {
+	_ = d.Reset(nil)
+	z.decs.Put(d)
+}
+
+// zstdReader is a decoder's output, refused past its limit.
+type zstdReader struct {
+	z    *Zstd
+	d    *zstd.Decoder
+	left int64 // bytes still allowed
+}
+
+func (r *zstdReader) Read(p []byte) (int, error) {
+	if r.d == nil {
+		return 0, errors.New("zstd: read after close")
+	}
+	// One byte past the limit is enough to know it is a bomb.
+	n, err := r.d.Read(p[:min(int64(len(p)), r.left+1)])
+	r.left -= int64(n)
+	switch {
+	case r.left < 0:
+		return 0, ErrTooLarge
+	case errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded):
+		return n, ErrTooLarge
+	case err != nil && err != io.EOF:
+		return n, fmt.Errorf("zstd: %w", err)
+	}
+	return n, err
+}
+
+func (r *zstdReader) Close() error {
+	if r.d != nil {
+		r.z.release(r.d)
+		r.d = nil
+	}
+	return nil
 }
 
 // readAll is io.ReadAll into a buffer of capacity size to begin with: one

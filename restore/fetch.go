@@ -3,8 +3,11 @@ package restore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -28,7 +31,9 @@ type copyData struct {
 type fetched struct {
 	session   []copyData            // the newest copy (first) and the others
 	artifacts map[string][]copyData // by path inside the artifact folder
-	blobs     map[string][]byte     // by sha256 hex, only those missing locally
+	// blobs are those missing locally, by sha256 hex: each a verified
+	// temp file in the agent dir, placed by the merger (empty in a dry run).
+	blobs     map[string]string
 	blobLinks map[string][]blobLink // the other names of those blobs
 	notes     []string
 }
@@ -82,7 +87,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	if err != nil {
 		return nil, fmt.Errorf("list session %s: %w", t.id, err)
 	}
-	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string][]byte{}, blobLinks: map[string][]blobLink{}}
+	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}}
 	newest := t.newest()
 	var gens []string
 	for _, inv := range invs {
@@ -149,9 +154,19 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 		return nil, fmt.Errorf("session %s: the remote holds no complete copy of it", t.id)
 	}
 	if err := f.fetchBlobs(ctx, r, opts); err != nil {
+		f.discard()
 		return nil, fmt.Errorf("session %s: %w", t.id, err)
 	}
 	return f, nil
+}
+
+// discard removes the blob temp files the merger did not place.
+func (f *fetched) discard() {
+	for _, tmp := range f.blobs {
+		if tmp != "" {
+			os.Remove(tmp)
+		}
+	}
 }
 
 // readGeneration reassembles one generation, retrying transient failures.
@@ -221,7 +236,7 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
 			continue
 		}
-		data, err := getBlob(ctx, r, name, opts.MaxBlobSize)
+		tmp, err := fetchBlob(ctx, r, opts.AgentDir, name, opts.MaxBlobSize, !opts.DryRun)
 		if errors.Is(err, remote.ErrNotFound) {
 			f.notes = append(f.notes, fmt.Sprintf("blob %s is referenced but not on the remote", name))
 			continue
@@ -229,7 +244,7 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 		if err != nil {
 			return err
 		}
-		f.blobs[name] = data
+		f.blobs[name] = tmp
 		if f.blobLinks[name], err = blobLinks(ctx, r, name, opts.MaxBlobSize); err != nil {
 			return err
 		}
@@ -237,21 +252,61 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 	return nil
 }
 
-// getBlob reads and verifies one blob.
-func getBlob(ctx context.Context, r *repo.Repo, name string, limit int64) ([]byte, error) {
-	var data []byte
+// fetchBlob reads one blob as it arrives, hashing it, into a temp file in
+// the agent dir (with keep; otherwise it only checks it), and returns the
+// file once its bytes hash to its name: a blob of any size costs a few
+// buffers, and a wrong one leaves nothing behind.
+func fetchBlob(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
+	var tmp string
 	err := retry(ctx, func() error {
 		var err error
-		data, err = r.GetBlob(ctx, name, limit)
+		tmp, err = fetchBlobOnce(ctx, r, agentDir, name, limit, keep)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("blob %s: %w", name, err)
+		return "", fmt.Errorf("blob %s: %w", name, err)
 	}
-	if repo.HashHex(data) != name {
-		return nil, fmt.Errorf("blob %s: content does not match its sha256", name)
+	return tmp, nil
+}
+
+func fetchBlobOnce(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (tmp string, err error) {
+	rc, err := r.OpenBlob(ctx, name, limit)
+	if err != nil {
+		return "", err
 	}
-	return data, nil
+	defer rc.Close()
+	h := sha256.New()
+	w := io.Writer(h)
+	var f *os.File
+	if keep {
+		// In the agent dir itself, hidden: on the same file system as
+		// blobs/, where it is linked into place, and never backed up.
+		if err := os.MkdirAll(agentDir, 0o700); err != nil {
+			return "", err
+		}
+		if f, err = os.CreateTemp(agentDir, ".ompsync-blob-*.tmp"); err != nil {
+			return "", err
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(f.Name())
+			}
+		}()
+		w = io.MultiWriter(h, f)
+	}
+	if _, err := io.Copy(w, rc); err != nil {
+		return "", err
+	}
+	if hex.EncodeToString(h.Sum(nil)) != name {
+		return "", errors.New("content does not match its sha256")
+	}
+	if f == nil {
+		return "", nil
+	}
+	return f.Name(), f.Sync()
 }
 
 // restoreAllBlobs brings back every blob on the remote that the agent dir
@@ -285,7 +340,7 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, erro
 	}
 	n := 0
 	for _, name := range names {
-		data, err := getBlob(ctx, r, name, opts.MaxBlobSize)
+		tmp, err := fetchBlob(ctx, r, opts.AgentDir, name, opts.MaxBlobSize, !opts.DryRun)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
@@ -294,7 +349,7 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, erro
 			n++
 			continue
 		}
-		wrote, err := writeBlob(opts.AgentDir, name, data)
+		wrote, err := placeBlob(opts.AgentDir, name, tmp)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue

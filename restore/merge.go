@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -340,7 +341,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	sort.Strings(names)
 	res.Blobs = 0
 	for _, n := range names {
-		wrote, err := writeBlob(m.agentDir, n, f.blobs[n])
+		wrote, err := placeBlob(m.agentDir, n, f.blobs[n])
 		if err != nil {
 			res.Action = Failed
 			return err
@@ -548,19 +549,58 @@ func replaceFile(p string, before fs.FileInfo, data []byte, mtime time.Time) err
 	return atomicfile.Write(p, data, atomicfile.Options{Perm: 0o600, Mtime: mtime})
 }
 
-// writeBlob writes a verified blob unless the agent dir has it; it reports
-// whether it wrote.
-func writeBlob(agentDir, name string, data []byte) (bool, error) {
+// placeBlob links the verified blob in the temp file tmp into place as
+// blobs/<name>, unless the agent dir has it, and removes tmp; it reports
+// whether it wrote. Where the blobs folder is on another file system (a
+// link cannot reach it) the bytes are copied there first.
+func placeBlob(agentDir, name, tmp string) (bool, error) {
+	defer os.Remove(tmp)
 	p := abs(agentDir, "blobs/"+name)
 	if _, err := os.Lstat(p); err == nil {
 		return false, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("create blobs folder: %w", err)
 	}
-	err := createNew(p, data, time.Time{}, false)
+	err := os.Link(tmp, p)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		var copied string
+		if copied, err = copyTemp(tmp, dir); err == nil {
+			defer os.Remove(copied)
+			err = os.Link(copied, p)
+		}
+	}
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil // another session's restore wrote it: same bytes
 	}
-	return err == nil, err
+	if err != nil {
+		return false, fmt.Errorf("blob %s: %w", name, err)
+	}
+	return true, atomicfile.SyncDir(dir)
+}
+
+// copyTemp copies the file src to a synced hidden temp file in dir.
+func copyTemp(src, dir string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(dir, ".ompsync-blob-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(out.Name())
+		return "", err
+	}
+	return out.Name(), nil
 }

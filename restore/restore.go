@@ -318,6 +318,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Action, res.Error = Refused, err.Error()
 		return res
 	}
+	defer f.discard() // the blobs the merger did not place
 	if live() {
 		return res
 	}

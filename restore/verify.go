@@ -219,7 +219,7 @@ func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limi
 	}
 	b.mu.Unlock()
 	var s blobState
-	if _, err := getBlob(ctx, r, name, limit); errors.Is(err, remote.ErrNotFound) {
+	if _, err := fetchBlob(ctx, r, "", name, limit, false); errors.Is(err, remote.ErrNotFound) {
 		s.missing = true
 	} else if err != nil {
 		s.problem = err.Error()
