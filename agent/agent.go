@@ -72,6 +72,9 @@ type Options struct {
 	// Hostname and HostID describe this host in the catalog. Defaults:
 	// os.Hostname, and a hash of the machine-id.
 	Hostname, HostID string
+	// Progress, if set, is told how the first full pass goes (Once's, or
+	// Run's at start): once it knows its files, and after each.
+	Progress func(PassProgress)
 	// Ready, if set, is called once the agent watches and has made its
 	// first pass (systemd readiness).
 	Ready func()
@@ -160,6 +163,8 @@ type Agent struct {
 	// vanishLogged is when a vanished tree was last logged at ERROR.
 	vanishLogged time.Time
 	tally        tally // for Totals
+	fresh        bool  // started without a local state
+	progressed   bool  // the first full pass was reported (Options.Progress)
 	// pullWaiting are the sessions whose pull waits for a process to
 	// release the file (said once at INFO).
 	pullWaiting map[string]bool
@@ -177,6 +182,13 @@ type Agent struct {
 	// read, after the stat and the checks: where a file can change under
 	// the agent.
 	beforeRead func(rel string)
+}
+
+// PassProgress is how far a pass has come: files looked at, and the bytes
+// they held past what was uploaded.
+type PassProgress struct {
+	Files, FilesTotal int
+	Bytes, BytesTotal int64
 }
 
 // ErrLocked means another agent holds the state dir.
@@ -227,7 +239,8 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		aside := filepath.Join(opts.StateDir, stateFile+".damaged")
 		_ = os.Rename(filepath.Join(opts.StateDir, stateFile), aside)
 	case st == nil:
-		a.log.Info("no local state: rebuilding it from the remote", "state_dir", opts.StateDir)
+		a.fresh = true // said by start, which knows whether the remote has this machine
+		a.log.Debug("no local state", "state_dir", opts.StateDir)
 	case st.Machine != opts.Machine:
 		a.log.Warn("local state belongs to another machine name: rebuilding it from the remote", "state_machine", st.Machine, "machine", opts.Machine)
 		st = nil
@@ -314,6 +327,10 @@ func (a *Agent) start(ctx context.Context) error {
 	base, recent, err := a.repo.GetCatalogParts(ctx, a.opts.Machine)
 	switch {
 	case errors.Is(err, remote.ErrNotFound):
+		if a.fresh {
+			a.log.Info("first run: nothing of this machine is on the remote yet; backing up everything in the agent dir",
+				"agent_dir", a.opts.AgentDir, "machine", a.opts.Machine)
+		}
 		why, otherRepo := a.distrust(catalogMissing, nil, time.Time{})
 		return a.started(why, otherRepo)
 	case errors.Is(err, repo.ErrNoKey):
@@ -344,6 +361,9 @@ func (a *Agent) start(ctx context.Context) error {
 		a.catRecent = repo.EncodeRecent(r, a.catBase)
 	}
 	cat := repo.Amend(base, recent)
+	if a.fresh {
+		a.log.Info("no local state: rebuilding it from this machine's catalog on the remote", "sessions", len(cat.Sessions), "state_dir", a.opts.StateDir)
+	}
 	for _, why := range cat.Refused {
 		a.log.Warn("this machine's catalog has an unsafe entry; ignoring it", "problem", why)
 	}

@@ -70,7 +70,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			jobs = append(jobs, j)
 		}
 	}
-	changed, err := a.runJobs(ctx, jobs)
+	changed, err := a.runJobs(ctx, jobs, a.firstPassProgress(full, jobs))
 	if len(a.state.Streams) > known {
 		// Saved even when nothing could be uploaded, so status counts a
 		// new file's pending age from when it was first seen.
@@ -107,7 +107,10 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		}
 	}
 	if cerr := a.putCatalog(ctx); cerr != nil {
-		if remote.IsTransient(cerr) {
+		switch {
+		case errors.Is(cerr, ErrMachineInUse):
+			return cerr // Run stops with it
+		case remote.IsTransient(cerr):
 			a.outage.failed(a.log, cerr)
 		} else if ctx.Err() == nil {
 			a.log.Error("catalog upload failed", "err", cerr)
@@ -123,8 +126,38 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	return err
 }
 
-// runJobs runs the jobs with bounded parallelism.
-func (a *Agent) runJobs(ctx context.Context, jobs []job) (changed bool, firstErr error) {
+// firstPassProgress tells Options.Progress how the first full pass goes:
+// the files it looks at and the bytes they hold past what is uploaded,
+// now and after each job (the func it returns). Later passes are not
+// reported.
+func (a *Agent) firstPassProgress(full bool, jobs []job) func(job) {
+	if !full || a.opts.Progress == nil || a.progressed {
+		return nil
+	}
+	a.progressed = true
+	p := PassProgress{FilesTotal: len(jobs)}
+	pending := make(map[string]int64, len(jobs))
+	for _, j := range jobs {
+		if fi, err := os.Stat(a.abs(j.rel)); err == nil {
+			n := fi.Size()
+			if j.fst != nil && j.kind != session.KindArchive {
+				n -= j.fst.Offset
+			}
+			pending[j.rel] = max(n, 0)
+			p.BytesTotal += pending[j.rel]
+		}
+	}
+	a.opts.Progress(p)
+	return func(j job) { // called under runJobs' lock
+		p.Files++
+		p.Bytes += pending[j.rel]
+		a.opts.Progress(p)
+	}
+}
+
+// runJobs runs the jobs with bounded parallelism; after, if set, is
+// called after each job, one at a time.
+func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (changed bool, firstErr error) {
 	var mu sync.Mutex
 	sem := make(chan struct{}, a.opts.Parallel)
 	var wg sync.WaitGroup
@@ -137,6 +170,9 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job) (changed bool, firstErr
 			res, err := a.runJob(ctx, j)
 			mu.Lock()
 			defer mu.Unlock()
+			if after != nil {
+				after(j)
+			}
 			if res.changed {
 				changed = true
 			}

@@ -238,6 +238,9 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	}
 	var mu sync.Mutex
 	prog := Progress{SessionsTotal: len(targets), BytesTotal: total}
+	if opts.Progress != nil {
+		opts.Progress(prog) // the totals, before the first session
+	}
 	// New session files are made durable by one sync of their folder at
 	// the end, not one per file (a thousand sessions sit in a few folders).
 	// Blobs and artifacts are synced before the session that needs them.

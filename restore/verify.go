@@ -77,6 +77,9 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	blobs := &blobChecker{seen: map[string]blobState{}}
 	var mu sync.Mutex
 	prog := Progress{SessionsTotal: len(targets)}
+	if opts.Progress != nil {
+		opts.Progress(prog) // the total, before the first session
+	}
 	eachTarget(ctx, r, targets, len(p.sessions), opts, func(i int, t *target, listed *repo.SessionObjects) {
 		checks[i] = verifyOne(ctx, r, t, local.find(t.id), blobs, opts, listed)
 		mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
@@ -141,26 +143,33 @@ func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent
 }
 
 func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
-	log := cfg.Logger(a.stderr)
+	out := a.output(false)
+	log := cfg.LeveledLogger(out, a.logLevel(cfg))
 	if _, err := os.Stat(cfg.AgentDir); err != nil {
 		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", cfg.AgentDir)
 	}
-	r, err := openRepo(ctx, cfg)
+	m := a.meters()
+	m.log = log
+	r, err := openMetered(ctx, cfg, m)
 	if err != nil {
 		return err
 	}
 	opts := agentOptions(cfg, log, idf)
 	opts.Pull = false // one backup pass; pulling is the running agent's
+	bar := passBar(out)
+	defer bar.done()
+	opts.Progress = bar.update
 	ag, err := agent.New(r, opts)
 	if err != nil {
 		return err
 	}
 	defer ag.Close()
 	err = ag.Once(ctx)
+	bar.done()
 	if errors.Is(err, agent.ErrMachineInUse) {
 		return err // says it all: nothing was backed up
 	}
-	fmt.Fprintln(a.stdout, ag.Totals())
+	fmt.Fprintln(a.report(), ag.Totals())
 	if err != nil {
 		return fmt.Errorf("backup pass incomplete: %w", err)
 	}
@@ -174,8 +183,9 @@ const defaultMemoryLimit = 40 << 20
 
 func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	level := new(slog.LevelVar)
-	level.Set(cfg.LogLevel())
-	log := cfg.LeveledLogger(a.stderr, level)
+	level.Set(a.logLevel(cfg))
+	out := a.output(false)
+	log := cfg.LeveledLogger(out, level)
 	if _, ok := a.env("GOMEMLIMIT"); !ok {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
@@ -185,11 +195,16 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	// A stop signal during start-up is Run's to handle (it finishes
 	// start-up and flushes), so opening, which makes at most a request or
 	// two of its own, is not cut short by it.
-	r, err := openRepo(context.WithoutCancel(ctx), cfg)
+	m := a.meters()
+	m.log = log
+	r, err := openMetered(context.WithoutCancel(ctx), cfg, m)
 	if err != nil {
 		return err
 	}
 	opts := agentOptions(cfg, log, idf)
+	bar := passBar(out) // the first pass, on a terminal
+	defer bar.done()
+	opts.Progress = bar.update
 	opts.Merger = restoreMerger{repo: r, agentDir: cfg.AgentDir, log: log}
 	opts.Ready = func() {
 		if err := service.NotifyReady(); err != nil {
@@ -243,7 +258,7 @@ func (a *app) reload(ag *agent.Agent, log *slog.Logger, level *slog.LevelVar) {
 	}
 	ag.SetInterval(cfg.Interval)
 	// Said at the more verbose of the two levels, so it shows at least once.
-	old, now := level.Level(), cfg.LogLevel()
+	old, now := level.Level(), a.logLevel(cfg)
 	if now < old {
 		level.Set(now)
 	}
@@ -265,6 +280,49 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 		}
 	}()
 	return srv, nil
+}
+
+// passBarState draws the agent's first pass: files and bytes done.
+type passBarState struct {
+	out *progress.Output
+	mu  sync.Mutex
+	p   agent.PassProgress
+	bar *progress.Bar
+	end bool
+}
+
+func passBar(out *progress.Output) *passBarState { return &passBarState{out: out} }
+
+// update is agent.Options.Progress: the bar starts with the totals and
+// goes once every file is done.
+func (b *passBarState) update(p agent.PassProgress) {
+	b.mu.Lock()
+	b.p = p
+	start := b.bar == nil && !b.end
+	b.mu.Unlock()
+	if start {
+		bar := b.out.Start("files", "", b.state)
+		b.mu.Lock()
+		b.bar = bar
+		b.mu.Unlock()
+	}
+	if p.Files == p.FilesTotal {
+		b.done()
+	}
+}
+
+func (b *passBarState) state() progress.State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return progress.State{Count: b.p.Files, CountTotal: b.p.FilesTotal, Bytes: b.p.Bytes, BytesTotal: b.p.BytesTotal}
+}
+
+func (b *passBarState) done() {
+	b.mu.Lock()
+	bar := b.bar
+	b.bar, b.end = nil, true
+	b.mu.Unlock()
+	bar.Done()
 }
 
 // restoreMerger lets the agent's pull use restore's merge rule.

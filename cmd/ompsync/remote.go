@@ -20,7 +20,12 @@ import (
 // openRepo opens the configured remote as an ompsync repository, with the
 // codec the encryption settings call for.
 func openRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
-	client, err := backend.Open(ctx, cfg.Remote, backend.S3Options{
+	return openMetered(ctx, cfg, &meter{})
+}
+
+// openMetered is openRepo counting requests and bytes in m.
+func openMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, error) {
+	raw, err := backend.OpenRaw(ctx, cfg.Remote, backend.S3Options{
 		Client:          cfg.S3.Client,
 		Endpoint:        cfg.S3.Endpoint,
 		Region:          cfg.S3.Region,
@@ -32,11 +37,12 @@ func openRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)
 	}
+	client := remote.WithRetry(m.client(raw), m.retryPolicy())
 	codec, err := newCodec(ctx, client, cfg.Encryption)
 	if err != nil {
 		return nil, err
 	}
-	return repo.New(client, codec), nil
+	return repo.New(client, m.codec(codec)), nil
 }
 
 // newCodec is zstd alone without encryption, else zstd then age. In
@@ -63,6 +69,14 @@ func newCodec(ctx context.Context, client remote.Client, e config.Encryption) (r
 	return c, nil
 }
 
+// meters is what this run asked of the remote.
+func (a *app) meters() *meter {
+	if a.meter == nil {
+		a.meter = &meter{}
+	}
+	return a.meter
+}
+
 // readRemote is how ls, verify and restore start: check --machine, load
 // the configuration, open the remote for reading.
 func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *repo.Repo, error) {
@@ -73,7 +87,7 @@ func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *r
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := readRepo(cmd.Context(), cfg)
+	r, err := readMetered(cmd.Context(), cfg, a.meters())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,6 +99,11 @@ func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *r
 // starts a repository, so a mistyped remote is an error, not an empty
 // listing and a new folder.
 func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
+	return readMetered(ctx, cfg, &meter{})
+}
+
+// readMetered is readRepo counting requests and bytes in m.
+func readMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, error) {
 	loc, err := remote.ParseURL(cfg.Remote)
 	if err != nil {
 		return nil, err
@@ -94,15 +113,15 @@ func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 			return nil, noRepository(cfg, "the folder does not exist")
 		}
 	}
-	r, err := openRepo(ctx, cfg)
+	r, err := openMetered(ctx, cfg, m)
 	if err != nil {
 		return nil, err
 	}
-	m, err := r.ReadMarker(ctx)
+	marker, err := r.ReadMarker(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if m == nil {
+	if marker == nil {
 		// A repository written before the marker existed has objects in
 		// the format's folder (v1/, repo/keys.go).
 		for _, err := range r.Client().List(ctx, "v1/", remote.ListOptions{}) {

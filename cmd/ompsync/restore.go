@@ -4,15 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
@@ -138,7 +134,7 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		}
 	}
 	a.restoreMemory()
-	bar := newProgressBar(a.stderr, !f.asJSON)
+	bar := a.sessionBar(f.asJSON, "")
 	opts.Progress = bar.update
 	rep, err := restore.Run(cmd.Context(), r, args, opts)
 	bar.done()
@@ -153,10 +149,12 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 			}
 		}
 		// Standard output stays one object per session.
-		fmt.Fprintln(a.stderr, restoreTotals(rep, opts))
+		if !a.quiet {
+			fmt.Fprintln(a.stderr, restoreTotals(rep, opts))
+		}
 	} else {
-		printRestore(a.stdout, rep, opts)
-		fmt.Fprintln(a.stdout, restoreTotals(rep, opts))
+		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
+		fmt.Fprintln(a.report(), restoreTotals(rep, opts))
 	}
 	for _, p := range rep.Problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
@@ -174,6 +172,20 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return fmt.Errorf("the remote has problems (see above)")
 	}
 	return nil
+}
+
+// quietResults is rep, or with -q only its sessions not restored.
+func quietResults(quiet bool, rep *restore.Report) *restore.Report {
+	if !quiet {
+		return rep
+	}
+	out := &restore.Report{}
+	for _, res := range rep.Results {
+		if !res.OK() {
+			out.Results = append(out.Results, res)
+		}
+	}
+	return out
 }
 
 func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
@@ -268,54 +280,4 @@ func formatSize(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// progressBar draws sessions and bytes, with rate and time left, on a
-// terminal, once a restore has run for a second; elsewhere it draws nothing.
-type progressBar struct {
-	mu    sync.Mutex
-	w     io.Writer
-	on    bool
-	start time.Time
-	drawn bool
-}
-
-func newProgressBar(w io.Writer, want bool) *progressBar {
-	f, ok := w.(*os.File)
-	return &progressBar{w: w, on: want && ok && term.IsTerminal(int(f.Fd())), start: time.Now()}
-}
-
-func (b *progressBar) update(p restore.Progress) {
-	if !b.on {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	el := time.Since(b.start)
-	if el < time.Second || p.Sessions == p.SessionsTotal && !b.drawn {
-		return
-	}
-	const width = 24
-	frac := 1.0
-	if p.BytesTotal > 0 {
-		frac = float64(p.Bytes) / float64(p.BytesTotal)
-	}
-	fill := int(frac * width)
-	rate := float64(p.Bytes) / el.Seconds()
-	left := "?"
-	if rate > 0 {
-		left = time.Duration(float64(p.BytesTotal-p.Bytes) / rate * float64(time.Second)).Round(time.Second).String()
-	}
-	fmt.Fprintf(b.w, "\r[%s%s] %d/%d sessions  %s/%s  %s/s  %s left\x1b[K",
-		strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.Sessions, p.SessionsTotal,
-		formatSize(p.Bytes), formatSize(p.BytesTotal), formatSize(int64(rate)), left)
-	b.drawn = true
-}
-
-func (b *progressBar) done() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.drawn {
-		fmt.Fprint(b.w, "\r\x1b[K")
-	}
 }

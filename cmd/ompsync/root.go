@@ -37,6 +37,8 @@ type app struct {
 	interactive bool
 	hostname    func() (string, error) // nil means os.Hostname
 
+	quiet      bool           // -q: errors only
+	meter      *meter         // what this run asked of the remote (meters())
 	configFile string         // --config
 	cmd        *cobra.Command // the command running; its flags override the configuration
 	cfg        *config.Config
@@ -148,6 +150,7 @@ func newRootCmd(a *app) *cobra.Command {
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "config file (default $OMPSYNC_CONFIG, else ~/.config/ompsync/config.yaml)")
+	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print errors only: no progress, summaries or logs below level error (-v is --version)")
 	// the configuration keys every command takes as a flag
 	addKeyFlags(pf, "agent_dir", "remote", "state_dir", "machine", "log.level", "log.format")
 

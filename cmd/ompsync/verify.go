@@ -34,7 +34,7 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			if err != nil {
 				return err
 			}
-			bar := newProgressBar(a.stderr, !asJSON)
+			bar := a.sessionBar(asJSON, "checked")
 			checks, problems, err := restore.Verify(cmd.Context(), r, args, restore.Options{
 				AgentDir: cfg.AgentDir, Machine: machine, Progress: bar.update,
 			})
@@ -62,9 +62,11 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			if bad > 0 {
 				totals += fmt.Sprintf("; %d DAMAGED (see above)", bad)
 			}
-			if asJSON {
+			switch {
+			case a.quiet:
+			case asJSON:
 				fmt.Fprintln(a.stderr, totals) // standard output stays one object per session
-			} else {
+			default:
 				fmt.Fprintln(a.stdout, totals)
 			}
 			for _, p := range problems {
@@ -86,6 +88,9 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 
 func printChecks(a *app, checks []restore.Check) {
 	for _, c := range checks {
+		if a.quiet && c.OK() {
+			continue // -q: the damaged ones only
+		}
 		status := "ok"
 		if !c.OK() {
 			status = "DAMAGED"

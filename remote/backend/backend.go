@@ -62,7 +62,8 @@ func Open(ctx context.Context, raw string, opts S3Options) (remote.Client, error
 }
 
 // OpenRaw is Open without the retry wrapper, for tests and benchmarks that
-// need to see every failure.
+// need to see every failure, and for callers that wrap it themselves (the
+// CLI counts every try).
 func OpenRaw(ctx context.Context, raw string, opts S3Options) (remote.Client, error) {
 	loc, err := remote.ParseURL(raw)
 	if err != nil {
