@@ -70,7 +70,8 @@ type Options struct {
 	// (Written): sync records what it pulled from them, not from the file,
 	// which omp may change the moment it appears.
 	KeepWritten bool
-	// Progress, when set, is called after each session.
+	// Progress, when set, is called with the totals once the sessions are
+	// known, then after each session.
 	Progress func(Progress)
 	Logger   *slog.Logger
 	// Now is the clock (tests).

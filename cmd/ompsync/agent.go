@@ -139,6 +139,7 @@ func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent
 		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
 		Compaction: compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
 		Retention:  compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
+		Parallel:   cfg.Transfers,
 	}
 }
 
