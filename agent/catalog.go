@@ -174,8 +174,15 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 			changed = append(changed, e)
 		}
 	}
-	now := a.now().UTC()
 	heartbeat := a.heartbeatDue()
+	if heartbeat || a.ownerCheckDue() {
+		// Read back who wrote last before writing over it: a heartbeat put
+		// must not hide that another agent took the name.
+		if err := a.checkOwner(ctx); err != nil {
+			return err
+		}
+	}
+	now := a.now().UTC()
 	w := a.writer()
 	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Writer: w, Sessions: changed}
 	var body []byte

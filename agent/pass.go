@@ -112,7 +112,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			return cerr // Run stops with it
 		case remote.IsTransient(cerr):
 			a.outage.failed(a.log, cerr)
-		} else if ctx.Err() == nil {
+		case ctx.Err() == nil:
 			a.log.Error("catalog upload failed", "err", cerr)
 		}
 		if err == nil {
