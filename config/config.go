@@ -29,6 +29,7 @@ import (
 type Config struct {
 	AgentDir, Remote, StateDir, Machine string
 	Interval, ReconcileInterval         time.Duration
+	Transfers                           int
 	Include, Exclude                    []string
 	S3                                  S3
 	Sync                                Sync

@@ -96,6 +96,13 @@ var keys = []key{
 		def:   static("60s"),
 	},
 	{
+		name:  "transfers",
+		help:  "requests in flight at once: uploads, restore, verify and pull (a line with a long round trip needs many to fill it)",
+		field: func(c *Config) any { return &c.Transfers },
+		def:   static(DefaultTransfers),
+		check: checkTransfers,
+	},
+	{
 		name:  "include",
 		help:  "globs (relative to agent_dir) a file must match to be backed up; empty means no restriction",
 		field: func(c *Config) any { return &c.Include },
@@ -409,4 +416,20 @@ func Lookup(name string) (KeyInfo, bool) {
 		Name: k.name, Env: EnvVar(k.name), Flag: FlagName(k.name), Help: k.help,
 		Kind: kind, Secret: k.redact != redactNone,
 	}, true
+}
+
+// DefaultTransfers is measured on a shaped line (bench/run.sh -phases
+// line, docs/BENCHMARKS.md): enough requests in flight to fill 50 Mbit/s
+// at 30 ms with sessions of a few tens of KB each.
+const DefaultTransfers = "16"
+
+// MaxTransfers bounds transfers: the S3 drivers keep this many idle
+// connections per host, so every transfer reuses one.
+const MaxTransfers = 64
+
+func checkTransfers(v any) (any, error) {
+	if n := v.(int); n > MaxTransfers {
+		return nil, fmt.Errorf("%d is more than the %d the S3 clients keep connections for; write a number from 1 to %d", n, MaxTransfers, MaxTransfers)
+	}
+	return v, nil
 }

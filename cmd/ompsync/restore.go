@@ -128,6 +128,7 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return err
 	}
 	opts.AgentDir = cfg.AgentDir
+	opts.Parallel = cfg.Transfers
 	if f.to != "" {
 		if opts.AgentDir, err = filepath.Abs(f.to); err != nil {
 			return err

@@ -36,7 +36,7 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			}
 			bar := a.sessionBar(asJSON, "checked")
 			checks, problems, err := restore.Verify(cmd.Context(), r, args, restore.Options{
-				AgentDir: cfg.AgentDir, Machine: machine, Progress: bar.update,
+				AgentDir: cfg.AgentDir, Machine: machine, Progress: bar.update, Parallel: cfg.Transfers,
 			})
 			bar.done()
 			if err != nil {
