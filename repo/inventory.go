@@ -36,8 +36,8 @@ func newInventory() *inventory {
 	return &inventory{streams: map[Stream]*StreamInventory{}, gens: map[genKey]*Generation{}}
 }
 
-// add records one parsed key.
-func (b *inventory) add(ref ObjectRef, size int64) error {
+// add records one parsed key, listed as obj.
+func (b *inventory) add(ref ObjectRef, obj remote.ObjectInfo) error {
 	if b.n++; b.n > MaxSessionObjects {
 		return fmt.Errorf("session %s: %w", ref.Stream.SessionID, errTooManyObjects)
 	}
@@ -55,11 +55,11 @@ func (b *inventory) add(ref ObjectRef, size int64) error {
 	}
 	switch ref.Object {
 	case "meta":
-		g.HasMeta = true
+		g.HasMeta, g.MetaModTime = true, obj.ModTime
 	case "head":
-		g.HasHead = true
+		g.HasHead, g.HeadModTime = true, obj.ModTime
 	default:
-		g.Chunks = append(g.Chunks, ChunkRef{Start: ref.Start, End: ref.End, Size: size})
+		g.Chunks = append(g.Chunks, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size, ModTime: obj.ModTime})
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[Sessi
 			}
 			ref, err := ParseSessionKey(obj.Key) // its session id is id
 			if err == nil {
-				err = b.add(ref, obj.Size)
+				err = b.add(ref, obj)
 			}
 			if errors.Is(err, errTooManyObjects) {
 				// A listing that never ends would never reach the next

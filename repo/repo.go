@@ -337,12 +337,19 @@ type Generation struct {
 	HasMeta bool
 	HasHead bool
 	Chunks  []ChunkRef // sorted by start, then end
+	// MetaModTime and HeadModTime are the listing's modification times of
+	// meta and head (zero when absent): when the file last moved, and
+	// when its title slot was last replaced.
+	MetaModTime, HeadModTime time.Time
 }
 
 // ChunkRef is a listed chunk.
 type ChunkRef struct {
 	Start, End int64
 	Size       int64 // stored size
+	// ModTime is the listing's modification time, when listed: when the
+	// chunk was written (by a compaction, for a merged chunk).
+	ModTime time.Time
 }
 
 // StreamInventory is every generation of one stream, oldest first.
@@ -391,7 +398,7 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 		if ref.Stream.SessionID != sessionID {
 			return nil, fmt.Errorf("key %q listed under session %s", obj.Key, sessionID)
 		}
-		if err := b.add(ref, obj.Size); err != nil {
+		if err := b.add(ref, obj); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/restore"
+)
+
+type historyFlags struct {
+	asJSON, latest bool
+	machine        string
+}
+
+func newHistoryCmd(a *app) *cobra.Command {
+	var f historyFlags
+	cmd := &cobra.Command{
+		Use:   "history ID-PREFIX",
+		Short: "Every copy of a session the remote holds, per machine and generation",
+		Long: `List every copy the remote holds of one session: for each machine, each
+generation (a run in which the file only grew; omp's rewrites, a file that
+shrank or changed in place begin a new one, and the old one is kept until
+retention removes it), with when it began and why, its size, title and path,
+when it was last uploaded (the newest modification time the listing shows),
+and whether it is the machine's current copy and what that machine's catalog
+says of the session (present, deleted, archived).
+
+A copy is restored or printed with 'ompsync restore --machine M --generation G'
+or 'ompsync cat --machine M --generation G'. Changes nothing.`,
+		Example: `  ompsync history 01a113d2
+  ompsync history 01a113d2 --json | jq -r '.copies[] | .machine + " " + .generation'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runHistory(cmd, a, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, "print the history as one JSON object")
+	fl.StringVar(&f.machine, "machine", "", "only this machine's copies")
+	addLatestFlag(fl, &f.latest)
+	return cmd
+}
+
+func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error {
+	_, r, err := a.readRemote(cmd, f.machine)
+	if err != nil {
+		return err
+	}
+	h, problems, err := restore.History(cmd.Context(), r, prefix, restore.Options{Machine: f.machine, Latest: f.latest, Choose: a.chooser()})
+	for _, p := range problems {
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+	}
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		if err := json.NewEncoder(a.stdout).Encode(h); err != nil {
+			return err
+		}
+	} else {
+		printHistory(a.stdout, h)
+	}
+	for _, p := range h.Problems {
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+	}
+	if len(h.Problems) > 0 || len(problems) > 0 {
+		return fmt.Errorf("the remote has problems (see above); the history is incomplete")
+	}
+	return nil
+}
+
+func printHistory(w io.Writer, h *restore.SessionHistory) {
+	fmt.Fprintf(w, "session %s: %d copies\n", h.ID, len(h.Copies))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MACHINE\tGENERATION\tSTARTED\tWHY\tSIZE\tLAST UPLOAD\tSTATE\tTITLE\tPATH")
+	for _, c := range h.Copies {
+		state := "superseded"
+		switch {
+		case c.Incomplete:
+			state = "incomplete (no meta)"
+		case c.Current && (c.State == "" || c.State == "present"):
+			state = "current"
+		case c.Current:
+			state = "current, " + c.State
+		}
+		why, title, path := c.Reason, oneLine(c.Title), c.Path
+		for _, s := range []*string{&why, &title, &path} {
+			if *s == "" {
+				*s = "-"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Machine, c.Generation, localTime(c.Started), why,
+			formatSize(c.Bytes), localTime(c.LastUpload), state, title, path)
+	}
+	tw.Flush()
+}
+
+func localTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}

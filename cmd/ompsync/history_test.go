@@ -1,0 +1,45 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/restore"
+)
+
+func TestHistoryCommand(t *testing.T) {
+	url, rels := ambiguousRemote(t)
+	e := newRestoreEnv(t, url, backend.S3Options{}, "desktop")
+	r := e.run("history", rels[0])
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("history: exit %d, %q", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 3 || lines[0] != "session "+ambIDs[0]+": 1 copies" || !strings.HasPrefix(lines[1], "MACHINE") {
+		t.Fatalf("history output:\n%s", r.stdout)
+	}
+	for _, want := range []string{"laptop", " new ", "current", "title 0", rels[0]} {
+		if !strings.Contains(lines[2], want) {
+			t.Errorf("row %q lacks %q", lines[2], want)
+		}
+	}
+
+	r = e.run("history", "--json", "--latest", "019a0001")
+	var h restore.SessionHistory
+	if err := json.Unmarshal([]byte(r.stdout), &h); r.code != 0 || err != nil {
+		t.Fatalf("history --json: exit %d, %v, %q", r.code, err, r.stderr)
+	}
+	if h.ID != ambIDs[1] || len(h.Copies) != 1 || !h.Copies[0].Current || h.Copies[0].Reason != "new" || h.Copies[0].Title != "title 1" {
+		t.Errorf("history --json --latest: %+v", h)
+	}
+
+	r = e.run("history", "019a0001")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "matches 3 sessions, newest first") {
+		t.Errorf("ambiguous history: exit %d, %q", r.code, r.stderr)
+	}
+	if r := e.run("history"); r.code != exitUsage {
+		t.Errorf("history without a prefix: exit %d", r.code)
+	}
+}

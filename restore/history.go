@@ -1,0 +1,200 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// SessionHistory is every copy the remote holds of one session.
+type SessionHistory struct {
+	ID string `json:"id"`
+	// Copies are by machine, then generation, oldest first.
+	Copies []Copy `json:"copies"`
+	// Problems are copies that could not be described fully (an
+	// unreadable meta or first chunk); the rest of each copy is listed.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Copy is one generation of a session on one machine.
+type Copy struct {
+	Machine    string `json:"machine"`
+	Generation string `json:"generation"`
+	// Started is when the generation began (its name: the writing
+	// machine's clock), Reason why (new, rewritten, shrank, ...), and
+	// Previous the generation it replaced.
+	Started  time.Time `json:"started"`
+	Reason   string    `json:"reason,omitempty"`
+	Previous string    `json:"previous,omitempty"`
+	// Bytes are what its chunks hold.
+	Bytes int64  `json:"bytes"`
+	Title string `json:"title,omitempty"`
+	Path  string `json:"path,omitempty"`
+	Cwd   string `json:"cwd,omitempty"`
+	// LastUpload is the newest modification time the listing shows for
+	// its objects (a compaction's, when it merged chunks since).
+	LastUpload time.Time `json:"last_upload"`
+	// Current is the machine's newest complete generation, the one a
+	// restore takes; State is then what the machine's catalog says of the
+	// session (present, deleted or archived).
+	Current bool   `json:"current"`
+	State   string `json:"state,omitempty"`
+	// Incomplete: chunks without meta, an upload cut off as it began;
+	// readers ignore it.
+	Incomplete bool `json:"incomplete,omitempty"`
+}
+
+// History describes every copy of the session prefix names, on every
+// machine (or opts.Machine): each generation, when and why it began, its
+// size, title and path, its last upload, and whether it is current. It
+// reads one LIST of the session, and each generation's meta; titles of the
+// copies the catalogs do not describe come from their head or first chunk.
+func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*SessionHistory, []string, error) {
+	opts.setDefaults()
+	opts.IncludeDeleted = true
+	p, err := newPlanner(ctx, r, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	targets, err := p.targets([]string{prefix})
+	if err != nil {
+		return nil, p.problems, err
+	}
+	t := targets[0]
+	invs, err := inventory(ctx, r, t.id, opts, nil)
+	if err != nil {
+		return nil, p.problems, fmt.Errorf("list session %s: %w", t.id, err)
+	}
+	h := &SessionHistory{ID: t.id}
+	type job struct {
+		i   int
+		s   repo.Stream
+		g   *repo.Generation
+		cat bool // the catalog describes it
+	}
+	var jobs []job
+	for _, inv := range invs {
+		if inv.Stream.Name != repo.SessionStream {
+			continue
+		}
+		newest := inv.Newest()
+		e := t.entry(inv.Stream.Machine)
+		for _, g := range inv.Generations {
+			_, covered := repo.Cover(g.Chunks)
+			c := Copy{
+				Machine: inv.Stream.Machine, Generation: g.Name, Started: generationTime(g.Name),
+				Bytes: covered, LastUpload: lastUpload(g), Current: g == newest, Incomplete: !g.HasMeta,
+			}
+			described := false
+			if c.Current && e != nil {
+				c.State = e.State
+				if e.Generation == g.Name {
+					c.Title, c.Path, c.Cwd, described = e.Title, e.Path, e.Cwd, true
+				}
+			}
+			h.Copies = append(h.Copies, c)
+			if g.HasMeta {
+				jobs = append(jobs, job{len(h.Copies) - 1, inv.Stream, g, described})
+			}
+		}
+	}
+	var mu sync.Mutex
+	sem := make(chan struct{}, opts.Parallel)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c := &h.Copies[j.i] // each job its own element
+			problems := describe(ctx, r, j.s, j.g, c, !j.cat)
+			mu.Lock()
+			defer mu.Unlock()
+			h.Problems = append(h.Problems, problems...)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, p.problems, err
+	}
+	return h, p.problems, nil
+}
+
+// describe fills in what a generation's meta says, and with title its
+// title from the head, or else from the first chunk.
+func describe(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
+	var problems []string
+	var m repo.Meta
+	err := retry(ctx, func() (err error) { m, err = r.GetMeta(ctx, s, g.Name); return err })
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("machine %s, generation %s: %v", s.Machine, g.Name, err))
+	} else {
+		c.Reason, c.Previous = m.Reason, m.Previous
+		if c.Path == "" {
+			c.Path, c.Cwd = m.Path, m.Cwd
+		}
+	}
+	if !title {
+		return problems
+	}
+	var head []byte
+	if g.HasHead {
+		err = retry(ctx, func() (err error) { head, err = r.GetHead(ctx, s, g.Name); return err })
+		if err == nil {
+			if slot, ok := session.ParseTitleSlot(head); ok {
+				c.Title = slot.Title
+				return problems
+			}
+		}
+	}
+	picked, _ := repo.Cover(g.Chunks)
+	if len(picked) == 0 {
+		return problems
+	}
+	var data []byte
+	err = retry(ctx, func() (err error) {
+		_, data, err = r.GetChunk(ctx, s, g.Name, picked[0].Start, picked[0].End)
+		return err
+	})
+	if err != nil {
+		return append(problems, fmt.Sprintf("machine %s, generation %s: %v", s.Machine, g.Name, err))
+	}
+	if hdr, slot, err := session.ReadHeader(data); err == nil {
+		c.Title = slot.Title
+		if c.Title == "" {
+			c.Title = hdr.Title
+		}
+	}
+	return problems
+}
+
+// generationTime is when a generation began: its name is the writing
+// machine's clock in Unix nanoseconds.
+func generationTime(name string) time.Time {
+	n, err := strconv.ParseUint(name, 16, 63)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(n)).UTC()
+}
+
+// lastUpload is the newest modification time among a generation's
+// objects.
+func lastUpload(g *repo.Generation) time.Time {
+	t := g.MetaModTime
+	if g.HeadModTime.After(t) {
+		t = g.HeadModTime
+	}
+	for _, c := range g.Chunks {
+		if c.ModTime.After(t) {
+			t = c.ModTime
+		}
+	}
+	return t
+}
