@@ -713,3 +713,115 @@ func TestServiceWithoutUserManager(t *testing.T) {
 		})
 	}
 }
+
+// Ctrl-C during a restore: it says interrupted, with what was and was not
+// restored, and exits 130; what it wrote is whole.
+func TestRestoreInterrupted(t *testing.T) {
+	srv := remotetest.SharedServer(t)
+	bucket := srv.NewBucket(t)
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "stoppy")
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 81, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.step()
+	}
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	slow := idOf(w.files[2]) // its chunks are held: the restore waits for it
+	g := newGate(t, srv.Endpoint, func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+slow+"/") && !r.URL.Query().Has("list-type")
+	})
+	reader := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, g.URL), "reader")
+	to := filepath.Join(t.TempDir(), "restored")
+	cmd, out := reader.start("restore", "--all", "--to", to)
+	<-g.held
+	restored := func(p string) bool {
+		_, err := os.Stat(filepath.Join(to, strings.TrimPrefix(p, m.agentDir+"/")))
+		return err == nil
+	}
+	waitUntil(t, "the other sessions restored", func() bool { return restored(w.files[0]) && restored(w.files[1]) })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("restore after Ctrl-C: %v, want exit 130\n%s", err, out)
+	}
+	want := "ompsync: interrupted: 2 of 3 sessions restored or already up to date; 1 not restored (" + slow + "); what was written is complete: run the same command again to finish"
+	if line := errorLine(t, out.String()); line != want {
+		t.Errorf("error line\n%q, want\n%q", line, want)
+	}
+	if strings.Contains(out.String(), "context canceled") || strings.Contains(out.String(), "refused") {
+		t.Errorf("the interruption shows as a failure:\n%s", out)
+	}
+	for _, p := range w.files[:2] {
+		got, _ := os.ReadFile(filepath.Join(to, strings.TrimPrefix(p, m.agentDir+"/")))
+		want, _ := os.ReadFile(p)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s restored as %d bytes, want %d", filepath.Base(p), len(got), len(want))
+		}
+	}
+	if restored(w.files[2]) {
+		t.Errorf("the interrupted session was written")
+	}
+	// Run again: it finishes (--force: the sessions were written seconds
+	// ago, as omp would).
+	g.release()
+	if code, out := reader.ompsync("restore", "--all", "--force", "--to", to); code != 0 {
+		t.Fatalf("restore again: exit %d\n%s", code, out)
+	}
+}
+
+// Exit codes are one scheme for every command: 0 done and safe, 1 failed
+// or not safe, 2 usage, 130 interrupted (here verify and agent --once,
+// stopped while they wait for the remote); the agent itself exits 0 on a
+// stop signal once it has flushed (TestSIGTERMFlushes).
+func TestExitCodes(t *testing.T) {
+	srv := remotetest.SharedServer(t)
+	bucket := srv.NewBucket(t)
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "codes")
+	if _, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 91, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"agent", "--once"}, 0},
+		{[]string{"verify"}, 0},
+		{[]string{"verify", "--bogus"}, 2},
+		{[]string{"restore"}, 2},
+		{[]string{"restore", "ffffffff"}, 1},
+	} {
+		if code, out := m.ompsync(tc.args...); code != tc.code {
+			t.Errorf("%s: exit %d, want %d\n%s", tc.args, code, tc.code, out)
+		}
+	}
+	for _, args := range [][]string{{"verify"}, {"agent", "--once"}} {
+		g := newGate(t, srv.Endpoint, func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/session/") })
+		o := *m
+		o.s3 = s3Options(srv, backend.ClientAWS, g.URL)
+		if args[0] == "agent" {
+			writeFile(t, filepath.Join(o.agentDir, "sessions", "-w", "2026-11-30T00-00-00-000Z_019a0000-0000-7000-8000-00000000c0de.jsonl"),
+				titleSlotLine("")+`{"type":"session","version":3,"id":"019a0000-0000-7000-8000-00000000c0de","timestamp":"2026-11-30T00:00:00Z","cwd":"/w"}`+"\n", 0o600)
+		}
+		cmd, out := o.start(args...)
+		<-g.held
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Errorf("%s after Ctrl-C: %v, want exit 130\n%s", args, err, out)
+			continue
+		}
+		if line := errorLine(t, out.String()); !strings.HasPrefix(line, "ompsync: interrupted") {
+			t.Errorf("%s after Ctrl-C: error line %q", args, line)
+		}
+	}
+}

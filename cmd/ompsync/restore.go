@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -142,6 +143,7 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	if err != nil {
 		return err
 	}
+	stopped := markInterrupted(cmd.Context(), rep)
 	if f.asJSON {
 		enc := json.NewEncoder(a.stdout)
 		for _, res := range rep.Results {
@@ -160,6 +162,9 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	for _, p := range rep.Problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
 	}
+	if stopped > 0 {
+		return interruptedRestore(rep, stopped)
+	}
 	bad := 0
 	for _, res := range rep.Results {
 		if !res.OK() {
@@ -173,6 +178,53 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return fmt.Errorf("the remote has problems (see above)")
 	}
 	return nil
+}
+
+// interrupted is the action of a session a signal stopped before it was
+// restored.
+const interrupted restore.Action = "interrupted"
+
+// markInterrupted gives the sessions a stop signal cut off (refused with
+// the context's error) their own action, and returns how many there are.
+func markInterrupted(ctx context.Context, rep *restore.Report) int {
+	if ctx.Err() == nil {
+		return 0
+	}
+	n := 0
+	for i, res := range rep.Results {
+		if res.Action == restore.Refused && strings.Contains(res.Error, ctx.Err().Error()) {
+			rep.Results[i].Action, rep.Results[i].Error = interrupted, "not restored: interrupted"
+			n++
+		}
+	}
+	return n
+}
+
+// interruptedRestore says what a stopped restore did and did not do.
+func interruptedRestore(rep *restore.Report, stopped int) error {
+	done, other := 0, 0
+	var ids []string
+	for _, res := range rep.Results {
+		switch {
+		case res.OK():
+			done++
+		case res.Action == interrupted:
+			if len(ids) < 3 {
+				ids = append(ids, res.ID)
+			}
+		default:
+			other++
+		}
+	}
+	msg := fmt.Sprintf("%d of %d sessions restored or already up to date; %d not restored (%s", done, len(rep.Results), stopped, strings.Join(ids, ", "))
+	if stopped > len(ids) {
+		msg += fmt.Sprintf(" and %d more", stopped-len(ids))
+	}
+	msg += ")"
+	if other > 0 {
+		msg += fmt.Sprintf("; %d not restored for another reason (see above)", other)
+	}
+	return &interruptedError{msg + "; what was written is complete: run the same command again to finish"}
 }
 
 // quietResults is rep, or with -q only its sessions not restored.
@@ -194,6 +246,7 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		restore.Created: "created", restore.Appended: "appended", restore.Unchanged: "unchanged",
 		restore.Retitled: "retitled",
 		restore.Merged:   "merged", restore.SkippedLive: "skipped", restore.Refused: "refused", restore.Failed: "failed",
+		interrupted: "interrupted",
 	}
 	if opts.DryRun {
 		verb[restore.Created], verb[restore.Appended], verb[restore.Merged] = "would create", "would append", "would merge"

@@ -18,11 +18,12 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
-// Exit codes.
+// Exit codes, the same for every command (README, "Exit status").
 const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2 // unknown command or flag, wrong arguments, bad flag value
+	exitOK          = 0   // all done, and what was asked for is safe
+	exitFailure     = 1   // something failed or is not safe
+	exitUsage       = 2   // unknown command or flag, wrong arguments, bad flag value
+	exitInterrupted = 130 // SIGINT or SIGTERM stopped the work (128 + SIGINT)
 )
 
 // app carries what every command needs. The configuration is loaded lazily,
@@ -278,6 +279,12 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 			cmd = ue.cmd
 		}
 	case errors.As(err, &re):
+		if ctx.Err() != nil {
+			// Stopped by a signal: what failed is the stop, whatever error
+			// it broke off with.
+			fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(interruptedMessage(re.err)))
+			return exitInterrupted
+		}
 		msg, listed := explainAmbiguous(a.stderr, re.err)
 		if !listed {
 			msg = a.message(re.err)
@@ -292,6 +299,20 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	}
 	fmt.Fprintf(a.stderr, "ompsync: %s; see '%s --help'\n", oneLine(err.Error()), cmd.CommandPath())
 	return exitUsage
+}
+
+// interruptedError is a command's account of what it did before a signal
+// stopped it.
+type interruptedError struct{ msg string }
+
+func (e *interruptedError) Error() string { return "interrupted: " + e.msg }
+
+func interruptedMessage(err error) string {
+	var ie *interruptedError
+	if errors.As(err, &ie) {
+		return ie.Error()
+	}
+	return "interrupted before the work was done: run the command again to finish (" + err.Error() + ")"
 }
 
 // message is what the user reads for err. A setup error says all there is
