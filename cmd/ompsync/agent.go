@@ -198,6 +198,13 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	// two of its own, is not cut short by it.
 	m := a.meters()
 	m.log = log
+	var reg *prometheus.Registry
+	if cfg.Metrics.Addr != "" {
+		reg = prometheus.NewRegistry()
+		retries := prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_remote_retries_total", Help: "Remote requests tried again after a transient failure."})
+		reg.MustRegister(retries)
+		m.onRetry = retries.Inc
+	}
 	r, err := openMetered(context.WithoutCancel(ctx), cfg, m)
 	if err != nil {
 		return err
@@ -212,8 +219,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 			log.Warn("could not tell the service manager the agent is ready", "err", err)
 		}
 	}
-	if cfg.Metrics.Addr != "" {
-		reg := prometheus.NewRegistry()
+	if reg != nil {
 		opts.Metrics = agent.NewMetrics(reg)
 		srv, err := serveMetrics(cfg.Metrics.Addr, reg)
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/faultproxy"
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
@@ -823,5 +824,49 @@ func TestExitCodes(t *testing.T) {
 		if line := errorLine(t, out.String()); !strings.HasPrefix(line, "ompsync: interrupted") {
 			t.Errorf("%s after Ctrl-C: error line %q", args, line)
 		}
+	}
+}
+
+// Retries are visible at debug: one line each, naming the operation and
+// the attempt; the run still succeeds.
+func TestRetriesAtDebug(t *testing.T) {
+	srv := remotetest.SharedServer(t)
+	p, err := faultproxy.Start(srv.Endpoint, faultproxy.Config{SlowDown: 0.3, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, p.URL), "retry")
+	if _, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 93, 3); err != nil {
+		t.Fatal(err)
+	}
+	code, out := m.ompsync("agent", "--once")
+	if code != 0 {
+		t.Fatalf("agent --once through 503s: exit %d\n%s", code, out)
+	}
+	if p.Count(faultproxy.SlowDown) == 0 || !strings.Contains(out, "level=DEBUG msg=retrying") || !strings.Contains(out, "attempt=1") {
+		t.Errorf("%d 503s, and the log shows no retry:\n%s", p.Count(faultproxy.SlowDown), out)
+	}
+}
+
+// -q leaves only errors: a pass that works prints nothing, one that fails
+// its one error line; -v stays --version.
+func TestQuiet(t *testing.T) {
+	m := newMachineEnv(t, "file://"+t.TempDir(), backend.S3Options{}, "hush")
+	if _, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 95, 2); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := m.ompsync("-q", "agent", "--once"); code != 0 || out != "" {
+		t.Errorf("-q agent --once: exit %d, output %q; want 0 and nothing", code, out)
+	}
+	if code, out := m.ompsync("--quiet", "restore", "--all", "--to", filepath.Join(t.TempDir(), "r")); code != 0 || out != "" {
+		t.Errorf("--quiet restore: exit %d, output %q; want 0 and nothing", code, out)
+	}
+	code, out := m.ompsync("-q", "restore", "ffffffff")
+	if code != 1 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "ompsync: ") {
+		t.Errorf("-q restore of an unknown id: exit %d, output %q; want 1 and one error line", code, out)
+	}
+	if code, out := m.ompsync("-v"); code != 0 || !strings.HasPrefix(out, "ompsync ") {
+		t.Errorf("-v: exit %d, %q; want the version", code, out)
 	}
 }

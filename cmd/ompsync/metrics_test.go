@@ -37,7 +37,7 @@ func TestAgentMetrics(t *testing.T) {
 		body = string(b)
 		return strings.Contains(body, "ompsync_uploaded_objects_total") && !strings.Contains(body, "ompsync_uploaded_objects_total 0\n")
 	})
-	for _, name := range []string{"ompsync_bytes_pending", "ompsync_oldest_pending_seconds", "ompsync_uploaded_bytes_total", "ompsync_upload_errors_total", "ompsync_catalog_updates_total"} {
+	for _, name := range []string{"ompsync_bytes_pending", "ompsync_oldest_pending_seconds", "ompsync_uploaded_bytes_total", "ompsync_upload_errors_total", "ompsync_catalog_updates_total", "ompsync_remote_retries_total"} {
 		if !strings.Contains(body, name) {
 			t.Errorf("metric %s missing:\n%s\n%s", name, body, out)
 		}
