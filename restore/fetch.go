@@ -92,6 +92,9 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	var gens []string
 	for _, inv := range invs {
 		s := inv.Stream
+		if opts.sessionOnly && s.Name != repo.SessionStream {
+			continue
+		}
 		if s.Name == repo.SessionStream {
 			for _, g := range inv.Generations {
 				gens = append(gens, s.Machine+"/"+g.Name)
@@ -152,6 +155,9 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			return nil, fmt.Errorf("session %s has no generation %s (it has %s)", t.id, opts.Generation, strings.Join(gens, ", "))
 		}
 		return nil, fmt.Errorf("session %s: the remote holds no complete copy of it", t.id)
+	}
+	if opts.sessionOnly {
+		return f, nil
 	}
 	if err := f.fetchBlobs(ctx, r, opts); err != nil {
 		f.discard()

@@ -53,6 +53,9 @@ type Options struct {
 	// id. Without either an ambiguous prefix is an *AmbiguousError.
 	Latest bool
 	Choose func(*AmbiguousError) (string, error)
+	// sessionOnly fetches the session stream alone, without artifacts or
+	// blobs (cat, grep).
+	sessionOnly bool
 	// Parallel bounds sessions restored at once. Default 4.
 	Parallel int
 	// LiveWindow: a file changed more recently than this is taken to be

@@ -162,7 +162,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newAgentCmd(a),
 		newStatusCmd(a),
 		newLsCmd(a), newRestoreCmd(a), newVerifyCmd(a),
-		newHistoryCmd(a),
+		newHistoryCmd(a), newCatCmd(a),
 		newKeygenCmd(a),
 		newRekeyCmd(a),
 		newCompactCmd(a), newPruneCmd(a),

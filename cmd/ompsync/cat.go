@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/transcript"
+)
+
+type catFlags struct {
+	text, thinking, latest bool
+	machine, generation    string
+}
+
+func newCatCmd(a *app) *cobra.Command {
+	var f catFlags
+	cmd := &cobra.Command{
+		Use:   "cat ID-PREFIX",
+		Short: "Print a session from the remote, verified, writing nothing",
+		Long: `Print a session's bytes as the remote holds them, after checking every hash:
+exactly what 'ompsync restore' would write into an empty agent dir (every
+machine's copy merged; --machine takes one machine's, --generation an older
+generation, see 'ompsync history'). Nothing is written anywhere.
+
+--text prints a readable transcript instead: each entry's time, role and
+text, tool calls and their results summed up in a line each, the model's
+reasoning left out unless --thinking.`,
+		Example: `  ompsync cat 01a113d2 > session.jsonl
+  ompsync cat 01a113d2 --text | less
+  ompsync cat 01a113d2 --machine laptop --generation 18ecbc17b1295105 | wc -c`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runCat(cmd, a, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.machine, "machine", "", "that machine's copy alone")
+	fl.StringVar(&f.generation, "generation", "", "that generation instead of the newest (16 hex digits, see 'ompsync history')")
+	fl.BoolVar(&f.text, "text", false, "a readable transcript: time, role and text of each entry")
+	fl.BoolVar(&f.thinking, "thinking", false, "with --text, also the model's reasoning")
+	addLatestFlag(fl, &f.latest)
+	return cmd
+}
+
+func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
+	if f.thinking && !f.text {
+		return usagef(cmd, "--thinking goes with --text")
+	}
+	if f.generation != "" && !repo.ValidGeneration(f.generation) {
+		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
+	}
+	_, r, err := a.readRemote(cmd, f.machine)
+	if err != nil {
+		return err
+	}
+	opts := restore.Options{Machine: f.machine, Generation: f.generation, Latest: f.latest, Choose: a.chooser()}
+	pr, problems, err := restore.Cat(cmd.Context(), r, prefix, opts)
+	for _, p := range problems {
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+	}
+	if err != nil {
+		return err
+	}
+	if f.text {
+		err = transcript.Render(a.stdout, pr.Data, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
+	} else {
+		_, err = a.stdout.Write(pr.Data)
+	}
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("some catalogs could not be read; a machine's copy may be missing from what was printed")
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+// Package transcript reads the conversation out of an omp (or pi) session
+// file: who said what, when, with tool calls and their results, for people
+// (ompsync cat --text) and for search (ompsync grep). It only reads: the
+// bytes of a session are never changed here, and lines it does not
+// understand are skipped, not refused.
+package transcript
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Part kinds.
+const (
+	Text       = "text"       // what a user or the model wrote
+	Thinking   = "thinking"   // the model's reasoning
+	ToolCall   = "toolCall"   // a tool call: name and arguments
+	ToolResult = "toolResult" // what a tool returned
+	Summary    = "summary"    // a compaction's or branch's summary, a custom message
+)
+
+// Entry is one line of a session that holds text.
+type Entry struct {
+	// Line is the line's number in the file, from 1.
+	Line int
+	// ID is the entry's id ("" in legacy files, which have none).
+	ID string
+	// Role is the message's role (user, assistant, toolResult,
+	// bashExecution), or for an entry that is not a message its type
+	// (compaction, branch_summary, custom_message).
+	Role  string
+	Time  time.Time
+	Parts []Part
+}
+
+// Part is one block of an entry's content.
+type Part struct {
+	Kind string
+	// Name is the tool's, for tool calls and results.
+	Name string
+	Text string
+}
+
+type rawEntry struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Timestamp json.RawMessage `json:"timestamp"`
+	Message   *rawMessage     `json:"message"`
+	Content   json.RawMessage `json:"content"` // custom_message
+	Summary   string          `json:"summary"` // compaction, branch_summary
+}
+
+type rawMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolName  string          `json:"toolName"`
+	Command   string          `json:"command"` // bashExecution
+	Output    string          `json:"output"`
+	Timestamp json.RawMessage `json:"timestamp"`
+}
+
+type rawBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Parse reads one line (without its newline) numbered n. It reports false
+// for lines that hold no conversation text: the title slot, the header,
+// model changes, omp's bookkeeping, and lines that are not JSON.
+func Parse(line []byte, n int) (Entry, bool) {
+	// Cheap refusals first: most bookkeeping lines never reach the decoder.
+	if len(line) == 0 || line[0] != '{' {
+		return Entry{}, false
+	}
+	var r rawEntry
+	if err := json.Unmarshal(line, &r); err != nil {
+		return Entry{}, false
+	}
+	e := Entry{Line: n, ID: r.ID, Time: parseTime(r.Timestamp)}
+	switch r.Type {
+	case "message":
+		m := r.Message
+		if m == nil {
+			return Entry{}, false
+		}
+		e.Role = m.Role
+		if e.Time.IsZero() {
+			e.Time = parseTime(m.Timestamp)
+		}
+		if m.Role == "bashExecution" {
+			e.Parts = append(e.Parts, Part{Kind: ToolCall, Name: "bash", Text: m.Command})
+			if m.Output != "" {
+				e.Parts = append(e.Parts, Part{Kind: ToolResult, Name: "bash", Text: m.Output})
+			}
+			break
+		}
+		kind := Text
+		if m.Role == "toolResult" {
+			kind = ToolResult
+		}
+		e.Parts = content(m.Content, kind, m.ToolName)
+	case "compaction", "branch_summary":
+		e.Role = r.Type
+		if r.Summary != "" {
+			e.Parts = []Part{{Kind: Summary, Text: r.Summary}}
+		}
+	case "custom_message":
+		e.Role = r.Type
+		e.Parts = content(r.Content, Summary, "")
+	default:
+		return Entry{}, false
+	}
+	return e, len(e.Parts) > 0
+}
+
+// content reads a message's content: a string, or a list of blocks.
+func content(raw json.RawMessage, kind, tool string) []Part {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil || s == "" {
+			return nil
+		}
+		return []Part{{Kind: kind, Name: tool, Text: s}}
+	}
+	var blocks []rawBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return nil
+	}
+	var out []Part
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				out = append(out, Part{Kind: kind, Name: tool, Text: b.Text})
+			}
+		case "thinking":
+			if b.Thinking != "" {
+				out = append(out, Part{Kind: Thinking, Text: b.Thinking})
+			}
+		case "toolCall":
+			var args bytes.Buffer
+			if len(b.Arguments) > 0 && json.Compact(&args, b.Arguments) != nil {
+				args.Reset()
+			}
+			out = append(out, Part{Kind: ToolCall, Name: b.Name, Text: args.String()})
+		}
+	}
+	return out
+}
+
+// parseTime reads an entry's timestamp: RFC 3339 text, or Unix
+// milliseconds as messages carry them.
+func parseTime(raw json.RawMessage) time.Time {
+	if len(raw) == 0 {
+		return time.Time{}
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				return t
+			}
+		}
+		return time.Time{}
+	}
+	if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > 0 {
+		return time.UnixMilli(ms).UTC()
+	}
+	return time.Time{}
+}
+
+// Entries calls f for every entry of data that holds text, in file order,
+// until f returns false.
+func Entries(data []byte, f func(Entry) bool) {
+	n := 0
+	for len(data) > 0 {
+		n++
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if e, ok := Parse(line, n); ok && !f(e) {
+			return
+		}
+	}
+}
+
+// Lines splits a part's text into the lines a search matches one by one.
+// A tool call is one line: its name and its arguments.
+func (p Part) Lines() []string {
+	if p.Kind == ToolCall {
+		return []string{strings.TrimSpace(p.Name + " " + strings.ReplaceAll(p.Text, "\n", " "))}
+	}
+	return strings.Split(strings.ReplaceAll(p.Text, "\r\n", "\n"), "\n")
+}

@@ -1,0 +1,121 @@
+package transcript
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// sample is a session with a title slot (256 bytes with its newline).
+var sample = slot("fix login") + `{"type":"session","version":3,"id":"019a-sample","timestamp":"2026-10-07T00:45:40.854Z","cwd":"/home/u/w"}
+{"type":"model_change","id":"m0000001","parentId":null,"timestamp":"2026-10-07T00:45:41.000Z","provider":"p","modelId":"x"}
+{"type":"message","id":"a0000001","parentId":"m0000001","timestamp":"2026-10-07T00:46:00.000Z","message":{"role":"user","content":[{"type":"text","text":"Fix the login bug\nin auth.go"}]}}
+{"type":"message","id":"a0000002","parentId":"a0000001","timestamp":"2026-10-07T00:46:05.000Z","message":{"role":"assistant","content":[{"type":"thinking","thinking":"Look at auth first."},{"type":"text","text":"Reading it."},{"type":"toolCall","id":"t1","name":"read","arguments":{"path":"auth.go"}}]}}
+{"type":"message","id":"a0000003","parentId":"a0000002","timestamp":"2026-10-07T00:46:06.000Z","message":{"role":"toolResult","toolCallId":"t1","toolName":"read","content":[{"type":"text","text":"package auth\nfunc Login() {}\n"}],"isError":false}}
+{"type":"custom","customType":"tool_execution_start","data":{"toolName":"read"},"id":"c0000001","parentId":"a0000003","timestamp":"2026-10-07T00:46:07.000Z"}
+not json at all
+{"type":"compaction","id":"k0000001","parentId":"a0000003","timestamp":"2026-10-07T00:47:00.000Z","summary":"The user is fixing a login bug."}
+{"type":"message","message":{"role":"user","content":"legacy: no id, string content","timestamp":1791334080000}}
+{"type":"message","id":"b0000001","parentId":"k0000001","message":{"role":"bashExecution","command":"go test ./...","output":"ok\n","timestamp":1791334140000}}
+`
+
+func slot(title string) string {
+	s := `{"type":"title","v":1,"title":"` + title + `","updatedAt":"2026-10-07T02:00:00.000Z","pad":"`
+	return s + strings.Repeat(" ", 256-len(s)-3) + "\"}\n"
+}
+
+func TestParse(t *testing.T) {
+	var got []Entry
+	Entries([]byte(sample), func(e Entry) bool { got = append(got, e); return true })
+	want := []struct {
+		line      int
+		id, role  string
+		kinds     string
+		firstText string
+	}{
+		{4, "a0000001", "user", "text", "Fix the login bug\nin auth.go"},
+		{5, "a0000002", "assistant", "thinking,text,toolCall", "Look at auth first."},
+		{6, "a0000003", "toolResult", "toolResult", "package auth\nfunc Login() {}\n"},
+		{9, "k0000001", "compaction", "summary", "The user is fixing a login bug."},
+		{10, "", "user", "text", "legacy: no id, string content"},
+		{11, "b0000001", "bashExecution", "toolCall,toolResult", "go test ./..."},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		e := got[i]
+		var kinds []string
+		for _, p := range e.Parts {
+			kinds = append(kinds, p.Kind)
+		}
+		if e.Line != w.line || e.ID != w.id || e.Role != w.role || strings.Join(kinds, ",") != w.kinds || e.Parts[0].Text != w.firstText || e.Time.IsZero() {
+			t.Errorf("entry %d: %+v, want %+v", i, e, w)
+		}
+	}
+	if call := got[1].Parts[2]; call.Name != "read" || call.Text != `{"path":"auth.go"}` || call.Lines()[0] != `read {"path":"auth.go"}` {
+		t.Errorf("tool call: %+v, lines %q", call, call.Lines())
+	}
+	if got[4].Time.UnixMilli() != 1791334080000 {
+		t.Errorf("time from the message's milliseconds: %v", got[4].Time)
+	}
+	if l := got[0].Parts[0].Lines(); len(l) != 2 || l[1] != "in auth.go" {
+		t.Errorf("lines %q", l)
+	}
+	n := 0
+	Entries([]byte(sample), func(Entry) bool { n++; return n < 2 })
+	if n != 2 {
+		t.Errorf("Entries went on after false: %d calls", n)
+	}
+}
+
+func TestRender(t *testing.T) {
+	var b bytes.Buffer
+	if err := Render(&b, []byte(sample), RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `session 019a-sample  fix login  (/home/u/w)
+2026-10-07 00:46:00  user: Fix the login bug
+    in auth.go
+2026-10-07 00:46:05  assistant: Reading it.
+2026-10-07 00:46:05  assistant: -> read {"path":"auth.go"}
+2026-10-07 00:46:06  toolResult: <- read: package auth func Login() {} (2 lines)
+2026-10-07 00:47:00  compaction: The user is fixing a login bug.
+2026-10-07 00:48:00  user: legacy: no id, string content
+2026-10-07 00:49:00  bashExecution: -> bash go test ./...
+2026-10-07 00:49:00  bashExecution: <- bash: ok
+`
+	if b.String() != want {
+		t.Errorf("transcript:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	Render(&b, []byte(sample), RenderOptions{Thinking: true})
+	if !strings.Contains(b.String(), "2026-10-07 00:46:05  assistant (thinking): Look at auth first.\n") {
+		t.Errorf("--thinking does not show the reasoning:\n%s", b.String())
+	}
+}
+
+// Every real session renders, and every entry with text is found.
+func TestCorpus(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/corpus/*.jsonl")
+	if len(files) == 0 {
+		t.Fatal("no corpus")
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		Entries(data, func(e Entry) bool { n++; return true })
+		if n == 0 {
+			t.Errorf("%s: no entries with text", filepath.Base(f))
+		}
+		var b bytes.Buffer
+		if err := Render(&b, data, RenderOptions{}); err != nil || strings.Count(b.String(), "\n") < n {
+			t.Errorf("%s: %d lines for %d entries (%v)", filepath.Base(f), strings.Count(b.String(), "\n"), n, err)
+		}
+	}
+}
