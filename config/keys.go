@@ -425,7 +425,7 @@ const DefaultTransfers = "16"
 
 // MaxTransfers bounds transfers: the S3 drivers keep this many idle
 // connections per host, so every transfer reuses one.
-const MaxTransfers = 64
+const MaxTransfers = remote.IdleConnsPerHost
 
 func checkTransfers(v any) (any, error) {
 	if n := v.(int); n > MaxTransfers {

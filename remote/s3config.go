@@ -11,6 +11,12 @@ import (
 	"strings"
 )
 
+// IdleConnsPerHost is how many idle connections the S3 drivers keep to
+// their server, enough for every transfer a client runs at once (the
+// config key transfers is at most this), so none waits for a new
+// connection's handshake, which costs a round trip on a real line.
+const IdleConnsPerHost = 64
+
 // S3Config configures an S3 driver (remote/s3 or remote/minio).
 type S3Config struct {
 	// Bucket holds the objects.

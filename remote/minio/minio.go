@@ -103,6 +103,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("minio: %w", err)
 		}
+		tr.MaxIdleConnsPerHost = remote.IdleConnsPerHost
 		_, pool, err := cfg.ReadCAFile()
 		if err != nil {
 			return nil, err

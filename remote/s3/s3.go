@@ -114,6 +114,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if bc, ok := awsCfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		awsCfg.HTTPClient = bc.WithTransportOptions(func(tr *http.Transport) {
 			tr.ResponseHeaderTimeout = responseHeaderTimeout
+			tr.MaxIdleConnsPerHost = remote.IdleConnsPerHost
 		})
 	}
 	httpClient := awsCfg.HTTPClient
