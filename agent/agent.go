@@ -146,6 +146,10 @@ type Agent struct {
 	// catConfirmedAt is when the remote was last seen to hold the catalog;
 	// zero after a put, so the next reconcile checks it.
 	catConfirmedAt time.Time
+	// listed is the current pass's listing of the sessions whose streams
+	// it checks before their first upload, when they are many; read-only
+	// while the pass's jobs run.
+	listed listing
 	// blobsToConfirm counts blobs uploaded since the blobs were last listed.
 	blobsToConfirm int
 	// cataloged are the sessions this machine's remote catalog lists.

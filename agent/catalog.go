@@ -47,11 +47,15 @@ func (a *Agent) seedFromCatalog(c repo.Catalog) {
 // there, or leave the newer generation, which readers take, short. When
 // the remote's newest generation is not exactly what the state says, the
 // file is matched against it as after a lost state (adoptSource). One LIST
-// per stream that changes after a start; none for the others.
+// per stream that changes after a start, or the pass's listing of every
+// session when many do (prefetchStale); none for the others.
 func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) error {
-	invs, err := a.repo.Inventory(ctx, fst.SessionID, a.opts.Machine)
-	if err != nil {
-		return fmt.Errorf("check the remote copy of %s: %w", fst.Path, err)
+	invs, ok := a.listed[fst.SessionID]
+	if !ok {
+		var err error
+		if invs, err = a.repo.Inventory(ctx, fst.SessionID, a.opts.Machine); err != nil {
+			return fmt.Errorf("check the remote copy of %s: %w", fst.Path, err)
+		}
 	}
 	fst.stale = false
 	for _, inv := range invs {

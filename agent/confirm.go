@@ -15,8 +15,9 @@ import (
 )
 
 // confirmUploads checks, with one LIST per stream that uploaded since the
-// last check, that the remote still holds what it acknowledged. A remote can
-// lose objects (a lifecycle rule, a careless hand, a faulty server): the
+// last check (or one listing of every session when those are many, as on a
+// first backup), that the remote still holds what it acknowledged. A remote
+// can lose objects (a lifecycle rule, a careless hand, a faulty server): the
 // agent then rewinds to the first missing byte and uploads again.
 func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	var todo []*FileState
@@ -29,10 +30,25 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 			todo = append(todo, f)
 		}
 	}
+	var listed listing
+	if ids := sessionsOf(todo); a.listsMany(len(ids)) {
+		listed = a.listSessions(ctx, ids)
+	}
 	var mu sync.Mutex
 	sem := make(chan struct{}, a.opts.Parallel)
 	var wg sync.WaitGroup
 	for _, f := range todo {
+		if invs, ok := listed[f.SessionID]; ok {
+			a.state.touch(f)
+			if err := a.confirmFrom(f, listedGeneration(invs, f)); err != nil {
+				a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
+			} else {
+				mu.Lock()
+				changed = true
+				mu.Unlock()
+			}
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -95,10 +111,33 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	return true
 }
 
+// sessionsOf is the sessions the streams belong to.
+func sessionsOf(fs []*FileState) map[string]bool {
+	ids := map[string]bool{}
+	for _, f := range fs {
+		ids[f.SessionID] = true
+	}
+	return ids
+}
+
+// listedGeneration is f's generation in a listing of its session: what a
+// LIST of the generation finds (nothing, when the listing has none).
+func listedGeneration(invs []*repo.StreamInventory, f *FileState) repo.Generation {
+	for _, inv := range invs {
+		if inv.Stream.Name != f.Stream {
+			continue
+		}
+		if g := inv.Find(f.Generation); g != nil {
+			return *g
+		}
+	}
+	return repo.Generation{Name: f.Generation}
+}
+
+// confirm lists f's generation and checks that it holds what was uploaded.
 func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 	s := f.stream(a.opts.Machine)
-	var chunks []repo.ChunkRef
-	hasMeta, hasHead := false, false
+	g := repo.Generation{Name: f.Generation}
 	prefix := s.GenPrefix(f.Generation)
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
 		if err != nil {
@@ -110,14 +149,21 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 		}
 		switch name {
 		case "meta":
-			hasMeta = true
+			g.HasMeta = true
 		case "head":
-			hasHead = true
+			g.HasHead = true
 		}
 		if cs, ce, ok := repo.ParseChunkName(name); ok {
-			chunks = append(chunks, repo.ChunkRef{Start: cs, End: ce})
+			g.Chunks = append(g.Chunks, repo.ChunkRef{Start: cs, End: ce})
 		}
 	}
+	return a.confirmFrom(f, g)
+}
+
+// confirmFrom checks f against what the remote lists of its generation,
+// and rewinds f to what the remote still holds.
+func (a *Agent) confirmFrom(f *FileState, g repo.Generation) error {
+	chunks, hasMeta, hasHead := g.Chunks, g.HasMeta, g.HasHead
 	if f.HeadUnconfirmed && !hasHead {
 		// The title slot put was lost: forget it was uploaded, so the next
 		// sync puts it again.

@@ -70,7 +70,9 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			jobs = append(jobs, j)
 		}
 	}
+	a.listed = a.prefetchStale(ctx, jobs)
 	changed, err := a.runJobs(ctx, jobs, a.firstPassProgress(full, jobs))
+	a.listed = nil // this pass's view of the remote only
 	if len(a.state.Streams) > known {
 		// Saved even when nothing could be uploaded, so status counts a
 		// new file's pending age from when it was first seen.
@@ -153,6 +155,31 @@ func (a *Agent) firstPassProgress(full bool, jobs []job) func(job) {
 		p.Bytes += pending[j.rel]
 		a.opts.Progress(p)
 	}
+}
+
+// prefetchStale lists, with one listing of every session, the sessions of
+// the jobs whose streams are to be checked against the remote before their
+// first upload (checkStale) and have changed since the state saw them,
+// when they are many: a new process's pass after appends to many sessions
+// then costs one LIST page, not one LIST per session. Unchanged files cost
+// a stat, as before, and no request.
+func (a *Agent) prefetchStale(ctx context.Context, jobs []job) listing {
+	ids := map[string]bool{}
+	for _, j := range jobs {
+		f := j.fst
+		if f == nil || !f.stale || f.Generation == "" || j.kind == session.KindArchive {
+			continue
+		}
+		fi, err := os.Stat(a.abs(f.Path))
+		if err == nil && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.MtimeNs && inodeOf(fi) == f.Inode && f.MetaPath == f.Path {
+			continue // unchanged: syncFile will not look at the remote
+		}
+		ids[f.SessionID] = true
+	}
+	if !a.listsMany(len(ids)) {
+		return nil
+	}
+	return a.listSessions(ctx, ids)
 }
 
 // runJobs runs the jobs with bounded parallelism; after, if set, is

@@ -1,0 +1,52 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// listing is this machine's streams of many sessions, from one paged LIST
+// of every session (repo.InventoryAll): a session it holds was listed, and
+// its streams are what Inventory would return for it; a session it lacks
+// was not seen and is listed on its own.
+type listing map[string][]*repo.StreamInventory
+
+// listsMany reports whether n sessions are checked more cheaply by one
+// listing of every session than by one LIST each: a listing page holds
+// 1,000 objects, a few sessions' worth, so it pays once n is a good share
+// of the sessions (the rule restore uses).
+func (a *Agent) listsMany(n int) bool {
+	if n < 8 {
+		return false
+	}
+	sessions := 0
+	for _, f := range a.state.Streams {
+		if f.isSession() && f.Generation != "" {
+			sessions++
+		}
+	}
+	return 8*n >= sessions
+}
+
+// listSessions lists the objects of the sessions in ids with one paged
+// LIST of every session, stopping once it has seen them all. A listing
+// that fails leaves out what it had not reached.
+func (a *Agent) listSessions(ctx context.Context, ids map[string]bool) listing {
+	out := listing{}
+	left := len(ids)
+	for so, err := range a.repo.InventoryAll(ctx, a.opts.Machine) {
+		if err != nil {
+			a.log.Debug("listing every session failed; listing the rest one by one", "err", err)
+			break
+		}
+		if !ids[so.ID] || so.Err != nil {
+			continue
+		}
+		out[so.ID] = so.Streams
+		if left--; left == 0 {
+			break
+		}
+	}
+	return out
+}
