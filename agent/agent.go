@@ -54,7 +54,8 @@ type Options struct {
 	Retention  compact.Retention
 	// ChunkSize bounds one chunk of a backlog. Default 4 MiB.
 	ChunkSize int64
-	// Parallel bounds concurrent uploads. Default 4.
+	// Parallel bounds concurrent uploads, confirmations and pulls. Default
+	// 16, the config's transfers.
 	Parallel int
 	// FlushTimeout bounds the last upload after a stop signal. Default 20s.
 	FlushTimeout time.Duration
@@ -105,7 +106,7 @@ func (o *Options) setDefaults() {
 		o.ChunkSize = 4 << 20
 	}
 	if o.Parallel <= 0 {
-		o.Parallel = 4
+		o.Parallel = 16
 	}
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = 20 * time.Second

@@ -19,19 +19,27 @@ func listsAll(opts Options, n, sessions int) bool {
 // with one paged LIST and starts each target as soon as the listing has gone
 // past its session, with listed its part of the listing; the others (all of
 // them when the listing fails, and any it did not see) list their session
-// alone, with listed nil.
+// alone, with listed nil. The listing never waits for the work: on a line
+// with a long round trip its next page is on its way while the sessions of
+// the last one are fetched, and a worker that is free takes the next
+// session the listing named.
 func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, do func(i int, t *target, listed *repo.SessionObjects)) {
-	sem := make(chan struct{}, opts.Parallel)
+	type work struct {
+		i      int
+		listed *repo.SessionObjects
+	}
+	queue := make(chan work, len(targets)) // each target is queued once
 	var wg sync.WaitGroup
-	start := func(i int, listed *repo.SessionObjects) {
+	for range min(opts.Parallel, len(targets)) {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			do(i, targets[i], listed)
+			for w := range queue {
+				do(w.i, targets[w.i], w.listed)
+			}
 		}()
 	}
+	start := func(i int, listed *repo.SessionObjects) { queue <- work{i, listed} }
 	started := make([]bool, len(targets))
 	if listsAll(opts, len(targets), sessions) {
 		at := make(map[string]int, len(targets))
@@ -60,5 +68,6 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 			start(i, nil)
 		}
 	}
+	close(queue)
 	wg.Wait()
 }

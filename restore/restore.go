@@ -56,7 +56,8 @@ type Options struct {
 	// sessionOnly fetches the session stream alone, without artifacts or
 	// blobs (cat, grep).
 	sessionOnly bool
-	// Parallel bounds sessions restored at once. Default 4.
+	// Parallel bounds sessions restored at once. Default 16, the config's
+	// transfers.
 	Parallel int
 	// LiveWindow: a file changed more recently than this is taken to be
 	// in use by omp. Default 5s.
@@ -83,7 +84,7 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if o.Parallel <= 0 {
-		o.Parallel = 4
+		o.Parallel = 16
 	}
 	if o.LiveWindow <= 0 {
 		o.LiveWindow = 5 * time.Second
