@@ -245,10 +245,15 @@ func liveReason(agentDir, rel string, now time.Time, window time.Duration, open 
 			}
 		}
 	}
+	// omp makes a lock sidecar around each write and removes it
+	// microseconds later (a flock file on macOS may stay): only a fresh
+	// one says omp is writing; an old one is left from a crash.
 	dir, base := filepath.Split(p)
 	for _, lock := range []string{"." + base + ".lock", base + ".lock"} {
-		if _, err := os.Lstat(filepath.Join(dir, lock)); err == nil {
-			return fmt.Sprintf("%s is locked (%s exists); omp may be writing it: close that session or use --force", rel, lock), false
+		if fi, err := os.Lstat(filepath.Join(dir, lock)); err == nil {
+			if age := now.Sub(fi.ModTime()); age < window && age > -window {
+				return fmt.Sprintf("%s is locked (%s was made %s ago); omp may be writing it: close that session or use --force", rel, lock, age.Round(time.Millisecond)), false
+			}
 		}
 	}
 	fi, err := os.Lstat(p)

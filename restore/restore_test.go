@@ -488,10 +488,10 @@ func TestRestoreSkipsLiveFile(t *testing.T) {
 	}{
 		{"lock sidecar", func(b *machine) {
 			b.write(filepath.ToSlash(filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".lock")), []byte("123"), base)
-		}, time.Time{}},
+		}, base.Add(time.Second)},
 		{"lock sidecar without a dot", func(b *machine) {
 			b.write(rel+".lock", []byte("123"), base)
-		}, time.Time{}},
+		}, base.Add(time.Second)},
 		{"just written", func(*machine) {}, base.Add(-time.Hour).Add(2 * time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -521,6 +521,26 @@ func TestRestoreSkipsLiveFile(t *testing.T) {
 				t.Fatalf("forced restore: wrong bytes")
 			}
 		})
+	}
+}
+
+// A lock sidecar left from a crash (or a flock file that stays) does not
+// hold a session back for ever: only one made within the live window counts.
+func TestRestoreIgnoresStaleLock(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-.omp-work", f.id, 1)
+	a := newMachine(t, r, "desktop")
+	a.write(rel, f.data, base)
+	a.backup()
+	b := newMachine(t, r, "laptop")
+	prefix := f.data[:bytes.IndexByte(f.data[300:], '\n')+301]
+	b.write(rel, prefix, base.Add(-time.Hour))
+	b.write(rel+".lock", nil, base)
+	b.write(filepath.ToSlash(filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".lock")), []byte("123:0"), base)
+	opts := Options{Now: func() time.Time { return base.Add(time.Hour) }}
+	if res := b.restoreOK([]string{f.id[:8]}, opts).Results[0]; res.Action != Appended {
+		t.Fatalf("with stale locks: %+v", res)
 	}
 }
 
