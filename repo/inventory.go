@@ -15,7 +15,7 @@ import (
 // (all machines, streams and generations): a busy session holds a few
 // hundred, compaction keeps it there, so a listing that goes on past this
 // is damage or a server that never ends it, refused before it fills memory.
-const MaxSessionObjects = 1 << 18
+const MaxSessionObjects = 1 << 16
 
 // inventory groups listed session keys into streams and generations, as
 // Inventory and InventoryAll return them.

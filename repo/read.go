@@ -201,9 +201,10 @@ const maxRefDepth = 4
 
 // maxRefReads bounds the chunks one generation's references may make a
 // reader fetch: a reference resolves to the few chunks its source holds for
-// the range, but a hostile remote could cut every level of a chain into
-// one-byte chunks, each a reference again.
-const maxRefReads = 1 << 14
+// the range (compaction keeps a stream under a few hundred), but a hostile
+// remote could cut every level of a chain into one-byte chunks, each a
+// reference again.
+const maxRefReads = 1 << 12
 
 var errRefBomb = fmt.Errorf("its references make more than %d chunk reads (a reference bomb)", maxRefReads)
 
