@@ -173,6 +173,9 @@ type Agent struct {
 	// pullWaiting are the sessions whose pull waits for a process to
 	// release the file (said once at INFO).
 	pullWaiting map[string]bool
+	// pullRefused are the catalog problems pull has warned of: said once,
+	// not every pull interval for as long as the remote holds them.
+	pullRefused map[string]bool
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
@@ -234,7 +237,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
-		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{},
+		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{},
 	}
 	a.interval.Store(int64(opts.Interval))
 	st, err := LoadState(opts.StateDir)

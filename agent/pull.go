@@ -82,8 +82,11 @@ func (a *Agent) pull(ctx context.Context) error {
 		}
 		cat, err := a.repo.GetCatalog(ctx, m)
 		if err != nil {
-			a.log.Warn("pull: cannot read a machine's catalog; skipping it", "machine", m, "err", err)
+			a.warnRefused("pull: cannot read a machine's catalog; skipping it", m, err.Error())
 			continue
+		}
+		for _, why := range cat.Refused {
+			a.warnRefused("pull: a machine's catalog has a session that is refused", m, why)
 		}
 		cats = append(cats, cat)
 		for _, e := range cat.Sessions {
@@ -132,6 +135,18 @@ func (a *Agent) pull(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// warnRefused says once what a machine's catalog has wrong (a hostile or
+// damaged catalog is read again at every pull), and at debug after that.
+func (a *Agent) warnRefused(msg, machine, problem string) {
+	key := machine + "\x00" + problem
+	if a.pullRefused[key] {
+		a.log.Debug(msg, "machine", machine, "problem", problem)
+		return
+	}
+	a.pullRefused[key] = true
+	a.log.Warn(msg, "machine", machine, "problem", problem)
 }
 
 // deletedHere reports whether this machine's agent saw the session deleted.

@@ -354,3 +354,15 @@ func TestVerifyReportsWhatRestoreRefuses(t *testing.T) {
 		t.Fatalf("problems %q: want the short copy and the wrong blob, each naming the session", checks[0].Problems)
 	}
 }
+
+// Asking for a session that a catalog names unsafely (so it was dropped)
+// says why it is not found.
+func TestRestoreNamesWhyASessionIsNotFound(t *testing.T) {
+	r := fileRemote(t)
+	id := "0bad0000-0000-7000-8000-0000000000aa"
+	putRaw(t, r, repo.CatalogKey("evil"), []byte(fmt.Sprintf(`{"v":1,"machine":"evil","sessions":[{"id":%q,"path":"sessions/../../x.jsonl","generation":"","size":1,"state":"present"}]}`, id)))
+	_, err := Run(context.Background(), r, []string{id}, Options{AgentDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "no session id starts with") || !strings.Contains(err.Error(), id+" has unsafe path") {
+		t.Fatalf("restore of a session its catalog names unsafely: %v", err)
+	}
+}

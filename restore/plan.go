@@ -192,6 +192,11 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 		}
 	}
 	if len(errs) > 0 {
+		if len(p.problems) > 0 {
+			// A session a catalog names unsafely is dropped from it: say
+			// why it may not be found.
+			errs = append(errs, fmt.Errorf("the catalogs have problems: %s", strings.Join(p.problems, "; ")))
+		}
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
