@@ -370,7 +370,8 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 		if from := fst.HashFrom - start; from < int64(len(data)) {
 			h.Write(data[max(from, 0):])
 		}
-		hdr := repo.ChunkHeader{Start: start, End: stop, HashFrom: fst.HashFrom, SHA256: hashHex(data), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
+		hdr := repo.ChunkHeader{Start: start, End: stop, HashFrom: fst.HashFrom, SHA256: hashHex(data), StreamSHA256: hex.EncodeToString(h.Sum(nil)),
+			Uploaded: repo.UploadMark(stop, a.now())}
 		stored, err := a.repo.PutChunk(ctx, s, fst.Generation, hdr, data)
 		if err != nil {
 			return n, objects, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, start, stop, err)
@@ -438,6 +439,7 @@ func (a *Agent) uploadPulled(ctx context.Context, fst *FileState, src source, h 
 		Start: p.Start, End: p.End, HashFrom: fst.HashFrom, SHA256: p.SHA256,
 		StreamSHA256: hex.EncodeToString(h.Sum(nil)),
 		Ref:          &repo.ChunkSource{Machine: p.Machine, Generation: p.Generation},
+		Uploaded:     repo.UploadMark(p.End, a.now()),
 	}
 	stored, err := a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, hdr, nil)
 	if err != nil {

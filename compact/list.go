@@ -34,7 +34,7 @@ func (g *generation) add(obj remote.ObjectInfo, name string) {
 		g.head = &obj
 	default:
 		if s, e, ok := repo.ParseChunkName(name); ok {
-			g.chunks = append(g.chunks, chunkObj{ChunkRef: repo.ChunkRef{Start: s, End: e, Size: obj.Size}, mod: obj.ModTime})
+			g.chunks = append(g.chunks, chunkObj{ChunkRef: repo.ChunkRef{Start: s, End: e, Size: obj.Size, ModTime: obj.ModTime}, mod: obj.ModTime})
 		}
 	}
 }

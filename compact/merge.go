@@ -129,6 +129,9 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 		size += len(src.data)
 	}
 	data := make([]byte, 0, size)
+	// The merged chunk keeps when its bytes were uploaded, not when they
+	// were merged: readers of the backup as it was at a time need it.
+	var marks []repo.Mark
 	for _, src := range run {
 		if src.h.HashFrom != hashFrom {
 			return res, fmt.Errorf("chunks %s and %s disagree on hash_from", repo.ChunkName(run[0].c.Start, run[0].c.End), repo.ChunkName(src.c.Start, src.c.End))
@@ -141,6 +144,7 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 		if !bytes.Equal(src.data[:overlap], data[src.c.Start-a:]) {
 			return res, fmt.Errorf("overlapping chunks disagree at byte %d", src.c.Start)
 		}
+		marks = append(marks, repo.ChunkMarks(src.h, src.c, held)...)
 		data = append(data, src.data[overlap:]...)
 	}
 	// From offset 0 the stream hashes can be checked too: the merged bytes
@@ -159,7 +163,7 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 			}
 		}
 	}
-	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256}
+	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256, Uploaded: marks}
 	stored, err := r.PutChunk(ctx, s, gen, hdr, data)
 	if err != nil {
 		return res, fmt.Errorf("write merged chunk %s: %w", repo.ChunkName(a, b), err)

@@ -24,6 +24,11 @@ type ChunkHeader struct {
 	// [Start, End) of another machine's generation of the same stream,
 	// pulled from there by sync. SHA256 still covers them.
 	Ref *ChunkSource `json:"ref,omitempty"`
+	// Uploaded, when present, says when its bytes reached the remote:
+	// bytes up to each mark's end by its time (see Mark). Readers before
+	// marks ignore the member; a chunk without it falls back to the
+	// listing's modification time.
+	Uploaded []Mark `json:"uploaded,omitempty"`
 }
 
 // ChunkSource names where a reference chunk's bytes live.
@@ -35,10 +40,20 @@ type ChunkSource struct {
 // maxHeader bounds the header line a reader accepts.
 const maxHeader = 1024
 
-// EncodeChunk builds the plaintext of a chunk object.
+// EncodeChunk builds the plaintext of a chunk object. Its header stays
+// within what every reader accepts: marks are thinned until it fits.
 func EncodeChunk(h ChunkHeader, data []byte) []byte {
 	h.V = 1
+	h.Uploaded = ThinMarks(h.Uploaded, MaxMarks)
 	hb, _ := json.Marshal(h)
+	for len(hb) > maxHeader && len(h.Uploaded) > 0 {
+		if len(h.Uploaded) == 1 {
+			h.Uploaded = nil
+		} else {
+			h.Uploaded = ThinMarks(h.Uploaded, len(h.Uploaded)/2)
+		}
+		hb, _ = json.Marshal(h)
+	}
 	out := make([]byte, 0, len(hb)+1+len(data))
 	out = append(out, hb...)
 	out = append(out, '\n')
@@ -66,6 +81,11 @@ func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte
 		return ChunkHeader{}, nil, fmt.Errorf("chunk %s: bad header: %w", ChunkName(start, end), err)
 	}
 	data := plain[nl+1:]
+	if !validMarks(h.Uploaded, start, end) {
+		// The times are advice, not bytes: marks that cannot be right are
+		// dropped, and the listing's time stands in for them.
+		h.Uploaded = nil
+	}
 	if h.Ref != nil {
 		switch {
 		case h.V != 1 || h.Start != start || h.End != end:

@@ -21,6 +21,10 @@ type Assembled struct {
 	// Data is the file as last uploaded: chunks in order, with the head
 	// object's title slot laid over the first bytes when there is one.
 	Data []byte
+	// Marks say when Data's bytes reached the remote, in stream order:
+	// the chunks' upload marks, or for a chunk without them its listed
+	// modification time (see UploadedBy).
+	Marks []Mark
 }
 
 // ReadGeneration reassembles a generation and verifies every chunk's hash and
@@ -110,6 +114,7 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	// data grows as verified bytes arrive, never to a size the listing
 	// claims: its keys are the remote's word.
 	var data []byte
+	var marks []Mark
 	h := sha256.New()
 	for i, c := range picked {
 		if i > 0 {
@@ -133,6 +138,7 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 				return nil, errStreamHash(c.Start, c.End)
 			}
 			data = chunk
+			marks = ChunkMarks(hdr, c, 0)
 			break
 		}
 		// An overlapping chunk contributes only the bytes past what is held.
@@ -142,6 +148,7 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 		} else {
 			h.Write(fresh)
 		}
+		marks = append(marks, ChunkMarks(hdr, c, int64(len(data)))...)
 		data = append(data, fresh...)
 		if hex.EncodeToString(h.Sum(nil)) != hdr.StreamSHA256 {
 			if !checked && !chunkHashOK(hdr, chunk) {
@@ -165,7 +172,7 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 			copy(data, head)
 		}
 	}
-	return &Assembled{Meta: meta, Data: data}, nil
+	return &Assembled{Meta: meta, Data: data, Marks: marks}, nil
 }
 
 func errStreamHash(start, end int64) error {

@@ -122,7 +122,16 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 				}
 			}
 		}
-		data, err := readGeneration(ctx, r, s, g, limit, false)
+		var data []byte
+		if opts.At.IsZero() {
+			data, err = readGeneration(ctx, r, s, g, limit, false)
+		} else {
+			var uploaded time.Time
+			if g, data, uploaded, err = readAt(ctx, r, s, inv, opts, limit); g == nil && err == nil {
+				continue // no copy on this machine then
+			}
+			mtime = uploaded
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +140,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			if h, _, err := session.ReadHeader(data); err == nil && h.ID != t.id {
 				return nil, fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, h.ID)
 			}
-			if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && int64(len(data)) < e.Size {
+			if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && int64(len(data)) < e.Size && opts.At.IsZero() {
 				// The last chunks are gone: restoring what is left would
 				// silently give back less than was backed up.
 				return nil, fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, len(data), e.Size)
@@ -150,6 +159,9 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 		f.artifacts[rel] = append(f.artifacts[rel], c)
 	}
 	if len(f.session) == 0 {
+		if !opts.At.IsZero() {
+			return nil, errNoCopyAt(t.id, opts.At)
+		}
 		if opts.Generation != "" {
 			sort.Strings(gens)
 			return nil, fmt.Errorf("session %s has no generation %s (it has %s)", t.id, opts.Generation, strings.Join(gens, ", "))

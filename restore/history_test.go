@@ -92,7 +92,10 @@ func rewriteScenario(t *testing.T, r *repo.Repo) (id, rel string, steps []scenar
 	desk.backupAt(at(1), false)
 	record(1)
 
-	deskCopy = append(deskCopy, line(3, "step two")+line(4, "done two")...)
+	// Appends longer than what came before, so compaction has chunks to
+	// merge.
+	long := strings.Repeat("and more ", 200)
+	deskCopy = append(deskCopy, line(3, "step two "+long)+line(4, "done two")...)
 	desk.appendTo(rel, string(deskCopy[len(v1):]), at(2))
 	desk.backupAt(at(2), false)
 	record(2)
@@ -104,7 +107,7 @@ func rewriteScenario(t *testing.T, r *repo.Repo) (id, rel string, steps []scenar
 	record(3)
 
 	n := len(deskCopy)
-	deskCopy = append(deskCopy, line(5, "step four")+line(6, "done four")...)
+	deskCopy = append(deskCopy, line(5, "step four "+long)+line(6, "done four")...)
 	desk.appendTo(rel, string(deskCopy[n:]), at(4))
 	desk.backupAt(at(4), false)
 	record(4)

@@ -47,6 +47,10 @@ type Options struct {
 	PathMap []PathMapping
 	// Generation picks that generation instead of the newest.
 	Generation string
+	// At, when set, restores each stream as the backup held it then: the
+	// generation current at that time, with the bytes uploaded by then
+	// (docs/FORMAT.md, "upload marks").
+	At time.Time
 	// Latest settles an ambiguous id prefix on the newest session it
 	// matches, as omp's --resume does; else Choose, when set, is asked to
 	// pick one of the candidates (a prompt on a terminal) and returns its

@@ -12,8 +12,8 @@ import (
 )
 
 type catFlags struct {
-	text, thinking, latest bool
-	machine, generation    string
+	text, thinking, latest  bool
+	machine, generation, at string
 }
 
 func newCatCmd(a *app) *cobra.Command {
@@ -24,13 +24,15 @@ func newCatCmd(a *app) *cobra.Command {
 		Long: `Print a session's bytes as the remote holds them, after checking every hash:
 exactly what 'ompsync restore' would write into an empty agent dir (every
 machine's copy merged; --machine takes one machine's, --generation an older
-generation, see 'ompsync history'). Nothing is written anywhere.
+generation, see 'ompsync history'; --at TIME the session as the backup held it
+then). Nothing is written anywhere.
 
 --text prints a readable transcript instead: each entry's time, role and
 text, tool calls and their results summed up in a line each, the model's
 reasoning left out unless --thinking.`,
 		Example: `  ompsync cat 01a113d2 > session.jsonl
   ompsync cat 01a113d2 --text | less
+  ompsync cat 01a113d2 --at 3h > three-hours-ago.jsonl
   ompsync cat 01a113d2 --machine laptop --generation 18ecbc17b1295105 | wc -c`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,6 +45,7 @@ reasoning left out unless --thinking.`,
 	fl.BoolVar(&f.text, "text", false, "a readable transcript: time, role and text of each entry")
 	fl.BoolVar(&f.thinking, "thinking", false, "with --text, also the model's reasoning")
 	addLatestFlag(fl, &f.latest)
+	addAtFlag(fl, &f.at)
 	return cmd
 }
 
@@ -53,11 +56,14 @@ func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
 	if f.generation != "" && !repo.ValidGeneration(f.generation) {
 		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
 	}
+	opts := restore.Options{Machine: f.machine, Generation: f.generation, Latest: f.latest, Choose: a.chooser()}
+	if err := parseAt(cmd, f.at, &opts.At); err != nil {
+		return err
+	}
 	_, r, err := a.readRemote(cmd, f.machine)
 	if err != nil {
 		return err
 	}
-	opts := restore.Options{Machine: f.machine, Generation: f.generation, Latest: f.latest, Choose: a.chooser()}
 	pr, problems, err := restore.Cat(cmd.Context(), r, prefix, opts)
 	for _, p := range problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)

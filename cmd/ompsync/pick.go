@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/restore"
@@ -23,6 +24,24 @@ const maxCandidates = 20
 // has.
 func addLatestFlag(fl *pflag.FlagSet, latest *bool) {
 	fl.BoolVar(latest, "latest", false, "when an id prefix matches several sessions, take the newest (as omp's --resume does)")
+}
+
+// addAtFlag adds --at, for the commands that read the backup as it was.
+func addAtFlag(fl *pflag.FlagSet, at *string) {
+	fl.StringVar(at, "at", "", "the session as the backup held it at TIME: RFC 3339 (2026-10-07T14:00:00Z) or a duration back from now (3h, 2d)")
+}
+
+// parseAt reads --at into at (left zero when the flag is empty).
+func parseAt(cmd *cobra.Command, s string, at *time.Time) error {
+	if s == "" {
+		return nil
+	}
+	t, err := restore.ParseAt(s, time.Now())
+	if err != nil {
+		return usagef(cmd, "--at: %v", err)
+	}
+	*at = t
+	return nil
 }
 
 // chooser is restore.Options.Choose for this run: on a terminal it lists

@@ -28,7 +28,8 @@ Each session is merged with the local file of the same id:
   - the copy is a prefix of the local file: nothing to do;
   - they diverged: merged by entry id, every line of both kept; the old local
     file is kept beside it as a hidden .<name>.jsonl.pre-merge-<time> file.
-A machine's copy is its newest generation (--generation picks an older one);
+A machine's copy is its newest generation (--generation picks an older one;
+--at TIME the one current at that time, with the bytes uploaded by then);
 copies from several machines are combined the same way (--machine picks
 one). A file omp may be writing (a .lock sidecar, or changed in the last few
 seconds) is skipped unless --force. Blobs and artifact folders come back with
@@ -53,7 +54,7 @@ const restoreExample = `  # restore one session by the start of its id
 
 type restoreFlags struct {
 	all, includeDeleted, dryRun, asJSON, force, latest bool
-	to, machine, generation                            string
+	to, machine, generation, at                        string
 	pathMap                                            []string
 }
 
@@ -91,6 +92,7 @@ func newRestoreCmd(a *app) *cobra.Command {
 	fl.BoolVar(&f.force, "force", false, "also touch files omp may be writing right now")
 	fl.StringArrayVar(&f.pathMap, "path-map", nil, "FROM=TO: rewrite session folders that encode the absolute path FROM (repeatable)")
 	addLatestFlag(fl, &f.latest)
+	addAtFlag(fl, &f.at)
 	fl.StringVar(&f.generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
 	return cmd
 }
@@ -116,6 +118,9 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	}
 	if f.generation != "" && !repo.ValidGeneration(f.generation) {
 		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
+	}
+	if err := parseAt(cmd, f.at, &opts.At); err != nil {
+		return err
 	}
 	for _, s := range f.pathMap {
 		m, err := restore.ParsePathMapping(s)

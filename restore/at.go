@@ -1,0 +1,92 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// ParseAt reads a --at time: RFC 3339 (2026-10-07T14:00:00Z, or with an
+// offset), or a duration back from now (3h, 90m, 2h30m, or whole days:
+// 2d).
+func ParseAt(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	var d time.Duration
+	var err error
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		var days int
+		if days, err = strconv.Atoi(n); err == nil && days >= 0 && days < 1<<16 {
+			d = time.Duration(days) * 24 * time.Hour
+		} else if err == nil {
+			err = errors.New("out of range")
+		}
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-10-07T14:00:00Z) nor a duration back from now (3h, 2d)", s)
+	}
+	return now.Add(-d), nil
+}
+
+// readAt reads one machine's copy of a stream as the backup held it at
+// opts.At: the newest generation that had bytes on the remote then (or
+// opts.Generation), cut to the bytes uploaded by then. Upload times are
+// the chunks' marks, or the listing's times for chunks without them; the
+// title slot is the head object's only if the head was written by then.
+// A nil generation means the machine held no copy at that time.
+func readAt(ctx context.Context, r *repo.Repo, s repo.Stream, inv *repo.StreamInventory, opts Options, limit int64) (*repo.Generation, []byte, time.Time, error) {
+	for i := len(inv.Generations) - 1; i >= 0; i-- {
+		g := inv.Generations[i]
+		// A generation is named by when it began, on the machine whose
+		// clock also times its uploads: one begun after opts.At had no
+		// bytes on the remote then.
+		if !g.HasMeta || generationTime(g.Name).After(opts.At) || opts.Generation != "" && g.Name != opts.Generation {
+			continue
+		}
+		at := *g
+		if at.HasHead && at.HeadModTime.After(opts.At) {
+			at.HasHead = false // its title came later: the first chunk's slot
+		}
+		as, err := readAssembled(ctx, r, s, &at, limit)
+		if err != nil {
+			return nil, nil, time.Time{}, err
+		}
+		n, when := repo.UploadedBy(as.Marks, opts.At)
+		if n == 0 {
+			continue // begun, but nothing uploaded by then
+		}
+		data := as.Data[:n]
+		if s.Name == repo.SessionStream && n < session.TitleSlotSize && session.SlotLen(as.Data) > 0 {
+			return nil, nil, time.Time{}, fmt.Errorf("%s generation %s: the bytes uploaded by %s end inside the title slot", s.Prefix(), g.Name, opts.At.Format(time.RFC3339))
+		}
+		return g, data, when, nil
+	}
+	return nil, nil, time.Time{}, nil
+}
+
+// readAssembled is readGeneration, keeping the upload marks.
+func readAssembled(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64) (*repo.Assembled, error) {
+	var as *repo.Assembled
+	err := retry(ctx, func() (err error) {
+		as, err = r.ReadGenerationHashOnce(ctx, s, g, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
+	}
+	return as, nil
+}
+
+// errNoCopyAt says that no machine held a copy of the session at a time.
+func errNoCopyAt(id string, at time.Time) error {
+	return fmt.Errorf("session %s: the remote held no copy of it at %s (see 'ompsync history' for when each copy began)", id, at.Format(time.RFC3339))
+}
