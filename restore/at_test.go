@@ -152,3 +152,28 @@ func TestRestoreAtWithoutMarks(t *testing.T) {
 	}
 	check("after compaction")
 }
+
+func TestParseAt(t *testing.T) {
+	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-10-07T10:30:00Z", time.Date(2026, 10, 7, 10, 30, 0, 0, time.UTC)},
+		{"2026-10-07T12:30:00+02:00", time.Date(2026, 10, 7, 10, 30, 0, 0, time.UTC)},
+		{"3h", now.Add(-3 * time.Hour)},
+		{"2h30m", now.Add(-150 * time.Minute)},
+		{"2d", now.Add(-48 * time.Hour)},
+		{"0s", now},
+	} {
+		got, err := ParseAt(tc.in, now)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("%q: %v %v, want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "yesterday", "-3h", "3", "d", "-2d", "2.5d", "2026-10-07"} {
+		if _, err := ParseAt(bad, now); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
