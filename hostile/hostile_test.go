@@ -1,3 +1,5 @@
+//go:build linux
+
 package hostile
 
 import (
@@ -24,24 +26,17 @@ import (
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
-// ompsyncBin is the real binary, built once by TestMain without the race
-// detector (whose shadow memory would swamp the measure).
-var ompsyncBin string
+func TestMain(m *testing.M) { remotetest.Main(m) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ompsync-hostile-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "hostile:", err)
-		os.Exit(1)
+// buildOmpsync builds the real binary without the race detector (whose
+// shadow memory would swamp the measure).
+func buildOmpsync(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ompsync")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
+		t.Fatalf("build ompsync: %v\n%s", err, out)
 	}
-	ompsyncBin = filepath.Join(dir, "ompsync")
-	if out, err := exec.Command("go", "build", "-o", ompsyncBin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "hostile: build ompsync: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
-	remotetest.Main(m)
+	return bin
 }
 
 // The cap. Go's runtime reserves address space up front and does not start
@@ -60,12 +55,13 @@ type sandbox struct {
 	home, agentDir, stateDir, tmp string
 	remoteDir                     string // the file remote, or "" for S3
 	env                           []string
+	bin                           string
 }
 
-func newSandbox(t *testing.T) *sandbox {
+func newSandbox(t *testing.T, bin string) *sandbox {
 	t.Helper()
 	root := t.TempDir()
-	sb := &sandbox{dir: filepath.Join(root, "sandbox"), outside: filepath.Join(root, "outside")}
+	sb := &sandbox{dir: filepath.Join(root, "sandbox"), outside: filepath.Join(root, "outside"), bin: bin}
 	sb.home = filepath.Join(sb.dir, "home")
 	sb.agentDir = filepath.Join(sb.home, ".omp", "agent")
 	sb.stateDir = filepath.Join(sb.dir, "state")
@@ -100,19 +96,6 @@ func (sb *sandbox) fileRemote(t *testing.T) remote.Client {
 	return fastPut{c, sb.remoteDir}
 }
 
-type fastPut struct {
-	remote.Client
-	dir string
-}
-
-func (f fastPut) Put(_ context.Context, key string, data []byte, _ remote.PutOptions) error {
-	p := filepath.Join(f.dir, filepath.FromSlash(key))
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(p, data, 0o600)
-}
-
 // run is one run of the binary and what it left.
 type run struct {
 	code           int
@@ -126,7 +109,7 @@ func (r run) lines() []string {
 
 // capped is the binary under the address-space limit, in the sandbox.
 func (sb *sandbox) capped(ctx context.Context, env []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB), ompsyncBin}, args...)...)
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB), sb.bin}, args...)...)
 	cmd.Env = append(append([]string(nil), sb.env...), env...)
 	cmd.Dir = sb.dir
 	return cmd
@@ -298,6 +281,7 @@ func commandsFor(h Remote) []command {
 // it reads the damage; pull keeps running (a bad pulled session must not
 // stop the backup) and ends with 0 on SIGTERM.
 func TestHostileRemotes(t *testing.T) {
+	bin := buildOmpsync(t)
 	var mu sync.Mutex
 	peak := map[string]int64{}
 	t.Cleanup(func() {
@@ -314,7 +298,7 @@ func TestHostileRemotes(t *testing.T) {
 			for _, be := range backends {
 				for _, c := range commandsFor(h) {
 					t.Run(be+"/"+c.name, func(t *testing.T) {
-						r := runHostile(t, h, be, c)
+						r := runHostile(t, bin, h, be, c)
 						mu.Lock()
 						peak[c.name] = max(peak[c.name], r.maxRSS)
 						mu.Unlock()
@@ -325,8 +309,8 @@ func TestHostileRemotes(t *testing.T) {
 	}
 }
 
-func runHostile(t *testing.T, h Remote, be string, c command) run {
-	sb := newSandbox(t)
+func runHostile(t *testing.T, bin string, h Remote, be string, c command) run {
+	sb := newSandbox(t, bin)
 	var rc remote.Client
 	var env []string
 	if be == "file" {

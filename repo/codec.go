@@ -108,7 +108,7 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 	if h.Decode(sealed) == nil && h.HasFCS && h.FrameContentSize <= uint64(limit) {
 		size = min(int64(h.FrameContentSize), int64(len(sealed))*64+64<<10)
 	}
-	out, err := readAll(io.LimitReader(d, limit+1), min(size, limit)+1)
+	out, err := readAll(io.LimitReader(d, limit+1), min(size, limit)+1, limit+1)
 	if err != nil {
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
 			return nil, ErrTooLarge
@@ -189,12 +189,16 @@ func (r *zstdReader) Close() error {
 }
 
 // readAll is io.ReadAll into a buffer of capacity size to begin with: one
-// allocation when size is right.
-func readAll(r io.Reader, size int64) ([]byte, error) {
-	b := make([]byte, 0, size)
+// allocation when size is right. Past it the buffer doubles, up to max
+// bytes: append's gentler growth of large slices allocated five times what
+// a bomb inflated to before it was refused.
+func readAll(r io.Reader, size, max int64) ([]byte, error) {
+	b := make([]byte, 0, min(size, max))
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			nb := make([]byte, len(b), min(2*int64(cap(b))+4096, max))
+			copy(nb, b)
+			b = nb
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -203,6 +207,9 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 		}
 		if err != nil {
 			return b, err
+		}
+		if int64(len(b)) == max {
+			return b, nil // the caller refuses what reaches max
 		}
 	}
 }
