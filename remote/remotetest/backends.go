@@ -12,8 +12,11 @@ import (
 
 // Backend is one way to store, ready for an integration test.
 type Backend struct {
-	// Name is "file", "s3-aws" or "s3-minio".
+	// Name is "file", "s3-aws" or "s3-minio" (versitygw with each client),
+	// or "minio-aws" or "minio-minio" (a MinIO server with each client).
 	Name string
+	// Server is the S3 server's kind ("" for file).
+	Server string
 	// URL is the remote as a user would configure it: file:///... or s3://bucket.
 	URL string
 	// S3 holds the rest of the configuration an s3 URL needs (client,
@@ -23,11 +26,12 @@ type Backend struct {
 	Client remote.Client
 }
 
-// Backends returns the three ways to store, each empty: "file" (a temp
-// folder), and "s3-aws" and "s3-minio", each on a fresh bucket of the shared
-// server (SharedServer). Without a shared server the two S3 backends are
-// left out and reported as skipped subtests of t — except under CI=true,
-// where the test fails.
+// Backends returns the ways to store, each empty: "file" (a temp folder),
+// and "s3-aws" and "s3-minio", each on a fresh bucket of the shared server
+// (SharedServer), and, when a MinIO server is named (MinioServer),
+// "minio-aws" and "minio-minio" on it. Without a shared server the two S3
+// backends are left out and reported as skipped subtests of t — except
+// under CI=true, where the test fails.
 func Backends(t *testing.T) []Backend {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "remote")
@@ -38,20 +42,13 @@ func Backends(t *testing.T) []Backend {
 			t.Run(name, func(t *testing.T) { skipOrFail(t, howToRun) })
 		}
 	} else {
-		srv := SharedServer(t)
-		for i, client := range []string{backend.ClientAWS, backend.ClientMinio} {
-			bs = append(bs, Backend{
-				Name: names[i],
-				URL:  "s3://" + srv.NewBucket(t),
-				S3: backend.S3Options{
-					Client:          client,
-					Endpoint:        srv.Endpoint,
-					Region:          "us-east-1",
-					PathStyle:       true,
-					AccessKeyID:     srv.AccessKey,
-					SecretAccessKey: srv.SecretKey,
-				},
-			})
+		bs = append(bs, s3Backends(t, SharedServer(t), "s3-")...)
+	}
+	if srv := minioFromEnv(); srv != nil {
+		bs = append(bs, s3Backends(t, srv, "minio-")...)
+	} else if os.Getenv("CI") == "true" {
+		for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+			t.Run("minio-"+client, func(t *testing.T) { t.Fatalf("CI=true: %s", howToRunMinio) })
 		}
 	}
 	for i := range bs {
@@ -60,6 +57,27 @@ func Backends(t *testing.T) []Backend {
 			t.Fatalf("open backend %s: %v", bs[i].Name, err)
 		}
 		bs[i].Client = c
+	}
+	return bs
+}
+
+// s3Backends are srv with each S3 client, on a fresh bucket each.
+func s3Backends(t *testing.T, srv *Server, name string) []Backend {
+	var bs []Backend
+	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+		bs = append(bs, Backend{
+			Name:   name + client,
+			Server: srv.Kind,
+			URL:    "s3://" + srv.NewBucket(t),
+			S3: backend.S3Options{
+				Client:          client,
+				Endpoint:        srv.Endpoint,
+				Region:          "us-east-1",
+				PathStyle:       true,
+				AccessKeyID:     srv.AccessKey,
+				SecretAccessKey: srv.SecretKey,
+			},
+		})
 	}
 	return bs
 }

@@ -52,8 +52,12 @@ func TestBackends(t *testing.T) {
 		}
 		Put(t, b.Client, "k", []byte(b.Name))
 	}
-	if strings.Join(names, ",") != "file,s3-aws,s3-minio" {
-		t.Errorf("backends %v", names)
+	want := "file,s3-aws,s3-minio"
+	if os.Getenv(EnvMinioEndpoint) != "" {
+		want += ",minio-aws,minio-minio"
+	}
+	if strings.Join(names, ",") != want {
+		t.Errorf("backends %v, want %s", names, want)
 	}
 	// Every backend is its own store.
 	for _, b := range bs {
@@ -91,8 +95,11 @@ func TestS3SkipPolicy(t *testing.T) {
 			if err != nil || !strings.Contains(s, "--- SKIP: TestBackendsHelper/s3-aws") || !strings.Contains(s, "bash .ci/run") {
 				t.Errorf("without CI: want a pass with s3 skipped and a hint; got %v:\n%s", err, s)
 			}
-		} else if err == nil || !strings.Contains(s, "--- FAIL: TestBackendsHelper/s3-aws") {
-			t.Errorf("with CI=true: want a failure; got %v:\n%s", err, s)
+		} else if err == nil || !strings.Contains(s, "--- FAIL: TestBackendsHelper/s3-aws") || !strings.Contains(s, "--- FAIL: TestBackendsHelper/minio-aws") {
+			t.Errorf("with CI=true: want a failure of the versitygw and the MinIO backends; got %v:\n%s", err, s)
+		}
+		if ci == "" && strings.Contains(s, "minio-aws") {
+			t.Errorf("without CI and without a MinIO server, MinIO is named:\n%s", s)
 		}
 	}
 }

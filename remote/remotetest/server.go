@@ -29,7 +29,18 @@ const (
 	EnvAccessKey = "OMPSYNC_TEST_S3_ACCESS_KEY" //
 	EnvSecretKey = "OMPSYNC_TEST_S3_SECRET_KEY" //
 	EnvVersitygw = "OMPSYNC_TEST_VERSITYGW"     // path of the versitygw binary
+
+	// A MinIO server, the S3 server self-hosting users run most: when set
+	// (.ci/run starts one), Backends and RunS3Driver run on it too.
+	EnvMinioEndpoint  = "OMPSYNC_TEST_MINIO_ENDPOINT"
+	EnvMinioAccessKey = "OMPSYNC_TEST_MINIO_ACCESS_KEY"
+	EnvMinioSecretKey = "OMPSYNC_TEST_MINIO_SECRET_KEY"
 )
+
+// howToRunMinio is the message when the MinIO tests cannot run.
+const howToRunMinio = "no MinIO test server: run `bash .ci/run`, or start one " +
+	"(go install github.com/minio/minio@latest; minio server DIR) and set " + EnvMinioEndpoint + ", " +
+	EnvMinioAccessKey + " and " + EnvMinioSecretKey
 
 // howToRun is the message when S3 tests cannot run.
 const howToRun = "no S3 test server: run `bash .ci/run`, or set " + EnvEndpoint + ", " + EnvAccessKey +
@@ -54,6 +65,9 @@ type Server struct {
 	SecretKey string
 	// Dir holds the buckets of a private server (one folder each).
 	Dir string
+	// Kind is the server: "versitygw" or "minio". Where they differ, a
+	// test says which it expects what from.
+	Kind string
 
 	proc *process // nil for the shared server
 }
@@ -73,7 +87,7 @@ func StartServer(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.stop)
-	return &Server{Endpoint: p.endpoint(), AccessKey: p.access, SecretKey: p.secret, Dir: p.dir, proc: p}
+	return &Server{Endpoint: p.endpoint(), AccessKey: p.access, SecretKey: p.secret, Dir: p.dir, Kind: KindVersitygw, proc: p}
 }
 
 // SharedServer returns the server named by OMPSYNC_TEST_S3_*; without them
@@ -84,7 +98,33 @@ func SharedServer(t testing.TB) *Server {
 	if ep == "" || ak == "" || sk == "" {
 		skipOrFail(t, howToRun)
 	}
-	return &Server{Endpoint: ep, AccessKey: ak, SecretKey: sk}
+	return &Server{Endpoint: ep, AccessKey: ak, SecretKey: sk, Kind: KindVersitygw}
+}
+
+// Server kinds.
+const (
+	KindVersitygw = "versitygw"
+	KindMinio     = "minio"
+)
+
+// MinioServer returns the MinIO server named by OMPSYNC_TEST_MINIO_*, or
+// nil when they are unset; under CI=true, which must run on MinIO too,
+// that fails the test.
+func MinioServer(t testing.TB) *Server {
+	t.Helper()
+	srv := minioFromEnv()
+	if srv == nil && os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: %s", howToRunMinio)
+	}
+	return srv
+}
+
+func minioFromEnv() *Server {
+	ep, ak, sk := os.Getenv(EnvMinioEndpoint), os.Getenv(EnvMinioAccessKey), os.Getenv(EnvMinioSecretKey)
+	if ep == "" || ak == "" || sk == "" {
+		return nil
+	}
+	return &Server{Endpoint: ep, AccessKey: ak, SecretKey: sk, Kind: KindMinio}
 }
 
 // Stop stops a private server (SIGTERM, then SIGKILL after 5 s). Requests
