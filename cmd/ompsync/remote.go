@@ -87,7 +87,11 @@ func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *r
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := readMetered(cmd.Context(), cfg, a.meters())
+	m := a.meters()
+	if m.log == nil { // its retries, at debug
+		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
+	}
+	r, err := readMetered(cmd.Context(), cfg, m)
 	if err != nil {
 		return nil, nil, err
 	}
