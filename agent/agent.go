@@ -22,11 +22,14 @@ import (
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // Options configure an Agent. Zero values take the defaults noted.
 type Options struct {
-	AgentDir string // omp's agent dir (required)
+	AgentDir string // the store's folder, omp's agent dir (required)
+	// Store is the agent whose sessions AgentDir holds. Default omp.
+	Store    store.Store
 	StateDir string // where the agent keeps its state (required)
 	Machine  string // this machine's name on the remote (required)
 	// Interval batches uploads: an active file is uploaded at most once
@@ -116,6 +119,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Store == nil {
+		o.Store = store.OMP()
 	}
 	if o.Hostname == "" {
 		o.Hostname, _ = os.Hostname()

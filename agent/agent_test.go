@@ -17,6 +17,7 @@ import (
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 const (
@@ -394,7 +395,7 @@ func TestOddFiles(t *testing.T) {
 		}
 		e.once()
 		for rel, data := range files {
-			id, _ := session.IDFromFileName(rel)
+			id, _ := store.OMP().IDFromName(rel)
 			if len(data) == 0 {
 				if len(e.generations(id, repo.SessionStream)) != 0 {
 					t.Fatalf("empty file made objects")
@@ -433,7 +434,7 @@ func TestCorpusRoundTrip(t *testing.T) {
 		}
 		e.once()
 		for _, rel := range rels {
-			id, _ := session.IDFromFileName(rel)
+			id, _ := store.OMP().IDFromName(rel)
 			e.assertRemoteEquals(rel, id)
 		}
 	})

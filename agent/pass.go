@@ -16,7 +16,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 var listAll = remote.ListOptions{}
@@ -26,7 +26,7 @@ const maxArchive = 1 << 30
 
 // job is one unit of upload work found by a pass.
 type job struct {
-	kind session.Kind
+	kind store.Kind
 	rel  string
 	fst  *FileState // sessions, artifacts and archives
 }
@@ -142,7 +142,7 @@ func (a *Agent) firstPassProgress(full bool, jobs []job) func(job) {
 	for _, j := range jobs {
 		if fi, err := os.Stat(a.abs(j.rel)); err == nil {
 			n := fi.Size()
-			if j.fst != nil && j.kind != session.KindArchive {
+			if j.fst != nil && j.kind != store.KindArchive {
 				n -= j.fst.Offset
 			}
 			pending[j.rel] = max(n, 0)
@@ -167,7 +167,7 @@ func (a *Agent) prefetchStale(ctx context.Context, jobs []job) listing {
 	ids := map[string]bool{}
 	for _, j := range jobs {
 		f := j.fst
-		if f == nil || !f.stale || f.Generation == "" || j.kind == session.KindArchive {
+		if f == nil || !f.stale || f.Generation == "" || j.kind == store.KindArchive {
 			continue
 		}
 		fi, err := os.Stat(a.abs(f.Path))
@@ -238,9 +238,9 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 
 func (a *Agent) runJob(ctx context.Context, j job) (syncResult, error) {
 	switch j.kind {
-	case session.KindBlob:
+	case store.KindBlob:
 		return a.uploadBlob(ctx, j.rel)
-	case session.KindArchive:
+	case store.KindArchive:
 		return a.syncArchive(ctx, j)
 	default:
 		res, err := a.syncFile(ctx, j.fst, a.auditDue(j.fst))
@@ -258,12 +258,12 @@ func (a *Agent) auditDue(fst *FileState) bool {
 func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) {
 	name := path.Base(rel)
 	link := false
-	if blob, _, ok := session.BlobLink(name); ok {
+	if blob, _, ok := repo.BlobLink(name); ok {
 		var err error
 		if link, err = a.isBlobLink(rel, blob); err != nil {
 			return syncResult{}, err
 		}
-	} else if !session.ValidID(name) {
+	} else if !repo.ValidSessionID(name) {
 		a.log.Warn("blob name is not a safe object name; skipping", "path", rel)
 		return syncResult{}, nil
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // Merger merges one machine's copy of a session into the agent dir by
@@ -117,7 +117,7 @@ func (a *Agent) pull(ctx context.Context) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	open, err := session.ScanOpen()
+	open, err := store.ScanOpen(a.opts.Store)
 	if err != nil {
 		return fmt.Errorf("pull: cannot tell which processes hold session files open, so nothing is merged: %w", err)
 	}
@@ -238,7 +238,7 @@ func (a *Agent) pullSession(ctx context.Context, req MergeRequest) (bool, error)
 // which omp may append to (its own work) or rewrite the moment it appears.
 func (a *Agent) recordPulled(id string, res Merged) error {
 	end := int64(len(res.Written))
-	start := int64(session.SlotLen(res.Written))
+	start := int64(a.opts.Store.SlotLen(res.Written))
 	if res.Action == MergeAppended {
 		start = max(start, end-res.Bytes)
 	}

@@ -11,12 +11,12 @@ import (
 	"strings"
 
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // scanned is what a full scan found: the files to back up, the folders it
 // could not read (nothing under them is taken to be gone), and whether the
-// sessions folder itself is missing.
+// sessions folder (the store's first root) itself is missing.
 type scanned struct {
 	rels         []string
 	unreadable   map[string]bool // rel paths of folders
@@ -42,14 +42,15 @@ func (a *Agent) scan() (*scanned, error) {
 		res.unreadable["."] = true
 		return res, nil
 	}
-	for _, top := range []string{"sessions", "blobs", "archive/sessions"} {
+	roots := a.opts.Store.Roots()
+	for _, top := range roots {
 		root := a.abs(top)
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if isNotExist(err) {
 					// Gone between the listing and now, or a root that is
 					// not there (only the sessions folder must be).
-					if p == root && top == "sessions" {
+					if p == root && top == roots[0] {
 						res.sessionsGone = true
 					}
 					if p == root || d != nil && d.IsDir() {
@@ -80,7 +81,7 @@ func (a *Agent) scan() (*scanned, error) {
 			if d.Type()&fs.ModeType != 0 {
 				return nil
 			}
-			if session.Classify(rel) != session.KindIgnored && a.included(rel) {
+			if a.opts.Store.Classify(rel) != store.KindIgnored && a.included(rel) {
 				res.rels = append(res.rels, rel)
 			}
 			return nil
@@ -116,8 +117,8 @@ func (a *Agent) included(rel string) bool {
 
 // plan maps a changed path to upload work, resolving which stream it feeds.
 func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job, bool) {
-	kind := session.Classify(rel)
-	if kind == session.KindIgnored || !a.included(rel) {
+	kind := a.opts.Store.Classify(rel)
+	if kind == store.KindIgnored || !a.included(rel) {
 		return job{}, false
 	}
 	fi, err := os.Lstat(a.abs(rel))
@@ -132,19 +133,19 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 	}
 	seen[rel] = true
 	switch kind {
-	case session.KindBlob:
+	case store.KindBlob:
 		if a.state.Blobs[path.Base(rel)] {
 			return job{}, false
 		}
 		return job{kind: kind, rel: rel}, true
-	case session.KindSession, session.KindArtifact:
+	case store.KindSession, store.KindArtifact:
 		fst := a.streamFor(ctx, rel, kind)
 		if fst == nil {
 			return job{}, false
 		}
 		return job{kind: kind, rel: rel, fst: fst}, true
-	case session.KindArchive:
-		id, ok := session.IDFromFileName(rel)
+	case store.KindArchive:
+		id, livePath, ok := a.opts.Store.Archived(rel)
 		if !ok {
 			return job{}, false
 		}
@@ -159,8 +160,6 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 			fst.Unseen = false
 			return job{}, false
 		}
-		parts := strings.Split(rel, "/") // archive/sessions/<cwd-dir>/<name>.jsonl.gz
-		livePath := "sessions/" + parts[2] + "/" + strings.TrimSuffix(parts[3], ".gz")
 		if fst == nil {
 			fst = &FileState{SessionID: id, Stream: repo.SessionStream, Path: livePath, State: repo.StateArchived, Changed: a.now().UTC()}
 			a.state.Streams[streamKey(id, repo.SessionStream)] = fst
@@ -180,7 +179,7 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 // streamFor finds or creates the state of the stream a session or artifact
 // file feeds. A session is known by its id, so a file that moved to another
 // cwd-dir keeps its stream.
-func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *FileState {
+func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *FileState {
 	if k, ok := a.byPath[rel]; ok {
 		if fst := a.state.Streams[k]; fst != nil && fst.Path == rel {
 			fst.Unseen = false // seen here: from now on, gone means deleted
@@ -191,20 +190,19 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *F
 		}
 	}
 	var id, stream string
-	parts := strings.Split(rel, "/")
-	if kind == session.KindSession {
+	if kind == store.KindSession {
 		id = a.sessionID(rel)
 		stream = repo.SessionStream
 	} else {
+		var inner string
 		var ok bool
-		id, ok = session.IDFromFileName(parts[2])
-		if !ok {
+		if id, inner, ok = a.opts.Store.Artifact(rel); !ok {
 			return nil
 		}
-		stream = repo.ArtifactStream(strings.Join(parts[3:], "/"))
+		stream = repo.ArtifactStream(inner)
 	}
 	if id == "" {
-		a.log.Warn("not an omp session file (no session id in its header or name); skipping", "path", rel)
+		a.log.Warn("not a session file of "+a.opts.Store.Name()+" (no session id in it or its name); skipping", "path", rel)
 		return nil
 	}
 	key := streamKey(id, stream)
@@ -241,19 +239,14 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind session.Kind) *F
 	return fst
 }
 
-// sessionID reads a session's id from its header, or else from its name.
+// sessionID reads a session's id from its first bytes, or else its name.
 func (a *Agent) sessionID(rel string) string {
-	f, err := os.Open(a.abs(rel))
-	if err == nil {
+	var head []byte
+	if f, err := os.Open(a.abs(rel)); err == nil {
 		defer f.Close()
 		b := make([]byte, 8<<10)
 		n, _ := io.ReadFull(f, b)
-		if h, _, err := session.ReadHeader(b[:n]); err == nil && session.ValidID(h.ID) {
-			return h.ID
-		}
+		head = b[:n]
 	}
-	if id, ok := session.IDFromFileName(rel); ok {
-		return id
-	}
-	return ""
+	return a.opts.Store.SessionID(rel, head)
 }

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // FileStatus is how far the backup of one watched file is behind.
@@ -38,7 +38,8 @@ type FileStatus struct {
 // StatusOptions say what Status compares.
 type StatusOptions struct {
 	AgentDir, StateDir string
-	Include, Exclude   []string // as the agent's
+	Store              store.Store // default omp
+	Include, Exclude   []string    // as the agent's
 	Now                time.Time
 }
 
@@ -78,21 +79,24 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 		out = append(out, fs)
 	}
 	// The agent's own scan, so that status covers what the agent backs up.
-	a := &Agent{opts: Options{AgentDir: o.AgentDir, Include: o.Include, Exclude: o.Exclude, Now: func() time.Time { return o.Now }}, log: slog.New(slog.DiscardHandler)}
+	if o.Store == nil {
+		o.Store = store.OMP()
+	}
+	a := &Agent{opts: Options{AgentDir: o.AgentDir, Store: o.Store, Include: o.Include, Exclude: o.Exclude, Now: func() time.Time { return o.Now }}, log: slog.New(slog.DiscardHandler)}
 	sc, err := a.scan()
 	if err != nil {
 		return nil, err
 	}
 	for _, rel := range sc.rels {
-		kind := session.Classify(rel)
-		if listed[rel] || kind == session.KindArchive || kind == session.KindBlob && st.Blobs[path.Base(rel)] {
+		kind := o.Store.Classify(rel)
+		if listed[rel] || kind == store.KindArchive || kind == store.KindBlob && st.Blobs[path.Base(rel)] {
 			continue
 		}
 		fi, err := os.Stat(filepath.Join(o.AgentDir, filepath.FromSlash(rel)))
 		if err != nil || fi.Size() == 0 {
 			continue
 		}
-		id, _ := session.IDFromFileName(rel)
+		id, _ := o.Store.IDFromName(rel)
 		out = append(out, FileStatus{Path: rel, SessionID: id, State: StateNew, LocalSize: fi.Size(), Pending: fi.Size(), PendingAge: max(o.Now.Sub(fi.ModTime()), 0)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

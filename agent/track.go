@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
 )
 
 // tailLen is how many bytes before the uploaded offset are re-hashed on every
@@ -180,13 +179,13 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 	}
 
 	// The title slot may change in place; it travels as its own object.
-	if fst.HashFrom == session.TitleSlotSize && fst.Offset >= session.TitleSlotSize {
-		slot := make([]byte, session.TitleSlotSize)
+	if fst.HashFrom == repo.HeadSize && fst.Offset >= repo.HeadSize {
+		slot := make([]byte, repo.HeadSize)
 		if err := readFull(src, slot, 0); err != nil {
 			return res, fmt.Errorf("read title slot: %w", err)
 		}
 		if h := hashHex(slot); h != fst.SlotHash {
-			ts, ok := session.ParseTitleSlot(slot)
+			title, ok := a.opts.Store.SlotTitle(slot)
 			if !ok {
 				// The slot is no longer a slot: treat as a rewrite.
 				if err := a.startGeneration(fst, src, "title slot replaced"); err != nil {
@@ -199,7 +198,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 				res.objects++
 				res.bytes += int64(len(slot))
 				fst.SlotHash = h
-				fst.Title = ts.Title
+				fst.Title = title
 				fst.HeadUnconfirmed = true
 			}
 			res.changed = true
@@ -268,7 +267,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	prev := fst.Generation
 	fst.Generation = repo.NewGeneration(a.now().UnixNano())
 	fst.Offset, fst.Confirmed = 0, 0
-	fst.HashFrom = int64(session.SlotLen(head))
+	fst.HashFrom = int64(a.opts.Store.SlotLen(head))
 	fst.HashState = nil
 	fst.TailHash = ""
 	fst.SlotHash = ""
@@ -277,12 +276,8 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	if fst.HashFrom > 0 {
 		fst.SlotHash = hashHex(head[:fst.HashFrom])
 	}
-	if h, slot, err := session.ReadHeader(head); err == nil {
-		fst.Cwd = h.Cwd
-		fst.Title = h.Title
-		if slot.Title != "" {
-			fst.Title = slot.Title
-		}
+	if info, ok := a.opts.Store.Describe(head); ok {
+		fst.Cwd, fst.Title = info.Cwd, info.Title
 	}
 	if prev != "" {
 		a.log.Info("file changed under the backup: starting a new generation; the old one stays on the remote",
@@ -493,10 +488,10 @@ func tailHash(src source, fst *FileState) (string, error) {
 
 // slotChanged reports whether the title slot differs from the one uploaded.
 func slotChanged(src source, fst *FileState) bool {
-	if fst.HashFrom != session.TitleSlotSize {
+	if fst.HashFrom != repo.HeadSize {
 		return false
 	}
-	slot := make([]byte, session.TitleSlotSize)
+	slot := make([]byte, repo.HeadSize)
 	if err := readFull(src, slot, 0); err != nil {
 		return true
 	}
@@ -528,7 +523,7 @@ func prefixMatches(src source, fst *FileState) (bool, error) {
 		} else if err != nil {
 			return false, err
 		}
-		if _, ok := session.ParseTitleSlot(slot); !ok {
+		if !repo.ValidHead(slot) {
 			return false, nil
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // watcher turns fsnotify events into dirty paths. It is only a hint: the
@@ -41,7 +41,7 @@ func (w *watcher) addTree(dir string) {
 		if p != w.a.opts.AgentDir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		if rel, ok := w.a.relOf(p); ok && !watchable(rel) {
+		if rel, ok := w.a.relOf(p); ok && !watchable(w.a.opts.Store, rel) {
 			return filepath.SkipDir
 		}
 		if err := w.w.Add(p); err != nil {
@@ -52,14 +52,13 @@ func (w *watcher) addTree(dir string) {
 }
 
 // watchable says whether a folder (relative to the agent dir) can hold
-// anything that is backed up.
-func watchable(rel string) bool {
-	top, _, _ := strings.Cut(rel, "/")
-	switch top {
-	case "sessions", "blobs":
-		return true
-	case "archive":
-		return rel == "archive" || rel == "archive/sessions" || strings.HasPrefix(rel, "archive/sessions/")
+// anything that is backed up: one of the store's roots, a folder in one, or
+// a folder on the way to one.
+func watchable(s store.Store, rel string) bool {
+	for _, root := range s.Roots() {
+		if rel == root || strings.HasPrefix(rel, root+"/") || strings.HasPrefix(root, rel+"/") {
+			return true
+		}
 	}
 	return false
 }
@@ -97,7 +96,7 @@ func (w *watcher) handle(ev fsnotify.Event) {
 	}
 	if ev.Has(fsnotify.Create) {
 		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
-			if watchable(rel) {
+			if watchable(w.a.opts.Store, rel) {
 				w.addTree(ev.Name)
 				// Files may have landed before the watch: a scan finds them.
 				w.a.markFullScan()
@@ -105,7 +104,7 @@ func (w *watcher) handle(ev fsnotify.Event) {
 			return
 		}
 	}
-	if session.Classify(rel) != session.KindIgnored {
+	if w.a.opts.Store.Classify(rel) != store.KindIgnored {
 		w.a.markDirty(rel)
 	}
 }

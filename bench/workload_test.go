@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 const corpusDir = "../testdata/corpus"
@@ -38,7 +39,7 @@ func checkSession(t *testing.T, path string) (title string, entries int) {
 	if session.SlotLen(b) != session.TitleSlotSize {
 		t.Fatalf("%s: no title slot", path)
 	}
-	if id, ok := session.IDFromFileName(path); !ok || id != h.ID {
+	if id, ok := store.OMP().IDFromName(path); !ok || id != h.ID {
 		t.Fatalf("file name id %q, header id %q", id, h.ID)
 	}
 	if !bytes.HasSuffix(b, []byte("\n")) {
@@ -86,7 +87,7 @@ func TestSessionsLookLikeOmps(t *testing.T) {
 	if fi.Size() != s.Size {
 		t.Fatalf("Size %d, file %d", s.Size, fi.Size())
 	}
-	if got, _ := filepath.Rel(dir, s.Abs); filepath.ToSlash(got) != s.Rel || session.Classify(s.Rel) != session.KindSession {
+	if got, _ := filepath.Rel(dir, s.Abs); filepath.ToSlash(got) != s.Rel || store.OMP().Classify(s.Rel) != store.KindSession {
 		t.Fatalf("Rel %q is not the session path %q", s.Rel, got)
 	}
 

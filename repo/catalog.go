@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/ompsync/ompsync/session"
 )
 
 // Session states in a catalog.
@@ -143,7 +141,7 @@ func checkCatalogHeader(what string, v int, machine string) error {
 // entryProblem says what makes a catalog entry unsafe, or "".
 func entryProblem(e CatalogEntry) string {
 	switch {
-	case !session.ValidID(e.ID):
+	case !ValidSessionID(e.ID):
 		return fmt.Sprintf("unsafe session id %q", e.ID)
 	case !SafeRelPath(e.Path):
 		return fmt.Sprintf("session %s has unsafe path %q", e.ID, e.Path)

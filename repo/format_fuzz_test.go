@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"testing"
 	"time"
-
-	"github.com/ompsync/ompsync/session"
 )
 
 func seedChunk(data []byte, start int64, hashFrom int64) []byte {
@@ -170,7 +168,7 @@ func FuzzDecodeCatalog(f *testing.F) {
 			t.Fatalf("accepted catalog v%d of machine %q", c.V, c.Machine)
 		}
 		for _, e := range c.Sessions {
-			if !session.ValidID(e.ID) || !SafeRelPath(e.Path) || !inside(e.Path) {
+			if !ValidSessionID(e.ID) || !SafeRelPath(e.Path) || !inside(e.Path) {
 				t.Fatalf("accepted entry with id %q path %q", e.ID, e.Path)
 			}
 			if e.Generation != "" && !ValidGeneration(e.Generation) {

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/ompsync/ompsync/session"
 )
 
 // FormatVersion is the layout version; every key below lives under "v1/".
@@ -139,7 +137,7 @@ func ParseSessionKey(key string) (ObjectRef, error) {
 	}
 	ref.Stream.SessionID, ref.Stream.Machine = parts[0], parts[1]
 	ref.Generation, ref.Object = tail[0], tail[1]
-	if !session.ValidID(ref.Stream.SessionID) {
+	if !ValidSessionID(ref.Stream.SessionID) {
 		return ObjectRef{}, fmt.Errorf("key %q: unsafe session id", key)
 	}
 	if !ValidMachine(ref.Stream.Machine) {
@@ -158,6 +156,51 @@ func ParseSessionKey(key string) (ObjectRef, error) {
 		ref.Start, ref.End = s, e
 	}
 	return ref, nil
+}
+
+// ValidSessionID reports whether id is safe as a session id: one path
+// segment and one key segment of 1-128 characters of [A-Za-z0-9_-].
+func ValidSessionID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// BlobName reports whether name is a blob's name: the SHA-256 of its
+// content, 64 lower-case hex digits.
+func BlobName(name string) bool {
+	if len(name) != 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// BlobLink splits another name of a blob, "<sha256>.<ext>" (omp's hard
+// link for image viewers), into the blob's name and the extension: 1-8 of
+// a-z 0-9.
+func BlobLink(name string) (blob, ext string, ok bool) {
+	blob, ext, ok = strings.Cut(name, ".")
+	if !ok || !BlobName(blob) || ext == "" || len(ext) > 8 {
+		return "", "", false
+	}
+	for i := 0; i < len(ext); i++ {
+		if c := ext[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return "", "", false
+		}
+	}
+	return blob, ext, true
 }
 
 // ValidMachine: machine names are one safe path segment.

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/ompsync/ompsync/remote"
-	"github.com/ompsync/ompsync/session"
 )
 
 // ErrGap means a generation's chunks do not form one unbroken stream.
@@ -163,10 +162,10 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 			return nil, err
 		}
 		if err == nil {
-			if meta.HashFrom != session.TitleSlotSize || len(head) != session.TitleSlotSize || len(data) < session.TitleSlotSize {
+			if meta.HashFrom != HeadSize || len(head) != HeadSize || len(data) < HeadSize {
 				return nil, fmt.Errorf("%s generation %s: head object does not fit a title slot", s.Prefix(), g.Name)
 			}
-			if _, ok := session.ParseTitleSlot(head); !ok {
+			if !ValidHead(head) {
 				return nil, fmt.Errorf("%s generation %s: head object is not a title slot", s.Prefix(), g.Name)
 			}
 			copy(data, head)

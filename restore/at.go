@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
 )
 
 // ParseAt reads a --at time: RFC 3339 (2026-10-07T14:00:00Z, or with an
@@ -65,7 +64,7 @@ func readAt(ctx context.Context, r *repo.Repo, s repo.Stream, inv *repo.StreamIn
 			continue // begun, but nothing uploaded by then
 		}
 		data := as.Data[:n]
-		if s.Name == repo.SessionStream && n < session.TitleSlotSize && session.SlotLen(as.Data) > 0 {
+		if s.Name == repo.SessionStream && n < repo.HeadSize && opts.Store.SlotLen(as.Data) > 0 {
 			return nil, nil, time.Time{}, fmt.Errorf("%s generation %s: the bytes uploaded by %s end inside the title slot", s.Prefix(), g.Name, opts.At.Format(time.RFC3339))
 		}
 		return g, data, when, nil

@@ -13,7 +13,6 @@ import (
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
 )
 
 // blobLink is another name of a blob on the remote: omp's
@@ -37,7 +36,7 @@ func blobLinks(ctx context.Context, r *repo.Repo, blob string, limit int64) ([]b
 			return nil, fmt.Errorf("list the names of blob %s: %w", blob, err)
 		}
 		name := strings.TrimPrefix(obj.Key, repo.BlobKey(""))
-		if _, _, ok := session.BlobLink(name); ok {
+		if _, _, ok := repo.BlobLink(name); ok {
 			out = append(out, blobLink{name: name, size: obj.Size})
 		}
 	}
@@ -72,7 +71,7 @@ func writeBlobLink(agentDir string, l blobLink) (bool, error) {
 	}
 	data := l.data
 	if l.size == 0 {
-		blob, _, _ := session.BlobLink(l.name)
+		blob, _, _ := repo.BlobLink(l.name)
 		src := abs(agentDir, "blobs/"+blob)
 		err := os.Link(src, p)
 		if errors.Is(err, fs.ErrExist) {

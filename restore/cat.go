@@ -44,7 +44,7 @@ func Cat(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*Print
 	for i, c := range f.session {
 		copies[i] = c.data
 	}
-	out, err := combine(nil, false, copies, true, true)
+	out, err := combine(nil, false, copies, format{opts.Store, true, true})
 	if err != nil {
 		return nil, p.problems, fmt.Errorf("session %s: %w", t.id, err)
 	}

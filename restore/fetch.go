@@ -15,7 +15,6 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
 )
 
 // copyData is one machine's verified copy of a stream.
@@ -137,8 +136,8 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 		}
 		c := copyData{machine: s.Machine, generation: g.Name, data: data, mtime: mtime}
 		if s.Name == repo.SessionStream {
-			if h, _, err := session.ReadHeader(data); err == nil && h.ID != t.id {
-				return nil, fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, h.ID)
+			if info, ok := opts.Store.Describe(data); ok && info.ID != "" && info.ID != t.id {
+				return nil, fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID)
 			}
 			if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && int64(len(data)) < e.Size && opts.At.IsZero() {
 				// The last chunks are gone: restoring what is left would
@@ -226,7 +225,7 @@ func blobRefs(b []byte, into map[string]bool) {
 			return
 		}
 		b = b[i+len(blobTag):]
-		if len(b) >= 64 && session.BlobName(string(b[:64])) {
+		if len(b) >= 64 && repo.BlobName(string(b[:64])) {
 			into[string(b[:64])] = true
 		}
 	}
@@ -339,13 +338,13 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, erro
 			return 0, fmt.Errorf("list blobs: %w", err)
 		}
 		name := strings.TrimPrefix(obj.Key, prefix)
-		if _, _, ok := session.BlobLink(name); ok {
+		if _, _, ok := repo.BlobLink(name); ok {
 			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err != nil {
 				links = append(links, blobLink{name: name, size: obj.Size})
 			}
 			continue
 		}
-		if !session.BlobName(name) {
+		if !repo.BlobName(name) {
 			// omp names blobs by their sha256; anything else cannot be
 			// checked, so it is not restored.
 			problems = append(problems, fmt.Sprintf("blob key %q is not a sha256 name; not restored", obj.Key))

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // SessionHistory is every copy the remote holds of one session.
@@ -113,7 +113,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 			defer wg.Done()
 			defer func() { <-sem }()
 			c := &h.Copies[j.i] // each job its own element
-			problems := describe(ctx, r, j.s, j.g, c, !j.cat)
+			problems := describe(ctx, r, opts.Store, j.s, j.g, c, !j.cat)
 			mu.Lock()
 			defer mu.Unlock()
 			h.Problems = append(h.Problems, problems...)
@@ -128,7 +128,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 
 // describe fills in what a generation's meta says, and with title its
 // title from the head, or else from the first chunk.
-func describe(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
+func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
 	var problems []string
 	var m repo.Meta
 	err := retry(ctx, func() (err error) { m, err = r.GetMeta(ctx, s, g.Name); return err })
@@ -147,8 +147,8 @@ func describe(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generati
 	if g.HasHead {
 		err = retry(ctx, func() (err error) { head, err = r.GetHead(ctx, s, g.Name); return err })
 		if err == nil {
-			if slot, ok := session.ParseTitleSlot(head); ok {
-				c.Title = slot.Title
+			if title, ok := st.SlotTitle(head); ok {
+				c.Title = title
 				return problems
 			}
 		}
@@ -165,11 +165,8 @@ func describe(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generati
 	if err != nil {
 		return append(problems, fmt.Sprintf("machine %s, generation %s: %v", s.Machine, g.Name, err))
 	}
-	if hdr, slot, err := session.ReadHeader(data); err == nil {
-		c.Title = slot.Title
-		if c.Title == "" {
-			c.Title = hdr.Title
-		}
+	if info, ok := st.Describe(data); ok {
+		c.Title = info.Title
 	}
 	return problems
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // listRecorder records the prefixes listed; with failAll, a listing of
@@ -93,7 +93,7 @@ func TestRestoreAllListsSessionsOnce(t *testing.T) {
 	if !reflect.DeepEqual(repAll, repOne) {
 		t.Errorf("one listing and a listing per session restore differently:\n%+v\n%+v", repAll, repOne)
 	}
-	isSession := func(rel string) bool { return session.Classify(rel) == session.KindSession }
+	isSession := func(rel string) bool { return store.OMP().Classify(rel) == store.KindSession }
 	sameTree(t, treeOne, treeAll, isSession, "sessions", "blobs")
 	sameTree(t, snapshot(t, src.agentDir), treeAll, nil, "sessions")
 

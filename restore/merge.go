@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // outcome is what the merge rule decides for one file.
@@ -34,11 +34,26 @@ type outcome struct {
 	diverged bool
 }
 
+// format is how combine reads one stream: st's session files (slotted)
+// may differ in their title slot without having diverged, and the newer
+// slot wins; JSON Lines (lines) are merged by st's entry ids when they
+// diverged, if st has any.
+type format struct {
+	st      store.Store
+	slotted bool
+	lines   bool
+}
+
+func (f format) slotLen(b []byte) int {
+	if !f.slotted {
+		return 0
+	}
+	return f.st.SlotLen(b)
+}
+
 // combine applies the merge rule to a local file (when hasLocal) and the
-// remote copies. slotted streams (session files) may differ in their title
-// slot without having diverged; the newer slot wins. mergeable streams are
-// JSON Lines merged by entry id when they diverged.
-func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bool) (outcome, error) {
+// remote copies, read as f says.
+func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, error) {
 	type cand struct {
 		data []byte
 		idx  int // -1 for the local file
@@ -51,10 +66,10 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 		cands = append(cands, cand{c, i})
 	}
 	prefix := func(a, b []byte) bool { // a's bytes are a prefix of b's
-		if !slotted {
+		if !f.slotted {
 			return bytes.HasPrefix(b, a)
 		}
-		la, lb := session.SlotLen(a), session.SlotLen(b)
+		la, lb := f.slotLen(a), f.slotLen(b)
 		return la == lb && bytes.HasPrefix(b[lb:], a[la:])
 	}
 	// Keep only the copies no other copy extends (the first of equals).
@@ -79,29 +94,26 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 	if len(top) == 1 {
 		m := top[0]
 		if m.idx < 0 {
-			return keepLocal(local, all, slotted), nil
+			return keepLocal(local, all, f), nil
 		}
 		data := m.data
-		if slotted {
-			data = withNewestSlot(data, all)
+		if f.slotted {
+			data = withNewestSlot(data, all, f)
 		}
 		if !hasLocal {
 			return outcome{action: Created, data: data, from: []int{m.idx}}, nil
 		}
 		return outcome{action: Appended, data: data, from: []int{m.idx}, replace: !bytes.Equal(data[:len(local)], local)}, nil
 	}
-	if !mergeable {
-		if hasLocal {
-			return outcome{action: Unchanged, data: local, diverged: true}, nil
-		}
-		return outcome{action: Created, data: top[0].data, from: []int{top[0].idx}, diverged: true}, nil
+	if !f.lines {
+		return diverged(local, hasLocal, top[0].data, top[0].idx), nil
 	}
 	if hasLocal && top[0].idx < 0 {
 		datas, idx := make([][]byte, len(top)), make([]int, len(top))
 		for i, c := range top {
 			datas[i], idx[i] = c.data, c.idx
 		}
-		if out, ok := adoptComplete(local, datas, idx, slotted, all); ok {
+		if out, ok := adoptComplete(local, datas, idx, f, all); ok {
 			return out, nil
 		}
 	}
@@ -116,22 +128,35 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 			from = append(from, c.idx)
 		}
 	}
-	data, err := session.Merge(in...)
+	data, err := f.st.Merge(in...)
+	if errors.Is(err, store.ErrNoEntryIDs) {
+		return diverged(local, hasLocal, top[0].data, top[0].idx), nil
+	}
 	if err != nil {
 		return outcome{}, err
 	}
 	if !hasLocal {
 		return outcome{action: Created, data: data, from: from}, nil
 	}
-	if err := keepsLocal(local, data); err != nil {
+	if err := keepsLocal(local, data, f); err != nil {
 		return outcome{}, fmt.Errorf("refusing to write: %w (please report this)", err)
 	}
 	if len(data) == len(local) {
 		// Every local line and nothing more: the remote adds nothing, as
 		// after an earlier merge, but perhaps a newer title.
-		return keepLocal(local, all, slotted), nil
+		return keepLocal(local, all, f), nil
 	}
 	return outcome{action: Merged, data: data, from: from}, nil
+}
+
+// diverged is the outcome for copies that went on apart and cannot be
+// merged: the local file stays as it is, and without one the copy first
+// in line (the newest machine's) is written.
+func diverged(local []byte, hasLocal bool, first []byte, idx int) outcome {
+	if hasLocal {
+		return outcome{action: Unchanged, data: local, diverged: true}
+	}
+	return outcome{action: Created, data: first, from: []int{idx}, diverged: true}
 }
 
 // adoptComplete makes machines that merged the same work converge on the
@@ -140,13 +165,8 @@ func combine(local []byte, hasLocal bool, copies [][]byte, slotted, mergeable bo
 // instead the complete copy is taken as it is, and when several are complete
 // the one with the smallest hash, a choice every machine makes alike.
 // datas[0] is the local file.
-func adoptComplete(local []byte, datas [][]byte, idx []int, slotted bool, all [][]byte) (outcome, bool) {
-	body := func(b []byte) []byte {
-		if slotted {
-			return b[session.SlotLen(b):]
-		}
-		return b
-	}
+func adoptComplete(local []byte, datas [][]byte, idx []int, f format, all [][]byte) (outcome, bool) {
+	body := func(b []byte) []byte { return b[f.slotLen(b):] }
 	union := map[string]int{}
 	for _, d := range datas {
 		counts := map[string]int{}
@@ -175,11 +195,11 @@ func adoptComplete(local []byte, datas [][]byte, idx []int, slotted bool, all []
 		return outcome{}, false
 	}
 	if best == 0 {
-		return keepLocal(local, all, slotted), true
+		return keepLocal(local, all, f), true
 	}
 	data := datas[best]
-	if slotted {
-		data = withNewestSlot(data, all)
+	if f.slotted {
+		data = withNewestSlot(data, all, f)
 	}
 	return outcome{action: Merged, data: data, from: []int{idx[best]}}, true
 }
@@ -188,13 +208,13 @@ func adoptComplete(local []byte, datas [][]byte, idx []int, slotted bool, all []
 // unchanged, or retitled when another copy has a newer title slot, so that
 // machines converge on one title as they do on one body.
 // all holds the local file first, then the copies.
-func keepLocal(local []byte, all [][]byte, slotted bool) outcome {
-	if slotted {
-		if data := withNewestSlot(local, all); !bytes.Equal(data, local) {
+func keepLocal(local []byte, all [][]byte, f format) outcome {
+	if f.slotted {
+		if data := withNewestSlot(local, all, f); !bytes.Equal(data, local) {
 			// from names the copy the title came from, for its mtime.
 			out := outcome{action: Retitled, data: data, replace: true}
 			for i, c := range all[1:] {
-				if bytes.HasPrefix(c, data[:session.TitleSlotSize]) {
+				if bytes.HasPrefix(c, data[:f.slotLen(data)]) {
 					out.from = []int{i}
 					break
 				}
@@ -207,27 +227,27 @@ func keepLocal(local []byte, all [][]byte, slotted bool) outcome {
 
 // withNewestSlot returns data with the newest title slot among all in
 // place of its own (data itself when it has no slot or the newest already).
-func withNewestSlot(data []byte, all [][]byte) []byte {
-	s := session.NewestSlot(all)
-	if s == nil || session.SlotLen(data) == 0 || bytes.Equal(s, data[:session.TitleSlotSize]) {
+func withNewestSlot(data []byte, all [][]byte, f format) []byte {
+	s, n := f.st.NewestSlot(all), f.slotLen(data)
+	if s == nil || n == 0 || len(s) != n || bytes.Equal(s, data[:n]) {
 		return data
 	}
-	return append(append([]byte(nil), s...), data[session.TitleSlotSize:]...)
+	return append(append([]byte(nil), s...), data[n:]...)
 }
 
 // keepsLocal checks the promise that matters most: the new content holds
 // every line the local file held (its title slot aside, which a newer one
 // replaces), and is no shorter.
-func keepsLocal(local, data []byte) error {
+func keepsLocal(local, data []byte, f format) error {
 	if len(data) < len(local) {
 		return fmt.Errorf("would shrink the local file from %d to %d bytes", len(local), len(data))
 	}
-	sl := session.SlotLen(local)
-	if sd := session.SlotLen(data); sd == sl && bytes.HasPrefix(data[sd:], local[sl:]) {
+	sl := f.slotLen(local)
+	if sd := f.slotLen(data); sd == sl && bytes.HasPrefix(data[sd:], local[sl:]) {
 		return nil
 	}
 	have := map[string]int{}
-	for _, l := range splitLines(data[session.SlotLen(data):]) {
+	for _, l := range splitLines(data[f.slotLen(data):]) {
 		have[l]++
 	}
 	for _, l := range splitLines(local[sl:]) {
@@ -248,6 +268,7 @@ func splitLines(b []byte) []string {
 
 // merger writes what combine decided.
 type merger struct {
+	store       store.Store
 	agentDir    string
 	dryRun      bool
 	keepWritten bool
@@ -270,7 +291,7 @@ type fileWrite struct {
 // when hasLocal) and writes it: blobs first, then artifacts, then the session
 // file, so that a session never appears before what it references.
 func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error {
-	sw, err := m.plan(rel, hasLocal, f.session, true, true)
+	sw, err := m.plan(rel, hasLocal, f.session, format{m.store, true, true})
 	if err != nil {
 		res.Action = Failed
 		return err
@@ -286,7 +307,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	}
 	sort.Strings(rels)
 	for _, ar := range rels {
-		dst, ok := artifactRel(rel, ar)
+		dst, ok := m.store.ArtifactRel(rel, ar)
 		if !ok {
 			res.Notes = append(res.Notes, fmt.Sprintf("artifact %q not restored: not a path omp uses", ar))
 			continue
@@ -297,7 +318,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 			res.Notes = append(res.Notes, fmt.Sprintf("artifact %s not restored: something else is in its place", dst))
 			continue
 		}
-		w, err := m.plan(dst, has, f.artifacts[ar], false, strings.HasSuffix(ar, ".jsonl"))
+		w, err := m.plan(dst, has, f.artifacts[ar], format{m.store, false, strings.HasSuffix(ar, ".jsonl")})
 		if err != nil {
 			res.Action = Failed
 			return err
@@ -323,7 +344,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	case Created, Merged:
 		res.Bytes = int64(len(sw.out.data))
 	case Retitled:
-		res.Bytes = session.TitleSlotSize
+		res.Bytes = int64(m.store.SlotLen(sw.out.data))
 	}
 	if sw.out.action == Merged {
 		res.Backup = m.backupName(rel)
@@ -372,7 +393,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 }
 
 // plan reads the local file at rel (when has) and decides by combine.
-func (m *merger) plan(rel string, has bool, copies []copyData, slotted, mergeable bool) (fileWrite, error) {
+func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWrite, error) {
 	w := fileWrite{rel: rel}
 	if has {
 		p := abs(m.agentDir, rel)
@@ -392,12 +413,12 @@ func (m *merger) plan(rel string, has bool, copies []copyData, slotted, mergeabl
 	for i, c := range copies {
 		datas[i] = c.data
 	}
-	out, err := combine(w.local, has, datas, slotted, mergeable)
+	out, err := combine(w.local, has, datas, f)
 	if err != nil {
 		return w, fmt.Errorf("%s: %w", rel, err)
 	}
 	if has {
-		if err := keepsLocal(w.local, out.data); err != nil {
+		if err := keepsLocal(w.local, out.data, f); err != nil {
 			return w, fmt.Errorf("%s: refusing to write: %w (please report this)", rel, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 // planner knows what the catalogs say: which sessions exist, on which
@@ -233,7 +233,7 @@ func (p *planner) match(pre string) (*target, error) {
 	if pre == "" {
 		return nil, errors.New("empty session id prefix")
 	}
-	if id, isFile, err := fileNameID(pre); isFile {
+	if id, isFile, err := fileNameID(p.opts.Store, pre); isFile {
 		if err != nil {
 			return nil, err
 		}
@@ -276,11 +276,11 @@ func (p *planner) match(pre string) (*target, error) {
 // (<time>_<id>.jsonl, archived .jsonl.gz, with or without folders), which
 // a user may give wherever an id prefix goes: it is what ls and omp show.
 // isFile says whether arg looks like one at all.
-func fileNameID(arg string) (id string, isFile bool, err error) {
+func fileNameID(st store.Store, arg string) (id string, isFile bool, err error) {
 	if !strings.ContainsAny(arg, `/\`) && !strings.HasSuffix(arg, ".jsonl") && !strings.HasSuffix(arg, ".jsonl.gz") {
 		return "", false, nil
 	}
-	id, ok := session.IDFromFileName(filepath.ToSlash(arg))
+	id, ok := st.IDFromName(filepath.ToSlash(arg))
 	if !ok {
 		return "", true, fmt.Errorf("%q is neither a session id prefix nor a session file name (<time>_<id>.jsonl)", arg)
 	}

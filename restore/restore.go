@@ -21,6 +21,7 @@ import (
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // Options configure Run. Zero values take the defaults noted.
@@ -28,6 +29,8 @@ type Options struct {
 	// AgentDir is where sessions go: the configured agent dir or --to
 	// (created, mode 0700, when missing). Required.
 	AgentDir string
+	// Store is the agent whose sessions AgentDir holds. Default omp.
+	Store store.Store
 	// Machine restricts restore to that machine's copy ("" = all).
 	Machine string
 	// All restores every session not recorded as deleted; IncludeDeleted
@@ -104,6 +107,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Store == nil {
+		o.Store = store.OMP()
 	}
 }
 
@@ -231,11 +237,11 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		return nil, err
 	}
 	rep := &Report{Problems: p.problems, DeletedLeft: p.deletedLeft}
-	open := &openScan{snap: opts.OpenFiles, taken: opts.Now(), now: opts.Now}
+	open := &openScan{store: opts.Store, snap: opts.OpenFiles, taken: opts.Now(), now: opts.Now}
 	if _, err := open.get(); err != nil {
 		return nil, err
 	}
-	local, err := scanLocal(opts.AgentDir)
+	local, err := scanLocal(opts.Store, opts.AgentDir)
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +308,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 // deferSync is synced.
 func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, open *openScan, listed *repo.SessionObjects, deferSync func(dir string)) Result {
 	res := Result{ID: t.id, DryRun: opts.DryRun}
-	dest, err := t.destination(localRel, opts.PathMap)
+	dest, err := t.destination(opts.Store, localRel, opts.PathMap)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
 		return res
@@ -316,7 +322,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 			res.Action, res.Error = SkippedLive, err.Error()
 			return true
 		}
-		if why, held := liveReason(opts.AgentDir, dest, opts.Now(), opts.LiveWindow, snap); why != "" && (held || !opts.Force) {
+		if why, held := liveReason(opts.Store, opts.AgentDir, dest, opts.Now(), opts.LiveWindow, snap); why != "" && (held || !opts.Force) {
 			res.Action, res.Error = SkippedLive, why
 			return true
 		}
@@ -338,7 +344,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Machines = append(res.Machines, c.machine)
 	}
 	res.Notes = append(res.Notes, f.notes...)
-	m := &merger{agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, deferSync: deferSync, now: opts.Now}
+	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, deferSync: deferSync, now: opts.Now}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		if res.Action == "" {
 			res.Action = Failed

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 var base = time.Date(2026, 10, 7, 1, 2, 3, 456789123, time.UTC)
@@ -156,7 +157,7 @@ func TestRestoreAllToEmptyDir(t *testing.T) {
 		got := snapshot(t, to)
 		// An archived session gets the mtime of its archive, which is what
 		// the agent last uploaded from.
-		isSession := func(rel string) bool { return session.Classify(rel) == session.KindSession && rel != archRel }
+		isSession := func(rel string) bool { return store.OMP().Classify(rel) == store.KindSession && rel != archRel }
 		sameTree(t, want, got, isSession, "sessions", "blobs")
 		sameInode(t, filepath.Join(to, "blobs", blobName), filepath.Join(to, "blobs", blobName+".png"))
 		if _, ok := got[delRel]; ok {
@@ -717,8 +718,8 @@ func TestRestorePathMap(t *testing.T) {
 
 func TestParsePathMapping(t *testing.T) {
 	for in, want := range map[string]PathMapping{
-		"/Users/ana=/home/ana":   {"/Users/ana", "/home/ana"},
-		"/Users/ana/=/home/ana/": {"/Users/ana", "/home/ana"},
+		"/Users/ana=/home/ana":   {From: "/Users/ana", To: "/home/ana"},
+		"/Users/ana/=/home/ana/": {From: "/Users/ana", To: "/home/ana"},
 	} {
 		got, err := ParsePathMapping(in)
 		if err != nil || got != want {
@@ -737,8 +738,9 @@ func TestParsePathMapping(t *testing.T) {
 		"-Users-ana-x":        "-Users-ana-x",
 		"--Users-ana-a-b-c--": "--home-ana-a-b-c--",
 	} {
-		if got := mapDir(dir, []PathMapping{{"/Users/ana", "/home/ana"}}); got != want {
-			t.Errorf("mapDir(%s) = %s, want %s", dir, got, want)
+		rel, err := store.OMP().SessionRel("sessions/"+dir+"/a_b.jsonl", []PathMapping{{From: "/Users/ana", To: "/home/ana"}})
+		if got := strings.Split(rel, "/"); err != nil || got[1] != want {
+			t.Errorf("folder %s mapped to %v (%v), want %s", dir, got, err, want)
 		}
 	}
 }
@@ -755,11 +757,11 @@ func FuzzSessionRel(f *testing.F) {
 		if err == nil {
 			maps = append(maps, m)
 		}
-		rel, err := sessionRel(p, maps)
+		rel, err := store.OMP().SessionRel(p, maps)
 		if err != nil {
 			return
 		}
-		if !repo.SafeRelPath(rel) || session.Classify(rel) != session.KindSession {
+		if !repo.SafeRelPath(rel) || store.OMP().Classify(rel) != store.KindSession {
 			t.Fatalf("%q with %v gave %q", p, maps, rel)
 		}
 		parts := strings.Split(rel, "/")

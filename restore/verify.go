@@ -11,7 +11,6 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
 )
 
 // How a local file compares with a remote copy.
@@ -69,7 +68,7 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	if err != nil {
 		return nil, nil, err
 	}
-	local, err := scanLocal(opts.AgentDir)
+	local, err := scanLocal(opts.Store, opts.AgentDir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,7 +119,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 				continue
 			}
 			name = rel
-			if ar, ok := artifactRel(c.Path, rel); ok && localRel != "" {
+			if ar, ok := opts.Store.ArtifactRel(c.Path, rel); ok && localRel != "" {
 				localPath = ar
 			}
 		}
@@ -150,7 +149,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			}
 			if cc.Newest {
 				blobRefs(data, refs)
-				cc.Local = compareLocal(opts.AgentDir, localPath, data, s.Name == repo.SessionStream)
+				cc.Local = compareLocal(opts.AgentDir, localPath, data, format{st: opts.Store, slotted: s.Name == repo.SessionStream})
 			}
 			c.Copies = append(c.Copies, cc)
 		}
@@ -180,7 +179,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 }
 
 // compareLocal says how the local file at rel compares with a remote copy.
-func compareLocal(agentDir, rel string, remoteData []byte, slotted bool) string {
+func compareLocal(agentDir, rel string, remoteData []byte, f format) string {
 	if rel == "" {
 		return LocalMissing
 	}
@@ -189,8 +188,8 @@ func compareLocal(agentDir, rel string, remoteData []byte, slotted bool) string 
 		return LocalMissing
 	}
 	a, b := local, remoteData
-	if slotted && session.SlotLen(a) == session.SlotLen(b) {
-		a, b = a[session.SlotLen(a):], b[session.SlotLen(b):]
+	if la, lb := f.slotLen(a), f.slotLen(b); la == lb {
+		a, b = a[la:], b[lb:]
 	}
 	switch {
 	case bytes.Equal(a, b):

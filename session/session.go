@@ -1,14 +1,14 @@
-// Package session holds what ompsync knows about omp's session files: the
-// fixed-size title slot, the header line, entry ids, file and folder names.
-// It never changes bytes: everything it reads is carried through untouched.
+// Package session holds what ompsync knows of session files as JSON Lines:
+// settled lines, entries and the merge of copies by entry id, and the line
+// format of the omp family (omp's fixed-size title slot, the header line).
+// Where each agent keeps its files is package store's. It never changes
+// bytes: everything it reads is carried through untouched.
 package session
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"path"
-	"strings"
 )
 
 // TitleSlotSize is the size of omp's title slot, newline included. omp
@@ -81,7 +81,8 @@ func ReadHeader(b []byte) (Header, TitleSlot, error) {
 }
 
 // ValidID reports whether id is safe to use as a single path segment and an
-// object key segment: 1-128 characters of [A-Za-z0-9_-].
+// object key segment: 1-128 characters of [A-Za-z0-9_-], the rule of
+// repo.ValidSessionID.
 func ValidID(id string) bool {
 	if id == "" || len(id) > 128 {
 		return false
@@ -93,21 +94,6 @@ func ValidID(id string) bool {
 		}
 	}
 	return true
-}
-
-// IDFromFileName returns the session id in a session file name
-// "<timestamp>_<id>.jsonl" (or an archived "<...>.jsonl.gz", or an artifact
-// folder "<timestamp>_<id>").
-func IDFromFileName(name string) (string, bool) {
-	name = path.Base(name)
-	name = strings.TrimSuffix(name, ".gz")
-	name = strings.TrimSuffix(name, ".jsonl")
-	i := strings.LastIndexByte(name, '_')
-	if i < 0 {
-		return "", false
-	}
-	id := name[i+1:]
-	return id, ValidID(id)
 }
 
 // Entry is the part of an entry line that ompsync reads: enough to order a

@@ -17,6 +17,7 @@ import (
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/session/omptest"
+	"github.com/ompsync/ompsync/store"
 )
 
 // These tests let the real omp (omptest.Find: npm @oh-my-pi/pi-coding-agent,
@@ -46,6 +47,21 @@ func (h *ompHost) backup() {
 	}
 }
 
+// ompSidecar reports the files omp keeps beside its sessions that are not
+// backed up: locks, temp files, backups, credentials and databases.
+func ompSidecar(name string) bool {
+	switch name {
+	case "auth.json", "agent.db", "agent.db-wal", "agent.db-shm":
+		return true
+	}
+	for _, suf := range []string{".lock", ".lock.os", ".tmp", ".bak"} {
+		if strings.HasSuffix(name, suf) {
+			return true
+		}
+	}
+	return strings.HasPrefix(name, ".")
+}
+
 // treeFile is one file a restore must reproduce.
 type treeFile struct {
 	data  []byte
@@ -73,7 +89,7 @@ func expectedTree(t *testing.T, agentDir string) map[string]treeFile {
 			}
 			rel, _ := filepath.Rel(agentDir, p)
 			rel = filepath.ToSlash(rel)
-			if session.IgnoredName(d.Name()) {
+			if ompSidecar(d.Name()) {
 				return nil
 			}
 			data, err := os.ReadFile(p)
@@ -85,10 +101,10 @@ func expectedTree(t *testing.T, agentDir string) map[string]treeFile {
 				return err
 			}
 			f := treeFile{data: data}
-			switch session.Classify(rel) {
-			case session.KindSession:
+			switch store.OMP().Classify(rel) {
+			case store.KindSession:
 				f.mtime = fi.ModTime()
-			case session.KindArchive:
+			case store.KindArchive:
 				zr, err := gzip.NewReader(bytes.NewReader(data))
 				if err != nil {
 					return err

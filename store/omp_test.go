@@ -1,6 +1,10 @@
-package session
+package store
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ompsync/ompsync/repo"
+)
 
 // The names omp gives its sidecars are never backed up as sessions; its
 // blob links are blobs; the archive's artifact folder is not a session.
@@ -22,15 +26,15 @@ func TestClassifyOmpNames(t *testing.T) {
 		"auth.json": KindIgnored,
 		"agent.db":  KindIgnored,
 	} {
-		if got := Classify(rel); got != want {
+		if got := OMP().Classify(rel); got != want {
 			t.Errorf("Classify(%q) = %v, want %v", rel, got, want)
 		}
 	}
-	if b, e, ok := BlobLink(sha + ".png"); !ok || b != sha || e != "png" {
+	if b, e, ok := repo.BlobLink(sha + ".png"); !ok || b != sha || e != "png" {
 		t.Errorf("BlobLink(<sha>.png) = %q %q %v", b, e, ok)
 	}
 	for _, name := range []string{sha, sha + ".", sha + ".PNG", "abc.png", sha + ".png.tmp"} {
-		if _, _, ok := BlobLink(name); ok {
+		if _, _, ok := repo.BlobLink(name); ok {
 			t.Errorf("BlobLink(%q) = ok", name)
 		}
 	}

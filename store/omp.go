@@ -1,0 +1,263 @@
+package store
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// OMP is omp's store (oh-my-pi, npm @oh-my-pi/pi-coding-agent): the agent
+// dir (~/.omp/agent) holds sessions/<cwd-dir>/<time>_<id>.jsonl, each with
+// an artifact folder named like it without .jsonl, the content-addressed
+// blobs/ they reference, and archive/sessions/ of gzipped cold sessions.
+// Files start with a 256-byte title slot that omp rewrites in place; the
+// header line names the session; entries merge by id and parentId. See
+// ../shared/docs/omp-sessions.md.
+func OMP() Store {
+	return family{
+		name: "omp", slot: true, artifacts: true, blobs: true, archive: true,
+		// Credentials and omp's local databases, never backed up.
+		secrets: []string{"auth.json", "agent.db", "agent.db-wal", "agent.db-shm"},
+		// Every running omp keeps its agent database open, so a scan of open
+		// files finds omp's processes (and their working folders) even while
+		// they hold no session file open: after a session's first write, and
+		// after a resume, until omp next appends.
+		marker:  "/agent.db",
+		homeRel: true,
+		resume:  "omp --resume",
+	}
+}
+
+// family is the omp format family, begun by pi-mono's session manager and
+// shared by omp and pi: sessions/<cwd-dir>/<time>_<id>.jsonl, a header
+// line {"type":"session","id":...,"cwd":...} first (after omp's title
+// slot), then entries with an 8-hex id and the parentId they follow.
+type family struct {
+	name                      string
+	slot                      bool // files may start with omp's title slot
+	artifacts, blobs, archive bool
+	secrets                   []string // names never backed up, anywhere
+	marker                    string
+	// homeRel: folders of a cwd under $HOME are named "-<rel>" (current
+	// omp); otherwise always "--<abs>--" (pi, older omp).
+	homeRel bool
+	resume  string
+}
+
+func (f family) Name() string { return f.name }
+
+func (f family) Roots() []string {
+	roots := []string{"sessions"}
+	if f.blobs {
+		roots = append(roots, "blobs")
+	}
+	if f.archive {
+		roots = append(roots, "archive/sessions")
+	}
+	return roots
+}
+
+func (f family) Classify(rel string) Kind {
+	parts := cleanParts(rel)
+	if parts == nil {
+		return KindIgnored
+	}
+	base := parts[len(parts)-1]
+	for _, s := range f.secrets {
+		if base == s {
+			return KindIgnored
+		}
+	}
+	switch {
+	case len(parts) == 3 && parts[0] == "sessions" && strings.HasSuffix(base, ".jsonl"):
+		return KindSession
+	case f.artifacts && len(parts) >= 4 && parts[0] == "sessions":
+		return KindArtifact
+	case f.blobs && len(parts) == 2 && parts[0] == "blobs":
+		return KindBlob
+	case f.archive && len(parts) == 4 && parts[0] == "archive" && parts[1] == "sessions" && strings.HasSuffix(base, ".jsonl.gz"):
+		return KindArchive
+	}
+	return KindIgnored
+}
+
+func (f family) SessionID(rel string, head []byte) string {
+	if h, _, err := session.ReadHeader(head); err == nil && repo.ValidSessionID(h.ID) {
+		return h.ID
+	}
+	if id, ok := f.IDFromName(rel); ok {
+		return id
+	}
+	return ""
+}
+
+// IDFromName reads the id out of "<timestamp>_<id>.jsonl" (or an archived
+// "<...>.jsonl.gz", or an artifact folder "<timestamp>_<id>").
+func (f family) IDFromName(name string) (string, bool) {
+	name = path.Base(name)
+	name = strings.TrimSuffix(name, ".gz")
+	name = strings.TrimSuffix(name, ".jsonl")
+	i := strings.LastIndexByte(name, '_')
+	if i < 0 {
+		return "", false
+	}
+	id := name[i+1:]
+	return id, repo.ValidSessionID(id)
+}
+
+func (f family) Describe(head []byte) (Info, bool) {
+	h, slot, err := session.ReadHeader(head)
+	if err != nil {
+		return Info{}, false
+	}
+	info := Info{ID: h.ID, Cwd: h.Cwd, Title: h.Title}
+	if f.slot && slot.Title != "" {
+		info.Title = slot.Title
+	}
+	return info, true
+}
+
+func (f family) SlotLen(b []byte) int {
+	if !f.slot {
+		return 0
+	}
+	return session.SlotLen(b)
+}
+
+func (f family) SlotTitle(slot []byte) (string, bool) {
+	if !f.slot {
+		return "", false
+	}
+	ts, ok := session.ParseTitleSlot(slot)
+	return ts.Title, ok
+}
+
+func (f family) NewestSlot(copies [][]byte) []byte {
+	if !f.slot {
+		return nil
+	}
+	return session.NewestSlot(copies)
+}
+
+func (f family) Merge(copies ...[]byte) ([]byte, error) {
+	return session.Merge(copies...)
+}
+
+// Artifact: sessions/<cwd-dir>/<time>_<id>/<inner...>.
+func (f family) Artifact(rel string) (string, string, bool) {
+	if f.Classify(rel) != KindArtifact {
+		return "", "", false
+	}
+	parts := strings.Split(rel, "/")
+	id, ok := f.IDFromName(parts[2])
+	if !ok {
+		return "", "", false
+	}
+	return id, strings.Join(parts[3:], "/"), true
+}
+
+// ArtifactRel: in the folder named like the session file without .jsonl.
+func (f family) ArtifactRel(sessionRel, inner string) (string, bool) {
+	if !repo.SafeRelPath(inner) {
+		return "", false
+	}
+	out := strings.TrimSuffix(sessionRel, ".jsonl") + "/" + inner
+	return out, f.Classify(out) == KindArtifact
+}
+
+// Archived: archive/sessions/<cwd-dir>/<name>.jsonl.gz was
+// sessions/<cwd-dir>/<name>.jsonl.
+func (f family) Archived(rel string) (string, string, bool) {
+	if f.Classify(rel) != KindArchive {
+		return "", "", false
+	}
+	id, ok := f.IDFromName(rel)
+	if !ok {
+		return "", "", false
+	}
+	parts := strings.Split(rel, "/")
+	return id, "sessions/" + parts[2] + "/" + strings.TrimSuffix(parts[3], ".gz"), true
+}
+
+// SessionRel: sessions/<folder>/<name>.jsonl, the folder mapped when it
+// encodes an absolute path ("--<abs>--"). Home-relative folder names
+// travel between machines as they are.
+func (f family) SessionRel(p string, maps []PathMap) (string, error) {
+	if !repo.SafeRelPath(p) || f.Classify(p) != KindSession {
+		return "", fmt.Errorf("recorded path %q is not a session file under sessions/", p)
+	}
+	parts := strings.Split(p, "/")
+	parts[1] = mapDir(parts[1], maps)
+	out := strings.Join(parts, "/")
+	if !repo.SafeRelPath(out) || f.Classify(out) != KindSession {
+		return "", fmt.Errorf("path map turns %q into %q, which is not a session path", p, out)
+	}
+	return out, nil
+}
+
+func (f family) Beside(string, string) (string, bool) { return "", false }
+
+// LockFiles: omp's ".<name>.jsonl.lock" around each write, and the
+// "<name>.jsonl.lock" of pi-utils' file lock.
+func (f family) LockFiles(rel string) []string {
+	dir, base := path.Split(rel)
+	return []string{dir + "." + base + ".lock", dir + base + ".lock"}
+}
+
+func (f family) ProcessMarker() string { return f.marker }
+
+func (f family) Resume(id string) string { return f.resume + " " + id }
+
+// CwdDir names the sessions folder of a working directory as the agent
+// does: for current omp, home-relative paths become "-" + the relative
+// path with separators turned into "-"; others (and every path, for pi)
+// "--" + the absolute path + "--".
+func (f family) CwdDir(cwd, home string) string {
+	cwd = filepath.Clean(cwd)
+	if f.homeRel && home != "" {
+		home = filepath.Clean(home)
+		if cwd == home {
+			return "-"
+		}
+		if rel, ok := strings.CutPrefix(cwd, home+string(filepath.Separator)); ok {
+			return "-" + encodeAbs(rel)
+		}
+	}
+	return "--" + encodeAbs(cwd) + "--"
+}
+
+// encodeAbs is how the family names the folder of an absolute path,
+// without the surrounding "--".
+func encodeAbs(p string) string {
+	return strings.NewReplacer("/", "-", "\\", "-", ":", "-").Replace(strings.TrimLeft(p, "/"))
+}
+
+// mapDir applies the longest matching mapping to one session folder name.
+// The encoding turns both "/" and "-" into "-", so a mapping matches at a
+// "-" boundary; that is as exact as the folder names allow.
+func mapDir(dir string, maps []PathMap) string {
+	if len(dir) < 4 || !strings.HasPrefix(dir, "--") || !strings.HasSuffix(dir, "--") {
+		return dir
+	}
+	inner := dir[2 : len(dir)-2]
+	best, bestLen := "", -1
+	for _, m := range maps {
+		from := encodeAbs(m.From)
+		if from == "" {
+			continue
+		}
+		if inner == from || strings.HasPrefix(inner, from+"-") {
+			if len(from) > bestLen {
+				best, bestLen = encodeAbs(m.To)+inner[len(from):], len(from)
+			}
+		}
+	}
+	if bestLen < 0 || best == "" {
+		return dir
+	}
+	return "--" + best + "--"
+}

@@ -1,0 +1,173 @@
+// Package store holds what ompsync knows about each coding agent's session
+// store: the folder its sessions live in and how it names them, which files
+// are sessions, artifacts or blobs (and which are locks, sidecars or
+// credentials never to touch), where a session's id comes from, the title
+// slot an agent rewrites in place, the entry ids two copies merge by (or
+// none), and the hints that an agent may be writing a file.
+//
+// Everything above this package (agent, restore, cmd) works through Store
+// and never names an agent's folders itself; the repository format (repo)
+// knows no agent at all. Adding an agent is one file here and its tests.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ompsync/ompsync/openfiles"
+)
+
+// Kind classifies a path relative to a store's folder.
+type Kind int
+
+const (
+	KindIgnored  Kind = iota
+	KindSession       // a session file (JSON Lines)
+	KindArtifact      // a file in a session's artifact folder
+	KindBlob          // a content-addressed blob (omp's blobs/<sha256>)
+	KindArchive       // a session the agent compressed into its archive
+)
+
+func (k Kind) String() string {
+	return [...]string{"ignored", "session", "artifact", "blob", "archive"}[k]
+}
+
+// Info is what ompsync shows of a session, read from its first bytes.
+type Info struct {
+	ID    string // the session id the file names itself by, "" when none
+	Cwd   string // the folder the agent ran in
+	Title string
+}
+
+// PathMap rewrites the absolute paths that session folder names encode,
+// e.g. From /Users/ana To /home/ana (restore --path-map).
+type PathMap struct {
+	From, To string
+}
+
+// ErrNoEntryIDs is Merge's answer for a format whose lines carry no entry
+// ids: two copies that went on in different places cannot be merged line
+// by line.
+var ErrNoEntryIDs = errors.New("the format has no entry ids to merge by")
+
+// Store is one coding agent's session store. Paths are slash-separated and
+// relative to the store's folder (omp's agent dir, ~/.claude, ...).
+type Store interface {
+	// Name names the agent in configuration, on the remote and in output:
+	// "omp", "pi", "claude", "codex".
+	Name() string
+	// Roots are the folders below the store's folder that hold what is
+	// backed up. Nothing outside them is read.
+	Roots() []string
+	// Classify says what a path is. Credentials, settings, databases,
+	// locks and temp files are KindIgnored.
+	Classify(rel string) Kind
+	// SessionID is the id of the session file at rel, from its first bytes
+	// (head, up to 8 KiB) or else its name; "" when it has none.
+	SessionID(rel string, head []byte) string
+	// IDFromName reads the session id from a session file's name or path
+	// as a user may give it (the file an agent shows).
+	IDFromName(name string) (string, bool)
+	// Describe reads what a catalog shows of a session from its first
+	// bytes; ok is false when they hold no session's start (yet).
+	Describe(head []byte) (info Info, ok bool)
+	// SlotLen is the length of the title slot the agent rewrites in place
+	// at the start of b (omp's 256 bytes), or 0.
+	SlotLen(b []byte) int
+	// SlotTitle decodes a title slot (the first SlotLen bytes of a file);
+	// ok is false when slot is no longer one.
+	SlotTitle(slot []byte) (title string, ok bool)
+	// NewestSlot is the newest title slot among copies (nil for none).
+	NewestSlot(copies [][]byte) []byte
+	// Merge combines copies of one session file that went on in different
+	// places, keeping every line of each; the first copy's bytes win. A
+	// format without entry ids answers ErrNoEntryIDs.
+	Merge(copies ...[]byte) ([]byte, error)
+	// Artifact says which session an artifact file belongs to and its path
+	// inside that session's artifact folder.
+	Artifact(rel string) (id, inner string, ok bool)
+	// ArtifactRel is where the artifact inner of the session file at
+	// sessionRel goes; ok is false when the agent keeps no such file.
+	ArtifactRel(sessionRel, inner string) (string, bool)
+	// Archived says which session an archived file holds and the path of
+	// the session file it was archived from.
+	Archived(rel string) (id, live string, ok bool)
+	// SessionRel checks a session path recorded on the remote and applies
+	// the path maps to the folder names that encode an absolute path.
+	SessionRel(recorded string, maps []PathMap) (string, error)
+	// Beside names a copy of the session file at rel kept next to it: the
+	// copy of another machine that cannot be merged (no entry ids). ok is
+	// false for a format that merges.
+	Beside(rel, machine string) (string, bool)
+	// LockFiles are the sidecars of the session file at rel whose fresh
+	// existence says the agent is writing it.
+	LockFiles(rel string) []string
+	// ProcessMarker is a file every running process of the agent keeps
+	// open (omp's agent database), so a scan of open files tells its
+	// processes; "" when there is none.
+	ProcessMarker() string
+	// Resume is the command that resumes session id in the agent.
+	Resume(id string) string
+}
+
+// Known lists every store ompsync knows, omp first.
+func Known() []Store { return []Store{OMP()} }
+
+// ByName returns the known store of that name.
+func ByName(name string) (Store, error) {
+	var names []string
+	for _, s := range Known() {
+		if s.Name() == name {
+			return s, nil
+		}
+		names = append(names, s.Name())
+	}
+	return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+// ignoredName reports the names no agent's backup ever takes: hidden
+// files, locks, temp files and backups.
+func ignoredName(base string) bool {
+	if strings.HasPrefix(base, ".") {
+		return true
+	}
+	for _, suf := range []string{".lock", ".lock.os", ".tmp", ".bak"} {
+		if strings.HasSuffix(base, suf) {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanParts splits rel into its segments, or nil when a segment is empty,
+// hidden or ignored (then nothing below it is backed up).
+func cleanParts(rel string) []string {
+	parts := strings.Split(rel, "/")
+	if ignoredName(parts[len(parts)-1]) {
+		return nil
+	}
+	for _, p := range parts {
+		if p == "" || strings.HasPrefix(p, ".") {
+			return nil
+		}
+	}
+	return parts
+}
+
+// ScanOpen lists which processes hold session files (*.jsonl) open, and
+// which are the store's agent (those holding its ProcessMarker).
+func ScanOpen(s Store) (*openfiles.Snapshot, error) {
+	if m := s.ProcessMarker(); m != "" {
+		return openfiles.Scan(".jsonl", m)
+	}
+	return openfiles.Scan(".jsonl")
+}
+
+// Processes are the store's agent processes a ScanOpen saw.
+func Processes(s Store, snap *openfiles.Snapshot) []int {
+	if m := s.ProcessMarker(); m != "" {
+		return snap.WithSuffix(m)
+	}
+	return nil
+}
