@@ -47,6 +47,12 @@ type Client interface {
 type PutOptions struct {
 	// IfAbsent makes the put fail with ErrPreconditionFailed when the key exists.
 	IfAbsent bool
+	// IfMatch, when set, makes the put replace the object only while its
+	// ETag (from Stat) is this one: ErrPreconditionFailed when it changed
+	// since, ErrNotFound when it is gone. A writer that must not undo
+	// another's newer write puts this way. Only drivers whose Stat gives
+	// an ETag honour it.
+	IfMatch string
 }
 
 // ListOptions modify List.
@@ -66,12 +72,16 @@ type ObjectInfo struct {
 	ModTime time.Time
 	// Prefix marks a common prefix produced by a delimiter listing.
 	Prefix bool
+	// ETag names this version of the object, set by Stat ("" when the
+	// driver has none): PutOptions.IfMatch takes it.
+	ETag string
 }
 
 var (
 	// ErrNotFound: the key does not exist.
 	ErrNotFound = errors.New("object not found")
-	// ErrPreconditionFailed: an IfAbsent put found the key already present.
+	// ErrPreconditionFailed: an IfAbsent put found the key already present,
+	// or an IfMatch put found the object changed.
 	ErrPreconditionFailed = errors.New("precondition failed: object already exists")
 	// ErrEndlessListing: a listing page says more follows but gives no new
 	// continuation token; following it would never end.

@@ -58,9 +58,9 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 //
 // Get retries opening the object, not reads from the returned body. List
 // resumes after the last key it yielded, so a caller never sees a key twice.
-// An IfAbsent Put that meets ErrPreconditionFailed after a transient failure
-// compares the stored object with data: equal means the earlier try landed
-// (its answer was lost), so the put reports success.
+// An IfAbsent or IfMatch Put that meets ErrPreconditionFailed after a
+// transient failure compares the stored object with data: equal means the
+// earlier try landed (its answer was lost), so the put reports success.
 func WithRetry(c Client, p RetryPolicy) Client {
 	return &retryClient{c: c, p: p.withDefaults()}
 }
@@ -106,7 +106,7 @@ func (r *retryClient) wait(ctx context.Context, op, key string, attempt int, cau
 func (r *retryClient) Put(ctx context.Context, key string, data []byte, opts PutOptions) error {
 	return r.do(ctx, "put", key, func(hadTransient bool) error {
 		err := r.c.Put(ctx, key, data, opts)
-		if opts.IfAbsent && hadTransient && errors.Is(err, ErrPreconditionFailed) && r.holds(ctx, key, data) {
+		if (opts.IfAbsent || opts.IfMatch != "") && hadTransient && errors.Is(err, ErrPreconditionFailed) && r.holds(ctx, key, data) {
 			return nil
 		}
 		return err

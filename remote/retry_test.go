@@ -220,6 +220,30 @@ func TestRetryIfAbsentLostAnswer(t *testing.T) {
 	}
 }
 
+// An IfMatch put whose first answer was lost finds its own bytes there
+// (the ETag changed to theirs) and reports success; over another writer's
+// bytes it fails.
+func TestRetryIfMatchLostAnswer(t *testing.T) {
+	f := newFlaky(t)
+	putKeys(t, f.Client, "cat")
+	read, err := f.Client.Stat(t.Context(), "cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.landFirst = true
+	c := remote.WithRetry(f, fast)
+	f.fails["put"] = 1
+	if err := c.Put(t.Context(), "cat", []byte("mine"), remote.PutOptions{IfMatch: read.ETag}); err != nil {
+		t.Errorf("IfMatch put whose first answer was lost: %v", err)
+	}
+	f.landFirst = false
+	f.fails["put"] = 1
+	err = c.Put(t.Context(), "cat", []byte("stale"), remote.PutOptions{IfMatch: read.ETag})
+	if !errors.Is(err, remote.ErrPreconditionFailed) {
+		t.Errorf("IfMatch put over other bytes: err = %v, want ErrPreconditionFailed", err)
+	}
+}
+
 func putKeys(t *testing.T, c remote.Client, keys ...string) {
 	for _, k := range keys {
 		if err := c.Put(t.Context(), k, []byte(k), remote.PutOptions{}); err != nil {

@@ -133,11 +133,38 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 			}
 			return fail("put", key, err)
 		}
-	} else if err := os.Rename(tmp, p); err != nil {
-		return fail("put", key, conflictHint(err))
+	} else if err := c.replace(tmp, p, key, opts.IfMatch); err != nil {
+		return err
 	}
 	if err := syncDir(dir); err != nil {
 		return fail("put", key, err)
+	}
+	return nil
+}
+
+// replace renames tmp over the object at p. Replacing an object holds the
+// remote's lock, which an IfMatch put holds from its check of the object's
+// ETag to its rename: no other replacement slips between the two, in this
+// process or another.
+func (c *Client) replace(tmp, p, key, ifMatch string) error {
+	if _, err := os.Lstat(p); err == nil || ifMatch != "" {
+		unlock, err := lockRoot(c.root)
+		if err != nil {
+			return fail("put", key, err)
+		}
+		defer unlock()
+	}
+	if ifMatch != "" {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return notFound("put", key, err)
+		}
+		if tag := etag(fi); tag == "" || tag != ifMatch {
+			return &remote.Error{Op: "put", Key: key, Err: remote.ErrPreconditionFailed}
+		}
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fail("put", key, conflictHint(err))
 	}
 	return nil
 }
@@ -257,7 +284,7 @@ func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error
 	if !fi.Mode().IsRegular() {
 		return remote.ObjectInfo{}, &remote.Error{Op: "stat", Key: key, Err: remote.ErrNotFound}
 	}
-	return remote.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	return remote.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime(), ETag: etag(fi)}, nil
 }
 
 // Delete removes key and then every folder it leaves empty, up to the root.

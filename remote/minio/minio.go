@@ -151,6 +151,9 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 	if opts.IfAbsent {
 		po.SetMatchETagExcept("*") // If-None-Match: *
 	}
+	if opts.IfMatch != "" {
+		po.SetMatchETag(opts.IfMatch)
+	}
 	_, err := c.core.PutObject(ctx, c.bucket, c.prefix+key, bytes.NewReader(data), int64(len(data)),
 		base64.StdEncoding.EncodeToString(md[:]), hex.EncodeToString(sh[:]), po)
 	if err != nil {
@@ -191,7 +194,7 @@ func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error
 	if err != nil {
 		return remote.ObjectInfo{}, c.fail(ctx, "stat", key, err)
 	}
-	return remote.ObjectInfo{Key: key, Size: oi.Size, ModTime: oi.LastModified}, nil
+	return remote.ObjectInfo{Key: key, Size: oi.Size, ModTime: oi.LastModified, ETag: oi.ETag}, nil
 }
 
 // Delete removes key; a missing key is not an error.

@@ -37,6 +37,7 @@ func Run(t *testing.T, newClient func(t *testing.T) remote.Client) {
 		{"StartAfter", testStartAfter},
 		{"ListPaging", testListPaging},
 		{"IfAbsent", testIfAbsent},
+		{"IfMatch", testIfMatch},
 		{"Delete", testDelete},
 		{"NotFound", testNotFound},
 		{"Cancelled", testCancelled},
@@ -312,6 +313,63 @@ func parallel(t *testing.T, n, workers int, f func(i int) error) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// testIfMatch: a put with the ETag Stat gave replaces the object only while
+// it is that version; of writers racing with the same ETag one wins.
+func testIfMatch(t *testing.T, c remote.Client) {
+	ctx := t.Context()
+	Put(t, c, "cat/m", []byte("one"))
+	one, err := c.Stat(ctx, "cat/m")
+	if err != nil || one.ETag == "" {
+		t.Fatalf("stat: %+v, %v; want an ETag", one, err)
+	}
+	Put(t, c, "cat/m", []byte("two")) // another writer, since
+	err = c.Put(ctx, "cat/m", []byte("stale"), remote.PutOptions{IfMatch: one.ETag})
+	if !errors.Is(err, remote.ErrPreconditionFailed) || remote.IsTransient(err) {
+		t.Fatalf("put over a changed object: %v, want a permanent ErrPreconditionFailed", err)
+	}
+	if got := Get(t, c, "cat/m", 0, -1); string(got) != "two" {
+		t.Fatalf("after the refused put: %q, want the newer %q", got, "two")
+	}
+	two, err := c.Stat(ctx, "cat/m")
+	if err != nil || two.ETag == one.ETag {
+		t.Fatalf("stat after a change: %+v, %v; want a new ETag", two, err)
+	}
+	if err := c.Put(ctx, "cat/m", []byte("three"), remote.PutOptions{IfMatch: two.ETag}); err != nil {
+		t.Fatalf("put over the version read: %v", err)
+	}
+	if got := Get(t, c, "cat/m", 0, -1); string(got) != "three" {
+		t.Fatalf("after the put: %q", got)
+	}
+	if err := c.Put(ctx, "cat/gone", []byte("x"), remote.PutOptions{IfMatch: two.ETag}); !errors.Is(err, remote.ErrNotFound) {
+		t.Errorf("IfMatch put of a missing key: %v, want ErrNotFound", err)
+	}
+	// Racing writers that read the same version: one replaces it.
+	three, err := c.Stat(ctx, "cat/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for i := range 8 {
+		wg.Go(func() {
+			err := c.Put(ctx, "cat/m", []byte{'w', byte('0' + i)}, remote.PutOptions{IfMatch: three.ETag})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case !errors.Is(err, remote.ErrPreconditionFailed):
+				t.Errorf("racing IfMatch put: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won != 1 {
+		t.Errorf("%d racing IfMatch puts over one version succeeded, want 1", won)
 	}
 }
 

@@ -182,6 +182,9 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 	if opts.IfAbsent {
 		in.IfNoneMatch = aws.String("*")
 	}
+	if opts.IfMatch != "" {
+		in.IfMatch = aws.String(opts.IfMatch)
+	}
 	if _, err := c.api.PutObject(ctx, in); err != nil {
 		return c.fail(ctx, "put", key, err)
 	}
@@ -220,7 +223,7 @@ func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error
 	if err != nil {
 		return remote.ObjectInfo{}, c.fail(ctx, "stat", key, err)
 	}
-	return remote.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified)}, nil
+	return remote.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
 }
 
 // Delete removes key; a missing key is not an error.
