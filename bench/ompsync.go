@@ -55,6 +55,13 @@ func NewOmpsync(bin, endpoint, accessKey, secretKey, bucket, agentDir, stateDir,
 	return &Ompsync{Bin: bin, env: env, LogLevel: "warn"}
 }
 
+// With returns o with extra KEY=VALUE settings.
+func (o *Ompsync) With(kv ...string) *Ompsync {
+	c := *o
+	c.env = slices.Concat(o.env, kv)
+	return &c
+}
+
 // Run runs one command to its end and returns its combined output.
 func (o *Ompsync) Run(ctx context.Context, args ...string) ([]byte, error) {
 	return o.RunProgram(ctx, o.Bin, args...)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -62,6 +63,17 @@ type Proxy struct {
 	mu     sync.Mutex
 	counts Counts
 	onPut  func(PutEvent)
+	trace  io.Writer
+	start  time.Time
+}
+
+// Trace writes one line per request to w from now on (nil: stop): when it
+// started and ended, in ms since this call, its method, key and status, for
+// reading where a step's time goes.
+func (p *Proxy) Trace(w io.Writer) {
+	p.mu.Lock()
+	p.trace, p.start = w, time.Now()
+	p.mu.Unlock()
 }
 
 // StartProxy listens on a free loopback port and forwards to target.
@@ -139,8 +151,38 @@ func (p *Proxy) handler(next http.Handler) http.Handler {
 		if r.Body != nil {
 			r.Body = &countingBody{rc: r.Body, add: func(n int) { p.add(&p.counts.Up, n) }}
 		}
-		next.ServeHTTP(w, r)
+		t0 := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		p.mu.Lock()
+		if p.trace != nil {
+			q := ""
+			if r.URL.RawQuery != "" {
+				q = "?" + r.URL.RawQuery
+			}
+			fmt.Fprintf(p.trace, "%8.1f %8.1f %-6s %d %s%s\n", ms(t0.Sub(p.start)), ms(time.Since(p.start)), r.Method, sw.status, key, q)
+		}
+		p.mu.Unlock()
 	})
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes flushes on, as the reverse proxy streams answers.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func (p *Proxy) add(field *int64, n int) {

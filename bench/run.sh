@@ -45,7 +45,7 @@ echo "ompsync at $commit; $(rclone version 2>/dev/null | head -1); $(restic vers
 
 # The top costs of each profile, for docs/BENCHMARKS.md.
 {
-	for p in "$out"/agent-*.cpu.pprof "$out"/restore.cpu.pprof; do
+	for p in "$out"/agent-*.cpu.pprof "$out"/restore.cpu.pprof "$out"/line-restore.cpu.pprof "$out"/line-backup.cpu.pprof; do
 		[ -f "$p" ] || continue
 		echo "== $(basename "$p"): flat"
 		go tool pprof -top -nodecount=15 "$out/bin/ompsync-bench" "$p" 2>/dev/null | sed -n '4,25p'

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ompsync/ompsync/bench"
@@ -70,7 +72,7 @@ func (r *runner) line(ctx context.Context) error {
 			peers = ps
 		}
 		for _, lp := range peers {
-			m, err := r.lineMeasure(lp.p, lp.backup)
+			m, err := r.lineMeasure(lp, "backup", run, lp.backup)
 			if err != nil {
 				return fmt.Errorf("%s first backup: %w", lp.name, err)
 			}
@@ -98,7 +100,7 @@ func (r *runner) line(ctx context.Context) error {
 			}
 		}
 		for _, lp := range peers {
-			m, err := r.lineMeasure(lp.p, lp.pass)
+			m, err := r.lineMeasure(lp, "pass", run, lp.pass)
 			if err != nil {
 				return fmt.Errorf("%s pass: %w", lp.name, err)
 			}
@@ -107,7 +109,7 @@ func (r *runner) line(ctx context.Context) error {
 		for _, lp := range peers {
 			to := filepath.Join(r.dir(base, "out"), lp.name)
 			var got string
-			m, err := r.lineMeasure(lp.p, func() error { var err error; got, err = lp.restore(to); return err })
+			m, err := r.lineMeasure(lp, "restore", run, func() error { var err error; got, err = lp.restore(to); return err })
 			if err != nil {
 				return fmt.Errorf("%s restore: %w", lp.name, err)
 			}
@@ -121,6 +123,37 @@ func (r *runner) line(ctx context.Context) error {
 			lp.Restore = append(lp.Restore, m)
 			os.RemoveAll(to)
 		}
+		if run == c.lineRuns-1 && c.out != "" {
+			// restore.Run in this program, through the same line, with a
+			// CPU profile: where a restore's time goes when the line is
+			// not what holds it up.
+			to := filepath.Join(r.dir(base, "out"), "profiled")
+			omp := r.ompsync(peers[0].p, agentDir, base)
+			m, err := r.lineMeasure(peers[0], "restore-profiled", 0, func() error {
+				_, err := omp.RunProgram(ctx, os.Args[0], "restore-profile", "-to", to, "-cpuprofile", filepath.Join(c.out, "line-restore.cpu.pprof"))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			r.raw["line_restore_profiled"] = m
+			os.RemoveAll(to)
+			// The agent's first backup, likewise, into a fresh bucket.
+			pp, err := r.newLinePeer(ctx, base+"-profiled", lc)
+			if err != nil {
+				return err
+			}
+			op := r.ompsync(pp, agentDir, base+"-profiled")
+			m, err = r.lineMeasure(&linePeer{name: "profiled", p: pp}, "backup", 1, func() error {
+				_, err := op.RunProgram(ctx, os.Args[0], "agent-profile", "-once", "-cpuprofile", filepath.Join(c.out, "line-backup.cpu.pprof"))
+				return err
+			})
+			pp.close()
+			if err != nil {
+				return err
+			}
+			r.raw["line_backup_profiled"] = m
+		}
 		for _, lp := range peers {
 			lp.p.close()
 		}
@@ -128,6 +161,11 @@ func (r *runner) line(ctx context.Context) error {
 	r.raw["line"] = map[string]any{"config": lc.String(), "sessions": len(tree.Sessions), "forks": tree.Forks,
 		"bytes": tree.Bytes, "appended": appended, "peers": peers}
 	r.lineRows(lc, tree, appended, peers)
+	if c.lineSweep != "" {
+		if err := r.lineSweep(ctx, lc, fmt.Sprintf("line-%d", c.lineRuns-1), tree); err != nil {
+			return err
+		}
+	}
 	if c.lineLiveFor > 0 {
 		return r.lineLive(ctx, lc)
 	}
@@ -194,8 +232,16 @@ func (r *runner) newLinePeer(ctx context.Context, bucket string, lc bench.LineCo
 	return p, nil
 }
 
-// lineMeasure is measure, with what crossed the line.
-func (r *runner) lineMeasure(p *peer, f func() error) (lineStep, error) {
+// lineMeasure is measure, with what crossed the line. The first run's
+// requests are traced to -out as trace-line-<peer>-<step>.log.
+func (r *runner) lineMeasure(lp *linePeer, step string, run int, f func() error) (lineStep, error) {
+	p := lp.p
+	if run == 0 && r.cfg.out != "" {
+		if tf, err := os.Create(filepath.Join(r.cfg.out, "trace-line-"+lp.name+"-"+step+".log")); err == nil {
+			p.proxy.Trace(tf)
+			defer func() { p.proxy.Trace(nil); tf.Close() }()
+		}
+	}
 	u0, d0, c0 := p.line.Wire()
 	m, err := r.measure(p, f)
 	u1, d1, c1 := p.line.Wire()
@@ -322,6 +368,59 @@ func (r *runner) lineLive(ctx context.Context, lc bench.LineConfig) error {
 		Target:  "p99 <= 4 s",
 		Ompsync: fmt.Sprintf("%s / %s, %.1f%% of a core", secs(res.LagP50), secs(res.LagP99), 100*res.CPU),
 		Result:  verdict(res.LagP99 <= 4*time.Second && res.NeverUploaded == 0),
+	})
+	return nil
+}
+
+// lineSweep backs up the last run's tree and restores it with each value
+// of transfers in -line-sweep, each into a fresh bucket, -line-runs times:
+// how the default was chosen.
+func (r *runner) lineSweep(ctx context.Context, lc bench.LineConfig, base string, tree *bench.Tree) error {
+	c := r.cfg
+	agentDir := r.dir(base, "agent")
+	type point struct {
+		Transfers       int
+		Backup, Restore []lineStep
+	}
+	var points []point
+	for _, f := range strings.Split(c.lineSweep, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-line-sweep: %q is not a number of transfers", f)
+		}
+		pt := point{Transfers: n}
+		for run := range c.lineRuns {
+			name := fmt.Sprintf("sweep-%d-%d", n, run)
+			p, err := r.newLinePeer(ctx, name, lc)
+			if err != nil {
+				return err
+			}
+			lp := &linePeer{name: name, p: p}
+			omp := r.ompsync(p, agentDir, name).With(fmt.Sprintf("OMPSYNC_TRANSFERS=%d", n))
+			b, err := r.lineMeasure(lp, "backup", 1, func() error { _, err := omp.Run(ctx, "agent", "--once"); return err })
+			if err != nil {
+				p.close()
+				return err
+			}
+			to := filepath.Join(r.dir(base, "out"), name)
+			rs, err := r.lineMeasure(lp, "restore", 1, func() error { _, err := omp.Run(ctx, "restore", "--all", "--to", to); return err })
+			p.close()
+			os.RemoveAll(to)
+			if err != nil {
+				return err
+			}
+			pt.Backup, pt.Restore = append(pt.Backup, b), append(pt.Restore, rs)
+		}
+		points = append(points, pt)
+	}
+	r.raw["line_sweep"] = points
+	var cells []string
+	for _, pt := range points {
+		cells = append(cells, fmt.Sprintf("%d: %s / %s", pt.Transfers, secs(medianStep(pt.Backup).Wall), secs(medianStep(pt.Restore).Wall)))
+	}
+	r.add(row{
+		Figure:  fmt.Sprintf("line: first backup / restore of the %d sessions by transfers (median of %d runs each)", len(tree.Sessions), c.lineRuns),
+		Ompsync: strings.Join(cells, "; "),
 	})
 	return nil
 }

@@ -52,6 +52,7 @@ type settings struct {
 	lineForks            float64
 	lineActive, lineRuns int
 	lineLiveFor          time.Duration
+	lineSweep            string
 }
 
 func main() {
@@ -97,6 +98,7 @@ func main() {
 	flag.IntVar(&c.lineActive, "line-active", 40, "line: sessions appended to before the pass")
 	flag.IntVar(&c.lineRuns, "line-runs", 3, "line: runs (fresh buckets and tree each); figures are their median")
 	flag.DurationVar(&c.lineLiveFor, "line-live-for", 30*time.Second, "line: how long sessions grow under the running agent (0: skip)")
+	flag.StringVar(&c.lineSweep, "line-sweep", "", "line: also back up and restore the tree with each of these transfers (comma-separated, e.g. 4,8,16,32,64)")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -31,6 +31,7 @@ func profileAgent(args []string) error {
 	fs := flag.NewFlagSet("agent-profile", flag.ContinueOnError)
 	cpuOut := fs.String("cpuprofile", "", "write a CPU profile here, from SIGUSR1 until the agent stops")
 	heapOut := fs.String("heapprofile", "", "write a heap profile here when stopped")
+	once := fs.Bool("once", false, "one pass, as agent --once, profiled from its start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,6 +53,7 @@ func profileAgent(args []string) error {
 		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
 		Compaction: compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
 		Retention:  compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
+		Parallel:   cfg.Transfers,
 		Ready:      func() { notifyReady(os.Getenv("NOTIFY_SOCKET")) },
 	})
 	if err != nil {
@@ -80,7 +82,12 @@ func profileAgent(args []string) error {
 			started <- f
 		}()
 	}
-	runErr := a.Run(ctx)
+	run := a.Run
+	if *once {
+		usr1 <- syscall.SIGUSR1 // the whole pass is profiled
+		run = a.Once
+	}
+	runErr := run(ctx)
 	if *cpuOut != "" {
 		if f := <-started; f != nil {
 			pprof.StopCPUProfile()
@@ -141,15 +148,18 @@ func profileRestore(args []string) error {
 	fs := flag.NewFlagSet("restore-profile", flag.ContinueOnError)
 	cpuOut := fs.String("cpuprofile", "", "write a CPU profile here")
 	to := fs.String("to", "", "agent dir to restore into")
-	parallel := fs.Int("parallel", 0, "sessions restored at once (0: restore's default)")
+	parallel := fs.Int("parallel", 0, "sessions restored at once (0: transfers, as ompsync restore)")
 	dryRun := fs.Bool("dry-run", false, "fetch and verify only, write nothing")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx := context.Background()
-	_, r, err := openConfigured(ctx)
+	cfg, r, err := openConfigured(ctx)
 	if err != nil {
 		return err
+	}
+	if *parallel == 0 {
+		*parallel = cfg.Transfers
 	}
 	if err := r.Check(ctx); err != nil {
 		return err
