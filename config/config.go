@@ -38,6 +38,7 @@ type Config struct {
 	Encryption                          Encryption
 	Compaction                          Compaction
 	Retention                           Retention
+	Search                              Search
 	File                                string // the config file actually read, "" if none
 
 	sources  map[string]Source
@@ -77,6 +78,18 @@ func (e Encryption) Enabled() bool {
 type Compaction struct {
 	Idle      time.Duration
 	MaxChunks int
+}
+
+// Search configures ompsync grep's local cache.
+type Search struct {
+	// CacheSize is the bound on the cache, as written (see ParseSize).
+	CacheSize string
+}
+
+// CacheBytes is CacheSize in bytes.
+func (s Search) CacheBytes() int64 {
+	n, _ := ParseSize(s.CacheSize) // checked when loaded
+	return n
 }
 
 // Retention says how long what is no longer current stays on the remote;

@@ -2,9 +2,11 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -240,6 +242,13 @@ var keys = []key{
 		optional: true,
 	},
 	{
+		name:  "search.cache_size",
+		help:  "how much the search cache under state_dir/search may hold (the text of searched sessions), e.g. 500MB or 2GiB; 0 keeps nothing",
+		field: func(c *Config) any { return &c.Search.CacheSize },
+		def:   static("1GiB"),
+		check: checkSize,
+	},
+	{
 		name:  "log.level",
 		help:  "least severe log messages shown: debug, info, warn or error",
 		field: func(c *Config) any { return &c.Log.Level },
@@ -432,4 +441,27 @@ func checkTransfers(v any) (any, error) {
 		return nil, fmt.Errorf("%d is more than the %d the S3 clients keep connections for; write a number from 1 to %d", n, MaxTransfers, MaxTransfers)
 	}
 	return v, nil
+}
+
+// checkSize accepts a number of bytes with an optional unit: B, KB, MB, GB,
+// TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024).
+func checkSize(v any) (any, error) {
+	if _, err := ParseSize(v.(string)); err != nil {
+		return nil, err
+	}
+	return strings.TrimSpace(v.(string)), nil
+}
+
+// ParseSize reads a size as checkSize accepts it.
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.TrimSpace(s[len(num):])
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}[strings.ToUpper(unit)]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || strings.HasPrefix(num, "+") || mult == 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size; write it like 500MB, 2GiB or 0", s)
+	}
+	return n * mult, nil
 }

@@ -74,14 +74,19 @@ type rawBlock struct {
 // for lines that hold no conversation text: the title slot, the header,
 // model changes, omp's bookkeeping, and lines that are not JSON.
 func Parse(line []byte, n int) (Entry, bool) {
-	// Cheap refusals first: most bookkeeping lines never reach the decoder.
+	// Cheap refusals first: most bookkeeping lines never reach the scanner.
 	if len(line) == 0 || line[0] != '{' {
 		return Entry{}, false
 	}
-	var r rawEntry
-	if err := json.Unmarshal(line, &r); err != nil {
+	r, ok := scanEntry(line)
+	if !ok {
 		return Entry{}, false
 	}
+	return entry(r, n, scanContent)
+}
+
+// entry makes an Entry of a decoded line, reading contents with content.
+func entry(r rawEntry, n int, content func(raw []byte, kind, tool string) []Part) (Entry, bool) {
 	e := Entry{Line: n, ID: r.ID, Time: parseTime(r.Timestamp)}
 	switch r.Type {
 	case "message":
@@ -104,7 +109,7 @@ func Parse(line []byte, n int) (Entry, bool) {
 		if m.Role == "toolResult" {
 			kind = ToolResult
 		}
-		e.Parts = content(m.Content, kind, m.ToolName)
+		e.Parts = content(bytes.TrimSpace(m.Content), kind, m.ToolName)
 	case "compaction", "branch_summary":
 		e.Role = r.Type
 		if r.Summary != "" {
@@ -112,48 +117,33 @@ func Parse(line []byte, n int) (Entry, bool) {
 		}
 	case "custom_message":
 		e.Role = r.Type
-		e.Parts = content(r.Content, Summary, "")
+		e.Parts = content(bytes.TrimSpace(r.Content), Summary, "")
 	default:
 		return Entry{}, false
 	}
-	return e, len(e.Parts) > 0
+	if len(e.Parts) == 0 {
+		return Entry{}, false
+	}
+	return e, true
 }
 
-// content reads a message's content: a string, or a list of blocks.
-func content(raw json.RawMessage, kind, tool string) []Part {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil || s == "" {
-			return nil
+// appendBlock adds the part a content block holds, if any.
+func appendBlock(out []Part, b rawBlock, kind, tool string) []Part {
+	switch b.Type {
+	case "text":
+		if b.Text != "" {
+			out = append(out, Part{Kind: kind, Name: tool, Text: b.Text})
 		}
-		return []Part{{Kind: kind, Name: tool, Text: s}}
-	}
-	var blocks []rawBlock
-	if json.Unmarshal(raw, &blocks) != nil {
-		return nil
-	}
-	var out []Part
-	for _, b := range blocks {
-		switch b.Type {
-		case "text":
-			if b.Text != "" {
-				out = append(out, Part{Kind: kind, Name: tool, Text: b.Text})
-			}
-		case "thinking":
-			if b.Thinking != "" {
-				out = append(out, Part{Kind: Thinking, Text: b.Thinking})
-			}
-		case "toolCall":
-			var args bytes.Buffer
-			if len(b.Arguments) > 0 && json.Compact(&args, b.Arguments) != nil {
-				args.Reset()
-			}
-			out = append(out, Part{Kind: ToolCall, Name: b.Name, Text: args.String()})
+	case "thinking":
+		if b.Thinking != "" {
+			out = append(out, Part{Kind: Thinking, Text: b.Thinking})
 		}
+	case "toolCall":
+		var args bytes.Buffer
+		if len(b.Arguments) > 0 && json.Compact(&args, b.Arguments) != nil {
+			args.Reset()
+		}
+		out = append(out, Part{Kind: ToolCall, Name: b.Name, Text: args.String()})
 	}
 	return out
 }

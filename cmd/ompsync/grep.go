@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/search"
+)
+
+type grepFlags struct {
+	ignoreCase, regexp, asJSON, includeDeleted, latest bool
+	since, machine                                     string
+}
+
+func newGrepCmd(a *app) *cobra.Command {
+	var f grepFlags
+	cmd := &cobra.Command{
+		Use:   "grep PATTERN [ID-PREFIX...]",
+		Short: "Search the text of every session on the remote",
+		Long: `Search the text of every session the remote holds (those the prefixes name,
+when given), every machine's copy, decrypting on this machine: what users and
+the model wrote, the model's reasoning, tool calls and their results,
+compaction summaries. PATTERN is a fixed string, or with --regexp a Go
+regular expression (RE2); a match is within one line of text.
+
+One line per match: session id, title, entry id, role, time and the matching
+text. A line that several copies hold (the same session on two machines) is
+printed once. Sessions recorded as deleted on every machine are searched with
+--include-deleted.
+
+What is read is kept in a cache under state_dir/search, bounded by
+search.cache_size: a second search of an unchanged remote reads the catalogs
+and nothing else, and a session that grew fetches only its new chunks.
+
+Exit status 0 when a line matched, 1 when none did or a copy could not be
+read (as grep does).`,
+		Example: `  ompsync grep 'connection refused'
+  ompsync grep -i --since 7d retry 019a
+  ompsync grep --regexp 'TODO\((\w+)\)' --json | jq -r .session`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runGrep(cmd, a, f, args[0], args[1:])
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&f.ignoreCase, "ignore-case", "i", false, "match without regard to case")
+	fl.BoolVar(&f.regexp, "regexp", false, "PATTERN is a regular expression (Go's RE2 syntax), not a fixed string")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per match")
+	fl.StringVar(&f.since, "since", "", "only entries from TIME on: RFC 3339 (2026-10-07T14:00:00Z) or a duration back from now (3h, 7d)")
+	fl.BoolVar(&f.includeDeleted, "include-deleted", false, "also search sessions recorded as deleted on every machine")
+	fl.StringVar(&f.machine, "machine", "", "search only this machine's copies")
+	addLatestFlag(fl, &f.latest)
+	return cmd
+}
+
+func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes []string) error {
+	m, err := search.Compile(search.Pattern{Text: pattern, IgnoreCase: f.ignoreCase, Regexp: f.regexp})
+	if err != nil {
+		return usagef(cmd, "%v", err)
+	}
+	opts := restore.GrepOptions{Pattern: m}
+	if f.since != "" {
+		if opts.Since, err = restore.ParseAt(f.since, time.Now()); err != nil {
+			return usagef(cmd, "--since: %v", err)
+		}
+	}
+	cfg, r, err := a.readRemote(cmd, f.machine)
+	if err != nil {
+		return err
+	}
+	opts.Options = restore.Options{Machine: f.machine, IncludeDeleted: f.includeDeleted, Latest: f.latest, Choose: a.chooser(), Parallel: cfg.Transfers}
+	if n := cfg.Search.CacheBytes(); n > 0 {
+		if opts.Cache, err = search.OpenCache(filepath.Join(cfg.StateDir, "search"), n); err != nil {
+			return err
+		}
+		defer opts.Cache.Close()
+	}
+	enc := json.NewEncoder(a.stdout)
+	emit := func(gm restore.GrepMatch) error {
+		if f.asJSON {
+			return enc.Encode(gm)
+		}
+		return printMatch(a.stdout, gm, m)
+	}
+	rep, err := restore.Grep(cmd.Context(), r, prefixes, opts, emit)
+	if rep != nil {
+		for _, p := range rep.Problems {
+			fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stderr, grepTotals(rep))
+	switch {
+	case len(rep.Problems) > 0:
+		return fmt.Errorf("some copies could not be read (see above); their lines were searched as the cache last had them, if at all")
+	case rep.Matches == 0:
+		return fmt.Errorf("no line matches")
+	}
+	return nil
+}
+
+// grepTotals says what was searched and what it cost.
+func grepTotals(rep *restore.GrepReport) string {
+	line := fmt.Sprintf("%d matches in %d sessions (%d copies; %d read from the remote, %s)", rep.Matches, rep.Sessions, rep.Copies, rep.Fetched, formatSize(rep.Bytes))
+	if rep.DeletedLeft > 0 {
+		line += fmt.Sprintf("; %d recorded as deleted not searched (add --include-deleted)", rep.DeletedLeft)
+	}
+	return line
+}
+
+// matchWidth bounds the text shown of a long line (a minified file a tool
+// read): the part around the match.
+const matchWidth = 200
+
+func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
+	at := "-"
+	if !gm.Time.IsZero() {
+		at = gm.Time.Local().Format(time.DateTime)
+	}
+	entry, title := gm.Entry, oneLine(gm.Title)
+	if entry == "" {
+		entry = "-"
+	}
+	role := gm.Role
+	if gm.Kind != "text" {
+		role += "/" + gm.Kind
+	}
+	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, role, at, excerpt(gm.Text, m))
+	return err
+}
+
+// excerpt is text, or when longer than matchWidth the part around its
+// first match.
+func excerpt(text string, m *search.Matcher) string {
+	text = strings.ReplaceAll(text, "\t", " ")
+	if utf8.RuneCountInString(text) <= matchWidth {
+		return text
+	}
+	at := m.Index(text)
+	from := max(0, at-matchWidth/4)
+	for from > 0 && !utf8.RuneStart(text[from]) {
+		from--
+	}
+	to := min(len(text), from+matchWidth)
+	for to < len(text) && !utf8.RuneStart(text[to]) {
+		to++
+	}
+	out := text[from:to]
+	if from > 0 {
+		out = "..." + out
+	}
+	if to < len(text) {
+		out += "..."
+	}
+	return out
+}

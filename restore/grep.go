@@ -1,0 +1,329 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/search"
+)
+
+// GrepOptions configure Grep.
+type GrepOptions struct {
+	// Options: Machine, IncludeDeleted, Latest, Choose, Parallel,
+	// MaxStreamSize and Logger apply.
+	Options
+	Pattern *search.Matcher
+	// Cache keeps what was read for the next search (nil: nothing kept).
+	Cache *search.Cache
+	// Since, when set, searches only entries from then on.
+	Since time.Time
+}
+
+// GrepMatch is one line of a session that matches, found once however
+// many copies hold it.
+type GrepMatch struct {
+	Session string    `json:"session"`
+	Title   string    `json:"title,omitempty"`
+	Entry   string    `json:"entry,omitempty"`
+	Role    string    `json:"role"`
+	Kind    string    `json:"kind"`
+	Time    time.Time `json:"time,omitzero"`
+	Text    string    `json:"text"`
+	// Machines hold the line.
+	Machines []string `json:"machines"`
+	// State is the session's (present, archived, deleted).
+	State string `json:"state"`
+}
+
+// GrepReport says what a search read.
+type GrepReport struct {
+	Sessions, Copies int
+	// Fetched copies were read from the remote (new, grown or rewritten
+	// since the cache last saw them), Bytes the session bytes that took.
+	Fetched int
+	Bytes   int64
+	Matches int
+	// Problems are copies that could not be read: their lines are
+	// searched as the cache last had them, if at all.
+	Problems []string
+	// DeletedLeft counts sessions left out as deleted.
+	DeletedLeft int
+}
+
+// grepCopy is one machine's copy of a session being searched.
+type grepCopy struct {
+	e  machineEntry
+	st *search.CopyState // what the cache holds
+	// recs are the copy's records when they are not in the cache (too
+	// large for it, or no cache).
+	recs  []byte
+	fresh bool
+}
+
+// Grep searches the text of every session the catalogs hold (those the
+// prefixes name, when given), every machine's copy, for opts.Pattern, and
+// calls emit for each matching line once, session by session, newest
+// first. A copy the cache holds as the catalog describes it is not read
+// from the remote at all; one that grew is read from where the cache left
+// off (repo.ReadGenerationFrom); a rewritten one is read again.
+func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions, emit func(GrepMatch) error) (*GrepReport, error) {
+	opts.setDefaults()
+	o := opts.Options
+	o.All = len(prefixes) == 0
+	p, err := newPlanner(ctx, r, o)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := p.targets(prefixes)
+	if err != nil {
+		return nil, err
+	}
+	rep := &GrepReport{Problems: p.problems, DeletedLeft: p.deletedLeft}
+	if !opts.Since.IsZero() {
+		targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
+	}
+	slices.SortFunc(targets, func(a, b *target) int {
+		if c := b.newest().Mtime.Compare(a.newest().Mtime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	copies := make([][]*grepCopy, len(targets))
+	var stale []*target
+	staleAt := map[*target]int{}
+	for i, t := range targets {
+		needs := false
+		for _, e := range t.entries {
+			c := &grepCopy{e: e}
+			if opts.Cache != nil {
+				if c.st, err = opts.Cache.State(t.id, e.machine); err != nil {
+					return nil, err
+				}
+			}
+			if c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size {
+				c.fresh, needs = true, true
+			}
+			copies[i] = append(copies[i], c)
+		}
+		rep.Copies += len(t.entries)
+		if needs {
+			staleAt[t] = i
+			stale = append(stale, t)
+		}
+	}
+	rep.Sessions = len(targets)
+
+	var mu sync.Mutex
+	eachTarget(ctx, r, stale, len(p.sessions), o, func(_ int, t *target, listed *repo.SessionObjects) {
+		fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed)
+		mu.Lock()
+		defer mu.Unlock()
+		rep.Fetched += fetched
+		rep.Bytes += n
+		rep.Problems = append(rep.Problems, problems...)
+	})
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	err = grepSearch(targets, copies, opts, rep, emit)
+	if opts.Cache != nil {
+		if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
+			err = eerr
+		}
+	}
+	return rep, err
+}
+
+// grepFetch brings the stale copies of t up to date: reads what they lack
+// and indexes it, into the cache or c.recs. It returns the copies read,
+// the bytes that took, and the problems.
+func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects) (int, int64, []string) {
+	var problems []string
+	fetched := 0
+	var bytes int64
+	for attempt := 1; ; attempt++ {
+		invs, err := inventory(ctx, r, t.id, opts.Options, listed)
+		if err != nil {
+			return 0, 0, []string{fmt.Sprintf("session %s: list: %v", t.id, err)}
+		}
+		retryList := false
+		problems = problems[:0]
+		for _, c := range copies {
+			if !c.fresh {
+				continue
+			}
+			n, err := grepUpdate(ctx, r, t, c, invs, opts)
+			bytes += n
+			switch {
+			case err == nil:
+				fetched++
+				c.fresh = false
+			case attempt < 3 && (errors.Is(err, remote.ErrNotFound) || errors.Is(err, repo.ErrGap)):
+				retryList = true // compacted meanwhile: list again
+			default:
+				problems = append(problems, fmt.Sprintf("session %s, machine %s: %v", t.id, c.e.machine, err))
+			}
+		}
+		if !retryList {
+			return fetched, bytes, problems
+		}
+		listed = nil
+	}
+}
+
+// grepUpdate reads one copy from where the cache left off, or from the
+// start, and indexes the new bytes.
+func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs []*repo.StreamInventory, opts GrepOptions) (int64, error) {
+	var g *repo.Generation
+	for _, inv := range invs {
+		if inv.Stream.Machine == c.e.machine && inv.Stream.Name == repo.SessionStream {
+			g = inv.Newest()
+		}
+	}
+	if g == nil {
+		return 0, errors.New("the catalog lists the session but the remote holds no copy of it")
+	}
+	s := repo.Stream{SessionID: t.id, Machine: c.e.machine, Name: repo.SessionStream}
+	from, state, hashFrom := int64(0), []byte(nil), int64(0)
+	appendTo := false
+	if st := c.st; st != nil && st.Generation == g.Name && st.Offset > 0 {
+		from, state, hashFrom, appendTo = st.Offset, st.HashState, st.HashFrom, true
+	}
+	var tail *repo.Tail
+	err := retry(ctx, func() (err error) {
+		tail, err = r.ReadGenerationFrom(ctx, s, g, from, state, slack(max(c.e.Size, t.recordedSize()), opts.MaxStreamSize))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if len(tail.Data) > 0 {
+		hashFrom = tail.HashFrom
+	}
+	n := int64(len(tail.Data))
+	more := search.Index(nil, tail.Data)
+	st := &search.CopyState{Session: t.id, Machine: c.e.machine, Generation: g.Name, Offset: tail.End, HashFrom: hashFrom, HashState: tail.HashState}
+	total := int64(len(more))
+	if appendTo {
+		st.Records = c.st.Records
+		total += st.Records
+	}
+	if opts.Cache != nil && total <= opts.Cache.MaxBytes() {
+		if err := opts.Cache.Store(st, appendTo, more); err != nil {
+			return n, err
+		}
+		c.st, c.recs = st, nil
+		return n, nil
+	}
+	// Larger than the whole cache: searched from memory, and not kept.
+	if appendTo {
+		old, err := opts.Cache.Records(c.st)
+		if err != nil {
+			return n, err
+		}
+		more = append(old, more...)
+	}
+	if opts.Cache != nil {
+		if err := opts.Cache.Remove(t.id, c.e.machine); err != nil {
+			return n, err
+		}
+	}
+	c.st, c.recs = nil, more
+	return n, nil
+}
+
+// grepSearch matches every copy's records, a few sessions at once, and
+// emits each session's matches in order.
+func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
+	var since int64
+	if !opts.Since.IsZero() {
+		since = opts.Since.UnixMilli()
+	}
+	results := make([][]GrepMatch, len(targets))
+	errs := make([]error, len(targets))
+	done := make([]chan struct{}, len(targets))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	next := make(chan int)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var scratch []byte
+			for i := range next {
+				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, since, &scratch)
+				close(done[i])
+			}
+		}()
+	}
+	go func() {
+		defer close(next)
+		for i := range targets {
+			select {
+			case next <- i:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var err error
+	for i := range targets {
+		<-done[i]
+		if err = errs[i]; err != nil {
+			break
+		}
+		for _, m := range results[i] {
+			rep.Matches++
+			if err = emit(m); err != nil {
+				break
+			}
+		}
+		results[i] = nil
+		if err != nil {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	return err
+}
+
+// grepTarget matches one session's copies, each line once.
+func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, scratch *[]byte) ([]GrepMatch, error) {
+	l := t.listing()
+	var out []GrepMatch
+	at := map[string]int{}
+	for _, c := range copies {
+		recs := c.recs
+		if c.st != nil && opts.Cache != nil {
+			var err error
+			if recs, err = opts.Cache.Records(c.st); err != nil {
+				return nil, err
+			}
+		}
+		opts.Pattern.Scan(recs, since, scratch, func(rec search.Record) {
+			key := rec.Entry + "\x00" + rec.Role + "\x00" + fmt.Sprint(rec.Ms) + "\x00" + rec.Text
+			if i, ok := at[key]; ok {
+				if !slices.Contains(out[i].Machines, c.e.machine) {
+					out[i].Machines = append(out[i].Machines, c.e.machine)
+				}
+				return
+			}
+			at[key] = len(out)
+			out = append(out, GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
+				Time: rec.Time(), Text: rec.Text, Machines: []string{c.e.machine}, State: l.State})
+		})
+	}
+	return out, nil
+}

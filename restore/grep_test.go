@@ -1,0 +1,192 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote/file"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/search"
+)
+
+// grep runs Grep and returns its matches.
+func grep(t *testing.T, r *repo.Repo, pattern string, cache *search.Cache, opts Options, prefixes ...string) ([]GrepMatch, *GrepReport) {
+	t.Helper()
+	m, err := search.Compile(search.Pattern{Text: pattern})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []GrepMatch
+	rep, err := Grep(context.Background(), r, prefixes, GrepOptions{Options: opts, Pattern: m, Cache: cache}, func(gm GrepMatch) error {
+		out = append(out, gm)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("grep %q: %v", pattern, err)
+	}
+	if len(rep.Problems) > 0 {
+		t.Fatalf("grep %q: %v", pattern, rep.Problems)
+	}
+	return out, rep
+}
+
+// sessionGets counts the GETs of session objects since the log was reset.
+func sessionGets(log *keyLog) int {
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	n := 0
+	for _, k := range log.gets {
+		if strings.HasPrefix(k, repo.SessionsPrefix()) {
+			n++
+		}
+	}
+	log.gets = nil
+	return n
+}
+
+// A marker planted in one line of one session among 1,000 is found once,
+// though two machines hold it; a deleted session's only with
+// IncludeDeleted. A second search of the unchanged remote GETs no session
+// object; after the session grows, only its new chunk.
+func TestGrep(t *testing.T) {
+	c, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &keyLog{Client: c}
+	r := repo.New(log, repo.NewZstd())
+	desk, laptop := newMachine(t, r, "desk"), newMachine(t, r, "laptop")
+	const marker = "MARKER-7f3a-only-here"
+	var markerID, markerRel string
+	for i := range 1000 {
+		id := fmt.Sprintf("019a1000-0000-7000-8000-%012d", i)
+		rel := sessionPath("-w", id, i%1000)
+		data := synthSession(id, "/home/u/w", fmt.Sprintf("session %d", i), 6)
+		if i == 500 {
+			markerID, markerRel = id, rel
+			data = append(data, messageLine("0000beef", "00000006", "assistant", "2026-10-07T02:00:00.000Z", "the fix: "+marker+" in auth.go")...)
+			laptop.write(rel, data, base)
+		}
+		desk.write(rel, data, base)
+	}
+	gone := "019a2000-0000-7000-8000-000000000001"
+	goneRel := sessionPath("-x", gone, 1)
+	desk.write(goneRel, append(synthSession(gone, "/home/u/x", "deleted one", 2), messageLine("0000dead", "00000002", "user", "2026-10-07T02:00:00.000Z", "GONE-MARKER here")...), base)
+	desk.backup()
+	laptop.backup()
+	if err := os.Remove(desk.path(goneRel)); err != nil {
+		t.Fatal(err)
+	}
+	desk.backup()
+
+	cache, err := search.OpenCache(filepath.Join(t.TempDir(), "search"), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	got, rep := grep(t, r, marker, cache, Options{})
+	if len(got) != 1 {
+		t.Fatalf("%d matches, want 1: %+v", len(got), got)
+	}
+	m := got[0]
+	if m.Session != markerID || m.Title != "session 500" || m.Entry != "0000beef" || m.Role != "assistant" || m.Kind != "text" ||
+		m.Text != "the fix: "+marker+" in auth.go" || !m.Time.Equal(time.Date(2026, 10, 7, 2, 0, 0, 0, time.UTC)) ||
+		strings.Join(m.Machines, ",") != "desk,laptop" || m.State != repo.StatePresent {
+		t.Errorf("match %+v", m)
+	}
+	if rep.Sessions != 1000 || rep.Copies != 1001 || rep.Fetched != 1001 || rep.DeletedLeft != 1 || rep.Bytes == 0 {
+		t.Errorf("first run: %+v", rep)
+	}
+	// A line many sessions share is printed once per session.
+	if got, _ := grep(t, r, "line 2 of session 7", cache, Options{}); len(got) != 111 {
+		t.Errorf("line 2 of session 7*: %d matches, want 111 (7, 70-79, 700-799)", len(got))
+	}
+
+	if got, _ := grep(t, r, "GONE-MARKER", cache, Options{}); len(got) != 0 {
+		t.Errorf("a deleted session searched without IncludeDeleted: %+v", got)
+	}
+	if got, _ := grep(t, r, "GONE-MARKER", cache, Options{IncludeDeleted: true}); len(got) != 1 || got[0].State != repo.StateDeleted {
+		t.Errorf("a deleted session with IncludeDeleted: %+v", got)
+	}
+
+	// Unchanged: nothing read but the catalogs.
+	sessionGets(log)
+	got, rep = grep(t, r, marker, cache, Options{})
+	if n := sessionGets(log); n != 0 || rep.Fetched != 0 || len(got) != 1 {
+		t.Errorf("second run: %d session GETs, %d copies fetched, %d matches", n, rep.Fetched, len(got))
+	}
+
+	// Grown: the new chunk alone.
+	desk.appendTo(markerRel, messageLine("0000cafe", "0000beef", "user", "2026-10-07T03:00:00.000Z", "and "+marker+" again"), base.Add(2*time.Hour))
+	desk.backup()
+	sessionGets(log)
+	got, rep = grep(t, r, marker, cache, Options{})
+	if n := sessionGets(log); n != 1 || rep.Fetched != 1 || len(got) != 2 || got[1].Entry != "0000cafe" || strings.Join(got[0].Machines, ",") != "desk,laptop" {
+		t.Errorf("after an append: %d session GETs, %d fetched, matches %+v", n, rep.Fetched, got)
+	}
+
+	// By prefix, by file name; --since.
+	if got, _ := grep(t, r, marker, cache, Options{}, strings.ToUpper(markerID), "sessions/-w/x_019a1000-0000-7000-8000-000000000001.jsonl"); len(got) != 2 {
+		t.Errorf("by prefix: %d matches", len(got))
+	}
+	m2, _ := search.Compile(search.Pattern{Text: marker})
+	var since []GrepMatch
+	if _, err := Grep(context.Background(), r, nil, GrepOptions{Pattern: m2, Cache: cache, Since: time.Date(2026, 10, 7, 2, 30, 0, 0, time.UTC)}, func(gm GrepMatch) error {
+		since = append(since, gm)
+		return nil
+	}); err != nil || len(since) != 1 || since[0].Entry != "0000cafe" {
+		t.Errorf("--since: %v %+v", err, since)
+	}
+
+	// A cache too small for everything: the same answers; it stays
+	// within its bound.
+	small, err := search.OpenCache(filepath.Join(t.TempDir(), "small"), 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	for range 2 {
+		if got, _ := grep(t, r, marker, small, Options{}); len(got) != 2 {
+			t.Errorf("small cache: %d matches", len(got))
+		}
+		if n, _ := small.Size(); n > 64<<10 {
+			t.Errorf("small cache holds %d bytes", n)
+		}
+	}
+	// No cache at all.
+	if got, _ := grep(t, r, marker, nil, Options{}); len(got) != 2 {
+		t.Errorf("no cache: %d matches", len(got))
+	}
+}
+
+// A rewritten session is read again whole; what the cache had of its old
+// generation is not searched.
+func TestGrepRewritten(t *testing.T) {
+	r := fileRemote(t)
+	m := newMachine(t, r, "desk")
+	id := "019a3000-0000-7000-8000-000000000001"
+	rel := sessionPath("-w", id, 1)
+	m.write(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "OLD-WORDS")...), base)
+	m.backup()
+	cache, err := search.OpenCache(filepath.Join(t.TempDir(), "search"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	if got, _ := grep(t, r, "OLD-WORDS", cache, Options{}); len(got) != 1 {
+		t.Fatalf("before: %d matches", len(got))
+	}
+	m.replace(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "NEW-WORDS")...), base)
+	m.backup()
+	if got, rep := grep(t, r, "OLD-WORDS", cache, Options{}); len(got) != 0 || rep.Fetched != 1 {
+		t.Errorf("the old generation's words: %+v, %+v", got, rep)
+	}
+	if got, _ := grep(t, r, "NEW-WORDS", cache, Options{}); len(got) != 1 {
+		t.Errorf("the new generation's words: %d matches", len(got))
+	}
+}

@@ -1,0 +1,292 @@
+package search
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// Cache keeps the records of session copies under a folder of the state
+// dir, one copy (a session on one machine) per pair of files:
+// <session>/<machine>.json, what was indexed (the generation, how many of
+// its bytes, the running stream hash there), and <machine>.txt, the
+// records, to which a grown session's new records are appended. It is
+// bounded: Evict removes the copies used longest ago until the records fit
+// in MaxBytes. The records are the sessions' text: the folder is 0700 and
+// its files 0600, as the state dir's.
+type Cache struct {
+	dir  string
+	max  int64
+	lock *os.File
+	// now is the clock (tests).
+	now func() time.Time
+}
+
+// CopyState is what the cache holds of one copy.
+type CopyState struct {
+	Session    string `json:"session"`
+	Machine    string `json:"machine"`
+	Generation string `json:"generation"`
+	// Offset is how many bytes of the generation are indexed, HashFrom
+	// and HashState the generation's running stream hash there (see
+	// repo.ReadGenerationFrom).
+	Offset    int64  `json:"offset"`
+	HashFrom  int64  `json:"hash_from"`
+	HashState []byte `json:"hash_state,omitempty"`
+	// Records is the length of the valid records (a run cut off between
+	// appending records and saving this leaves more in the file).
+	Records int64 `json:"records"`
+	// Used is when a search last read the copy, to the hour (it is
+	// rewritten only when an hour old).
+	Used time.Time `json:"used"`
+}
+
+// usedGranularity is how stale Used may get before a search rewrites it.
+const usedGranularity = time.Hour
+
+// OpenCache opens (creating it) the cache folder dir, bounded to maxBytes
+// of records, and takes its lock: two searches at once take turns.
+func OpenCache(dir string, maxBytes int64) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("search cache: lock: %w", err)
+	}
+	return &Cache{dir: dir, max: maxBytes, lock: f, now: time.Now}, nil
+}
+
+// Close releases the cache's lock.
+func (c *Cache) Close() error { return c.lock.Close() }
+
+// MaxBytes is the bound on the records the cache keeps.
+func (c *Cache) MaxBytes() int64 { return c.max }
+
+func (c *Cache) paths(id, machine string) (state, records string, err error) {
+	if !session.ValidID(id) || !repo.ValidMachine(machine) {
+		return "", "", fmt.Errorf("search cache: unsafe session %q or machine %q", id, machine)
+	}
+	base := filepath.Join(c.dir, id, machine)
+	return base + ".json", base + ".txt", nil
+}
+
+// State returns what the cache holds of a session's copy on machine, or
+// nil when it holds nothing usable.
+func (c *Cache) State(id, machine string) (*CopyState, error) {
+	sp, _, err := c.paths(id, machine)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(sp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	var st CopyState
+	if json.Unmarshal(b, &st) != nil || st.Session != id || st.Machine != machine || st.Records < 0 {
+		return nil, nil // damaged: indexed again
+	}
+	return &st, nil
+}
+
+// Records reads a copy's records, and marks it used; a copy whose records
+// are gone is nil.
+func (c *Cache) Records(st *CopyState) ([]byte, error) {
+	sp, rp, err := c.paths(st.Session, st.Machine)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := readPrefix(rp, st.Records)
+	if err != nil {
+		return nil, nil
+	}
+	if now := c.now(); now.Sub(st.Used) >= usedGranularity {
+		st.Used = now.Truncate(usedGranularity)
+		if err := c.saveState(sp, st); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
+// readPrefix reads the first n bytes of a file, refusing a shorter one.
+func readPrefix(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil && n > 0 {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Store records st's copy: its records are the first st.Records bytes
+// already there (with appendTo) followed by more, or more alone. The
+// caller keeps a copy larger than MaxBytes out: Evict would remove it.
+func (c *Cache) Store(st *CopyState, appendTo bool, more []byte) error {
+	sp, rp, err := c.paths(st.Session, st.Machine)
+	if err != nil {
+		return err
+	}
+	if !appendTo {
+		st.Records = 0
+	}
+	if err := os.MkdirAll(filepath.Dir(sp), 0o700); err != nil {
+		return fmt.Errorf("search cache: %w", err)
+	}
+	flags := os.O_WRONLY | os.O_CREATE
+	if !appendTo {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(rp, flags, 0o600)
+	if err != nil {
+		return fmt.Errorf("search cache: %w", err)
+	}
+	_, err = f.WriteAt(more, st.Records)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && appendTo {
+		err = os.Truncate(rp, st.Records+int64(len(more))) // drop what a cut-off run left
+	}
+	if err != nil {
+		return fmt.Errorf("search cache: %w", err)
+	}
+	st.Records += int64(len(more))
+	st.Used = c.now().Truncate(usedGranularity)
+	return c.saveState(sp, st)
+}
+
+// saveState replaces a copy's state by a rename, not synced: a cache lost
+// in a crash is only indexed again, and a search of a thousand sessions
+// should not wait for a thousand syncs.
+func (c *Cache) saveState(path string, st *CopyState) error {
+	b, _ := json.Marshal(st)
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("search cache: %w", err)
+	}
+	return nil
+}
+
+// Remove forgets a copy.
+func (c *Cache) Remove(id, machine string) error {
+	sp, rp, err := c.paths(id, machine)
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{sp, rp} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("search cache: %w", err)
+		}
+	}
+	_ = os.Remove(filepath.Dir(sp)) // when it was the session's last copy
+	return nil
+}
+
+// Size is the bytes of records the cache holds.
+func (c *Cache) Size() (int64, error) {
+	copies, err := c.copies()
+	var n int64
+	for _, cp := range copies {
+		n += cp.size
+	}
+	return n, err
+}
+
+type cachedCopy struct {
+	id, machine string
+	used        time.Time
+	size        int64
+}
+
+func (c *Cache) copies() ([]cachedCopy, error) {
+	var out []cachedCopy
+	sessions, err := os.ReadDir(c.dir)
+	if err != nil {
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	for _, s := range sessions {
+		if !s.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(c.dir, s.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("search cache: %w", err)
+		}
+		for _, f := range files {
+			machine, ok := strings.CutSuffix(f.Name(), ".txt")
+			if !ok {
+				continue
+			}
+			cp := cachedCopy{id: s.Name(), machine: machine}
+			if fi, err := f.Info(); err == nil {
+				cp.size = fi.Size()
+			}
+			if b, err := os.ReadFile(filepath.Join(c.dir, s.Name(), machine+".json")); err == nil {
+				var st CopyState
+				if json.Unmarshal(b, &st) == nil {
+					cp.used = st.Used
+				}
+			}
+			out = append(out, cp)
+		}
+	}
+	return out, nil
+}
+
+// Evict removes the copies used longest ago until the records fit in the
+// bound, and returns how many it removed.
+func (c *Cache) Evict() (int, error) {
+	copies, err := c.copies()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, cp := range copies {
+		total += cp.size
+	}
+	sort.Slice(copies, func(i, j int) bool {
+		if !copies[i].used.Equal(copies[j].used) {
+			return copies[i].used.Before(copies[j].used)
+		}
+		return copies[i].size > copies[j].size // of equals, free the most
+	})
+	n := 0
+	for _, cp := range copies {
+		if total <= c.max {
+			break
+		}
+		if err := c.Remove(cp.id, cp.machine); err != nil {
+			return n, err
+		}
+		total -= cp.size
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,197 @@
+package search
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unicode/utf8"
+)
+
+// Pattern is what to look for.
+type Pattern struct {
+	Text string
+	// IgnoreCase matches without regard to case; Regexp takes Text as a Go
+	// regular expression (RE2 syntax) instead of a fixed string.
+	IgnoreCase, Regexp bool
+}
+
+// Matcher finds a pattern in records.
+type Matcher struct {
+	lit  []byte         // a fixed string (lower-cased when fold)
+	fold bool           // lit is matched against ASCII-lowered text
+	re   *regexp.Regexp // otherwise
+	// whole: re may search a whole buffer of records at once, each hit
+	// checked against its record's text; a pattern anchored at the start
+	// of the text cannot, and is matched record by record.
+	whole bool
+}
+
+// Compile checks p and prepares it.
+func Compile(p Pattern) (*Matcher, error) {
+	if p.Text == "" {
+		return nil, errors.New("empty pattern")
+	}
+	if strings.ContainsAny(p.Text, "\n") {
+		return nil, errors.New("the pattern holds a newline; a match is within one line")
+	}
+	if !p.Regexp && (!p.IgnoreCase || isASCII(p.Text)) {
+		m := &Matcher{lit: []byte(p.Text), fold: p.IgnoreCase}
+		if m.fold {
+			m.lit = lowerASCII(nil, m.lit)
+		}
+		return m, nil
+	}
+	expr := p.Text
+	if !p.Regexp {
+		expr = regexp.QuoteMeta(expr)
+	}
+	flags := "(?m)"
+	if p.IgnoreCase {
+		flags = "(?mi)"
+	}
+	re, err := regexp.Compile(flags + expr)
+	if err != nil {
+		return nil, fmt.Errorf("pattern: %w", err)
+	}
+	tree, err := syntax.Parse(flags+expr, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("pattern: %w", err)
+	}
+	return &Matcher{re: re, whole: !anchored(tree)}, nil
+}
+
+// anchored reports whether re uses ^ or \A, which in a buffer of records
+// match at a record's start, not its text's.
+func anchored(re *syntax.Regexp) bool {
+	if re.Op == syntax.OpBeginLine || re.Op == syntax.OpBeginText {
+		return true
+	}
+	for _, s := range re.Sub {
+		if anchored(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Match reports whether text matches.
+func (m *Matcher) Match(text []byte) bool {
+	if m.re != nil {
+		return m.re.Match(text)
+	}
+	if m.fold {
+		return bytes.Contains(lowerASCII(nil, text), m.lit)
+	}
+	return bytes.Contains(text, m.lit)
+}
+
+// Scan calls f for every record of recs (records as Index writes them)
+// whose text matches and whose time is not before since (Unix ms; 0 takes
+// every record). scratch is reused between calls.
+func (m *Matcher) Scan(recs []byte, since int64, scratch *[]byte, f func(Record)) {
+	hay := recs
+	if m.fold {
+		*scratch = lowerASCII((*scratch)[:0], recs)
+		hay = *scratch
+	}
+	emit := func(lineStart, lineEnd int) {
+		r, ok := parseRecord(recs[lineStart:lineEnd])
+		if ok && (since == 0 || r.Ms >= since) {
+			f(r)
+		}
+	}
+	if m.re != nil && !m.whole {
+		for at := 0; at < len(recs); {
+			end := lineEnd(recs, at)
+			if ts := textStart(recs[at:end]); ts >= 0 && m.re.Match(recs[at+ts:end]) {
+				emit(at, end)
+			}
+			at = end + 1
+		}
+		return
+	}
+	for at := 0; at < len(hay); {
+		var hit int
+		if m.re != nil {
+			loc := m.re.FindIndex(hay[at:])
+			if loc == nil {
+				return
+			}
+			hit = at + loc[0]
+		} else {
+			i := bytes.Index(hay[at:], m.lit)
+			if i < 0 {
+				return
+			}
+			hit = at + i
+		}
+		start := bytes.LastIndexByte(hay[:hit], '\n') + 1
+		end := lineEnd(hay, hit)
+		// The hit may lie in the record's other fields, or (a regular
+		// expression) begin here and end on a later line: the text alone
+		// decides.
+		if ts := textStart(hay[start:end]); ts >= 0 {
+			text := hay[start+ts : end]
+			ok := hit >= start+ts && m.re == nil
+			if !ok {
+				if m.re != nil {
+					ok = m.re.Match(text)
+				} else {
+					ok = bytes.Contains(text, m.lit)
+				}
+			}
+			if ok {
+				emit(start, end)
+			}
+		}
+		at = end + 1
+	}
+}
+
+func lineEnd(b []byte, from int) int {
+	if i := bytes.IndexByte(b[from:], '\n'); i >= 0 {
+		return from + i
+	}
+	return len(b)
+}
+
+// lowerASCII appends b with A-Z lowered to dst: the same length, so offsets
+// in it are offsets in b.
+func lowerASCII(dst, b []byte) []byte {
+	dst = append(dst, b...)
+	for i, c := range dst[len(dst)-len(b):] {
+		if c-'A' < 26 {
+			dst[len(dst)-len(b)+i] = c + 'a' - 'A'
+		}
+	}
+	return dst
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// Index is where text's first match begins (0 when none does).
+func (m *Matcher) Index(text string) int {
+	b := []byte(text)
+	var i int
+	switch {
+	case m.re != nil:
+		if loc := m.re.FindIndex(b); loc != nil {
+			i = loc[0]
+		}
+	case m.fold:
+		i = bytes.Index(lowerASCII(nil, b), m.lit)
+	default:
+		i = bytes.Index(b, m.lit)
+	}
+	return max(i, 0)
+}

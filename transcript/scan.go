@@ -1,0 +1,482 @@
+package transcript
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// A session line is read in one pass by a small JSON scanner that decodes
+// only the members a transcript needs and steps over the rest (tool
+// results of megabytes, usage figures): encoding/json scans every byte
+// twice, then again for each nested value kept raw, and indexing a backup
+// for search was bound by it. parseJSON (the encoding/json reading) is
+// kept as the reference the tests compare this one with.
+
+// maxDepth bounds nesting: a hostile line cannot make the scanner recurse
+// without end.
+const maxDepth = 512
+
+type scanner struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (s *scanner) fail() { s.bad = true; s.i = len(s.b) }
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+// expect consumes c or fails.
+func (s *scanner) expect(c byte) {
+	if s.peek() != c {
+		s.fail()
+		return
+	}
+	s.i++
+}
+
+// str reads a string value; ok is false (and nothing consumed) when the
+// value is not a string.
+func (s *scanner) str() (string, bool) {
+	if s.peek() != '"' {
+		return "", false
+	}
+	s.i++
+	start := s.i
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			v := string(s.b[start:s.i])
+			s.i++
+			return v, true
+		case c == '\\':
+			return s.escaped(start), !s.bad
+		case c < 0x20:
+			s.fail()
+			return "", false
+		default:
+			s.i++
+		}
+	}
+	s.fail()
+	return "", false
+}
+
+// escaped finishes a string that holds escapes, from start.
+func (s *scanner) escaped(start int) string {
+	out := append([]byte(nil), s.b[start:s.i]...)
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			if !utf8.Valid(out) {
+				out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
+			}
+			return string(out)
+		case c < 0x20:
+			s.fail()
+			return ""
+		case c != '\\':
+			out = append(out, c)
+			s.i++
+			continue
+		}
+		if s.i+1 >= len(s.b) {
+			s.fail()
+			return ""
+		}
+		e := s.b[s.i+1]
+		s.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := s.hex4()
+			if !ok {
+				s.fail()
+				return ""
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+					save := s.i
+					s.i += 2
+					if r2, ok = s.hex4(); !ok {
+						s.fail()
+						return ""
+					}
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r = d
+					} else {
+						s.i = save // not a pair: the second stands alone
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			s.fail()
+			return ""
+		}
+	}
+	s.fail()
+	return ""
+}
+
+func (s *scanner) hex4() (rune, bool) {
+	if s.i+4 > len(s.b) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	s.i += 4
+	return rune(n), true
+}
+
+// skip steps over one value of any kind.
+func (s *scanner) skip(depth int) {
+	if depth > maxDepth {
+		s.fail()
+		return
+	}
+	switch s.peek() {
+	case '"':
+		s.i++
+		for s.i < len(s.b) {
+			c := s.b[s.i]
+			if c == '"' {
+				s.i++
+				return
+			}
+			if c == '\\' {
+				if !s.validEscape() {
+					s.fail()
+					return
+				}
+			} else if c < 0x20 {
+				s.fail()
+				return
+			}
+			s.i++
+		}
+		s.fail()
+	case '{':
+		s.object(depth, func([]byte) { s.skip(depth + 1) })
+	case '[':
+		s.array(depth, func() { s.skip(depth + 1) })
+	case 't':
+		s.word("true")
+	case 'f':
+		s.word("false")
+	case 'n':
+		s.word("null")
+	default:
+		s.number()
+	}
+}
+
+// validEscape steps over the escape at s.i but its last byte, reporting
+// whether it is one JSON has.
+func (s *scanner) validEscape() bool {
+	if s.i+1 >= len(s.b) {
+		return false
+	}
+	switch s.b[s.i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		s.i++
+		return true
+	case 'u':
+		if s.i+6 > len(s.b) {
+			return false
+		}
+		for _, c := range s.b[s.i+2 : s.i+6] {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return false
+			}
+		}
+		s.i += 5
+		return true
+	}
+	return false
+}
+
+func (s *scanner) word(w string) {
+	if !bytes.HasPrefix(s.b[s.i:], []byte(w)) {
+		s.fail()
+		return
+	}
+	s.i += len(w)
+}
+
+// number steps over a number, checking its shape loosely: the characters a
+// JSON number holds, at least one digit.
+func (s *scanner) number() {
+	start, digits := s.i, false
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		if c >= '0' && c <= '9' {
+			digits = true
+		} else if c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
+			break
+		}
+		s.i++
+	}
+	if !digits || !json.Valid(s.b[start:s.i]) {
+		s.fail()
+	}
+}
+
+// value returns the raw bytes of the next value, stepped over.
+func (s *scanner) value(depth int) []byte {
+	s.ws()
+	start := s.i
+	s.skip(depth)
+	if s.bad {
+		return nil
+	}
+	return s.b[start:s.i]
+}
+
+// object reads an object, calling member with each key; member must
+// consume the value.
+func (s *scanner) object(depth int, member func(key []byte)) {
+	if depth > maxDepth {
+		s.fail()
+		return
+	}
+	s.expect('{')
+	if s.peek() == '}' {
+		s.i++
+		return
+	}
+	for !s.bad {
+		if s.peek() != '"' {
+			s.fail()
+			return
+		}
+		key := s.key()
+		s.expect(':')
+		if s.bad {
+			return
+		}
+		member(key)
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return
+		default:
+			s.fail()
+		}
+	}
+}
+
+// key reads an object key. Keys are short and plain; one with escapes is
+// decoded.
+func (s *scanner) key() []byte {
+	s.i++ // the quote
+	start := s.i
+	for s.i < len(s.b) {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			s.i++
+			return s.b[start : s.i-1]
+		case c == '\\':
+			return []byte(s.escaped(start))
+		case c < 0x20:
+			s.fail()
+			return nil
+		}
+		s.i++
+	}
+	s.fail()
+	return nil
+}
+
+func (s *scanner) array(depth int, elem func()) {
+	if depth > maxDepth {
+		s.fail()
+		return
+	}
+	s.expect('[')
+	if s.peek() == ']' {
+		s.i++
+		return
+	}
+	for !s.bad {
+		elem()
+		switch s.peek() {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return
+		default:
+			s.fail()
+		}
+	}
+}
+
+// strOr reads a string member's value; any other kind is stepped over and
+// counts as "", as encoding/json leaves a string field it cannot fill
+// (the line is then refused there: see parseJSON).
+func (s *scanner) strOr(depth int) (string, bool) {
+	if v, ok := s.str(); ok || s.bad {
+		return v, ok
+	}
+	if s.peek() == 'n' { // null leaves a field as it was
+		s.word("null")
+		return "", true
+	}
+	s.skip(depth)
+	return "", false
+}
+
+// scanEntry is Parse's reading of a line into the same fields parseJSON
+// fills. ok is false where encoding/json refuses the line.
+func scanEntry(line []byte) (rawEntry, bool) {
+	s := &scanner{b: line}
+	var r rawEntry
+	good := true
+	setStr := func(dst *string) {
+		v, ok := s.strOr(1)
+		*dst = v
+		good = good && ok
+	}
+	s.object(0, func(key []byte) {
+		switch string(key) {
+		case "type":
+			setStr(&r.Type)
+		case "id":
+			setStr(&r.ID)
+		case "summary":
+			setStr(&r.Summary)
+		case "timestamp":
+			r.Timestamp = s.value(1)
+		case "content":
+			r.Content = s.value(1)
+		case "message":
+			if s.peek() == 'n' {
+				s.word("null")
+				r.Message = nil
+				return
+			}
+			if s.peek() != '{' {
+				s.skip(1)
+				good = false
+				return
+			}
+			m := &rawMessage{}
+			r.Message = m
+			s.object(1, func(key []byte) {
+				switch string(key) {
+				case "role":
+					setStr(&m.Role)
+				case "toolName":
+					setStr(&m.ToolName)
+				case "command":
+					setStr(&m.Command)
+				case "output":
+					setStr(&m.Output)
+				case "content":
+					m.Content = s.value(2)
+				case "timestamp":
+					m.Timestamp = s.value(2)
+				default:
+					s.skip(2)
+				}
+			})
+		default:
+			s.skip(1)
+		}
+	})
+	s.ws()
+	return r, good && !s.bad && s.i == len(s.b)
+}
+
+// scanContent is content's reading of a content value with the scanner.
+func scanContent(raw []byte, kind, tool string) []Part {
+	s := &scanner{b: raw}
+	if v, ok := s.str(); ok {
+		if v == "" {
+			return nil
+		}
+		return []Part{{Kind: kind, Name: tool, Text: v}}
+	}
+	if s.peek() != '[' {
+		return nil
+	}
+	var out []Part
+	typed := true // every member read has the type encoding/json wants
+	s.array(0, func() {
+		if s.peek() != '{' {
+			s.skip(1)
+			out, s.bad = nil, true // encoding/json refuses a list of non-objects
+			return
+		}
+		var b rawBlock
+		var args []byte
+		set := func(dst *string) {
+			v, ok := s.strOr(2)
+			*dst, typed = v, typed && ok
+		}
+		s.object(1, func(key []byte) {
+			switch string(key) {
+			case "type":
+				set(&b.Type)
+			case "text":
+				set(&b.Text)
+			case "thinking":
+				set(&b.Thinking)
+			case "name":
+				set(&b.Name)
+			case "arguments":
+				args = s.value(2)
+			default:
+				s.skip(2)
+			}
+		})
+		b.Arguments = args
+		out = appendBlock(out, b, kind, tool)
+	})
+	if s.ws(); s.bad || !typed || s.i != len(s.b) {
+		return nil
+	}
+	return out
+}
