@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 )
@@ -244,21 +245,46 @@ func (r *Repo) openFirst(ctx context.Context, after string, maxBlob int64) error
 	return nil
 }
 
+// resealTries bounds how often reseal starts over on an object that
+// changed under it; the waits between tries add up to about 2.5 s, longer
+// than the agent's upload interval.
+const resealTries = 8
+
 // reseal re-encrypts one object in place and returns its new stored size.
 // skipped reports a key this version does not know.
+//
+// An object a writer replaces (catalogs, meta, head) is replaced only over
+// the version that was read: with a conditional put on the ETag read
+// before it (IfMatch), or, where the remote has none, after a second read
+// that proves nothing changed. One that changed is read again; one that
+// keeps changing is left as its writer put it, with an error. A catalog is
+// never put back to an older one.
 func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, skipped bool, err error) {
 	limit, ok := objectLimit(key, maxBlob)
 	if !ok {
 		return 0, true, nil
 	}
-	sealed, err := r.getAll(ctx, key, sealedLimit(limit))
-	if errors.Is(err, remote.ErrNotFound) {
-		return 0, false, nil // removed since the listing (retention)
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	for attempt := 0; ; attempt++ {
+	mutable := mutableObject(key)
+	wait := 20 * time.Millisecond
+	for try := 1; ; try++ {
+		var tag string
+		if mutable {
+			info, err := r.client.Stat(ctx, key)
+			if errors.Is(err, remote.ErrNotFound) {
+				return 0, false, nil // removed since the listing (retention)
+			}
+			if err != nil {
+				return 0, false, err
+			}
+			tag = info.ETag
+		}
+		sealed, err := r.getAll(ctx, key, sealedLimit(limit))
+		if errors.Is(err, remote.ErrNotFound) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
 		plain, err := r.open(ctx, key, sealed, limit)
 		if err != nil {
 			return 0, false, fmt.Errorf("rekey: %w", err)
@@ -270,10 +296,12 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 		if back, err := r.codec.Open(fresh, limit); err != nil || !bytes.Equal(back, plain) {
 			return 0, false, fmt.Errorf("rekey: %s: the re-encrypted object does not open to the same bytes (%v); left as it was", key, err)
 		}
-		if mutableObject(key) && attempt < 3 {
-			// The agent replaces catalogs, meta and head objects. Read
-			// again just before the put: if it changed, it is newer than
-			// what was re-encrypted, so start over from it.
+		changed := false
+		var opts remote.PutOptions
+		switch {
+		case mutable && tag != "":
+			opts.IfMatch = tag
+		case mutable:
 			now, err := r.getAll(ctx, key, sealedLimit(limit))
 			if errors.Is(err, remote.ErrNotFound) {
 				return 0, false, nil
@@ -281,15 +309,32 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 			if err != nil {
 				return 0, false, err
 			}
-			if !bytes.Equal(now, sealed) {
-				sealed = now
-				continue
+			changed = !bytes.Equal(now, sealed)
+		}
+		if !changed {
+			err = r.client.Put(ctx, key, fresh, opts)
+			switch {
+			case err == nil:
+				return len(fresh), false, nil
+			case errors.Is(err, remote.ErrNotFound) && opts.IfMatch != "":
+				return 0, false, nil // removed since it was read
+			case !errors.Is(err, remote.ErrPreconditionFailed) || opts.IfMatch == "":
+				return 0, false, fmt.Errorf("rekey: %w", err)
 			}
 		}
-		if err := r.client.Put(ctx, key, fresh, remote.PutOptions{}); err != nil {
-			return 0, false, fmt.Errorf("rekey: %w", err)
+		// Changed since it was read: what is there now is newer, and is
+		// what gets re-encrypted.
+		if try == resealTries {
+			return 0, false, fmt.Errorf("rekey: %s changed each of the %d times it was read (a writer replaces it that often); it was left as its writer put it: run 'ompsync rekey' again", key, resealTries)
 		}
-		return len(fresh), false, nil
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, false, ctx.Err()
+		case <-t.C:
+		}
+		wait *= 2
 	}
 }
 
@@ -309,6 +354,9 @@ func objectLimit(key string, maxBlob int64) (int64, bool) {
 	}
 	if ref.Object == "meta" || ref.Object == "head" {
 		return MaxMetaSize, true
+	}
+	if checkChunkRange(ref.Start, ref.End) != nil {
+		return 0, false // no writer makes it; a bomb would inflate to its claim
 	}
 	return ChunkLimit(ref.Start, ref.End), true
 }
