@@ -341,6 +341,7 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 // objectLimit is the most plaintext an object under root may hold, by the
 // kind its key names; ok is false for a key this version does not know.
 func objectLimit(key string, maxBlob int64) (int64, bool) {
+	key = layoutKey(key)
 	if rest, ok := strings.CutPrefix(key, MachinesPrefix()); ok {
 		m, leaf, _ := strings.Cut(rest, "/")
 		return MaxCatalogSize, (leaf == "catalog" || leaf == "recent") && ValidMachine(m)
@@ -364,6 +365,7 @@ func objectLimit(key string, maxBlob int64) (int64, bool) {
 // mutableObject reports whether a writer may replace the object: only
 // chunks and blobs are immutable.
 func mutableObject(key string) bool {
+	key = layoutKey(key)
 	if strings.HasPrefix(key, MachinesPrefix()) {
 		return true
 	}
