@@ -28,18 +28,22 @@ import (
 // is normalised, durations are positive (or 0 where a key says 0 means off).
 type Config struct {
 	AgentDir, Remote, StateDir, Machine string
-	Interval, ReconcileInterval         time.Duration
-	Transfers                           int
-	Include, Exclude                    []string
-	S3                                  S3
-	Sync                                Sync
-	Log                                 Log
-	Metrics                             Metrics
-	Encryption                          Encryption
-	Compaction                          Compaction
-	Retention                           Retention
-	Search                              Search
-	File                                string // the config file actually read, "" if none
+	// Agents are the agents to back up (empty: every known one whose
+	// folder exists; see BackedUp), Folders the folders of those but omp.
+	Agents                      []string
+	Folders                     Folders
+	Interval, ReconcileInterval time.Duration
+	Transfers                   int
+	Include, Exclude            []string
+	S3                          S3
+	Sync                        Sync
+	Log                         Log
+	Metrics                     Metrics
+	Encryption                  Encryption
+	Compaction                  Compaction
+	Retention                   Retention
+	Search                      Search
+	File                        string // the config file actually read, "" if none
 
 	sources  map[string]Source
 	warnings []string

@@ -1,0 +1,109 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// AgentNames are the coding agents whose sessions ompsync knows, omp first
+// (the names of package store's stores).
+func AgentNames() []string { return []string{"omp", "pi", "claude", "codex"} }
+
+// Folders are the folders of the agents other than omp (omp's is agent_dir).
+type Folders struct {
+	Pi, Claude, Codex string
+}
+
+// AgentFolder is one agent and the folder its sessions live in.
+type AgentFolder struct {
+	Name, Dir string
+}
+
+// AgentDirOf is the configured folder of the agent called name.
+func (c *Config) AgentDirOf(name string) string {
+	switch name {
+	case "omp":
+		return c.AgentDir
+	case "pi":
+		return c.Folders.Pi
+	case "claude":
+		return c.Folders.Claude
+	case "codex":
+		return c.Folders.Codex
+	}
+	return ""
+}
+
+// BackedUp are the agents the backup agent watches, with their folders:
+// those agents lists, or by default every known agent whose folder exists
+// (omp when none does, so that a new machine waits for omp's folder as
+// before). By default an agent whose folder is another's is left out: omp
+// and pi both honour $PI_CODING_AGENT_DIR, and one folder is backed up
+// once, as omp's (whose format covers pi's). Listed explicitly, two agents
+// in one folder are an error.
+func (c *Config) BackedUp() ([]AgentFolder, error) {
+	var out []AgentFolder
+	if len(c.Agents) > 0 {
+		for _, name := range c.Agents {
+			dir := c.AgentDirOf(name)
+			for _, o := range out {
+				if o.Dir == dir {
+					return nil, fmt.Errorf("agents: %s and %s both have the folder %s (%s, %s): give one its own folder, or leave one out of agents",
+						o.Name, name, dir, folderKey(o.Name), folderKey(name))
+				}
+			}
+			out = append(out, AgentFolder{Name: name, Dir: dir})
+		}
+		return out, nil
+	}
+	for _, name := range AgentNames() {
+		dir := c.AgentDirOf(name)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		if slices.ContainsFunc(out, func(o AgentFolder) bool { return o.Dir == dir }) {
+			continue
+		}
+		out = append(out, AgentFolder{Name: name, Dir: dir})
+	}
+	if len(out) == 0 {
+		out = append(out, AgentFolder{Name: "omp", Dir: c.AgentDir})
+	}
+	return out, nil
+}
+
+// folderKey names the key that sets an agent's folder.
+func folderKey(name string) string {
+	if name == "omp" {
+		return "agent_dir"
+	}
+	return name + ".dir"
+}
+
+// checkAgents accepts known agent names, each once.
+func checkAgents(v any) (any, error) {
+	names := v.([]string)
+	for i, n := range names {
+		if !slices.Contains(AgentNames(), n) {
+			return nil, fmt.Errorf("unknown agent %q; known: %s", n, strings.Join(AgentNames(), ", "))
+		}
+		if slices.Contains(names[:i], n) {
+			return nil, fmt.Errorf("agent %q is listed twice", n)
+		}
+	}
+	return v, nil
+}
+
+// envOrHome is the folder an environment variable names, else one under
+// the home folder (written with ~, expanded as every path key is).
+func envOrHome(env, rel string) func(*environ) (string, error) {
+	return func(e *environ) (string, error) {
+		if d, ok := e.get(env); ok && d != "" {
+			return d, nil
+		}
+		return "~/" + filepath.ToSlash(rel), nil
+	}
+}
