@@ -330,6 +330,12 @@ func (r *Repo) Check(ctx context.Context) error {
 	if err != nil || m == nil {
 		return err
 	}
+	return r.CheckMarker(m)
+}
+
+// CheckMarker is Check of a marker just read (ReadMarker already refused a
+// format it does not know): a round trip less.
+func (r *Repo) CheckMarker(m *Marker) error {
 	if _, encrypting := r.codec.(Encrypter); m.Encryption != nil && !encrypting {
 		return fmt.Errorf("%w: the repository is encrypted (age, to %s): set encryption.identity_file "+
 			"(or encryption.passphrase_file) to read it", ErrNoKey, fingerprints(m.Encryption.Recipients))

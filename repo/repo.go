@@ -227,13 +227,27 @@ func (r *Repo) CatalogWriter(ctx context.Context, machine string) (*Writer, time
 }
 
 // GetCatalogParts reads a machine's catalog and, when there is one that
-// amends it, its recent object (nil otherwise).
+// amends it, its recent object (nil otherwise). The two are read at once,
+// one round trip, not two: a recent object written after the catalog read
+// names another base and is ignored, as one read after it would be.
 func (r *Repo) GetCatalogParts(ctx context.Context, machine string) (Catalog, *Catalog, error) {
+	type got struct {
+		b   []byte
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rc := make(chan got, 1)
+	go func() {
+		b, err := r.getOpen(ctx, RecentKey(machine), MaxCatalogSize)
+		rc <- got{b, err}
+	}()
 	c, err := r.getCatalogObject(ctx, CatalogKey(machine), machine)
 	if err != nil {
 		return Catalog{}, nil, err
 	}
-	b, err := r.getOpen(ctx, RecentKey(machine), MaxCatalogSize)
+	rec := <-rc
+	b, err := rec.b, rec.err
 	if errors.Is(err, remote.ErrNotFound) {
 		return c, nil, nil
 	}

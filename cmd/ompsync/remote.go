@@ -136,7 +136,7 @@ func readMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo,
 		}
 		return nil, noRepository(cfg, "it holds no ompsync.json and no backups")
 	}
-	if err := r.Check(ctx); err != nil {
+	if err := r.CheckMarker(marker); err != nil {
 		return nil, err
 	}
 	return r, nil
