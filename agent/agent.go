@@ -356,6 +356,9 @@ func (a *Agent) start(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
+	// Just read, so the remote holds them: no reconcile checks them again
+	// (a round trip or two per run of agent --once) until they are put.
+	a.catConfirmedAt = a.now()
 	w, at := repo.LastWrite(base, recent)
 	if err := a.claimMachine(w, at); err != nil {
 		return err
