@@ -97,6 +97,14 @@ func BenchmarkGrep(b *testing.B) {
 				b.Fatal(err)
 			}
 			a.Close()
+			// What a first run downloads: the stored (compressed) chunks.
+			var stored int64
+			for obj, err := range c.List(b.Context(), repo.SessionsPrefix(), remote.ListOptions{}) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				stored += obj.Size
+			}
 			m, _ := search.Compile(search.Pattern{Text: "NEEDLE-4c1d"})
 			run := func(b *testing.B, cache *search.Cache) {
 				n := 0
@@ -117,6 +125,7 @@ func BenchmarkGrep(b *testing.B) {
 					run(b, cache)
 					cache.Close()
 				}
+				b.ReportMetric(float64(stored)/1e6, "MB-down/op")
 			})
 			b.Run("repeated", func(b *testing.B) {
 				cache, err := search.OpenCache(b.TempDir(), 4<<30)

@@ -46,6 +46,10 @@ type Options struct {
 	// scan older than a second is taken again before a session is
 	// written.
 	OpenFiles *openfiles.Snapshot
+	// Local is the agent dir's session files by id, as scanned before Run
+	// (sync scans once per pull, not once per session); nil scans at the
+	// start. Run adds the files it creates.
+	Local *store.Local
 	// PathMap rewrites folder names that encode an absolute path.
 	PathMap []PathMapping
 	// Generation picks that generation instead of the newest.
@@ -241,9 +245,11 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	if _, err := open.get(); err != nil {
 		return nil, err
 	}
-	local, err := scanLocal(opts.Store, opts.AgentDir)
-	if err != nil {
-		return nil, err
+	local := opts.Local
+	if local == nil {
+		if local, err = store.ScanLocal(opts.Store, opts.AgentDir); err != nil {
+			return nil, err
+		}
 	}
 	rep.Results = make([]Result, len(targets))
 
@@ -267,11 +273,14 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 			rep.Results[i] = Result{ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
-		res := restoreOne(ctx, r, t, local.find(t.id), opts, open, listed, func(dir string) {
+		res := restoreOne(ctx, r, t, local.Find(t.id), opts, open, listed, func(dir string) {
 			mu.Lock()
 			defer mu.Unlock()
 			unsynced[dir] = append(unsynced[dir], i)
 		})
+		if res.Action == Created && !opts.DryRun {
+			local.Add(t.id, res.Path) // the next Run sharing local finds it
+		}
 		// A session in use is the caller's to report: sync waits for it
 		// quietly, the restore command lists it.
 		if res.Error != "" && res.Action != SkippedLive {

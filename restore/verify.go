@@ -11,6 +11,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // How a local file compares with a remote copy.
@@ -68,9 +69,11 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	if err != nil {
 		return nil, nil, err
 	}
-	local, err := scanLocal(opts.Store, opts.AgentDir)
-	if err != nil {
-		return nil, nil, err
+	local := opts.Local
+	if local == nil {
+		if local, err = store.ScanLocal(opts.Store, opts.AgentDir); err != nil {
+			return nil, nil, err
+		}
 	}
 	checks := make([]Check, len(targets))
 	blobs := &blobChecker{seen: map[string]blobState{}}
@@ -80,7 +83,7 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 		opts.Progress(prog) // the total, before the first session
 	}
 	eachTarget(ctx, r, targets, len(p.sessions), opts, func(i int, t *target, listed *repo.SessionObjects) {
-		checks[i] = verifyOne(ctx, r, t, local.find(t.id), blobs, opts, listed)
+		checks[i] = verifyOne(ctx, r, t, local.Find(t.id), blobs, opts, listed)
 		mu.Lock()
 		defer mu.Unlock()
 		prog.Sessions++

@@ -42,15 +42,28 @@ func Index(out, data []byte) []byte {
 		if !e.Time.IsZero() {
 			ms = e.Time.UnixMilli()
 		}
+		id, role := clean(e.ID), clean(e.Role)
 		for _, p := range e.Parts {
-			for _, l := range p.Lines() {
+			text := p.Text
+			if p.Kind == transcript.ToolCall {
+				text = p.Lines()[0]
+			}
+			// Line by line without splitting into a slice: the text of a
+			// tool result can be megabytes.
+			for len(text) > 0 {
+				l := text
+				if i := strings.IndexByte(text, '\n'); i >= 0 {
+					l, text = text[:i], text[i+1:]
+				} else {
+					text = ""
+				}
 				l = strings.TrimRight(l, "\r")
 				if strings.TrimSpace(l) == "" {
 					continue
 				}
-				out = append(out, clean(e.ID)...)
+				out = append(out, id...)
 				out = append(out, '\t')
-				out = append(out, clean(e.Role)...)
+				out = append(out, role...)
 				out = append(out, '\t')
 				out = append(out, p.Kind...)
 				out = append(out, '\t')

@@ -41,7 +41,7 @@ func contentJSON(raw []byte, kind, tool string) []Part {
 	}
 	var out []Part
 	for _, b := range blocks {
-		out = appendBlock(out, b, kind, tool)
+		out = appendBlock(out, b, kind, tool, false)
 	}
 	return out
 }

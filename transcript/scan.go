@@ -23,6 +23,9 @@ type scanner struct {
 	b   []byte
 	i   int
 	bad bool
+	// spaces counts the whitespace bytes stepped over between tokens: a
+	// value read raw with none in it is already compact.
+	spaces int
 }
 
 func (s *scanner) fail() { s.bad = true; s.i = len(s.b) }
@@ -32,6 +35,7 @@ func (s *scanner) ws() {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
+			s.spaces++
 		default:
 			return
 		}
@@ -84,8 +88,19 @@ func (s *scanner) str() (string, bool) {
 
 // escaped finishes a string that holds escapes, from start.
 func (s *scanner) escaped(start int) string {
-	out := append([]byte(nil), s.b[start:s.i]...)
+	out := make([]byte, 0, s.i-start+64)
+	out = append(out, s.b[start:s.i]...)
 	for s.i < len(s.b) {
+		// The run up to the next quote, escape or control byte goes in
+		// whole.
+		run := s.i
+		for s.i < len(s.b) && s.b[s.i] != '"' && s.b[s.i] != '\\' && s.b[s.i] >= 0x20 {
+			s.i++
+		}
+		out = append(out, s.b[run:s.i]...)
+		if s.i >= len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
@@ -97,10 +112,6 @@ func (s *scanner) escaped(start int) string {
 		case c < 0x20:
 			s.fail()
 			return ""
-		case c != '\\':
-			out = append(out, c)
-			s.i++
-			continue
 		}
 		if s.i+1 >= len(s.b) {
 			s.fail()
@@ -263,13 +274,20 @@ func (s *scanner) number() {
 
 // value returns the raw bytes of the next value, stepped over.
 func (s *scanner) value(depth int) []byte {
+	raw, _ := s.rawValue(depth)
+	return raw
+}
+
+// rawValue is value, and whether the value holds no whitespace between
+// its tokens (so it need not be compacted).
+func (s *scanner) rawValue(depth int) ([]byte, bool) {
 	s.ws()
-	start := s.i
+	start, spaces := s.i, s.spaces
 	s.skip(depth)
 	if s.bad {
-		return nil
+		return nil, false
 	}
-	return s.b[start:s.i]
+	return s.b[start:s.i], s.spaces == spaces
 }
 
 // object reads an object, calling member with each key; member must
@@ -452,6 +470,7 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		}
 		var b rawBlock
 		var args []byte
+		compact := false
 		set := func(dst *string) {
 			v, ok := s.strOr(2)
 			*dst, typed = v, typed && ok
@@ -467,13 +486,13 @@ func scanContent(raw []byte, kind, tool string) []Part {
 			case "name":
 				set(&b.Name)
 			case "arguments":
-				args = s.value(2)
+				args, compact = s.rawValue(2)
 			default:
 				s.skip(2)
 			}
 		})
 		b.Arguments = args
-		out = appendBlock(out, b, kind, tool)
+		out = appendBlock(out, b, kind, tool, compact)
 	})
 	if s.ws(); s.bad || !typed || s.i != len(s.b) {
 		return nil

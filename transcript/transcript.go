@@ -127,8 +127,9 @@ func entry(r rawEntry, n int, content func(raw []byte, kind, tool string) []Part
 	return e, true
 }
 
-// appendBlock adds the part a content block holds, if any.
-func appendBlock(out []Part, b rawBlock, kind, tool string) []Part {
+// appendBlock adds the part a content block holds, if any. compact says
+// the arguments hold no whitespace to take out.
+func appendBlock(out []Part, b rawBlock, kind, tool string, compact bool) []Part {
 	switch b.Type {
 	case "text":
 		if b.Text != "" {
@@ -139,6 +140,10 @@ func appendBlock(out []Part, b rawBlock, kind, tool string) []Part {
 			out = append(out, Part{Kind: Thinking, Text: b.Thinking})
 		}
 	case "toolCall":
+		if compact {
+			out = append(out, Part{Kind: ToolCall, Name: b.Name, Text: string(b.Arguments)})
+			break
+		}
 		var args bytes.Buffer
 		if len(b.Arguments) > 0 && json.Compact(&args, b.Arguments) != nil {
 			args.Reset()
