@@ -342,7 +342,7 @@ type restoreMerger struct {
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Logger: m.log, KeepWritten: true,
+		AgentDir: m.agentDir, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, KeepWritten: true,
 	})
 	if err != nil {
 		return agent.Merged{}, err

@@ -99,7 +99,9 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stderr, grepTotals(rep))
+	if !a.quiet {
+		fmt.Fprintln(a.stderr, grepTotals(rep))
+	}
 	switch {
 	case len(rep.Problems) > 0:
 		return fmt.Errorf("some copies could not be read (see above); their lines were searched as the cache last had them, if at all")

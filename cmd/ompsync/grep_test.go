@@ -64,6 +64,9 @@ func TestGrepCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
 	}
+	if r := e.run("-q", "grep", "line 3 of title"); r.code != 0 || strings.Count(r.stdout, "\n") != 3 || r.stderr != "" {
+		t.Errorf("-q: exit %d, stderr %q", r.code, r.stderr)
+	}
 	// No cache: the same answer.
 	e.env["OMPSYNC_SEARCH_CACHE_SIZE"] = "0"
 	if r := e.run("grep", "line 3 of title"); r.code != 0 || strings.Count(r.stdout, "\n") != 3 || !strings.Contains(r.stderr, "3 read from the remote") {
