@@ -150,3 +150,55 @@ func FuzzHostileRemote(f *testing.F) {
 		}
 	})
 }
+
+// StreamGeneration, which restore streams large sessions with, accepts
+// exactly what ReadGeneration and ReadGenerationHashOnce accept, and gives
+// the same bytes, on every generation of a generated hostile remote.
+func FuzzStreamGeneration(f *testing.F) {
+	for _, seed := range [][]byte{
+		nil,
+		{0, 1, 0},
+		{0, 1, 1, 3, 1, 7, 1, 7, 6, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 30},
+		{0, 1, 2, 4, 1, 6, 1, 4, 2, 5, 0},
+		{0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1},
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		ctx := context.Background()
+		c := newFastRemote(t)
+		h, _ := Fuzzed(input)
+		if err := h.Build(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		r := repo.New(c, repo.NewZstd())
+		invs, err := r.Inventory(ctx, BadID, "")
+		if err != nil {
+			return // the listing is refused before any generation is read
+		}
+		for _, inv := range invs {
+			for _, g := range inv.Generations {
+				for _, every := range []bool{false, true} {
+					read := r.ReadGenerationHashOnce
+					if every {
+						read = r.ReadGeneration
+					}
+					as, rerr := read(ctx, inv.Stream, g, 1<<30)
+					var buf bytes.Buffer
+					st, serr := r.StreamGeneration(ctx, inv.Stream, g, 1<<30, &buf, every)
+					if (rerr == nil) != (serr == nil) {
+						t.Fatalf("%s every=%v: read: %v; stream: %v", g.Name, every, rerr, serr)
+					}
+					if rerr != nil {
+						continue
+					}
+					got := buf.Bytes()
+					copy(got, st.Head)
+					if !bytes.Equal(got, as.Data) || st.Size != int64(len(as.Data)) {
+						t.Fatalf("%s every=%v: streamed %d bytes, read %d, not the same", g.Name, every, st.Size, len(as.Data))
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,251 @@
+package repo
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/ompsync/ompsync/remote"
+)
+
+// Streamed is what StreamGeneration wrote.
+type Streamed struct {
+	Meta Meta // with every; otherwise HashFrom only, from the chunk headers
+	Size int64
+	// Head is the generation's head object, the title slot to lay over
+	// bytes [0, len(Head)), when there is one.
+	Head []byte
+}
+
+// StreamGeneration reassembles a generation as ReadGenerationHashOnce does
+// (ReadGeneration with every), refusing the same damage, but writes its
+// bytes to w as they arrive instead of returning them: memory stays a few
+// buffers whatever the generation's size (a reference's range, at most a
+// chunk, is resolved in memory). Bytes written before an error must not be
+// trusted: a caller writes to a temp file and keeps it only on nil. The
+// head object is returned, not laid over, since w is written in order.
+func (r *Repo) StreamGeneration(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool) (Streamed, error) {
+	var out Streamed
+	if !g.HasMeta {
+		return out, fmt.Errorf("%s generation %s: no meta object", s.Prefix(), g.Name)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	metaC := make(chan metaResult, 1)
+	if every {
+		go func() {
+			m, err := r.GetMeta(ctx, s, g.Name)
+			metaC <- metaResult{m, err}
+		}()
+	}
+	err := r.streamChunks(ctx, s, g, maxSize, w, every, &out)
+	if every {
+		mr := <-metaC
+		if mr.err != nil {
+			return out, mr.err
+		}
+		if err == nil && mr.meta.HashFrom != out.Meta.HashFrom {
+			return out, fmt.Errorf("%s generation %s: the chunks' hash_from is %d, meta says %d", s.Prefix(), g.Name, out.Meta.HashFrom, mr.meta.HashFrom)
+		}
+		hashFrom := out.Meta.HashFrom
+		out.Meta = mr.meta
+		out.Meta.HashFrom = hashFrom
+	}
+	if err != nil {
+		return out, err
+	}
+	if g.HasHead {
+		head, err := r.GetHead(ctx, s, g.Name)
+		if err != nil && !errors.Is(err, remote.ErrNotFound) {
+			return out, err
+		}
+		if err == nil {
+			if !ValidHead(head) || out.Meta.HashFrom != HeadSize || out.Size < HeadSize {
+				return out, fmt.Errorf("%s generation %s: head object does not fit a title slot", s.Prefix(), g.Name)
+			}
+			out.Head = head
+		}
+	}
+	return out, nil
+}
+
+func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool, out *Streamed) error {
+	picked, covered := Cover(g.Chunks)
+	switch {
+	case covered < MaxEnd(g.Chunks):
+		return fmt.Errorf("%s generation %s: %w at byte %d", s.Prefix(), g.Name, ErrGap, covered)
+	case covered > maxSize:
+		return fmt.Errorf("%s generation %s: %d bytes, more than the %d expected (its catalog's size, within the local limit)", s.Prefix(), g.Name, covered, maxSize)
+	}
+	refReads := r.refReads
+	if refReads == 0 {
+		refReads = maxRefReads
+	}
+	stream := sha256.New()
+	hashFrom := int64(-1)
+	single := len(picked) == 1
+	buf := make([]byte, 64<<10)
+	for _, c := range picked {
+		hdr, body, closeBody, err := r.chunkReader(ctx, s, g.Name, c, &refReads)
+		if err != nil {
+			return err
+		}
+		err = func() error {
+			defer closeBody()
+			switch {
+			case hashFrom < 0:
+				hashFrom = hdr.HashFrom
+			case hdr.HashFrom != hashFrom:
+				return fmt.Errorf("chunk %s: hash_from %d, the chunks before say %d", ChunkName(c.Start, c.End), hdr.HashFrom, hashFrom)
+			}
+			// A chunk's own hash where no stream hash covers its bytes
+			// (as ReadGenerationHashOnce has it), or everywhere with
+			// every; referenced bytes were checked as resolved.
+			var own hash.Hash
+			if hdr.Ref == nil && (every || single || c.Start < hashFrom) {
+				own = sha256.New()
+			}
+			pos := c.Start
+			for {
+				n, err := body.Read(buf)
+				b := buf[:n]
+				if own != nil {
+					own.Write(b)
+				}
+				// An overlapping chunk contributes only the bytes past
+				// what is written.
+				if skip := out.Size - pos; skip > 0 {
+					b = b[min(skip, int64(len(b))):]
+				}
+				pos += int64(n)
+				if len(b) > 0 {
+					if from := hashFrom - out.Size; from < int64(len(b)) {
+						stream.Write(b[max(from, 0):])
+					}
+					if _, werr := w.Write(b); werr != nil {
+						return werr
+					}
+					out.Size += int64(len(b))
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if pos != c.End {
+				return fmt.Errorf("chunk %s: holds %d bytes, want %d", ChunkName(c.Start, c.End), pos-c.Start, c.End-c.Start)
+			}
+			if own != nil && hex.EncodeToString(own.Sum(nil)) != hdr.SHA256 {
+				return errChunkHash(c.Start, c.End)
+			}
+			if single && !every {
+				if hashFrom == 0 && hdr.StreamSHA256 != hdr.SHA256 {
+					return errStreamHash(c.Start, c.End)
+				}
+				return nil
+			}
+			if hex.EncodeToString(stream.Sum(nil)) != hdr.StreamSHA256 {
+				return errStreamHash(c.Start, c.End)
+			}
+			return nil
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	out.Meta.HashFrom = max(hashFrom, 0)
+	return nil
+}
+
+// chunkReader opens chunk c: its checked header, and its bytes as they
+// arrive, exactly its range's length and then the end (a reference's
+// bytes, resolved and checked against its hash, from memory).
+func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef, refReads *int) (ChunkHeader, io.Reader, func(), error) {
+	if err := checkChunkRange(c.Start, c.End); err != nil {
+		return ChunkHeader{}, nil, nil, err
+	}
+	rc, err := r.openStream(ctx, s.ChunkKey(gen, c.Start, c.End), ChunkLimit(c.Start, c.End))
+	if err != nil {
+		return ChunkHeader{}, nil, nil, err
+	}
+	br := bufio.NewReaderSize(rc, maxHeader+1)
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		rc.Close()
+		if errors.Is(err, bufio.ErrBufferFull) || err == io.EOF {
+			return ChunkHeader{}, nil, nil, fmt.Errorf("chunk %s: no header", ChunkName(c.Start, c.End))
+		}
+		return ChunkHeader{}, nil, nil, err
+	}
+	var hdr ChunkHeader
+	if err := json.Unmarshal(line[:len(line)-1], &hdr); err != nil {
+		rc.Close()
+		return ChunkHeader{}, nil, nil, fmt.Errorf("chunk %s: bad header: %w", ChunkName(c.Start, c.End), err)
+	}
+	if hdr.Ref != nil {
+		// A reference holds no bytes of its own; decodeChunk checks the
+		// rest of its header, and chunkBytes resolves it.
+		_, err := br.ReadByte()
+		rc.Close()
+		if err != io.EOF {
+			return hdr, nil, nil, fmt.Errorf("chunk %s: a reference chunk holds bytes", ChunkName(c.Start, c.End))
+		}
+		hdr, data, err := r.chunkBytes(ctx, s, gen, c, 0, false, refReads)
+		if err != nil {
+			return hdr, nil, nil, err
+		}
+		return hdr, bytes.NewReader(data), func() {}, nil
+	}
+	// What decodeChunk checks of a data chunk's header; its bytes are
+	// checked as they arrive.
+	switch name := ChunkName(c.Start, c.End); {
+	case hdr.V != 1:
+		err = fmt.Errorf("chunk %s: unknown chunk version %d", name, hdr.V)
+	case hdr.Start != c.Start || hdr.End != c.End:
+		err = fmt.Errorf("chunk %s: header says [%d, %d)", name, hdr.Start, hdr.End)
+	case hdr.HashFrom < 0 || hdr.HashFrom > c.End:
+		err = fmt.Errorf("chunk %s: bad hash_from %d", name, hdr.HashFrom)
+	}
+	if err != nil {
+		rc.Close()
+		return hdr, nil, nil, err
+	}
+	return hdr, &exactBody{r: br, left: c.End - c.Start, name: ChunkName(c.Start, c.End)}, func() { rc.Close() }, nil
+}
+
+// exactBody is a chunk's bytes, which must end exactly at its range's end.
+type exactBody struct {
+	r    *bufio.Reader
+	left int64
+	name string
+}
+
+func (b *exactBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		if _, err := b.r.ReadByte(); err != io.EOF {
+			if err == nil {
+				return 0, fmt.Errorf("chunk %s: holds more bytes than its range", b.name)
+			}
+			return 0, err
+		}
+		return 0, io.EOF
+	}
+	n, err := b.r.Read(p[:min(int64(len(p)), b.left)])
+	b.left -= int64(n)
+	if err == io.EOF && b.left > 0 {
+		return n, fmt.Errorf("chunk %s: ends %d bytes short of its range", b.name, b.left)
+	}
+	if err == io.EOF {
+		err = nil // the check of the end is the next read's
+	}
+	return n, err
+}
