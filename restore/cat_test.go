@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -12,11 +13,18 @@ import (
 	"github.com/ompsync/ompsync/repo"
 )
 
-// keyLog records the keys of every GET.
+// keyLog records the keys of every GET, and the prefixes of every LIST.
 type keyLog struct {
 	remote.Client
-	mu   sync.Mutex
-	gets []string
+	mu          sync.Mutex
+	gets, lists []string
+}
+
+func (k *keyLog) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
+	k.mu.Lock()
+	k.lists = append(k.lists, prefix)
+	k.mu.Unlock()
+	return k.Client.List(ctx, prefix, opts)
 }
 
 func (k *keyLog) Get(ctx context.Context, key string, off, length int64) (io.ReadCloser, error) {

@@ -122,7 +122,11 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	rep.Sessions = len(targets)
 
 	var mu sync.Mutex
-	eachTarget(ctx, r, stale, len(p.sessions), o, func(_ int, t *target, listed *repo.SessionObjects) {
+	// A few stale sessions among many list one by one, not the whole
+	// remote.
+	lo := o
+	lo.All = false
+	eachTarget(ctx, r, stale, len(p.sessions), lo, func(_ int, t *target, listed *repo.SessionObjects) {
 		fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed)
 		mu.Lock()
 		defer mu.Unlock()

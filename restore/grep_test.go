@@ -35,18 +35,23 @@ func grep(t *testing.T, r *repo.Repo, pattern string, cache *search.Cache, opts 
 	return out, rep
 }
 
-// sessionGets counts the GETs of session objects since the log was reset.
-func sessionGets(log *keyLog) int {
+// sessionGets counts the GETs of session objects since the log was reset,
+// and the LISTs of session objects.
+func sessionGets(log *keyLog) (gets, lists int) {
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	n := 0
 	for _, k := range log.gets {
 		if strings.HasPrefix(k, repo.SessionsPrefix()) {
-			n++
+			gets++
 		}
 	}
-	log.gets = nil
-	return n
+	for _, k := range log.lists {
+		if strings.HasPrefix(k, repo.SessionsPrefix()) {
+			lists++
+		}
+	}
+	log.gets, log.lists = nil, nil
+	return gets, lists
 }
 
 // A marker planted in one line of one session among 1,000 is found once,
@@ -117,8 +122,8 @@ func TestGrep(t *testing.T) {
 	// Unchanged: nothing read but the catalogs.
 	sessionGets(log)
 	got, rep = grep(t, r, marker, cache, Options{})
-	if n := sessionGets(log); n != 0 || rep.Fetched != 0 || len(got) != 1 {
-		t.Errorf("second run: %d session GETs, %d copies fetched, %d matches", n, rep.Fetched, len(got))
+	if n, l := sessionGets(log); n != 0 || l != 0 || rep.Fetched != 0 || len(got) != 1 {
+		t.Errorf("second run: %d session GETs, %d LISTs, %d copies fetched, %d matches", n, l, rep.Fetched, len(got))
 	}
 
 	// Grown: the new chunk alone.
@@ -126,8 +131,8 @@ func TestGrep(t *testing.T) {
 	desk.backup()
 	sessionGets(log)
 	got, rep = grep(t, r, marker, cache, Options{})
-	if n := sessionGets(log); n != 1 || rep.Fetched != 1 || len(got) != 2 || got[1].Entry != "0000cafe" || strings.Join(got[0].Machines, ",") != "desk,laptop" {
-		t.Errorf("after an append: %d session GETs, %d fetched, matches %+v", n, rep.Fetched, got)
+	if n, l := sessionGets(log); n != 1 || l != 1 || rep.Fetched != 1 || len(got) != 2 || got[1].Entry != "0000cafe" || strings.Join(got[0].Machines, ",") != "desk,laptop" {
+		t.Errorf("after an append: %d session GETs, %d LISTs, %d fetched, matches %+v", n, l, rep.Fetched, got)
 	}
 
 	// By prefix, by file name; --since.
