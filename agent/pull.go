@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"sync"
 
 	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/repo"
@@ -30,6 +31,9 @@ type MergeRequest struct {
 	// OpenFiles says which processes hold files open, scanned once per
 	// pull: a file omp holds is never changed.
 	OpenFiles *openfiles.Snapshot
+	// Local is the agent dir's session files by id, scanned once per pull
+	// (not once per session); the merger adds the files it creates.
+	Local *store.Local
 }
 
 // Merged is what a Merger did to one session.
@@ -121,20 +125,52 @@ func (a *Agent) pull(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pull: cannot tell which processes hold session files open, so nothing is merged: %w", err)
 	}
-	for _, it := range todo {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		done, err := a.pullSession(ctx, MergeRequest{Catalogs: cats, Machine: it.machine, SessionID: it.entry.ID, OpenFiles: open})
-		if err != nil {
-			a.log.Warn("pull: session not merged; will retry", "session", it.entry.ID, "machine", it.machine, "err", err)
-			continue
-		}
-		if done {
-			a.state.setSeen(it.machine+"/"+it.entry.ID, it.sig)
-		}
+	local, err := store.ScanLocal(a.opts.Store, a.opts.AgentDir)
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
 	}
-	return nil
+	// Sessions are merged Parallel at once, each one's copies (one per
+	// machine) in turn: the second merges into what the first wrote.
+	var ids []string
+	byID := map[string][]item{}
+	for _, it := range todo {
+		if byID[it.entry.ID] == nil {
+			ids = append(ids, it.entry.ID)
+		}
+		byID[it.entry.ID] = append(byID[it.entry.ID], it)
+	}
+	var mu sync.Mutex // the state, and what pulled records in it
+	queue := make(chan string, len(ids))
+	for _, id := range ids {
+		queue <- id
+	}
+	close(queue)
+	var wg sync.WaitGroup
+	for range min(a.opts.Parallel, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range queue {
+				for _, it := range byID[id] {
+					if ctx.Err() != nil {
+						return
+					}
+					req := MergeRequest{Catalogs: cats, Machine: it.machine, SessionID: id, OpenFiles: open, Local: local}
+					res, err := a.opts.Merger.Merge(ctx, req)
+					mu.Lock()
+					done, err := a.pulled(ctx, req, res, err)
+					if err != nil {
+						a.log.Warn("pull: session not merged; will retry", "session", id, "machine", it.machine, "err", err)
+					} else if done {
+						a.state.setSeen(it.machine+"/"+id, it.sig)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
 }
 
 // warnRefused says once what a machine's catalog has wrong (a hostile or
@@ -185,12 +221,12 @@ func (a *Agent) pullIncluded(e repo.CatalogEntry) bool {
 	return !match(a.opts.PullExclude)
 }
 
-// pullSession merges one machine's copy of a session into the local file.
-// It reports false when the file was in use (omp holds it open or is
-// writing it) and the pull must be tried again once it is released.
-func (a *Agent) pullSession(ctx context.Context, req MergeRequest) (bool, error) {
+// pulled records what merging one machine's copy of a session into the
+// local file did (res, or err). It reports false when the file was in use
+// (omp holds it open or is writing it) and the pull must be tried again
+// once it is released.
+func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err error) (bool, error) {
 	machine, id := req.Machine, req.SessionID
-	res, err := a.opts.Merger.Merge(ctx, req)
 	if err != nil {
 		return false, err
 	}

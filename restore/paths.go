@@ -1,20 +1,16 @@
 package restore
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/openfiles"
-	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
 
@@ -57,61 +53,6 @@ func (t *target) destination(st store.Store, localRel string, maps []PathMapping
 // abs joins a checked relative path to the agent dir.
 func abs(agentDir, rel string) string { return filepath.Join(agentDir, filepath.FromSlash(rel)) }
 
-// localIndex maps session ids to their session files.
-type localIndex map[string][]string
-
-// maxSessionDepth is how deep below a store's first root session files
-// may lie (codex: sessions/YYYY/MM/DD/<file>); scanLocal looks no deeper.
-const maxSessionDepth = 4
-
-// scanLocal lists the session files under the store's first root (omp's
-// sessions/*/*.jsonl) by session id: from the file's first bytes, or its
-// name. A missing agent dir is an empty index.
-func scanLocal(st store.Store, agentDir string) (localIndex, error) {
-	idx := localIndex{}
-	root := st.Roots()[0]
-	var walk func(dir string, depth int) error
-	walk = func(dir string, depth int) error {
-		files, err := os.ReadDir(abs(agentDir, dir))
-		if errors.Is(err, fs.ErrNotExist) && dir == root {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read local sessions: %w", err)
-		}
-		for _, f := range files {
-			rel := dir + "/" + f.Name()
-			switch {
-			case strings.HasPrefix(f.Name(), "."):
-			case f.IsDir():
-				// A folder whose files are artifacts holds no sessions.
-				if depth < maxSessionDepth && st.Classify(rel+"/x") != store.KindArtifact {
-					if err := walk(rel, depth+1); err != nil {
-						return err
-					}
-				}
-			case f.Type().IsRegular() && st.Classify(rel) == store.KindSession:
-				if id := sessionIDOf(st, agentDir, rel); repo.ValidSessionID(id) {
-					idx[id] = append(idx[id], rel)
-				}
-			}
-		}
-		return nil
-	}
-	if err := walk(root, 1); err != nil {
-		return nil, err
-	}
-	for _, rels := range idx {
-		sort.Strings(rels)
-	}
-	return idx, nil
-}
-
-// sessionIDOf reads the id of the session file at rel as the agent does.
-func sessionIDOf(st store.Store, agentDir, rel string) string {
-	return st.SessionID(rel, readHead(abs(agentDir, rel)))
-}
-
 // readHead reads the first 8 KiB of a file (nil when it cannot be read).
 func readHead(p string) []byte {
 	f, err := os.Open(p)
@@ -128,14 +69,6 @@ func readHead(p string) []byte {
 func headerCwd(st store.Store, p string) string {
 	info, _ := st.Describe(readHead(p))
 	return info.Cwd
-}
-
-// find returns the local file of a session, or "".
-func (idx localIndex) find(id string) string {
-	if rels := idx[id]; len(rels) > 0 {
-		return rels[0]
-	}
-	return ""
 }
 
 // openScan is the latest scan of open files. A scan older than maxScanAge

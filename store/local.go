@@ -1,0 +1,110 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// maxSessionDepth is how deep below a store's first root session files
+// may lie (codex: sessions/YYYY/MM/DD/<file>); ScanLocal looks no deeper.
+const maxSessionDepth = 4
+
+// Local is which session files an agent dir holds, by session id. Reading
+// it costs the first bytes of every session file, so a restore or a pull
+// of many sessions reads it once and looks each session up in it. It is
+// safe for concurrent use.
+type Local struct {
+	mu   sync.Mutex
+	byID map[string][]string
+}
+
+// ScanLocal lists the session files under the store's first root (omp's
+// sessions/*/*.jsonl) by session id: from the file's first bytes, or its
+// name. A missing agent dir is an empty index.
+func ScanLocal(st Store, agentDir string) (*Local, error) {
+	l := &Local{byID: map[string][]string{}}
+	root := st.Roots()[0]
+	var walk func(dir string, depth int) error
+	walk = func(dir string, depth int) error {
+		files, err := os.ReadDir(absPath(agentDir, dir))
+		if errors.Is(err, fs.ErrNotExist) && dir == root {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read local sessions: %w", err)
+		}
+		for _, f := range files {
+			rel := dir + "/" + f.Name()
+			switch {
+			case strings.HasPrefix(f.Name(), "."):
+			case f.IsDir():
+				// A folder whose files are artifacts holds no sessions.
+				if depth < maxSessionDepth && st.Classify(rel+"/x") != KindArtifact {
+					if err := walk(rel, depth+1); err != nil {
+						return err
+					}
+				}
+			case f.Type().IsRegular() && st.Classify(rel) == KindSession:
+				if id := st.SessionID(rel, readHead(absPath(agentDir, rel))); repo.ValidSessionID(id) {
+					l.byID[id] = append(l.byID[id], rel)
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(root, 1); err != nil {
+		return nil, err
+	}
+	for _, rels := range l.byID {
+		sort.Strings(rels)
+	}
+	return l, nil
+}
+
+// Find returns the local file of a session, or "".
+func (l *Local) Find(id string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rels := l.byID[id]; len(rels) > 0 {
+		return rels[0]
+	}
+	return ""
+}
+
+// Add records a session file written since the scan.
+func (l *Local) Add(id, rel string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.byID[id] {
+		if r == rel {
+			return
+		}
+	}
+	l.byID[id] = append(l.byID[id], rel)
+	sort.Strings(l.byID[id])
+}
+
+func absPath(agentDir, rel string) string {
+	return filepath.Join(agentDir, filepath.FromSlash(rel))
+}
+
+// readHead reads the first 8 KiB of a file (nil when it cannot be read).
+func readHead(p string) []byte {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, 8<<10)
+	n, _ := io.ReadFull(f, b)
+	return b[:n]
+}
