@@ -46,7 +46,9 @@ var at = time.Date(2026, 10, 7, 1, 2, 3, 0, time.UTC)
 type Remote struct {
 	Name string
 	// Want is part of what refuses the damage: the line naming the bad
-	// session (or the evil machine's catalog).
+	// session (or the evil machine's catalog); alternatives separated by
+	// "|" where readers that stream and readers that read whole refuse it
+	// at different points.
 	Want string
 	// Catalog: the damage is in the evil machine's catalog, so readers
 	// name the catalog rather than the session.
@@ -271,12 +273,17 @@ func Remotes() []Remote {
 			plain := repo.EncodeChunk(hdr, data[a:e])
 			return b.raw(stream(EvilMachine, BadID).ChunkKey(gen, a, e), frame(uint64(len(plain)), 21, plain))
 		}},
-		{Name: "decompression bomb: 1 GiB of zeros in 32 KiB", Want: "decompression bomb", Compacts: true, build: func(b *builder) error {
-			_, cuts, gen, err := b.bad("x", 0)
+		// A valid header, then far more bytes than its range: read whole it
+		// inflates past the limit; streamed, it holds more than its range.
+		{Name: "decompression bomb: 1 GiB of zeros in 32 KiB", Want: "decompression bomb|holds more bytes than its range", Compacts: true, build: func(b *builder) error {
+			data, cuts, gen, err := b.bad("x", 0)
 			if err != nil {
 				return err
 			}
-			return b.raw(stream(EvilMachine, BadID).ChunkKey(gen, cuts[0], cuts[1]), rleBomb([]byte(`{"v":1}`+"\n"), 1<<30))
+			a, e := cuts[0], cuts[1]
+			h := sha256.Sum256(data[:e])
+			hdr := repo.ChunkHeader{Start: a, End: e, SHA256: repo.HashHex(data[a:e]), StreamSHA256: hex.EncodeToString(h[:])}
+			return b.raw(stream(EvilMachine, BadID).ChunkKey(gen, a, e), rleBomb(repo.EncodeChunk(hdr, nil), 1<<30))
 		}},
 		{Name: "reference past the chunk limit", Want: "a chunk may hold", build: func(b *builder) error {
 			data, _, gen, err := b.bad("x", 200<<20)

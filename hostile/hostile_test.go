@@ -417,8 +417,10 @@ func damaged(h Remote) string {
 // namesDamage reports whether one line of out names the damage.
 func namesDamage(h Remote, out string) bool {
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, h.Want) && (h.Catalog && strings.Contains(l, "catalog") && strings.Contains(l, EvilMachine) || strings.Contains(l, BadID)) {
-			return true
+		for _, want := range strings.Split(h.Want, "|") {
+			if strings.Contains(l, want) && (h.Catalog && strings.Contains(l, "catalog") && strings.Contains(l, EvilMachine) || strings.Contains(l, BadID)) {
+				return true
+			}
 		}
 	}
 	return false

@@ -154,6 +154,13 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 				return nil
 			}
 			if hex.EncodeToString(stream.Sum(nil)) != hdr.StreamSHA256 {
+				if own == nil && hdr.Ref == nil {
+					// Say whether the chunk itself is damaged, as
+					// ReadGenerationHashOnce does: read it again whole.
+					if _, _, err := r.GetChunk(ctx, s, g.Name, c.Start, c.End); err != nil {
+						return err
+					}
+				}
 				return errStreamHash(c.Start, c.End)
 			}
 			return nil
@@ -173,15 +180,26 @@ func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef
 	if err := checkChunkRange(c.Start, c.End); err != nil {
 		return ChunkHeader{}, nil, nil, err
 	}
-	rc, err := r.openStream(ctx, s.ChunkKey(gen, c.Start, c.End), ChunkLimit(c.Start, c.End))
+	key := s.ChunkKey(gen, c.Start, c.End)
+	if limit := sealedLimit(ChunkLimit(c.Start, c.End)); c.Size > limit {
+		// Listed larger than it could need: refused before its GET, as
+		// getAll would refuse it after.
+		return ChunkHeader{}, nil, nil, fmt.Errorf("read %s: object larger than %d bytes", key, limit)
+	}
+	rc, err := r.openStream(ctx, key, ChunkLimit(c.Start, c.End))
 	if err != nil {
 		return ChunkHeader{}, nil, nil, err
 	}
 	br := bufio.NewReaderSize(rc, maxHeader+1)
 	line, err := br.ReadSlice('\n')
 	if err != nil {
-		rc.Close()
+		defer rc.Close()
 		if errors.Is(err, bufio.ErrBufferFull) || err == io.EOF {
+			// No header: a bomb says so if it is one, as the whole read
+			// would have.
+			if _, derr := io.Copy(io.Discard, br); derr != nil {
+				return ChunkHeader{}, nil, nil, derr
+			}
 			return ChunkHeader{}, nil, nil, fmt.Errorf("chunk %s: no header", ChunkName(c.Start, c.End))
 		}
 		return ChunkHeader{}, nil, nil, err

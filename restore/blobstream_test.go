@@ -54,3 +54,51 @@ func TestRestoreStreamsBlobs(t *testing.T) {
 		}
 	}
 }
+
+// A session restored where there is none streams to its file: restoring
+// 64 MiB allocates under half of it (it held all of it, more than once),
+// and the file is the session byte for byte, with its mtime, no temp file
+// left.
+func TestRestoreStreamsLargeSession(t *testing.T) {
+	r := fileRemote(t)
+	id := "0190cccc-0000-7000-8000-000000000001"
+	rel := sessionPath("-w", id, 1)
+	data, _ := smallSession(id, "")
+	line := []byte(entry("aaaa0003", "aaaa0002", base, strings.Repeat("a long answer ", 60)))
+	var cuts []int64
+	for len(data) < 64<<20 {
+		if len(data)%(4<<20) < len(line) {
+			cuts = append(cuts, int64(len(data)))
+		}
+		data = append(data, line...)
+	}
+	_, gen := putSession(t, r, "desk", id, rel, data, cuts[1:]...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+
+	to := t.TempDir()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rep, err := Run(context.Background(), r, []string{id}, Options{AgentDir: to})
+	runtime.ReadMemStats(&after)
+	if err != nil || !rep.OK() || rep.Results[0].Action != Created || rep.Results[0].Bytes != int64(len(data)) {
+		t.Fatalf("restore: %+v, %v", rep, err)
+	}
+	p := filepath.Join(to, filepath.FromSlash(rel))
+	got, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("restored %d bytes of %d: %v", len(got), len(data), err)
+	}
+	if fi, _ := os.Stat(p); !fi.ModTime().Equal(base) {
+		t.Errorf("mtime %s, want %s", fi.ModTime(), base)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 32<<20 {
+		t.Errorf("restoring 64 MiB allocated %d MiB", n>>20)
+	}
+	entries, _ := os.ReadDir(to)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".ompsync-") {
+			t.Errorf("temp file %s left in the agent dir", e.Name())
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -22,6 +23,10 @@ type copyData struct {
 	machine    string
 	generation string
 	data       []byte
+	// file, instead of data, is a verified temp file in the agent dir
+	// holding size bytes: a session copy streamed (see streamed).
+	file string
+	size int64
 	// mtime is what the catalog recorded (zero for artifacts).
 	mtime time.Time
 }
@@ -122,6 +127,15 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			}
 		}
 		var data []byte
+		if s.Name == repo.SessionStream && opts.streams && opts.At.IsZero() && sessionCopies(invs, opts) == 1 {
+			c, err := streamCopy(ctx, r, t, s, g, limit, opts)
+			if err != nil {
+				return nil, err
+			}
+			c.mtime = mtime
+			f.session = append(f.session, c)
+			continue
+		}
 		if opts.At.IsZero() {
 			data, err = readGeneration(ctx, r, s, g, limit, false)
 		} else {
@@ -177,11 +191,139 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	return f, nil
 }
 
-// discard removes the blob temp files the merger did not place.
+// discard removes the temp files the merger did not place.
 func (f *fetched) discard() {
 	for _, tmp := range f.blobs {
 		if tmp != "" {
 			os.Remove(tmp)
+		}
+	}
+	for _, c := range f.session {
+		if c.file != "" {
+			os.Remove(c.file)
+		}
+	}
+}
+
+// sessionCopies counts the session copies fetchOnce reads from invs.
+func sessionCopies(invs []*repo.StreamInventory, opts Options) int {
+	n := 0
+	for _, inv := range invs {
+		if inv.Stream.Name != repo.SessionStream {
+			continue
+		}
+		if opts.Generation != "" {
+			if g := inv.Find(opts.Generation); g != nil && g.HasMeta {
+				n++
+			}
+		} else if inv.Newest() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// streamCopy streams a session's one copy, verified as it arrives, to a
+// hidden temp file in the agent dir, with its title slot laid over it:
+// a session restored where nothing is has nothing to merge with, so no
+// more than a few buffers of it are ever in memory. The blobs it
+// references are found as it is read back.
+func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *repo.Generation, limit int64, opts Options) (copyData, error) {
+	c := copyData{machine: s.Machine, generation: g.Name}
+	err := retry(ctx, func() error {
+		if c.file != "" {
+			os.Remove(c.file)
+			c.file = ""
+		}
+		if err := os.MkdirAll(opts.AgentDir, 0o700); err != nil {
+			return err
+		}
+		f, err := os.CreateTemp(opts.AgentDir, ".ompsync-session-*.tmp")
+		if err != nil {
+			return err
+		}
+		c.file = f.Name()
+		w := bufio.NewWriterSize(f, 256<<10)
+		st, err := r.StreamGeneration(ctx, s, g, limit, w, false)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err == nil && st.Head != nil {
+			_, err = f.WriteAt(st.Head, 0)
+		}
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		c.size = st.Size
+		return err
+	})
+	if err != nil {
+		if c.file != "" {
+			os.Remove(c.file)
+		}
+		return c, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
+	}
+	fail := func(err error) (copyData, error) {
+		os.Remove(c.file)
+		return c, err
+	}
+	head, err := readFileHead(c.file, 1<<20)
+	if err != nil {
+		return fail(err)
+	}
+	if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
+		return fail(fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID))
+	}
+	if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && c.size < e.Size {
+		return fail(fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, c.size, e.Size))
+	}
+	return c, nil
+}
+
+// readFileHead reads the first n bytes of the file at p (fewer if it is
+// shorter).
+func readFileHead(p string, n int) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := io.ReadFull(f, b)
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil
+	}
+	return b[:k], err
+}
+
+// fileBlobRefs is blobRefs over a file, read a window at a time.
+func fileBlobRefs(p string, into map[string]bool) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	const keep = len(blobTag) + 64 // a reference cut by a window is seen whole in the next
+	buf := make([]byte, 1<<20)
+	have := 0
+	for {
+		n, err := f.Read(buf[have:])
+		have += n
+		if err == io.EOF || have == len(buf) || err == nil && n == 0 {
+			blobRefs(buf[:have], into)
+			if err == io.EOF {
+				return nil
+			}
+			k := min(keep, have)
+			copy(buf, buf[have-k:have])
+			have = k
+			continue
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -237,6 +379,12 @@ func blobRefs(b []byte, into map[string]bool) {
 func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) error {
 	refs := map[string]bool{}
 	for _, c := range f.session {
+		if c.file != "" {
+			if err := fileBlobRefs(c.file, refs); err != nil {
+				return err
+			}
+			continue
+		}
 		blobRefs(c.data, refs)
 	}
 	for _, cs := range f.artifacts {

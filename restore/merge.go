@@ -32,6 +32,10 @@ type outcome struct {
 	// diverged: the copies diverged and cannot be merged line by line (an
 	// artifact that is not JSON Lines).
 	diverged bool
+	// file, for a Created session streamed to a temp file, holds the
+	// content (size bytes) instead of data.
+	file string
+	size int64
 }
 
 // format is how combine reads one stream: st's session files (slotted)
@@ -343,6 +347,9 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		res.Bytes = int64(len(sw.out.data) - len(sw.local))
 	case Created, Merged:
 		res.Bytes = int64(len(sw.out.data))
+		if sw.out.file != "" {
+			res.Bytes = sw.out.size
+		}
 	case Retitled:
 		res.Bytes = int64(m.store.SlotLen(sw.out.data))
 	}
@@ -395,6 +402,15 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 // plan reads the local file at rel (when has) and decides by combine.
 func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWrite, error) {
 	w := fileWrite{rel: rel}
+	if len(copies) == 1 && copies[0].file != "" {
+		if has {
+			return w, fmt.Errorf("%s: a streamed copy meets a local file (please report this)", rel)
+		}
+		// One copy and nothing here: it is the file, as it streamed in.
+		w.out = outcome{action: Created, from: []int{0}, file: copies[0].file, size: copies[0].size}
+		w.mtime = copies[0].mtime
+		return w, nil
+	}
 	if has {
 		p := abs(m.agentDir, rel)
 		fi, err := os.Lstat(p)
@@ -460,7 +476,11 @@ func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, 
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return "", fmt.Errorf("create folder: %w", err)
 		}
-		if err := createNew(p, w.out.data, w.mtime, deferSync != nil); err != nil {
+		create := func() error { return createNew(p, w.out.data, w.mtime, deferSync != nil) }
+		if w.out.file != "" {
+			create = func() error { return linkNew(p, w.out.file, w.mtime, deferSync != nil) }
+		}
+		if err := create(); err != nil {
 			return "", err
 		}
 		if deferSync != nil {
@@ -501,6 +521,30 @@ func createNew(p string, data []byte, mtime time.Time, noDirSync bool) error {
 		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
 	}
 	return err
+}
+
+// linkNew makes the verified, synced temp file tmp the new file p (with
+// the mtime given) by a hard link, which fails if anything appeared at p
+// meanwhile, as createNew does; tmp is removed. With noDirSync the caller
+// syncs the folder.
+func linkNew(p, tmp string, mtime time.Time, noDirSync bool) error {
+	defer os.Remove(tmp)
+	if !mtime.IsZero() {
+		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+			return fmt.Errorf("set mtime: %w", err)
+		}
+	}
+	err := os.Link(tmp, p)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
+	}
+	if err != nil {
+		return err
+	}
+	if noDirSync {
+		return nil
+	}
+	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
 // changed reports whether the file at p is no longer the one read as before.

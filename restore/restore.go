@@ -67,6 +67,9 @@ type Options struct {
 	// sessionOnly fetches the session stream alone, without artifacts or
 	// blobs (cat, grep).
 	sessionOnly bool
+	// streams: a session with one copy is streamed to a temp file, not
+	// read into memory (restoreOne sets it where nothing is to merge with).
+	streams bool
 	// Parallel bounds sessions restored at once. Default 16, the config's
 	// transfers.
 	Parallel int
@@ -340,12 +343,14 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	if live() {
 		return res
 	}
-	f, err := fetch(ctx, r, t, opts, listed)
+	fopts := opts
+	fopts.streams = localRel == "" && !opts.KeepWritten && !opts.DryRun
+	f, err := fetch(ctx, r, t, fopts, listed)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
 		return res
 	}
-	defer f.discard() // the blobs the merger did not place
+	defer f.discard() // the temp files the merger did not place
 	if live() {
 		return res
 	}
