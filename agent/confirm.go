@@ -196,7 +196,7 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 	rel := f.Path
 	var src source
 	if f.State == repo.StateArchived {
-		rel = archiveRel(f.Path)
+		rel = a.opts.Store.ArchiveOf(f.Path)
 		data, _, err := a.readArchive(rel)
 		if err != nil {
 			return err

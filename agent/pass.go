@@ -11,8 +11,11 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -347,10 +350,10 @@ func (a *Agent) readArchive(rel string) ([]byte, fs.FileInfo, error) {
 	return readArchiveFile(a.abs(rel), rel, maxArchive)
 }
 
-// readArchiveFile inflates the gzip file at p, named rel in errors. One
-// that inflates past limit is an error: cut at the limit it would look like
-// a shrunk session, start a new generation, and let retention delete the
-// complete older one.
+// readArchiveFile inflates the archive at p, named rel in errors: zstd for
+// a .zst file (Codex), else gzip (omp). One that inflates past limit is an
+// error: cut at the limit it would look like a shrunk session, start a new
+// generation, and let retention delete the complete older one.
 func readArchiveFile(p, rel string, limit int64) ([]byte, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if err != nil {
@@ -361,8 +364,15 @@ func readArchiveFile(p, rel string, limit int64) ([]byte, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	zr, err := gzip.NewReader(f)
-	if err != nil {
+	var zr io.Reader
+	if strings.HasSuffix(rel, ".zst") {
+		d, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
+		}
+		defer d.Close()
+		zr = d
+	} else if zr, err = gzip.NewReader(f); err != nil {
 		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(zr, limit+1))
@@ -374,9 +384,6 @@ func readArchiveFile(p, rel string, limit int64) ([]byte, fs.FileInfo, error) {
 	}
 	return data, fi, nil
 }
-
-// archiveRel is where omp's gc puts a session once it archives it.
-func archiveRel(livePath string) string { return "archive/" + livePath + ".gz" }
 
 // A vanished tree is not a thousand deletions: when the sessions folder is
 // gone, or at least vanishMin sessions went in one pass together with
@@ -434,9 +441,10 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 	vanished := deleting > 0 && (sc.sessionsGone || withFolder >= vanishMin && 2*withFolder > present)
 	var verr error
 	if vanished && !a.opts.ConfirmDeletions {
-		where := fmt.Sprintf("%d of the %d sessions in %s, with their folders,", withFolder, present, a.abs("sessions"))
+		sessions := a.abs(a.opts.Store.Roots()[0])
+		where := fmt.Sprintf("%d of the %d sessions in %s, with their folders,", withFolder, present, sessions)
 		if sc.sessionsGone {
-			where = fmt.Sprintf("the sessions folder %s, with its %d sessions,", a.abs("sessions"), present)
+			where = fmt.Sprintf("the sessions folder %s, with its %d sessions,", sessions, present)
 		}
 		verr = fmt.Errorf("%w: %s vanished in one pass; is the disk unmounted, or agent_dir wrong? Nothing is recorded as deleted. "+
 			"If they were deleted on purpose, run 'ompsync agent --once --confirm-deletions'", ErrVanished, where)

@@ -29,16 +29,33 @@ import (
 //
 // A last line without a newline (omp was cut off mid-write) is kept and ends
 // with one. Merge never fails on content; it refuses only no copies.
-func Merge(copies ...[]byte) ([]byte, error) {
+func Merge(copies ...[]byte) ([]byte, error) { return OMPFormat().Merge(copies...) }
+
+// Format says how one agent's lines are read for a merge.
+type Format struct {
+	// Slot: files may start with omp's title slot.
+	Slot bool
+	// Entry reads a line's entry id, the id of the entry it follows, its
+	// time and type; ok is false for a line that is not one (it is then
+	// known by its bytes).
+	Entry func(line []byte) (e Entry, ok bool)
+}
+
+// OMPFormat is the omp family's format: a title slot, entries by id and
+// parentId.
+func OMPFormat() Format { return Format{Slot: true, Entry: ParseEntry} }
+
+// Merge is the merge rule above with f's entries.
+func (f Format) Merge(copies ...[]byte) ([]byte, error) {
 	if len(copies) == 0 {
 		return nil, errors.New("merge: no copies")
 	}
-	m := merger{index: map[lineKey]int{}, allowed: map[string]int{}}
+	m := merger{index: map[lineKey]int{}, allowed: map[string]int{}, f: f}
 	parsed := make([]parsedCopy, len(copies))
 	for i, c := range copies {
 		parsed[i] = m.parse(c)
 		counts := map[string]int{}
-		body := c[SlotLen(c):]
+		body := c[m.slotLen(c):]
 		if len(body) == 0 {
 			continue
 		}
@@ -112,6 +129,14 @@ type merger struct {
 	edges map[[2]int]bool
 	// allowed is, per line's bytes, the most times any copy holds it.
 	allowed map[string]int
+	f       Format
+}
+
+func (m *merger) slotLen(b []byte) int {
+	if !m.f.Slot {
+		return 0
+	}
+	return SlotLen(b)
 }
 
 func (m *merger) node(k lineKey, raw []byte) int {
@@ -140,7 +165,7 @@ func (m *merger) edge(parent, child int) {
 
 func (m *merger) parse(b []byte) parsedCopy {
 	p := parsedCopy{header: -1}
-	if ts, ok := ParseTitleSlot(b); ok {
+	if ts, ok := ParseTitleSlot(b); ok && m.f.Slot {
 		p.slot = b[:TitleSlotSize]
 		p.slotTime = parseTime(ts.UpdatedAt)
 		b = b[TitleSlotSize:]
@@ -159,7 +184,7 @@ func (m *merger) parse(b []byte) parsedCopy {
 		} else {
 			raw, b = b, nil
 		}
-		e, isEntry := ParseEntry(raw)
+		e, isEntry := m.f.Entry(raw)
 		var k lineKey
 		if p.header < 0 && isEntry && e.Type == "session" {
 			p.header = len(p.lines)

@@ -183,6 +183,14 @@ func (f family) Archived(rel string) (string, string, bool) {
 	return id, "sessions/" + parts[2] + "/" + strings.TrimSuffix(parts[3], ".gz"), true
 }
 
+// ArchiveOf: where omp's gc puts a session once it archives it.
+func (f family) ArchiveOf(live string) string {
+	if !f.archive {
+		return ""
+	}
+	return "archive/" + live + ".gz"
+}
+
 // SessionRel: sessions/<folder>/<name>.jsonl, the folder mapped when it
 // encodes an absolute path ("--<abs>--"). Home-relative folder names
 // travel between machines as they are.

@@ -91,8 +91,11 @@ type Store interface {
 	// sessionRel goes; ok is false when the agent keeps no such file.
 	ArtifactRel(sessionRel, inner string) (string, bool)
 	// Archived says which session an archived file holds and the path of
-	// the session file it was archived from.
+	// the session file it was archived from; ArchiveOf is the inverse
+	// ("" for an agent that archives nothing). An archive is a gzip (.gz)
+	// or zstd (.zst) file of the session's bytes.
 	Archived(rel string) (id, live string, ok bool)
+	ArchiveOf(live string) string
 	// SessionRel checks a session path recorded on the remote and applies
 	// the path maps to the folder names that encode an absolute path.
 	SessionRel(recorded string, maps []PathMap) (string, error)
@@ -112,7 +115,7 @@ type Store interface {
 }
 
 // Known lists every store ompsync knows, omp first.
-func Known() []Store { return []Store{OMP()} }
+func Known() []Store { return []Store{OMP(), Pi(), Claude(), Codex()} }
 
 // ByName returns the known store of that name.
 func ByName(name string) (Store, error) {

@@ -1,0 +1,161 @@
+//go:build linux
+
+package hostile
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ompsync/ompsync/remote/file"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// BenchmarkRestore1GiB restores one session of 1 GiB (JSON lines, 4 MiB
+// chunks as the agent uploads a backlog) from a folder remote into an
+// empty agent dir with the real binary, and reports its peak resident
+// memory. The target is under 150 MB whatever the session's size
+// (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench Restore1GiB -benchtime 3x ./hostile/
+//
+// peak-RSS-MiB is GNU time's %M of the restore (clean: time forks a fresh
+// process); rusage-MiB is the kernel's ru_maxrss as the benchmark sees it,
+// which also counts the benchmark's own memory at the fork.
+func BenchmarkRestore1GiB(b *testing.B) {
+	const size = 1 << 30
+	bin := filepath.Join(b.TempDir(), "ompsync")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
+		b.Fatalf("build ompsync: %v\n%s", err, out)
+	}
+	dir := b.TempDir()
+	remoteDir := filepath.Join(dir, "remote")
+	sum := writeBigSession(b, remoteDir, size)
+	gnuTime, _ := exec.LookPath("/usr/bin/time")
+
+	var peak, rusage int64
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := range b.N {
+		agentDir := filepath.Join(dir, fmt.Sprintf("agent-%d", i))
+		args := []string{bin, "restore", BadID}
+		if gnuTime != "" {
+			args = append([]string{gnuTime, "-f", "peak-rss-kib %M"}, args...)
+		}
+		cmd := exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB)}, args...)...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "OMPSYNC_REMOTE=file://" + remoteDir,
+			"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + filepath.Join(dir, "state")}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("restore: %v\n%s%s", err, stdout.String(), stderr.String())
+		}
+		b.StopTimer()
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			rusage = max(rusage, ru.Maxrss<<10)
+		}
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			if v, ok := strings.CutPrefix(l, "peak-rss-kib "); ok {
+				kib, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				peak = max(peak, kib<<10)
+			}
+		}
+		if got := fileSum(b, filepath.Join(agentDir, filepath.FromSlash(BadRel))); got != sum {
+			b.Fatalf("restored session differs")
+		}
+		os.RemoveAll(agentDir)
+		b.StartTimer()
+	}
+	if peak > 0 {
+		b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
+	}
+	b.ReportMetric(float64(rusage)/(1<<20), "rusage-MiB")
+}
+
+// writeBigSession writes a session of about size bytes, as the agent
+// uploads a backlog, chunk by chunk (never more than one in memory), with
+// its catalog, and returns the file's SHA-256.
+func writeBigSession(b *testing.B, dir string, size int64) string {
+	b.Helper()
+	ctx := context.Background()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	c, err := file.New(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := repo.New(fastPut{c, dir}, repo.NewZstd())
+	if err := r.Init(ctx); err != nil {
+		b.Fatal(err)
+	}
+	s := stream(EvilMachine, BadID)
+	gen := repo.NewGeneration(at.UnixNano())
+	whole, hs := sha256.New(), sha256.New()
+	head, _ := sessionFile(BadID, "start")
+	var chunk bytes.Buffer
+	var off int64
+	flush := func() {
+		data := chunk.Bytes()
+		whole.Write(data)
+		hs.Write(data)
+		hdr := repo.ChunkHeader{Start: off, End: off + int64(len(data)), SHA256: repo.HashHex(data), StreamSHA256: hex.EncodeToString(hs.Sum(nil))}
+		if _, err := r.PutChunk(ctx, s, gen, hdr, data); err != nil {
+			b.Fatal(err)
+		}
+		off += int64(len(data))
+		chunk.Reset()
+	}
+	chunk.Write(head)
+	words := strings.Fields("the agent read the file and ran the tests; three failed on a missing fixture, which it wrote, and then all passed")
+	// Just under the 1 GiB a stream may hold (restore.Options.MaxStreamSize).
+	for i := 0; off+int64(chunk.Len()) < size-16<<10; i++ {
+		var text strings.Builder
+		for j := range 40 + i%60 {
+			text.WriteString(words[(i*7+j*3)%len(words)])
+			text.WriteByte(' ')
+		}
+		fmt.Fprintf(&chunk, `{"type":"message","id":"%08x","parentId":"%08x","timestamp":"2026-10-07T01:%02d:%02d.000Z","message":{"role":"assistant","content":[{"type":"text","text":%q}]}}`+"\n",
+			i+3, i+2, i/60%60, i%60, text.String())
+		if chunk.Len() >= 4<<20 {
+			flush()
+		}
+	}
+	if chunk.Len() > 0 {
+		flush()
+	}
+	m := repo.Meta{SessionID: BadID, Machine: EvilMachine, Stream: repo.SessionStream, Generation: gen, Path: BadRel, Created: at}
+	if err := r.PutMeta(ctx, s, m); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := r.PutCatalog(ctx, repo.Catalog{Machine: EvilMachine, Updated: at, Sessions: []repo.CatalogEntry{
+		{ID: BadID, Path: BadRel, Generation: gen, Size: off, Mtime: at, State: repo.StatePresent, Changed: at}}}); err != nil {
+		b.Fatal(err)
+	}
+	return hex.EncodeToString(whole.Sum(nil))
+}
+
+func fileSum(b *testing.B, p string) string {
+	b.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, bufio.NewReaderSize(f, 1<<20)); err != nil {
+		b.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

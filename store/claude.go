@@ -1,0 +1,216 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// Claude is Claude Code's store (npm @anthropic-ai/claude-code): its folder
+// (~/.claude, or $CLAUDE_CONFIG_DIR) holds
+// projects/<encoded-cwd>/<session-uuid>.jsonl, the cwd with every
+// character but ASCII letters and digits turned into "-" (longer than 200
+// characters: cut, and a hash of the path added). A session's subagent
+// transcripts and tool results lie in the folder named like it without
+// .jsonl (<uuid>/subagents/agent-<id>.jsonl); older releases wrote
+// agent-<id>.jsonl beside the sessions, backed up as sessions of their own.
+// Every entry carries uuid and parentUuid, so copies merge by entry; lines
+// without a uuid (queue operations, summaries, costs) are known by their
+// bytes. The session id is the file's name (every line also names it as
+// sessionId; a subagent's lines name the parent). Nothing outside
+// projects/ is read: never .credentials.json, settings.json, history.jsonl
+// or .claude.json. `claude --resume <id>` resumes a session.
+func Claude() Store { return claude{} }
+
+type claude struct{}
+
+func (claude) Name() string { return "claude" }
+
+func (claude) Roots() []string { return []string{"projects"} }
+
+func (claude) Classify(rel string) Kind {
+	parts := cleanParts(rel)
+	if len(parts) < 3 || parts[0] != "projects" {
+		return KindIgnored
+	}
+	switch {
+	case len(parts) == 3 && strings.HasSuffix(parts[2], ".jsonl") && repo.ValidSessionID(strings.TrimSuffix(parts[2], ".jsonl")):
+		return KindSession
+	case len(parts) >= 4 && repo.ValidSessionID(parts[2]):
+		return KindArtifact
+	}
+	return KindIgnored
+}
+
+func (c claude) SessionID(rel string, _ []byte) string {
+	id, _ := c.IDFromName(rel)
+	return id
+}
+
+func (claude) IDFromName(name string) (string, bool) {
+	id := strings.TrimSuffix(path.Base(name), ".jsonl")
+	return id, repo.ValidSessionID(id)
+}
+
+// claudeLine is what ompsync reads of one of Claude Code's lines.
+type claudeLine struct {
+	Type        string  `json:"type"`
+	UUID        string  `json:"uuid"`
+	ParentUUID  *string `json:"parentUuid"`
+	Timestamp   string  `json:"timestamp"`
+	SessionID   string  `json:"sessionId"`
+	Cwd         string  `json:"cwd"`
+	IsSidechain bool    `json:"isSidechain"`
+	Summary     string  `json:"summary"`
+	CustomTitle string  `json:"customTitle"`
+	Message     *struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+}
+
+// Describe: the cwd of the first line that names one; the title a /rename
+// or a summary gave, else the first thing the user typed. The id is the
+// file's name, not a line's (a subagent's lines name their parent).
+func (claude) Describe(head []byte) (Info, bool) {
+	var info Info
+	var prompt string
+	found := false
+	for _, line := range bytes.Split(head[:session.SettledLen(head)], []byte("\n")) {
+		var l claudeLine
+		if json.Unmarshal(line, &l) != nil {
+			continue
+		}
+		found = true
+		if info.Cwd == "" && l.Cwd != "" {
+			info.Cwd = l.Cwd
+		}
+		switch {
+		case l.CustomTitle != "":
+			info.Title = l.CustomTitle
+		case l.Type == "summary" && l.Summary != "" && info.Title == "":
+			info.Title = l.Summary
+		case prompt == "" && l.Type == "user" && l.Message != nil && !l.IsSidechain:
+			prompt = userText(l.Message.Content)
+		}
+	}
+	if info.Title == "" {
+		info.Title = shorten(prompt, 80)
+	}
+	return info, found
+}
+
+// userText is what the user typed: a string, or the text blocks of content
+// (a tool result is not typed).
+func userText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &blocks)
+	for _, b := range blocks {
+		if b.Type == "text" && !strings.HasPrefix(b.Text, "<") {
+			return b.Text
+		}
+	}
+	return ""
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func (claude) SlotLen([]byte) int                     { return 0 }
+func (claude) SlotTitle([]byte) (string, bool)        { return "", false }
+func (claude) NewestSlot([][]byte) []byte             { return nil }
+func (claude) Beside(string, string) (string, bool)   { return "", false }
+func (claude) LockFiles(string) []string              { return nil }
+func (claude) ProcessMarker() string                  { return "" }
+func (claude) Resume(id string) string                { return "claude --resume " + id }
+func (claude) Archived(string) (string, string, bool) { return "", "", false }
+func (claude) ArchiveOf(string) string                { return "" }
+
+// Merge by uuid and parentUuid.
+func (claude) Merge(copies ...[]byte) ([]byte, error) {
+	return session.Format{Entry: claudeEntry}.Merge(copies...)
+}
+
+func claudeEntry(line []byte) (session.Entry, bool) {
+	var l claudeLine
+	if json.Unmarshal(line, &l) != nil {
+		return session.Entry{}, false
+	}
+	return session.Entry{Type: l.Type, ID: l.UUID, ParentID: l.ParentUUID, Timestamp: l.Timestamp}, true
+}
+
+// Artifact: projects/<dir>/<uuid>/<inner...>.
+func (c claude) Artifact(rel string) (string, string, bool) {
+	if c.Classify(rel) != KindArtifact {
+		return "", "", false
+	}
+	parts := strings.Split(rel, "/")
+	return parts[2], strings.Join(parts[3:], "/"), true
+}
+
+func (c claude) ArtifactRel(sessionRel, inner string) (string, bool) {
+	if !repo.SafeRelPath(inner) {
+		return "", false
+	}
+	out := strings.TrimSuffix(sessionRel, ".jsonl") + "/" + inner
+	return out, c.Classify(out) == KindArtifact
+}
+
+// SessionRel: projects/<dir>/<uuid>.jsonl, the folder mapped. Claude Code
+// names the folder of /Users/ana/src "-Users-ana-src": a map from
+// /Users/ana to /home/ana makes it "-home-ana-src". A folder of a path
+// longer than 200 characters ends in a hash of the path, which cannot be
+// mapped: it stays as it is.
+func (c claude) SessionRel(p string, maps []PathMap) (string, error) {
+	if !repo.SafeRelPath(p) || c.Classify(p) != KindSession {
+		return "", fmt.Errorf("recorded path %q is not a session file under projects/", p)
+	}
+	parts := strings.Split(p, "/")
+	if len(parts[1]) <= 200 {
+		best, bestLen := "", -1
+		for _, m := range maps {
+			from := claudeDir(m.From)
+			if parts[1] == from || strings.HasPrefix(parts[1], from+"-") {
+				if len(from) > bestLen {
+					best, bestLen = claudeDir(m.To)+parts[1][len(from):], len(from)
+				}
+			}
+		}
+		if bestLen >= 0 && len(best) <= 200 {
+			parts[1] = best
+		}
+	}
+	out := strings.Join(parts, "/")
+	if !repo.SafeRelPath(out) || c.Classify(out) != KindSession {
+		return "", fmt.Errorf("path map turns %q into %q, which is not a session path", p, out)
+	}
+	return out, nil
+}
+
+// claudeDir names the projects/ folder of a path as Claude Code does.
+func claudeDir(p string) string {
+	b := []byte(p)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}

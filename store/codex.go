@@ -1,0 +1,228 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// Codex is Codex's store (npm @openai/codex): its folder (~/.codex, or
+// $CODEX_HOME) holds sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl, one
+// file per session ("rollout"), whose first line, session_meta, names the
+// session and its cwd. `codex archive` moves a rollout into
+// archived_sessions/ (and unarchive back): a move, as ompsync records it.
+// Codex may compress an idle rollout in place into <name>.jsonl.zst; that
+// is the session archived, read through zstd. Lines carry no entry ids, so
+// two copies that went on apart cannot be merged: restore keeps the local
+// file and writes the other machine's copy beside it (<name>.jsonl.<machine>,
+// which neither Codex nor ompsync takes for a session). Nothing else in the
+// folder is read: never auth.json, config.toml, history.jsonl, the SQLite
+// databases or the logs. `codex resume <id>` resumes a session.
+func Codex() Store { return codex{} }
+
+type codex struct{}
+
+func (codex) Name() string { return "codex" }
+
+func (codex) Roots() []string { return []string{"sessions", "archived_sessions"} }
+
+func (codex) Classify(rel string) Kind {
+	parts := cleanParts(rel)
+	if parts == nil {
+		return KindIgnored
+	}
+	base := parts[len(parts)-1]
+	dated := len(parts) == 5 && parts[0] == "sessions" && codexDate(parts[1], 4) && codexDate(parts[2], 2) && codexDate(parts[3], 2)
+	archived := len(parts) == 2 && parts[0] == "archived_sessions"
+	if !dated && !archived || !strings.HasPrefix(base, "rollout-") {
+		return KindIgnored
+	}
+	switch {
+	case strings.HasSuffix(base, ".jsonl") && codexID(base) != "":
+		return KindSession
+	case strings.HasSuffix(base, ".jsonl.zst") && codexID(strings.TrimSuffix(base, ".zst")) != "":
+		return KindArchive
+	}
+	return KindIgnored
+}
+
+// codexDate: n decimal digits (a year, month or day folder).
+func codexDate(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < n; i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// codexID is the UUID that ends a rollout's name, "" when there is none.
+func codexID(name string) string {
+	stem := strings.TrimSuffix(path.Base(name), ".jsonl")
+	if len(stem) < 36 {
+		return ""
+	}
+	id := stem[len(stem)-36:]
+	for i := 0; i < 36; i++ {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return ""
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return ""
+			}
+		}
+	}
+	return id
+}
+
+type codexLine struct {
+	Type    string `json:"type"`
+	Payload struct {
+		ID      string          `json:"id"`
+		Cwd     string          `json:"cwd"`
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"payload"`
+}
+
+func (c codex) SessionID(rel string, head []byte) string {
+	if info, ok := c.Describe(head); ok && repo.ValidSessionID(info.ID) {
+		return info.ID
+	}
+	id, _ := c.IDFromName(rel)
+	return id
+}
+
+func (codex) IDFromName(name string) (string, bool) {
+	id := codexID(strings.TrimSuffix(name, ".zst"))
+	return id, id != ""
+}
+
+// Describe: session_meta's id and cwd; the title is the first thing the
+// user typed (Codex's own context messages are in tags). session_meta
+// carries Codex's whole system prompt, so the first line often runs past
+// the bytes given: its id and cwd, which come first, are read from what
+// there is.
+func (codex) Describe(head []byte) (Info, bool) {
+	var info Info
+	found := false
+	if session.SettledLen(head) == 0 {
+		info.ID, info.Cwd, found = codexMetaPrefix(head)
+		return info, found
+	}
+	for _, line := range bytes.Split(head[:session.SettledLen(head)], []byte("\n")) {
+		var l codexLine
+		if json.Unmarshal(line, &l) != nil {
+			continue
+		}
+		switch {
+		case l.Type == "session_meta" && !found:
+			info.ID, info.Cwd, found = l.Payload.ID, l.Payload.Cwd, true
+		case l.Type == "response_item" && l.Payload.Type == "message" && l.Payload.Role == "user" && info.Title == "":
+			var parts []struct {
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(l.Payload.Content, &parts)
+			for _, p := range parts {
+				if t := strings.TrimSpace(p.Text); t != "" && !strings.HasPrefix(t, "<") {
+					info.Title = shorten(t, 80)
+					break
+				}
+			}
+		}
+	}
+	return info, found
+}
+
+func (codex) SlotLen([]byte) int              { return 0 }
+func (codex) SlotTitle([]byte) (string, bool) { return "", false }
+func (codex) NewestSlot([][]byte) []byte      { return nil }
+func (codex) Merge(...[]byte) ([]byte, error) { return nil, ErrNoEntryIDs }
+func (codex) LockFiles(string) []string       { return nil }
+func (codex) ProcessMarker() string           { return "" }
+func (codex) Resume(id string) string         { return "codex resume " + id }
+
+func (codex) Artifact(string) (string, string, bool)    { return "", "", false }
+func (codex) ArtifactRel(string, string) (string, bool) { return "", false }
+
+// Archived: <name>.jsonl.zst, compressed in place, was <name>.jsonl.
+func (c codex) Archived(rel string) (string, string, bool) {
+	if c.Classify(rel) != KindArchive {
+		return "", "", false
+	}
+	id, _ := c.IDFromName(rel)
+	return id, strings.TrimSuffix(rel, ".zst"), true
+}
+
+func (codex) ArchiveOf(live string) string { return live + ".zst" }
+
+// SessionRel: rollouts are named by date, not by cwd; nothing to map.
+func (c codex) SessionRel(p string, _ []PathMap) (string, error) {
+	if !repo.SafeRelPath(p) || c.Classify(p) != KindSession {
+		return "", fmt.Errorf("recorded path %q is not a Codex rollout under sessions/ or archived_sessions/", p)
+	}
+	return p, nil
+}
+
+// Beside: <name>.jsonl.<machine>.
+func (codex) Beside(rel, machine string) (string, bool) {
+	if !repo.ValidMachine(machine) {
+		return "", false
+	}
+	return rel + "." + machine, true
+}
+
+// codexMetaPrefix reads the id and cwd of a session_meta line from its
+// first bytes, token by token, until they or the bytes run out.
+func codexMetaPrefix(b []byte) (id, cwd string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	depth, key, isMeta, inPayload := 0, "", false, false
+	wantValue := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return id, cwd, isMeta && id != ""
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+				inPayload = depth == 2 && key == "payload" && wantValue
+			} else {
+				depth--
+			}
+			wantValue = false
+			continue
+		case string:
+			if !wantValue && (v != "" || dec.More()) && depth >= 1 {
+				key, wantValue = v, true
+				continue
+			}
+			switch {
+			case depth == 1 && key == "type":
+				isMeta = v == "session_meta"
+			case depth == 2 && inPayload && key == "id":
+				id = v
+			case depth == 2 && inPayload && key == "cwd":
+				cwd = v
+			}
+		}
+		wantValue = false
+		if isMeta && id != "" && cwd != "" {
+			return id, cwd, true
+		}
+	}
+}
