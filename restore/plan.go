@@ -25,10 +25,13 @@ type planner struct {
 	opts     Options
 	// deletedLeft counts the sessions --all left out as deleted.
 	deletedLeft int
+	// catalogs are what the planner read (or was given).
+	catalogs []repo.Catalog
 }
 
 // target is one session to restore and what each machine's catalog says of it.
 type target struct {
+	agent   string // the store's name
 	id      string
 	entries []machineEntry // sorted by machine
 }
@@ -46,7 +49,10 @@ func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, erro
 			return nil, err
 		}
 	}
-	p := &planner{sessions: map[string]*target{}, problems: problems, opts: opts}
+	if opts.Store == nil {
+		opts.Store = store.OMP()
+	}
+	p := &planner{sessions: map[string]*target{}, problems: problems, opts: opts, catalogs: cats}
 	for _, c := range cats {
 		if opts.Machine != "" && c.Machine != opts.Machine {
 			continue
@@ -54,7 +60,7 @@ func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, erro
 		for _, e := range c.Sessions {
 			t := p.sessions[e.ID]
 			if t == nil {
-				t = &target{id: e.ID}
+				t = &target{agent: opts.Store.Name(), id: e.ID}
 				p.sessions[e.ID] = t
 			}
 			t.entries = append(t.entries, machineEntry{machine: c.Machine, CatalogEntry: e})
@@ -104,7 +110,7 @@ func readCatalogs(ctx context.Context, r *repo.Repo, machine string, parallel in
 			out = append(out, cats[i])
 			problems = append(problems, cats[i].Refused...)
 		case errors.Is(err, remote.ErrNotFound) && machine != "":
-			return nil, nil, fmt.Errorf("machine %q has no catalog on the remote (see 'ompsync ls' for the machines)", machine)
+			return nil, nil, &noMachineError{machine}
 		case errors.Is(err, remote.ErrNotFound):
 			// listed between LIST and GET, or a folder left without one
 		default:
@@ -118,6 +124,13 @@ func readCatalogs(ctx context.Context, r *repo.Repo, machine string, parallel in
 		return nil, problems, errors.New(strings.Join(problems, "; "))
 	}
 	return out, problems, nil
+}
+
+// noMachineError: the machine asked for has no catalog (of this agent).
+type noMachineError struct{ machine string }
+
+func (e *noMachineError) Error() string {
+	return fmt.Sprintf("machine %q has no catalog on the remote (see 'ompsync ls' for the machines)", e.machine)
 }
 
 // deleted reports whether every machine records the session as deleted.
@@ -289,6 +302,8 @@ func fileNameID(st store.Store, arg string) (id string, isFile bool, err error) 
 
 // Candidate is one of the sessions an ambiguous prefix matches.
 type Candidate struct {
+	// Agent wrote the session: omp, pi, claude or codex.
+	Agent string `json:"agent"`
 	ID    string `json:"id"`
 	Title string `json:"title,omitempty"`
 	Cwd   string `json:"cwd,omitempty"`
@@ -328,11 +343,13 @@ func (e *AmbiguousError) Error() string {
 // candidate describes t as an ambiguous prefix lists it.
 func (t *target) candidate() Candidate {
 	l := t.listing()
-	return Candidate{ID: l.ID, Title: l.Title, Cwd: l.Cwd, Path: l.Path, Machines: l.Machines, Mtime: l.Mtime, State: l.State}
+	return Candidate{Agent: l.Agent, ID: l.ID, Title: l.Title, Cwd: l.Cwd, Path: l.Path, Machines: l.Machines, Mtime: l.Mtime, State: l.State}
 }
 
 // Listing is one session as the catalogs describe it, for `ompsync ls`.
 type Listing struct {
+	// Agent wrote the session: omp, pi, claude or codex.
+	Agent string `json:"agent"`
 	ID    string `json:"id"`
 	Title string `json:"title,omitempty"`
 	Cwd   string `json:"cwd,omitempty"`
@@ -373,7 +390,7 @@ func List(ctx context.Context, r *repo.Repo, machine string) ([]Listing, []strin
 // listing describes t from its catalog entries.
 func (t *target) listing() Listing {
 	e := t.newest()
-	l := Listing{ID: t.id, Title: e.Title, Cwd: e.Cwd, Path: e.Path, Size: e.Size, Mtime: e.Mtime, State: repo.StateDeleted}
+	l := Listing{Agent: t.agent, ID: t.id, Title: e.Title, Cwd: e.Cwd, Path: e.Path, Size: e.Size, Mtime: e.Mtime, State: repo.StateDeleted}
 	for _, m := range t.entries {
 		l.Machines = append(l.Machines, m.machine)
 		if m.Changed.After(l.Changed) {

@@ -154,6 +154,8 @@ const (
 
 // Result is the outcome for one session.
 type Result struct {
+	// Agent wrote the session: omp, pi, claude or codex.
+	Agent  string `json:"agent"`
 	ID     string `json:"id"`
 	Action Action `json:"action"`
 	// Path is the session file, relative to the agent dir.
@@ -273,7 +275,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		if ctx.Err() != nil {
 			mu.Lock()
 			defer mu.Unlock()
-			rep.Results[i] = Result{ID: t.id, Action: Refused, Error: ctx.Err().Error()}
+			rep.Results[i] = Result{Agent: opts.Store.Name(), ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
 		res := restoreOne(ctx, r, t, local.Find(t.id), opts, open, listed, func(dir string) {
@@ -319,7 +321,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 // A session file it creates is durable once the folder passed to
 // deferSync is synced.
 func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, open *openScan, listed *repo.SessionObjects, deferSync func(dir string)) Result {
-	res := Result{ID: t.id, DryRun: opts.DryRun}
+	res := Result{Agent: opts.Store.Name(), ID: t.id, DryRun: opts.DryRun}
 	dest, err := t.destination(opts.Store, localRel, opts.PathMap)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()

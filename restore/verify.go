@@ -25,7 +25,9 @@ const (
 
 // Check is what verify found for one session.
 type Check struct {
-	ID string `json:"id"`
+	// Agent wrote the session: omp, pi, claude or codex.
+	Agent string `json:"agent"`
+	ID    string `json:"id"`
 	// Path is the local file, or where the newest copy lived.
 	Path   string      `json:"path"`
 	Copies []CopyCheck `json:"copies"`
@@ -95,7 +97,7 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 }
 
 func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, blobs *blobChecker, opts Options, listed *repo.SessionObjects) Check {
-	c := Check{ID: t.id, Path: localRel}
+	c := Check{Agent: opts.Store.Name(), ID: t.id, Path: localRel}
 	if c.Path == "" {
 		c.Path = t.newest().Path
 	}

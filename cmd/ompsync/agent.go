@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,15 +28,20 @@ import (
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
+	"github.com/ompsync/ompsync/store"
 )
 
-const agentLong = `Run the backup agent: watch <agent_dir> and upload what omp appends to its
-session files, seconds after it is written.
+const agentLong = `Run the backup agent: watch each coding agent's folder and upload what the
+agent appends to its session files, seconds after it is written.
 
-It backs up <agent_dir>/sessions/<cwd-dir>/*.jsonl, each session's artifact
-folder, <agent_dir>/blobs and <agent_dir>/archive/sessions; never auth.json,
-agent.db, locks or temp files. Only complete lines are uploaded. Rewrites,
-moves, archives and deletes are recorded; nothing already uploaded is removed.
+For omp it backs up <agent_dir>/sessions/<cwd-dir>/*.jsonl, each session's
+artifact folder, <agent_dir>/blobs and <agent_dir>/archive/sessions; for pi
+<pi.dir>/sessions; for Claude Code <claude.dir>/projects (transcripts and
+their subagents); for Codex <codex.dir>/sessions and archived_sessions.
+Never credentials, settings, databases, locks or temp files. Which agents:
+the agents key, by default every one whose folder exists. Only complete
+lines are uploaded. Rewrites, moves, archives and deletes are recorded;
+nothing already uploaded is removed.
 
 The agent runs until SIGINT or SIGTERM, then uploads what is settled and exits
 0. SIGHUP reloads the configuration (interval, log level). One agent per
@@ -119,19 +125,36 @@ func newAgentCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// checkSessionDir: omp writes its sessions to $PI_CODING_AGENT_SESSION_DIR
-// when it is set; backing up agent_dir then would back up none of them.
+// checkSessionDir: omp and pi write their sessions to
+// $PI_CODING_AGENT_SESSION_DIR when it is set; backing up their folders
+// then would back up none of them.
 func (a *app) checkSessionDir(cfg *config.Config) error {
 	d, ok := a.env("PI_CODING_AGENT_SESSION_DIR")
-	if !ok || d == "" || filepath.Clean(d) == filepath.Join(cfg.AgentDir, "sessions") {
+	if !ok || d == "" {
 		return nil
 	}
-	return fmt.Errorf("PI_CODING_AGENT_SESSION_DIR is %s: omp writes its sessions there, not under agent_dir (%s), so none would be backed up; set agent_dir to the folder that holds that sessions folder, or unset the variable", d, cfg.AgentDir)
+	ws, err := backedUp(cfg)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		name := w.store.Name()
+		if name != "omp" && name != "pi" || filepath.Clean(d) == filepath.Join(w.dir, "sessions") {
+			continue
+		}
+		key := "agent_dir"
+		if name == "pi" {
+			key = "pi.dir"
+		}
+		return fmt.Errorf("PI_CODING_AGENT_SESSION_DIR is %s: %s writes its sessions there, not under %s (%s), so none would be backed up; set %s to the folder that holds that sessions folder, or unset the variable", d, name, key, w.dir, key)
+	}
+	return nil
 }
 
 func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent.Options {
 	return agent.Options{
 		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine, Remote: remoteName(cfg),
+		Store:           store.OMP(),
 		TakeOverMachine: idf.takeOver, ConfirmDeletions: idf.confirmDeletions,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
@@ -146,8 +169,14 @@ func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent
 func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	out := a.output(false)
 	log := cfg.LeveledLogger(out, a.logLevel(cfg))
-	if _, err := os.Stat(cfg.AgentDir); err != nil {
-		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", cfg.AgentDir)
+	ws, err := backedUp(cfg)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if _, err := os.Stat(w.dir); err != nil {
+			return missingFolder(w)
+		}
 	}
 	m := a.meters()
 	m.log = log
@@ -155,26 +184,72 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
-	opts := agentOptions(cfg, log, idf)
-	opts.Pull = false // one backup pass; pulling is the running agent's
-	bar := passBar(out)
-	defer bar.done()
-	opts.Progress = bar.update
-	ag, err := agent.New(r, opts)
+	var failed []string
+	for _, w := range ws {
+		opts, ar, err := storeOptions(agentOptions(cfg, log, idf), cfg, r, w, len(ws))
+		if err != nil {
+			return err
+		}
+		opts.Pull = false // one backup pass; pulling is the running agent's
+		bar := passBar(out)
+		opts.Progress = bar.update
+		ag, err := agent.New(ar, opts)
+		if err != nil {
+			bar.done()
+			return err
+		}
+		err = ag.Once(ctx)
+		bar.done()
+		ag.Close()
+		if errors.Is(err, agent.ErrMachineInUse) {
+			return err // says it all: nothing was backed up
+		}
+		fmt.Fprintln(a.report(), agentPrefix(w, len(ws))+ag.Totals())
+		if err != nil {
+			if len(ws) == 1 {
+				return fmt.Errorf("backup pass incomplete: %w", err)
+			}
+			failed = append(failed, fmt.Sprintf("%s: %v", w.store.Name(), err))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("backup pass incomplete: %s", strings.Join(failed, "; "))
+	}
+	return ctx.Err()
+}
+
+// missingFolder says that an agent's folder is not there, and how to set it.
+func missingFolder(w watched) error {
+	if w.store.Name() == repo.DefaultAgent {
+		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", w.dir)
+	}
+	key := w.store.Name() + ".dir"
+	return fmt.Errorf("%s's folder %s does not exist: set %s (--%s, %s), or leave %s out of agents", w.store.Name(), w.dir, key, config.FlagName(key), config.EnvVar(key), w.store.Name())
+}
+
+// agentPrefix names the agent in a line of its own when several run.
+func agentPrefix(w watched, n int) string {
+	if n == 1 {
+		return ""
+	}
+	return w.store.Name() + ": "
+}
+
+// storeOptions are the agent's options for one watched agent, and that
+// agent's repository: its folder, its state dir, its store.
+func storeOptions(opts agent.Options, cfg *config.Config, r *repo.Repo, w watched, n int) (agent.Options, *repo.Repo, error) {
+	ar, err := r.Agent(w.store.Name())
 	if err != nil {
-		return err
+		return opts, nil, err
 	}
-	defer ag.Close()
-	err = ag.Once(ctx)
-	bar.done()
-	if errors.Is(err, agent.ErrMachineInUse) {
-		return err // says it all: nothing was backed up
+	opts.Store, opts.AgentDir, opts.StateDir = w.store, w.dir, stateDirOf(cfg, w.store.Name())
+	if n > 1 {
+		opts.Logger = opts.Logger.With("agent", w.store.Name())
 	}
-	fmt.Fprintln(a.report(), ag.Totals())
-	if err != nil {
-		return fmt.Errorf("backup pass incomplete: %w", err)
-	}
-	return nil
+	return opts, ar, nil
 }
 
 // defaultMemoryLimit keeps a long-running agent small on a laptop: the
@@ -189,6 +264,10 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	log := cfg.LeveledLogger(out, level)
 	if _, ok := a.env("GOMEMLIMIT"); !ok {
 		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
+	ws, err := backedUp(cfg)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -209,18 +288,38 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	if err != nil {
 		return err
 	}
-	opts := agentOptions(cfg, log, idf)
-	bar := passBar(out) // the first pass, on a terminal
+	bar := passBar(out) // the first pass, on a terminal (of the first agent)
 	defer bar.done()
-	opts.Progress = bar.update
-	opts.Merger = restoreMerger{repo: r, agentDir: cfg.AgentDir, log: log}
-	opts.Ready = func() {
-		if err := service.NotifyReady(); err != nil {
-			log.Warn("could not tell the service manager the agent is ready", "err", err)
+	var ready sync.WaitGroup
+	ready.Add(len(ws))
+	agents := make([]*agent.Agent, len(ws))
+	for i, w := range ws {
+		opts, ar, err := storeOptions(agentOptions(cfg, log, idf), cfg, r, w, len(ws))
+		if err != nil {
+			return err
 		}
+		if i == 0 {
+			opts.Progress = bar.update
+		}
+		opts.Merger = restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: opts.Logger}
+		opts.Ready = ready.Done
+		if reg != nil {
+			// Several agents' series are told apart by a label; one
+			// agent's are as they always were.
+			var rg prometheus.Registerer = reg
+			if len(ws) > 1 {
+				rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.store.Name()}, reg)
+			}
+			opts.Metrics = agent.NewMetrics(rg)
+		}
+		ag, err := agent.New(ar, opts)
+		if err != nil {
+			return err
+		}
+		defer ag.Close()
+		agents[i] = ag
 	}
 	if reg != nil {
-		opts.Metrics = agent.NewMetrics(reg)
 		srv, err := serveMetrics(cfg.Metrics.Addr, reg)
 		if err != nil {
 			return err
@@ -228,11 +327,12 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		defer srv.Close()
 		log.Info("serving metrics", "addr", cfg.Metrics.Addr)
 	}
-	ag, err := agent.New(r, opts)
-	if err != nil {
-		return err
-	}
-	defer ag.Close()
+	go func() {
+		ready.Wait()
+		if err := service.NotifyReady(); err != nil {
+			log.Warn("could not tell the service manager the agent is ready", "err", err)
+		}
+	}()
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -245,25 +345,49 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 				return
 			case <-hup:
 				_ = service.NotifyReloading()
-				a.reload(ag, log, level)
+				a.reload(agents, log, level)
 				_ = service.NotifyReady()
 			}
 		}
 	}()
-	log.Info("agent started", "agent_dir", cfg.AgentDir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
-	return ag.Run(ctx)
+	for _, w := range ws {
+		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
+	}
+	if len(agents) == 1 {
+		return agents[0].Run(ctx)
+	}
+	// One agent that stops (its machine name taken, say) stops the others:
+	// the process says what went wrong and exits, as with one.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errs := make([]error, len(agents))
+	var wg sync.WaitGroup
+	for i, ag := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = ag.Run(ctx); errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", ws[i].store.Name(), errs[i])
+				cancel(errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // reload re-reads the configuration on SIGHUP and applies what can change
 // without a restart.
-func (a *app) reload(ag *agent.Agent, log *slog.Logger, level *slog.LevelVar) {
+func (a *app) reload(agents []*agent.Agent, log *slog.Logger, level *slog.LevelVar) {
 	a.cfg, a.cfgErr = nil, nil
 	cfg, err := a.config()
 	if err != nil {
 		log.Error("reload: configuration not applied", "err", err)
 		return
 	}
-	ag.SetInterval(cfg.Interval)
+	for _, ag := range agents {
+		ag.SetInterval(cfg.Interval)
+	}
 	// Said at the more verbose of the two levels, so it shows at least once.
 	old, now := level.Level(), a.logLevel(cfg)
 	if now < old {
@@ -335,6 +459,7 @@ func (b *passBarState) done() {
 // restoreMerger lets the agent's pull use restore's merge rule.
 type restoreMerger struct {
 	repo     *repo.Repo
+	store    store.Store
 	agentDir string
 	log      *slog.Logger
 }
@@ -342,7 +467,7 @@ type restoreMerger struct {
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, KeepWritten: true,
+		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, KeepWritten: true,
 	})
 	if err != nil {
 		return agent.Merged{}, err

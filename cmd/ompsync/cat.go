@@ -12,8 +12,8 @@ import (
 )
 
 type catFlags struct {
-	text, thinking, latest  bool
-	machine, generation, at string
+	text, thinking, latest         bool
+	machine, generation, at, agent string
 }
 
 func newCatCmd(a *app) *cobra.Command {
@@ -41,6 +41,7 @@ reasoning left out unless --thinking.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.machine, "machine", "", "that machine's copy alone")
+	addAgentFlag(fl, &f.agent)
 	fl.StringVar(&f.generation, "generation", "", "that generation instead of the newest (16 hex digits, see 'ompsync history')")
 	fl.BoolVar(&f.text, "text", false, "a readable transcript: time, role and text of each entry")
 	fl.BoolVar(&f.thinking, "thinking", false, "with --text, also the model's reasoning")
@@ -60,11 +61,17 @@ func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
 	if err := parseAt(cmd, f.at, &opts.At); err != nil {
 		return err
 	}
-	_, r, err := a.readRemote(cmd, f.machine)
+	_, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
-	pr, problems, err := restore.Cat(cmd.Context(), r, prefix, opts)
+	pl, id, err := restore.Find(cmd.Context(), places, prefix, opts)
+	if err != nil {
+		return err
+	}
+	opts.Store = pl.Store
+	pr, more, err := restore.Cat(cmd.Context(), pl.Repo, id, opts)
+	problems = append(problems, more...)
 	for _, p := range problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
 	}

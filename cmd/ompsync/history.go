@@ -14,7 +14,7 @@ import (
 
 type historyFlags struct {
 	asJSON, latest bool
-	machine        string
+	machine, agent string
 }
 
 func newHistoryCmd(a *app) *cobra.Command {
@@ -42,16 +42,24 @@ or 'ompsync cat --machine M --generation G'. Changes nothing.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the history as one JSON object")
 	fl.StringVar(&f.machine, "machine", "", "only this machine's copies")
+	addAgentFlag(fl, &f.agent)
 	addLatestFlag(fl, &f.latest)
 	return cmd
 }
 
 func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error {
-	_, r, err := a.readRemote(cmd, f.machine)
+	_, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
-	h, problems, err := restore.History(cmd.Context(), r, prefix, restore.Options{Machine: f.machine, Latest: f.latest, Choose: a.chooser()})
+	opts := restore.Options{Machine: f.machine, Latest: f.latest, Choose: a.chooser()}
+	pl, id, err := restore.Find(cmd.Context(), places, prefix, opts)
+	if err != nil {
+		return err
+	}
+	opts.Store = pl.Store
+	h, more, err := restore.History(cmd.Context(), pl.Repo, id, opts)
+	problems = append(problems, more...)
 	for _, p := range problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
 	}

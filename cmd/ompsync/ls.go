@@ -14,28 +14,30 @@ import (
 
 func newLsCmd(a *app) *cobra.Command {
 	var asJSON bool
-	var machine string
+	var machine, agentName string
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the sessions the remote holds, newest first",
-		Long: `List every session the remote holds, newest first: its id, title, working
-folder, file path under the agent dir, the machines that hold it, its size,
-when it last changed, and its state (present, archived, or deleted: a
-deleted session stays on the remote and can be restored).
+		Long: `List every session the remote holds, newest first: its id, the agent that
+wrote it (omp, pi, claude, codex), title, working folder, file path under
+that agent's folder, the machines that hold it, its size, when it last
+changed, and its state (present, archived, or deleted: a deleted session
+stays on the remote and can be restored).
 
 Reads only the machines' catalogs: one LIST and one GET per machine, however
 many sessions there are.`,
 		Example: `  ompsync ls
   ompsync ls --machine laptop --json | jq -r .id`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, r, err := a.readRemote(cmd, machine)
+			_, places, problems, err := a.readPlaces(cmd, machine, agentName)
 			if err != nil {
 				return err
 			}
-			list, problems, err := restore.List(cmd.Context(), r, machine)
+			list, more, err := restore.ListAll(cmd.Context(), places, machine)
 			if err != nil {
 				return err
 			}
+			problems = append(problems, more...)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				for _, l := range list {
@@ -45,13 +47,13 @@ many sessions there are.`,
 				}
 			} else {
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tCWD\tPATH")
+				fmt.Fprintln(tw, "ID\tAGENT\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tCWD\tPATH")
 				for _, l := range list {
 					title := l.Title
 					if title == "" {
 						title = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Mtime.Local().Format(time.DateTime), l.State,
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
 						formatSize(l.Size), strings.Join(l.Machines, ","), oneLine(title), l.Cwd, l.Path)
 				}
 				tw.Flush()
@@ -67,5 +69,6 @@ many sessions there are.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
 	cmd.Flags().StringVar(&machine, "machine", "", "only the sessions this machine holds")
+	addAgentFlag(cmd.Flags(), &agentName)
 	return cmd
 }

@@ -15,11 +15,14 @@ import (
 	"github.com/ompsync/ompsync/restore"
 )
 
-const restoreLong = `Restore sessions from the remote into the agent dir (or --to DIR), by session
-id prefix as omp's --resume matches it (case-insensitive), or by the session
-file's name or path, or all of them. A prefix that several sessions start with
-lists them, newest first; on a terminal it asks which one, and --latest takes
-the newest, as omp's --resume does.
+const restoreLong = `Restore sessions from the remote, by session id prefix as omp's --resume
+matches it (case-insensitive), or by the session file's name or path, or all
+of them. Each goes where the agent that wrote it looks for it: omp's into
+agent_dir, pi's into pi.dir, Claude Code's into claude.dir, Codex's into
+codex.dir (--to DIR: one agent's folder instead; --agent narrows to one
+agent). A prefix that several sessions start with lists them, newest first;
+on a terminal it asks which one, and --latest takes the newest, as omp's
+--resume does.
 
 Each session is merged with the local file of the same id:
   - no local file: the copy is written whole, at the path it last had, with
@@ -28,6 +31,8 @@ Each session is merged with the local file of the same id:
   - the copy is a prefix of the local file: nothing to do;
   - they diverged: merged by entry id, every line of both kept; the old local
     file is kept beside it as a hidden .<name>.jsonl.pre-merge-<time> file.
+    Codex's lines carry no entry ids: the local file stays as it is and the
+    other machine's copy is written beside it as <name>.jsonl.<machine>.
 A machine's copy is its newest generation (--generation picks an older one;
 --at TIME the one current at that time, with the bytes uploaded by then);
 copies from several machines are combined the same way (--machine picks
@@ -54,7 +59,7 @@ const restoreExample = `  # restore one session by the start of its id
 
 type restoreFlags struct {
 	all, includeDeleted, dryRun, asJSON, force, latest bool
-	to, machine, generation, at                        string
+	to, machine, generation, at, agent                 string
 	pathMap                                            []string
 }
 
@@ -85,7 +90,8 @@ func newRestoreCmd(a *app) *cobra.Command {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.all, "all", false, "restore every session not recorded as deleted")
 	fl.BoolVar(&f.includeDeleted, "include-deleted", false, "with --all, also sessions recorded as deleted")
-	fl.StringVar(&f.to, "to", "", "restore into this agent dir instead of agent_dir (created if missing)")
+	fl.StringVar(&f.to, "to", "", "restore into this folder instead of the agent's own (one agent's; created if missing)")
+	addAgentFlag(fl, &f.agent)
 	fl.StringVar(&f.machine, "machine", "", "use only this machine's copy")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "fetch and verify, say what would be done, write nothing")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
@@ -129,25 +135,30 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		}
 		opts.PathMap = append(opts.PathMap, m)
 	}
-	cfg, r, err := a.readRemote(cmd, f.machine)
+	cfg, places, unknown, err := a.readPlaces(cmd, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
-	opts.AgentDir = cfg.AgentDir
 	opts.Parallel = cfg.Transfers
 	if f.to != "" {
-		if opts.AgentDir, err = filepath.Abs(f.to); err != nil {
+		to, err := filepath.Abs(f.to)
+		if err != nil {
 			return err
 		}
+		if places, args, err = placeOf(cmd, places, args, opts); err != nil {
+			return err
+		}
+		places[0].Dir = to
 	}
 	a.restoreMemory()
 	bar := a.sessionBar(f.asJSON, "")
 	opts.Progress = bar.update
-	rep, err := restore.Run(cmd.Context(), r, args, opts)
+	rep, err := restore.RunAll(cmd.Context(), places, args, opts)
 	bar.done()
 	if err != nil {
 		return err
 	}
+	rep.Problems = append(rep.Problems, unknown...)
 	stopped := markInterrupted(cmd.Context(), rep)
 	if f.asJSON {
 		enc := json.NewEncoder(a.stdout)
@@ -183,6 +194,36 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return fmt.Errorf("the remote has problems (see above)")
 	}
 	return nil
+}
+
+// placeOf is the one place --to writes into: the only agent the remote
+// holds, the one --agent names, or the one the prefixes find (then given
+// back as the ids they found, so that an ambiguous one is asked once).
+func placeOf(cmd *cobra.Command, places []restore.Place, prefixes []string, opts restore.Options) ([]restore.Place, []string, error) {
+	if len(places) == 1 {
+		return places, prefixes, nil
+	}
+	var names []string
+	for _, pl := range places {
+		names = append(names, pl.Store.Name())
+	}
+	if len(prefixes) == 0 {
+		return nil, nil, usagef(cmd, "--to names one agent's folder, and the remote holds sessions of %s: add --agent", strings.Join(names, ", "))
+	}
+	var one *restore.Place
+	var ids []string
+	for _, pre := range prefixes {
+		pl, id, err := restore.Find(cmd.Context(), places, pre, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if one != nil && one.Store.Name() != pl.Store.Name() {
+			return nil, nil, usagef(cmd, "--to names one agent's folder, and the sessions asked for are %s's and %s's: restore them apart, each with --agent", one.Store.Name(), pl.Store.Name())
+		}
+		one = &pl
+		ids = append(ids, id)
+	}
+	return []restore.Place{*one}, ids, nil
 }
 
 // interrupted is the action of a session a signal stopped before it was
@@ -261,6 +302,9 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		line := fmt.Sprintf("%-12s %s", verb[res.Action], res.ID)
 		if res.Path != "" {
 			line += "  " + res.Path
+		}
+		if res.Agent != "" && res.Agent != repo.DefaultAgent {
+			line += "  (" + res.Agent + ")"
 		}
 		switch res.Action {
 		case restore.Created, restore.Appended, restore.Merged:

@@ -37,13 +37,27 @@ against it.`,
 			if err != nil {
 				return err
 			}
-			files, err := agent.Status(agent.StatusOptions{AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
+			ws, err := backedUp(cfg)
 			if err != nil {
 				return err
 			}
-			// Files uploaded to another remote are not uploaded to this one.
-			if err := a.checkStateRemote(cmd.Context(), cfg); err != nil {
-				return err
+			var files []agent.FileStatus
+			for _, w := range ws {
+				fs, err := agent.Status(agent.StatusOptions{AgentDir: w.dir, StateDir: stateDirOf(cfg, w.store.Name()), Store: w.store,
+					Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
+				if err != nil {
+					return agentErr(w, len(ws), err)
+				}
+				if len(ws) > 1 { // paths of several agents: each under its folder
+					for i := range fs {
+						fs[i].Path = w.store.Name() + ":" + fs[i].Path
+					}
+				}
+				files = append(files, fs...)
+				// Files uploaded to another remote are not uploaded to this one.
+				if err := a.checkStateRemote(cmd.Context(), cfg, stateDirOf(cfg, w.store.Name())); err != nil {
+					return agentErr(w, len(ws), err)
+				}
 			}
 			var behind int
 			for _, f := range files {
@@ -92,8 +106,8 @@ against it.`,
 // than the configured one: by the remote's name, and (one GET) by the
 // repository id in its marker. A remote that cannot be read is a warning:
 // status works from the state alone.
-func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config) error {
-	o, err := agent.StateOrigin(cfg.StateDir)
+func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config, stateDir string) error {
+	o, err := agent.StateOrigin(stateDir)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 
 func newVerifyCmd(a *app) *cobra.Command {
 	var asJSON bool
-	var machine string
+	var machine, agentName string
 	cmd := &cobra.Command{
 		Use:   "verify [ID-PREFIX...]",
 		Short: "Check the backup: reassemble, verify hashes, compare with local files",
@@ -30,15 +30,16 @@ Exit status 1 when anything on the remote is damaged or missing.`,
   ompsync verify 01a113d2 --json`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, r, err := a.readRemote(cmd, machine)
+			cfg, places, unknown, err := a.readPlaces(cmd, machine, agentName)
 			if err != nil {
 				return err
 			}
 			bar := a.sessionBar(asJSON, "checked")
-			checks, problems, err := restore.Verify(cmd.Context(), r, args, restore.Options{
-				AgentDir: cfg.AgentDir, Machine: machine, Progress: bar.update, Parallel: cfg.Transfers,
+			checks, problems, err := restore.VerifyAll(cmd.Context(), places, args, restore.Options{
+				Machine: machine, Progress: bar.update, Parallel: cfg.Transfers,
 			})
 			bar.done()
+			problems = append(problems, unknown...)
 			if err != nil {
 				return err
 			}
@@ -83,6 +84,7 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
 	cmd.Flags().StringVar(&machine, "machine", "", "check only this machine's copies")
+	addAgentFlag(cmd.Flags(), &agentName)
 	return cmd
 }
 

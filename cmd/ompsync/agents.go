@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/store"
+)
+
+// addAgentFlag adds --agent, which narrows a reading command to one
+// agent's sessions.
+func addAgentFlag(fl *pflag.FlagSet, p *string) {
+	fl.StringVar(p, "agent", "", "only this agent's sessions: "+strings.Join(config.AgentNames(), ", "))
+}
+
+// readPlaces is how the commands that read sessions start: readRemote, and
+// the agents the remote holds sessions of, each with its folder (or only
+// the one --agent names). The problems are the agents this ompsync does
+// not know.
+func (a *app) readPlaces(cmd *cobra.Command, machine, agentName string) (*config.Config, []restore.Place, []string, error) {
+	if agentName != "" && !slices.Contains(config.AgentNames(), agentName) {
+		return nil, nil, nil, usagef(cmd, "--agent %q: want one of %s", agentName, strings.Join(config.AgentNames(), ", "))
+	}
+	cfg, r, err := a.readRemote(cmd, machine)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	places, problems, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if agentName == "" {
+		return cfg, places, problems, nil
+	}
+	for _, pl := range places {
+		if pl.Store.Name() == agentName {
+			return cfg, []restore.Place{pl}, nil, nil
+		}
+	}
+	// Nothing of that agent on the remote: an empty place says so as
+	// every command does for no sessions.
+	st, err := store.ByName(agentName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ar, err := r.Agent(agentName)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, []restore.Place{{Store: st, Repo: ar, Dir: cfg.AgentDirOf(agentName)}}, nil, nil
+}
+
+// stateDirOf is where the backup agent of one agent keeps its state: omp's
+// is state_dir itself (as before other agents), another's a folder in it.
+func stateDirOf(cfg *config.Config, agentName string) string {
+	if agentName == repo.DefaultAgent {
+		return cfg.StateDir
+	}
+	return filepath.Join(cfg.StateDir, "agents", agentName)
+}
+
+// backedUp are the agents the backup agent watches, with their stores.
+type watched struct {
+	store store.Store
+	dir   string
+}
+
+func backedUp(cfg *config.Config) ([]watched, error) {
+	folders, err := cfg.BackedUp()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]watched, 0, len(folders))
+	for _, f := range folders {
+		st, err := store.ByName(f.Name)
+		if err != nil {
+			return nil, fmt.Errorf("agents: %w", err)
+		}
+		out = append(out, watched{st, f.Dir})
+	}
+	return out, nil
+}
+
+// agentErr names the agent in an error when several are watched.
+func agentErr(w watched, n int, err error) error {
+	if n == 1 {
+		return err
+	}
+	return fmt.Errorf("%s: %w", w.store.Name(), err)
+}

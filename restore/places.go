@@ -1,0 +1,317 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
+)
+
+// Place is one agent's sessions: its store, its repository on the remote
+// (repo.Agent) and the folder its sessions go to.
+type Place struct {
+	Store store.Store
+	Repo  *repo.Repo
+	Dir   string
+}
+
+// Places are the agents the remote holds sessions of: omp always, and each
+// known agent with a folder under v1/agents/ (one delimiter LIST). dir
+// gives an agent's local folder. An agent the remote holds that this
+// ompsync does not know is a problem, not an error: its sessions are left
+// alone.
+func Places(ctx context.Context, r *repo.Repo, dir func(agent string) string) ([]Place, []string, error) {
+	names, err := r.Agents(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := []Place{{Store: store.OMP(), Repo: r, Dir: dir(repo.DefaultAgent)}}
+	var problems []string
+	for _, name := range names {
+		st, err := store.ByName(name)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("the remote holds sessions of agent %q, which this ompsync does not know (upgrade ompsync to restore them)", name))
+			continue
+		}
+		ar, err := r.Agent(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, Place{Store: st, Repo: ar, Dir: dir(name)})
+	}
+	return out, problems, nil
+}
+
+// forPlace is opts for one place.
+func forPlace(opts Options, pl Place) Options {
+	opts.Store, opts.AgentDir = pl.Store, pl.Dir
+	return opts
+}
+
+// RunAll is Run across places: a prefix names one session of any agent
+// (ambiguous when several agents' sessions start with it), each restored
+// into its agent's folder; --all restores every agent's. With one place it
+// is Run.
+func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options) (*Report, error) {
+	if len(places) == 1 {
+		return Run(ctx, places[0].Repo, prefixes, forPlace(opts, places[0]))
+	}
+	plans, err := plan(ctx, places, opts)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([][]string, len(places))
+	if !opts.All {
+		if ids, err = locate(plans, prefixes, opts); err != nil {
+			return nil, err
+		}
+	}
+	rep := &Report{}
+	progress := opts.Progress
+	var before Progress // of the places done
+	for i, pl := range places {
+		if !opts.All && len(ids[i]) == 0 {
+			continue
+		}
+		o := forPlace(opts, pl)
+		o.Catalogs = plans[i].catalogs
+		if o.Catalogs == nil {
+			o.Catalogs = []repo.Catalog{} // read already: none
+		}
+		o.Latest, o.Choose = false, nil // exact ids
+		if progress != nil {
+			base := before
+			o.Progress = func(p Progress) {
+				before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal,
+					Bytes: base.Bytes + p.Bytes, BytesTotal: base.BytesTotal + p.BytesTotal}
+				progress(before)
+			}
+		}
+		r, err := Run(ctx, pl.Repo, ids[i], o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", pl.Store.Name(), err)
+		}
+		rep.Results = append(rep.Results, r.Results...)
+		rep.Blobs += r.Blobs
+		rep.DeletedLeft += r.DeletedLeft
+		rep.Problems = append(rep.Problems, r.Problems...)
+	}
+	for i := range plans {
+		if !opts.All && len(ids[i]) == 0 {
+			rep.Problems = append(rep.Problems, plans[i].problems...)
+		}
+	}
+	return rep, nil
+}
+
+// plan reads every place's catalogs once. A machine asked for that backed
+// up some agents only has none of the others': those places are empty.
+func plan(ctx context.Context, places []Place, opts Options) ([]*planner, error) {
+	plans := make([]*planner, len(places))
+	var noMachine error
+	found := false
+	for i, pl := range places {
+		o := forPlace(opts, pl)
+		o.setDefaults()
+		p, err := newPlanner(ctx, pl.Repo, o)
+		var nm *noMachineError
+		if errors.As(err, &nm) {
+			noMachine = err
+			o.Catalogs = []repo.Catalog{}
+			p, err = newPlanner(ctx, pl.Repo, o)
+		} else if err == nil {
+			found = true
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", pl.Store.Name(), err)
+		}
+		plans[i] = p
+	}
+	if !found && noMachine != nil {
+		return nil, noMachine
+	}
+	return plans, nil
+}
+
+// Find resolves one prefix across places, as RunAll does, to the place
+// that holds it and the session's id (cat, history).
+func Find(ctx context.Context, places []Place, prefix string, opts Options) (Place, string, error) {
+	plans, err := plan(ctx, places, opts)
+	if err != nil {
+		return Place{}, "", err
+	}
+	i, id, err := locateOne(plans, prefix, opts)
+	if err != nil {
+		if len(places) == 1 {
+			// As Run says it, with the catalogs' problems.
+			_, err = plans[0].targets([]string{prefix})
+		}
+		return Place{}, "", err
+	}
+	return places[i], id, nil
+}
+
+// locate resolves each prefix to one session of one place: an exact id
+// wins; a prefix that sessions of several places start with is an
+// *AmbiguousError (listing each with its agent) unless opts.Latest or
+// opts.Choose settles it.
+func locate(plans []*planner, prefixes []string, opts Options) ([][]string, error) {
+	ids := make([][]string, len(plans))
+	var errs []error
+	for _, pre := range prefixes {
+		i, id, err := locateOne(plans, pre, opts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !slices.Contains(ids[i], id) {
+			ids[i] = append(ids[i], id)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return ids, nil
+}
+
+func locateOne(plans []*planner, pre string, opts Options) (int, string, error) {
+	type hit struct {
+		place int
+		t     *target
+	}
+	var exact, hits []hit
+	amb := &AmbiguousError{Prefix: pre}
+	var notFound error
+	for i, p := range plans {
+		t, err := p.match(pre)
+		var a *AmbiguousError
+		switch {
+		case errors.As(err, &a):
+			for _, c := range a.Candidates {
+				hits = append(hits, hit{i, p.sessions[c.ID]})
+			}
+			amb.Candidates = append(amb.Candidates, a.Candidates...)
+		case err != nil:
+			if notFound == nil {
+				notFound = err
+			}
+		case strings.EqualFold(t.id, strings.TrimSpace(pre)):
+			exact = append(exact, hit{i, t})
+			fallthrough
+		default:
+			hits = append(hits, hit{i, t})
+			amb.Candidates = append(amb.Candidates, t.candidate())
+		}
+	}
+	if len(exact) == 1 {
+		return exact[0].place, exact[0].t.id, nil
+	}
+	switch len(hits) {
+	case 0:
+		if notFound == nil {
+			notFound = fmt.Errorf("no session id starts with %q on the remote (see 'ompsync ls')", pre)
+		}
+		return 0, "", notFound
+	case 1:
+		return hits[0].place, hits[0].t.id, nil
+	}
+	slices.SortFunc(amb.Candidates, func(a, b Candidate) int {
+		if c := b.Mtime.Compare(a.Mtime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
+	})
+	pick := func(c Candidate) (int, string, error) {
+		for _, h := range hits {
+			if h.t.id == c.ID && h.t.agent == c.Agent {
+				return h.place, h.t.id, nil
+			}
+		}
+		return 0, "", fmt.Errorf("session %q is not among those %q matches", c.ID, pre)
+	}
+	switch {
+	case opts.Latest:
+		return pick(amb.Candidates[0])
+	case opts.Choose != nil:
+		id, err := opts.Choose(amb)
+		if err != nil {
+			return 0, "", err
+		}
+		for _, c := range amb.Candidates {
+			if c.ID == id {
+				return pick(c)
+			}
+		}
+		return 0, "", fmt.Errorf("session %q is not among those %q matches", id, pre)
+	}
+	return 0, "", amb
+}
+
+// ListAll is List across places: every agent's sessions, newest first.
+func ListAll(ctx context.Context, places []Place, machine string) ([]Listing, []string, error) {
+	var out []Listing
+	var problems []string
+	plans, err := plan(ctx, places, Options{Machine: machine, Parallel: 8})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, p := range plans {
+		for _, t := range p.sessions {
+			out = append(out, t.listing())
+		}
+		problems = append(problems, p.problems...)
+	}
+	slices.SortFunc(out, func(a, b Listing) int {
+		if c := b.Mtime.Compare(a.Mtime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
+	})
+	return out, problems, nil
+}
+
+// VerifyAll is Verify across places: the sessions the prefixes name, of
+// whatever agent, or every agent's sessions without prefixes.
+func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Options) ([]Check, []string, error) {
+	if len(places) == 1 {
+		return Verify(ctx, places[0].Repo, prefixes, forPlace(opts, places[0]))
+	}
+	ids := make([][]string, len(places))
+	if len(prefixes) > 0 {
+		plans, err := plan(ctx, places, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ids, err = locate(plans, prefixes, opts); err != nil {
+			return nil, nil, err
+		}
+	}
+	var checks []Check
+	var problems []string
+	progress := opts.Progress
+	var before Progress
+	for i, pl := range places {
+		if len(prefixes) > 0 && len(ids[i]) == 0 {
+			continue
+		}
+		o := forPlace(opts, pl)
+		if progress != nil {
+			base := before
+			o.Progress = func(p Progress) {
+				before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal}
+				progress(before)
+			}
+		}
+		c, p, err := Verify(ctx, pl.Repo, ids[i], o)
+		checks = append(checks, c...)
+		problems = append(problems, p...)
+		if err != nil {
+			return checks, problems, fmt.Errorf("%s: %w", pl.Store.Name(), err)
+		}
+	}
+	return checks, problems, nil
+}
