@@ -80,7 +80,9 @@ type Request struct {
 	Body       []byte
 }
 
-// Model is a fake OpenAI-compatible model server on 127.0.0.1. Replies come
+// Model is a fake model server on 127.0.0.1 that speaks OpenAI's chat
+// completions (omp, pi), Anthropic's Messages API (Claude Code: messages.go)
+// and OpenAI's Responses API (Codex: responses.go). Replies come
 // from a queue (Queue); when it is empty the model answers "ok NNNN", a
 // counter that makes every reply distinct. Title-generation requests get a
 // title and never take from the queue.
@@ -94,6 +96,8 @@ type Model struct {
 	defaults int    // default replies given
 	titles   int
 	calls    int // tool call ids
+	// responseIDs numbers the Responses API's answers.
+	responseIDs int
 }
 
 // NewModel starts a fake model for the test; it stops when the test ends.
@@ -105,6 +109,9 @@ func NewModel(t testing.TB) *Model {
 	mux.HandleFunc("/chat/completions", m.chat)
 	mux.HandleFunc("/v1/models", m.models)
 	mux.HandleFunc("/models", m.models)
+	mux.HandleFunc("/v1/messages", m.messages)
+	mux.HandleFunc("/v1/messages/count_tokens", m.countTokens)
+	mux.HandleFunc("/v1/responses", m.responses)
 	m.srv = httptest.NewServer(mux)
 	t.Cleanup(m.srv.Close)
 	return m
@@ -112,6 +119,10 @@ func NewModel(t testing.TB) *Model {
 
 // BaseURL is the URL omp is given (ending in /v1).
 func (m *Model) BaseURL() string { return m.srv.URL + "/v1" }
+
+// URL is the server's root, for clients that add /v1 themselves
+// (ANTHROPIC_BASE_URL).
+func (m *Model) URL() string { return m.srv.URL }
 
 // Queue appends replies, answered in order by the coming chat requests.
 func (m *Model) Queue(replies ...Reply) {
@@ -269,8 +280,20 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.RawPrompt, rec.ToolResult = req.turn()
 	rec.Prompt = stripReminders(rec.RawPrompt)
+	rec, callID := m.answer(rec)
+	if req.Stream {
+		streamReply(w, rec.Reply, callID)
+	} else {
+		writeReply(w, rec.Reply, callID)
+	}
+}
 
+// answer picks the reply to rec (a title, the next queued reply, or a
+// default one), records the request and returns it with the reply's tool
+// call id ("" for text).
+func (m *Model) answer(rec Request) (Request, string) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	var callID string
 	switch {
 	case rec.Title:
@@ -291,13 +314,7 @@ func (m *Model) chat(w http.ResponseWriter, r *http.Request) {
 		callID = fmt.Sprintf("call_%04d", m.calls)
 	}
 	m.requests = append(m.requests, rec)
-	m.mu.Unlock()
-
-	if req.Stream {
-		streamReply(w, rec.Reply, callID)
-	} else {
-		writeReply(w, rec.Reply, callID)
-	}
+	return rec, callID
 }
 
 const completionID = "chatcmpl-omptest"
