@@ -30,8 +30,10 @@ type outcome struct {
 	// from are the copies the result came from (indexes into copies).
 	from []int
 	// diverged: the copies diverged and cannot be merged line by line (an
-	// artifact that is not JSON Lines).
+	// artifact that is not JSON Lines, a format without entry ids); apart
+	// are the copies (indexes into copies) that went on apart from data.
 	diverged bool
+	apart    []int
 	// file, for a Created session streamed to a temp file, holds the
 	// content (size bytes) instead of data.
 	file string
@@ -55,13 +57,15 @@ func (f format) slotLen(b []byte) int {
 	return f.st.SlotLen(b)
 }
 
+// cand is one copy combine weighs.
+type cand struct {
+	data []byte
+	idx  int // -1 for the local file
+}
+
 // combine applies the merge rule to a local file (when hasLocal) and the
 // remote copies, read as f says.
 func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, error) {
-	type cand struct {
-		data []byte
-		idx  int // -1 for the local file
-	}
 	var cands []cand
 	if hasLocal {
 		cands = append(cands, cand{local, -1})
@@ -110,7 +114,7 @@ func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, e
 		return outcome{action: Appended, data: data, from: []int{m.idx}, replace: !bytes.Equal(data[:len(local)], local)}, nil
 	}
 	if !f.lines {
-		return diverged(local, hasLocal, top[0].data, top[0].idx), nil
+		return diverged(local, hasLocal, top), nil
 	}
 	if hasLocal && top[0].idx < 0 {
 		datas, idx := make([][]byte, len(top)), make([]int, len(top))
@@ -134,7 +138,7 @@ func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, e
 	}
 	data, err := f.st.Merge(in...)
 	if errors.Is(err, store.ErrNoEntryIDs) {
-		return diverged(local, hasLocal, top[0].data, top[0].idx), nil
+		return diverged(local, hasLocal, top), nil
 	}
 	if err != nil {
 		return outcome{}, err
@@ -156,11 +160,17 @@ func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, e
 // diverged is the outcome for copies that went on apart and cannot be
 // merged: the local file stays as it is, and without one the copy first
 // in line (the newest machine's) is written.
-func diverged(local []byte, hasLocal bool, first []byte, idx int) outcome {
-	if hasLocal {
-		return outcome{action: Unchanged, data: local, diverged: true}
+func diverged(local []byte, hasLocal bool, top []cand) outcome {
+	out := outcome{action: Unchanged, data: local, diverged: true}
+	if !hasLocal {
+		out = outcome{action: Created, data: top[0].data, from: []int{top[0].idx}, diverged: true}
 	}
-	return outcome{action: Created, data: first, from: []int{idx}, diverged: true}
+	for _, c := range top {
+		if c.idx >= 0 && (hasLocal || c.idx != top[0].idx) {
+			out.apart = append(out.apart, c.idx)
+		}
+	}
+	return out
 }
 
 // adoptComplete makes machines that merged the same work converge on the
@@ -304,6 +314,32 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	for _, i := range sw.out.from {
 		res.Sources = append(res.Sources, Source{Machine: f.session[i].machine, Generation: f.session[i].generation})
 	}
+	// Copies the agent's format cannot merge: each other machine's goes
+	// beside the session, under a name the agent does not take for one.
+	var beside []fileWrite
+	for _, i := range sw.out.apart {
+		c := f.session[i]
+		brel, ok := m.store.Beside(rel, c.machine)
+		if !ok {
+			res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s went on apart from this one and cannot be merged; kept on the remote (restore --machine %s --to another folder to read it)", c.machine, c.machine))
+			continue
+		}
+		fi, err := os.Lstat(abs(m.agentDir, brel))
+		has := err == nil
+		if has && !fi.Mode().IsRegular() {
+			res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s is not written beside: something else is at %s", c.machine, brel))
+			continue
+		}
+		w, err := m.plan(brel, has, []copyData{c}, format{st: m.store})
+		if err != nil {
+			res.Action = Failed
+			return err
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s went on apart from this one and %s lines carry no entry ids to merge by: it is at %s", c.machine, m.store.Name(), brel))
+		if w.out.action != Unchanged {
+			beside = append(beside, w)
+		}
+	}
 	var arts []fileWrite
 	rels := make([]string, 0, len(f.artifacts))
 	for r := range f.artifacts {
@@ -384,7 +420,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 			}
 		}
 	}
-	for _, w := range arts {
+	for _, w := range append(arts, beside...) {
 		if _, err := m.write(w, nil); err != nil {
 			res.Action = Failed
 			return err

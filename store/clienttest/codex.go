@@ -94,3 +94,8 @@ func (h *CodexHome) SessionFiles() []string {
 func (h *CodexHome) Exec(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	return run(h.command(ctx, h.codex.Bin, append([]string{"exec", "--skip-git-repo-check"}, args...)...))
 }
+
+// Run runs any codex command line (archive, delete --force ID, ...).
+func (h *CodexHome) Run(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	return run(h.command(ctx, h.codex.Bin, args...))
+}

@@ -1,0 +1,388 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/session/omptest"
+	"github.com/ompsync/ompsync/store"
+	"github.com/ompsync/ompsync/store/clienttest"
+)
+
+// These tests let the real pi, Claude Code and Codex (store/clienttest:
+// npm, against the fake model on 127.0.0.1) write every session file, and
+// check what ompsync backs up and restores against them, as the real-omp
+// tests do for omp.
+
+// client is one machine's real client, as these tests drive it.
+type client interface {
+	store() store.Store
+	home() string   // $HOME
+	folder() string // the client's folder (what ompsync backs up)
+	// turn runs one turn: a new session, or resumed by id.
+	turn(ctx context.Context, resumeID, prompt string) error
+	files() []string // session files
+	// deleteSession deletes a session as the client (or its cleanup) does.
+	deleteSession(ctx context.Context, id, path string) error
+	toolCall() omptest.Reply
+}
+
+type piClient struct{ *clienttest.PiHome }
+
+func (c piClient) store() store.Store { return store.Pi() }
+func (c piClient) home() string       { return c.Dir }
+func (c piClient) folder() string     { return c.AgentDir() }
+func (c piClient) files() []string    { return c.SessionFiles() }
+func (c piClient) toolCall() omptest.Reply {
+	return omptest.Bash("echo hello from a tool")
+}
+func (c piClient) turn(ctx context.Context, id, prompt string) error {
+	args := []string{prompt}
+	if id != "" {
+		args = []string{"--session", id, prompt}
+	}
+	_, _, err := c.Print(ctx, args...)
+	return err
+}
+
+// pi's /resume picker deletes a session file (to the trash when there is one).
+func (c piClient) deleteSession(_ context.Context, _, path string) error { return os.Remove(path) }
+
+type claudeClient struct{ *clienttest.ClaudeHome }
+
+func (c claudeClient) store() store.Store { return store.Claude() }
+func (c claudeClient) home() string       { return c.Dir }
+func (c claudeClient) folder() string     { return c.ConfigDir() }
+func (c claudeClient) files() []string    { return c.SessionFiles() }
+func (c claudeClient) toolCall() omptest.Reply {
+	return omptest.ToolCall("Bash", map[string]any{"command": "echo hello from a tool", "description": "say hello"})
+}
+func (c claudeClient) turn(ctx context.Context, id, prompt string) error {
+	args := []string{prompt}
+	if id != "" {
+		args = []string{"--resume", id, prompt}
+	}
+	_, _, err := c.Print(ctx, args...)
+	return err
+}
+
+// Claude Code's cleanup (cleanupPeriodDays) removes old transcripts.
+func (c claudeClient) deleteSession(_ context.Context, _, path string) error { return os.Remove(path) }
+
+type codexClient struct{ *clienttest.CodexHome }
+
+func (c codexClient) store() store.Store { return store.Codex() }
+func (c codexClient) home() string       { return c.Dir }
+func (c codexClient) folder() string     { return c.ConfigDir() }
+func (c codexClient) files() []string    { return c.SessionFiles() }
+func (c codexClient) toolCall() omptest.Reply {
+	return omptest.ToolCall("exec_command", map[string]any{"cmd": "echo hello from a tool"})
+}
+func (c codexClient) turn(ctx context.Context, id, prompt string) error {
+	args := []string{prompt}
+	if id != "" {
+		args = []string{"resume", id, prompt}
+	}
+	_, _, err := c.Exec(ctx, args...)
+	return err
+}
+func (c codexClient) deleteSession(ctx context.Context, id, _ string) error {
+	_, _, err := c.Run(ctx, "delete", "--force", id)
+	return err
+}
+
+// clientMachine is a machine with a real client and ompsync backing up its
+// folder (that agent alone).
+type clientMachine struct {
+	*machineEnv
+	c client
+}
+
+func newClientMachine(t *testing.T, c client, remoteURL, name string) *clientMachine {
+	m := newMachineEnv(t, remoteURL, backend.S3Options{}, name)
+	return &clientMachine{m, c}
+}
+
+// run runs ompsync as this machine, for the client's agent alone.
+func (m *clientMachine) run(args ...string) (int, string) {
+	m.t.Helper()
+	name := m.c.store().Name()
+	cmd, out := m.startWith([]string{"HOME=" + m.c.home(), "OMPSYNC_AGENTS=" + name,
+		"OMPSYNC_" + strings.ToUpper(name) + "_DIR=" + m.c.folder()}, args...)
+	code := 0
+	if err := cmd.Wait(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			m.t.Fatal(err)
+		}
+		code = ee.ExitCode()
+	}
+	return code, out.String()
+}
+
+func (m *clientMachine) must(args ...string) string {
+	m.t.Helper()
+	code, out := m.run(args...)
+	if code != 0 {
+		m.t.Fatalf("ompsync %s: exit %d\n%s", strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+// theSession is the client's one session file and its id.
+func (m *clientMachine) theSession() (path, id string) {
+	m.t.Helper()
+	files := m.c.files()
+	if len(files) != 1 {
+		m.t.Fatalf("%s holds %d session files, want 1: %v", m.c.store().Name(), len(files), files)
+	}
+	rel, _ := filepath.Rel(m.c.folder(), files[0])
+	id, ok := m.c.store().IDFromName(filepath.ToSlash(rel))
+	if !ok {
+		m.t.Fatalf("no session id in %s", files[0])
+	}
+	return files[0], id
+}
+
+// sameFile checks that the file restored at got holds the bytes and mtime
+// of the one the client wrote at path.
+func sameFile(t *testing.T, path, got string) {
+	t.Helper()
+	want, wfi := readFile(t, path), stat(t, path)
+	if !bytes.Equal(readFile(t, got), want) {
+		t.Fatalf("%s restored with bytes that differ from the %d the client wrote", got, len(want))
+	}
+	if gfi := stat(t, got); !gfi.ModTime().Equal(wfi.ModTime()) {
+		t.Errorf("%s restored with mtime %v, the client's %v", got, gfi.ModTime(), wfi.ModTime())
+	}
+}
+
+func stat(t *testing.T, p string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
+}
+
+// resumeAppends has the client resume session id (its file at path) and
+// checks it appended to the file without changing what was there.
+func resumeAppends(ctx context.Context, t *testing.T, c client, id, path, prompt string) {
+	t.Helper()
+	before := readFile(t, path)
+	if err := c.turn(ctx, id, prompt); err != nil {
+		t.Fatalf("%s resuming %s: %v", c.store().Name(), id, err)
+	}
+	after := readFile(t, path)
+	if !bytes.HasPrefix(after, before) || len(after) <= len(before) || !bytes.Contains(after, []byte(prompt)) {
+		t.Errorf("%s did not append its turn to %s (%d bytes before, %d after)", c.store().Name(), path, len(before), len(after))
+	}
+}
+
+// lsState is the state ls gives the session.
+func (m *clientMachine) lsState(id string) string {
+	m.t.Helper()
+	code, out := m.run("ls", "--json")
+	if code != 0 {
+		m.t.Fatalf("ls: exit %d\n%s", code, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		var l struct{ Agent, ID, State string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.ID == id {
+			if l.Agent != m.c.store().Name() {
+				m.t.Errorf("ls names the agent of %s %q", id, l.Agent)
+			}
+			return l.State
+		}
+	}
+	return ""
+}
+
+// realClientLifecycle: a new session with a tool call, resumed, backed up
+// each time; restored by id prefix on a new machine, byte for byte, and
+// resumed there by the client; deleted as the client deletes it, recorded
+// as deleted, and back with restore.
+func realClientLifecycle(t *testing.T, newClient func(*omptest.Model) client) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	model := omptest.NewModel(t)
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	laptop := newClientMachine(t, newClient(model), url, "laptop")
+
+	model.Queue(laptop.c.toolCall(), omptest.Text("the tool said hello"))
+	if err := laptop.c.turn(ctx, "", "run a tool for me"); err != nil {
+		t.Fatal(err)
+	}
+	path, id := laptop.theSession()
+	if !bytes.Contains(readFile(t, path), []byte("hello from a tool")) {
+		t.Fatal("the tool's output is not in the session")
+	}
+	laptop.must("agent", "--once")
+	if err := laptop.c.turn(ctx, id, "a second turn"); err != nil {
+		t.Fatal(err)
+	}
+	if err := laptop.c.turn(ctx, id, "a third turn"); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := laptop.theSession(); p != path {
+		t.Fatalf("the resumed session moved from %s to %s", path, p)
+	}
+	laptop.must("agent", "--once")
+
+	// Another machine, another home folder: --path-map moves the folders
+	// that name the cwd (pi's --<cwd>--, Claude Code's -<cwd>), so the
+	// client finds the session where it looks for the new home's.
+	desk := newClientMachine(t, newClient(model), url, "desk")
+	out := desk.must("restore", id[:8], "--path-map", laptop.c.home()+"="+desk.c.home())
+	if !strings.Contains(out, "created") {
+		t.Errorf("restore %s did not create the session:\n%s", id[:8], out)
+	}
+	restored, _ := desk.theSession()
+	sameFile(t, path, restored)
+	resumeAppends(ctx, t, desk.c, id, restored, "resumed after restore")
+
+	if err := laptop.c.deleteSession(ctx, id, path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("%s did not delete %s: %v", laptop.c.store().Name(), path, err)
+	}
+	laptop.must("agent", "--once")
+	if st := laptop.lsState(id); st != "deleted" {
+		t.Errorf("after the client deleted it, ls says the session is %q", st)
+	}
+	// The deleted session stays on the remote and comes back with restore,
+	// as the laptop last backed it up.
+	third := newClientMachine(t, newClient(model), url, "third")
+	third.must("restore", "--machine", "laptop", id[:8])
+	back, _ := third.theSession()
+	code, cat := laptop.run("cat", "--machine", "laptop", id)
+	if got := readFile(t, back); code != 0 || !strings.HasSuffix(cat, string(got)) || len(got) == 0 {
+		t.Errorf("the deleted session restored from the remote (%d bytes) is not what the laptop backed up (cat: exit %d)", len(got), code)
+	}
+}
+
+func TestRealPiBackupRestore(t *testing.T) {
+	pi := clienttest.FindPi(t)
+	realClientLifecycle(t, func(m *omptest.Model) client { return piClient{clienttest.NewPiHome(t, pi, m)} })
+}
+
+func TestRealClaudeBackupRestore(t *testing.T) {
+	c := clienttest.FindClaude(t)
+	realClientLifecycle(t, func(m *omptest.Model) client { return claudeClient{clienttest.NewClaudeHome(t, c, m)} })
+}
+
+func TestRealCodexBackupRestore(t *testing.T) {
+	c := clienttest.FindCodex(t)
+	realClientLifecycle(t, func(m *omptest.Model) client { return codexClient{clienttest.NewCodexHome(t, c, m)} })
+}
+
+// diverged: one session continued on two machines from the same copy;
+// both back up.
+func diverged(ctx context.Context, t *testing.T, newClient func(*omptest.Model) client) (laptop, desk *clientMachine, id, rel string) {
+	model := omptest.NewModel(t)
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	laptop = newClientMachine(t, newClient(model), url, "laptop")
+	if err := laptop.c.turn(ctx, "", "the first turn"); err != nil {
+		t.Fatal(err)
+	}
+	path, id := laptop.theSession()
+	laptop.must("agent", "--once")
+	desk = newClientMachine(t, newClient(model), url, "desk")
+	desk.must("restore", id)
+	rel, _ = filepath.Rel(laptop.c.folder(), path)
+	if _, err := os.Stat(filepath.Join(desk.c.folder(), rel)); err != nil {
+		t.Fatal(err)
+	}
+	if err := laptop.c.turn(ctx, id, "on the laptop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := desk.c.turn(ctx, id, "on the desk"); err != nil {
+		t.Fatal(err)
+	}
+	laptop.must("agent", "--once")
+	desk.must("agent", "--once")
+	return laptop, desk, id, rel
+}
+
+// Claude Code's copies continued on two machines merge by uuid: every line
+// of both is in the merged file, and Claude Code resumes it.
+func TestRealClaudeMergeByUUID(t *testing.T) {
+	c := clienttest.FindClaude(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	laptop, desk, id, rel := diverged(ctx, t, func(m *omptest.Model) client { return claudeClient{clienttest.NewClaudeHome(t, c, m)} })
+	mine := readFile(t, filepath.Join(laptop.c.folder(), rel))
+	theirs := readFile(t, filepath.Join(desk.c.folder(), rel))
+	// The client has exited; its file changed seconds ago, which alone
+	// holds a restore back: --force.
+	out := laptop.must("restore", "--force", id)
+	if !strings.Contains(out, "merged") {
+		t.Fatalf("restore of the diverged copies did not merge:\n%s", out)
+	}
+	merged := readFile(t, filepath.Join(laptop.c.folder(), rel))
+	count := func(b []byte) map[string]int {
+		n := map[string]int{}
+		for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			n[l]++
+		}
+		return n
+	}
+	have := count(merged)
+	for name, copy := range map[string][]byte{"laptop": mine, "desk": theirs} {
+		for l, n := range count(copy) {
+			if have[l] < n {
+				t.Errorf("the merged file lost a line of the %s's copy: %.120s", name, l)
+			}
+		}
+	}
+	for _, turn := range []string{"on the laptop", "on the desk"} {
+		if !bytes.Contains(merged, []byte(turn)) {
+			t.Errorf("the merged file lacks the turn %q", turn)
+		}
+	}
+	resumeAppends(ctx, t, laptop.c, id, filepath.Join(laptop.c.folder(), rel), "after the merge")
+}
+
+// Codex's copies that diverged cannot be merged (no entry ids): the local
+// file stays as it was, the other machine's copy is written beside it, and
+// restore says so; Codex resumes the local one.
+func TestRealCodexDivergedCopiesBeside(t *testing.T) {
+	c := clienttest.FindCodex(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	laptop, desk, id, rel := diverged(ctx, t, func(m *omptest.Model) client { return codexClient{clienttest.NewCodexHome(t, c, m)} })
+	mine := readFile(t, filepath.Join(laptop.c.folder(), rel))
+	theirs := readFile(t, filepath.Join(desk.c.folder(), rel))
+	out := laptop.must("restore", "--force", id)
+	if !strings.Contains(out, rel+".desk") {
+		t.Errorf("restore does not say where the desk's copy went:\n%s", out)
+	}
+	if got := readFile(t, filepath.Join(laptop.c.folder(), rel)); !bytes.Equal(got, mine) {
+		t.Error("restore changed the laptop's own copy")
+	}
+	if got := readFile(t, filepath.Join(laptop.c.folder(), rel+".desk")); !bytes.Equal(got, theirs) {
+		t.Errorf("the copy beside holds %d bytes, the desk's %d", len(got), len(theirs))
+	}
+	// Neither Codex nor the next backup takes the copy beside for a session.
+	laptop.must("agent", "--once")
+	if code, out := laptop.run("ls", "--json"); code != 0 || strings.Count(out, "\n") != 1 {
+		t.Errorf("ls after the copy beside: exit %d\n%s", code, out)
+	}
+	resumeAppends(ctx, t, laptop.c, id, filepath.Join(laptop.c.folder(), rel), "after the restore")
+	if again := laptop.must("restore", "--force", id); !strings.Contains(again, "unchanged") {
+		t.Errorf("a second restore wrote again:\n%s", again)
+	}
+}
