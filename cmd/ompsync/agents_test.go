@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"maps"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ompsync/ompsync/remote/backend"
@@ -184,4 +188,71 @@ func TestEveryAgentBackedUpAndRestored(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(to, "sessions", "--home-u-work--")); err != nil {
 		t.Errorf("pi's session is not in --to: %v", err)
 	}
+}
+
+// The running agent watches every agent side by side: a Claude Code
+// transcript that grows is uploaded as omp's sessions are, with metrics
+// told apart by agent, and SIGTERM stops all of them after a last upload,
+// exit 0.
+func TestRunningAgentWatchesEveryAgent(t *testing.T) {
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	m := newMachineEnv(t, url, backend.S3Options{}, "both")
+	want := plantClients(t, m.home)
+	const transcript = ".claude/projects/-home-u-work/11553328-b63c-4a3b-b365-66125e479bde.jsonl"
+	addr := freeAddr(t)
+	cmd, out := m.startWith([]string{"OMPSYNC_AGENTS=omp,claude"}, "agent", "--interval", "1h", "--metrics-addr", addr)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitUntil(t, "both agents start", func() bool {
+		return strings.Contains(out.String(), `agent started" agent=omp`) && strings.Contains(out.String(), `agent started" agent=claude`)
+	})
+	line := `{"type":"user","uuid":"u-after-start","parentUuid":null,"sessionId":"11553328-b63c-4a3b-b365-66125e479bde","timestamp":"2026-12-01T12:00:00.000Z"}` + "\n"
+	f, err := os.OpenFile(filepath.Join(m.home, transcript), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(line); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	waitUntil(t, "metrics of both agents", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `ompsync_bytes_pending{agent="omp"}`) && strings.Contains(string(b), `ompsync_bytes_pending{agent="claude"}`)
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent after SIGTERM: %v\n%s", err, out)
+	}
+	desk := newMachineEnv(t, url, backend.S3Options{}, "desk")
+	if code, o := desk.startWithWait([]string{"OMPSYNC_AGENTS=omp,claude"}, "restore", "--all"); code != 0 {
+		t.Fatalf("restore --all: exit %d\n%s", code, o)
+	}
+	got := readFile(t, filepath.Join(desk.home, transcript))
+	if !bytes.Equal(got, append(want[transcript], line...)) {
+		t.Errorf("the transcript restored holds %d bytes; %d were written before SIGTERM", len(got), len(want[transcript])+len(line))
+	}
+	if _, err := os.Stat(filepath.Join(desk.home, ".pi")); err == nil {
+		t.Error("pi was backed up, though agents names omp and claude alone")
+	}
+}
+
+// startWithWait runs `ompsync args...` of machine m with extra environment
+// to completion.
+func (m *machineEnv) startWithWait(extra []string, args ...string) (int, string) {
+	m.t.Helper()
+	cmd, out := m.startWith(extra, args...)
+	if err := cmd.Wait(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			m.t.Fatal(err)
+		}
+		return ee.ExitCode(), out.String()
+	}
+	return 0, out.String()
 }

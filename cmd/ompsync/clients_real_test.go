@@ -386,3 +386,43 @@ func TestRealCodexDivergedCopiesBeside(t *testing.T) {
 		t.Errorf("a second restore wrote again:\n%s", again)
 	}
 }
+
+// `codex archive` moves a rollout into archived_sessions/: a move, which
+// the backup records and restore follows, so the archived session comes
+// back archived on another machine and `codex unarchive` finds it there.
+func TestRealCodexArchive(t *testing.T) {
+	c := clienttest.FindCodex(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	model := omptest.NewModel(t)
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	laptop := newClientMachine(t, codexClient{clienttest.NewCodexHome(t, c, model)}, url, "laptop")
+	if err := laptop.c.turn(ctx, "", "a session to archive"); err != nil {
+		t.Fatal(err)
+	}
+	path, id := laptop.theSession()
+	laptop.must("agent", "--once")
+	cx := laptop.c.(codexClient)
+	if _, _, err := cx.Run(ctx, "archive", id); err != nil {
+		t.Fatal(err)
+	}
+	archived := filepath.Join(cx.ConfigDir(), "archived_sessions", filepath.Base(path))
+	if _, err := os.Stat(archived); err != nil {
+		t.Fatalf("codex archive left no %s: %v", archived, err)
+	}
+	laptop.must("agent", "--once")
+	if st := laptop.lsState(id); st != "present" {
+		t.Errorf("ls says the archived rollout is %q", st)
+	}
+	desk := newClientMachine(t, codexClient{clienttest.NewCodexHome(t, c, model)}, url, "desk")
+	desk.must("restore", id)
+	dx := desk.c.(codexClient)
+	sameFile(t, archived, filepath.Join(dx.ConfigDir(), "archived_sessions", filepath.Base(path)))
+	if _, _, err := dx.Run(ctx, "unarchive", id); err != nil {
+		t.Fatalf("codex unarchive of the restored rollout: %v", err)
+	}
+	if len(dx.SessionFiles()) != 1 {
+		t.Errorf("after unarchive the desk holds %d rollouts under sessions/", len(dx.SessionFiles()))
+	}
+}
