@@ -140,6 +140,14 @@ func TestEveryAgentBackedUpAndRestored(t *testing.T) {
 		t.Errorf("ls has no AGENT column:\n%s", r.stdout)
 	}
 
+	// compact and prune look at this machine's sessions of every agent.
+	if r := laptop.run("compact", "--dry-run"); r.code != 0 || !strings.Contains(r.stdout, "of 4 sessions") {
+		t.Errorf("compact --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := laptop.run("prune", "--dry-run", "--retention-generations", "1h"); r.code != 0 || strings.Count(r.stdout, ": dry run: would delete") != 4 {
+		t.Errorf("prune --dry-run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
 	// A new machine gets every agent's sessions back where each looks.
 	desk := newRestoreEnv(t, url, backend.S3Options{}, "desk")
 	if r := desk.run("restore", "--all"); r.code != 0 {

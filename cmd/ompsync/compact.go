@@ -1,13 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/session"
 )
 
@@ -22,8 +26,9 @@ session takes a few requests. The agent does this by itself (see
 compaction.idle and compaction.max_chunks); this command does it on demand:
 from cron, or for a remote written by an older version.
 
-Only this machine's sessions (the machine setting) are compacted, every
-generation of them, or those whose id starts with one of the given prefixes.
+Only this machine's sessions (the machine setting) are compacted, of every
+agent, every generation of them, or those whose id starts with one of the
+given prefixes.
 A merged chunk is read back and checked against the chunks it replaces
 before they are deleted; interrupting the command at any point loses
 nothing, and running it again finishes the job.`,
@@ -53,7 +58,7 @@ nothing, and running it again finishes the job.`,
 				// applies the agent's rule instead).
 				p.Idle = time.Nanosecond
 			}
-			rep, err := compact.Machine(cmd.Context(), r, cfg.Machine, args, p, dryRun)
+			rep, err := compactAgents(cmd, r, cfg, args, p, dryRun)
 			if err != nil {
 				return err
 			}
@@ -104,6 +109,45 @@ nothing, and running it again finishes the job.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be merged; change nothing")
 	addKeyFlags(cmd.Flags(), "compaction.idle", "compaction.max_chunks")
 	return cmd
+}
+
+// compactAgents compacts this machine's sessions of every agent the
+// remote holds, as one report: a prefix is unmatched when no agent's
+// session starts with it.
+func compactAgents(cmd *cobra.Command, r *repo.Repo, cfg *config.Config, prefixes []string, p compact.Policy, dryRun bool) (*compact.MachineReport, error) {
+	places, _, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
+	if err != nil {
+		return nil, err
+	}
+	all := &compact.MachineReport{}
+	unmatched := map[string]int{}
+	var first error
+	found := 0
+	for _, pl := range places {
+		rep, err := compact.Machine(cmd.Context(), pl.Repo, cfg.Machine, prefixes, p, dryRun)
+		if err != nil {
+			if len(places) > 1 && strings.Contains(err.Error(), "has no catalog") {
+				first = cmp.Or(first, err)
+				continue // this machine backs up other agents only
+			}
+			return nil, err
+		}
+		found++
+		all.Sessions += rep.Sessions
+		all.Streams = append(all.Streams, rep.Streams...)
+		for _, u := range rep.Unmatched {
+			unmatched[u]++
+		}
+	}
+	if found == 0 && first != nil {
+		return nil, first
+	}
+	for _, pre := range prefixes {
+		if unmatched[pre] == found {
+			all.Unmatched = append(all.Unmatched, pre)
+		}
+	}
+	return all, nil
 }
 
 func countSessions(rep *compact.MachineReport) int {

@@ -11,6 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
 )
 
 func newPruneCmd(a *app) *cobra.Command {
@@ -41,45 +44,64 @@ bytes go; --dry-run prints the same lines and deletes nothing.`,
 				return err
 			}
 			ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}
-			rep, err := compact.Prune(cmd.Context(), r, cfg.Machine, ret, time.Now(), dryRun)
-			if rep != nil {
-				for _, it := range rep.Items {
-					fmt.Fprintf(a.stdout, "%s %s generation %s: %s %s: %d objects, %s\n", it.Stream.SessionID, it.Stream.Name,
-						it.Generation, it.Reason, it.Since.Local().Format(time.DateOnly), len(it.Keys), formatSize(it.Bytes))
-				}
-				for _, k := range rep.Kept {
-					fmt.Fprintf(a.stdout, "%s %s generation %s: kept, %s\n", k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
-				}
-			}
+			places, _, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
 			if err != nil {
 				return err
 			}
-			if dryRun {
-				fmt.Fprintf(a.stdout, "dry run: would delete %d objects, %s, of %d generations; nothing deleted\n", rep.Objects, formatSize(rep.Bytes), len(rep.Items))
-				return nil
+			for _, pl := range places {
+				prefix := ""
+				if len(places) > 1 {
+					prefix = pl.Store.Name() + ": "
+				}
+				if err := a.pruneAgent(cmd, cfg, pl.Repo, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun); err != nil {
+					return fmt.Errorf("%s%w", prefix, err)
+				}
 			}
-			fmt.Fprintf(a.stdout, "deleted %d objects, %s, of %d generations\n", rep.Objects, formatSize(rep.Bytes), len(rep.Items))
-			if len(rep.Sessions) == 0 {
-				return nil
-			}
-			// The agent replaces the catalog from its state: only while no
-			// agent runs may the catalog be changed behind its back.
-			unlock, err := lockState(cfg.StateDir)
-			if err != nil {
-				fmt.Fprintf(a.stdout, "%d deleted sessions stay listed until the agent's next daily prune drops them (%v)\n", len(rep.Sessions), err)
-				return nil
-			}
-			defer unlock()
-			if err := compact.DropSessions(cmd.Context(), r, cfg.Machine, rep.Sessions, time.Now()); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "removed %d deleted sessions from the catalog\n", len(rep.Sessions))
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be deleted; delete nothing")
 	addKeyFlags(cmd.Flags(), "retention.generations", "retention.deleted")
 	return cmd
+}
+
+// pruneAgent prunes this machine's sessions of one agent (its repository
+// r, its agent's state dir); prefix names the agent in each line.
+func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, stateDir, prefix string, ret compact.Retention, dryRun bool) error {
+	rep, err := compact.Prune(cmd.Context(), r, cfg.Machine, ret, time.Now(), dryRun)
+	if rep != nil {
+		for _, it := range rep.Items {
+			fmt.Fprintf(a.stdout, "%s%s %s generation %s: %s %s: %d objects, %s\n", prefix, it.Stream.SessionID, it.Stream.Name,
+				it.Generation, it.Reason, it.Since.Local().Format(time.DateOnly), len(it.Keys), formatSize(it.Bytes))
+		}
+		for _, k := range rep.Kept {
+			fmt.Fprintf(a.stdout, "%s%s %s generation %s: kept, %s\n", prefix, k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		fmt.Fprintf(a.stdout, "%sdry run: would delete %d objects, %s, of %d generations; nothing deleted\n", prefix, rep.Objects, formatSize(rep.Bytes), len(rep.Items))
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "%sdeleted %d objects, %s, of %d generations\n", prefix, rep.Objects, formatSize(rep.Bytes), len(rep.Items))
+	if len(rep.Sessions) == 0 {
+		return nil
+	}
+	// The agent replaces the catalog from its state: only while no
+	// agent runs may the catalog be changed behind its back.
+	unlock, err := lockState(stateDir)
+	if err != nil {
+		fmt.Fprintf(a.stdout, "%s%d deleted sessions stay listed until the agent's next daily prune drops them (%v)\n", prefix, len(rep.Sessions), err)
+		return nil
+	}
+	defer unlock()
+	if err := compact.DropSessions(cmd.Context(), r, cfg.Machine, rep.Sessions, time.Now()); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%sremoved %d deleted sessions from the catalog\n", prefix, len(rep.Sessions))
+	return nil
 }
 
 // lockState takes the agent's lock on the state dir, which fails while an
