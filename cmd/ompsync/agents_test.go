@@ -264,3 +264,32 @@ func (m *machineEnv) startWithWait(extra []string, args ...string) (int, string)
 	}
 	return 0, out.String()
 }
+
+// Sync works for every agent: a Claude Code transcript backed up on one
+// machine appears, byte for byte, in Claude Code's folder on another that
+// runs agent --pull.
+func TestPullAnotherAgent(t *testing.T) {
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	laptop := newMachineEnv(t, url, backend.S3Options{}, "laptop")
+	want := plantClients(t, laptop.home)
+	const transcript = ".claude/projects/-home-u-work/11553328-b63c-4a3b-b365-66125e479bde.jsonl"
+	if code, out := laptop.startWithWait([]string{"OMPSYNC_AGENTS=claude"}, "agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	desk := newMachineEnv(t, url, backend.S3Options{}, "desk")
+	if err := os.MkdirAll(filepath.Join(desk.home, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd, out := desk.startWith([]string{"OMPSYNC_AGENTS=claude"}, "agent", "--pull", "--pull-interval", "100ms", "--interval", "100ms")
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitUntil(t, "the transcript pulled", func() bool {
+		b, err := os.ReadFile(filepath.Join(desk.home, transcript))
+		return err == nil && bytes.Equal(b, want[transcript])
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent --pull after SIGTERM: %v\n%s", err, out)
+	}
+}
