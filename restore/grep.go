@@ -30,6 +30,9 @@ type GrepOptions struct {
 // GrepMatch is one line of a session that matches, found once however
 // many copies hold it.
 type GrepMatch struct {
+	// Agent is the agent whose session it is (omp, pi, ...), set by
+	// GrepAll.
+	Agent   string    `json:"agent,omitempty"`
 	Session string    `json:"session"`
 	Title   string    `json:"title,omitempty"`
 	Entry   string    `json:"entry,omitempty"`
@@ -330,4 +333,64 @@ func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, sc
 		})
 	}
 	return out, nil
+}
+
+// GrepAll is Grep across places: the sessions the prefixes name, of
+// whatever agent, or every agent's sessions without prefixes, place by
+// place; cache gives each agent's cache (nil: none). A match names its
+// agent.
+func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
+	ids := make([][]string, len(places))
+	if len(prefixes) > 0 {
+		if len(places) == 1 {
+			ids[0] = prefixes
+		} else {
+			plans, err := plan(ctx, places, opts.Options)
+			if err != nil {
+				return nil, err
+			}
+			if ids, err = locate(plans, prefixes, opts.Options); err != nil {
+				return nil, err
+			}
+		}
+	}
+	total := &GrepReport{}
+	for i, pl := range places {
+		if len(prefixes) > 0 && len(ids[i]) == 0 {
+			continue
+		}
+		o := opts
+		o.Options = forPlace(opts.Options, pl)
+		if len(places) > 1 {
+			o.Latest, o.Choose = false, nil // exact ids
+		}
+		name := pl.Store.Name()
+		if cache != nil {
+			c, err := cache(name)
+			if err != nil {
+				return total, err
+			}
+			o.Cache = c
+		}
+		rep, err := Grep(ctx, pl.Repo, ids[i], o, func(m GrepMatch) error {
+			m.Agent = name
+			return emit(m)
+		})
+		if rep != nil {
+			total.Sessions += rep.Sessions
+			total.Copies += rep.Copies
+			total.Fetched += rep.Fetched
+			total.Bytes += rep.Bytes
+			total.Matches += rep.Matches
+			total.DeletedLeft += rep.DeletedLeft
+			total.Problems = append(total.Problems, rep.Problems...)
+		}
+		if err != nil {
+			if len(places) > 1 {
+				err = fmt.Errorf("%s: %w", name, err)
+			}
+			return total, err
+		}
+	}
+	return total, nil
 }

@@ -17,7 +17,7 @@ import (
 
 type grepFlags struct {
 	ignoreCase, regexp, asJSON, includeDeleted, latest bool
-	since, machine                                     string
+	since, machine, agent                              string
 }
 
 func newGrepCmd(a *app) *cobra.Command {
@@ -57,6 +57,7 @@ read (as grep does).`,
 	fl.StringVar(&f.since, "since", "", "only entries from TIME on: RFC 3339 (2026-10-07T14:00:00Z) or a duration back from now (3h, 7d)")
 	fl.BoolVar(&f.includeDeleted, "include-deleted", false, "also search sessions recorded as deleted on every machine")
 	fl.StringVar(&f.machine, "machine", "", "search only this machine's copies")
+	addAgentFlag(fl, &f.agent)
 	addLatestFlag(fl, &f.latest)
 	return cmd
 }
@@ -72,16 +73,32 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 			return usagef(cmd, "--since: %v", err)
 		}
 	}
-	cfg, r, err := a.readRemote(cmd, f.machine)
+	cfg, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
+	for _, p := range problems {
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+	}
 	opts.Options = restore.Options{Machine: f.machine, IncludeDeleted: f.includeDeleted, Latest: f.latest, Choose: a.chooser(), Parallel: cfg.Transfers}
-	if n := cfg.Search.CacheBytes(); n > 0 {
-		if opts.Cache, err = search.OpenCache(filepath.Join(cfg.StateDir, "search"), n); err != nil {
-			return err
+	// Each agent's cache sits in its state dir: session ids of two agents
+	// may meet.
+	var caches []*search.Cache
+	defer func() {
+		for _, c := range caches {
+			c.Close()
 		}
-		defer opts.Cache.Close()
+	}()
+	cacheOf := func(agent string) (*search.Cache, error) {
+		n := cfg.Search.CacheBytes()
+		if n <= 0 {
+			return nil, nil
+		}
+		c, err := search.OpenCache(filepath.Join(stateDirOf(cfg, agent), "search"), n)
+		if c != nil {
+			caches = append(caches, c)
+		}
+		return c, err
 	}
 	enc := json.NewEncoder(a.stdout)
 	emit := func(gm restore.GrepMatch) error {
@@ -90,7 +107,7 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 		}
 		return printMatch(a.stdout, gm, m)
 	}
-	rep, err := restore.Grep(cmd.Context(), r, prefixes, opts, emit)
+	rep, err := restore.GrepAll(cmd.Context(), places, prefixes, opts, cacheOf, emit)
 	if rep != nil {
 		for _, p := range rep.Problems {
 			fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
@@ -103,7 +120,7 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 		fmt.Fprintln(a.stderr, grepTotals(rep))
 	}
 	switch {
-	case len(rep.Problems) > 0:
+	case len(rep.Problems) > 0 || len(problems) > 0:
 		return fmt.Errorf("some copies could not be read (see above); their lines were searched as the cache last had them, if at all")
 	case rep.Matches == 0:
 		return fmt.Errorf("no line matches")

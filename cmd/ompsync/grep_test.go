@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -71,5 +73,41 @@ func TestGrepCommand(t *testing.T) {
 	e.env["OMPSYNC_SEARCH_CACHE_SIZE"] = "0"
 	if r := e.run("grep", "line 3 of title"); r.code != 0 || strings.Count(r.stdout, "\n") != 3 || !strings.Contains(r.stderr, "3 read from the remote") {
 		t.Errorf("without a cache: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// grep searches every agent's sessions the remote holds, each agent's cache
+// in its own state dir; a match names its agent, and --agent narrows.
+func TestGrepEveryAgent(t *testing.T) {
+	url := "file://" + t.TempDir() + "/remote"
+	laptop := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
+	home := laptop.env["HOME"]
+	plantClients(t, home)
+	writeFile(t, filepath.Join(home, ".omp/agent/sessions/-work/2026-10-07T00-45-40-854Z_019a0007-0000-7000-8000-000000000001.jsonl"),
+		string(synthSession("019a0007-0000-7000-8000-000000000001", "/home/u/work", "omp one", 2))+
+			messageLine("0000abcd", "00000002", "user", "2026-10-07T02:00:00.000Z", "The tool said hello to omp too")+"", 0o600)
+	if r := laptop.run("agent", "--once"); r.code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", r.code, r.stderr)
+	}
+	desk := newRestoreEnv(t, url, backend.S3Options{}, "desk")
+	r := desk.run("grep", "--json", "The tool said hello")
+	agents := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var m restore.GrepMatch
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("%v: %q", err, l)
+		}
+		agents[m.Agent]++
+	}
+	if r.code != 0 || agents["omp"] != 1 || agents["pi"] != 1 {
+		t.Fatalf("grep across agents: exit %d, matches by agent %v\n%s", r.code, agents, r.stderr)
+	}
+	for _, dir := range []string{"search", "agents/pi/search"} {
+		if _, err := os.Stat(filepath.Join(desk.env["OMPSYNC_STATE_DIR"], dir)); err != nil {
+			t.Errorf("no cache in %s: %v", dir, err)
+		}
+	}
+	if r := desk.run("grep", "--agent", "pi", "The tool said hello"); r.code != 0 || strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stderr, "0 read from the remote") {
+		t.Errorf("grep --agent pi: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 }
