@@ -426,3 +426,40 @@ func TestRealCodexArchive(t *testing.T) {
 		t.Errorf("after unarchive the desk holds %d rollouts under sessions/", len(dx.SessionFiles()))
 	}
 }
+
+// A Claude Code subagent's transcript, in the session's folder, is backed up
+// and restored with its session, byte for byte.
+func TestRealClaudeSubagent(t *testing.T) {
+	c := clienttest.FindClaude(t)
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	model := omptest.NewModel(t)
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	laptop := newClientMachine(t, claudeClient{clienttest.NewClaudeHome(t, c, model)}, url, "laptop")
+	model.Queue(omptest.ToolCall("Agent", map[string]any{"description": "look around", "prompt": "say hi", "subagent_type": "general-purpose"}),
+		omptest.Text("the subagent is on it"), omptest.Text("hi from the subagent"))
+	if err := laptop.c.turn(ctx, "", "use a subagent"); err != nil {
+		t.Fatal(err)
+	}
+	path, id := laptop.theSession()
+	subs, _ := filepath.Glob(filepath.Join(strings.TrimSuffix(path, ".jsonl"), "subagents", "agent-*.jsonl"))
+	if len(subs) == 0 {
+		t.Fatal("Claude Code wrote no subagent transcript")
+	}
+	laptop.must("agent", "--once")
+	desk := newClientMachine(t, claudeClient{clienttest.NewClaudeHome(t, c, model)}, url, "desk")
+	out := desk.must("restore", id, "--path-map", laptop.c.home()+"="+desk.c.home())
+	if !strings.Contains(out, "artifact files") {
+		t.Errorf("restore says nothing of the subagent's files:\n%s", out)
+	}
+	restored, _ := desk.theSession()
+	for _, sub := range subs {
+		rel, _ := filepath.Rel(strings.TrimSuffix(path, ".jsonl"), sub)
+		got := filepath.Join(strings.TrimSuffix(restored, ".jsonl"), rel)
+		if !bytes.Equal(readFile(t, got), readFile(t, sub)) {
+			t.Errorf("the subagent transcript %s was not restored as Claude Code wrote it", rel)
+		}
+	}
+	resumeAppends(ctx, t, desk.c, id, restored, "after the subagent")
+}
