@@ -39,7 +39,7 @@ const (
 
 // howToRunMinio is the message when the MinIO tests cannot run.
 const howToRunMinio = "no MinIO test server: run `bash .ci/run`, or start one " +
-	"(go install github.com/minio/minio@latest; minio server DIR) and set " + EnvMinioEndpoint + ", " +
+	"(go install github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c; minio server DIR) and set " + EnvMinioEndpoint + ", " +
 	EnvMinioAccessKey + " and " + EnvMinioSecretKey
 
 // howToRun is the message when S3 tests cannot run.
