@@ -131,7 +131,7 @@ func (r *runner) restore(ctx context.Context) error {
 	// default parallelism, then with more sessions in flight, then
 	// fetching and verifying only (what-if).
 	var walls []string
-	for _, v := range []struct{ name, par string }{{"default", "0"}, {"parallel", "32"}, {"dry-run", "0"}} {
+	for _, v := range []struct{ name, par string }{{"default", "0"}, {"parallel", "4"}, {"dry-run", "0"}} {
 		to := filepath.Join(r.dir("restore", "out"), "profiled-"+v.name)
 		args := []string{"restore-profile", "-parallel", v.par, "-to", to}
 		switch v.name {
@@ -154,7 +154,7 @@ func (r *runner) restore(ctx context.Context) error {
 		walls = append(walls, fmt.Sprintf("%s (%s CPU)", secs(m.Wall), secs(m.CPU)))
 	}
 	r.add(row{
-		Figure:  "the same through restore.Run in this program: transfers sessions at once (the default); 32 at once; --dry-run (fetch and verify, no writes)",
+		Figure:  "the same through restore.Run in this program: transfers sessions at once (the default); 4 at once; --dry-run (fetch and verify, no writes)",
 		Target:  "< rclone copy",
 		Ompsync: strings.Join(walls, "; "), Rclone: secs(dR),
 		Result: "what-if",
