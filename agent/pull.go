@@ -134,6 +134,13 @@ func (a *Agent) pull(ctx context.Context) error {
 	var ids []string
 	byID := map[string][]item{}
 	for _, it := range todo {
+		// Present here when the decision was made, gone from the index
+		// taken since: deleted or moved meanwhile. The next scan decides;
+		// a merge now would create it again. (A file that goes after the
+		// index was taken makes its merge fail, and the pull retry.)
+		if a.presentHere(it.entry.ID) && local.Find(it.entry.ID) == "" {
+			continue
+		}
 		if byID[it.entry.ID] == nil {
 			ids = append(ids, it.entry.ID)
 		}
@@ -193,12 +200,18 @@ func (a *Agent) deletedHere(id string) bool {
 
 // vanished reports whether a session this agent saw present has no file
 // at its path any more.
-func (a *Agent) vanished(id string) bool {
+// presentHere reports whether this machine's agent saw the session's file
+// here and has not seen it go.
+func (a *Agent) presentHere(id string) bool {
 	f := a.state.Streams[streamKey(id, repo.SessionStream)]
-	if f == nil || f.State != repo.StatePresent || f.Unseen {
+	return f != nil && f.State == repo.StatePresent && !f.Unseen
+}
+
+func (a *Agent) vanished(id string) bool {
+	if !a.presentHere(id) {
 		return false // an unseen session is not on this machine: pull it
 	}
-	_, err := os.Lstat(a.abs(f.Path))
+	_, err := os.Lstat(a.abs(a.state.Streams[streamKey(id, repo.SessionStream)].Path))
 	return isNotExist(err)
 }
 
