@@ -151,7 +151,9 @@ func cleanParts(rel string) []string {
 		return nil
 	}
 	for _, p := range parts {
-		if p == "" || strings.HasPrefix(p, ".") {
+		// NUL is in no real name, and no agent puts a backslash in one: a
+		// reader refuses to restore either (repo.SafeRelPath).
+		if p == "" || strings.HasPrefix(p, ".") || strings.ContainsAny(p, "\x00\\") {
 			return nil
 		}
 	}

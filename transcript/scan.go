@@ -70,7 +70,7 @@ func (s *scanner) str() (string, bool) {
 	for s.i < len(s.b) {
 		switch c := s.b[s.i]; {
 		case c == '"':
-			v := string(s.b[start:s.i])
+			v := validString(s.b[start:s.i])
 			s.i++
 			return v, true
 		case c == '\\':
@@ -105,10 +105,7 @@ func (s *scanner) escaped(start int) string {
 		switch {
 		case c == '"':
 			s.i++
-			if !utf8.Valid(out) {
-				out = bytes.ToValidUTF8(out, []byte("\uFFFD"))
-			}
-			return string(out)
+			return validString(out)
 		case c < 0x20:
 			s.fail()
 			return ""
@@ -165,6 +162,21 @@ func (s *scanner) escaped(start int) string {
 	}
 	s.fail()
 	return ""
+}
+
+// validString is b as a string, each byte that is not part of valid UTF-8
+// replaced by U+FFFD, as encoding/json decodes it.
+func validString(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	out := make([]byte, 0, len(b)+8)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		out = utf8.AppendRune(out, r) // RuneError, size 1, for a bad byte
+		b = b[n:]
+	}
+	return string(out)
 }
 
 func (s *scanner) hex4() (rune, bool) {
