@@ -358,7 +358,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	}
 	// One agent that stops (its machine name taken, say) stops the others:
 	// the process says what went wrong and exits, as with one.
-	ctx, cancel := context.WithCancelCause(ctx)
+	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := make([]error, len(agents))
 	var wg sync.WaitGroup
@@ -366,7 +366,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if errs[i] = ag.Run(ctx); errs[i] != nil {
+			if errs[i] = ag.Run(runCtx); errs[i] != nil {
 				errs[i] = fmt.Errorf("%s: %w", ws[i].store.Name(), errs[i])
 				cancel(errs[i])
 			}
