@@ -269,6 +269,9 @@ type cost struct {
 	// waited for (0 for work done in this process); Server that of
 	// versitygw meanwhile.
 	CPU, Server time.Duration
+	// Harness is this program's own CPU meanwhile: the proxies and, in the
+	// line phase, the shaped line, which share the machine with the peer.
+	Harness time.Duration
 	Counts      bench.Counts
 }
 
@@ -276,14 +279,23 @@ type cost struct {
 // through p.
 func (r *runner) measure(p *peer, f func() error) (cost, error) {
 	before := p.proxy.Counts()
-	cpu0 := childrenCPU()
+	cpu0, self0 := childrenCPU(), selfCPU()
 	srv0, _ := bench.ProcCPU(r.srv.Pid())
 	start := time.Now()
 	err := f()
-	c := cost{Wall: time.Since(start), CPU: childrenCPU() - cpu0, Counts: p.proxy.Counts().Sub(before)}
+	c := cost{Wall: time.Since(start), CPU: childrenCPU() - cpu0, Harness: selfCPU() - self0, Counts: p.proxy.Counts().Sub(before)}
 	srv1, _ := bench.ProcCPU(r.srv.Pid())
 	c.Server = srv1 - srv0
 	return c, err
+}
+
+// selfCPU is the CPU time of this process so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // childrenCPU is the CPU time of every child process waited for so far.
