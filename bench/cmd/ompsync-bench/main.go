@@ -272,7 +272,7 @@ type cost struct {
 	// Harness is this program's own CPU meanwhile: the proxies and, in the
 	// line phase, the shaped line, which share the machine with the peer.
 	Harness time.Duration
-	Counts      bench.Counts
+	Counts  bench.Counts
 }
 
 // measure runs f and returns its wall time, CPU time and what it sent
