@@ -209,3 +209,12 @@ func TestTreeForks(t *testing.T) {
 		t.Errorf("%d files name a parent, want %d", forks, tr.Forks)
 	}
 }
+
+// The corpus, and so every workload, is the same in every run: figures of
+// two runs of the harness are of the same bytes.
+func TestCorpusDeterministic(t *testing.T) {
+	a, b := loadCorpus(t), loadCorpus(t)
+	if !bytes.Equal(a.text, b.text) || len(a.rest) != len(b.rest) {
+		t.Fatal("two loads of the corpus differ")
+	}
+}
