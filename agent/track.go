@@ -205,7 +205,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		}
 	}
 
-	n, objs, err := a.uploadRange(ctx, fst, src, settleAll)
+	n, objs, err := a.uploadRange(ctx, fst, src, mtime, settleAll)
 	res.bytes += n
 	res.objects += objs
 	if objs > 0 {
@@ -290,8 +290,14 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 }
 
 // uploadRange uploads settled bytes past fst.Offset as chunks of at most
-// ChunkSize (a single longer line makes one longer chunk).
-func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, settleAll bool) (n, objects int64, err error) {
+// ChunkSize (a single longer line makes one longer chunk). An artifact's
+// chunks carry mtime, the file's as stat saw it before the read: restore
+// has no catalog entry to take it from.
+func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mtime time.Time, settleAll bool) (n, objects int64, err error) {
+	var fileMtime time.Time
+	if !fst.isSession() {
+		fileMtime = mtime.UTC()
+	}
 	end, err := settledEnd(src, fst.Offset, settleAll)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read %s: %w", fst.Path, err)
@@ -366,7 +372,7 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, set
 			h.Write(data[max(from, 0):])
 		}
 		hdr := repo.ChunkHeader{Start: start, End: stop, HashFrom: fst.HashFrom, SHA256: hashHex(data), StreamSHA256: hex.EncodeToString(h.Sum(nil)),
-			Uploaded: repo.UploadMark(stop, a.now())}
+			Uploaded: repo.UploadMark(stop, a.now()), Mtime: fileMtime}
 		stored, err := a.repo.PutChunk(ctx, s, fst.Generation, hdr, data)
 		if err != nil {
 			return n, objects, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, start, stop, err)

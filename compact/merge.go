@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -163,7 +164,14 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 			}
 		}
 	}
-	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256, Uploaded: marks}
+	// And the file's mtime its newest bytes were read with (artifacts).
+	var mtime time.Time
+	for _, src := range run {
+		if src.h.Mtime.After(mtime) {
+			mtime = src.h.Mtime
+		}
+	}
+	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256, Uploaded: marks, Mtime: mtime}
 	stored, err := r.PutChunk(ctx, s, gen, hdr, data)
 	if err != nil {
 		return res, fmt.Errorf("write merged chunk %s: %w", repo.ChunkName(a, b), err)

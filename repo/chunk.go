@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // ChunkHeader is the first line of a chunk's plaintext; the raw bytes follow.
@@ -29,6 +30,12 @@ type ChunkHeader struct {
 	// marks ignore the member; a chunk without it falls back to the
 	// listing's modification time.
 	Uploaded []Mark `json:"uploaded,omitempty"`
+	// Mtime, when present, is the file's modification time when the
+	// chunk's bytes were read: an artifact has no catalog entry to carry
+	// it, and restore gives the file back the last chunk's. Session
+	// chunks leave it out (the catalog records theirs). Readers before it
+	// ignore the member.
+	Mtime time.Time `json:"mtime,omitzero"`
 }
 
 // ChunkSource names where a reference chunk's bytes live.

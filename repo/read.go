@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 )
@@ -24,6 +25,9 @@ type Assembled struct {
 	// the chunks' upload marks, or for a chunk without them its listed
 	// modification time (see UploadedBy).
 	Marks []Mark
+	// Mtime is the newest file mtime the chunks carry (an artifact's;
+	// zero when none does, as for sessions).
+	Mtime time.Time
 }
 
 // ReadGeneration reassembles a generation and verifies every chunk's hash and
@@ -114,12 +118,16 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	// claims: its keys are the remote's word.
 	var data []byte
 	var marks []Mark
+	var mtime time.Time
 	h := sha256.New()
 	for i, c := range picked {
 		if i > 0 {
 			if hdr, chunk, err = r.chunkBytes(ctx, s, g.Name, c, 0, false, &refReads); err != nil {
 				return nil, err
 			}
+		}
+		if hdr.Mtime.After(mtime) {
+			mtime = hdr.Mtime
 		}
 		if hdr.HashFrom != meta.HashFrom {
 			return nil, fmt.Errorf("chunk %s: hash_from %d, meta says %d", ChunkName(c.Start, c.End), hdr.HashFrom, meta.HashFrom)
@@ -171,7 +179,7 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 			copy(data, head)
 		}
 	}
-	return &Assembled{Meta: meta, Data: data, Marks: marks}, nil
+	return &Assembled{Meta: meta, Data: data, Marks: marks, Mtime: mtime}, nil
 }
 
 func errStreamHash(start, end int64) error {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 )
@@ -22,6 +23,9 @@ type Streamed struct {
 	// Head is the generation's head object, the title slot to lay over
 	// bytes [0, len(Head)), when there is one.
 	Head []byte
+	// Mtime is the newest file mtime the chunks carry (an artifact's;
+	// zero when none does, as for sessions).
+	Mtime time.Time
 }
 
 // StreamGeneration reassembles a generation as ReadGenerationHashOnce does
@@ -96,6 +100,9 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 		hdr, body, closeBody, err := r.chunkReader(ctx, s, g.Name, c, &refReads)
 		if err != nil {
 			return err
+		}
+		if hdr.Mtime.After(out.Mtime) {
+			out.Mtime = hdr.Mtime
 		}
 		err = func() error {
 			defer closeBody()

@@ -30,7 +30,8 @@ type copyData struct {
 	// refs are the blobs a streamed copy references, found as its bytes
 	// went by (the file is not read again for them).
 	refs map[string]bool
-	// mtime is what the catalog recorded (zero for artifacts).
+	// mtime is what the catalog recorded; for an artifact, what its
+	// chunks carry (zero from agents before chunk mtimes).
 	mtime time.Time
 }
 
@@ -140,7 +141,11 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			continue
 		}
 		if opts.At.IsZero() {
-			data, err = readGeneration(ctx, r, s, g, limit, false)
+			var chunkMtime time.Time
+			data, chunkMtime, err = readGeneration(ctx, r, s, g, limit, false)
+			if s.Name != repo.SessionStream {
+				mtime = chunkMtime // an artifact's, from its chunks
+			}
 		} else {
 			var uploaded time.Time
 			if g, data, uploaded, err = readAt(ctx, r, s, inv, opts, limit); g == nil && err == nil {
@@ -325,12 +330,13 @@ func (s *scanWriter) Write(p []byte) (int, error) {
 // readGeneration reassembles one generation, retrying transient failures.
 // Every byte is covered by a verified hash; with every, each chunk's own
 // hash is checked too, though the stream hash covers its bytes (an audit).
-func readGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64, every bool) ([]byte, error) {
+func readGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64, every bool) ([]byte, time.Time, error) {
 	read := r.ReadGenerationHashOnce
 	if every {
 		read = r.ReadGeneration
 	}
 	var data []byte
+	var mtime time.Time
 	err := retry(ctx, func() error {
 		as, err := read(ctx, s, g, limit)
 		if err != nil {
@@ -339,13 +345,13 @@ func readGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Ge
 		if as.Meta.SessionID != "" && as.Meta.SessionID != s.SessionID || as.Meta.Stream != "" && as.Meta.Stream != s.Name {
 			return fmt.Errorf("%s generation %s: meta describes another stream (%s %s)", s.Prefix(), g.Name, as.Meta.SessionID, as.Meta.Stream)
 		}
-		data = as.Data
+		data, mtime = as.Data, as.Mtime
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
+		return nil, time.Time{}, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
 	}
-	return data, nil
+	return data, mtime, nil
 }
 
 // blobTag starts a reference to one of omp's blobs: blob:sha256:<64 hex>.

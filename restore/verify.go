@@ -139,7 +139,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name {
 				limit = slack(e.Size, opts.MaxStreamSize)
 			}
-			data, err := readGeneration(ctx, r, s, g, limit, true)
+			data, _, err := readGeneration(ctx, r, s, g, limit, true)
 			if err != nil {
 				cc.Error = err.Error()
 				c.Problems = append(c.Problems, err.Error())
