@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
+	"github.com/ompsync/ompsync/transcript"
 )
 
 // Printed is a session's bytes as Cat read them.
@@ -14,6 +17,25 @@ type Printed struct {
 	Data []byte
 	// Sources are the copies Data holds, by machine and generation.
 	Sources []Source
+	// Store is the agent that wrote the session.
+	Store store.Store
+}
+
+// describeBytes is how much of a session Transcript reads for its title
+// and cwd, as the agent does when a generation begins.
+const describeBytes = 64 << 10
+
+// Transcript writes the session as a readable transcript (cat --text),
+// its lines read as its agent writes them, the heading naming the
+// session's id, title and cwd.
+func (p *Printed) Transcript(w io.Writer, opts transcript.RenderOptions) error {
+	st := p.Store
+	if st == nil {
+		st = store.OMP()
+	}
+	info, _ := st.Describe(p.Data[:min(len(p.Data), describeBytes)])
+	opts.Format, opts.Heading = st, transcript.Heading(p.ID, info.Title, info.Cwd)
+	return transcript.Render(w, p.Data, opts)
 }
 
 // Cat reads the session prefix names and returns its verified bytes: what
@@ -51,7 +73,7 @@ func Cat(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*Print
 	if out.diverged {
 		return nil, p.problems, errors.New("the copies diverged and cannot be merged") // not for session files
 	}
-	pr := &Printed{ID: t.id, Data: out.data}
+	pr := &Printed{ID: t.id, Data: out.data, Store: opts.Store}
 	for _, i := range out.from {
 		pr.Sources = append(pr.Sources, Source{Machine: f.session[i].machine, Generation: f.session[i].generation})
 	}

@@ -216,7 +216,7 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 		hashFrom = tail.HashFrom
 	}
 	n := int64(len(tail.Data))
-	more := search.Index(nil, tail.Data)
+	more := search.Index(nil, tail.Data, opts.Store)
 	st := &search.CopyState{Session: t.id, Machine: c.e.machine, Generation: g.Name, Offset: tail.End, HashFrom: hashFrom, HashState: tail.HashState}
 	total := int64(len(more))
 	if appendTo {

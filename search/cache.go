@@ -50,7 +50,14 @@ type CopyState struct {
 	// Used is when a search last read the copy, to the hour (it is
 	// rewritten only when an hour old).
 	Used time.Time `json:"used"`
+	// Version is the records' version (recordsVersion).
+	Version int `json:"version,omitempty"`
 }
+
+// recordsVersion changes when the same session bytes index into other
+// records, so that what an older ompsync kept is indexed again: 2 reads
+// Claude Code's and Codex's lines, which 1 (no version) left out.
+const recordsVersion = 2
 
 // usedGranularity is how stale Used may get before a search rewrites it.
 const usedGranularity = time.Hour
@@ -103,6 +110,9 @@ func (c *Cache) State(id, machine string) (*CopyState, error) {
 	var st CopyState
 	if json.Unmarshal(b, &st) != nil || st.Session != id || st.Machine != machine || st.Records < 0 {
 		return nil, nil // damaged: indexed again
+	}
+	if st.Version != recordsVersion {
+		return nil, nil
 	}
 	return &st, nil
 }
@@ -175,6 +185,7 @@ func (c *Cache) Store(st *CopyState, appendTo bool, more []byte) error {
 	}
 	st.Records += int64(len(more))
 	st.Used = c.now().Truncate(usedGranularity)
+	st.Version = recordsVersion
 	return c.saveState(sp, st)
 }
 

@@ -35,9 +35,10 @@ func (r Record) Time() time.Time {
 // Index appends the records of data, whole lines of a session file, to
 // out. Each record is one line: entry, role, kind and time, tab-separated,
 // then a tab and the text, which holds no newline (a part's lines become
-// records of their own) but may hold tabs.
-func Index(out, data []byte) []byte {
-	transcript.Entries(data, func(e transcript.Entry) bool {
+// records of their own) but may hold tabs. format reads the lines (nil:
+// omp's and pi's).
+func Index(out, data []byte, format transcript.Format) []byte {
+	transcript.Entries(data, format, func(e transcript.Entry) bool {
 		var ms int64
 		if !e.Time.IsZero() {
 			ms = e.Time.UnixMilli()

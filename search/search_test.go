@@ -26,7 +26,7 @@ func scan(t *testing.T, p Pattern, since int64) []string {
 	}
 	var out []string
 	var scratch []byte
-	m.Scan(Index(nil, []byte(sample)), since, &scratch, func(r Record) { out = append(out, r.Entry+":"+r.Text) })
+	m.Scan(Index(nil, []byte(sample), nil), since, &scratch, func(r Record) { out = append(out, r.Entry+":"+r.Text) })
 	return out
 }
 
@@ -65,7 +65,7 @@ func TestScan(t *testing.T) {
 	m, _ := Compile(Pattern{Text: "été", IgnoreCase: true})
 	var got []string
 	var scratch []byte
-	m.Scan(Index(nil, []byte(msg("u1", "user", "2026-10-07T01:00:00Z", "un ÉTÉ chaud"))), 0, &scratch, func(r Record) { got = append(got, r.Text) })
+	m.Scan(Index(nil, []byte(msg("u1", "user", "2026-10-07T01:00:00Z", "un ÉTÉ chaud")), nil), 0, &scratch, func(r Record) { got = append(got, r.Text) })
 	if len(got) != 1 {
 		t.Errorf("case-insensitive beyond ASCII: %q", got)
 	}
@@ -125,6 +125,13 @@ func TestCache(t *testing.T) {
 	}
 	if _, err := c.State("../x", "desk"); err == nil {
 		t.Error("an unsafe session id: no error")
+	}
+	// Records an older ompsync made (no version: Claude Code's and Codex's
+	// lines left out) are made again.
+	old := []byte(`{"session":"s2","machine":"desk","generation":"0000000000000001","offset":0,"records":71}`)
+	os.WriteFile(filepath.Join(dir, "s2", "desk.json"), old, 0o600)
+	if st, err := c.State("s2", "desk"); st != nil || err != nil {
+		t.Errorf("records of an older version: %+v %v", st, err)
 	}
 	// Damaged state: nothing usable, not an error.
 	os.WriteFile(filepath.Join(dir, "s2", "desk.json"), []byte("{"), 0o600)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/transcript"
 )
 
 // Claude is Claude Code's store (npm @anthropic-ai/claude-code): its folder
@@ -213,4 +214,103 @@ func claudeDir(p string) string {
 		}
 	}
 	return string(b)
+}
+
+// claudeText is what Text reads of one of Claude Code's lines.
+type claudeText struct {
+	Type      string `json:"type"`
+	UUID      string `json:"uuid"`
+	Timestamp string `json:"timestamp"`
+	Summary   string `json:"summary"`
+	// The summary /compact left, which Claude Code sends as a user message.
+	IsCompactSummary bool `json:"isCompactSummary"`
+	Message          *struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+}
+
+// claudeBlock is one block of a message's content, in the Anthropic
+// Messages API's shapes.
+type claudeBlock struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking string          `json:"thinking"`
+	Name     string          `json:"name"`
+	Input    json.RawMessage `json:"input"`   // tool_use
+	Content  json.RawMessage `json:"content"` // tool_result: a string or text blocks
+}
+
+// Text: the user and assistant entries' message.content, a string or
+// blocks (text, thinking, tool_use's input, tool_result's content); a user
+// entry holding only tool results is a toolResult, as omp's are. The API
+// requests, attachments and other bookkeeping lines (the system prompt,
+// tool lists, costs) hold no conversation.
+func (claude) Text(line []byte, n int) (transcript.Entry, bool) {
+	// The bookkeeping lines are most of a file's bytes: those that name no
+	// user, assistant or summary are not decoded at all.
+	if !bytes.Contains(line, []byte(`"user"`)) && !bytes.Contains(line, []byte(`"assistant"`)) && !bytes.Contains(line, []byte(`"summary"`)) {
+		return transcript.Entry{}, false
+	}
+	var l claudeText
+	if json.Unmarshal(line, &l) != nil {
+		return transcript.Entry{}, false
+	}
+	e := transcript.Entry{Line: n, ID: l.UUID, Time: rfc3339(l.Timestamp)}
+	switch {
+	case l.Type == "summary" && l.Summary != "":
+		e.Role = "summary"
+		e.Parts = []transcript.Part{{Kind: transcript.Summary, Text: l.Summary}}
+	case (l.Type == "user" || l.Type == "assistant") && l.Message != nil:
+		e.Role, e.Parts = l.Type, claudeContent(l.Message.Content)
+		if l.IsCompactSummary {
+			e.Role = "compaction"
+			for i := range e.Parts {
+				e.Parts[i].Kind = transcript.Summary
+			}
+		}
+		results := 0
+		for _, p := range e.Parts {
+			if p.Kind == transcript.ToolResult {
+				results++
+			}
+		}
+		if results > 0 && results == len(e.Parts) {
+			e.Role = "toolResult"
+		}
+	}
+	return e, len(e.Parts) > 0
+}
+
+func claudeContent(raw json.RawMessage) []transcript.Part {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil
+		}
+		return []transcript.Part{{Kind: transcript.Text, Text: s}}
+	}
+	var blocks []claudeBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return nil
+	}
+	var out []transcript.Part
+	for _, b := range blocks {
+		var p transcript.Part
+		switch b.Type {
+		case "text":
+			p = transcript.Part{Kind: transcript.Text, Text: b.Text}
+		case "thinking":
+			p = transcript.Part{Kind: transcript.Thinking, Text: b.Thinking}
+		case "tool_use", "server_tool_use":
+			out = append(out, transcript.Part{Kind: transcript.ToolCall, Name: b.Name, Text: compactJSON(b.Input)})
+			continue
+		case "tool_result":
+			p = transcript.Part{Kind: transcript.ToolResult, Text: blockText(b.Content)}
+		}
+		if p.Text != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

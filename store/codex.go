@@ -9,6 +9,7 @@ import (
 
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/transcript"
 )
 
 // Codex is Codex's store (npm @openai/codex): its folder (~/.codex, or
@@ -225,4 +226,91 @@ func codexMetaPrefix(b []byte) (id, cwd string, ok bool) {
 			return id, cwd, true
 		}
 	}
+}
+
+// codexText is what Text reads of one of Codex's lines.
+type codexText struct {
+	Type      string `json:"type"`
+	Timestamp string `json:"timestamp"`
+	Payload   struct {
+		Type    string          `json:"type"`
+		ID      string          `json:"id"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+		// reasoning
+		Summary json.RawMessage `json:"summary"`
+		// function_call (arguments: JSON in a string), custom_tool_call
+		// (input), local_shell_call and web_search_call (action)
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Input     json.RawMessage `json:"input"`
+		Action    json.RawMessage `json:"action"`
+		// function_call_output, custom_tool_call_output: a string or
+		// content items
+		Output json.RawMessage `json:"output"`
+		// compacted
+		Message string `json:"message"`
+	} `json:"payload"`
+}
+
+// Text: the response items, the conversation as the model saw it: user
+// and assistant messages (input_text, output_text), the model's reasoning
+// summaries, tool calls (function_call's arguments, custom and shell
+// calls) and their outputs, as toolResult entries like omp's; a
+// compaction's summary. The developer and system messages are Codex's own
+// instructions (omp keeps its system prompt out of its files too), and the
+// event_msg lines repeat what the response items hold.
+func (codex) Text(line []byte, n int) (transcript.Entry, bool) {
+	if !bytes.Contains(line, []byte(`"response_item"`)) && !bytes.Contains(line, []byte(`"compacted"`)) {
+		return transcript.Entry{}, false
+	}
+	var l codexText
+	if json.Unmarshal(line, &l) != nil {
+		return transcript.Entry{}, false
+	}
+	p := &l.Payload
+	e := transcript.Entry{Line: n, ID: p.ID, Time: rfc3339(l.Timestamp)}
+	add := func(kind, name, text string) {
+		if text != "" {
+			e.Parts = append(e.Parts, transcript.Part{Kind: kind, Name: name, Text: text})
+		}
+	}
+	switch {
+	case l.Type == "compacted":
+		e.Role = "compaction"
+		add(transcript.Summary, "", p.Message)
+	case l.Type != "response_item":
+	case p.Type == "message" && (p.Role == "user" || p.Role == "assistant"):
+		e.Role = p.Role
+		var items []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(p.Content, &items)
+		for _, it := range items {
+			if it.Type == "input_text" || it.Type == "output_text" {
+				add(transcript.Text, "", it.Text)
+			}
+		}
+	case p.Type == "reasoning":
+		e.Role = "assistant"
+		add(transcript.Thinking, "", blockText(p.Summary))
+		add(transcript.Thinking, "", blockText(p.Content))
+	case p.Type == "function_call":
+		e.Role = "assistant"
+		add(transcript.ToolCall, p.Name, compactJSON(p.Arguments))
+	case p.Type == "custom_tool_call":
+		e.Role = "assistant"
+		add(transcript.ToolCall, p.Name, compactJSON(p.Input))
+	case p.Type == "local_shell_call":
+		e.Role = "assistant"
+		add(transcript.ToolCall, "shell", compactJSON(p.Action))
+	case p.Type == "web_search_call":
+		e.Role = "assistant"
+		add(transcript.ToolCall, "web_search", compactJSON(p.Action))
+	case p.Type == "function_call_output" || p.Type == "custom_tool_call_output":
+		e.Role = "toolResult"
+		add(transcript.ToolResult, "", blockText(p.Output))
+	}
+	return e, len(e.Parts) > 0
 }

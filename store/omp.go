@@ -8,6 +8,7 @@ import (
 
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/transcript"
 )
 
 // OMP is omp's store (oh-my-pi, npm @oh-my-pi/pi-coding-agent): the agent
@@ -219,6 +220,8 @@ func (f family) LockFiles(rel string) []string {
 func (f family) ProcessMarker() string { return f.marker }
 
 func (f family) Resume(id string) string { return f.resume + " " + id }
+
+func (f family) Text(line []byte, n int) (transcript.Entry, bool) { return transcript.Parse(line, n) }
 
 // CwdDir names the sessions folder of a working directory as the agent
 // does: for current omp, home-relative paths become "-" + the relative

@@ -11,11 +11,15 @@
 package store
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ompsync/ompsync/openfiles"
+	"github.com/ompsync/ompsync/transcript"
 )
 
 // Kind classifies a path relative to a store's folder.
@@ -112,6 +116,10 @@ type Store interface {
 	ProcessMarker() string
 	// Resume is the command that resumes session id in the agent.
 	Resume(id string) string
+	// Text reads the conversation out of line n of a session file (for
+	// grep, cat --text): who said what, tool calls and their results, in
+	// the roles omp's lines have (user, assistant, toolResult, ...).
+	Text(line []byte, n int) (transcript.Entry, bool)
 }
 
 // Known lists every store ompsync knows, omp first.
@@ -175,4 +183,78 @@ func Processes(s Store, snap *openfiles.Snapshot) []int {
 		return snap.WithSuffix(m)
 	}
 	return nil
+}
+
+// The helpers below read the JSON shapes the agents' Text methods share.
+
+// rfc3339 is an entry's timestamp, zero when it has none.
+func rfc3339(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// compactJSON is a tool call's arguments on one line: a JSON value
+// compacted, or a string holding JSON (as Codex keeps them) compacted, or
+// the string itself; "" for nothing.
+func compactJSON(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return ""
+		}
+		if json.Valid([]byte(s)) {
+			raw = []byte(s)
+		} else {
+			return s
+		}
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return ""
+	}
+	return b.String()
+}
+
+// blockText is the text a content value holds: a string, or the "text" of
+// each of a list of blocks (a tool's output in the Anthropic and OpenAI
+// shapes; images and other blocks have none), or an object's "content"
+// (older Codex outputs), one block a line.
+func blockText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	switch raw[0] {
+	case '"':
+		_ = json.Unmarshal(raw, &s)
+		return s
+	case '[':
+		var blocks []struct {
+			Text string `json:"text"`
+		}
+		_ = json.Unmarshal(raw, &blocks)
+		var texts []string
+		for _, b := range blocks {
+			if b.Text != "" {
+				texts = append(texts, b.Text)
+			}
+		}
+		return strings.Join(texts, "\n")
+	case '{':
+		var o struct {
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &o) == nil && len(o.Content) > 0 && o.Content[0] != '{' {
+			return blockText(o.Content)
+		}
+	}
+	return ""
 }

@@ -17,6 +17,24 @@ type RenderOptions struct {
 	Thinking bool
 	// Location is the time zone of the times shown (nil: UTC).
 	Location *time.Location
+	// Format reads the session's lines (nil: OMP).
+	Format Format
+	// Heading is the first line, naming the session; when empty, it is
+	// read from an omp or pi header, if the file starts with one.
+	Heading string
+}
+
+// Heading is the line a transcript starts with: the session's id, title
+// and folder.
+func Heading(id, title, cwd string) string {
+	line := "session " + id
+	if title != "" {
+		line += "  " + oneLine(title)
+	}
+	if cwd != "" {
+		line += "  (" + cwd + ")"
+	}
+	return line
 }
 
 // summaryWidth bounds the one line a tool call or result is summed up in.
@@ -31,21 +49,16 @@ func Render(w io.Writer, data []byte, opts RenderOptions) error {
 		loc = time.UTC
 	}
 	bw := bufio.NewWriter(w)
-	if h, slot, err := session.ReadHeader(data); err == nil {
+	if opts.Heading != "" {
+		fmt.Fprintln(bw, opts.Heading)
+	} else if h, slot, err := session.ReadHeader(data); err == nil {
 		title := slot.Title
 		if title == "" {
 			title = h.Title
 		}
-		line := "session " + h.ID
-		if title != "" {
-			line += "  " + oneLine(title)
-		}
-		if h.Cwd != "" {
-			line += "  (" + h.Cwd + ")"
-		}
-		fmt.Fprintln(bw, line)
+		fmt.Fprintln(bw, Heading(h.ID, title, h.Cwd))
 	}
-	Entries(data, func(e Entry) bool {
+	Entries(data, opts.Format, func(e Entry) bool {
 		at := "-"
 		if !e.Time.IsZero() {
 			at = e.Time.In(loc).Format(time.DateTime)
@@ -66,7 +79,11 @@ func Render(w io.Writer, data []byte, opts RenderOptions) error {
 				if n > 1 {
 					more = fmt.Sprintf(" (%d lines)", n)
 				}
-				head, body = e.Role, "<- "+summary(strings.TrimSpace(p.Name+": "+p.Text))+more
+				text := p.Text
+				if p.Name != "" { // Claude Code's and Codex's results name no tool
+					text = p.Name + ": " + text
+				}
+				head, body = e.Role, "<- "+summary(strings.TrimSpace(text))+more
 			default:
 				head, body = e.Role, p.Text
 			}

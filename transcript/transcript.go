@@ -1,8 +1,10 @@
-// Package transcript reads the conversation out of an omp (or pi) session
-// file: who said what, when, with tool calls and their results, for people
-// (ompsync cat --text) and for search (ompsync grep). It only reads: the
-// bytes of a session are never changed here, and lines it does not
-// understand are skipped, not refused.
+// Package transcript reads the conversation out of a session file: who
+// said what, when, with tool calls and their results, for people (ompsync
+// cat --text) and for search (ompsync grep). It reads omp's and pi's lines
+// itself (OMP); another agent's lines are read by that agent's Format,
+// which package store holds beside the rest of what it knows of the agent.
+// It only reads: the bytes of a session are never changed here, and lines
+// it does not understand are skipped, not refused.
 package transcript
 
 import (
@@ -69,6 +71,20 @@ type rawBlock struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 }
+
+// Format reads the conversation out of one agent's session lines.
+type Format interface {
+	// Text reads line n (numbered from 1, without its newline): the entry
+	// it holds, false for a line that holds no conversation text.
+	Text(line []byte, n int) (Entry, bool)
+}
+
+// OMP is omp's and pi's format: Parse.
+func OMP() Format { return ompFormat{} }
+
+type ompFormat struct{}
+
+func (ompFormat) Text(line []byte, n int) (Entry, bool) { return Parse(line, n) }
 
 // Parse reads one line (without its newline) numbered n. It reports false
 // for lines that hold no conversation text: the title slot, the header,
@@ -175,8 +191,11 @@ func parseTime(raw json.RawMessage) time.Time {
 }
 
 // Entries calls f for every entry of data that holds text, in file order,
-// until f returns false.
-func Entries(data []byte, f func(Entry) bool) {
+// until f returns false. format reads the lines (nil: OMP).
+func Entries(data []byte, format Format, f func(Entry) bool) {
+	if format == nil {
+		format = OMP()
+	}
 	n := 0
 	for len(data) > 0 {
 		n++
@@ -186,7 +205,7 @@ func Entries(data []byte, f func(Entry) bool) {
 		} else {
 			data = nil
 		}
-		if e, ok := Parse(line, n); ok && !f(e) {
+		if e, ok := format.Text(line, n); ok && !f(e) {
 			return
 		}
 	}

@@ -28,7 +28,7 @@ func slot(title string) string {
 
 func TestParse(t *testing.T) {
 	var got []Entry
-	Entries([]byte(sample), func(e Entry) bool { got = append(got, e); return true })
+	Entries([]byte(sample), nil, func(e Entry) bool { got = append(got, e); return true })
 	want := []struct {
 		line      int
 		id, role  string
@@ -65,7 +65,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("lines %q", l)
 	}
 	n := 0
-	Entries([]byte(sample), func(Entry) bool { n++; return n < 2 })
+	Entries([]byte(sample), nil, func(Entry) bool { n++; return n < 2 })
 	if n != 2 {
 		t.Errorf("Entries went on after false: %d calls", n)
 	}
@@ -109,7 +109,7 @@ func TestCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		Entries(data, func(e Entry) bool { n++; return true })
+		Entries(data, nil, func(e Entry) bool { n++; return true })
 		if n == 0 {
 			t.Errorf("%s: no entries with text", filepath.Base(f))
 		}
