@@ -79,7 +79,7 @@ func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
 		return err
 	}
 	if f.text {
-		err = transcript.Render(a.stdout, pr.Data, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
+		err = pr.Transcript(a.stdout, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
 	} else {
 		_, err = a.stdout.Write(pr.Data)
 	}
