@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"sort"
 	"sync"
@@ -139,22 +141,40 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name {
 				limit = slack(e.Size, opts.MaxStreamSize)
 			}
-			data, _, err := readGeneration(ctx, r, s, g, limit, true)
+			// Streamed, every hash checked, compared with the local file as
+			// it goes by: a few buffers whatever the generation's size.
+			var cmp *localCmp
+			var scan *scanWriter
+			st, err := streamGeneration(ctx, r, s, g, limit, func() io.Writer {
+				if cmp != nil {
+					cmp.close() // an attempt before
+				}
+				if !cc.Newest {
+					return io.Discard
+				}
+				cmp = openLocalCmp(opts.AgentDir, localPath)
+				scan = &scanWriter{w: cmp, refs: map[string]bool{}}
+				return scan
+			})
+			if cmp != nil {
+				cmp.close()
+			}
 			if err != nil {
 				cc.Error = err.Error()
 				c.Problems = append(c.Problems, err.Error())
 				c.Copies = append(c.Copies, cc)
 				continue
 			}
-			cc.Bytes = int64(len(data))
+			cc.Bytes = st.Size
 			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name && cc.Bytes < e.Size {
 				// As restore refuses it: the catalog promises more than is there.
 				cc.Error = fmt.Sprintf("session %s, machine %s: %v: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, cc.Bytes, e.Size)
 				c.Problems = append(c.Problems, cc.Error)
 			}
 			if cc.Newest {
-				blobRefs(data, refs)
-				cc.Local = compareLocal(opts.AgentDir, localPath, data, format{st: opts.Store, slotted: s.Name == repo.SessionStream})
+				maps.Copy(refs, scan.refs)
+				blobRefs(st.Head, refs)
+				cc.Local = cmp.result(st.Head, format{st: opts.Store, slotted: s.Name == repo.SessionStream})
 			}
 			c.Copies = append(c.Copies, cc)
 		}
@@ -183,25 +203,112 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 	return c
 }
 
-// compareLocal says how the local file at rel compares with a remote copy.
-func compareLocal(agentDir, rel string, remoteData []byte, f format) string {
-	if rel == "" {
-		return LocalMissing
-	}
-	local, err := os.ReadFile(abs(agentDir, rel))
+// streamGeneration streams a generation to the writer w makes (anew for
+// each attempt), every hash checked, retrying transient failures, as
+// readGeneration reads one into memory.
+func streamGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64, w func() io.Writer) (repo.Streamed, error) {
+	var st repo.Streamed
+	err := retry(ctx, func() error {
+		var err error
+		if st, err = r.StreamGeneration(ctx, s, g, limit, w(), true); err != nil {
+			return err
+		}
+		if st.Meta.SessionID != "" && st.Meta.SessionID != s.SessionID || st.Meta.Stream != "" && st.Meta.Stream != s.Name {
+			return fmt.Errorf("%s generation %s: meta describes another stream (%s %s)", s.Prefix(), g.Name, st.Meta.SessionID, st.Meta.Stream)
+		}
+		return nil
+	})
 	if err != nil {
+		return st, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
+	}
+	return st, nil
+}
+
+// localCmp says how the local file compares with a stream written to it,
+// reading the file at the same offsets a buffer at a time, so that
+// neither is held whole. The first headLen bytes of both are kept and
+// compared at the end, when the stream's head object (a newer title slot
+// to lay over them) is known.
+type localCmp struct {
+	f          *os.File // nil: no local file
+	size       int64    // the local file's, as opened
+	head       []byte   // the local file's first bytes
+	remoteHead []byte   // the stream's
+	off        int64    // bytes of the stream so far
+	differ     bool     // a byte from headLen on differs
+	buf        []byte
+}
+
+// openLocalCmp compares with the local file at rel (missing when rel is
+// "" or the file cannot be read).
+func openLocalCmp(agentDir, rel string) *localCmp {
+	c := &localCmp{}
+	if rel == "" {
+		return c
+	}
+	f, err := os.Open(abs(agentDir, rel))
+	if err != nil {
+		return c
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		if b, err := fileBody(f, fi.Size()); err == nil {
+			c.f, c.size, c.head = f, fi.Size(), b.head
+			return c
+		}
+	}
+	f.Close()
+	return c
+}
+
+func (c *localCmp) close() {
+	if c.f != nil {
+		c.f.Close()
+	}
+}
+
+func (c *localCmp) Write(p []byte) (int, error) {
+	if n := headLen - len(c.remoteHead); n > 0 {
+		c.remoteHead = append(c.remoteHead, p[:min(n, len(p))]...)
+	}
+	// The bytes of p from headLen on that the local file has too.
+	from, to := max(c.off, headLen), min(c.off+int64(len(p)), c.size)
+	for !c.differ && c.f != nil && from < to {
+		if c.buf == nil {
+			c.buf = make([]byte, compareBuf)
+		}
+		n := min(to-from, int64(len(c.buf)))
+		if _, err := c.f.ReadAt(c.buf[:n], from); err != nil {
+			c.differ = true // cut short under us: not the same bytes
+			break
+		}
+		c.differ = !bytes.Equal(c.buf[:n], p[from-c.off:from-c.off+n])
+		from += n
+	}
+	c.off += int64(len(p))
+	return len(p), nil
+}
+
+// result says how the local file compares with the stream, head being
+// the stream's head object (nil for none), as compareLocal said of the
+// two in memory.
+func (c *localCmp) result(head []byte, f format) string {
+	if c.f == nil {
 		return LocalMissing
 	}
-	a, b := local, remoteData
-	if la, lb := f.slotLen(a), f.slotLen(b); la == lb {
-		a, b = a[la:], b[lb:]
+	rh := append([]byte(nil), c.remoteHead...)
+	copy(rh, head)
+	n := 0
+	if la, lb := f.slotLen(c.head), f.slotLen(rh); la == lb {
+		n = la // compared past title slots of the same length
 	}
+	k := max(n, min(len(c.head), len(rh)))
+	same := !c.differ && bytes.Equal(c.head[n:k], rh[n:k])
 	switch {
-	case bytes.Equal(a, b):
+	case same && c.size == c.off:
 		return LocalSame
-	case bytes.HasPrefix(b, a):
+	case same && c.size < c.off:
 		return LocalBehind
-	case bytes.HasPrefix(a, b):
+	case same:
 		return LocalAhead
 	}
 	return LocalDiverged
