@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/session/omptest"
 	"github.com/ompsync/ompsync/store"
 	"github.com/ompsync/ompsync/store/clienttest"
@@ -238,6 +240,7 @@ func realClientLifecycle(t *testing.T, newClient func(*omptest.Model) client) {
 		t.Fatalf("the resumed session moved from %s to %s", path, p)
 	}
 	laptop.must("agent", "--once")
+	searchable(t, laptop, id)
 
 	// Another machine, another home folder: --path-map moves the folders
 	// that name the cwd (pi's --<cwd>--, Claude Code's -<cwd>), so the
@@ -269,6 +272,37 @@ func realClientLifecycle(t *testing.T, newClient func(*omptest.Model) client) {
 	code, cat := laptop.run("cat", "--machine", "laptop", id)
 	if got := readFile(t, back); code != 0 || !strings.HasSuffix(cat, string(got)) || len(got) == 0 {
 		t.Errorf("the deleted session restored from the remote (%d bytes) is not what the laptop backed up (cat: exit %d)", len(got), code)
+	}
+}
+
+// searchable: grep finds the prompts, the reply, the tool call and the
+// tool's output in the session the client wrote, each in omp's roles, and
+// cat --text shows them.
+func searchable(t *testing.T, m *clientMachine, id string) {
+	t.Helper()
+	name := m.c.store().Name()
+	for _, tc := range []struct{ pattern, role string }{
+		{"run a tool for me", "user"},
+		{"a third turn", "user"},
+		{"the tool said hello", "assistant"},
+		{"hello from a tool", "assistant/toolCall"},
+		{"hello from a tool", "toolResult/toolResult"},
+	} {
+		code, out := m.run("-q", "grep", tc.pattern)
+		found := false
+		for _, l := range strings.Split(out, "\n") {
+			found = found || strings.HasPrefix(l, id+"  ") && strings.Contains(l, "  "+tc.role+"  ") && strings.Contains(l, tc.pattern)
+		}
+		if code != 0 || !found {
+			t.Errorf("%s: grep %q: exit %d, no %s line of session %s:\n%s", name, tc.pattern, code, tc.role, id, out)
+		}
+	}
+	code, out := m.run("cat", "--text", id)
+	for _, want := range []string{"session " + id, "  user: run a tool for me\n", "  assistant: the tool said hello\n",
+		"  assistant: -> ", "  toolResult: <- ", "  user: a third turn\n"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("%s: cat --text: exit %d, no %q in\n%s", name, code, want, out)
+		}
 	}
 }
 
@@ -462,4 +496,105 @@ func TestRealClaudeSubagent(t *testing.T) {
 		}
 	}
 	resumeAppends(ctx, t, desk.c, id, restored, "after the subagent")
+}
+
+// grep and cat --text read the files the real clients wrote (the fixtures
+// of testdata/clients) as they read omp's: one line per match, the
+// session, its title, the entry, the role and the text; the transcript
+// with its heading.
+func TestClientFixturesGrepCat(t *testing.T) {
+	url := "file://" + t.TempDir() + "/remote"
+	laptop := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
+	plantClients(t, laptop.env["HOME"])
+	if r := laptop.run("agent", "--once"); r.code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", r.code, r.stderr)
+	}
+	const (
+		claudeID = "11553328-b63c-4a3b-b365-66125e479bde"
+		codexID  = "01a23141-2e5d-7f81-a9c1-830907380787"
+		at       = `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d`
+	)
+	desk := newRestoreEnv(t, url, backend.S3Options{}, "desk")
+	for _, tc := range []struct {
+		agent, pattern string
+		want           []string // regular expressions, one a line, newest session first
+	}{
+		{"claude", "Run echo", []string{claudeID + `  "Run echo for me"  2ac1845a-3238-4053-a331-b6f25c817d82  user  ` + at + `  Run echo for me`}},
+		{"claude", "hello", []string{
+			claudeID + `  "Run echo for me"  30b267ab-f127-4a27-8d6c-38df2f46c446  assistant/toolCall  ` + at + `  Bash \{"command":"echo hello from a tool","description":"Say hello"\}`,
+			claudeID + `  "Run echo for me"  a9ee45b9-115b-4255-9a74-8b37e781695f  toolResult/toolResult  ` + at + `  hello from a tool`,
+			claudeID + `  "Run echo for me"  5288621f-325d-49ed-8229-dcddffc44378  assistant  ` + at + `  The tool said hello\.`,
+		}},
+		{"codex", "Run echo", []string{codexID + `  "Run echo for me"  msg_01a23141-2f70-7200-82d4-3b89181b203b  user  ` + at + `  Run echo for me`}},
+		{"codex", "hello", []string{
+			codexID + `  "Run echo for me"  fc_0003  assistant/toolCall  ` + at + `  exec_command \{"cmd":"echo hello from a tool"\}`,
+			codexID + `  "Run echo for me"  fco_01a23141-2fe1-7701-bc1f-6bb278f500f0  toolResult/toolResult  ` + at + `  hello from a tool`,
+			codexID + `  "Run echo for me"  msg_0002  assistant  ` + at + `  The tool said hello\.`,
+		}},
+	} {
+		r := desk.run("grep", "--agent", tc.agent, tc.pattern)
+		got := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		ok := r.code == 0 && len(got) == len(tc.want)
+		for i := 0; ok && i < len(got); i++ {
+			ok = regexp.MustCompile("^" + tc.want[i] + "$").MatchString(got[i])
+		}
+		if !ok {
+			t.Errorf("grep --agent %s %q: exit %d\n%s%s\nwant\n%s", tc.agent, tc.pattern, r.code, r.stdout, r.stderr, strings.Join(tc.want, "\n"))
+		}
+	}
+	// Without --agent, every agent's: pi's, Claude Code's, Codex's (and
+	// the JSON names the agent).
+	r := desk.run("grep", "--json", "And again, briefly")
+	agents := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var m restore.GrepMatch
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("grep --json: %v in %q", err, l)
+		}
+		agents[m.Agent] = m.Role + " " + m.Kind + " " + m.Text
+	}
+	for _, agent := range []string{"pi", "claude", "codex"} {
+		if agents[agent] != "user text And again, briefly" {
+			t.Errorf("grep --json: %s's match %q (exit %d)", agent, agents[agent], r.code)
+		}
+	}
+
+	for id, want := range map[string][]string{
+		claudeID: {
+			"session " + claudeID + "  Run echo for me  (/home/u/work)",
+			"user: Run echo for me",
+			`assistant: -> Bash {"command":"echo hello from a tool","description":"Say hello"}`,
+			"toolResult: <- hello from a tool",
+			"assistant: The tool said hello.",
+			"assistant: No response requested.",
+			"user: And again, briefly",
+			"assistant: ok 0002",
+		},
+		codexID: {
+			"session " + codexID + "  Run echo for me  (/home/u/work)",
+			"user: <environment_context>",
+			"user: Run echo for me",
+			`assistant: -> exec_command {"cmd":"echo hello from a tool"}`,
+			"toolResult: <- Chunk ID: 372266 Wall time: 0.0000 seconds Process exited with code 0 Original token count: 5 Output: hello from a tool (6 lines)",
+			"assistant: The tool said hello.",
+			"user: And again, briefly",
+			"assistant: ok 0003",
+		},
+	} {
+		r := desk.run("cat", "--text", id[:13])
+		// The heading, then each entry's first line without its time
+		// (the lines that go on an entry's text are indented).
+		entry := regexp.MustCompile("^" + at + "  (.*)$")
+		var got []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if strings.HasPrefix(l, "session ") {
+				got = append(got, l)
+			} else if m := entry.FindStringSubmatch(l); m != nil {
+				got = append(got, m[1])
+			}
+		}
+		if r.code != 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("cat --text %s: exit %d\n%s%s\nwant the lines\n%s", id[:13], r.code, r.stdout, r.stderr, strings.Join(want, "\n"))
+		}
+	}
 }
