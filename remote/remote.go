@@ -24,6 +24,16 @@ type Client interface {
 	// checksum the server verifies, so a corrupted upload is refused.
 	Put(ctx context.Context, key string, data []byte, opts PutOptions) error
 
+	// PutReader is Put with the object's size bytes read from r, so an
+	// object of any size passes through a buffer of a few blocks (restic's
+	// backend Save takes a rewindable reader for the same reason). r is
+	// read more than once: a first pass computes the checksum the server
+	// verifies, and each try reads it again from the start. It must give
+	// the same bytes every time (a file no one writes); bytes that changed
+	// between the passes are refused like a corrupted upload, and a source
+	// shorter than size is an error. Options are Put's.
+	PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts PutOptions) error
+
 	// Get opens the object for reading. With length < 0 it reads from offset
 	// to the end; otherwise at most length bytes from offset.
 	// A missing key is ErrNotFound.

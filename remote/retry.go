@@ -58,9 +58,10 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 //
 // Get retries opening the object, not reads from the returned body. List
 // resumes after the last key it yielded, so a caller never sees a key twice.
-// An IfAbsent or IfMatch Put that meets ErrPreconditionFailed after a
-// transient failure compares the stored object with data: equal means the
-// earlier try landed (its answer was lost), so the put reports success.
+// An IfAbsent or IfMatch Put (or PutReader) that meets ErrPreconditionFailed
+// after a transient failure compares the stored object with data: equal
+// means the earlier try landed (its answer was lost), so the put reports
+// success.
 func WithRetry(c Client, p RetryPolicy) Client {
 	return &retryClient{c: c, p: p.withDefaults()}
 }
@@ -111,6 +112,28 @@ func (r *retryClient) Put(ctx context.Context, key string, data []byte, opts Put
 		}
 		return err
 	})
+}
+
+// PutReader retries like Put; each try reads r again from its start.
+func (r *retryClient) PutReader(ctx context.Context, key string, src io.ReaderAt, size int64, opts PutOptions) error {
+	return r.do(ctx, "put", key, func(hadTransient bool) error {
+		err := r.c.PutReader(ctx, key, src, size, opts)
+		if (opts.IfAbsent || opts.IfMatch != "") && hadTransient && errors.Is(err, ErrPreconditionFailed) && r.holdsReader(ctx, key, src, size) {
+			return nil
+		}
+		return err
+	})
+}
+
+// holdsReader reports whether key currently stores exactly the size bytes
+// of src, compared as they stream.
+func (r *retryClient) holdsReader(ctx context.Context, key string, src io.ReaderAt, size int64) bool {
+	rc, err := r.c.Get(ctx, key, 0, -1)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	return sameBytes(ctx, rc, src, size)
 }
 
 // holds reports whether key currently stores exactly data.

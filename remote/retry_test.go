@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -60,6 +61,23 @@ func (f *flaky) Put(ctx context.Context, key string, data []byte, opts remote.Pu
 		return nil
 	}
 	return f.Client.Put(ctx, key, data, opts)
+}
+
+// PutReader fails and lands like Put, and records how many bytes each try
+// read from its source.
+func (f *flaky) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	if f.landFirst {
+		if err := f.Client.PutReader(ctx, key, r, size, opts); err != nil {
+			return err
+		}
+	}
+	if f.fail("put") {
+		return errFlaky
+	}
+	if f.landFirst {
+		return nil
+	}
+	return f.Client.PutReader(ctx, key, r, size, opts)
 }
 
 func (f *flaky) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
@@ -218,6 +236,57 @@ func TestRetryIfAbsentLostAnswer(t *testing.T) {
 	if !errors.Is(err, remote.ErrPreconditionFailed) {
 		t.Errorf("IfAbsent put over other bytes: err = %v, want ErrPreconditionFailed", err)
 	}
+}
+
+// A streamed put is retried from the start of its source, and an IfAbsent
+// one whose answer was lost finds its own bytes (compared as they stream,
+// a source of several read blocks) and reports success; other bytes, or
+// the same bytes and more, are a real conflict.
+func TestRetryPutReader(t *testing.T) {
+	f := newFlaky(t)
+	c := remote.WithRetry(f, fast)
+	ctx := t.Context()
+	data := make([]byte, 3<<20+7)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	f.fails["put"] = 3
+	if err := c.PutReader(ctx, "obj", bytes.NewReader(data), int64(len(data)), remote.PutOptions{}); err != nil {
+		t.Fatalf("streamed put after 3 transient failures: %v", err)
+	}
+	if got := getAll(t, f.Client, "obj"); !bytes.Equal(got, data) {
+		t.Fatalf("after retries the object is %d bytes, not the %d put", len(got), len(data))
+	}
+
+	f.landFirst = true
+	f.fails["put"] = 1
+	if err := c.PutReader(ctx, "lock", bytes.NewReader(data), int64(len(data)), remote.PutOptions{IfAbsent: true}); err != nil {
+		t.Errorf("IfAbsent streamed put whose first answer was lost: %v", err)
+	}
+	f.landFirst = false
+	other := slices.Clone(data)
+	other[len(other)-1]++
+	for name, src := range map[string][]byte{"other bytes": other, "a longer object": append(slices.Clone(data), 'x'), "a prefix": data[:len(data)-1]} {
+		f.fails["put"] = 1
+		err := c.PutReader(ctx, "lock", bytes.NewReader(src), int64(len(src)), remote.PutOptions{IfAbsent: true})
+		if !errors.Is(err, remote.ErrPreconditionFailed) {
+			t.Errorf("IfAbsent streamed put of %s: err = %v, want ErrPreconditionFailed", name, err)
+		}
+	}
+}
+
+func getAll(t *testing.T, c remote.Client, key string) []byte {
+	t.Helper()
+	rc, err := c.Get(t.Context(), key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // An IfMatch put whose first answer was lost finds its own bytes there

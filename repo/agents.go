@@ -110,6 +110,10 @@ func (a agentClient) Put(ctx context.Context, key string, data []byte, opts remo
 	return a.c.Put(ctx, a.key(key), data, opts)
 }
 
+func (a agentClient) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	return a.c.PutReader(ctx, a.key(key), r, size, opts)
+}
+
 func (a agentClient) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	return a.c.Get(ctx, a.key(key), offset, length)
 }

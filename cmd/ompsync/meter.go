@@ -54,6 +54,12 @@ func (c meteredClient) Put(ctx context.Context, key string, data []byte, opts re
 	return c.c.Put(ctx, key, data, opts)
 }
 
+func (c meteredClient) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	c.m.requests.Add(1)
+	c.m.sent.Add(size)
+	return c.c.PutReader(ctx, key, r, size, opts)
+}
+
 func (c meteredClient) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
 	c.m.requests.Add(1)
 	rc, err := c.c.Get(ctx, key, offset, length)

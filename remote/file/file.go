@@ -87,6 +87,31 @@ func fail(op, key string, err error) error {
 
 // Put writes data to key atomically.
 func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
+	return c.put(ctx, key, opts, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// PutReader writes size bytes of r to key atomically. The bytes are
+// checked against a first pass over r as they are copied, as a server
+// checks a checksum: a source that changed in between stores nothing.
+func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	if err := c.check(ctx, "put", key); err != nil {
+		return err
+	}
+	sums, err := remote.Checksum(ctx, r, size)
+	if err != nil {
+		return fail("put", key, err)
+	}
+	return c.put(ctx, key, opts, func(f *os.File) error {
+		_, err := io.Copy(struct{ io.Writer }{f}, remote.CheckedReader(r, size, sums))
+		return err
+	})
+}
+
+// put writes what write writes to a temp file, then moves it to key.
+func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, write func(*os.File) error) error {
 	if err := c.check(ctx, "put", key); err != nil {
 		return err
 	}
@@ -108,7 +133,7 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after a rename; clears the temp file otherwise
-	_, err := f.Write(data)
+	err := write(f)
 	if err == nil {
 		err = f.Sync()
 	}

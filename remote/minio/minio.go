@@ -143,8 +143,23 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 	if err := remote.CheckOp(ctx, "put", key); err != nil {
 		return err
 	}
-	md := md5.Sum(data)
-	sh := sha256.Sum256(data)
+	return c.put(ctx, key, bytes.NewReader(data), int64(len(data)), md5.Sum(data), sha256.Sum256(data), opts)
+}
+
+// PutReader uploads size bytes of r in one request with their Content-MD5
+// and SHA-256, from a first pass over r.
+func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	if err := remote.CheckOp(ctx, "put", key); err != nil {
+		return err
+	}
+	sums, err := remote.Checksum(ctx, r, size)
+	if err != nil {
+		return &remote.Error{Op: "put", Key: key, Err: err}
+	}
+	return c.put(ctx, key, remote.CheckedReader(r, size, sums), size, sums.MD5, sums.SHA256, opts)
+}
+
+func (c *Client) put(ctx context.Context, key string, body io.Reader, size int64, md [md5.Size]byte, sh [sha256.Size]byte, opts remote.PutOptions) error {
 	// DisableContentSha256 turns off minio-go's streaming (aws-chunked)
 	// signature; the SHA-256 passed below is signed in the header instead.
 	po := mc.PutObjectOptions{DisableMultipart: true, DisableContentSha256: true}
@@ -154,9 +169,12 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 	if opts.IfMatch != "" {
 		po.SetMatchETag(opts.IfMatch)
 	}
-	_, err := c.core.PutObject(ctx, c.bucket, c.prefix+key, bytes.NewReader(data), int64(len(data)),
+	_, err := c.core.PutObject(ctx, c.bucket, c.prefix+key, body, size,
 		base64.StdEncoding.EncodeToString(md[:]), hex.EncodeToString(sh[:]), po)
 	if err != nil {
+		if errors.Is(err, remote.ErrSourceChanged) {
+			return &remote.Error{Op: "put", Key: key, Err: remote.ErrSourceChanged}
+		}
 		return c.fail(ctx, "put", key, err)
 	}
 	return nil

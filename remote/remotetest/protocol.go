@@ -40,9 +40,13 @@ func RunS3Protocol(t *testing.T, open func(t *testing.T, cfg remote.S3Config) re
 	t.Run("PutHeaders", func(t *testing.T) {
 		fs.answer(200, "")
 		data := []byte("some session lines\n")
-		for _, ifAbsent := range []bool{false, true} {
-			if err := c.Put(ctx, "k/obj", data, remote.PutOptions{IfAbsent: ifAbsent}); err != nil {
-				t.Fatal(err)
+		for i, ifAbsent := range []bool{false, true, false, true} {
+			put := c.Put(ctx, "k/obj", data, remote.PutOptions{IfAbsent: ifAbsent})
+			if i >= 2 { // the same through the streamed put
+				put = c.PutReader(ctx, "k/obj", strings.NewReader(string(data)+"past size"), int64(len(data)), remote.PutOptions{IfAbsent: ifAbsent})
+			}
+			if put != nil {
+				t.Fatal(put)
 			}
 			r := fs.last()
 			sum := md5.Sum(data)

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,8 @@ func Run(t *testing.T, newClient func(t *testing.T) remote.Client) {
 		{"Cancelled", testCancelled},
 		{"ConcurrentPuts", testConcurrentPuts},
 		{"LargeObject", testLargeObject},
+		{"PutReader", testPutReader},
+		{"PutReaderChanged", testPutReaderChanged},
 		{"UnicodeKeys", testUnicodeKeys},
 		{"BadKeys", testBadKeys},
 	}
@@ -574,6 +577,134 @@ func testLargeObject(t *testing.T, c remote.Client) {
 	}
 	if info, err := c.Stat(t.Context(), "large/20MiB"); err != nil || info.Size != int64(len(data)) {
 		t.Errorf("stat = %+v, %v; want size %d", info, err, len(data))
+	}
+}
+
+// PutReader streams an object from a reader: a few MiB read back
+// identical, only size bytes of a longer source, IfAbsent and IfMatch as
+// Put, and a short source is an error that stores nothing.
+func testPutReader(t *testing.T, c remote.Client) {
+	ctx := t.Context()
+	data := randomBytes(7, 6<<20+12345)
+	src := bytes.NewReader(append(slices.Clip(data), "bytes past size, not the object's"...))
+	if err := c.PutReader(ctx, "stream/big", src, int64(len(data)), remote.PutOptions{}); err != nil {
+		t.Fatalf("streamed put of %d bytes: %v", len(data), err)
+	}
+	if got := Get(t, c, "stream/big", 0, -1); sha256.Sum256(got) != sha256.Sum256(data) {
+		t.Fatalf("streamed object: read %d bytes, not the %d written", len(got), len(data))
+	}
+	if info, err := c.Stat(ctx, "stream/big"); err != nil || info.Size != int64(len(data)) {
+		t.Errorf("stat = %+v, %v; want size %d", info, err, len(data))
+	}
+	// A plain streamed put replaces.
+	if err := c.PutReader(ctx, "stream/big", strings.NewReader("small"), 5, remote.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := Get(t, c, "stream/big", 0, -1); string(got) != "small" {
+		t.Errorf("after replacing: %q", got)
+	}
+
+	if err := c.PutReader(ctx, "stream/once", bytes.NewReader(data), int64(len(data)), remote.PutOptions{IfAbsent: true}); err != nil {
+		t.Fatalf("first IfAbsent streamed put: %v", err)
+	}
+	err := c.PutReader(ctx, "stream/once", strings.NewReader("second"), 6, remote.PutOptions{IfAbsent: true})
+	if !errors.Is(err, remote.ErrPreconditionFailed) || remote.IsTransient(err) {
+		t.Fatalf("second IfAbsent streamed put: %v, want a permanent ErrPreconditionFailed", err)
+	}
+	if got := Get(t, c, "stream/once", 0, -1); !bytes.Equal(got, data) {
+		t.Errorf("after the refused put: %d bytes, not the first put's", len(got))
+	}
+	if err := c.Put(ctx, "stream/put", []byte("by put"), remote.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutReader(ctx, "stream/put", strings.NewReader("by reader"), 9, remote.PutOptions{IfAbsent: true}); !errors.Is(err, remote.ErrPreconditionFailed) {
+		t.Errorf("IfAbsent streamed put over a Put's object: %v, want ErrPreconditionFailed", err)
+	}
+
+	one, err := c.Stat(ctx, "stream/once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.ETag != "" {
+		Put(t, c, "stream/once", []byte("another writer"))
+		if err := c.PutReader(ctx, "stream/once", strings.NewReader("stale"), 5, remote.PutOptions{IfMatch: one.ETag}); !errors.Is(err, remote.ErrPreconditionFailed) {
+			t.Errorf("IfMatch streamed put over a changed object: %v, want ErrPreconditionFailed", err)
+		}
+		two, err := c.Stat(ctx, "stream/once")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutReader(ctx, "stream/once", strings.NewReader("fresh"), 5, remote.PutOptions{IfMatch: two.ETag}); err != nil {
+			t.Errorf("IfMatch streamed put over the version read: %v", err)
+		}
+		if got := Get(t, c, "stream/once", 0, -1); string(got) != "fresh" {
+			t.Errorf("after the IfMatch put: %q", got)
+		}
+	}
+
+	if err := c.PutReader(ctx, "stream/empty", bytes.NewReader(nil), 0, remote.PutOptions{IfAbsent: true}); err != nil {
+		t.Fatalf("empty streamed put: %v", err)
+	}
+	if info, err := c.Stat(ctx, "stream/empty"); err != nil || info.Size != 0 {
+		t.Errorf("empty streamed object: %+v, %v", info, err)
+	}
+
+	err = c.PutReader(ctx, "stream/short", bytes.NewReader(data[:100]), 200, remote.PutOptions{})
+	if err == nil || remote.IsTransient(err) {
+		t.Errorf("a source of 100 bytes put as 200: %v, want a permanent error", err)
+	}
+	if _, err := c.Stat(ctx, "stream/short"); !errors.Is(err, remote.ErrNotFound) {
+		t.Errorf("after a short source: stat %v, want ErrNotFound", err)
+	}
+}
+
+// changingSource gives data for its first pass (the checksum's), then the
+// same bytes with one changed: a file written while it is uploaded.
+type changingSource struct {
+	data   []byte
+	served atomic.Int64
+}
+
+func (s *changingSource) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(s.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, s.data[off:])
+	if s.served.Add(int64(n)) > int64(len(s.data)) {
+		for i := range n {
+			if off+int64(i) == int64(len(s.data))/2 {
+				p[i] ^= 0xff
+			}
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// A source whose bytes change after the pass that computed its checksum
+// is refused, permanently, and stores nothing: no server ever holds bytes
+// that are neither the old object nor the new one.
+func testPutReaderChanged(t *testing.T, c remote.Client) {
+	ctx := t.Context()
+	data := randomBytes(8, 3<<20)
+	Put(t, c, "changed/obj", []byte("before"))
+	for _, opts := range []remote.PutOptions{{}, {IfAbsent: true}} {
+		key := "changed/obj"
+		if opts.IfAbsent {
+			key = "changed/new"
+		}
+		err := c.PutReader(ctx, key, &changingSource{data: data}, int64(len(data)), opts)
+		if !errors.Is(err, remote.ErrSourceChanged) || remote.IsTransient(err) {
+			t.Errorf("IfAbsent=%t: a source that changed under the put: %v, want a permanent ErrSourceChanged", opts.IfAbsent, err)
+		}
+	}
+	if got := Get(t, c, "changed/obj", 0, -1); string(got) != "before" {
+		t.Errorf("the object a changed source was to replace: %d bytes, want the old %q", len(got), "before")
+	}
+	if _, err := c.Stat(ctx, "changed/new"); !errors.Is(err, remote.ErrNotFound) {
+		t.Errorf("a changed source stored an object: stat %v", err)
 	}
 }
 

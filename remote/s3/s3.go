@@ -172,12 +172,30 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 		return err
 	}
 	sum := md5.Sum(data)
+	return c.put(ctx, key, bytes.NewReader(data), int64(len(data)), sum[:], opts)
+}
+
+// PutReader uploads size bytes of r in one request with their Content-MD5,
+// from a first pass over r. The SDK reads the body again to sign it, and
+// rewinds it to send it.
+func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	if err := remote.CheckOp(ctx, "put", key); err != nil {
+		return err
+	}
+	sums, err := remote.Checksum(ctx, r, size)
+	if err != nil {
+		return &remote.Error{Op: "put", Key: key, Err: err}
+	}
+	return c.put(ctx, key, remote.CheckedReader(r, size, sums), size, sums.MD5[:], opts)
+}
+
+func (c *Client) put(ctx context.Context, key string, body io.Reader, size int64, sum []byte, opts remote.PutOptions) error {
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(c.bucket),
 		Key:           aws.String(c.prefix + key),
-		Body:          bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
-		ContentMD5:    aws.String(base64.StdEncoding.EncodeToString(sum[:])),
+		Body:          body,
+		ContentLength: aws.Int64(size),
+		ContentMD5:    aws.String(base64.StdEncoding.EncodeToString(sum)),
 	}
 	if opts.IfAbsent {
 		in.IfNoneMatch = aws.String("*")
@@ -186,6 +204,9 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 		in.IfMatch = aws.String(opts.IfMatch)
 	}
 	if _, err := c.api.PutObject(ctx, in); err != nil {
+		if errors.Is(err, remote.ErrSourceChanged) {
+			return &remote.Error{Op: "put", Key: key, Err: remote.ErrSourceChanged}
+		}
 		return c.fail(ctx, "put", key, err)
 	}
 	return nil

@@ -1,0 +1,146 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrSourceChanged: a PutReader source gave other bytes (or fewer) than it
+// did when its checksum was computed; nothing was stored.
+var ErrSourceChanged = errors.New("the bytes to upload changed while they were read")
+
+// Sums are the checksums of a PutReader source, from one pass over it.
+type Sums struct {
+	MD5    [md5.Size]byte
+	SHA256 [sha256.Size]byte
+}
+
+// readBlock is how much of a source one read takes: large enough that a
+// file is read in few system calls, small enough to be nothing beside the
+// objects in memory elsewhere.
+const readBlock = 256 << 10
+
+// Checksum reads size bytes of r once and returns their MD5 and SHA-256.
+// A source shorter than size is an error (a file cut under the reader).
+func Checksum(ctx context.Context, r io.ReaderAt, size int64) (Sums, error) {
+	if size < 0 {
+		return Sums{}, fmt.Errorf("negative size %d", size)
+	}
+	m, s := md5.New(), sha256.New()
+	n, err := copyBlocks(ctx, io.MultiWriter(m, s), io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return Sums{}, err
+	}
+	if n != size {
+		return Sums{}, fmt.Errorf("%w: %d of %d bytes", ErrSourceChanged, n, size)
+	}
+	var sums Sums
+	m.Sum(sums.MD5[:0])
+	s.Sum(sums.SHA256[:0])
+	return sums, nil
+}
+
+// copyBlocks is io.Copy in readBlock reads that stops when ctx ends.
+func copyBlocks(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+	buf := make([]byte, readBlock)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		k, err := r.Read(buf)
+		if k > 0 {
+			if _, werr := w.Write(buf[:k]); werr != nil {
+				return n, werr
+			}
+			n += int64(k)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// CheckedReader reads size bytes of r, the second pass of a PutReader: it
+// hashes what it gives and, at the end of the bytes, fails with
+// ErrSourceChanged when they are not those sums were computed from (or
+// when r ends early), so a request that sends it is cut off before it
+// completes and the server stores nothing. It is an io.ReadSeeker, which
+// S3 clients need to sign a body and to rewind it.
+func CheckedReader(r io.ReaderAt, size int64, sums Sums) io.ReadSeeker {
+	return &checkedReader{sr: io.NewSectionReader(r, 0, size), size: size, want: sums.SHA256, h: sha256.New()}
+}
+
+type checkedReader struct {
+	sr   *io.SectionReader
+	size int64
+	want [sha256.Size]byte
+	h    interface {
+		io.Writer
+		Sum([]byte) []byte
+		Reset()
+	}
+	pos int64 // bytes hashed: the offset of the next Read
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	n, err := c.sr.Read(p)
+	c.h.Write(p[:n])
+	c.pos += int64(n)
+	if err == io.EOF || err == nil && c.pos == c.size {
+		if c.pos != c.size || !bytes.Equal(c.h.Sum(nil), c.want[:]) {
+			return 0, ErrSourceChanged // n bytes withheld: the body never completes
+		}
+	}
+	return n, err
+}
+
+// Seek rewinds: only to the start (and to the end, to learn the size),
+// which is all a client signing or retrying a body asks for.
+func (c *checkedReader) Seek(offset int64, whence int) (int64, error) {
+	pos, err := c.sr.Seek(offset, whence)
+	if err != nil {
+		return pos, err
+	}
+	switch {
+	case pos == 0:
+		c.h.Reset()
+		c.pos = 0
+	case pos != c.pos && !(pos == c.size && whence == io.SeekEnd):
+		return pos, errors.New("checked reader: seek other than to the start")
+	}
+	return pos, nil
+}
+
+// sameBytes reports whether rd gives exactly size bytes, those of r.
+func sameBytes(ctx context.Context, rd io.Reader, r io.ReaderAt, size int64) bool {
+	a := make([]byte, readBlock)
+	b := make([]byte, readBlock)
+	var off int64
+	for off < size {
+		if ctx.Err() != nil {
+			return false
+		}
+		k := min(int64(len(a)), size-off)
+		if _, err := io.ReadFull(rd, a[:k]); err != nil {
+			return false
+		}
+		if n, err := r.ReadAt(b[:k], off); int64(n) != k && (err == nil || err == io.EOF) || err != nil && err != io.EOF {
+			return false
+		}
+		if !bytes.Equal(a[:k], b[:k]) {
+			return false
+		}
+		off += k
+	}
+	n, _ := rd.Read(a[:1])
+	return n == 0
+}
