@@ -151,6 +151,35 @@ func (c *Codec) Seal(plain []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// SealWriter is Seal as the plaintext is written: zstd's frame goes
+// through age's encryption (64 KiB chunks) to w.
+func (c *Codec) SealWriter(w io.Writer, size int64) (io.WriteCloser, error) {
+	aw, err := age.Encrypt(w, c.recipients...)
+	if err != nil {
+		return nil, fmt.Errorf("age: %w", err)
+	}
+	zw, err := c.zstd.SealWriter(aw, size)
+	if err != nil {
+		return nil, err
+	}
+	return &sealWriter{zw: zw, aw: aw}, nil
+}
+
+type sealWriter struct{ zw, aw io.WriteCloser }
+
+func (s *sealWriter) Write(p []byte) (int, error) { return s.zw.Write(p) }
+
+// Close ends the frame, then age's last chunk.
+func (s *sealWriter) Close() error {
+	if err := s.zw.Close(); err != nil {
+		return err
+	}
+	if err := s.aw.Close(); err != nil {
+		return fmt.Errorf("age: %w", err)
+	}
+	return nil
+}
+
 // zstdMagic starts every object of the plaintext codec.
 var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 

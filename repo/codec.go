@@ -17,6 +17,12 @@ import (
 // encryption (a later codec) covers all of them.
 type Codec interface {
 	Seal(plain []byte) ([]byte, error)
+	// SealWriter is Seal as the plaintext is written: what is written to
+	// the writer it returns goes sealed to w, in the bytes Seal's readers
+	// read, and Close finishes the object (it does not close w). size is
+	// how many bytes will be written; Close fails when it was not that.
+	// It holds a few blocks whatever the size.
+	SealWriter(w io.Writer, size int64) (io.WriteCloser, error)
 	// Open refuses output larger than limit bytes: a hostile remote cannot
 	// make a small object inflate without bound.
 	Open(sealed []byte, limit int64) ([]byte, error)
@@ -80,6 +86,50 @@ func (z *Zstd) Seal(plain []byte) ([]byte, error) {
 		enc = z.small
 	}
 	return enc.EncodeAll(plain, make([]byte, 0, len(plain)/3+64)), nil
+}
+
+// SealWriter compresses what is written to it into one zstd frame on w,
+// with the options Seal uses for an object of size bytes. Its encoder is
+// its own: Seal's are shared, and a stream's encoder holds state.
+func (z *Zstd) SealWriter(w io.Writer, size int64) (io.WriteCloser, error) {
+	// Lower memory: allocated as the stream grows, half of the default's
+	// 18 MiB for a large one; the frames are the same.
+	opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderDict(dictOMP1),
+		zstd.WithLowerEncoderMem(true)}
+	if size < smallObject {
+		opts = []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+			zstd.WithWindowSize(smallObject), zstd.WithEncoderDict(dictOMP1)}
+	}
+	enc, err := zstd.NewWriter(nil, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("zstd: %w", err)
+	}
+	// The frame records its size, as Seal's do; Close checks it.
+	enc.ResetContentSize(w, size)
+	return &zstdWriter{enc: enc, want: size}, nil
+}
+
+// zstdWriter is a frame being written; it counts what it is given, since
+// the encoder checks a recorded size only when it is not 0.
+type zstdWriter struct {
+	enc        *zstd.Encoder
+	want, have int64
+}
+
+func (z *zstdWriter) Write(p []byte) (int, error) {
+	n, err := z.enc.Write(p)
+	z.have += int64(n)
+	return n, err
+}
+
+func (z *zstdWriter) Close() error {
+	if err := z.enc.Close(); err != nil {
+		return fmt.Errorf("zstd: %w", err)
+	}
+	if z.have != z.want {
+		return fmt.Errorf("zstd: %d bytes written, %d announced", z.have, z.want)
+	}
+	return nil
 }
 
 // AgeHeader starts every age-encrypted object (the encrypting codec's).

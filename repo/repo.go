@@ -1,12 +1,14 @@
 package repo
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -178,6 +180,20 @@ func Amend(c Catalog, recent *Catalog) Catalog {
 			c.Sessions = append(c.Sessions, e)
 		}
 	}
+	if len(recent.Blobs) > 0 {
+		blobs := make(map[string]int, len(c.Blobs))
+		c.Blobs = append([]BlobEntry(nil), c.Blobs...)
+		for i, b := range c.Blobs {
+			blobs[b.Name] = i
+		}
+		for _, b := range recent.Blobs {
+			if i, ok := blobs[b.Name]; ok {
+				c.Blobs[i] = b
+			} else {
+				c.Blobs = append(c.Blobs, b)
+			}
+		}
+	}
 	c.Refused = append(append([]string(nil), c.Refused...), recent.Refused...)
 	c.Writer, c.Updated = LastWrite(c, recent)
 	return c
@@ -318,6 +334,63 @@ func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, erro
 		return 0, nil
 	}
 	return len(sealed), err
+}
+
+// PutBlobFrom stores the blob name, the size bytes of src, unless it is
+// there, streaming: the sealed object is written to a temp file in tmpDir
+// (removed after), then uploaded from it, so memory stays a few blocks
+// whatever the blob's size. The object's bytes are PutBlob's. A src that
+// gives fewer than size bytes is an error wrapping io.ErrUnexpectedEOF,
+// and nothing is uploaded. It returns the object's size.
+func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, size int64, tmpDir string) (int64, error) {
+	tmp, err := os.CreateTemp(tmpDir, ".blob-*.sealed")
+	if err != nil {
+		return 0, fmt.Errorf("seal blob: %w", err)
+	}
+	// Unlinked at once where the system allows (Unix), so a crash leaves
+	// nothing; elsewhere removed when done.
+	os.Remove(tmp.Name())
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}()
+	n, err := r.sealTo(tmp, src, size)
+	if err != nil {
+		return 0, fmt.Errorf("seal blob: %w", err)
+	}
+	err = r.client.PutReader(ctx, BlobKey(name), tmp, n, remote.PutOptions{IfAbsent: true})
+	if errors.Is(err, remote.ErrPreconditionFailed) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// sealTo writes the size bytes of src sealed to f and returns how many
+// bytes that made. The written bytes are not synced: f is read back by
+// this process only.
+func (r *Repo) sealTo(f *os.File, src io.ReaderAt, size int64) (int64, error) {
+	bw := bufio.NewWriterSize(f, 256<<10)
+	sw, err := r.codec.SealWriter(bw, size)
+	if err != nil {
+		return 0, err
+	}
+	copied, err := io.CopyBuffer(sw, io.NewSectionReader(src, 0, size), make([]byte, 256<<10))
+	if err != nil {
+		return 0, err
+	}
+	if copied != size {
+		return 0, fmt.Errorf("%w: read %d of %d bytes", io.ErrUnexpectedEOF, copied, size)
+	}
+	if err := sw.Close(); err != nil {
+		return 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, err
+	}
+	return f.Seek(0, io.SeekCurrent)
 }
 
 // PutBlobLink records name, "<sha256>.<ext>", as another name of the blob
