@@ -247,9 +247,10 @@ type claudeBlock struct {
 // requests, attachments and other bookkeeping lines (the system prompt,
 // tool lists, costs) hold no conversation.
 func (claude) Text(line []byte, n int) (transcript.Entry, bool) {
-	// The bookkeeping lines are most of a file's bytes: those that name no
-	// user, assistant or summary are not decoded at all.
-	if !bytes.Contains(line, []byte(`"user"`)) && !bytes.Contains(line, []byte(`"assistant"`)) && !bytes.Contains(line, []byte(`"summary"`)) {
+	// The bookkeeping lines are most of a file's bytes (each API request
+	// carries the system prompt): a line whose type is not one of these is
+	// not decoded at all. Claude Code writes JSON.stringify's compact JSON.
+	if !bytes.Contains(line, []byte(`"type":"user"`)) && !bytes.Contains(line, []byte(`"type":"assistant"`)) && !bytes.Contains(line, []byte(`"type":"summary"`)) {
 		return transcript.Entry{}, false
 	}
 	var l claudeText

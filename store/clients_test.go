@@ -16,7 +16,7 @@ type fixture struct {
 	data []byte
 }
 
-func fixtures(t *testing.T, client string) []fixture {
+func fixtures(t testing.TB, client string) []fixture {
 	t.Helper()
 	root := filepath.Join("..", "testdata", "clients", client)
 	var out []fixture

@@ -139,3 +139,24 @@ func TestClientTextShapes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkText reads each client's fixture as grep indexes it: bytes of
+// session per second (most of Claude Code's are API-request bookkeeping
+// that is never decoded; Codex's first line is its system prompt).
+func BenchmarkText(b *testing.B) {
+	for _, tc := range []struct {
+		client string
+		st     Store
+	}{{"pi", Pi()}, {"claude", Claude()}, {"codex", Codex()}} {
+		b.Run(tc.client, func(b *testing.B) {
+			var data []byte
+			for _, f := range fixtures(b, tc.client) {
+				data = append(data, f.data...)
+			}
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				transcript.Entries(data, tc.st, func(transcript.Entry) bool { return true })
+			}
+		})
+	}
+}
