@@ -146,7 +146,8 @@ type Agent struct {
 	// catBase makes the next put rewrite the catalog whole.
 	catBase      *repo.CatalogIndex
 	catBaseAt    time.Time
-	catBaseBytes int // its encoded size
+	catBaseBytes int                  // its encoded size
+	catBlobs     map[string]time.Time // the blobs it lists, with their mtimes
 	catRecent    []byte
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool

@@ -178,6 +178,19 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 			changed = append(changed, e)
 		}
 	}
+	var blobs, newBlobs []repo.BlobEntry
+	a.state.mu.Lock()
+	for name, mtime := range a.state.BlobMtimes {
+		if !a.state.Blobs[name] {
+			continue // lost by the remote; back when uploaded again
+		}
+		b := repo.BlobEntry{Name: name, Mtime: mtime}
+		blobs = append(blobs, b)
+		if base, ok := a.catBlobs[name]; !ok || !base.Equal(mtime) {
+			newBlobs = append(newBlobs, b)
+		}
+	}
+	a.state.mu.Unlock()
 	heartbeat := a.heartbeatDue()
 	if heartbeat || a.ownerCheckDue() {
 		// Read back who wrote last before writing over it: a heartbeat put
@@ -188,7 +201,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 	}
 	now := a.now().UTC()
 	w := a.writer()
-	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Writer: w, Sessions: changed}
+	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Writer: w, Sessions: changed, Blobs: newBlobs}
 	var body []byte
 	// The catalog is rewritten whole when sessions left it, or when the
 	// changes over it grow past a quarter of its size: until then each
@@ -199,7 +212,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		whole = len(body) > max(4<<10, a.catBaseBytes/4)
 	}
 	if whole {
-		c := repo.Catalog{Machine: a.opts.Machine, Updated: now, Writer: w, Sessions: all}
+		c := repo.Catalog{Machine: a.opts.Machine, Updated: now, Writer: w, Sessions: all, Blobs: blobs}
 		if !a.catBaseAt.IsZero() && !now.After(a.catBaseAt) {
 			c.Updated = a.catBaseAt.Add(time.Microsecond) // a new base, even on a coarse clock
 		}
@@ -235,6 +248,10 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 func (a *Agent) setCatalogBase(c repo.Catalog) {
 	a.catBase, a.catBaseAt, a.catRecent = repo.IndexCatalog(c.Sessions), c.Updated, nil
 	a.catBaseBytes = c.Encoded
+	a.catBlobs = make(map[string]time.Time, len(c.Blobs))
+	for _, b := range c.Blobs {
+		a.catBlobs[b.Name] = b.Mtime
+	}
 }
 
 // confirmCatalog checks, after a catalog put and once per audit interval,

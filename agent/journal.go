@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // The journal holds the changes since state.json was last written whole:
@@ -28,6 +29,7 @@ type journalRecord struct {
 	State *FileState `json:"s,omitempty"`
 	Gone  bool       `json:"gone,omitempty"`
 	Blob  string     `json:"blob,omitempty"`
+	Mtime time.Time  `json:"mtime,omitzero"` // the blob's
 	Seen  string     `json:"seen,omitempty"`
 	Sig   string     `json:"sig,omitempty"`
 }
@@ -91,7 +93,7 @@ func (s *State) persist(dir string) error {
 		}
 	}
 	for _, b := range s.changed.blobs {
-		if err := enc.Encode(journalRecord{Blob: b}); err != nil {
+		if err := enc.Encode(journalRecord{Blob: b, Mtime: s.BlobMtimes[b]}); err != nil {
 			return err
 		}
 	}
@@ -148,6 +150,9 @@ func (s *State) replay(dir string) error {
 		switch {
 		case rec.Blob != "":
 			s.Blobs[rec.Blob] = true
+			if !rec.Mtime.IsZero() {
+				s.BlobMtimes[rec.Blob] = rec.Mtime
+			}
 		case rec.Seen != "":
 			s.Seen[rec.Seen] = rec.Sig
 		case rec.Key != "" && rec.Gone:

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Changes go to the journal; loading replays it, ignores a torn last line,
@@ -21,7 +22,7 @@ func TestStateJournal(t *testing.T) {
 	s.touch(a)
 	s.Streams[streamKey("b", "session")] = b
 	s.touch(b)
-	s.setBlob("blob1")
+	s.setBlob("blob1", time.Time{})
 	s.setSeen("desk/a", "sig")
 	if err := s.persist(dir); err != nil {
 		t.Fatal(err)

@@ -285,7 +285,14 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 		}
 	}
 	a.metrics.uploaded(int64(n), 1)
-	a.state.setBlob(name)
+	var mtime time.Time
+	if !link && repo.BlobName(name) {
+		// A blob is written once; its other names share its mtime.
+		if fi, err := os.Stat(a.abs(rel)); err == nil {
+			mtime = fi.ModTime()
+		}
+	}
+	a.state.setBlob(name, mtime)
 	a.mu.Lock()
 	a.blobsToConfirm++
 	a.mu.Unlock()

@@ -134,7 +134,14 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 	seen[rel] = true
 	switch kind {
 	case store.KindBlob:
-		if a.state.Blobs[path.Base(rel)] {
+		if name := path.Base(rel); a.state.Blobs[name] {
+			if t, ok := a.state.BlobMtimes[name]; (!ok || !t.Equal(fi.ModTime())) && repo.BlobName(name) {
+				// omp writes a blob again when it stores the same bytes
+				// again (a fork), and agents before blob mtimes recorded
+				// none: the catalog learns the mtime, with nothing
+				// uploaded, since the name is the bytes' hash.
+				a.state.setBlob(name, fi.ModTime())
+			}
 			return job{}, false
 		}
 		return job{kind: kind, rel: rel}, true

@@ -174,6 +174,9 @@ type State struct {
 	Machine string                `json:"machine"`
 	Streams map[string]*FileState `json:"streams"` // by streamKey
 	Blobs   map[string]bool       `json:"blobs"`   // names uploaded
+	// BlobMtimes is each uploaded blob's mtime, for the catalog: restore
+	// gives it back (blob names, "<sha256>.<ext>", share their blob's).
+	BlobMtimes map[string]time.Time `json:"blob_mtimes,omitempty"`
 	// Seen records, per "<machine>/<session id>", the catalog entry of
 	// another machine that sync last merged, so unchanged sessions are
 	// not read again.
@@ -205,10 +208,14 @@ type State struct {
 	journalBytes, snapshotBytes int64
 }
 
-// setBlob records an uploaded blob; uploads run in parallel.
-func (s *State) setBlob(name string) {
+// setBlob records an uploaded blob and its mtime (zero for a blob's other
+// name); uploads run in parallel.
+func (s *State) setBlob(name string, mtime time.Time) {
 	s.mu.Lock()
 	s.Blobs[name] = true
+	if !mtime.IsZero() {
+		s.BlobMtimes[name] = mtime.UTC()
+	}
 	s.changed.blobs = append(s.changed.blobs, name)
 	s.mu.Unlock()
 }
@@ -216,7 +223,7 @@ func (s *State) setBlob(name string) {
 func streamKey(sessionID, stream string) string { return sessionID + "/" + stream }
 
 func newState(machine string) *State {
-	return &State{V: 1, Machine: machine, Streams: map[string]*FileState{}, Blobs: map[string]bool{}, Seen: map[string]string{}}
+	return &State{V: 1, Machine: machine, Streams: map[string]*FileState{}, Blobs: map[string]bool{}, BlobMtimes: map[string]time.Time{}, Seen: map[string]string{}}
 }
 
 // LoadState reads the state in dir. A missing file is (nil, nil); a damaged
@@ -238,6 +245,9 @@ func LoadState(dir string) (*State, error) {
 	}
 	if s.Blobs == nil {
 		s.Blobs = map[string]bool{}
+	}
+	if s.BlobMtimes == nil {
+		s.BlobMtimes = map[string]time.Time{}
 	}
 	if s.Seen == nil {
 		s.Seen = map[string]string{}

@@ -27,6 +27,11 @@ type Catalog struct {
 	// ompsync before writers were recorded, or by a command).
 	Writer   *Writer        `json:"writer,omitempty"`
 	Sessions []CatalogEntry `json:"sessions"`
+	// Blobs gives the mtime of each blob the machine uploaded, which the
+	// blob object cannot carry (it is the blob's bytes alone); in a recent
+	// object, those added or changed since its base. Readers before it
+	// ignore the member.
+	Blobs []BlobEntry `json:"blobs,omitempty"`
 	// Refused says which entries DecodeCatalog dropped as unsafe; the
 	// others are usable.
 	Refused []string `json:"-"`
@@ -81,6 +86,13 @@ type CatalogEntry struct {
 	Changed time.Time `json:"changed"`
 }
 
+// BlobEntry is one blob in a catalog: its name (the sha256) and the file's
+// modification time when it was uploaded.
+type BlobEntry struct {
+	Name  string    `json:"name"`
+	Mtime time.Time `json:"mtime"`
+}
+
 // MaxCatalogSize bounds a catalog's plaintext (about 150,000 sessions). A
 // catalog is decoded whole, in the memory of every reader and of every
 // agent that pulls, so a hostile one must be refused long before it could
@@ -95,8 +107,34 @@ func EncodeCatalog(c Catalog) []byte {
 		c.Sessions[i].Path = EncodePath(c.Sessions[i].Path)
 	}
 	sort.Slice(c.Sessions, func(i, j int) bool { return c.Sessions[i].ID < c.Sessions[j].ID })
+	c.Blobs = sortedBlobs(c.Blobs)
 	b, _ := json.Marshal(c)
 	return b
+}
+
+func sortedBlobs(b []BlobEntry) []BlobEntry {
+	b = append([]BlobEntry(nil), b...)
+	sort.Slice(b, func(i, j int) bool { return b[i].Name < b[j].Name })
+	return b
+}
+
+// checkBlobs drops the blob entries that do not name a blob, or name one
+// twice, saying so in refused.
+func checkBlobs(what string, blobs []BlobEntry, refused *[]string) []BlobEntry {
+	seen := make(map[string]bool, len(blobs))
+	kept := blobs[:0]
+	for _, b := range blobs {
+		switch {
+		case !BlobName(b.Name):
+			*refused = append(*refused, fmt.Sprintf("%s: blob entry %q is not a sha256 name", what, b.Name))
+		case seen[b.Name]:
+			*refused = append(*refused, fmt.Sprintf("%s: blob %s listed twice", what, b.Name))
+		default:
+			seen[b.Name] = true
+			kept = append(kept, b)
+		}
+	}
+	return kept
 }
 
 // DecodeCatalog parses c and checks every entry, so nothing unsafe reaches
@@ -124,6 +162,7 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 		kept = append(kept, e)
 	}
 	c.Sessions = kept
+	c.Blobs = checkBlobs("catalog of "+c.Machine, c.Blobs, &c.Refused)
 	return c, nil
 }
 
@@ -227,13 +266,17 @@ type recentObject struct {
 	Base     time.Time    `json:"base"`
 	Writer   *Writer      `json:"writer,omitempty"`
 	Sessions []entryPatch `json:"sessions"`
+	Blobs    []BlobEntry  `json:"blobs,omitempty"`
 }
 
 // EncodeRecent renders a recent object: its entries, in the order of the
 // catalog's sessions and then by id, each as a patch over base's entry for
 // the same session.
 func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
-	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base, Writer: recent.Writer}
+	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base, Writer: recent.Writer, Blobs: sortedBlobs(recent.Blobs)}
+	if len(out.Blobs) == 0 {
+		out.Blobs = nil
+	}
 	for _, e := range recent.Sessions {
 		var b indexedEntry
 		inBase := false
@@ -347,6 +390,7 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 		}
 		c.Sessions = append(c.Sessions, e)
 	}
+	c.Blobs = checkBlobs("recent catalog changes of "+r.Machine, r.Blobs, &c.Refused)
 	return c, nil
 }
 

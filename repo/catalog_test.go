@@ -3,6 +3,7 @@ package repo
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,5 +117,45 @@ func TestRecentPatchChecked(t *testing.T) {
 		if _, err := DecodeRecent([]byte(b), base); err == nil {
 			t.Errorf("%s: accepted", b)
 		}
+	}
+}
+
+// Blob mtimes travel in the catalog and its recent object: the recent
+// object's entries amend the catalog's, and an entry that does not name a
+// blob (or names one twice) is refused, the others kept.
+func TestCatalogBlobs(t *testing.T) {
+	now := time.Date(2026, 12, 1, 8, 0, 0, 123456789, time.UTC)
+	a, b, c := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	cat := Catalog{Machine: "laptop", Updated: now, Blobs: []BlobEntry{{b, now}, {a, now}}}
+	base, err := DecodeCatalog(EncodeCatalog(cat))
+	if err != nil || len(base.Refused) > 0 {
+		t.Fatalf("decode: %v, refused %q", err, base.Refused)
+	}
+	if len(base.Blobs) != 2 || base.Blobs[0].Name != a || !base.Blobs[1].Mtime.Equal(now) {
+		t.Fatalf("blobs read back as %+v", base.Blobs)
+	}
+	later := now.Add(time.Hour)
+	recent := Catalog{Machine: "laptop", Updated: later, Base: now, Blobs: []BlobEntry{{c, later}, {a, later}}}
+	r, err := DecodeRecent(EncodeRecent(recent, IndexCatalog(nil)), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Time{}
+	for _, e := range Amend(base, &r).Blobs {
+		got[e.Name] = e.Mtime
+	}
+	if len(got) != 3 || !got[a].Equal(later) || !got[b].Equal(now) || !got[c].Equal(later) {
+		t.Errorf("amended blobs %v", got)
+	}
+
+	bad := []byte(`{"v":1,"machine":"laptop","updated":"2026-12-01T08:00:00Z","sessions":[],"blobs":[` +
+		`{"name":"../../etc/passwd","mtime":"2026-12-01T08:00:00Z"},{"name":"` + a + `","mtime":"2026-12-01T08:00:00Z"},` +
+		`{"name":"` + a + `","mtime":"2026-12-01T09:00:00Z"}]}`)
+	got2, err := DecodeCatalog(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got2.Blobs) != 1 || got2.Blobs[0].Name != a || len(got2.Refused) != 2 {
+		t.Errorf("kept %+v, refused %q", got2.Blobs, got2.Refused)
 	}
 }

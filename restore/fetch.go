@@ -514,7 +514,7 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, erro
 			n++
 			continue
 		}
-		wrote, err := placeBlob(opts.AgentDir, name, tmp)
+		wrote, err := placeBlob(opts.AgentDir, name, tmp, opts.blobMtimes[name])
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue

@@ -288,8 +288,9 @@ type merger struct {
 	keepWritten bool
 	// deferSync, when set, takes over syncing the folder of a new session
 	// file.
-	deferSync func(dir string)
-	now       func() time.Time
+	deferSync  func(dir string)
+	now        func() time.Time
+	blobMtimes map[string]time.Time // see Options.blobMtimes
 }
 
 // fileWrite is one planned write.
@@ -405,7 +406,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	sort.Strings(names)
 	res.Blobs = 0
 	for _, n := range names {
-		wrote, err := placeBlob(m.agentDir, n, f.blobs[n])
+		wrote, err := placeBlob(m.agentDir, n, f.blobs[n], m.blobMtimes[n])
 		if err != nil {
 			res.Action = Failed
 			return err
@@ -654,11 +655,17 @@ func replaceFile(p string, before fs.FileInfo, data []byte, mtime time.Time) err
 // blobs/<name>, unless the agent dir has it, and removes tmp; it reports
 // whether it wrote. Where the blobs folder is on another file system (a
 // link cannot reach it) the bytes are copied there first.
-func placeBlob(agentDir, name, tmp string) (bool, error) {
+func placeBlob(agentDir, name, tmp string, mtime time.Time) (bool, error) {
 	defer os.Remove(tmp)
 	p := abs(agentDir, "blobs/"+name)
 	if _, err := os.Lstat(p); err == nil {
 		return false, nil
+	}
+	if !mtime.IsZero() {
+		// Before the link: the blob's other names share its inode.
+		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+			return false, fmt.Errorf("blob %s: set mtime: %w", name, err)
+		}
 	}
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -72,6 +72,21 @@ func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, erro
 	return p, nil
 }
 
+// blobMtimes is each blob's mtime as the catalogs record it: the earliest
+// where machines differ (each recorded its own copy; the first was the
+// original).
+func (p *planner) blobMtimes() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, c := range p.catalogs {
+		for _, b := range c.Blobs {
+			if t, ok := out[b.Name]; !ok || b.Mtime.Before(t) {
+				out[b.Name] = b.Mtime
+			}
+		}
+	}
+	return out
+}
+
 // readCatalogs reads every machine's catalog (or one machine's). A catalog
 // that cannot be read or fails its checks is reported as a problem and the
 // others are used; it is an error only when none can be read.

@@ -70,6 +70,9 @@ type Options struct {
 	// streams: a session with one copy is streamed to a temp file, not
 	// read into memory (restoreOne sets it where nothing is to merge with).
 	streams bool
+	// blobMtimes is each blob's mtime as the catalogs give it (Run sets it
+	// from the planner's).
+	blobMtimes map[string]time.Time
 	// Parallel bounds sessions restored at once. Default 16, the config's
 	// transfers.
 	Parallel int
@@ -241,6 +244,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	if err != nil {
 		return nil, err
 	}
+	opts.blobMtimes = p.blobMtimes()
 	targets, err := p.targets(prefixes)
 	if err != nil {
 		return nil, err
@@ -360,7 +364,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Machines = append(res.Machines, c.machine)
 	}
 	res.Notes = append(res.Notes, f.notes...)
-	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, deferSync: deferSync, now: opts.Now}
+	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, deferSync: deferSync, now: opts.Now, blobMtimes: opts.blobMtimes}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		if res.Action == "" {
 			res.Action = Failed

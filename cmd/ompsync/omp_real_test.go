@@ -70,8 +70,8 @@ type treeFile struct {
 
 // expectedTree is what `restore --all` must reproduce from an agent dir:
 // every file under sessions/ and blobs/ that omp keeps (not its locks and
-// temp files), session files with their mtimes, and archived sessions
-// (with their artifact folders) back under sessions/.
+// temp files) with its mtime, and archived sessions (with their artifact
+// folders) back under sessions/.
 func expectedTree(t *testing.T, agentDir string) map[string]treeFile {
 	t.Helper()
 	out := map[string]treeFile{}
@@ -100,11 +100,12 @@ func expectedTree(t *testing.T, agentDir string) map[string]treeFile {
 			if err != nil {
 				return err
 			}
-			f := treeFile{data: data}
+			// Every file with its mtime but an archive, which comes back
+			// inflated, as the session file it was.
+			f := treeFile{data: data, mtime: fi.ModTime()}
 			switch store.OMP().Classify(rel) {
-			case store.KindSession:
-				f.mtime = fi.ModTime()
 			case store.KindArchive:
+				f.mtime = time.Time{}
 				zr, err := gzip.NewReader(bytes.NewReader(data))
 				if err != nil {
 					return err
