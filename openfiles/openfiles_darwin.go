@@ -1,56 +1,6 @@
 package openfiles
 
-import (
-	"bufio"
-	"bytes"
-	"os/exec"
-	"strconv"
-	"strings"
-)
-
-// scan asks lsof, which every macOS has, for every process's open files:
-// -F pfn prints "p<pid>", "f<fd>" and "n<name>" lines (fd "cwd" names the
-// working folder).
+// scan is lsof's view (openfiles_lsof.go): macOS has no /proc.
 func scan(self int, suffixes []string) (*Snapshot, error) {
-	out, err := exec.Command("lsof", "-w", "-n", "-P", "-F", "pfn").Output()
-	// lsof exits 1 when some process could not be read; what it printed
-	// is still right.
-	if err != nil && len(out) == 0 {
-		return nil, err
-	}
-	cwds := map[int]string{}
-	s := newSnapshot(psCommand, func(pid int) string { return cwds[pid] })
-	pid, fd := 0, ""
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "p"):
-			pid, _ = strconv.Atoi(line[1:])
-		case strings.HasPrefix(line, "f"):
-			fd = line[1:]
-		case strings.HasPrefix(line, "n") && pid != self && pid > 0:
-			name := line[1:]
-			if fd == "cwd" {
-				cwds[pid] = name
-				continue
-			}
-			suffix, ok := match(name, suffixes)
-			if !strings.HasPrefix(name, "/") || !ok {
-				continue
-			}
-			if id, ok := statID(name); ok {
-				s.add(pid, id, suffix)
-			}
-		}
-	}
-	return s, nil
-}
-
-func psCommand(pid int) string {
-	out, err := exec.Command("ps", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
-	if err != nil {
-		return "(command unknown)"
-	}
-	return shortCommand(strings.Fields(string(out)))
+	return scanLsof(self, suffixes)
 }

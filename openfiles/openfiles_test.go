@@ -31,6 +31,25 @@ func TestScanFindsHolderByInode(t *testing.T) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("no open-file listing on " + runtime.GOOS)
 	}
+	testFindsHolder(t, func(suffixes ...string) (*Snapshot, error) { return Scan(suffixes...) })
+}
+
+// macOS's scan is lsof's; Linux has lsof too, so its parsing and matching
+// are checked here against the same files as the /proc scan.
+func TestLsofScanFindsHolderByInode(t *testing.T) {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("no lsof on " + runtime.GOOS)
+	}
+	if _, err := exec.LookPath("lsof"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("lsof is not installed (apt-get install lsof); .ci/run installs it")
+		}
+		t.Skip("lsof is not installed (apt-get install lsof)")
+	}
+	testFindsHolder(t, func(suffixes ...string) (*Snapshot, error) { return scanLsof(os.Getpid(), suffixes) })
+}
+
+func testFindsHolder(t *testing.T, scan func(suffixes ...string) (*Snapshot, error)) {
 	dir := t.TempDir()
 	held := filepath.Join(dir, "a.jsonl")
 	free := filepath.Join(dir, "b.jsonl")
@@ -47,7 +66,7 @@ func TestScanFindsHolderByInode(t *testing.T) {
 	}
 	defer self.Close()
 	cmd := holdOpen(t, held)
-	if got, want := cwdOf(t, cmd.Process.Pid), mustEval(t, "."); got != want {
+	if got, want := cwdOf(t, scan, cmd.Process.Pid), mustEval(t, "."); got != want {
 		t.Errorf("Cwd = %q, want %q", got, want)
 	}
 	link := filepath.Join(dir, "link.jsonl")
@@ -55,7 +74,7 @@ func TestScanFindsHolderByInode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := Scan(".jsonl")
+	s, err := scan(".jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +110,7 @@ func TestScanFindsHolderByInode(t *testing.T) {
 
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	s, err = Scan(".jsonl")
+	s, err = scan(".jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,9 +159,9 @@ func TestShortCommand(t *testing.T) {
 	}
 }
 
-func cwdOf(t *testing.T, pid int) string {
+func cwdOf(t *testing.T, scan func(...string) (*Snapshot, error), pid int) string {
 	t.Helper()
-	s, err := Scan()
+	s, err := scan()
 	if err != nil {
 		t.Fatal(err)
 	}
