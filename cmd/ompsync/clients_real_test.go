@@ -596,5 +596,9 @@ func TestClientFixturesGrepCat(t *testing.T) {
 		if r.code != 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("cat --text %s: exit %d\n%s%s\nwant the lines\n%s", id[:13], r.code, r.stdout, r.stderr, strings.Join(want, "\n"))
 		}
+		// history names each copy by the title the session's first prompt gives.
+		if r := desk.run("history", "--json", id[:13]); r.code != 0 || !strings.Contains(r.stdout, `"title":"Run echo for me"`) {
+			t.Errorf("history %s: exit %d\n%s%s", id[:13], r.code, r.stdout, r.stderr)
+		}
 	}
 }
