@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/session/omptest"
@@ -600,5 +602,41 @@ func TestClientFixturesGrepCat(t *testing.T) {
 		if r := desk.run("history", "--json", id[:13]); r.code != 0 || !strings.Contains(r.stdout, `"title":"Run echo for me"`) {
 			t.Errorf("history %s: exit %d\n%s%s", id[:13], r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// A rollout Codex compressed in place (<name>.jsonl.zst, its background
+// maintenance of idle rollouts, which a test cannot wait for: here the
+// real rollout of testdata/clients through zstd) is backed up as the
+// session archived; restore on another machine writes the rollout Codex
+// reads, byte for byte what was compressed, and grep reads its text.
+func TestCodexCompressedRollout(t *testing.T) {
+	const rel = "sessions/2026/12/01/rollout-2026-12-01T10-58-05-01a23141-2e5d-7f81-a9c1-830907380787.jsonl"
+	const id = "01a23141-2e5d-7f81-a9c1-830907380787"
+	url := "file://" + t.TempDir() + "/remote"
+	laptop := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
+	data := readFile(t, "../../testdata/clients/codex/"+rel)
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(laptop.env["HOME"], ".codex", rel+".zst"), string(enc.EncodeAll(data, nil)), 0o600)
+	if r := laptop.run("agent", "--once"); r.code != 0 || !strings.Contains(r.stdout, "codex: 1 files checked: 1 uploaded") {
+		t.Fatalf("agent --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := laptop.run("ls", "--json")
+	var l struct{ Agent, ID, Path, State string }
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &l); err != nil || l.Agent != "codex" || l.ID != id || l.Path != rel || l.State != "archived" {
+		t.Errorf("ls --json: exit %d, %+v (%v)\n%s", r.code, l, err, r.stdout)
+	}
+	desk := newRestoreEnv(t, url, backend.S3Options{}, "desk")
+	if r := desk.run("restore", id[:13]); r.code != 0 || !strings.Contains(r.stdout, "created") {
+		t.Fatalf("restore: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := readFile(t, filepath.Join(desk.env["HOME"], ".codex", rel)); !bytes.Equal(got, data) {
+		t.Errorf("restored %d bytes, the rollout held %d", len(got), len(data))
+	}
+	if r := desk.run("-q", "grep", "Run echo for me"); r.code != 0 || !strings.HasPrefix(r.stdout, id+`  "Run echo for me"  msg_`) {
+		t.Errorf("grep of the compressed rollout: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
