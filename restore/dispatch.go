@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"iter"
 	"sync"
 
 	"github.com/ompsync/ompsync/repo"
@@ -24,6 +25,12 @@ func listsAll(opts Options, n, sessions int) bool {
 // the last one are fetched, and a worker that is free takes the next
 // session the listing named.
 func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, do func(i int, t *target, listed *repo.SessionObjects)) {
+	eachTargetFrom(ctx, r, targets, sessions, opts, nil, do)
+}
+
+// eachTargetFrom is eachTarget, taking the listing from early when it is
+// not nil (started before the catalogs were read).
+func eachTargetFrom(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, early *earlyListing, do func(i int, t *target, listed *repo.SessionObjects)) {
 	type work struct {
 		i      int
 		listed *repo.SessionObjects
@@ -41,20 +48,28 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 	}
 	start := func(i int, listed *repo.SessionObjects) { queue <- work{i, listed} }
 	started := make([]bool, len(targets))
-	if listsAll(opts, len(targets), sessions) {
+	if len(targets) > 0 && (early != nil || listsAll(opts, len(targets), sessions)) {
 		at := make(map[string]int, len(targets))
 		for i, t := range targets {
 			at[t.id] = i
 		}
 		left := len(targets)
-		for so, err := range r.InventoryAll(ctx, opts.Machine) {
+		listing := r.InventoryAll(ctx, opts.Machine)
+		if early != nil {
+			listing = early.all()
+		}
+		for so, err := range listing {
 			if err != nil {
 				opts.Logger.Warn("listing every session failed; listing the rest one by one", "err", err)
 				break
 			}
 			if i, ok := at[so.ID]; ok && !started[i] {
 				started[i] = true
-				start(i, &so)
+				if early != nil && !early.covers(targets[i], &so) {
+					start(i, nil) // listed again, after the catalogs
+				} else {
+					start(i, &so)
+				}
 				// The rest of the listing is sessions no catalog names: a
 				// listing that never ends is not followed for them.
 				if left--; left == 0 {
@@ -70,4 +85,88 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 	}
 	close(queue)
 	wg.Wait()
+}
+
+// earlyListing is the listing of every session's objects started before the
+// catalogs are read (restore --all): on a line with a long round trip its
+// first page is there when the planning is done, three round trips sooner
+// than a listing started after it. It runs at most earlyAhead sessions
+// ahead of the work.
+//
+// A listing taken before the catalogs may miss what was uploaded between
+// the two: covers sends such a session to a listing of its own.
+type earlyListing struct {
+	items  chan listItem
+	cancel context.CancelFunc
+}
+
+type listItem struct {
+	so  repo.SessionObjects
+	err error
+}
+
+// earlyAhead bounds the sessions an early listing holds before the work
+// takes them (a listing that never ends is not followed further).
+const earlyAhead = 4096
+
+func startListing(ctx context.Context, r *repo.Repo, machine string) *earlyListing {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &earlyListing{items: make(chan listItem, earlyAhead), cancel: cancel}
+	go func() {
+		defer close(l.items)
+		for so, err := range r.InventoryAll(ctx, machine) {
+			select {
+			case l.items <- listItem{so, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return l
+}
+
+// all yields what the listing found, in its order.
+func (l *earlyListing) all() iter.Seq2[repo.SessionObjects, error] {
+	return func(yield func(repo.SessionObjects, error) bool) {
+		for it := range l.items {
+			if !yield(it.so, it.err) {
+				return
+			}
+		}
+	}
+}
+
+// stop ends the listing and waits for it.
+func (l *earlyListing) stop() {
+	l.cancel()
+	for range l.items {
+	}
+}
+
+// covers reports whether so, listed before t's catalog entries were read,
+// holds every copy they record: each machine's generation with its meta.
+// A size the listing falls short of is found by the fetch (ErrGap), which
+// lists the session again. Artifact files are as the listing found them:
+// omp writes one before the line that names it, and the agent uploads it
+// no later than that line, so a listing that holds the line holds it.
+func (l *earlyListing) covers(t *target, so *repo.SessionObjects) bool {
+	if so.Err != nil {
+		return false
+	}
+	for _, e := range t.entries {
+		found := false
+		for _, inv := range so.Streams {
+			if inv.Stream.Name == repo.SessionStream && inv.Stream.Machine == e.machine {
+				g := inv.Find(e.Generation)
+				found = g != nil && g.HasMeta
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
