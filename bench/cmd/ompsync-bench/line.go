@@ -366,7 +366,7 @@ func (r *runner) lineLive(ctx context.Context, lc bench.LineConfig) error {
 		Figure: fmt.Sprintf("line: lag, append to object readable, p50 / p99 (max %s; %d sessions, interval %s, %s; %d of %d appends never uploaded)",
 			secs(res.LagMax), res.Sessions, c.interval, res.Window.Round(time.Second), res.NeverUploaded, res.Appends),
 		Target:  "p99 <= 4 s",
-		Ompsync: fmt.Sprintf("%s / %s, %.1f%% of a core", secs(res.LagP50), secs(res.LagP99), 100*res.CPU),
+		Ompsync: fmt.Sprintf("%s / %s, %.1f%% of a core, RSS %s (peak %s)", secs(res.LagP50), secs(res.LagP99), 100*res.CPU, mb(res.Mem.RSS), mb(res.Mem.Peak)),
 		Result:  verdict(res.LagP99 <= 4*time.Second && res.NeverUploaded == 0),
 	})
 	return nil
