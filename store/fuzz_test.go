@@ -1,11 +1,14 @@
 package store
 
 import (
+	"bytes"
+	"encoding/json"
 	"path"
 	"strings"
 	"testing"
 
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/transcript"
 )
 
 // secret names files that hold credentials, settings or local databases
@@ -52,6 +55,38 @@ func FuzzClassify(f *testing.F) {
 			if k == KindSession {
 				if _, err := s.SessionRel(rel, nil); err != nil {
 					t.Fatalf("%s: %q is a session, yet restore would refuse its path: %v", s.Name(), rel, err)
+				}
+			}
+		}
+	})
+}
+
+// FuzzText: whatever a line holds, no store's Text panics on it; an entry
+// it reads is valid JSON with a role, numbered as asked, and every part is
+// of a known kind with text.
+func FuzzText(f *testing.F) {
+	for _, client := range []string{"pi", "claude", "codex"} {
+		for _, fx := range fixtures(f, client) {
+			for _, line := range bytes.Split(fx.data, []byte("\n")) {
+				if len(line) < 4096 {
+					f.Add(line)
+				}
+			}
+		}
+	}
+	kinds := map[string]bool{transcript.Text: true, transcript.Thinking: true, transcript.ToolCall: true, transcript.ToolResult: true, transcript.Summary: true}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		for _, s := range Known() {
+			e, ok := s.Text(line, 7)
+			if !ok {
+				continue
+			}
+			if !json.Valid(line) || e.Line != 7 || e.Role == "" || len(e.Parts) == 0 {
+				t.Fatalf("%s: Text(%q) = %+v", s.Name(), line, e)
+			}
+			for _, p := range e.Parts {
+				if !kinds[p.Kind] || p.Text == "" && p.Kind != transcript.ToolCall {
+					t.Fatalf("%s: Text(%q): part %+v", s.Name(), line, p)
 				}
 			}
 		}

@@ -107,7 +107,7 @@ func entry(r rawEntry, n int, content func(raw []byte, kind, tool string) []Part
 	switch r.Type {
 	case "message":
 		m := r.Message
-		if m == nil {
+		if m == nil || m.Role == "" { // no one said it: not a message omp wrote
 			return Entry{}, false
 		}
 		e.Role = m.Role
