@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -484,6 +485,13 @@ func (d dropClient) Put(ctx context.Context, key string, data []byte, opts remot
 		return nil
 	}
 	return d.Client.Put(ctx, key, data, opts)
+}
+
+func (d dropClient) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	if d.drop(key) {
+		return nil
+	}
+	return d.Client.PutReader(ctx, key, r, size, opts)
 }
 
 // A remote that acknowledged an upload and lost the object: the reconcile

@@ -23,15 +23,29 @@ func TestArchivePastLimitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := int64(len(orig))
-	data, _, err := readArchiveFile(p, "archive/x.jsonl.gz", n-1)
+	tmp := t.TempDir()
+	in, _, err := readArchiveFile(p, "archive/x.jsonl.gz", n-1, tmp)
 	if err == nil || !strings.Contains(err.Error(), "archive/x.jsonl.gz inflates past") {
-		t.Fatalf("archive one byte past the limit: %d bytes, %v", len(data), err)
+		t.Fatalf("archive one byte past the limit: %v, %v", in, err)
 	}
-	if data != nil {
-		t.Fatalf("an archive past the limit gave %d bytes", len(data))
+	if in != nil {
+		t.Fatalf("an archive past the limit gave %d bytes", in.size())
 	}
-	data, _, err = readArchiveFile(p, "archive/x.jsonl.gz", n)
-	if err != nil || !bytes.Equal(data, orig) {
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("a refused archive left %d temp files", len(left))
+	}
+	in, _, err = readArchiveFile(p, "archive/x.jsonl.gz", n, tmp)
+	if err != nil {
+		t.Fatalf("archive at the limit: %v", err)
+	}
+	data := make([]byte, in.size())
+	if _, err := in.ReadAt(data, 0); err != nil || !bytes.Equal(data, orig) {
 		t.Fatalf("archive at the limit: %d bytes, %v", len(data), err)
+	}
+	if err := in.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Fatalf("a closed archive left %d temp files", len(left))
 	}
 }

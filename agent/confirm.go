@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -197,11 +196,12 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 	var src source
 	if f.State == repo.StateArchived {
 		rel = a.opts.Store.ArchiveOf(f.Path)
-		data, _, err := a.readArchive(rel)
+		in, _, err := a.readArchive(rel)
 		if err != nil {
 			return err
 		}
-		src = memSource{bytes.NewReader(data)}
+		defer in.Close()
+		src = in
 	} else {
 		file, err := os.Open(a.abs(rel))
 		if err != nil {

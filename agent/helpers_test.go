@@ -237,6 +237,16 @@ func (c *countingClient) Put(ctx context.Context, key string, data []byte, opts 
 	return err
 }
 
+func (c *countingClient) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	err := c.Client.PutReader(ctx, key, r, size, opts)
+	if err == nil {
+		c.mu.Lock()
+		c.puts = append(c.puts, key)
+		c.mu.Unlock()
+	}
+	return err
+}
+
 func (c *countingClient) takePuts() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

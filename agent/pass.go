@@ -1,15 +1,17 @@
 package agent
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -43,6 +45,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	var sc *scanned
 	if full {
 		a.problems.beginFullPass()
+		a.clearTemp()
 		var err error
 		if sc, err = a.scan(); err != nil {
 			return err
@@ -270,21 +273,18 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 		a.log.Warn("blob name is not a safe object name; skipping", "path", rel)
 		return syncResult{}, nil
 	}
-	n := 0
+	var n int64
 	if link {
 		if err := a.repo.PutBlobLink(ctx, name); err != nil {
 			return syncResult{}, fmt.Errorf("upload blob name %s: %w", name, err)
 		}
 	} else {
-		data, err := os.ReadFile(a.abs(rel))
-		if err != nil {
+		var err error
+		if n, err = a.putBlob(ctx, rel, name); err != nil {
 			return syncResult{}, err
 		}
-		if n, err = a.repo.PutBlob(ctx, name, data); err != nil {
-			return syncResult{}, fmt.Errorf("upload blob %s: %w", name, err)
-		}
 	}
-	a.metrics.uploaded(int64(n), 1)
+	a.metrics.uploaded(n, 1)
 	var mtime time.Time
 	if !link && repo.BlobName(name) {
 		// A blob is written once; its other names share its mtime.
@@ -299,6 +299,65 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 	return syncResult{bytes: int64(n), objects: 1, changed: true}, nil
 }
 
+// putBlob uploads the blob file at rel, streaming: sealed into a temp
+// file of the state dir, then sent from it, so memory stays a few blocks
+// however large the blob. A file that gives fewer bytes than its stat said
+// changed under the agent: nothing is uploaded, the next pass looks again.
+func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, error) {
+	f, err := os.Open(a.abs(rel))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if a.beforeRead != nil {
+		a.beforeRead(rel)
+	}
+	tmp, err := a.tempDir()
+	if err != nil {
+		return 0, err
+	}
+	n, err := a.repo.PutBlobFrom(ctx, name, f, fi.Size(), tmp)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return 0, fmt.Errorf("upload blob %s: %w (%w)", name, errFileChanged, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("upload blob %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// tempDirName is the folder of the state dir that holds the agent's temp
+// files: sealed blobs on their way up, inflated archives.
+const tempDirName = "tmp"
+
+// tempDir returns the folder for temp files, made if missing.
+func (a *Agent) tempDir() (string, error) {
+	dir := filepath.Join(a.opts.StateDir, tempDirName)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// clearTemp removes what a crashed process left in the temp folder. It
+// runs before a full pass's jobs, when no temp file is in use (the state
+// dir's lock keeps other processes out). On Unix there is never any: a
+// temp file is unlinked as soon as it is open.
+func (a *Agent) clearTemp() {
+	dir := filepath.Join(a.opts.StateDir, tempDirName)
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range des {
+		os.Remove(filepath.Join(dir, de.Name()))
+	}
+}
+
 // isBlobLink reports whether the file at rel, named "<sha256>.<ext>", is
 // omp's image-viewer name for that blob: a hard link to it, or a copy where
 // linking failed. Such a name is recorded as an empty object, since its
@@ -311,26 +370,35 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && os.SameFile(fi, bfi) {
 		return true, nil
 	}
-	data, err := os.ReadFile(a.abs(rel))
+	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && bfi.Size() != fi.Size() {
+		return false, nil // not a copy of the blob; nothing to hash
+	}
+	f, err := os.Open(a.abs(rel))
 	if err != nil {
 		return false, err
 	}
-	return repo.HashHex(data) == blob, nil
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false, err
+	}
+	return hex.EncodeToString(h.Sum(nil)) == blob, nil
 }
 
 // syncArchive backs up an archived session from its gzip file: usually the
 // remote already holds every byte and only the state changes.
 func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
-	data, fi, err := a.readArchive(j.rel)
+	src, fi, err := a.readArchive(j.rel)
 	if err != nil {
 		return syncResult{}, err
 	}
+	defer src.Close()
 	fst := j.fst
 	if fst.Adopt {
-		a.adoptSource(ctx, fst, memSource{bytes.NewReader(data)})
+		a.adoptSource(ctx, fst, src)
 	}
 	liveMtime := fst.UploadedMtime
-	res, err := a.syncSource(ctx, fst, memSource{bytes.NewReader(data)}, inodeOf(fi), fi.ModTime(), false, false)
+	res, err := a.syncSource(ctx, fst, src, inodeOf(fi), fi.ModTime(), false, false)
 	if err != nil {
 		return res, err
 	}
@@ -352,16 +420,49 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	return res, nil
 }
 
-// readArchive inflates an archived session (bounded by maxArchive).
-func (a *Agent) readArchive(rel string) ([]byte, fs.FileInfo, error) {
-	return readArchiveFile(a.abs(rel), rel, maxArchive)
+// readArchive inflates an archived session (bounded by maxArchive) into a
+// temp file of the state dir; Close removes it.
+func (a *Agent) readArchive(rel string) (*inflated, fs.FileInfo, error) {
+	tmp, err := a.tempDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	return readArchiveFile(a.abs(rel), rel, maxArchive, tmp)
 }
 
-// readArchiveFile inflates the archive at p, named rel in errors: zstd for
-// a .zst file (Codex), else gzip (omp). One that inflates past limit is an
-// error: cut at the limit it would look like a shrunk session, start a new
-// generation, and let retention delete the complete older one.
-func readArchiveFile(p, rel string, limit int64) ([]byte, fs.FileInfo, error) {
+// inflated is an archived session's content in a temp file, read like the
+// live file it was: memory stays a buffer whatever the session's size.
+type inflated struct {
+	fileSource
+	name string
+}
+
+// Close closes and removes the temp file.
+func (s *inflated) Close() error {
+	err := s.File.Close()
+	if rerr := os.Remove(s.name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// createTemp makes a temp file in dir and unlinks it at once where the
+// system allows (Unix): a crash then leaves nothing behind.
+func createTemp(dir, pattern string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name()) // fails on Windows while open; Close removes it there
+	return f, nil
+}
+
+// readArchiveFile inflates the archive at p, named rel in errors, into a
+// temp file in tmpDir: zstd for a .zst file (Codex), else gzip (omp). One
+// that inflates past limit is an error: cut at the limit it would look
+// like a shrunk session, start a new generation, and let retention delete
+// the complete older one.
+func readArchiveFile(p, rel string, limit int64, tmpDir string) (*inflated, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, nil, err
@@ -382,14 +483,24 @@ func readArchiveFile(p, rel string, limit int64) ([]byte, fs.FileInfo, error) {
 	} else if zr, err = gzip.NewReader(f); err != nil {
 		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
 	}
-	data, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	tmp, err := createTemp(tmpDir, ".archive-*.jsonl")
 	if err != nil {
-		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
+		return nil, nil, err
 	}
-	if int64(len(data)) > limit {
-		return nil, nil, fmt.Errorf("archived session %s inflates past %d bytes, more than a session may hold; not backed up", rel, limit)
+	out := &inflated{fileSource: fileSource{File: tmp}, name: tmp.Name()}
+	n, err := io.CopyBuffer(struct{ io.Writer }{tmp}, io.LimitReader(zr, limit+1), make([]byte, 256<<10))
+	switch {
+	case err != nil:
+		err = fmt.Errorf("archived session %s: %w", rel, err)
+	case n > limit:
+		err = fmt.Errorf("archived session %s inflates past %d bytes, more than a session may hold; not backed up", rel, limit)
 	}
-	return data, fi, nil
+	if err != nil {
+		out.Close()
+		return nil, nil, err
+	}
+	out.n = n
+	return out, fi, nil
 }
 
 // A vanished tree is not a thousand deletions: when the sessions folder is

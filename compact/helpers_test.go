@@ -244,6 +244,19 @@ func (s *stopClient) Put(ctx context.Context, key string, data []byte, opts remo
 	return nil
 }
 
+func (s *stopClient) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	run, fail := s.take()
+	if run {
+		if err := s.Client.PutReader(ctx, key, r, size, opts); err != nil {
+			return err
+		}
+	}
+	if fail {
+		return errStopped
+	}
+	return nil
+}
+
 func (s *stopClient) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	if _, fail := s.take(); fail {
 		return nil, errStopped
@@ -299,6 +312,14 @@ func (c *counter) Put(ctx context.Context, key string, data []byte, opts remote.
 	c.putBytes += int64(len(data))
 	c.mu.Unlock()
 	return c.Client.Put(ctx, key, data, opts)
+}
+
+func (c *counter) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	c.mu.Lock()
+	c.puts++
+	c.putBytes += size
+	c.mu.Unlock()
+	return c.Client.PutReader(ctx, key, r, size, opts)
 }
 
 func (c *counter) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {

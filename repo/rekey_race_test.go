@@ -35,6 +35,16 @@ func (r *racing) Put(ctx context.Context, key string, data []byte, opts remote.P
 	return r.Client.Put(ctx, key, data, opts)
 }
 
+func (r *racing) PutReader(ctx context.Context, key string, src io.ReaderAt, size int64, opts remote.PutOptions) error {
+	if key == r.key && r.beforePut != nil {
+		r.beforePut()
+	}
+	if r.noETag && opts.IfMatch != "" {
+		return errors.New("this remote has no conditional replacement")
+	}
+	return r.Client.PutReader(ctx, key, src, size, opts)
+}
+
 func (r *racing) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	rc, err := r.Client.Get(ctx, key, off, n)
 	if err == nil && key == r.key && r.afterGet != nil {
