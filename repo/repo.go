@@ -168,35 +168,29 @@ func Amend(c Catalog, recent *Catalog) Catalog {
 	if recent == nil {
 		return c
 	}
-	c.Sessions = append([]CatalogEntry(nil), c.Sessions...)
-	at := map[string]int{}
-	for i, e := range c.Sessions {
-		at[e.ID] = i
-	}
-	for _, e := range recent.Sessions {
-		if i, ok := at[e.ID]; ok {
-			c.Sessions[i] = e
-		} else {
-			c.Sessions = append(c.Sessions, e)
-		}
-	}
-	if len(recent.Blobs) > 0 {
-		blobs := make(map[string]int, len(c.Blobs))
-		c.Blobs = append([]BlobEntry(nil), c.Blobs...)
-		for i, b := range c.Blobs {
-			blobs[b.Name] = i
-		}
-		for _, b := range recent.Blobs {
-			if i, ok := blobs[b.Name]; ok {
-				c.Blobs[i] = b
-			} else {
-				c.Blobs = append(c.Blobs, b)
-			}
-		}
-	}
+	c.Sessions = overlay(c.Sessions, recent.Sessions, func(e CatalogEntry) string { return e.ID })
+	c.Blobs = overlay(c.Blobs, recent.Blobs, func(b BlobEntry) string { return b.Name })
 	c.Refused = append(append([]string(nil), c.Refused...), recent.Refused...)
 	c.Writer, c.Updated = LastWrite(c, recent)
 	return c
+}
+
+// overlay is a copy of base with each of over in place of base's element of
+// the same key, or appended.
+func overlay[T any](base, over []T, key func(T) string) []T {
+	out := append([]T(nil), base...)
+	at := make(map[string]int, len(out))
+	for i, e := range out {
+		at[key(e)] = i
+	}
+	for _, e := range over {
+		if i, ok := at[key(e)]; ok {
+			out[i] = e
+		} else {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // LastWrite is who last wrote a machine's catalog, and when: the writer of
