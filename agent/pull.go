@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -42,15 +40,23 @@ type Merged struct {
 	Action string
 	// Path is the session file, relative to the agent dir.
 	Path string
-	// Bytes is how much was written, at the end of Written, the file's
-	// content right after the write (omp may change the file at once).
-	Bytes   int64
-	Written []byte
+	// Bytes is how much was written.
+	Bytes int64
+	// Added is what a create or an append wrote after the title slot, as
+	// written (omp may change the file at once): its range and hash.
+	Added *Added
 	// Source is the copy the bytes came from, for created and appended.
 	Source *repo.ChunkSource
 	Backup string
 	// Problem says why a refused, failed or live merge did not happen.
 	Problem string
+}
+
+// Added is a range of a session file's bytes, [Start, End), and their
+// SHA-256 (hex).
+type Added struct {
+	Start, End int64
+	SHA256     string
 }
 
 // Merge actions, as restore names them.
@@ -284,17 +290,12 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 // recordPulled notes the range restore wrote as pulled from its source:
 // the whole file after its title slot when it was created, else what was
 // appended. Range and hash come from what restore wrote, not from the file,
-// which omp may append to (its own work) or rewrite the moment it appears.
+// which omp may append to (its own work) or rewrite the moment it appears;
+// restore hashed them as it wrote, so the session is never held here.
 func (a *Agent) recordPulled(id string, res Merged) error {
-	end := int64(len(res.Written))
-	start := int64(a.opts.Store.SlotLen(res.Written))
-	if res.Action == MergeAppended {
-		start = max(start, end-res.Bytes)
-	}
-	if start >= end {
+	if res.Added == nil || res.Added.Start >= res.Added.End {
 		return nil
 	}
-	sum := sha256.Sum256(res.Written[start:end])
 	key := streamKey(id, repo.SessionStream)
 	fst := a.state.Streams[key]
 	if fst == nil {
@@ -303,7 +304,7 @@ func (a *Agent) recordPulled(id string, res Merged) error {
 		a.byPath[res.Path] = key
 	}
 	a.state.touch(fst)
-	fst.Pulled = append(fst.Pulled, PulledRange{Start: start, End: end, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: hex.EncodeToString(sum[:])})
+	fst.Pulled = append(fst.Pulled, PulledRange{Start: res.Added.Start, End: res.Added.End, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: res.Added.SHA256})
 	a.markDirty(res.Path)
 	return nil
 }

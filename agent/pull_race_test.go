@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
 )
 
 type mergerFunc func(ctx context.Context, req MergeRequest) (Merged, error)
@@ -45,7 +48,11 @@ func testPulledThenChanged(t *testing.T, rewrite bool) {
 			changed[300] ^= 1
 			e.writeRename(ompRel, changed)
 		}
-		return Merged{Action: MergeCreated, Path: ompRel, Bytes: int64(len(deskData)), Written: deskData, Source: &repo.ChunkSource{Machine: "desk", Generation: gen}}, nil
+		// What restore reports of what it wrote: after the title slot.
+		slot := int64(session.SlotLen(deskData))
+		sum := sha256.Sum256(deskData[slot:])
+		added := &Added{Start: slot, End: int64(len(deskData)), SHA256: hex.EncodeToString(sum[:])}
+		return Merged{Action: MergeCreated, Path: ompRel, Bytes: int64(len(deskData)), Added: added, Source: &repo.ChunkSource{Machine: "desk", Generation: gen}}, nil
 	})
 	a, err := New(e.repo, e.opts)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"sort"
 	"strings"
@@ -90,12 +91,17 @@ func inventory(ctx context.Context, r *repo.Repo, id string, opts Options, liste
 	return invs, err
 }
 
-func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, listed *repo.SessionObjects) (*fetched, error) {
+func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, listed *repo.SessionObjects) (_ *fetched, err error) {
 	invs, err := inventory(ctx, r, t.id, opts, listed)
 	if err != nil {
 		return nil, fmt.Errorf("list session %s: %w", t.id, err)
 	}
 	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}}
+	defer func() {
+		if err != nil {
+			f.discard() // the copies streamed before the failure
+		}
+	}()
 	newest := t.newest()
 	var gens []string
 	for _, inv := range invs {
@@ -131,13 +137,27 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			}
 		}
 		var data []byte
-		if s.Name == repo.SessionStream && opts.streams && opts.At.IsZero() && sessionCopies(invs, opts) == 1 {
+		if opts.streams && opts.At.IsZero() {
+			// Every copy, session or artifact, streams to a temp file:
+			// the merge reads them through, whatever their size.
+			rel, ok := repo.ArtifactPath(s.Name)
+			if s.Name != repo.SessionStream && !ok {
+				return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
+			}
 			c, err := streamCopy(ctx, r, t, s, g, limit, opts)
 			if err != nil {
 				return nil, err
 			}
-			c.mtime = mtime
-			f.session = append(f.session, c)
+			switch {
+			case s.Name != repo.SessionStream:
+				f.artifacts[rel] = append(f.artifacts[rel], c)
+			case s.Machine == newest.machine:
+				c.mtime = mtime
+				f.session = append([]copyData{c}, f.session...)
+			default:
+				c.mtime = mtime
+				f.session = append(f.session, c)
+			}
 			continue
 		}
 		if opts.At.IsZero() {
@@ -211,31 +231,20 @@ func (f *fetched) discard() {
 			os.Remove(c.file)
 		}
 	}
-}
-
-// sessionCopies counts the session copies fetchOnce reads from invs.
-func sessionCopies(invs []*repo.StreamInventory, opts Options) int {
-	n := 0
-	for _, inv := range invs {
-		if inv.Stream.Name != repo.SessionStream {
-			continue
-		}
-		if opts.Generation != "" {
-			if g := inv.Find(opts.Generation); g != nil && g.HasMeta {
-				n++
+	for _, cs := range f.artifacts {
+		for _, c := range cs {
+			if c.file != "" {
+				os.Remove(c.file)
 			}
-		} else if inv.Newest() != nil {
-			n++
 		}
 	}
-	return n
 }
 
-// streamCopy streams a session's one copy, verified as it arrives, to a
-// hidden temp file in the agent dir, with its title slot laid over it:
-// a session restored where nothing is has nothing to merge with, so no
-// more than a few buffers of it are ever in memory. The blobs it
-// references are found as it is read back.
+// streamCopy streams one copy of a session or an artifact, verified as it
+// arrives, to a hidden temp file in the agent dir (in a dry run, the
+// system's temp folder), with its title slot laid over it: no more than
+// a few buffers of it are ever in memory, and the merge reads it through.
+// The blobs it references are found as it goes by.
 func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *repo.Generation, limit int64, opts Options) (copyData, error) {
 	c := copyData{machine: s.Machine, generation: g.Name}
 	var head []byte
@@ -244,10 +253,13 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 			os.Remove(c.file)
 			c.file = ""
 		}
-		if err := os.MkdirAll(opts.AgentDir, 0o700); err != nil {
+		dir := opts.AgentDir
+		if opts.DryRun {
+			dir = "" // nothing written to the agent dir
+		} else if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		f, err := os.CreateTemp(opts.AgentDir, ".ompsync-session-*.tmp")
+		f, err := os.CreateTemp(dir, ".ompsync-session-*.tmp")
 		if err != nil {
 			return err
 		}
@@ -270,7 +282,7 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
-		c.size = st.Size
+		c.size, c.mtime = st.Size, st.Mtime // an artifact's mtime, from its chunks
 		return err
 	})
 	if err != nil {
@@ -282,6 +294,9 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	fail := func(err error) (copyData, error) {
 		os.Remove(c.file)
 		return c, err
+	}
+	if s.Name != repo.SessionStream {
+		return c, nil
 	}
 	if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
 		return fail(fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID))
@@ -389,6 +404,10 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 	}
 	for _, cs := range f.artifacts {
 		for _, c := range cs {
+			if c.file != "" {
+				maps.Copy(refs, c.refs)
+				continue
+			}
 			blobRefs(c.data, refs)
 		}
 	}

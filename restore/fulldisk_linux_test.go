@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -32,8 +33,9 @@ func smallDisk(t *testing.T, size string) string {
 }
 
 // Appending to a shorter local copy on a disk that fills up leaves the file
-// exactly as it was (no torn last line for omp to glue onto); the same
-// restore with space completes it.
+// exactly as it was (no torn last line for omp to glue onto), whether the
+// disk is too full for the verified copy the tail comes from or only for
+// the tail; the same restore with space completes it.
 func TestRestoreAppendOnFullDisk(t *testing.T) {
 	var big corpusFile
 	for _, f := range corpus(t) {
@@ -48,32 +50,48 @@ func TestRestoreAppendOnFullDisk(t *testing.T) {
 	a.backup()
 
 	b := newMachine(t, r, "laptop")
-	b.agentDir = smallDisk(t, "1536k")
+	b.agentDir = smallDisk(t, "4m")
 	prefix := big.data[:bytes.IndexByte(big.data[4096:], '\n')+4097]
 	b.write(rel, prefix, base.Add(-time.Hour))
 	filler := filepath.Join(b.agentDir, "filler")
-	if err := os.WriteFile(filler, make([]byte, 1200<<10), 0o600); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		free int64  // bytes left free
+		want string // in the error
+	}{
+		{"too full for the copy", int64(len(big.data)) / 2, "no local file was touched"},
+		{"too full for the tail", int64(len(big.data)) * 3 / 2, "file left as it was"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(b.agentDir, &st); err != nil {
+				t.Fatal(err)
+			}
+			fill := int64(st.Bavail)*st.Bsize - tc.free
+			if err := os.WriteFile(filler, make([]byte, fill), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(filler)
+			rep, err := b.restore([]string{big.id[:8]}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := rep.Results[0]
+			if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, tc.want) {
+				t.Fatalf("restore onto a full disk: %+v", res)
+			}
+			if got := b.read(rel); !bytes.Equal(got, prefix) {
+				t.Fatalf("after a failed append the file has %d bytes, want the %d it had", len(got), len(prefix))
+			}
+			if fi, err := os.Stat(b.path(rel)); err != nil || !fi.ModTime().Equal(base.Add(-time.Hour)) {
+				t.Fatalf("after a failed append: mtime %v (%v), want it unchanged", fi.ModTime(), err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(b.agentDir, ".ompsync-*")); len(left) > 0 {
+				t.Errorf("temp files left: %v", left)
+			}
+		})
 	}
 
-	rep, err := b.restore([]string{big.id[:8]}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := rep.Results[0]
-	if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "left as it was") {
-		t.Fatalf("restore onto a full disk: %+v", res)
-	}
-	if got := b.read(rel); !bytes.Equal(got, prefix) {
-		t.Fatalf("after a failed append the file has %d bytes, want the %d it had", len(got), len(prefix))
-	}
-	if fi, err := os.Stat(b.path(rel)); err != nil || !fi.ModTime().Equal(base.Add(-time.Hour)) {
-		t.Fatalf("after a failed append: mtime %v (%v), want it unchanged", fi.ModTime(), err)
-	}
-
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
-	}
 	if res := b.restoreOK([]string{big.id[:8]}, Options{}).Results[0]; res.Action != Appended {
 		t.Fatalf("with space: %+v", res)
 	}

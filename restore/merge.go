@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
@@ -21,9 +23,15 @@ import (
 // outcome is what the merge rule decides for one file.
 type outcome struct {
 	action Action // Created, Appended, Retitled, Unchanged or Merged
-	// data is the file's new content; for Appended, data[:len(local)] is
-	// what the file holds (unless replace) and the rest is appended.
+	// data is the file's new content as combine decided it, in memory; for
+	// Appended, data[:len(local)] is what the file holds (unless replace)
+	// and the rest is appended.
 	data []byte
+	// body is the file's new content as write takes it (for every action
+	// but Unchanged): data, or, as decide decided without holding it, a
+	// copy's verified temp file or the local file, a newer title slot
+	// laid over.
+	body content
 	// replace: the title slot changed too, so the file is rewritten whole
 	// (to no fewer bytes) rather than appended to.
 	replace bool
@@ -34,10 +42,6 @@ type outcome struct {
 	// are the copies (indexes into copies) that went on apart from data.
 	diverged bool
 	apart    []int
-	// file, for a Created session streamed to a temp file, holds the
-	// content (size bytes) instead of data.
-	file string
-	size int64
 }
 
 // format is how combine reads one stream: st's session files (slotted)
@@ -155,6 +159,185 @@ func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, e
 		return keepLocal(local, all, f), nil
 	}
 	return outcome{action: Merged, data: data, from: from}, nil
+}
+
+// decide applies the merge rule as combine does, but compares the files a
+// buffer at a time instead of holding them: the local file (nil for none)
+// equal to a copy, behind one (the rest appended) or ahead of them all,
+// one copy and no local file, or a format that cannot be merged line by
+// line, cost a few buffers whatever their size. ok is false when the
+// copies diverged and must be merged line by line: combine's work, on
+// bytes in memory.
+func decide(local *body, copies []body, f format) (out outcome, ok bool, err error) {
+	type bcand struct {
+		b   body
+		idx int // -1 for the local file
+	}
+	var cands []bcand
+	var heads [][]byte // the local file first, then the copies
+	if local != nil {
+		cands = append(cands, bcand{*local, -1})
+		heads = append(heads, local.head)
+	}
+	for i, c := range copies {
+		cands = append(cands, bcand{c, i})
+		heads = append(heads, c.head)
+	}
+	// in[i][j]: cands[i]'s bytes are a prefix of cands[j]'s.
+	in := make([][]bool, len(cands))
+	for i := range in {
+		in[i] = make([]bool, len(cands))
+	}
+	for i := range cands {
+		for j := i + 1; j < len(cands); j++ {
+			if in[i][j], in[j][i], err = prefixes(cands[i].b, cands[j].b, f); err != nil {
+				return out, false, err
+			}
+		}
+	}
+	// Keep only the copies no other copy extends (the first of equals).
+	var top []bcand
+	for i, a := range cands {
+		covered := false
+		for j := range cands {
+			if i != j && in[i][j] && (!in[j][i] || j < i) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			top = append(top, a)
+		}
+	}
+	if len(top) == 1 {
+		m := top[0]
+		if m.idx < 0 {
+			return keepLocalBody(*local, copies, heads, f), true, nil
+		}
+		c := content{src: m.b}
+		if f.slotted {
+			c.slot = newerSlot(m.b.head, heads, f)
+		}
+		if local == nil {
+			return outcome{action: Created, body: c, from: []int{m.idx}}, true, nil
+		}
+		// m extends the local file: they differ at most in the slot.
+		n := f.slotLen(m.b.head)
+		replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
+		return outcome{action: Appended, body: c, from: []int{m.idx}, replace: replace}, true, nil
+	}
+	if f.lines {
+		return out, false, nil
+	}
+	out = outcome{action: Unchanged, diverged: true}
+	if local == nil {
+		out = outcome{action: Created, body: content{src: top[0].b}, from: []int{top[0].idx}, diverged: true}
+	}
+	for _, c := range top {
+		if c.idx >= 0 && (local != nil || c.idx != top[0].idx) {
+			out.apart = append(out.apart, c.idx)
+		}
+	}
+	return out, true, nil
+}
+
+// keepLocalBody is keepLocal for a local file read through: unchanged, or
+// retitled with another copy's newer title slot.
+func keepLocalBody(local body, copies []body, heads [][]byte, f format) outcome {
+	if f.slotted {
+		if s := newerSlot(local.head, heads, f); s != nil {
+			// from names the copy the title came from, for its mtime.
+			out := outcome{action: Retitled, body: content{src: local, slot: s}, replace: true}
+			for i, c := range copies {
+				if bytes.HasPrefix(c.head, s) {
+					out.from = []int{i}
+					break
+				}
+			}
+			return out
+		}
+	}
+	return outcome{action: Unchanged}
+}
+
+// newerSlot is the newest title slot among heads when it is not the one
+// head starts with and can take its place (nil otherwise), as
+// withNewestSlot decides.
+func newerSlot(head []byte, heads [][]byte, f format) []byte {
+	s, n := f.st.NewestSlot(heads), f.slotLen(head)
+	if s == nil || n == 0 || len(s) != n || bytes.Equal(s, head[:n]) {
+		return nil
+	}
+	return append([]byte(nil), s...)
+}
+
+// mergeInMemory merges diverged copies line by line, by combine, which
+// needs them all in memory: so only when they fit what is left of
+// maxMerge, one session at a time.
+func (m *merger) mergeInMemory(rel string, w *fileWrite, local *body, copies []body, f format) (outcome, error) {
+	var need int64
+	if local != nil {
+		need += local.size
+	}
+	for _, c := range copies {
+		need += c.size
+	}
+	if !m.locked {
+		m.mergeMu.Lock()
+		m.locked = true
+	}
+	if m.held+need > m.maxMerge {
+		return outcome{}, fmt.Errorf("%s: the copies went on apart, and merging them line by line takes them into memory: %d MiB, more than the %d MiB allowed; restore each machine's copy to another folder (restore --machine <name> --to <folder>) to merge them by hand", rel, (m.held+need+(1<<20)-1)>>20, m.maxMerge>>20)
+	}
+	m.held += need
+	var err error
+	if local != nil {
+		if w.localData, err = local.bytes(); err != nil {
+			return outcome{}, fmt.Errorf("read local file: %w", err)
+		}
+	}
+	datas := make([][]byte, len(copies))
+	for i, c := range copies {
+		if datas[i], err = c.bytes(); err != nil {
+			return outcome{}, fmt.Errorf("%s: %w", rel, err)
+		}
+	}
+	out, err := combine(w.localData, local != nil, datas, f)
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", rel, err)
+	}
+	if local != nil {
+		if err := keepsLocal(w.localData, out.data, f); err != nil {
+			return out, fmt.Errorf("%s: refusing to write: %w (please report this)", rel, err)
+		}
+	}
+	if out.action != Unchanged {
+		out.body = content{src: memBody(out.data)}
+	}
+	return out, nil
+}
+
+// openBody opens the file at p to read its first size bytes through; apply
+// closes it when done.
+func (m *merger) openBody(p string, size int64) (body, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return body{}, err
+	}
+	m.files = append(m.files, f)
+	return fileBody(f, size)
+}
+
+// done closes what plan opened and lets the next session merge in memory.
+func (m *merger) done() {
+	for _, f := range m.files {
+		f.Close()
+	}
+	m.files = nil
+	if m.locked {
+		m.locked, m.held = false, 0
+		m.mergeMu.Unlock()
+	}
 }
 
 // diverged is the outcome for copies that went on apart and cannot be
@@ -285,7 +468,16 @@ type merger struct {
 	store       store.Store
 	agentDir    string
 	dryRun      bool
-	keepWritten bool
+	hashWritten bool // see Options.HashWritten
+	// maxMerge bounds the copies an entry-level merge holds in memory,
+	// shared by every session of a Run through mergeMu: held while a
+	// session holds copies, so that no two sessions hold them at once.
+	maxMerge int64
+	mergeMu  *sync.Mutex
+	held     int64
+	locked   bool
+	// files are the files plan opened, closed when apply ends.
+	files []*os.File
 	// deferSync, when set, takes over syncing the folder of a new session
 	// file.
 	deferSync  func(dir string)
@@ -295,17 +487,21 @@ type merger struct {
 
 // fileWrite is one planned write.
 type fileWrite struct {
-	rel    string
-	out    outcome
-	local  []byte
-	before fs.FileInfo // the local file as read; nil when there was none
-	mtime  time.Time   // zero: leave as written
+	rel   string
+	out   outcome
+	local body
+	// localData is the local file, when it was read into memory for a
+	// merge (and is kept beside as it was).
+	localData []byte
+	before    fs.FileInfo // the local file as read; nil when there was none
+	mtime     time.Time   // zero: leave as written
 }
 
 // apply merges a fetched session (its file at rel, which exists locally
 // when hasLocal) and writes it: blobs first, then artifacts, then the session
 // file, so that a session never appears before what it references.
 func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error {
+	defer m.done()
 	sw, err := m.plan(rel, hasLocal, f.session, format{m.store, true, true})
 	if err != nil {
 		res.Action = Failed
@@ -376,19 +572,30 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		}
 	}
 
-	if m.keepWritten {
-		res.Written = sw.out.data
-	}
+	size := sw.out.body.size()
 	switch sw.out.action {
 	case Appended:
-		res.Bytes = int64(len(sw.out.data) - len(sw.local))
+		res.Bytes = size - sw.local.size
 	case Created, Merged:
-		res.Bytes = int64(len(sw.out.data))
-		if sw.out.file != "" {
-			res.Bytes = sw.out.size
-		}
+		res.Bytes = size
 	case Retitled:
-		res.Bytes = int64(m.store.SlotLen(sw.out.data))
+		res.Bytes = int64(m.store.SlotLen(sw.out.body.head()))
+	}
+	if m.hashWritten && !m.dryRun && (sw.out.action == Created || sw.out.action == Appended) {
+		// What is added after the title slot, from what is written, not
+		// from the file, which omp may change the moment it appears.
+		start := int64(m.store.SlotLen(sw.out.body.head()))
+		if sw.out.action == Appended {
+			start = max(start, sw.local.size)
+		}
+		if start < size {
+			sum, err := sw.out.body.sum(start)
+			if err != nil {
+				res.Action = Failed
+				return fmt.Errorf("read what is restored: %w", err)
+			}
+			res.Added = &Span{Start: start, End: size, SHA256: sum}
+		}
 	}
 	if sw.out.action == Merged {
 		res.Backup = m.backupName(rel)
@@ -436,18 +643,13 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	return nil
 }
 
-// plan reads the local file at rel (when has) and decides by combine.
+// plan reads the local file at rel (when has) and decides by the merge
+// rule: a buffer at a time (decide) wherever one copy holds the others,
+// in memory (combine) when copies diverged and are merged line by line,
+// and then only within maxMerge.
 func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWrite, error) {
 	w := fileWrite{rel: rel}
-	if len(copies) == 1 && copies[0].file != "" {
-		if has {
-			return w, fmt.Errorf("%s: a streamed copy meets a local file (please report this)", rel)
-		}
-		// One copy and nothing here: it is the file, as it streamed in.
-		w.out = outcome{action: Created, from: []int{0}, file: copies[0].file, size: copies[0].size}
-		w.mtime = copies[0].mtime
-		return w, nil
-	}
+	var local *body
 	if has {
 		p := abs(m.agentDir, rel)
 		fi, err := os.Lstat(p)
@@ -457,22 +659,31 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 		if !fi.Mode().IsRegular() {
 			return w, fmt.Errorf("local file %s is not a regular file; not touching it", rel)
 		}
-		if w.local, err = os.ReadFile(p); err != nil {
+		if w.local, err = m.openBody(p, fi.Size()); err != nil {
 			return w, fmt.Errorf("read local file: %w", err)
 		}
-		w.before = fi
+		local, w.before = &w.local, fi
 	}
-	datas := make([][]byte, len(copies))
+	bodies := make([]body, len(copies))
 	for i, c := range copies {
-		datas[i] = c.data
+		if c.file == "" {
+			bodies[i] = memBody(c.data)
+			continue
+		}
+		b, err := m.openBody(c.file, c.size)
+		if err != nil {
+			return w, fmt.Errorf("%s: %w", rel, err)
+		}
+		b.file = c.file
+		bodies[i] = b
 	}
-	out, err := combine(w.local, has, datas, f)
+	out, ok, err := decide(local, bodies, f)
 	if err != nil {
 		return w, fmt.Errorf("%s: %w", rel, err)
 	}
-	if has {
-		if err := keepsLocal(w.local, out.data, f); err != nil {
-			return w, fmt.Errorf("%s: refusing to write: %w (please report this)", rel, err)
+	if !ok {
+		if out, err = m.mergeInMemory(rel, &w, local, bodies, f); err != nil {
+			return w, err
 		}
 	}
 	w.out = out
@@ -503,9 +714,12 @@ func filepathSplit(rel string) (dir, base string) {
 
 // write carries out one planned write and returns the backup it made. A
 // file it creates is durable once its folder is synced: by write, or, when
-// deferSync is set, by whoever deferSync tells.
+// deferSync is set, by whoever deferSync tells. A copy's verified temp file
+// becomes the file (linked or renamed); any other content is written
+// through a temp file beside it, never held whole.
 func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, err error) {
 	p := abs(m.agentDir, w.rel)
+	c := w.out.body
 	switch w.out.action {
 	case Unchanged:
 		return "", nil
@@ -513,9 +727,15 @@ func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, 
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return "", fmt.Errorf("create folder: %w", err)
 		}
-		create := func() error { return createNew(p, w.out.data, w.mtime, deferSync != nil) }
-		if w.out.file != "" {
-			create = func() error { return linkNew(p, w.out.file, w.mtime, deferSync != nil) }
+		create := func() error { return createNew(p, c.src.data, w.mtime, deferSync != nil) }
+		if c.src.data == nil {
+			create = func() error {
+				tmp, err := tempOf(filepath.Dir(p), c)
+				if err != nil {
+					return err
+				}
+				return linkNew(p, tmp, w.mtime, deferSync != nil)
+			}
 		}
 		if err := create(); err != nil {
 			return "", err
@@ -525,16 +745,16 @@ func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, 
 		}
 		return "", nil
 	case Retitled:
-		return "", replaceFile(p, w.before, w.out.data, w.mtime)
+		return "", replaceWith(p, w.before, c, w.mtime)
 	case Appended:
 		if !w.out.replace {
-			return "", appendFile(p, w.local, w.out.data[len(w.local):], w.mtime)
+			return "", appendFile(p, w.local.size, c.section(w.local.size), w.mtime)
 		}
-		return "", replaceFile(p, w.before, w.out.data, w.mtime)
+		return "", replaceWith(p, w.before, c, w.mtime)
 	case Merged:
 		backup = m.backupName(w.rel)
 		for i := 2; ; i++ {
-			err := createNew(abs(m.agentDir, backup), w.local, w.before.ModTime(), false)
+			err := createNew(abs(m.agentDir, backup), w.localData, w.before.ModTime(), false)
 			if err == nil {
 				break
 			}
@@ -543,9 +763,82 @@ func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, 
 			}
 			backup = fmt.Sprintf("%s-%d", m.backupName(w.rel), i)
 		}
-		return backup, replaceFile(p, w.before, w.out.data, w.mtime)
+		return backup, replaceWith(p, w.before, c, w.mtime)
 	}
 	return "", fmt.Errorf("unknown action %q", w.out.action)
+}
+
+// tempOf returns a synced temp file holding c: a copy's verified temp file
+// itself (its slot laid over in place), else a new one in dir.
+func tempOf(dir string, c content) (string, error) {
+	if tmp := c.src.file; tmp != "" {
+		if c.slot == nil {
+			return tmp, nil
+		}
+		f, err := os.OpenFile(tmp, os.O_WRONLY, 0)
+		if err != nil {
+			return "", err
+		}
+		_, err = f.WriteAt(c.slot, 0)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return tmp, err
+	}
+	f, err := os.CreateTemp(dir, ".ompsync-session-*.tmp")
+	if err != nil {
+		return "", fmt.Errorf("create temp file: %w", err)
+	}
+	_, err = io.CopyBuffer(onlyWriter{f}, c.section(0), make([]byte, compareBuf))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
+}
+
+// replaceWith replaces the file read as before with c, atomically.
+func replaceWith(p string, before fs.FileInfo, c content, mtime time.Time) error {
+	if c.src.data != nil && c.slot == nil {
+		return replaceFile(p, before, c.src.data, mtime)
+	}
+	tmp, err := tempOf(filepath.Dir(p), c)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if !mtime.IsZero() {
+		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+			return fmt.Errorf("set mtime: %w", err)
+		}
+	}
+	if err := changed(p, before); err != nil {
+		return err
+	}
+	err = os.Rename(tmp, p)
+	if errors.Is(err, syscall.EXDEV) {
+		// The temp file is on another file system: copied beside p.
+		var copied string
+		if copied, err = copyTemp(tmp, filepath.Dir(p)); err == nil {
+			defer os.Remove(copied)
+			if err = os.Chtimes(copied, mtime, mtime); err == nil || mtime.IsZero() {
+				err = os.Rename(copied, p)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("replace %s: %w", p, err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
 // createNew writes a new file (mode 0600) through a temp file and a hard
@@ -572,6 +865,14 @@ func linkNew(p, tmp string, mtime time.Time, noDirSync bool) error {
 		}
 	}
 	err := os.Link(tmp, p)
+	if errors.Is(err, syscall.EXDEV) {
+		// The temp file is on another file system: copied beside p.
+		var copied string
+		if copied, err = copyTemp(tmp, filepath.Dir(p)); err == nil {
+			defer os.Remove(copied)
+			err = os.Link(copied, p)
+		}
+	}
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
 	}
@@ -596,9 +897,10 @@ func changed(p string, before fs.FileInfo) error {
 	return nil
 }
 
-// appendFile appends tail to the file at p in one write, after checking that
-// it still holds exactly local's length.
-func appendFile(p string, local, tail []byte, mtime time.Time) error {
+// appendFile appends tail to the file at p, after checking that it still
+// holds exactly size bytes, a buffer at a time; on any failure the file is
+// cut back to its size and synced.
+func appendFile(p string, size int64, tail io.Reader, mtime time.Time) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("open for append: %w", err)
@@ -608,18 +910,18 @@ func appendFile(p string, local, tail []byte, mtime time.Time) error {
 		f.Close()
 		return err
 	}
-	if fi.Size() != int64(len(local)) {
+	if fi.Size() != size {
 		f.Close()
 		return fmt.Errorf("%s changed while restoring; nothing written to it (run the restore again)", p)
 	}
-	_, err = f.Write(tail)
+	_, err = io.CopyBuffer(onlyWriter{f}, tail, make([]byte, compareBuf))
 	if err == nil {
 		err = f.Sync()
 	}
 	if err != nil {
 		// A full disk or an I/O error must not leave a torn last line
 		// that omp's next append would glue onto: back to what it was.
-		undo := f.Truncate(int64(len(local)))
+		undo := f.Truncate(size)
 		if undo == nil {
 			undo = f.Sync()
 		}
@@ -628,7 +930,7 @@ func appendFile(p string, local, tail []byte, mtime time.Time) error {
 			undo = os.Chtimes(p, fi.ModTime(), fi.ModTime())
 		}
 		if undo != nil {
-			return fmt.Errorf("append to %s failed (%w), and cutting it back to its %d bytes failed too: %v", p, err, len(local), undo)
+			return fmt.Errorf("append to %s failed (%w), and cutting it back to its %d bytes failed too: %v", p, err, size, undo)
 		}
 		return fmt.Errorf("append to %s failed, file left as it was: %w", p, err)
 	}

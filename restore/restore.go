@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
@@ -67,12 +68,15 @@ type Options struct {
 	// sessionOnly fetches the session stream alone, without artifacts or
 	// blobs (cat, grep).
 	sessionOnly bool
-	// streams: a session with one copy is streamed to a temp file, not
-	// read into memory (restoreOne sets it where nothing is to merge with).
+	// streams: each copy is streamed to a temp file, not read into
+	// memory (restoreOne sets it; cat reads copies whole).
 	streams bool
 	// blobMtimes is each blob's mtime as the catalogs give it (Run sets it
 	// from the planner's).
 	blobMtimes map[string]time.Time
+	// mergeMu lets one session at a time hold copies in memory to merge
+	// them (Run sets it).
+	mergeMu *sync.Mutex
 	// Parallel bounds sessions restored at once. Default 16, the config's
 	// transfers.
 	Parallel int
@@ -84,13 +88,19 @@ type Options struct {
 	// MaxStreamSize bounds any stream, whatever a catalog records: a
 	// session file, an artifact file, an older generation. Default 1 GiB.
 	MaxStreamSize int64
+	// MaxMergeSize bounds the copies (the local file's among them) that
+	// an entry-level merge of diverged copies holds in memory at once,
+	// across all sessions; past it the session fails, saying so. Every
+	// other restore streams. Default 256 MiB.
+	MaxMergeSize int64
 	// Catalogs, when not nil, are used instead of reading them from the
 	// remote (sync reads them once per pull for all its sessions).
 	Catalogs []repo.Catalog
-	// KeepWritten keeps in each Result the session file's bytes as written
-	// (Written): sync records what it pulled from them, not from the file,
-	// which omp may change the moment it appears.
-	KeepWritten bool
+	// HashWritten gives in each Result the range of the session file's
+	// bytes a restore added and their hash (Added): sync records what it
+	// pulled from what was written, not from the file, which omp may
+	// change the moment it appears.
+	HashWritten bool
 	// Progress, when set, is called with the totals once the sessions are
 	// known, then after each session.
 	Progress func(Progress)
@@ -111,6 +121,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxStreamSize <= 0 {
 		o.MaxStreamSize = 1 << 30
+	}
+	if o.MaxMergeSize <= 0 {
+		o.MaxMergeSize = 256 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -166,8 +179,9 @@ type Result struct {
 	// Bytes is how much was (or, in a dry run, would be) written to the
 	// session file.
 	Bytes int64 `json:"bytes"`
-	// Written is the session file's content as written (with KeepWritten).
-	Written []byte `json:"-"`
+	// Added is what a create or an append wrote after the title slot
+	// (with HashWritten).
+	Added *Span `json:"-"`
 	// Backup is the pre-merge local file, relative to the agent dir.
 	Backup string `json:"backup,omitempty"`
 	// Machines are the copies used.
@@ -191,6 +205,12 @@ func (r Result) OK() bool {
 		return true
 	}
 	return false
+}
+
+// Span is a range of a file's bytes and their SHA-256 (hex).
+type Span struct {
+	Start, End int64
+	SHA256     string
 }
 
 // Source is one machine's generation of a session.
@@ -261,6 +281,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		}
 	}
 	rep.Results = make([]Result, len(targets))
+	opts.mergeMu = &sync.Mutex{}
 
 	var total int64
 	for _, t := range targets {
@@ -350,10 +371,15 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		return res
 	}
 	fopts := opts
-	fopts.streams = localRel == "" && !opts.KeepWritten && !opts.DryRun
+	fopts.streams = true
 	f, err := fetch(ctx, r, t, fopts, listed)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			// The copies stream to temp files beside the agent's: this
+			// disk, not the remote, is the trouble.
+			res.Action, res.Error = Failed, err.Error()+" (no local file was touched; each was left as it was: free some space and restore again)"
+		}
 		return res
 	}
 	defer f.discard() // the temp files the merger did not place
@@ -364,7 +390,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Machines = append(res.Machines, c.machine)
 	}
 	res.Notes = append(res.Notes, f.notes...)
-	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, keepWritten: opts.KeepWritten, deferSync: deferSync, now: opts.Now, blobMtimes: opts.blobMtimes}
+	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, deferSync: deferSync, now: opts.Now, blobMtimes: opts.blobMtimes}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		if res.Action == "" {
 			res.Action = Failed

@@ -3,7 +3,18 @@ package restore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
 )
 
 // bigSlotted is a real omp file (with a title slot) grown past a few
@@ -64,5 +75,251 @@ func TestVerifyComparesStreamed(t *testing.T) {
 				t.Fatalf("local %s (%d bytes checked), want %s (%d)", c.Local, c.Bytes, tc.want, len(f.data))
 			}
 		})
+	}
+}
+
+// grown is f's bytes grown to about size with lines of their own ids,
+// and cuts every 4 MiB at a line's end, as the agent uploads a backlog.
+func grown(data []byte, size int, tag string) ([]byte, []int64) {
+	data = bytes.Clone(data)
+	var cuts []int64
+	for i := 0; len(data) < size; i++ {
+		if len(data)/(4<<20) > len(cuts) {
+			cuts = append(cuts, int64(len(data)))
+		}
+		data = append(data, entry(fmt.Sprintf("%s%06x", tag, i), "", base, strings.Repeat("an answer of the long session ", 20))...)
+	}
+	return data, cuts
+}
+
+// lineCut is the end of the line that holds byte at.
+func lineCut(data []byte, at int) int { return at + bytes.IndexByte(data[at:], '\n') + 1 }
+
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func noTempFiles(t *testing.T, dir string) {
+	t.Helper()
+	left, _ := filepath.Glob(filepath.Join(dir, ".ompsync-*"))
+	more, _ := filepath.Glob(filepath.Join(dir, "sessions", "*", ".*.tmp"))
+	if len(left)+len(more) > 0 {
+		t.Errorf("temp files left: %v %v", left, more)
+	}
+}
+
+// Restore onto a shorter local copy of a large session appends the rest,
+// from the verified copy streamed to a temp file, to the same file: the
+// bytes are the backup's, and what it allocates is far less than the
+// session (the copies are compared and appended a buffer at a time).
+// Equal and ahead leave the file alone; a newer title on the remote
+// replaces the file whole, through the temp copy.
+func TestRestoreStreamsOntoLocalCopy(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0] // a title slot
+	data, cuts := grown(f.data, 48<<20, "c0")
+	rel := sessionPath("-w", f.id, 1)
+	_, gen := putSession(t, r, "desk", f.id, rel, data, cuts...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+
+	half := lineCut(data, len(data)/2)
+	newer := retitled(t, data, "Newer", "2030-01-01T00:00:00.000Z")
+	older := retitled(t, data, "Older", "2020-01-01T00:00:00.000Z")
+	ahead := append(bytes.Clone(data), entry("ffff0001", "", base, "not yet uploaded")...)
+	for _, tc := range []struct {
+		name    string
+		local   []byte
+		want    Action
+		final   []byte
+		inPlace bool // the same file, appended to or left alone
+	}{
+		{"half", data[:half], Appended, data, true},
+		{"half a line", data[:half+7], Appended, data, true},
+		{"equal", data, Unchanged, data, true},
+		{"ahead", ahead, Unchanged, ahead, true},
+		{"older title, half", older[:half], Appended, data, false},
+		{"newer title here, half", newer[:half], Appended, newer, true},
+		{"older title, all", older, Retitled, data, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newMachine(t, r, "laptop")
+			b.write(rel, tc.local, base.Add(-time.Hour))
+			before, _ := os.Stat(b.path(rel))
+			var rep *Report
+			n := allocated(func() { rep = b.restoreOK([]string{f.id}, Options{}) })
+			res := rep.Results[0]
+			if res.Action != tc.want {
+				t.Fatalf("result %+v, want %s", res, tc.want)
+			}
+			if got := b.read(rel); !bytes.Equal(got, tc.final) {
+				t.Fatalf("file holds %d bytes, want %d (first difference near the title slot?)", len(got), len(tc.final))
+			}
+			after, _ := os.Stat(b.path(rel))
+			if os.SameFile(before, after) != tc.inPlace {
+				t.Errorf("same file %v, want %v", os.SameFile(before, after), tc.inPlace)
+			}
+			if tc.want == Appended && res.Bytes != int64(len(tc.final)-len(tc.local)) {
+				t.Errorf("%d bytes appended, want %d", res.Bytes, len(tc.final)-len(tc.local))
+			}
+			if n >= uint64(len(data))/2 {
+				t.Errorf("restoring %d MiB onto a local copy allocated %d MiB", len(data)>>20, n>>20)
+			}
+			noTempFiles(t, b.agentDir)
+		})
+	}
+}
+
+// A copy that fails its checks midway (its last chunk damaged) leaves the
+// shorter local copy byte for byte as it was, and no temp file behind.
+func TestRestoreFailingMidwayLeavesLocalCopy(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	data, cuts := grown(f.data, 12<<20, "d0")
+	rel := sessionPath("-w", f.id, 1)
+	s, gen := putSession(t, r, "desk", f.id, rel, data, cuts...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	last := cuts[len(cuts)-1]
+	bad := bytes.Clone(data[last:])
+	bad[len(bad)/2] ^= 1
+	hdr, _, err := r.GetChunk(context.Background(), s, gen, last, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.PutChunk(context.Background(), s, gen, hdr, bad); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newMachine(t, r, "laptop")
+	local := data[:lineCut(data, len(data)/3)]
+	b.write(rel, local, base.Add(-time.Hour))
+	rep, err := b.restore([]string{f.id}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := rep.Results[0]; rep.OK() || res.Action != Refused || !strings.Contains(res.Error, f.id) {
+		t.Fatalf("restore of a damaged copy: %+v", res)
+	}
+	if got := b.read(rel); !bytes.Equal(got, local) {
+		t.Fatalf("the local file holds %d bytes, want the %d it had", len(got), len(local))
+	}
+	if fi, _ := os.Stat(b.path(rel)); !fi.ModTime().Equal(base.Add(-time.Hour)) {
+		t.Errorf("mtime %v, want it unchanged", fi.ModTime())
+	}
+	noTempFiles(t, b.agentDir)
+}
+
+// Copies from several machines, one ahead of the other and of the local
+// file, stream too: the longest is appended; with HashWritten the result
+// names the bytes written after the title slot and their hash, what pull
+// records (and what it once kept the whole file in memory for).
+func TestRestoreStreamsSeveralCopies(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	data, cuts := grown(f.data, 10<<20, "e0")
+	rel := sessionPath("-w", f.id, 1)
+	short := data[:lineCut(data, len(data)*2/3)]
+	_, g1 := putSession(t, r, "desk", f.id, rel, data, cuts...)
+	_, g2 := putSession(t, r, "tower", f.id, rel, short)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: g1, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putCatalog(t, r, "tower", repo.CatalogEntry{ID: f.id, Path: rel, Generation: g2, Size: int64(len(short)), Mtime: base.Add(-time.Minute), State: repo.StatePresent, Changed: base})
+
+	for _, local := range [][]byte{nil, data[:lineCut(data, len(data)/3)]} {
+		b := newMachine(t, r, "laptop")
+		want, from := Created, int64(session.SlotLen(data))
+		if local != nil {
+			b.write(rel, local, base.Add(-time.Hour))
+			want, from = Appended, int64(len(local))
+		}
+		res := b.restoreOK([]string{f.id}, Options{HashWritten: true}).Results[0]
+		if res.Action != want || len(res.Sources) != 1 || res.Sources[0].Machine != "desk" {
+			t.Fatalf("result %+v, want %s from desk", res, want)
+		}
+		if got := b.read(rel); !bytes.Equal(got, data) {
+			t.Fatalf("file holds %d bytes, want %d", len(got), len(data))
+		}
+		sum := sha256.Sum256(data[from:])
+		if a := res.Added; a == nil || a.Start != from || a.End != int64(len(data)) || a.SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("added %+v, want [%d, %d) %x", res.Added, from, len(data), sum)
+		}
+		noTempFiles(t, b.agentDir)
+	}
+}
+
+// Copies that diverged are merged line by line in memory only within the
+// local bound: past MaxMergeSize the session fails with one line saying
+// why and what to do, the local file untouched; within it they merge.
+func TestRestoreMergeBounded(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	common := data4(t, f.data)
+	mine := append(bytes.Clone(common), entry("aaaa9001", lastEntryID(t, common), base.Add(time.Hour), "work here")...)
+	theirs := append(bytes.Clone(common), entry("bbbb9001", lastEntryID(t, common), base.Add(2*time.Hour), "work there")...)
+	rel := sessionPath("-w", f.id, 1)
+	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+
+	b := newMachine(t, r, "laptop")
+	b.write(rel, mine, base.Add(-time.Hour))
+	rep, err := b.restore([]string{f.id}, Options{MaxMergeSize: int64(len(mine) + len(theirs) - 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results[0]
+	if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "more than the") || !strings.Contains(res.Error, "--machine") || strings.Contains(res.Error, "\n") {
+		t.Fatalf("merge past the bound: %+v", res)
+	}
+	if got := b.read(rel); !bytes.Equal(got, mine) {
+		t.Fatalf("the local file changed: %d bytes, want %d", len(got), len(mine))
+	}
+	noTempFiles(t, b.agentDir)
+
+	res = b.restoreOK([]string{f.id}, Options{MaxMergeSize: int64(len(mine) + len(theirs))}).Results[0]
+	if got := b.read(rel); res.Action != Merged || !bytes.Contains(got, []byte("work here")) || !bytes.Contains(got, []byte("work there")) {
+		t.Fatalf("merge within the bound: %+v", res)
+	}
+}
+
+// data4 is data grown past a few comparison buffers.
+func data4(t *testing.T, data []byte) []byte {
+	t.Helper()
+	d, _ := grown(data, 4*compareBuf, "f0")
+	return d
+}
+
+// Artifacts stream as session copies do: a large one is restored byte for
+// byte, and onto a shorter local copy the rest is appended.
+func TestRestoreStreamsArtifacts(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-w", f.id, 1)
+	art := strings.TrimSuffix(rel, ".jsonl") + "/tool.log"
+	var log []byte
+	for i := 0; len(log) < 6<<20; i++ {
+		log = fmt.Appendf(log, "line %d of a long tool output\n", i)
+	}
+	a := newMachine(t, r, "desk")
+	a.write(rel, f.data, base)
+	a.write(art, log, base)
+	a.backup()
+
+	for _, local := range [][]byte{nil, log[:lineCut(log, len(log)/2)]} {
+		b := newMachine(t, r, "laptop")
+		b.write(rel, f.data, base)
+		if local != nil {
+			b.write(art, local, base.Add(-time.Hour))
+		}
+		res := b.restoreOK([]string{f.id}, Options{}).Results[0]
+		if res.Artifacts != 1 {
+			t.Fatalf("result %+v, want the artifact written", res)
+		}
+		if got := b.read(art); !bytes.Equal(got, log) {
+			t.Fatalf("artifact holds %d bytes, want %d", len(got), len(log))
+		}
+		noTempFiles(t, b.agentDir)
 	}
 }

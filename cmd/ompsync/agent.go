@@ -467,7 +467,7 @@ type restoreMerger struct {
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, KeepWritten: true,
+		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, HashWritten: true,
 	})
 	if err != nil {
 		return agent.Merged{}, err
@@ -476,7 +476,10 @@ func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent
 		return agent.Merged{}, fmt.Errorf("restore of %s gave %d results", id, len(rep.Results))
 	}
 	res := rep.Results[0]
-	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Written: res.Written, Backup: res.Backup, Problem: res.Error}
+	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Backup: res.Backup, Problem: res.Error}
+	if a := res.Added; a != nil {
+		out.Added = &agent.Added{Start: a.Start, End: a.End, SHA256: a.SHA256}
+	}
 	if len(res.Sources) == 1 {
 		out.Source = &repo.ChunkSource{Machine: res.Sources[0].Machine, Generation: res.Sources[0].Generation}
 	}
