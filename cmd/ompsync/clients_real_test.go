@@ -252,6 +252,9 @@ func realClientLifecycle(t *testing.T, newClient func(*omptest.Model) client) {
 	if !strings.Contains(out, "created") {
 		t.Errorf("restore %s did not create the session:\n%s", id[:8], out)
 	}
+	if hint := "resume it with: " + desk.c.store().Resume(id) + "\n"; !strings.Contains(out, hint) {
+		t.Errorf("restore %s does not say %q:\n%s", id[:8], hint, out)
+	}
 	restored, _ := desk.theSession()
 	sameFile(t, path, restored)
 	resumeAppends(ctx, t, desk.c, id, restored, "resumed after restore")

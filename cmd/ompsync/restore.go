@@ -13,6 +13,7 @@ import (
 
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/store"
 )
 
 const restoreLong = `Restore sessions from the remote, by session id prefix as omp's --resume
@@ -174,6 +175,11 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	} else {
 		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
 		fmt.Fprintln(a.report(), restoreTotals(rep, opts))
+		if f.to == "" {
+			if hint := resumeHint(rep, opts); hint != "" {
+				fmt.Fprintln(a.report(), hint)
+			}
+		}
 	}
 	for _, p := range rep.Problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
@@ -285,6 +291,29 @@ func quietResults(quiet bool, rep *restore.Report) *restore.Report {
 		}
 	}
 	return out
+}
+
+// resumeHint is how to go on with the one session a restore wrote, in the
+// agent that wrote it; "" when it wrote none or several.
+func resumeHint(rep *restore.Report, opts restore.Options) string {
+	if opts.DryRun || len(rep.Results) != 1 {
+		return ""
+	}
+	res := rep.Results[0]
+	switch res.Action {
+	case restore.Created, restore.Appended, restore.Merged:
+	default:
+		return ""
+	}
+	agent := res.Agent
+	if agent == "" {
+		agent = repo.DefaultAgent
+	}
+	st, err := store.ByName(agent)
+	if err != nil {
+		return ""
+	}
+	return "resume it with: " + st.Resume(res.ID)
 }
 
 func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
