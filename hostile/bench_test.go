@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
@@ -34,6 +35,37 @@ import (
 // process); rusage-MiB is the kernel's ru_maxrss as the benchmark sees it,
 // which also counts the benchmark's own memory at the fork.
 func BenchmarkRestore1GiB(b *testing.B) {
+	bigSessionBench(b, "restore", nil)
+}
+
+// BenchmarkRestoreAppend1GiB restores the same session onto a local copy
+// of its first half (another machine's work to append): the copy streams
+// to a temp file, is compared with the local file a buffer at a time, and
+// the rest is appended (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench RestoreAppend1GiB -benchtime 3x ./hostile/
+func BenchmarkRestoreAppend1GiB(b *testing.B) {
+	bigSessionBench(b, "restore", func(full, local string) {
+		copyPrefix(b, full, local, 0.5)
+	})
+}
+
+// BenchmarkVerify1GiB verifies the same session, every hash, against a
+// local file that holds it all (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench Verify1GiB -benchtime 3x ./hostile/
+func BenchmarkVerify1GiB(b *testing.B) {
+	bigSessionBench(b, "verify", func(full, local string) {
+		copyPrefix(b, full, local, 1)
+	})
+}
+
+// bigSessionBench runs `ompsync <command> <id>` on the 1 GiB session, the
+// agent dir set up by local first (given the whole session restored, and
+// the session's path in the agent dir; nil leaves it empty), and reports
+// the run's peak resident memory. The session's bytes are checked after
+// each run.
+func bigSessionBench(b *testing.B, command string, local func(full, local string)) {
 	const size = 1 << 30
 	bin := filepath.Join(b.TempDir(), "ompsync")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
@@ -43,13 +75,8 @@ func BenchmarkRestore1GiB(b *testing.B) {
 	remoteDir := filepath.Join(dir, "remote")
 	sum := writeBigSession(b, remoteDir, size)
 	gnuTime, _ := exec.LookPath("/usr/bin/time")
-
-	var peak, rusage int64
-	b.SetBytes(size)
-	b.ResetTimer()
-	for i := range b.N {
-		agentDir := filepath.Join(dir, fmt.Sprintf("agent-%d", i))
-		args := []string{bin, "restore", BadID}
+	run := func(agentDir string, args ...string) (peak, rusage int64) {
+		args = append([]string{bin}, args...)
 		if gnuTime != "" {
 			args = append([]string{gnuTime, "-f", "peak-rss-kib %M"}, args...)
 		}
@@ -59,20 +86,45 @@ func BenchmarkRestore1GiB(b *testing.B) {
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
-			b.Fatalf("restore: %v\n%s%s", err, stdout.String(), stderr.String())
+			b.Fatalf("%s: %v\n%s%s", command, err, stdout.String(), stderr.String())
 		}
-		b.StopTimer()
+		if command == "verify" && !strings.Contains(stdout.String()+stderr.String(), "local same") {
+			b.Fatalf("verify does not find the local file the same:\n%s%s", stdout.String(), stderr.String())
+		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rusage = max(rusage, ru.Maxrss<<10)
+			rusage = ru.Maxrss << 10
 		}
 		for _, l := range strings.Split(stderr.String(), "\n") {
 			if v, ok := strings.CutPrefix(l, "peak-rss-kib "); ok {
 				kib, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				peak = max(peak, kib<<10)
+				peak = kib << 10
 			}
 		}
-		if got := fileSum(b, filepath.Join(agentDir, filepath.FromSlash(BadRel))); got != sum {
-			b.Fatalf("restored session differs")
+		return peak, rusage
+	}
+	full := ""
+	if local != nil {
+		fullDir := filepath.Join(dir, "full")
+		run(fullDir, "restore", BadID)
+		full = filepath.Join(fullDir, filepath.FromSlash(BadRel))
+	}
+
+	var peak, rusage int64
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		agentDir := filepath.Join(dir, fmt.Sprintf("agent-%d", i))
+		p := filepath.Join(agentDir, filepath.FromSlash(BadRel))
+		if local != nil {
+			local(full, p)
+		}
+		b.StartTimer()
+		pk, ru := run(agentDir, command, BadID)
+		b.StopTimer()
+		peak, rusage = max(peak, pk), max(rusage, ru)
+		if got := fileSum(b, p); got != sum {
+			b.Fatalf("the session after %s differs", command)
 		}
 		os.RemoveAll(agentDir)
 		b.StartTimer()
@@ -81,6 +133,45 @@ func BenchmarkRestore1GiB(b *testing.B) {
 		b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
 	}
 	b.ReportMetric(float64(rusage)/(1<<20), "rusage-MiB")
+}
+
+// copyPrefix writes the first part (a fraction, cut at a line's end) of
+// the file full to p, an older mtime on it (so that it is not taken for a
+// file omp is writing).
+func copyPrefix(b *testing.B, full, p string, part float64) {
+	b.Helper()
+	in, err := os.Open(full)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := int64(float64(fi.Size()) * part)
+	if n < fi.Size() {
+		line := make([]byte, 64<<10)
+		k, _ := in.ReadAt(line, n)
+		n += int64(bytes.IndexByte(line[:k], '\n') + 1)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	out, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(out, io.NewSectionReader(in, 0, n)); err != nil {
+		b.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		b.Fatal(err)
+	}
+	old := at.Add(-time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // writeBigSession writes a session of about size bytes, as the agent
