@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -13,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -264,12 +264,12 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 			return err
 		}
 		c.file = f.Name()
-		w := bufio.NewWriterSize(f, 256<<10)
-		sw := &scanWriter{w: w, refs: map[string]bool{}}
+		// The stream writes 64 KiB at a time: straight to the file, and
+		// the head sized once from the listed size (grown by doubling,
+		// and a 256 KiB buffer per session, these were a sixth of a
+		// restore's CPU).
+		sw := &scanWriter{w: f, head: make([]byte, 0, min(scanHead, max(repo.MaxEnd(g.Chunks), 4<<10))), refs: map[string]bool{}}
 		st, err := r.StreamGeneration(ctx, s, g, limit, sw, false)
-		if err == nil {
-			err = w.Flush()
-		}
 		if err == nil && st.Head != nil {
 			_, err = f.WriteAt(st.Head, 0)
 			copy(sw.head, st.Head)
@@ -493,55 +493,107 @@ func fetchBlobOnce(ctx context.Context, r *repo.Repo, agentDir, name string, lim
 	return f.Name(), f.Sync()
 }
 
-// restoreAllBlobs brings back every blob on the remote that the agent dir
-// lacks (restore --all reproduces the whole tree, not only what sessions
-// reference).
-func restoreAllBlobs(ctx context.Context, r *repo.Repo, opts Options) (int, error) {
-	var names, problems []string
-	var links []blobLink
+// blobListing is every blob key on the remote, as restore --all lists them
+// while it restores the sessions (one round trip fewer at the end).
+type blobListing struct {
+	names, problems []string
+	links           []blobLink
+	err             error
+}
+
+// listBlobs lists every blob on the remote; listBlobsLater does it in the
+// background, its result read once from the channel.
+func listBlobs(ctx context.Context, r *repo.Repo) blobListing {
+	var l blobListing
 	prefix := repo.BlobKey("")
 	for obj, err := range r.Client().List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
-			return 0, fmt.Errorf("list blobs: %w", err)
+			l.err = fmt.Errorf("list blobs: %w", err)
+			return l
 		}
 		name := strings.TrimPrefix(obj.Key, prefix)
 		if _, _, ok := repo.BlobLink(name); ok {
-			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err != nil {
-				links = append(links, blobLink{name: name, size: obj.Size})
-			}
+			l.links = append(l.links, blobLink{name: name, size: obj.Size})
 			continue
 		}
 		if !repo.BlobName(name) {
 			// omp names blobs by their sha256; anything else cannot be
 			// checked, so it is not restored.
-			problems = append(problems, fmt.Sprintf("blob key %q is not a sha256 name; not restored", obj.Key))
+			l.problems = append(l.problems, fmt.Sprintf("blob key %q is not a sha256 name; not restored", obj.Key))
 			continue
 		}
-		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
-			continue
-		}
-		names = append(names, name)
+		l.names = append(l.names, name)
 	}
+	return l
+}
+
+func listBlobsLater(ctx context.Context, r *repo.Repo) <-chan blobListing {
+	c := make(chan blobListing, 1)
+	go func() { c <- listBlobs(ctx, r) }()
+	return c
+}
+
+// restoreAllBlobs brings back every blob of l that the agent dir lacks
+// (restore --all reproduces the whole tree, not only what sessions
+// reference), opts.Parallel at a time.
+func restoreAllBlobs(ctx context.Context, r *repo.Repo, l blobListing, opts Options) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	var names []string
+	for _, name := range l.names {
+		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err != nil {
+			names = append(names, name)
+		}
+	}
+	var links []blobLink
+	for _, lk := range l.links {
+		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+lk.name)); err != nil {
+			links = append(links, lk)
+		}
+	}
+	var mu sync.Mutex
 	n := 0
-	for _, name := range names {
-		tmp, err := fetchBlob(ctx, r, opts.AgentDir, name, opts.MaxBlobSize, !opts.DryRun)
-		if err != nil {
-			problems = append(problems, err.Error())
-			continue
-		}
-		if opts.DryRun {
-			n++
-			continue
-		}
-		wrote, err := placeBlob(opts.AgentDir, name, tmp, opts.blobMtimes[name])
-		if err != nil {
-			problems = append(problems, err.Error())
-			continue
-		}
-		if wrote {
-			n++
-		}
+	var failed []string
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failed = append(failed, err.Error())
 	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(opts.Parallel, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				tmp, err := fetchBlob(ctx, r, opts.AgentDir, name, opts.MaxBlobSize, !opts.DryRun)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				wrote := opts.DryRun
+				if !opts.DryRun {
+					if wrote, err = placeBlob(opts.AgentDir, name, tmp, opts.blobMtimes[name]); err != nil {
+						fail(err)
+						continue
+					}
+				}
+				if wrote {
+					mu.Lock()
+					n++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, name := range names {
+		work <- name
+	}
+	close(work)
+	wg.Wait()
+	sort.Strings(failed) // in the order of the names, whatever finished first
+	problems := append(l.problems, failed...)
 	if err := fetchLinkBytes(ctx, r, links, opts.MaxBlobSize); err != nil {
 		problems = append(problems, err.Error())
 	} else if !opts.DryRun {

@@ -260,6 +260,18 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	if opts.Generation != "" && !repo.ValidGeneration(opts.Generation) {
 		return nil, fmt.Errorf("--generation %q: want 16 hex digits, as 'ompsync verify' shows", opts.Generation)
 	}
+	var early *earlyListing
+	var blobs <-chan blobListing
+	if opts.All {
+		// Every session's objects and every blob are listed while the
+		// catalogs are read: on a line, three round trips sooner, and the
+		// blobs' one is not left for the end.
+		early = startListing(ctx, r, opts.Machine)
+		defer early.stop()
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		blobs = listBlobsLater(bctx, r)
+	}
 	p, err := newPlanner(ctx, r, opts)
 	if err != nil {
 		return nil, err
@@ -296,7 +308,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	// the end, not one per file (a thousand sessions sit in a few folders).
 	// Blobs and artifacts are synced before the session that needs them.
 	unsynced := map[string][]int{}
-	eachTarget(ctx, r, targets, len(p.sessions), opts, func(i int, t *target, listed *repo.SessionObjects) {
+	eachTargetFrom(ctx, r, targets, len(p.sessions), opts, early, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
 			mu.Lock()
 			defer mu.Unlock()
@@ -333,7 +345,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		}
 	}
 	if opts.All && ctx.Err() == nil {
-		n, err := restoreAllBlobs(ctx, r, opts)
+		n, err := restoreAllBlobs(ctx, r, <-blobs, opts)
 		rep.Blobs = n
 		if err != nil {
 			rep.Problems = append(rep.Problems, err.Error())
