@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -166,15 +167,26 @@ func newTestCrypt(t *testing.T) *crypt.Codec {
 }
 
 // Every backend takes a blob through the agent's streamed upload (both S3
-// clients send it from the sealed temp file).
+// clients send it from the sealed temp file, neither holding it): the
+// pass allocates a fraction of the blob's size.
 func TestBlobStreamsToEveryBackend(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c remote.Client) {
 		e := newEnv(t, c)
 		e.writeRename(ompRel, corpus(t, ompFile))
-		sum := writeNoise(t, e.path("blobs/x"), 9<<20+3, 3)
+		const size = 48 << 20
+		sum := writeNoise(t, e.path("blobs/x"), size, 3)
 		os.Rename(e.path("blobs/x"), e.path("blobs/"+sum))
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
 		e.once()
-		rc, err := e.repo.OpenBlob(t.Context(), sum, 16<<20)
+		runtime.ReadMemStats(&after)
+		t.Logf("the pass allocated %d KiB", (after.TotalAlloc-before.TotalAlloc)>>10)
+		// Reading it whole and sealing it in memory took 2.5 times its size.
+		if a := after.TotalAlloc - before.TotalAlloc; a > size/2 {
+			t.Errorf("a pass uploading a blob of %d MiB allocated %d MiB", size>>20, a>>20)
+		}
+		rc, err := e.repo.OpenBlob(t.Context(), sum, size)
 		if err != nil {
 			t.Fatal(err)
 		}

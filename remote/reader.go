@@ -14,7 +14,8 @@ import (
 // did when its checksum was computed; nothing was stored.
 var ErrSourceChanged = errors.New("the bytes to upload changed while they were read")
 
-// Sums are the checksums of a PutReader source, from one pass over it.
+// Sums are the checksums of a PutReader source, from one pass over it
+// (MD5 only when asked for).
 type Sums struct {
 	MD5    [md5.Size]byte
 	SHA256 [sha256.Size]byte
@@ -25,14 +26,20 @@ type Sums struct {
 // objects in memory elsewhere.
 const readBlock = 256 << 10
 
-// Checksum reads size bytes of r once and returns their MD5 and SHA-256.
-// A source shorter than size is an error (a file cut under the reader).
-func Checksum(ctx context.Context, r io.ReaderAt, size int64) (Sums, error) {
+// Checksum reads size bytes of r once and returns their SHA-256, and their
+// MD5 when withMD5 (S3's Content-MD5; MD5 is slower than SHA-256 here, so
+// it is computed only where it is sent). A source shorter than size is an
+// error (a file cut under the reader).
+func Checksum(ctx context.Context, r io.ReaderAt, size int64, withMD5 bool) (Sums, error) {
 	if size < 0 {
 		return Sums{}, fmt.Errorf("negative size %d", size)
 	}
 	m, s := md5.New(), sha256.New()
-	n, err := copyBlocks(ctx, io.MultiWriter(m, s), io.NewSectionReader(r, 0, size))
+	w := io.Writer(s)
+	if withMD5 {
+		w = io.MultiWriter(m, s)
+	}
+	n, err := copyBlocks(ctx, w, io.NewSectionReader(r, 0, size))
 	if err != nil {
 		return Sums{}, err
 	}
@@ -40,7 +47,9 @@ func Checksum(ctx context.Context, r io.ReaderAt, size int64) (Sums, error) {
 		return Sums{}, fmt.Errorf("%w: %d of %d bytes", ErrSourceChanged, n, size)
 	}
 	var sums Sums
-	m.Sum(sums.MD5[:0])
+	if withMD5 {
+		m.Sum(sums.MD5[:0])
+	}
 	s.Sum(sums.SHA256[:0])
 	return sums, nil
 }

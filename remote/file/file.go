@@ -100,7 +100,7 @@ func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size 
 	if err := c.check(ctx, "put", key); err != nil {
 		return err
 	}
-	sums, err := remote.Checksum(ctx, r, size)
+	sums, err := remote.Checksum(ctx, r, size, false)
 	if err != nil {
 		return fail("put", key, err)
 	}
