@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -641,5 +642,45 @@ func TestCodexCompressedRollout(t *testing.T) {
 	}
 	if r := desk.run("-q", "grep", "Run echo for me"); r.code != 0 || !strings.HasPrefix(r.stdout, id+`  "Run echo for me"  msg_`) {
 		t.Errorf("grep of the compressed rollout: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Sync works for every client's sessions at once: what pi, Claude Code and
+// Codex wrote on one machine appears, byte for byte, in each client's
+// folder on another that runs agent --pull, and SIGTERM stops it, exit 0.
+func TestPullEveryClient(t *testing.T) {
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	const agents = "OMPSYNC_AGENTS=pi,claude,codex"
+	laptop := newMachineEnv(t, url, backend.S3Options{}, "laptop")
+	want := plantClients(t, laptop.home)
+	if code, out := laptop.startWithWait([]string{agents}, "agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	desk := newMachineEnv(t, url, backend.S3Options{}, "desk")
+	for _, dir := range clientFolders {
+		if err := os.MkdirAll(filepath.Join(desk.home, dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd, out := desk.startWith([]string{agents}, "agent", "--pull", "--pull-interval", "100ms", "--interval", "100ms")
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	for rel, data := range want {
+		if strings.HasSuffix(rel, ".jsonl") {
+			waitUntil(t, rel+" pulled", func() bool {
+				b, err := os.ReadFile(filepath.Join(desk.home, rel))
+				return err == nil && bytes.Equal(b, data)
+			})
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent --pull after SIGTERM: %v\n%s", err, out)
+	}
+	for _, secret := range []string{".claude/.credentials.json", ".codex/auth.json", ".pi/agent/auth.json"} {
+		if _, err := os.Stat(filepath.Join(desk.home, secret)); !os.IsNotExist(err) {
+			t.Errorf("%s came to the desk: %v", secret, err)
+		}
 	}
 }
