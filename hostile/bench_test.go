@@ -67,9 +67,13 @@ func BenchmarkVerify1GiB(b *testing.B) {
 // each run.
 func bigSessionBench(b *testing.B, command string, local func(full, local string)) {
 	const size = 1 << 30
-	bin := filepath.Join(b.TempDir(), "ompsync")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
-		b.Fatalf("build ompsync: %v\n%s", err, out)
+	// OMPSYNC_BENCH_BIN runs another build (an older commit's, to compare).
+	bin := os.Getenv("OMPSYNC_BENCH_BIN")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "ompsync")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
+			b.Fatalf("build ompsync: %v\n%s", err, out)
+		}
 	}
 	dir := b.TempDir()
 	remoteDir := filepath.Join(dir, "remote")
@@ -88,7 +92,7 @@ func bigSessionBench(b *testing.B, command string, local func(full, local string
 		if err := cmd.Run(); err != nil {
 			b.Fatalf("%s: %v\n%s%s", command, err, stdout.String(), stderr.String())
 		}
-		if command == "verify" && !strings.Contains(stdout.String()+stderr.String(), "local same") {
+		if args[len(args)-2] == "verify" && !strings.Contains(stdout.String()+stderr.String(), "local same") {
 			b.Fatalf("verify does not find the local file the same:\n%s%s", stdout.String(), stderr.String())
 		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
