@@ -43,6 +43,7 @@ type Config struct {
 	Compaction                  Compaction
 	Retention                   Retention
 	Search                      Search
+	Restore                     Restore
 	File                        string // the config file actually read, "" if none
 
 	sources  map[string]Source
@@ -93,6 +94,19 @@ type Search struct {
 // CacheBytes is CacheSize in bytes.
 func (s Search) CacheBytes() int64 {
 	n, _ := ParseSize(s.CacheSize) // checked when loaded
+	return n
+}
+
+// Restore bounds what restore and pull hold in memory.
+type Restore struct {
+	// MaxMergeSize bounds the diverged copies merged line by line in
+	// memory at once, as written (see ParseSize).
+	MaxMergeSize string
+}
+
+// MergeBytes is MaxMergeSize in bytes.
+func (r Restore) MergeBytes() int64 {
+	n, _ := ParseSize(r.MaxMergeSize) // checked when loaded
 	return n
 }
 

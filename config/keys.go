@@ -277,6 +277,13 @@ var keys = []key{
 		check: checkSize,
 	},
 	{
+		name:  "restore.max_merge_size",
+		help:  "how much of a session's copies that went on apart restore and pull may hold in memory to merge them line by line, e.g. 256MiB; every other restore streams",
+		field: func(c *Config) any { return &c.Restore.MaxMergeSize },
+		def:   static("256MiB"),
+		check: checkMergeSize,
+	},
+	{
 		name:  "log.level",
 		help:  "least severe log messages shown: debug, info, warn or error",
 		field: func(c *Config) any { return &c.Log.Level },
@@ -476,6 +483,14 @@ func checkTransfers(v any) (any, error) {
 func checkSize(v any) (any, error) {
 	if _, err := ParseSize(v.(string)); err != nil {
 		return nil, err
+	}
+	return strings.TrimSpace(v.(string)), nil
+}
+
+// checkMergeSize is checkSize, above zero (restore's merges need room).
+func checkMergeSize(v any) (any, error) {
+	if n, err := ParseSize(v.(string)); err != nil || n == 0 {
+		return nil, fmt.Errorf("%q is not a size above zero; write it like 256MiB or 1GiB", strings.TrimSpace(v.(string)))
 	}
 	return strings.TrimSpace(v.(string)), nil
 }

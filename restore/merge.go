@@ -287,7 +287,7 @@ func (m *merger) mergeInMemory(rel string, w *fileWrite, local *body, copies []b
 		m.locked = true
 	}
 	if m.held+need > m.maxMerge {
-		return outcome{}, fmt.Errorf("%s: the copies went on apart, and merging them line by line takes them into memory: %d MiB, more than the %d MiB allowed; restore each machine's copy to another folder (restore --machine <name> --to <folder>) to merge them by hand", rel, (m.held+need+(1<<20)-1)>>20, m.maxMerge>>20)
+		return outcome{}, fmt.Errorf("%s: the copies went on apart, and merging them line by line takes them into memory: %d MiB, more than the %d MiB allowed (restore.max_merge_size); raise it, or restore each machine's copy to another folder (restore --machine <name> --to <folder>)", rel, (m.held+need+(1<<20)-1)>>20, m.maxMerge>>20)
 	}
 	m.held += need
 	var err error

@@ -301,7 +301,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		if i == 0 {
 			opts.Progress = bar.update
 		}
-		opts.Merger = restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: opts.Logger}
+		opts.Merger = restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: opts.Logger, maxMerge: cfg.Restore.MergeBytes()}
 		opts.Ready = ready.Done
 		if reg != nil {
 			// Several agents' series are told apart by a label; one
@@ -462,12 +462,13 @@ type restoreMerger struct {
 	store    store.Store
 	agentDir string
 	log      *slog.Logger
+	maxMerge int64 // restore.max_merge_size
 }
 
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, HashWritten: true,
+		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, HashWritten: true, MaxMergeSize: m.maxMerge,
 	})
 	if err != nil {
 		return agent.Merged{}, err

@@ -141,6 +141,7 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return err
 	}
 	opts.Parallel = cfg.Transfers
+	opts.MaxMergeSize = cfg.Restore.MergeBytes()
 	if f.to != "" {
 		to, err := filepath.Abs(f.to)
 		if err != nil {
