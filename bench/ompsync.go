@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -26,7 +27,14 @@ type Ompsync struct {
 	LogLevel, LogDir string
 
 	env []string
+	// peak is the peak resident memory of the last Run (shared by the
+	// copies With makes).
+	peak *atomic.Int64
 }
+
+// LastPeak is the peak resident memory of the last command run, in bytes
+// (the kernel's ru_maxrss of that process alone).
+func (o *Ompsync) LastPeak() int64 { return o.peak.Load() }
 
 // NewOmpsync configures the binary for agentDir and stateDir, uploading to
 // bucket through endpoint (a Proxy). home is an empty folder used as HOME
@@ -52,7 +60,7 @@ func NewOmpsync(bin, endpoint, accessKey, secretKey, bucket, agentDir, stateDir,
 		"OMPSYNC_S3_ACCESS_KEY_ID="+accessKey,
 		"OMPSYNC_S3_SECRET_ACCESS_KEY="+secretKey,
 	)
-	return &Ompsync{Bin: bin, env: env, LogLevel: "warn"}
+	return &Ompsync{Bin: bin, env: env, LogLevel: "warn", peak: new(atomic.Int64)}
 }
 
 // With returns o with extra KEY=VALUE settings.
@@ -74,6 +82,11 @@ func (o *Ompsync) RunProgram(ctx context.Context, bin string, args ...string) ([
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			o.peak.Store(ru.Maxrss << 10) // KiB on Linux
+		}
+	}
 	if err != nil {
 		return out.Bytes(), fmt.Errorf("ompsync %s: %w: %s", strings.Join(args, " "), err, tail(out.String()))
 	}

@@ -21,6 +21,9 @@ type lineStep struct {
 	// WireUp and WireDown are every byte that crossed the line (HTTP
 	// headers and TLS-free framing too); Conns the connections opened.
 	WireUp, WireDown, Conns int64
+	// Peak is the peak resident memory of the peer's process (ompsync's
+	// only; 0 when not known).
+	Peak int64
 }
 
 // linePeer is one tool measured on the line, with its own bucket,
@@ -28,6 +31,8 @@ type lineStep struct {
 type linePeer struct {
 	name string
 	p    *peer
+	// peak, when set, is the peak resident memory of the step just run.
+	peak func() int64
 	// backup, pass and restore run the tool's three steps.
 	backup, pass func() error
 	restore      func(to string) (sessions string, err error)
@@ -202,7 +207,7 @@ func (r *runner) linePeers(ctx context.Context, base, agentDir string, lc bench.
 	once := func() error { _, err := omp.Run(ctx, "agent", "--once"); return err }
 	rcCopy := func() error { return rc.Copy(ctx, src, "bench:"+pr.bucket+"/sessions") }
 	return []*linePeer{
-		{name: "ompsync", p: po, backup: once, pass: once, restore: func(to string) (string, error) {
+		{name: "ompsync", p: po, peak: omp.LastPeak, backup: once, pass: once, restore: func(to string) (string, error) {
 			_, err := omp.Run(ctx, "restore", "--all", "--to", to)
 			return filepath.Join(to, "sessions"), err
 		}},
@@ -245,7 +250,11 @@ func (r *runner) lineMeasure(lp *linePeer, step string, run int, f func() error)
 	u0, d0, c0 := p.line.Wire()
 	m, err := r.measure(p, f)
 	u1, d1, c1 := p.line.Wire()
-	return lineStep{cost: m, WireUp: u1 - u0, WireDown: d1 - d0, Conns: c1 - c0}, err
+	st := lineStep{cost: m, WireUp: u1 - u0, WireDown: d1 - d0, Conns: c1 - c0}
+	if lp.peak != nil {
+		st.Peak = lp.peak()
+	}
+	return st, err
 }
 
 // stored is what a bucket holds, listed on the server directly.
@@ -294,7 +303,11 @@ func (r *runner) lineRows(lc bench.LineConfig, tree *bench.Tree, appended int64,
 		if down {
 			b, dir = s.Counts.Down, "down"
 		}
-		return fmt.Sprintf("%s, %s %s, %d requests", secs(s.Wall), mb(b), dir, s.Counts.Requests())
+		out := fmt.Sprintf("%s, %s %s, %d requests", secs(s.Wall), mb(b), dir, s.Counts.Requests())
+		if s.Peak > 0 {
+			out += ", peak RSS " + mb(s.Peak)
+		}
+		return out
 	}
 	// The line's limit for the bytes ompsync moves: at the line's rate,
 	// plus ten round trips.
@@ -395,8 +408,8 @@ func (r *runner) lineSweep(ctx context.Context, lc bench.LineConfig, base string
 			if err != nil {
 				return err
 			}
-			lp := &linePeer{name: name, p: p}
 			omp := r.ompsync(p, agentDir, name).With(fmt.Sprintf("OMPSYNC_TRANSFERS=%d", n))
+			lp := &linePeer{name: name, p: p, peak: omp.LastPeak}
 			b, err := r.lineMeasure(lp, "backup", 1, func() error { _, err := omp.Run(ctx, "agent", "--once"); return err })
 			if err != nil {
 				p.close()
@@ -416,7 +429,8 @@ func (r *runner) lineSweep(ctx context.Context, lc bench.LineConfig, base string
 	r.raw["line_sweep"] = points
 	var cells []string
 	for _, pt := range points {
-		cells = append(cells, fmt.Sprintf("%d: %s / %s", pt.Transfers, secs(medianStep(pt.Backup).Wall), secs(medianStep(pt.Restore).Wall)))
+		b, rs := medianStep(pt.Backup), medianStep(pt.Restore)
+		cells = append(cells, fmt.Sprintf("%d: %s / %s (peak RSS %s / %s)", pt.Transfers, secs(b.Wall), secs(rs.Wall), mb(b.Peak), mb(rs.Peak)))
 	}
 	r.add(row{
 		Figure:  fmt.Sprintf("line: first backup / restore of the %d sessions by transfers (median of %d runs each)", len(tree.Sessions), c.lineRuns),
