@@ -278,9 +278,9 @@ var keys = []key{
 	},
 	{
 		name:  "restore.max_merge_size",
-		help:  "how much of a session's copies that went on apart restore and pull may hold in memory to merge them line by line, e.g. 256MiB; every other restore streams",
+		help:  "how much of a session's copies that went on apart restore and pull may hold in memory to merge them line by line (a merge works with about three times that more), e.g. 128MiB; every other restore streams",
 		field: func(c *Config) any { return &c.Restore.MaxMergeSize },
-		def:   static("256MiB"),
+		def:   static("128MiB"),
 		check: checkMergeSize,
 	},
 	{

@@ -91,7 +91,8 @@ type Options struct {
 	// MaxMergeSize bounds the copies (the local file's among them) that
 	// an entry-level merge of diverged copies holds in memory at once,
 	// across all sessions; past it the session fails, saying so. Every
-	// other restore streams. Default 256 MiB.
+	// other restore streams. Default 128 MiB (a merge works with about
+	// three times its copies more).
 	MaxMergeSize int64
 	// Catalogs, when not nil, are used instead of reading them from the
 	// remote (sync reads them once per pull for all its sessions).
@@ -123,7 +124,7 @@ func (o *Options) setDefaults() {
 		o.MaxStreamSize = 1 << 30
 	}
 	if o.MaxMergeSize <= 0 {
-		o.MaxMergeSize = 256 << 20
+		o.MaxMergeSize = 128 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
