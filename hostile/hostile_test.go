@@ -106,10 +106,6 @@ type run struct {
 	maxRSS         int64
 }
 
-func (r run) lines() []string {
-	return strings.Split(strings.TrimSpace(r.stdout+"\n"+r.stderr), "\n")
-}
-
 // capped is the binary under the address-space limit, in the sandbox.
 func (sb *sandbox) capped(ctx context.Context, env []string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB), sb.bin}, args...)...)
