@@ -224,7 +224,7 @@ func TestRestoreFailingMidwayLeavesLocalCopy(t *testing.T) {
 func TestRestoreStreamsSeveralCopies(t *testing.T) {
 	r := fileRemote(t)
 	f := corpus(t)[0]
-	data, cuts := grown(f.data, 10<<20, "e0")
+	data, cuts := grown(f.data, 40<<20, "e0")
 	rel := sessionPath("-w", f.id, 1)
 	short := data[:lineCut(data, len(data)*2/3)]
 	_, g1 := putSession(t, r, "desk", f.id, rel, data, cuts...)
@@ -239,7 +239,12 @@ func TestRestoreStreamsSeveralCopies(t *testing.T) {
 			b.write(rel, local, base.Add(-time.Hour))
 			want, from = Appended, int64(len(local))
 		}
-		res := b.restoreOK([]string{f.id}, Options{HashWritten: true}).Results[0]
+		var rep *Report
+		n := allocated(func() { rep = b.restoreOK([]string{f.id}, Options{HashWritten: true}) })
+		res := rep.Results[0]
+		if n >= uint64(len(data)) {
+			t.Errorf("restoring %d MiB from two copies allocated %d MiB", len(data)>>20, n>>20)
+		}
 		if res.Action != want || len(res.Sources) != 1 || res.Sources[0].Machine != "desk" {
 			t.Fatalf("result %+v, want %s from desk", res, want)
 		}
@@ -325,5 +330,35 @@ func TestRestoreStreamsArtifacts(t *testing.T) {
 			t.Fatalf("artifact holds %d bytes, want %d", len(got), len(log))
 		}
 		noTempFiles(t, b.agentDir)
+	}
+}
+
+// A dry run streams its copies to the system's temp folder, not the agent
+// dir, and removes them: the agent dir is as it was, and nothing is left.
+func TestRestoreDryRunStreamsElsewhere(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	data, cuts := grown(f.data, 6<<20, "a0")
+	rel := sessionPath("-w", f.id, 1)
+	_, gen := putSession(t, r, "desk", f.id, rel, data, cuts...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+
+	b := newMachine(t, r, "laptop")
+	local := data[:lineCut(data, len(data)/2)]
+	b.write(rel, local, base.Add(-time.Hour))
+	before := snapshot(t, b.agentDir)
+	res := b.restoreOK([]string{f.id}, Options{DryRun: true}).Results[0]
+	if res.Action != Appended || res.Bytes != int64(len(data)-len(local)) {
+		t.Fatalf("dry run: %+v", res)
+	}
+	after := snapshot(t, b.agentDir)
+	if len(after) != len(before) {
+		t.Errorf("the agent dir holds %d entries, want the %d it had", len(after), len(before))
+	}
+	sameTree(t, before, after, func(string) bool { return true }, "sessions")
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("left in the temp folder: %v", left)
 	}
 }
