@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,6 +107,10 @@ func prefixes(a, b body, f format) (aInB, bInA bool, err error) {
 		return false, false, nil
 	}
 	same, err := sameBytes(a.r, b.r, int64(la), min(a.size, b.size))
+	if errors.Is(err, io.EOF) {
+		// Shorter than it was a moment ago: omp (or a user) cut it.
+		return false, false, errors.New("the local file shrank while restoring; nothing written (run the restore again)")
+	}
 	if err != nil || !same {
 		return false, false, err
 	}
