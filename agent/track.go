@@ -38,10 +38,6 @@ type fileSource struct {
 
 func (f fileSource) size() int64 { return f.n }
 
-type memSource struct{ *bytes.Reader }
-
-func (m memSource) size() int64 { return m.Size() }
-
 // errFileChanged means a read returned fewer bytes than the stat promised,
 // or the bytes before the uploaded offset changed while a chunk was read:
 // the file changed under the agent, and nothing of that read is uploaded.
