@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,4 +238,43 @@ func TestBlobShrinksUnderRead(t *testing.T) {
 	if err != nil || !bytes.Equal(got, e.read("blobs/"+sum)) {
 		t.Fatalf("next pass: %d bytes on the remote, %v; want the file's %d", len(got), err, 1<<20)
 	}
+}
+
+// A blob larger than restore takes is refused at backup, by name, with
+// nothing uploaded: a backup that restore would refuse is no backup. The
+// pass fails (agent --once exits non-zero) and the sessions still go up.
+func TestBlobPastLimitRefused(t *testing.T) {
+	c, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, c)
+	e.writeRename(ompRel, corpus(t, ompFile))
+	name := strings.Repeat("ab", 32)
+	p := e.path("blobs/" + name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: a size past the limit without the disk it would take.
+	if err := f.Truncate(repo.MaxBlobSize + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Once(t.Context())
+	a.Close()
+	if err == nil || !strings.Contains(err.Error(), "blobs/"+name) || !strings.Contains(err.Error(), "more than the") {
+		t.Fatalf("pass with a blob past the limit: %v, want an error naming it", err)
+	}
+	if ok, _ := e.repo.HasBlob(t.Context(), name); ok {
+		t.Fatal("a blob past the limit was uploaded")
+	}
+	e.assertRemoteEquals(ompRel, ompID)
 }

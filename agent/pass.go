@@ -313,6 +313,9 @@ func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if fi.Size() > repo.MaxBlobSize {
+		return 0, fmt.Errorf("blob %s is %d bytes, more than the %d a blob may hold (restore would refuse it); not backed up", rel, fi.Size(), int64(repo.MaxBlobSize))
+	}
 	if a.beforeRead != nil {
 		a.beforeRead(rel)
 	}

@@ -398,6 +398,11 @@ func (r *Repo) PutBlobLink(ctx context.Context, name string) error {
 	return err
 }
 
+// MaxBlobSize bounds one blob, for the agent that uploads it and the
+// restore that reads it back: a blob the agent cannot promise to restore
+// is refused at backup, not found out at restore.
+const MaxBlobSize = 512 << 20
+
 // GetBlob reads a blob of at most limit bytes.
 func (r *Repo) GetBlob(ctx context.Context, name string, limit int64) ([]byte, error) {
 	return r.getOpen(ctx, BlobKey(name), limit)

@@ -118,7 +118,7 @@ func (o *Options) setDefaults() {
 		o.LiveWindow = 5 * time.Second
 	}
 	if o.MaxBlobSize <= 0 {
-		o.MaxBlobSize = 512 << 20
+		o.MaxBlobSize = repo.MaxBlobSize
 	}
 	if o.MaxStreamSize <= 0 {
 		o.MaxStreamSize = 1 << 30
