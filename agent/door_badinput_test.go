@@ -416,7 +416,7 @@ func TestAgentMovedThenArchived(t *testing.T) {
 // notices within a few passes and uploads it again. Chunks and meta are
 // covered by TestLostObjectUploadedAgain; these are the other objects.
 func TestAgentLostAcknowledgedObjects(t *testing.T) {
-	blob := strings.Repeat("ab", 32)
+	blob := repo.HashHex([]byte("blob bytes"))
 	t.Run("blob", func(t *testing.T) {
 		c := newFileClient(t)
 		drop := true

@@ -100,7 +100,8 @@ func TestStateOfAnotherRemote(t *testing.T) {
 		e := newEnv(t, newFileClient(t))
 		ids := e.writeSessions(4)
 		blob := bytes.Repeat([]byte("blob"), 100)
-		e.write("blobs/"+strings.Repeat("ab", 32), blob)
+		blobName := repo.HashHex(blob)
+		e.write("blobs/"+blobName, blob)
 		gone, goneID, goneData := smallSession(9)
 		e.writeRename(gone, goneData)
 		e.once()
@@ -121,7 +122,7 @@ func TestStateOfAnotherRemote(t *testing.T) {
 		for rel, id := range ids {
 			e.assertRemoteEquals(rel, id)
 		}
-		if b, err := e.repo.GetBlob(context.Background(), strings.Repeat("ab", 32), 1<<20); err != nil || !bytes.Equal(b, blob) {
+		if b, err := e.repo.GetBlob(context.Background(), blobName, 1<<20); err != nil || !bytes.Equal(b, blob) {
 			t.Errorf("blob on the new remote: %v", err)
 		}
 		st := e.states()

@@ -324,7 +324,8 @@ func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, error) {
 		return 0, err
 	}
 	n, err := a.repo.PutBlobFrom(ctx, name, f, fi.Size(), tmp)
-	if errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, repo.ErrBlobMismatch) {
+		// omp may still be writing it: the next pass looks again.
 		return 0, fmt.Errorf("upload blob %s: %w (%w)", name, errFileChanged, err)
 	}
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -348,9 +350,15 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	n, err := r.sealTo(tmp, src, size)
+	h := sha256.New()
+	n, err := r.sealTo(tmp, io.TeeReader(io.NewSectionReader(src, 0, size), h), size)
 	if err != nil {
 		return 0, fmt.Errorf("seal blob: %w", err)
+	}
+	if BlobName(name) && hex.EncodeToString(h.Sum(nil)) != name {
+		// Written once and never replaced: a blob omp is still writing
+		// (it writes them in place) would stay on the remote cut short.
+		return 0, ErrBlobMismatch
 	}
 	err = r.client.PutReader(ctx, BlobKey(name), tmp, n, remote.PutOptions{IfAbsent: true})
 	if errors.Is(err, remote.ErrPreconditionFailed) {
@@ -365,13 +373,13 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 // sealTo writes the size bytes of src sealed to f and returns how many
 // bytes that made. The written bytes are not synced: f is read back by
 // this process only.
-func (r *Repo) sealTo(f *os.File, src io.ReaderAt, size int64) (int64, error) {
+func (r *Repo) sealTo(f *os.File, src io.Reader, size int64) (int64, error) {
 	bw := bufio.NewWriterSize(f, 256<<10)
 	sw, err := r.codec.SealWriter(bw, size)
 	if err != nil {
 		return 0, err
 	}
-	copied, err := io.CopyBuffer(sw, io.NewSectionReader(src, 0, size), make([]byte, 256<<10))
+	copied, err := io.CopyBuffer(sw, src, make([]byte, 256<<10))
 	if err != nil {
 		return 0, err
 	}
@@ -397,6 +405,10 @@ func (r *Repo) PutBlobLink(ctx context.Context, name string) error {
 	}
 	return err
 }
+
+// ErrBlobMismatch means a blob's bytes are not those its name, their
+// sha256, says: nothing was uploaded.
+var ErrBlobMismatch = errors.New("the blob's bytes do not match its sha256 name")
 
 // MaxBlobSize bounds one blob, for the agent that uploads it and the
 // restore that reads it back: a blob the agent cannot promise to restore
