@@ -37,12 +37,9 @@ func smallDisk(t *testing.T, size string) string {
 // disk is too full for the verified copy the tail comes from or only for
 // the tail; the same restore with space completes it.
 func TestRestoreAppendOnFullDisk(t *testing.T) {
-	var big corpusFile
-	for _, f := range corpus(t) {
-		if len(f.data) > len(big.data) && len(f.data) < 1<<20 {
-			big = f
-		}
-	}
+	big := corpus(t)[0]
+	// Past what a copy may hold in memory: it streams to a temp file.
+	big.data, _ = grown(big.data, spillAt*3/2, "f1")
 	r := fileRemote(t)
 	rel := sessionPath("-.omp-work", big.id, 1)
 	a := newMachine(t, r, "desktop")
@@ -50,7 +47,7 @@ func TestRestoreAppendOnFullDisk(t *testing.T) {
 	a.backup()
 
 	b := newMachine(t, r, "laptop")
-	b.agentDir = smallDisk(t, "4m")
+	b.agentDir = smallDisk(t, "8m")
 	prefix := big.data[:bytes.IndexByte(big.data[4096:], '\n')+4097]
 	b.write(rel, prefix, base.Add(-time.Hour))
 	filler := filepath.Join(b.agentDir, "filler")

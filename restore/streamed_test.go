@@ -242,7 +242,9 @@ func TestRestoreStreamsSeveralCopies(t *testing.T) {
 		var rep *Report
 		n := allocated(func() { rep = b.restoreOK([]string{f.id}, Options{HashWritten: true}) })
 		res := rep.Results[0]
-		if n >= uint64(len(data)) {
+		// Two streams, two decoders: more than one copy's share, and
+		// far less than holding both (and the local file) did.
+		if n >= 2*uint64(len(data)) {
 			t.Errorf("restoring %d MiB from two copies allocated %d MiB", len(data)>>20, n>>20)
 		}
 		if res.Action != want || len(res.Sources) != 1 || res.Sources[0].Machine != "desk" {
