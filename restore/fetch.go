@@ -259,18 +259,16 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		if opts.DryRun {
 			sp.dir = "" // nothing written to the agent dir
 		}
-		// The stream writes 64 KiB at a time: straight to the file, and
-		// the head sized once from the listed size (grown by doubling,
-		// and a 256 KiB buffer per session, these were a sixth of a
-		// restore's CPU).
-		sw := &scanWriter{w: sp, head: make([]byte, 0, min(scanHead, max(repo.MaxEnd(g.Chunks), 4<<10))), refs: map[string]bool{}}
+		// The stream writes 64 KiB at a time, straight to the spill; its
+		// head is the spill's (a copy of every copy's first MiB, grown by
+		// doubling, was a sixth of a restore's CPU).
+		sw := &scanWriter{w: sp, refs: map[string]bool{}}
 		st, err := r.StreamGeneration(ctx, s, g, limit, sw, false)
 		if err == nil && st.Head != nil {
 			err = sp.overlay(st.Head)
-			copy(sw.head, st.Head)
 			blobRefs(st.Head, sw.refs)
 		}
-		head, c.refs = sw.head, sw.refs
+		head, c.refs = sp.first(), sw.refs
 		if cerr := sp.close(err == nil); err == nil {
 			err = cerr
 		}
@@ -313,6 +311,17 @@ type spill struct {
 	buf  []byte
 	f    *os.File
 	name string
+	// head is a spilled copy's first scanHead bytes (kept from buf).
+	head []byte
+}
+
+// first is the copy's first bytes: all of them in memory, else its first
+// scanHead.
+func (s *spill) first() []byte {
+	if s.f == nil {
+		return s.buf
+	}
+	return s.head
 }
 
 func (s *spill) Write(p []byte) (int, error) {
@@ -334,6 +343,7 @@ func (s *spill) Write(p []byte) (int, error) {
 		if _, err := f.Write(s.buf); err != nil {
 			return 0, err
 		}
+		s.head = append(s.buf, p[:min(len(p), max(scanHead-len(s.buf), 0))]...)
 		s.buf = nil
 	}
 	return s.f.Write(p)
@@ -345,6 +355,7 @@ func (s *spill) overlay(b []byte) error {
 		copy(s.buf, b)
 		return nil
 	}
+	copy(s.head, b)
 	_, err := s.f.WriteAt(b, 0)
 	return err
 }
@@ -364,25 +375,21 @@ func (s *spill) close(sync bool) error {
 	return err
 }
 
-// scanHead is how much of a streamed copy scanWriter keeps: enough for any
+// scanHead is how much of a spilled copy is kept in memory: enough for any
 // store's header (omp's title slot and header line).
 const scanHead = 1 << 20
 
-// scanWriter passes a streamed copy on to w, keeping its first scanHead
-// bytes and the blob references in it, so the temp file it is written to
-// is not read back twice (for its header, then for its references), which
-// cost a restore of 500 MB a sixth of its CPU.
+// scanWriter passes a streamed copy on to w, finding the blob references
+// in it as it goes by, so the temp file it is written to is not read back
+// for them (with its header, that cost a restore of 500 MB a sixth of its
+// CPU).
 type scanWriter struct {
 	w    io.Writer
-	head []byte
 	tail []byte // the last bytes: a reference cut between writes is seen whole
 	refs map[string]bool
 }
 
 func (s *scanWriter) Write(p []byte) (int, error) {
-	if n := scanHead - len(s.head); n > 0 {
-		s.head = append(s.head, p[:min(n, len(p))]...)
-	}
 	const keep = len(blobTag) + 64
 	if len(s.tail) > 0 {
 		// A reference that starts in the bytes before p ends in its first
