@@ -51,15 +51,21 @@ func TestRestoreAppendOnFullDisk(t *testing.T) {
 	prefix := big.data[:bytes.IndexByte(big.data[4096:], '\n')+4097]
 	b.write(rel, prefix, base.Add(-time.Hour))
 	filler := filepath.Join(b.agentDir, "filler")
+	older := retitled(t, big.data, "Older", "2020-01-01T00:00:00.000Z")
 	for _, tc := range []struct {
-		name string
-		free int64  // bytes left free
-		want string // in the error
+		name  string
+		local []byte
+		free  int64  // bytes left free
+		want  string // in the error
 	}{
-		{"too full for the copy", int64(len(big.data)) / 2, "no local file was touched"},
-		{"too full for the tail", int64(len(big.data)) * 3 / 2, "file left as it was"},
+		{"too full for the copy", prefix, int64(len(big.data)) / 2, "no local file was touched"},
+		{"too full for the tail", prefix, int64(len(big.data)) * 3 / 2, "append to"},
+		// All there but an older title: the file is rewritten whole,
+		// through a temp file there is no room for beside the copy.
+		{"too full to retitle", older, int64(len(big.data)) * 3 / 2, "replacing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			b.write(rel, tc.local, base.Add(-time.Hour))
 			var st syscall.Statfs_t
 			if err := syscall.Statfs(b.agentDir, &st); err != nil {
 				t.Fatal(err)
@@ -74,21 +80,20 @@ func TestRestoreAppendOnFullDisk(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := rep.Results[0]
-			if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, tc.want) {
+			if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, tc.want) || !strings.Contains(res.Error, "left as it was") {
 				t.Fatalf("restore onto a full disk: %+v", res)
 			}
-			if got := b.read(rel); !bytes.Equal(got, prefix) {
-				t.Fatalf("after a failed append the file has %d bytes, want the %d it had", len(got), len(prefix))
+			if got := b.read(rel); !bytes.Equal(got, tc.local) {
+				t.Fatalf("after a failed write the file has %d bytes, want the %d it had", len(got), len(tc.local))
 			}
 			if fi, err := os.Stat(b.path(rel)); err != nil || !fi.ModTime().Equal(base.Add(-time.Hour)) {
 				t.Fatalf("after a failed append: mtime %v (%v), want it unchanged", fi.ModTime(), err)
 			}
-			if left, _ := filepath.Glob(filepath.Join(b.agentDir, ".ompsync-*")); len(left) > 0 {
-				t.Errorf("temp files left: %v", left)
-			}
+			noTempFiles(t, b.agentDir)
 		})
 	}
 
+	b.write(rel, prefix, base.Add(-time.Hour))
 	if res := b.restoreOK([]string{big.id[:8]}, Options{}).Results[0]; res.Action != Appended {
 		t.Fatalf("with space: %+v", res)
 	}

@@ -813,7 +813,8 @@ func replaceWith(p string, before fs.FileInfo, c content, mtime time.Time) error
 	}
 	tmp, err := tempOf(filepath.Dir(p), c)
 	if err != nil {
-		return err
+		// A full disk or an I/O error: the file was never touched.
+		return fmt.Errorf("replacing %s failed, file left as it was: %w", p, err)
 	}
 	defer os.Remove(tmp)
 	if !mtime.IsZero() {
