@@ -260,7 +260,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	if err := readFull(src, head, 0); err != nil {
 		return fmt.Errorf("read header: %w", err)
 	}
-	prev := fst.Generation
+	prev, backedUp := fst.Generation, fst.Offset
 	fst.Generation = repo.NewGeneration(a.now().UnixNano())
 	fst.Offset, fst.Confirmed = 0, 0
 	fst.HashFrom = int64(a.opts.Store.SlotLen(head))
@@ -275,7 +275,15 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	if info, ok := a.opts.Store.Describe(head); ok {
 		fst.Cwd, fst.Title = info.Cwd, info.Title
 	}
-	if prev != "" {
+	switch {
+	case prev != "" && reason == "shrank" && fst.isSession():
+		// Lines were cut off (damage, or a user's edit): the old generation
+		// is the only full copy, and retention keeps it while it holds
+		// entries the new one lacks.
+		a.log.Warn("session file shrank below what was backed up: starting a new generation; the longer copy stays on the remote",
+			"path", fst.Path, "backed_up_bytes", backedUp, "bytes", src.size(), "old_generation", prev, "generation", fst.Generation,
+			"to_get_it_back", "ompsync restore --generation "+prev+" "+fst.SessionID)
+	case prev != "":
 		a.log.Info("file changed under the backup: starting a new generation; the old one stays on the remote",
 			"path", fst.Path, "reason", reason, "old_generation", prev, "generation", fst.Generation)
 	}
