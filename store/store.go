@@ -88,6 +88,11 @@ type Store interface {
 	// places, keeping every line of each; the first copy's bytes win. A
 	// format without entry ids answers ErrNoEntryIDs.
 	Merge(copies ...[]byte) ([]byte, error)
+	// EntryKey is what Merge knows the line (without its newline) by when
+	// it is an entry: its id and timestamp. ok is false for any other line
+	// (Merge knows it by its bytes), and for every line of a format
+	// without entry ids.
+	EntryKey(line []byte) (key string, ok bool)
 	// Artifact says which session an artifact file belongs to and its path
 	// inside that session's artifact folder.
 	Artifact(rel string) (id, inner string, ok bool)
