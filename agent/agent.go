@@ -183,6 +183,9 @@ type Agent struct {
 	// pullRefused are the catalog problems pull has warned of: said once,
 	// not every pull interval for as long as the remote holds them.
 	pullRefused map[string]bool
+	// pullIncomplete are the sessions a pull merged without all of their
+	// blobs or artifacts: warned of once.
+	pullIncomplete map[string]bool
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
@@ -244,7 +247,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
-		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{},
+		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{}, pullIncomplete: map[string]bool{},
 	}
 	a.interval.Store(int64(opts.Interval))
 	st, err := LoadState(opts.StateDir)
@@ -412,7 +415,7 @@ func (a *Agent) started(why string, otherRepo bool) error {
 }
 
 // Run watches and uploads until ctx ends, then flushes what is settled
-// within FlushTimeout and returns nil.
+// within FlushTimeout: nil only when all of it is on the remote.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.waitForAgentDir(ctx); err != nil {
 		return nil // stopped while waiting
@@ -506,22 +509,20 @@ func (a *Agent) flush() error {
 // stopDuringStart handles a stop signal that came before start-up was done,
 // as when a service manager stops the agent while it starts: start-up is
 // finished within FlushTimeout and what is settled uploaded, or, when the
-// remote does not answer in time, abandoned. Either way the stop is clean:
-// nothing uploaded is lost, and the next start catches up.
+// remote does not answer in time, abandoned. Nothing uploaded is lost, but
+// an abandoned start is an error: exit 0 says everything settled is up.
 func (a *Agent) stopDuringStart() error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.FlushTimeout)
 	defer cancel()
 	if err := a.start(ctx); err != nil {
-		a.log.Warn("stopped during start-up, before anything was uploaded; the next start catches up", "err", err)
-		return nil
+		return fmt.Errorf("stopped during start-up, before anything was uploaded: %w; the next start uploads it", err)
 	}
 	return a.flushWith(ctx)
 }
 
 func (a *Agent) flushWith(ctx context.Context) error {
 	if err := a.pass(ctx, true); err != nil {
-		a.log.Warn("stopped before everything was uploaded; the next start catches up", "err", err)
-		return nil
+		return fmt.Errorf("stopped before everything was uploaded: %w; the next start uploads the rest", err)
 	}
 	a.log.Info("stopped; everything settled is uploaded")
 	return nil

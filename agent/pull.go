@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/openfiles"
@@ -50,6 +51,9 @@ type Merged struct {
 	Backup string
 	// Problem says why a refused, failed or live merge did not happen.
 	Problem string
+	// Missing is what the backup holds that the merge did not write (a
+	// blob the remote lost, an artifact that could not be placed).
+	Missing []string
 }
 
 // Added is a range of a session file's bytes, [Start, End), and their
@@ -172,9 +176,18 @@ func (a *Agent) pull(ctx context.Context) error {
 					res, err := a.opts.Merger.Merge(ctx, req)
 					mu.Lock()
 					done, err := a.pulled(ctx, req, res, err)
-					if err != nil {
+					switch {
+					case err != nil:
 						a.log.Warn("pull: session not merged; will retry", "session", id, "machine", it.machine, "err", err)
-					} else if done {
+					case len(res.Missing) > 0:
+						// Not seen: the next pull tries again. Said once.
+						lvl := slog.LevelDebug
+						if !a.pullIncomplete[id] {
+							lvl, a.pullIncomplete[id] = slog.LevelWarn, true
+						}
+						a.log.Log(ctx, lvl, "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", it.machine, "missing", strings.Join(res.Missing, "; "))
+					case done:
+						delete(a.pullIncomplete, id)
 						a.state.setSeen(it.machine+"/"+id, it.sig)
 					}
 					mu.Unlock()

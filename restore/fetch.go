@@ -45,6 +45,7 @@ type fetched struct {
 	blobs     map[string]string
 	blobLinks map[string][]blobLink // the other names of those blobs
 	notes     []string
+	missing   []string // see Result.Missing
 }
 
 // slack is how much more than its recorded size a stream may hold: the
@@ -486,7 +487,12 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 		}
 		tmp, err := fetchBlob(ctx, r, opts.AgentDir, name, opts.MaxBlobSize, !opts.DryRun)
 		if errors.Is(err, remote.ErrNotFound) {
-			f.notes = append(f.notes, fmt.Sprintf("blob %s is referenced but not on the remote", name))
+			if _, backedUp := opts.blobMtimes[name]; backedUp {
+				// A catalog lists it: it was backed up, and the remote lost it.
+				f.missing = append(f.missing, fmt.Sprintf("blob %s was backed up but is no longer on the remote", name))
+			} else {
+				f.notes = append(f.notes, fmt.Sprintf("blob %s is referenced but not on the remote", name))
+			}
 			continue
 		}
 		if err != nil {

@@ -518,13 +518,13 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		c := f.session[i]
 		brel, ok := m.store.Beside(rel, c.machine)
 		if !ok {
-			res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s went on apart from this one and cannot be merged; kept on the remote (restore --machine %s --to another folder to read it)", c.machine, c.machine))
+			res.Missing = append(res.Missing, fmt.Sprintf("the copy of machine %s went on apart from this one and cannot be merged; kept on the remote (restore --machine %s --to another folder to read it)", c.machine, c.machine))
 			continue
 		}
 		fi, err := os.Lstat(abs(m.agentDir, brel))
 		has := err == nil
 		if has && !fi.Mode().IsRegular() {
-			res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s is not written beside: something else is at %s", c.machine, brel))
+			res.Missing = append(res.Missing, fmt.Sprintf("the copy of machine %s is not written beside: something else is at %s", c.machine, brel))
 			continue
 		}
 		w, err := m.plan(brel, has, []copyData{c}, format{st: m.store})
@@ -546,13 +546,13 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	for _, ar := range rels {
 		dst, ok := m.store.ArtifactRel(rel, ar)
 		if !ok {
-			res.Notes = append(res.Notes, fmt.Sprintf("artifact %q not restored: not a path omp uses", ar))
+			res.Missing = append(res.Missing, fmt.Sprintf("artifact %q not restored: not a path %s uses", ar, m.store.Name()))
 			continue
 		}
 		fi, err := os.Lstat(abs(m.agentDir, dst))
 		has := err == nil
 		if has && !fi.Mode().IsRegular() {
-			res.Notes = append(res.Notes, fmt.Sprintf("artifact %s not restored: something else is in its place", dst))
+			res.Missing = append(res.Missing, fmt.Sprintf("artifact %s not restored: something else is in its place (move it away and restore again)", dst))
 			continue
 		}
 		w, err := m.plan(dst, has, f.artifacts[ar], format{m.store, false, strings.HasSuffix(ar, ".jsonl")})

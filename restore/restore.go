@@ -196,14 +196,19 @@ type Result struct {
 	// Notes say what else the user should know (a blob missing from the
 	// remote, an artifact that differs and was left alone).
 	Notes []string `json:"notes,omitempty"`
-	Error string   `json:"error,omitempty"`
+	// Missing is what the backup holds of the session that this restore
+	// did not write (a blob a catalog lists that the remote lost, an
+	// artifact that could not be placed, another machine's copy that could
+	// be neither merged nor put beside): the session is incomplete.
+	Missing []string `json:"missing,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
-// OK reports whether the session was restored or needed nothing.
+// OK reports whether the session was restored, whole, or needed nothing.
 func (r Result) OK() bool {
 	switch r.Action {
 	case Created, Appended, Retitled, Unchanged, Merged:
-		return true
+		return len(r.Missing) == 0
 	}
 	return false
 }
@@ -403,6 +408,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Machines = append(res.Machines, c.machine)
 	}
 	res.Notes = append(res.Notes, f.notes...)
+	res.Missing = append(res.Missing, f.missing...)
 	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, deferSync: deferSync, now: opts.Now, blobMtimes: opts.blobMtimes}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		if res.Action == "" {

@@ -477,7 +477,7 @@ func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent
 		return agent.Merged{}, fmt.Errorf("restore of %s gave %d results", id, len(rep.Results))
 	}
 	res := rep.Results[0]
-	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Backup: res.Backup, Problem: res.Error}
+	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Backup: res.Backup, Problem: res.Error, Missing: res.Missing}
 	if a := res.Added; a != nil {
 		out.Added = &agent.Added{Start: a.Start, End: a.End, SHA256: a.SHA256}
 	}

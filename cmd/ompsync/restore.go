@@ -188,15 +188,20 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	if stopped > 0 {
 		return interruptedRestore(rep, stopped)
 	}
-	bad := 0
+	bad, incomplete := 0, 0
 	for _, res := range rep.Results {
-		if !res.OK() {
+		switch {
+		case len(res.Missing) > 0 && res.Error == "":
+			incomplete++
+		case !res.OK():
 			bad++
 		}
 	}
 	switch {
 	case bad > 0:
-		return fmt.Errorf("%d of %d sessions not restored (see above)", bad, len(rep.Results))
+		return fmt.Errorf("%d of %d sessions not restored (see above)", bad+incomplete, len(rep.Results))
+	case incomplete > 0:
+		return fmt.Errorf("%d of %d sessions restored incomplete: part of what the backup holds was not written (see above)", incomplete, len(rep.Results))
 	case len(rep.Problems) > 0:
 		return fmt.Errorf("the remote has problems (see above)")
 	}
@@ -350,6 +355,9 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		if res.Error != "" {
 			fmt.Fprintf(w, "             %s\n", res.Error)
 		}
+		for _, n := range res.Missing {
+			fmt.Fprintf(w, "             not restored: %s\n", n)
+		}
 		for _, n := range res.Notes {
 			fmt.Fprintf(w, "             note: %s\n", n)
 		}
@@ -364,8 +372,12 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 // --include-deleted)".
 func restoreTotals(rep *restore.Report, opts restore.Options) string {
 	n := map[restore.Action]int{}
+	incomplete := 0
 	for _, res := range rep.Results {
 		n[res.Action]++
+		if len(res.Missing) > 0 {
+			incomplete++
+		}
 	}
 	restored := n[restore.Created] + n[restore.Appended] + n[restore.Merged] + n[restore.Retitled]
 	verb := "restored"
@@ -393,6 +405,7 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 		{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
 		{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
 		{n[restore.Failed], "failed to write here (see above)"},
+		{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
 		{rep.DeletedLeft, "recorded as deleted (add --include-deleted)"},
 	} {
 		if p.n > 0 {
