@@ -462,7 +462,8 @@ func createTemp(dir, pattern string) (*os.File, error) {
 }
 
 // readArchiveFile inflates the archive at p, named rel in errors, into a
-// temp file in tmpDir: zstd for a .zst file (Codex), else gzip (omp). One
+// temp file in tmpDir: zstd for a .zst file (Codex), a plain .jsonl as it
+// is (older omp), else gzip (omp). One
 // that inflates past limit is an error: cut at the limit it would look
 // like a shrunk session, start a new generation, and let retention delete
 // the complete older one.
@@ -477,15 +478,21 @@ func readArchiveFile(p, rel string, limit int64, tmpDir string) (*inflated, fs.F
 		return nil, nil, err
 	}
 	var zr io.Reader
-	if strings.HasSuffix(rel, ".zst") {
+	switch {
+	case strings.HasSuffix(rel, ".jsonl"):
+		// Older omp moved a cold session into the archive as it was.
+		zr = f
+	case strings.HasSuffix(rel, ".zst"):
 		d, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
 		if err != nil {
 			return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
 		}
 		defer d.Close()
 		zr = d
-	} else if zr, err = gzip.NewReader(f); err != nil {
-		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
+	default:
+		if zr, err = gzip.NewReader(f); err != nil {
+			return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
+		}
 	}
 	tmp, err := createTemp(tmpDir, ".archive-*.jsonl")
 	if err != nil {

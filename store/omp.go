@@ -14,7 +14,8 @@ import (
 // OMP is omp's store (oh-my-pi, npm @oh-my-pi/pi-coding-agent): the agent
 // dir (~/.omp/agent) holds sessions/<cwd-dir>/<time>_<id>.jsonl, each with
 // an artifact folder named like it without .jsonl, the content-addressed
-// blobs/ they reference, and archive/sessions/ of gzipped cold sessions.
+// blobs/ they reference, and archive/sessions/ of gzipped cold sessions
+// and their artifact folders.
 // Files start with a 256-byte title slot that omp rewrites in place; the
 // header line names the session; entries merge by id and parentId. See
 // ../shared/docs/omp-sessions.md.
@@ -80,8 +81,16 @@ func (f family) Classify(rel string) Kind {
 		return KindArtifact
 	case f.blobs && len(parts) == 2 && parts[0] == "blobs":
 		return KindBlob
-	case f.archive && len(parts) == 4 && parts[0] == "archive" && parts[1] == "sessions" && strings.HasSuffix(base, ".jsonl.gz"):
-		return KindArchive
+	case f.archive && len(parts) >= 4 && parts[0] == "archive" && parts[1] == "sessions":
+		// gc gzips a session (older omp moved it plain) and moves its
+		// artifact folder, uncompressed, beside it: those are the same
+		// session's artifacts, the only copy of them left.
+		switch {
+		case len(parts) >= 5 && f.artifacts:
+			return KindArtifact
+		case len(parts) == 4 && (strings.HasSuffix(base, ".jsonl.gz") || strings.HasSuffix(base, ".jsonl")):
+			return KindArchive
+		}
 	}
 	return KindIgnored
 }
@@ -148,12 +157,18 @@ func (f family) Merge(copies ...[]byte) ([]byte, error) {
 	return session.Merge(copies...)
 }
 
-// Artifact: sessions/<cwd-dir>/<time>_<id>/<inner...>.
+// Artifact: sessions/<cwd-dir>/<time>_<id>/<inner...>, or the folder gc
+// moved to archive/sessions/<cwd-dir>/<time>_<id>/<inner...>. Both feed
+// the same stream (named by inner), so an archived folder uploads nothing
+// again, and restore puts it back beside the session file.
 func (f family) Artifact(rel string) (string, string, bool) {
 	if f.Classify(rel) != KindArtifact {
 		return "", "", false
 	}
 	parts := strings.Split(rel, "/")
+	if parts[0] == "archive" {
+		parts = parts[1:]
+	}
 	id, ok := f.IDFromName(parts[2])
 	if !ok {
 		return "", "", false
@@ -163,15 +178,15 @@ func (f family) Artifact(rel string) (string, string, bool) {
 
 // ArtifactRel: in the folder named like the session file without .jsonl.
 func (f family) ArtifactRel(sessionRel, inner string) (string, bool) {
-	if !repo.SafeRelPath(inner) {
+	if !repo.SafeRelPath(inner) || !strings.HasPrefix(sessionRel, "sessions/") {
 		return "", false
 	}
 	out := strings.TrimSuffix(sessionRel, ".jsonl") + "/" + inner
 	return out, f.Classify(out) == KindArtifact
 }
 
-// Archived: archive/sessions/<cwd-dir>/<name>.jsonl.gz was
-// sessions/<cwd-dir>/<name>.jsonl.
+// Archived: archive/sessions/<cwd-dir>/<name>.jsonl.gz (or, from older
+// omp, a plain <name>.jsonl there) was sessions/<cwd-dir>/<name>.jsonl.
 func (f family) Archived(rel string) (string, string, bool) {
 	if f.Classify(rel) != KindArchive {
 		return "", "", false

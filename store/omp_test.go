@@ -7,7 +7,7 @@ import (
 )
 
 // The names omp gives its sidecars are never backed up as sessions; its
-// blob links are blobs; the archive's artifact folder is not a session.
+// blob links are blobs; the archive's artifact folder holds artifacts.
 func TestClassifyOmpNames(t *testing.T) {
 	const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	for rel, want := range map[string]Kind{
@@ -22,7 +22,10 @@ func TestClassifyOmpNames(t *testing.T) {
 		"blobs/" + sha + ".png": KindBlob,
 		"archive/sessions/-work/2026-10-07T00-45-40-854Z_01a1.jsonl.gz":         KindArchive,
 		"archive/sessions/-work/2026-10-07T00-45-40-854Z_01a1.jsonl.gz.9.1.tmp": KindIgnored,
-		"archive/sessions/-work/2026-10-07T00-45-40-854Z_01a1/tool-1.log":       KindIgnored, // backed up while live
+		"archive/sessions/-work/2026-10-07T00-45-40-854Z_01a1.jsonl":            KindArchive, // older omp: plain
+		"archive/sessions/-work/2026-10-07T00-45-40-854Z_01a1/tool-1.log":       KindArtifact,
+		"archive/sessions/-work/2026-10-07T00-45-40-854Z_01a1/sub/a.jsonl":      KindArtifact,
+		"archive/sessions/-work/2026-10-07T00-45-40-854Z_01a1.txt":              KindIgnored,
 		"auth.json": KindIgnored,
 		"agent.db":  KindIgnored,
 	} {
@@ -37,5 +40,32 @@ func TestClassifyOmpNames(t *testing.T) {
 		if _, _, ok := repo.BlobLink(name); ok {
 			t.Errorf("BlobLink(%q) = ok", name)
 		}
+	}
+}
+
+// An artifact folder gc moved into the archive feeds the stream it fed
+// while live, and goes back beside the live session file; a plain archive
+// of older omp was the same live file as a gzipped one.
+func TestOmpArchivedArtifacts(t *testing.T) {
+	const name = "2026-10-07T00-45-40-854Z_01a113d2-be76-73c7-986b-d3ac6e3fbb83"
+	const id = "01a113d2-be76-73c7-986b-d3ac6e3fbb83"
+	for _, rel := range []string{"sessions/-work/" + name + "/sub/x.jsonl", "archive/sessions/-work/" + name + "/sub/x.jsonl"} {
+		if gotID, inner, ok := OMP().Artifact(rel); !ok || gotID != id || inner != "sub/x.jsonl" {
+			t.Errorf("Artifact(%q) = %q %q %v, want %q sub/x.jsonl", rel, gotID, inner, ok, id)
+		}
+	}
+	if out, ok := OMP().ArtifactRel("sessions/-work/"+name+".jsonl", "sub/x.jsonl"); !ok || out != "sessions/-work/"+name+"/sub/x.jsonl" {
+		t.Errorf("ArtifactRel = %q %v", out, ok)
+	}
+	if _, ok := OMP().ArtifactRel("archive/sessions/-work/"+name+".jsonl", "x.log"); ok {
+		t.Error("ArtifactRel of an archive path: ok, want a session path only")
+	}
+	for _, rel := range []string{"archive/sessions/-work/" + name + ".jsonl.gz", "archive/sessions/-work/" + name + ".jsonl"} {
+		if gotID, live, ok := OMP().Archived(rel); !ok || gotID != id || live != "sessions/-work/"+name+".jsonl" {
+			t.Errorf("Archived(%q) = %q %q %v", rel, gotID, live, ok)
+		}
+	}
+	if k := Pi().Classify("archive/sessions/-work/" + name + "/x.log"); k != KindIgnored {
+		t.Errorf("pi archive artifact: %v, want ignored (pi keeps no archive)", k)
 	}
 }
