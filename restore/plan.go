@@ -127,7 +127,14 @@ func readCatalogs(ctx context.Context, r *repo.Repo, machine string, parallel in
 		case errors.Is(err, remote.ErrNotFound) && machine != "":
 			return nil, nil, &noMachineError{machine}
 		case errors.Is(err, remote.ErrNotFound):
-			// listed between LIST and GET, or a folder left without one
+			// Listed between LIST and GET, or a folder left without one;
+			// but a folder that still holds the recent changes lost its
+			// catalog, and every session it listed would go unseen.
+			if _, serr := r.Client().Stat(ctx, repo.RecentKey(machines[i])); serr == nil {
+				problems = append(problems, fmt.Sprintf("the catalog of machine %s is missing from the remote (its recent changes are there), so its sessions are not listed: run 'ompsync agent --once' on %s to write it again", machines[i], machines[i]))
+			} else if !errors.Is(serr, remote.ErrNotFound) {
+				problems = append(problems, fmt.Sprintf("catalog of machine %s: %v", machines[i], serr))
+			}
 		default:
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
