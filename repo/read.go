@@ -84,7 +84,7 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	case covered < MaxEnd(g.Chunks):
 		err = fmt.Errorf("%s generation %s: %w at byte %d", s.Prefix(), g.Name, ErrGap, covered)
 	case covered > maxSize:
-		err = fmt.Errorf("%s generation %s: %d bytes, more than the %d expected (its catalog's size, within the local limit)", s.Prefix(), g.Name, covered, maxSize)
+		err = &TooLargeError{s.Prefix(), g.Name, covered, maxSize}
 	}
 	var hdr ChunkHeader
 	var chunk []byte

@@ -37,7 +37,7 @@ func (r *Repo) ReadGenerationFrom(ctx context.Context, s Stream, g *Generation, 
 	case covered < MaxEnd(g.Chunks):
 		return nil, fmt.Errorf("%s generation %s: %w at byte %d", s.Prefix(), g.Name, ErrGap, covered)
 	case covered > maxSize:
-		return nil, fmt.Errorf("%s generation %s: %d bytes, more than the %d expected", s.Prefix(), g.Name, covered, maxSize)
+		return nil, &TooLargeError{s.Prefix(), g.Name, covered, maxSize}
 	case covered < from:
 		return nil, fmt.Errorf("%s generation %s: %w: it holds %d bytes, %d were read before", s.Prefix(), g.Name, ErrGap, covered, from)
 	}

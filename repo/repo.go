@@ -415,6 +415,27 @@ var ErrBlobMismatch = errors.New("the blob's bytes do not match its sha256 name"
 // is refused at backup, not found out at restore.
 const MaxBlobSize = 512 << 20
 
+// MaxStreamSize bounds one stream (a session file, an artifact file), for
+// the agent that uploads it and the restore that reads it back, as
+// MaxBlobSize does a blob.
+const MaxStreamSize = 1 << 30
+
+// TooLargeError says a generation holds more bytes than its reader takes:
+// the local limit (MaxStreamSize, or a caller's lower one), or what the
+// catalog records of it, with slack.
+type TooLargeError struct {
+	Prefix, Generation string
+	Size, Max          int64
+}
+
+func (e *TooLargeError) Error() string {
+	why := "what its catalog records, with slack"
+	if e.Max >= MaxStreamSize {
+		why = "the local limit of a stream"
+	}
+	return fmt.Sprintf("%s generation %s: %d bytes, more than the %d allowed (%s)", e.Prefix, e.Generation, e.Size, e.Max, why)
+}
+
 // GetBlob reads a blob of at most limit bytes.
 func (r *Repo) GetBlob(ctx context.Context, name string, limit int64) ([]byte, error) {
 	return r.getOpen(ctx, BlobKey(name), limit)

@@ -86,7 +86,7 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 	case covered < MaxEnd(g.Chunks):
 		return fmt.Errorf("%s generation %s: %w at byte %d", s.Prefix(), g.Name, ErrGap, covered)
 	case covered > maxSize:
-		return fmt.Errorf("%s generation %s: %d bytes, more than the %d expected (its catalog's size, within the local limit)", s.Prefix(), g.Name, covered, maxSize)
+		return &TooLargeError{s.Prefix(), g.Name, covered, maxSize}
 	}
 	refReads := r.refReads
 	if refReads == 0 {

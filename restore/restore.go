@@ -121,7 +121,7 @@ func (o *Options) setDefaults() {
 		o.MaxBlobSize = repo.MaxBlobSize
 	}
 	if o.MaxStreamSize <= 0 {
-		o.MaxStreamSize = 1 << 30
+		o.MaxStreamSize = repo.MaxStreamSize
 	}
 	if o.MaxMergeSize <= 0 {
 		o.MaxMergeSize = 128 << 20
