@@ -62,7 +62,7 @@ func (a *Agent) maintain(ctx context.Context) {
 	}
 	a.state.LastPrune = now
 	a.state.changed.all = true
-	rep, err := compact.Prune(ctx, a.repo, a.opts.Machine, a.opts.Retention, now, false)
+	rep, err := compact.Prune(ctx, a.repo, a.opts.Store, a.opts.Machine, a.opts.Retention, now, false)
 	if err != nil {
 		a.log.Warn("retention failed; will retry tomorrow", "err", err)
 		return

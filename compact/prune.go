@@ -15,7 +15,9 @@ import (
 // Zero means forever.
 type Retention struct {
 	// Generations: a generation superseded by a newer one (the file was
-	// rewritten) is deleted this long after the newer one began.
+	// rewritten) is deleted this long after the newer one began, unless
+	// it holds entries the current generation lacks (the file was cut
+	// short): that one stays.
 	Generations time.Duration
 	// Deleted: a session whose catalog state is "deleted" is deleted this
 	// long after it was deleted locally.
@@ -73,14 +75,18 @@ const refMaxStored = 1025 + 1025/8 + 64<<10
 // in its catalog): superseded generations older than ret.Generations, and
 // every generation of sessions deleted longer than ret.Deleted ago. It
 // never deletes the newest generation of a stream (the one with meta that
-// readers take), the generation the catalog names, or a generation another
+// readers take), the generation the catalog names, a generation another
 // machine's reference chunks point at (found with one LIST of the
 // session, and by reading those machines' chunks that are small enough to
-// be references). With dryRun it deletes nothing and reports the same.
+// be references), or a superseded session generation holding a line the
+// newest lacks by lines' merge key (an entry's id and time, another
+// line's bytes): omp's own rewrites keep every entry's id, so only a file
+// cut short (damage, or a user's edit) keeps one, and no such copy is the
+// only one lost. With dryRun it deletes nothing and reports the same.
 //
 // It does not rewrite the catalog: the machine's agent owns it. Pruned
 // deleted sessions are listed in Sessions for the owner to drop.
-func Prune(ctx context.Context, r *repo.Repo, machine string, ret Retention, now time.Time, dryRun bool) (*PruneReport, error) {
+func Prune(ctx context.Context, r *repo.Repo, lines Lines, machine string, ret Retention, now time.Time, dryRun bool) (*PruneReport, error) {
 	rep := &PruneReport{}
 	if ret.Generations <= 0 && ret.Deleted <= 0 {
 		return rep, nil
@@ -95,7 +101,7 @@ func Prune(ctx context.Context, r *repo.Repo, machine string, ret Retention, now
 	entries := append([]repo.CatalogEntry(nil), cat.Sessions...)
 	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
 	for _, e := range entries {
-		if err := pruneSession(ctx, r, machine, e, ret, now, rep); err != nil {
+		if err := pruneSession(ctx, r, lines, machine, e, ret, now, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -123,7 +129,7 @@ type candidate struct {
 	since  time.Time
 }
 
-func pruneSession(ctx context.Context, r *repo.Repo, machine string, e repo.CatalogEntry, ret Retention, now time.Time, rep *PruneReport) error {
+func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, machine string, e repo.CatalogEntry, ret Retention, now time.Time, rep *PruneReport) error {
 	deleted := ret.Expired(e, now)
 	if !deleted && ret.Generations <= 0 {
 		return nil
@@ -166,27 +172,68 @@ func pruneSession(ctx context.Context, r *repo.Repo, machine string, e repo.Cata
 	refs := map[string]map[string]string{} // stream name -> generation -> referring machine
 	refErr := map[string]error{}
 	kept := false
+	newest := newestLines{}
 	for _, c := range cands {
 		name := c.st.s.Name
 		if _, done := refs[name]; !done && refErr[name] == nil {
 			refs[name], refErr[name] = referenced(ctx, r, streams, machine, name)
 		}
+		why := ""
 		switch {
 		case refErr[name] != nil:
-			rep.Kept = append(rep.Kept, Kept{c.st.s, c.g.name, fmt.Sprintf("cannot check other machines' references: %v", refErr[name])})
-			kept = true
+			why = fmt.Sprintf("cannot check other machines' references: %v", refErr[name])
 		case refs[name][c.g.name] != "":
-			rep.Kept = append(rep.Kept, Kept{c.st.s, c.g.name, "referenced by machine " + refs[name][c.g.name]})
-			kept = true
-		default:
-			keys, n := c.g.keys(c.st.s)
-			rep.Items = append(rep.Items, PruneItem{Stream: c.st.s, Generation: c.g.name, Reason: c.reason, Since: c.since, Keys: keys, Bytes: n})
+			why = "referenced by machine " + refs[name][c.g.name]
+		case c.reason == ReasonSuperseded && name == repo.SessionStream && c.g.meta != nil:
+			// An upload cut off before its meta is no copy restore
+			// takes: only one with meta is compared.
+			why = newest.lacking(ctx, r, lines, c.st, c.g)
 		}
+		if why != "" {
+			rep.Kept = append(rep.Kept, Kept{c.st.s, c.g.name, why})
+			kept = true
+			continue
+		}
+		keys, n := c.g.keys(c.st.s)
+		rep.Items = append(rep.Items, PruneItem{Stream: c.st.s, Generation: c.g.name, Reason: c.reason, Since: c.since, Keys: keys, Bytes: n})
 	}
 	if deleted && !kept {
 		rep.Sessions = append(rep.Sessions, e.ID)
 	}
 	return nil
+}
+
+// newestLines holds the line set of each stream's newest generation, read
+// once for all of the stream's superseded ones.
+type newestLines map[*stream]lineSetOrErr
+
+type lineSetOrErr struct {
+	set lineSet
+	err error
+}
+
+// lacking says why superseded generation g of st must stay: it holds a
+// line the newest generation lacks, or the two cannot be compared. ""
+// when every line of g is in the newest.
+func (nl newestLines) lacking(ctx context.Context, r *repo.Repo, lines Lines, st *stream, g *generation) string {
+	newest := st.newestWithMeta()
+	cur, done := nl[st]
+	if !done {
+		cur.set, cur.err = readLineSet(ctx, r, st.s, newest, lines)
+		nl[st] = cur
+	}
+	if cur.err != nil {
+		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, cur.err)
+	}
+	n, err := firstLacking(ctx, r, st.s, g, lines, cur.set)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, err)
+	case n > 0:
+		return fmt.Sprintf("holds lines the current generation %s lacks (the first is line %d; the file was cut short or edited): 'ompsync restore --generation %s %s' brings them back",
+			newest.name, n, g.name, st.s.SessionID)
+	}
+	return ""
 }
 
 // referenced finds which of machine's generations of the stream named name

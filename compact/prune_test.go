@@ -1,14 +1,18 @@
 package compact
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 const day = 24 * time.Hour
@@ -44,9 +48,15 @@ func TestPrune(t *testing.T) {
 		if err := r.PutHead(ctx, s, g1.gen, make([]byte, 256)); err != nil {
 			t.Fatal(err)
 		}
-		write(s, gen(80*day), false)                   // superseded at 60 days: due
-		keep["g2"] = write(s, gen(60*day), true)       // superseded at 10 days: kept
-		keep["g3"] = write(s, gen(10*day), true)       // newest
+		write(s, gen(80*day), false)             // superseded at 60 days: due
+		keep["g2"] = write(s, gen(60*day), true) // superseded at 10 days: kept
+		// The newest, an omp rewrite: every line of g1 and more.
+		keep["g3"] = newWriter(r, s, gen(10*day), 0)
+		for _, b := range [][]byte{g1.data, lines(rng, 2)} {
+			if err := keep["g3"].append(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
 		keep["inprogress"] = write(s, gen(day), false) // newer than the newest with meta
 		write(art("rewritten"), gen(90*day), true)
 		keep["a2"] = write(art("rewritten"), gen(50*day), true)
@@ -91,14 +101,14 @@ func TestPrune(t *testing.T) {
 
 		ret := Retention{Generations: 30 * day, Deleted: 90 * day}
 		before := snapshotKeys(t, r)
-		dry, err := Prune(ctx, r, "laptop", ret, now, true)
+		dry, err := Prune(ctx, r, store.OMP(), "laptop", ret, now, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(snapshotKeys(t, r), before) {
 			t.Fatal("a dry run deleted something")
 		}
-		done, err := Prune(ctx, r, "laptop", ret, now, false)
+		done, err := Prune(ctx, r, store.OMP(), "laptop", ret, now, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +163,7 @@ func TestPrune(t *testing.T) {
 
 		// Again: nothing more to delete; the deleted session is still
 		// reported for its catalog entry to go.
-		again, err := Prune(ctx, r, "laptop", ret, now, false)
+		again, err := Prune(ctx, r, store.OMP(), "laptop", ret, now, false)
 		if err != nil || len(again.Items) != 0 || !slices.Equal(again.Sessions, []string{"gone"}) {
 			t.Fatalf("second prune: %+v, %v", again, err)
 		}
@@ -172,8 +182,91 @@ func TestPruneForever(t *testing.T) {
 	ctx := context.Background()
 	r := fileRepo(t)
 	cnt := &counter{Client: r.Client()}
-	rep, err := Prune(ctx, repo.New(cnt, repo.NewZstd()), "laptop", Retention{}, time.Now(), false)
+	rep, err := Prune(ctx, repo.New(cnt, repo.NewZstd()), store.OMP(), "laptop", Retention{}, time.Now(), false)
 	if err != nil || rep.Objects != 0 || cnt.gets+cnt.lists != 0 {
 		t.Fatalf("%+v, %v, %d requests", rep, err, cnt.gets+cnt.lists)
 	}
+}
+
+// ompFile is an omp session file: a title slot, then entries with ids
+// and times; contents[i] is entry i's content.
+func ompFile(title string, updated int, contents []string) []byte {
+	slot := fmt.Sprintf(`{"type":"title","title":%q,"updatedAt":"2026-11-0%dT10:00:00.000Z"}`, title, updated)
+	b := []byte(slot + strings.Repeat(" ", 255-len(slot)) + "\n")
+	for i, c := range contents {
+		b = fmt.Appendf(b, `{"type":"message","id":"%08x","parentId":null,"timestamp":"2026-11-01T10:00:%02d.000Z","message":{"role":"user","content":%q}}`+"\n", i, i, c)
+	}
+	return b
+}
+
+// A superseded generation holding entries the newest lacks (the file was
+// cut short, then went on) stays, and prune says how to get it back; one
+// whose every entry the newest holds goes, though omp rewrote its title
+// slot and pruned an entry's content, and so does the short generation
+// in between.
+func TestPruneKeepsLostEntries(t *testing.T) {
+	eachRepo(t, func(t *testing.T, r *repo.Repo) {
+		ctx := context.Background()
+		now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+		gen := func(age time.Duration) string { return repo.NewGeneration(now.Add(-age).UnixNano()) }
+		upload := func(s repo.Stream, g string, b []byte) *writer {
+			w := newWriter(r, s, g, 256)
+			for len(b) > 0 { // a chunk per 300 bytes or so, cut at lines
+				n := bytes.IndexByte(b[min(300, len(b)-1):], '\n') + min(300, len(b)-1) + 1
+				if err := w.append(ctx, b[:n]); err != nil {
+					t.Fatal(err)
+				}
+				b = b[n:]
+			}
+			return w
+		}
+		var full []string
+		for i := range 12 {
+			full = append(full, fmt.Sprintf("turn %d: %s", i, strings.Repeat("x", 40*i)))
+		}
+		cut := session("cut", "laptop")
+		whole := upload(cut, gen(100*day), ompFile("fix the bug", 1, full))
+		stub := upload(cut, gen(60*day), ompFile("fix the bug", 1, full[:2])) // began as shrank
+		wentOn := `{"type":"message","id":"0000ffff","parentId":"00000001","timestamp":"2026-11-20T10:00:00.000Z","message":{"role":"user","content":"went on"}}` + "\n"
+		went := upload(cut, gen(50*day), append(ompFile("fix the bug", 2, full[:2]), wentOn...))
+
+		rw := session("rewritten", "laptop")
+		before := upload(rw, gen(100*day), ompFile("old title", 1, full))
+		pruned := slices.Clone(full)
+		pruned[3] = "[output pruned]"
+		after := upload(rw, gen(50*day), ompFile("new title", 3, append(pruned, "more")))
+
+		putCatalog(t, r, "laptop",
+			entry("cut", went.gen, repo.StatePresent, now.Add(-50*day)),
+			entry("rewritten", after.gen, repo.StatePresent, now.Add(-50*day)))
+		ret := Retention{Generations: 30 * day}
+		dry, err := Prune(ctx, r, store.OMP(), "laptop", ret, now, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Prune(ctx, r, store.OMP(), "laptop", ret, now, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(dry, rep) {
+			t.Fatalf("dry run reported\n%+v\nprune reported\n%+v", dry, rep)
+		}
+		var got []string
+		for _, it := range rep.Items {
+			got = append(got, it.Stream.SessionID+" "+it.Generation+" "+it.Reason)
+		}
+		if want := []string{"cut " + stub.gen + " superseded", "rewritten " + before.gen + " superseded"}; !slices.Equal(got, want) {
+			t.Fatalf("pruned %q, want %q", got, want)
+		}
+		wantWhy := "holds lines the current generation " + went.gen + " lacks (the first is line 4; the file was cut short or edited): 'ompsync restore --generation " + whole.gen + " cut' brings them back"
+		if len(rep.Kept) != 1 || rep.Kept[0].Generation != whole.gen || rep.Kept[0].Why != wantWhy {
+			t.Fatalf("kept %+v, want %s: %s", rep.Kept, whole.gen, wantWhy)
+		}
+		checkStream(t, r, whole, "the complete copy after prune")
+		checkStream(t, r, went, "the newest after prune")
+		checkStream(t, r, after, "the rewrite after prune")
+		if again, err := Prune(ctx, r, store.OMP(), "laptop", ret, now, false); err != nil || len(again.Items) != 0 || len(again.Kept) != 1 {
+			t.Fatalf("second prune: %+v, %v", again, err)
+		}
+	})
 }

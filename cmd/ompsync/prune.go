@@ -25,7 +25,9 @@ func newPruneCmd(a *app) *cobra.Command {
 sessions (the machine setting):
 
   - generations superseded longer than retention.generations ago (an older
-    copy of a session omp rewrote); the newest generation always stays;
+    copy of a session omp rewrote); the newest generation always stays, and
+    so does an older one holding entries the newest lacks (the file was cut
+    short or edited: 'ompsync restore --generation GEN ID' brings it back);
   - every object of sessions deleted on this machine longer than
     retention.deleted ago (0, the default, keeps them forever).
 
@@ -53,7 +55,7 @@ bytes go; --dry-run prints the same lines and deletes nothing.`,
 				if len(places) > 1 {
 					prefix = pl.Store.Name() + ": "
 				}
-				if err := a.pruneAgent(cmd, cfg, pl.Repo, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun); err != nil {
+				if err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun); err != nil {
 					return fmt.Errorf("%s%w", prefix, err)
 				}
 			}
@@ -66,9 +68,10 @@ bytes go; --dry-run prints the same lines and deletes nothing.`,
 }
 
 // pruneAgent prunes this machine's sessions of one agent (its repository
-// r, its agent's state dir); prefix names the agent in each line.
-func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, stateDir, prefix string, ret compact.Retention, dryRun bool) error {
-	rep, err := compact.Prune(cmd.Context(), r, cfg.Machine, ret, time.Now(), dryRun)
+// r, its store st, its agent's state dir); prefix names the agent in each
+// line.
+func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, st compact.Lines, stateDir, prefix string, ret compact.Retention, dryRun bool) error {
+	rep, err := compact.Prune(cmd.Context(), r, st, cfg.Machine, ret, time.Now(), dryRun)
 	if rep != nil {
 		for _, it := range rep.Items {
 			fmt.Fprintf(a.stdout, "%s%s %s generation %s: %s %s: %d objects, %s\n", prefix, it.Stream.SessionID, it.Stream.Name,

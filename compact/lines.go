@@ -1,0 +1,170 @@
+package compact
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"slices"
+
+	"github.com/ompsync/ompsync/repo"
+)
+
+// Lines is how prune reads a session's lines: the agent's title slot and
+// the key its merge knows an entry by (a store.Store).
+type Lines interface {
+	SlotLen(b []byte) int
+	EntryKey(line []byte) (key string, ok bool)
+}
+
+// Local bounds of the comparison, whatever the remote holds.
+const (
+	// maxCompareSize is the largest generation prune reads: restore's
+	// default bound on any stream.
+	maxCompareSize = 1 << 30
+	// maxCompareLines bounds the keys of a current generation held to
+	// compare with (16 bytes each: 32 MiB).
+	maxCompareLines = 2 << 20
+	// maxKeyLine bounds the line buffer: a longer line is known by its
+	// bytes alone, its id unread, in every generation alike.
+	maxKeyLine = 16 << 20
+)
+
+// lineKey is a line's merge key, hashed: an entry's id and time, or any
+// other line's bytes. 128 bits make a collision, which could let a line
+// pass for kept, as unlikely as a failing disk's silent bit flip.
+type lineKey [16]byte
+
+// lineSplitter cuts a stream into lines and hands each one's key to
+// each, skipping the title slot. A line longer than maxKeyLine is hashed
+// as it streams instead of held.
+type lineSplitter struct {
+	lines Lines
+	each  func(k lineKey, n int) error // n: the line's number, from 1
+	buf   []byte
+	long  hash.Hash // the line so far, once it outgrew maxKeyLine
+	n     int
+}
+
+func (s *lineSplitter) Write(p []byte) (int, error) {
+	written := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		part := p
+		if i >= 0 {
+			part = p[:i]
+		}
+		if s.long == nil && len(s.buf)+len(part) > maxKeyLine {
+			s.long = sha256.New()
+			s.long.Write([]byte{'o'})
+			s.long.Write(s.buf)
+			s.buf = s.buf[:0]
+		}
+		if s.long != nil {
+			s.long.Write(part)
+		} else {
+			s.buf = append(s.buf, part...)
+		}
+		if i < 0 {
+			break
+		}
+		p = p[i+1:]
+		if err := s.line(); err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// flush ends a last line without a newline.
+func (s *lineSplitter) flush() error {
+	if len(s.buf) > 0 || s.long != nil {
+		return s.line()
+	}
+	return nil
+}
+
+func (s *lineSplitter) line() error {
+	s.n++
+	var k lineKey
+	switch {
+	case s.long != nil:
+		copy(k[:], s.long.Sum(nil))
+		s.long = nil
+	case s.n == 1 && s.lines.SlotLen(append(s.buf, '\n')) == len(s.buf)+1:
+		// The title slot is rewritten in place; it is not an entry.
+		s.buf = s.buf[:0]
+		return nil
+	default:
+		h := sha256.New()
+		if key, ok := s.lines.EntryKey(s.buf); ok {
+			h.Write([]byte{'e'})
+			h.Write([]byte(key))
+		} else {
+			h.Write([]byte{'o'})
+			h.Write(s.buf)
+		}
+		copy(k[:], h.Sum(nil))
+	}
+	s.buf = s.buf[:0]
+	return s.each(k, s.n)
+}
+
+var (
+	errTooManyLines = fmt.Errorf("more than %d lines to compare", maxCompareLines)
+	errLacks        = errors.New("holds a line the other lacks") // stops a stream early
+)
+
+// streamKeys streams generation g of s through each, a line at a time.
+func streamKeys(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, lines Lines, each func(k lineKey, n int) error) error {
+	sp := &lineSplitter{lines: lines, each: each}
+	// The head object is a newer title slot, which no comparison reads.
+	rg := &repo.Generation{Name: g.name, HasMeta: g.meta != nil, Chunks: g.refs()}
+	if _, err := r.StreamGeneration(ctx, s, rg, maxCompareSize, sp, false); err != nil {
+		return err
+	}
+	return sp.flush()
+}
+
+// lineSet is the sorted keys of one generation's lines.
+type lineSet []lineKey
+
+func readLineSet(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, lines Lines) (lineSet, error) {
+	var set lineSet
+	err := streamKeys(ctx, r, s, g, lines, func(k lineKey, _ int) error {
+		if len(set) == maxCompareLines {
+			return errTooManyLines
+		}
+		set = append(set, k)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(set, func(a, b lineKey) int { return bytes.Compare(a[:], b[:]) })
+	return slices.Compact(set), nil
+}
+
+func (ls lineSet) has(k lineKey) bool {
+	_, ok := slices.BinarySearchFunc(ls, k, func(a, b lineKey) int { return bytes.Compare(a[:], b[:]) })
+	return ok
+}
+
+// firstLacking is the number of g's first line that set lacks, or 0 when
+// set has every line of g. It stops reading at that line.
+func firstLacking(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, lines Lines, set lineSet) (int, error) {
+	first := 0
+	err := streamKeys(ctx, r, s, g, lines, func(k lineKey, n int) error {
+		if !set.has(k) {
+			first = n
+			return errLacks
+		}
+		return nil
+	})
+	if errors.Is(err, errLacks) {
+		return first, nil
+	}
+	return 0, err
+}
