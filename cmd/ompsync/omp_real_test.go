@@ -115,9 +115,7 @@ func expectedTree(t *testing.T, agentDir string) map[string]treeFile {
 				}
 				rel = strings.TrimSuffix(strings.TrimPrefix(rel, "archive/"), ".gz")
 			default:
-				if strings.HasPrefix(rel, "archive/") {
-					rel = strings.TrimPrefix(rel, "archive/") // an archived artifact folder
-				}
+				rel = strings.TrimPrefix(rel, "archive/") // an archived artifact folder
 			}
 			out[rel] = f
 			return nil
