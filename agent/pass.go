@@ -26,8 +26,9 @@ import (
 
 var listAll = remote.ListOptions{}
 
-// maxArchive bounds what an archived session may inflate to.
-const maxArchive = 1 << 30
+// maxArchive bounds what an archived session may inflate to: what a
+// stream may hold, as for the live file.
+const maxArchive = repo.MaxStreamSize
 
 // job is one unit of upload work found by a pass.
 type job struct {
