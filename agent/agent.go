@@ -339,6 +339,9 @@ func (a *Agent) hasWork() bool {
 // (claimMachine), and stops trusting a state that does not match this
 // remote (distrust).
 func (a *Agent) start(ctx context.Context) error {
+	if err := a.checkRemoteHolds(ctx); err != nil {
+		return err
+	}
 	if err := a.repo.Init(ctx); err != nil {
 		return err
 	}

@@ -55,6 +55,42 @@ func (a *Agent) machineInUse(w *repo.Writer, at time.Time, since bool) error {
 		ErrMachineInUse, a.opts.Machine, w.Host, w.StateDir, when, how)
 }
 
+// ErrRemoteEmpty means a file remote holds no repository where this
+// state backed up to one: nothing was written.
+var ErrRemoteEmpty = errors.New("remote folder holds no ompsync repository")
+
+// RemoteFolderEmpty is the one-line error for a file remote at dir that
+// holds no repository, though the state in stateDir backed up to
+// repository id there.
+func RemoteFolderEmpty(dir, id, stateDir string) error {
+	return fmt.Errorf("%w: remote folder %s holds no ompsync repository, though this machine backed up to repository %s there: is its disk mounted? "+
+		"To start a new repository there, move the state dir %s aside: the next run uploads everything again", ErrRemoteEmpty, dir, short(id), stateDir)
+}
+
+// checkRemoteHolds refuses, before anything is written, a file remote
+// that holds no repository though this state backed up to one under the
+// same name: a folder on a disk that is not mounted (its mount point, or
+// a folder made again below it), where a new repository would take every
+// session while the user believes them on the other disk. A bucket or
+// prefix with no marker is a remote deleted and made again on purpose
+// (there is no mount point to miss): distrust reconciles and uploads
+// everything to it.
+func (a *Agent) checkRemoteHolds(ctx context.Context) error {
+	st := a.state
+	if st.RepoID == "" || st.Remote == "" || st.Remote != a.opts.Remote {
+		return nil
+	}
+	loc, err := remote.ParseURL(st.Remote)
+	if err != nil || loc.Scheme != "file" {
+		return nil
+	}
+	m, err := a.repo.ReadMarker(ctx)
+	if err != nil || m != nil {
+		return err
+	}
+	return RemoteFolderEmpty(loc.Dir, st.RepoID, a.opts.StateDir)
+}
+
 // hostID is a hash of the host's machine-id (never the id itself, which
 // systemd asks to keep private), or "" where there is none.
 func hostID() string {

@@ -130,6 +130,18 @@ func TestSwitchRemoteSameStateDir(t *testing.T) {
 		if out := m.mustRun(1, "status"); !strings.Contains(lastLine(out), "holds no ompsync repository") {
 			t.Fatalf("status with the remote emptied:\n%s", out)
 		}
+		if b.Name == "file" {
+			// An emptied folder is what a disk not mounted looks like: the
+			// agent refuses it until the state dir is moved aside.
+			out := m.mustRun(1, "agent", "--once")
+			if !strings.Contains(lastLine(out), "is its disk mounted?") || !strings.Contains(lastLine(out), "move the state dir") {
+				t.Fatalf("agent --once with the remote folder emptied:\n%s", out)
+			}
+			state := filepath.Join(m.home, "state")
+			if err := os.Rename(state, state+".old"); err != nil {
+				t.Fatal(err)
+			}
+		}
 		m.mustRun(0, "agent", "--once")
 		if out := m.mustRun(0, "agent", "--once"); strings.Contains(out, "not trusting") {
 			t.Fatalf("the state was not trusted after its reconcile:\n%s", out)

@@ -25,6 +25,9 @@ func openRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 
 // openMetered is openRepo counting requests and bytes in m.
 func openMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, error) {
+	if err := makeDefaultRemote(cfg); err != nil {
+		return nil, err
+	}
 	raw, err := backend.OpenRaw(ctx, cfg.Remote, backend.S3Options{
 		Client:          cfg.S3.Client,
 		Endpoint:        cfg.S3.Endpoint,
@@ -43,6 +46,24 @@ func openMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo,
 		return nil, err
 	}
 	return repo.New(client, m.codec(codec)), nil
+}
+
+// makeDefaultRemote creates the default remote folder with its parents
+// (~/.local/share may not exist yet); a configured one is the backend's,
+// which makes only its last folder, so as not to make again a folder of
+// a disk that is not mounted.
+func makeDefaultRemote(cfg *config.Config) error {
+	if cfg.Source("remote").Kind != config.FromDefault {
+		return nil
+	}
+	loc, err := remote.ParseURL(cfg.Remote)
+	if err != nil || loc.Scheme != "file" {
+		return nil // the backend says what is wrong
+	}
+	if err := os.MkdirAll(loc.Dir, 0o700); err != nil {
+		return fmt.Errorf("create the default remote folder: %w", err)
+	}
+	return nil
 }
 
 // newCodec is zstd alone without encryption, else zstd then age. In

@@ -5,8 +5,11 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
@@ -52,7 +55,8 @@ func (o S3Options) String() string {
 func (o S3Options) GoString() string { return "backend.S3Options" + o.String() }
 
 // Open returns a client for the remote URL raw, with DefaultRetry. A file
-// remote's folder is created (mode 0700) when missing.
+// remote's folder is created (mode 0700) when missing, but only the folder
+// itself: see makeFolder.
 func Open(ctx context.Context, raw string, opts S3Options) (remote.Client, error) {
 	c, err := OpenRaw(ctx, raw, opts)
 	if err != nil {
@@ -71,8 +75,8 @@ func OpenRaw(ctx context.Context, raw string, opts S3Options) (remote.Client, er
 	}
 	switch loc.Scheme {
 	case "file":
-		if err := os.MkdirAll(loc.Dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create remote folder: %w", err)
+		if err := makeFolder(loc.Dir); err != nil {
+			return nil, err
 		}
 		return file.New(loc.Dir)
 	case "s3":
@@ -96,4 +100,28 @@ func OpenRaw(ctx context.Context, raw string, opts S3Options) (remote.Client, er
 		}
 	}
 	return nil, fmt.Errorf("remote %s: unsupported scheme %q", raw, loc.Scheme)
+}
+
+// makeFolder creates a file remote's folder when it is missing, and only
+// when its parent exists. A folder on a disk that is not mounted must not
+// be made again on the disk below, with every session uploaded into it
+// while the user believes they are on the other disk.
+func makeFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("remote folder %s is a file, not a folder", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("remote folder: %w", err)
+	}
+	parent := filepath.Dir(dir)
+	if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remote folder %s cannot be created: its parent %s does not exist: is the disk mounted? (to keep the remote there, create %s first)", dir, parent, parent)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create remote folder: %w", err)
+	}
+	return nil
 }

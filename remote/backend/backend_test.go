@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { remotetest.Main(m) }
 
 func TestOpenFileCreatesFolder(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "backups", "ompsync")
+	dir := filepath.Join(t.TempDir(), "ompsync")
 	c, err := backend.Open(t.Context(), "file://"+dir, backend.S3Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +33,28 @@ func TestOpenFileCreatesFolder(t *testing.T) {
 	raw, err := backend.OpenRaw(t.Context(), "file://"+dir, backend.S3Options{})
 	if _, ok := raw.(*file.Client); err != nil || !ok {
 		t.Errorf("OpenRaw(file://) = %T, %v", raw, err)
+	}
+}
+
+// A remote folder whose parent is missing (a disk not mounted) is not made
+// again on the disk below: the error names the parent, and nothing is
+// created.
+func TestOpenFileParentMissing(t *testing.T) {
+	media := filepath.Join(t.TempDir(), "media")
+	dir := filepath.Join(media, "usb", "backup")
+	_, err := backend.Open(t.Context(), "file://"+dir, backend.S3Options{})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(media, "usb")+" does not exist: is the disk mounted?") {
+		t.Fatalf("Open with the remote's parent missing = %v, want an error naming the parent", err)
+	}
+	if _, err := os.Stat(media); !os.IsNotExist(err) {
+		t.Errorf("%s after the refused open: %v, want it still missing", media, err)
+	}
+	file := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := backend.Open(t.Context(), "file://"+file, backend.S3Options{}); err == nil || !strings.Contains(err.Error(), "is a file, not a folder") {
+		t.Errorf("Open of a file = %v, want it refused", err)
 	}
 }
 
