@@ -146,6 +146,14 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		reason = "new"
 	case size < fst.Offset:
 		reason = "shrank"
+		if inode == fst.Inode && fst.isSession() {
+			// Cut short in place, which omp never does (its rewrites
+			// replace the file): damage, or a user's edit. The old
+			// generation is the only complete copy; retention keeps it.
+			a.log.Warn("session file cut short below what was backed up: a new generation follows it; the complete copy stays on the remote",
+				"path", fst.Path, "backed_up_bytes", fst.Offset, "bytes", size, "old_generation", fst.Generation,
+				"to_get_it_back", "ompsync restore --generation "+fst.Generation+" "+fst.SessionID)
+		}
 	case inode != fst.Inode || audit:
 		// Replaced by a rename, or a periodic audit: only a full re-hash
 		// tells an extended copy from a rewrite.
@@ -265,7 +273,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	if err := readFull(src, head, 0); err != nil {
 		return fmt.Errorf("read header: %w", err)
 	}
-	prev, backedUp := fst.Generation, fst.Offset
+	prev := fst.Generation
 	fst.Generation = repo.NewGeneration(a.now().UnixNano())
 	fst.Offset, fst.Confirmed = 0, 0
 	fst.HashFrom = int64(a.opts.Store.SlotLen(head))
@@ -280,15 +288,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	if info, ok := a.opts.Store.Describe(head); ok {
 		fst.Cwd, fst.Title = info.Cwd, info.Title
 	}
-	switch {
-	case prev != "" && reason == "shrank" && fst.isSession():
-		// Lines were cut off (damage, or a user's edit): the old generation
-		// is the only full copy, and retention keeps it while it holds
-		// entries the new one lacks.
-		a.log.Warn("session file shrank below what was backed up: starting a new generation; the longer copy stays on the remote",
-			"path", fst.Path, "backed_up_bytes", backedUp, "bytes", src.size(), "old_generation", prev, "generation", fst.Generation,
-			"to_get_it_back", "ompsync restore --generation "+prev+" "+fst.SessionID)
-	case prev != "":
+	if prev != "" {
 		a.log.Info("file changed under the backup: starting a new generation; the old one stays on the remote",
 			"path", fst.Path, "reason", reason, "old_generation", prev, "generation", fst.Generation)
 	}
