@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -105,6 +106,17 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	}()
 	newest := t.newest()
 	var gens []string
+	// An artifact copy past the local bound is left out, not the session
+	// with it: the conversation is restored, the artifact named missing.
+	refused := map[string]string{}
+	tooLarge := func(s repo.Stream, err error) bool {
+		var tl *repo.TooLargeError
+		if s.Name == repo.SessionStream || !errors.As(err, &tl) {
+			return false
+		}
+		refused[s.Name] = fmt.Sprintf("the copy of machine %s is %d bytes, more than the %d a file may hold (the local limit)", s.Machine, tl.Size, tl.Max)
+		return true
+	}
 	for _, inv := range invs {
 		s := inv.Stream
 		if opts.sessionOnly && s.Name != repo.SessionStream {
@@ -146,6 +158,9 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 				return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
 			}
 			c, err := streamCopy(ctx, r, t, s, g, limit, opts)
+			if tooLarge(s, err) {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -174,6 +189,9 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			}
 			mtime = uploaded
 		}
+		if tooLarge(s, err) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -199,6 +217,14 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
 		}
 		f.artifacts[rel] = append(f.artifacts[rel], c)
+	}
+	for _, name := range slices.Sorted(maps.Keys(refused)) {
+		rel, _ := repo.ArtifactPath(name)
+		if len(f.artifacts[rel]) == 0 {
+			f.missing = append(f.missing, fmt.Sprintf("artifact %s not restored: %s", rel, refused[name]))
+		} else {
+			f.notes = append(f.notes, fmt.Sprintf("artifact %s: %s; restored another machine's", rel, refused[name]))
+		}
 	}
 	if len(f.session) == 0 {
 		if !opts.At.IsZero() {
