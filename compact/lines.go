@@ -118,20 +118,40 @@ var (
 )
 
 // streamKeys streams generation g of s through each, a line at a time.
-func streamKeys(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, lines Lines, each func(k lineKey, n int) error) error {
+func streamKeys(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, each func(k lineKey, n int) error) error {
 	sp := &lineSplitter{lines: lines, each: each}
 	// The head object is a newer title slot, which no comparison reads.
-	rg := &repo.Generation{Name: g.name, HasMeta: g.meta != nil, Chunks: g.refs()}
-	if _, err := r.StreamGeneration(ctx, s, rg, maxCompareSize, sp, false); err != nil {
+	rg := *g
+	rg.HasHead = false
+	if _, err := r.StreamGeneration(ctx, s, &rg, maxCompareSize, sp, false); err != nil {
 		return err
 	}
 	return sp.flush()
 }
 
+// FirstLacking is the number (from 1) of the first line of generation old
+// of stream s that generation cur lacks, by lines' merge key (an entry's
+// id and time, another line's bytes; the title slot aside), or 0 when cur
+// holds every line of old. It streams both, holding cur's line keys (16
+// bytes a line, at most maxCompareLines of them), and stops reading old at
+// that line.
+func FirstLacking(ctx context.Context, r *repo.Repo, lines Lines, s repo.Stream, cur, old *repo.Generation) (int, error) {
+	set, err := readLineSet(ctx, r, s, cur, lines)
+	if err != nil {
+		return 0, err
+	}
+	return firstLacking(ctx, r, s, old, lines, set)
+}
+
+// repoGeneration is g as repo reads it.
+func (g *generation) repoGeneration() *repo.Generation {
+	return &repo.Generation{Name: g.name, HasMeta: g.meta != nil, HasHead: g.head != nil, Chunks: g.refs()}
+}
+
 // lineSet is the sorted keys of one generation's lines.
 type lineSet []lineKey
 
-func readLineSet(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, lines Lines) (lineSet, error) {
+func readLineSet(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines) (lineSet, error) {
 	var set lineSet
 	err := streamKeys(ctx, r, s, g, lines, func(k lineKey, _ int) error {
 		if len(set) == maxCompareLines {
@@ -154,7 +174,7 @@ func (ls lineSet) has(k lineKey) bool {
 
 // firstLacking is the number of g's first line that set lacks, or 0 when
 // set has every line of g. It stops reading at that line.
-func firstLacking(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, lines Lines, set lineSet) (int, error) {
+func firstLacking(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, set lineSet) (int, error) {
 	first := 0
 	err := streamKeys(ctx, r, s, g, lines, func(k lineKey, n int) error {
 		if !set.has(k) {

@@ -219,13 +219,13 @@ func (nl newestLines) lacking(ctx context.Context, r *repo.Repo, lines Lines, st
 	newest := st.newestWithMeta()
 	cur, done := nl[st]
 	if !done {
-		cur.set, cur.err = readLineSet(ctx, r, st.s, newest, lines)
+		cur.set, cur.err = readLineSet(ctx, r, st.s, newest.repoGeneration(), lines)
 		nl[st] = cur
 	}
 	if cur.err != nil {
 		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, cur.err)
 	}
-	n, err := firstLacking(ctx, r, st.s, g, lines, cur.set)
+	n, err := firstLacking(ctx, r, st.s, g.repoGeneration(), lines, cur.set)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, err)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
@@ -131,6 +132,10 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			}
 		}
 		newest := inv.Newest()
+		// The newest copy when it began as the file shrank, and the
+		// longest older one, which may hold lines it lacks.
+		var shrunk, longest *repo.Generation
+		var longestBytes int64
 		for _, g := range inv.Generations {
 			if !g.HasMeta {
 				c.Notes = append(c.Notes, fmt.Sprintf("machine %s, %s: generation %s has chunks but no meta (an upload cut off as it began); restore ignores it", s.Machine, name, g.Name))
@@ -171,12 +176,25 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 				cc.Error = fmt.Sprintf("session %s, machine %s: %v: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, cc.Bytes, e.Size)
 				c.Problems = append(c.Problems, cc.Error)
 			}
+			if !cc.Newest && cc.Bytes > longestBytes {
+				longest, longestBytes = g, cc.Bytes
+			}
 			if cc.Newest {
+				if st.Meta.Reason == "shrank" && s.Name == repo.SessionStream {
+					shrunk = g
+				}
 				maps.Copy(refs, scan.refs)
 				blobRefs(st.Head, refs)
 				cc.Local = cmp.result(st.Head, format{st: opts.Store, slotted: s.Name == repo.SessionStream})
 			}
 			c.Copies = append(c.Copies, cc)
+		}
+		if shrunk != nil && longest != nil {
+			// Damage to either copy is a problem above already.
+			if n, err := compact.FirstLacking(ctx, r, opts.Store, s, shrunk, longest); err == nil && n > 0 {
+				c.Notes = append(c.Notes, fmt.Sprintf("machine %s: the current copy began when the file shrank; generation %s (%d bytes) holds lines it lacks, from line %d: 'ompsync restore --generation %s %s' brings them back",
+					s.Machine, longest.Name, longestBytes, n, longest.Name, t.id))
+			}
 		}
 	}
 	if !sawSession {

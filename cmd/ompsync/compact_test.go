@@ -67,7 +67,9 @@ func TestCompactAndPruneCommands(t *testing.T) {
 	}
 	old := repo.NewGeneration(time.Now().Add(-40 * 24 * time.Hour).UnixNano())
 	cur := repo.NewGeneration(time.Now().Add(-35 * 24 * time.Hour).UnixNano())
-	putGeneration(t, r, s, old, data[:1000], 3)
+	// The old generation ends at a line, as the agent uploads a session:
+	// every line of it is in the current one, so retention may drop it.
+	putGeneration(t, r, s, old, data[:bytes.LastIndexByte(data[:1000], '\n')+1], 3)
 	putGeneration(t, r, s, cur, data, 80)
 	if _, err := r.PutCatalog(ctx, repo.Catalog{Machine: "laptop", Sessions: []repo.CatalogEntry{
 		{ID: id, Path: "sessions/-work/x_" + id + ".jsonl", Generation: cur, Size: int64(len(data)), State: repo.StatePresent},
