@@ -91,7 +91,8 @@ func eachTargetFrom(ctx context.Context, r *repo.Repo, targets []*target, sessio
 // catalogs are read (restore --all): on a line with a long round trip its
 // first page is there when the planning is done, three round trips sooner
 // than a listing started after it. It runs at most earlyAhead sessions
-// ahead of the work.
+// ahead of the work, so what it holds is bounded by the per-session
+// bound of InventoryAll, not by the remote.
 //
 // A listing taken before the catalogs may miss what was uploaded between
 // the two: covers sends such a session to a listing of its own.
@@ -106,8 +107,9 @@ type listItem struct {
 }
 
 // earlyAhead bounds the sessions an early listing holds before the work
-// takes them (a listing that never ends is not followed further).
-const earlyAhead = 4096
+// takes them (each may list many objects): the page it is reading waits
+// for the work, as a listing started after the catalogs would.
+const earlyAhead = 64
 
 func startListing(ctx context.Context, r *repo.Repo, machine string) *earlyListing {
 	ctx, cancel := context.WithCancel(ctx)

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"iter"
 	"strings"
@@ -103,4 +104,27 @@ func TestRestoreAllListingOlderThanCatalogs(t *testing.T) {
 			t.Errorf("session %d, %s: restored %d bytes, want the %d the catalogs record", i, rel, len(g.data), len(want))
 		}
 	}
+}
+
+// More sessions than the early listing holds ahead of the work: every one
+// is restored, from the one listing.
+func TestRestoreAllMoreSessionsThanListedAhead(t *testing.T) {
+	r := fileRemote(t)
+	m := newMachine(t, r, "laptop")
+	n := 2*earlyAhead + 7
+	for i := range n {
+		id := fmt.Sprintf("019a0005-0000-7000-8000-%012d", i)
+		m.write(sessionPath("-w", id, i), synthSession(id, "/w", "s"+itoa(i), 2), base)
+	}
+	m.backup()
+	rec := &listRecorder{Client: r.Client()}
+	to := t.TempDir()
+	rep, err := Run(context.Background(), repo.New(rec, repo.NewZstd()), nil, Options{All: true, AgentDir: to})
+	if err != nil || !rep.OK() || len(rep.Results) != n {
+		t.Fatalf("%v: %d results, want %d", err, len(rep.Results), n)
+	}
+	if all, one := rec.count(); all != 1 || one != 0 {
+		t.Errorf("listed every session %d times and single sessions %d times, want once and never", all, one)
+	}
+	sameTree(t, snapshot(t, m.agentDir), snapshot(t, to), nil, "sessions")
 }
