@@ -172,6 +172,8 @@ type Agent struct {
 	// the running agent's watcher, to watch the folder again when it is back.
 	sessionsGone bool
 	watch        *watcher
+	// scanFound is how many files the last full scan found to back up.
+	scanFound int
 	// vanishLogged is when a vanished tree was last logged at ERROR.
 	vanishLogged time.Time
 	tally        tally // for Totals
@@ -193,6 +195,8 @@ type Agent struct {
 	mu       sync.Mutex
 	dirty    map[string]bool // rel paths the watcher saw change
 	fullScan bool            // a missed or removal event asks for a scan
+	// linksSaid are the symlinks the scan said it does not follow.
+	linksSaid map[string]bool
 
 	outage outage
 
@@ -314,6 +318,9 @@ func (a *Agent) Once(ctx context.Context) error {
 	if _, err := os.Stat(a.opts.AgentDir); err != nil {
 		return fmt.Errorf("agent dir %s: %w", a.opts.AgentDir, err)
 	}
+	if err := checkLayout(a.opts.AgentDir, a.opts.Store); err != nil {
+		return err
+	}
 	if err := a.start(ctx); err != nil {
 		return err
 	}
@@ -322,6 +329,12 @@ func (a *Agent) Once(ctx context.Context) error {
 	// marked for upload; a few more passes put it up before exiting.
 	for i := 0; i < 3 && err == nil && ctx.Err() == nil && a.hasWork(); i++ {
 		err = a.pass(ctx, a.takeFullScan())
+	}
+	if err == nil && a.sessionsGone && a.scanFound == 0 && !a.opts.ConfirmDeletions {
+		// Nothing known vanished (that is ErrVanished), but nothing is
+		// there either: a wrong agent_dir or a disk not mounted, as well
+		// as an agent that never wrote a session. Not "all uploaded".
+		err = a.noSessionsFolder()
 	}
 	return err
 }
@@ -423,6 +436,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.waitForAgentDir(ctx); err != nil {
 		return nil // stopped while waiting
 	}
+	if err := checkLayout(a.opts.AgentDir, a.opts.Store); err != nil {
+		return err
+	}
 	w, err := a.newWatcher()
 	if err != nil {
 		return err
@@ -447,11 +463,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			return a.stopDuringStart()
 		}
 	}
-	if err := a.pass(ctx, true); err != nil && ctx.Err() == nil {
+	first := a.pass(ctx, true)
+	if err := first; err != nil && ctx.Err() == nil {
 		if errors.Is(err, ErrMachineInUse) {
 			return err
 		}
 		a.log.Warn("first pass incomplete; will retry", "err", err)
+	}
+	if a.sessionsGone && a.scanFound == 0 && ctx.Err() == nil && !errors.Is(first, ErrVanished) {
+		a.log.Warn(a.noSessionsFolder().Error() + " Watching for it.")
 	}
 	if a.opts.Ready != nil {
 		a.opts.Ready()

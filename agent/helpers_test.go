@@ -40,6 +40,11 @@ func newEnv(t *testing.T, c remote.Client) *env {
 	}
 	e.repo = repo.New(e.client, repo.NewZstd())
 	e.opts = Options{AgentDir: e.agentDir, StateDir: e.stateDir, Machine: e.machine, Logger: testLogger(t)}
+	// The agent dir of a store in use: one with no sessions folder and
+	// nothing else to back up is a wrong agent_dir (Once fails).
+	if err := os.Mkdir(e.path("sessions"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

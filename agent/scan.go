@@ -35,6 +35,9 @@ func (s *scanned) under(rel string) bool {
 
 // scan walks the agent dir for everything that is backed up. Anything it
 // cannot read, other than what does not exist, is reported (a.problems).
+// A root that is a symlink (a sessions folder moved to another disk) is
+// followed, as an agent dir that is one is; inside, no symlink is (one
+// could loop, or lead out of the tree), but each is counted and named once.
 func (a *Agent) scan() (*scanned, error) {
 	res := &scanned{unreadable: map[string]bool{}}
 	if _, err := os.Stat(a.opts.AgentDir); err != nil && !isNotExist(err) {
@@ -43,13 +46,30 @@ func (a *Agent) scan() (*scanned, error) {
 		return res, nil
 	}
 	roots := a.opts.Store.Roots()
+	links := 0
 	for _, top := range roots {
 		root := a.abs(top)
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		real, err := filepath.EvalSymlinks(root)
+		switch {
+		case isNotExist(err):
+			// A root that is not there (only the sessions folder must be),
+			// or a symlink to nothing.
+			if top == roots[0] {
+				res.sessionsGone = true
+			}
+			continue
+		case err != nil:
+			a.problems.report(a.log, a.now(), root, err)
+			if rel, ok := a.relOf(root); ok {
+				res.unreadable[rel] = true
+			}
+			continue
+		}
+		err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+			p = root + p[len(real):] // the path under the agent dir
 			if err != nil {
 				if isNotExist(err) {
-					// Gone between the listing and now, or a root that is
-					// not there (only the sessions folder must be).
+					// Gone between the listing and now.
 					if p == root && top == roots[0] {
 						res.sessionsGone = true
 					}
@@ -77,9 +97,15 @@ func (a *Agent) scan() (*scanned, error) {
 				}
 				return nil
 			}
-			// Symlinks are never followed: they could point outside.
-			if d.Type()&fs.ModeType != 0 {
+			if d.Type()&fs.ModeSymlink != 0 {
+				if a.linkMatters(p, rel) {
+					links++
+					a.linkSeen(rel)
+				}
 				return nil
+			}
+			if d.Type()&fs.ModeType != 0 {
+				return nil // a socket, a fifo, a device
 			}
 			if a.opts.Store.Classify(rel) != store.KindIgnored && a.included(rel) {
 				res.rels = append(res.rels, rel)
@@ -90,7 +116,68 @@ func (a *Agent) scan() (*scanned, error) {
 			return nil, fmt.Errorf("scan %s: %w", root, err)
 		}
 	}
+	a.tally.mu.Lock()
+	a.tally.links = links
+	a.tally.mu.Unlock()
+	a.scanFound = len(res.rels)
 	return res, nil
+}
+
+// linkMatters reports whether the symlink at p (rel) stands where a backed-up
+// file or a folder of them would: those are worth saying are not followed;
+// a link named like no file the store keeps, or excluded, is not.
+func (a *Agent) linkMatters(p, rel string) bool {
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return !a.excluded(rel)
+	}
+	return a.opts.Store.Classify(rel) != store.KindIgnored && a.included(rel)
+}
+
+// linkSeen says once per path that a symlink is not followed.
+func (a *Agent) linkSeen(rel string) {
+	a.mu.Lock()
+	said := a.linksSaid[rel]
+	if a.linksSaid == nil {
+		a.linksSaid = map[string]bool{}
+	}
+	a.linksSaid[rel] = true
+	a.mu.Unlock()
+	if !said {
+		a.log.Warn("not following a symlink: what it points to is not backed up; move the files into the agent dir (or exclude the path)", "path", rel)
+	}
+}
+
+// checkLayout refuses an agent dir one level too high: no sessions folder
+// in it, but one in its agent/ folder (agent_dir=~/.omp for ~/.omp/agent),
+// where nothing would ever be backed up.
+func checkLayout(dir string, st store.Store) error {
+	top := st.Roots()[0]
+	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(top))); !isNotExist(err) {
+		return nil
+	}
+	below := filepath.Join(dir, "agent")
+	if fi, err := os.Stat(filepath.Join(below, filepath.FromSlash(top))); err != nil || !fi.IsDir() {
+		return nil
+	}
+	key := dirKey(st)
+	return fmt.Errorf("%s %s has no %s/ folder, but %s exists: did you mean %s=%s?",
+		key, dir, top, filepath.Join(below, filepath.FromSlash(top)), key, below)
+}
+
+// noSessionsFolder is the error of a pass that found no sessions folder at
+// all, and so nothing to back up.
+func (a *Agent) noSessionsFolder() error {
+	top := a.opts.Store.Roots()[0]
+	return fmt.Errorf("%s %s has no %s/ folder: nothing was backed up. Is %s right, or its disk not mounted? (%s makes the folder with its first session)",
+		dirKey(a.opts.Store), a.opts.AgentDir, top, dirKey(a.opts.Store), a.opts.Store.Name())
+}
+
+// dirKey names the setting of a store's folder, for messages.
+func dirKey(st store.Store) string {
+	if st.Name() == repo.DefaultAgent {
+		return "agent_dir"
+	}
+	return st.Name() + ".dir"
 }
 
 // included applies the include and exclude globs.
@@ -113,6 +200,19 @@ func (a *Agent) included(rel string) bool {
 		return false
 	}
 	return !match(a.opts.Exclude)
+}
+
+// excluded applies the exclude globs alone (a folder: the include globs
+// name files).
+func (a *Agent) excluded(rel string) bool {
+	for _, g := range a.opts.Exclude {
+		for d := rel; d != "."; d = path.Dir(d) {
+			if ok, _ := path.Match(g, d); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // plan maps a changed path to upload work, resolving which stream it feeds.

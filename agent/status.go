@@ -48,6 +48,12 @@ type StatusOptions struct {
 // does not list yet (the agent's first pass is under way, or it has not
 // seen the file) is pending whole, since its last change.
 func Status(o StatusOptions) ([]FileStatus, error) {
+	if o.Store == nil {
+		o.Store = store.OMP()
+	}
+	if err := checkLayout(o.AgentDir, o.Store); err != nil {
+		return nil, err
+	}
 	st, err := LoadState(o.StateDir)
 	if err != nil {
 		return nil, err
@@ -79,9 +85,6 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 		out = append(out, fs)
 	}
 	// The agent's own scan, so that status covers what the agent backs up.
-	if o.Store == nil {
-		o.Store = store.OMP()
-	}
 	a := &Agent{opts: Options{AgentDir: o.AgentDir, Store: o.Store, Include: o.Include, Exclude: o.Exclude, Now: func() time.Time { return o.Now }}, log: slog.New(slog.DiscardHandler)}
 	sc, err := a.scan()
 	if err != nil {

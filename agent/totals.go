@@ -13,6 +13,7 @@ type tally struct {
 	files             map[string]string // rel path -> what happened to it last
 	deleted, archived int
 	heldSessions      int // deletions not recorded, of the last pass: a vanished tree
+	links             int // symlinks not followed, of the last full scan
 }
 
 const (
@@ -61,6 +62,11 @@ func (a *Agent) Totals() string {
 	add(t.archived, "recorded as archived")
 	add(t.heldSessions, "vanished and not recorded as deleted (see above)")
 	add(a.problems.count(), "could not be read (see above)")
+	if t.links == 1 {
+		more = append(more, "1 symlink not followed (see above)")
+	} else {
+		add(t.links, "symlinks not followed (see above)")
+	}
 	if len(more) > 0 {
 		line += "; " + strings.Join(more, "; ")
 	}

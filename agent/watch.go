@@ -33,9 +33,25 @@ func (a *Agent) newWatcher() (*watcher, error) {
 func (w *watcher) close() { w.w.Close() }
 
 // addTree watches dir and the folders below it that can hold backed-up files.
+// A root that is a symlink is followed, as the scan follows it; the watches
+// are added by the path under the agent dir, so events are named by it.
 func (w *watcher) addTree(dir string) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return // gone: the reconcile scan notices when it is back
+	}
+	_ = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		p = dir + p[len(real):]
+		if d.Type()&fs.ModeSymlink != 0 {
+			if rel, ok := w.a.relOf(p); ok && onRootPath(w.a.opts.Store, rel) {
+				w.addTree(p)
+			}
+			return nil
+		}
+		if !d.IsDir() {
 			return nil
 		}
 		if p != w.a.opts.AgentDir && strings.HasPrefix(d.Name(), ".") {
@@ -57,6 +73,17 @@ func (w *watcher) addTree(dir string) {
 func watchable(s store.Store, rel string) bool {
 	for _, root := range s.Roots() {
 		if rel == root || strings.HasPrefix(rel, root+"/") || strings.HasPrefix(root, rel+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// onRootPath says whether rel is one of the store's roots or a folder on
+// the way to one: the only places a symlink is followed.
+func onRootPath(s store.Store, rel string) bool {
+	for _, root := range s.Roots() {
+		if rel == root || strings.HasPrefix(root, rel+"/") {
 			return true
 		}
 	}
@@ -95,7 +122,7 @@ func (w *watcher) handle(ev fsnotify.Event) {
 		return
 	}
 	if ev.Has(fsnotify.Create) {
-		if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+		if fi, err := os.Lstat(ev.Name); err == nil && (fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0 && onRootPath(w.a.opts.Store, rel)) {
 			if watchable(w.a.opts.Store, rel) {
 				w.addTree(ev.Name)
 				// Files may have landed before the watch: a scan finds them.
