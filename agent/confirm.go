@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 	"sync"
 
@@ -195,7 +196,7 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 	rel := f.Path
 	var src source
 	if f.State == repo.StateArchived {
-		rel = a.opts.Store.ArchiveOf(f.Path)
+		rel = a.archiveOf(f)
 		in, _, err := a.readArchive(rel)
 		if err != nil {
 			return err
@@ -235,4 +236,22 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 	}
 	f.Offset, f.HashState, f.Confirmed = offset, state, offset
 	return nil
+}
+
+// archiveOf is where the archived session f lives: where its agent
+// archives a session now, or else that path without its compression
+// suffix when the store takes it for the same session's archive (older
+// omp moved sessions into archive/ plain).
+func (a *Agent) archiveOf(f *FileState) string {
+	rel := a.opts.Store.ArchiveOf(f.Path)
+	if _, err := os.Lstat(a.abs(rel)); err == nil || rel == "" {
+		return rel
+	}
+	plain := strings.TrimSuffix(rel, path.Ext(rel))
+	if id, live, ok := a.opts.Store.Archived(plain); ok && id == f.SessionID && live == f.Path {
+		if _, err := os.Lstat(a.abs(plain)); err == nil {
+			return plain
+		}
+	}
+	return rel
 }
