@@ -44,8 +44,8 @@ lines are uploaded. Rewrites, moves, archives and deletes are recorded;
 nothing already uploaded is removed.
 
 The agent runs until SIGINT or SIGTERM, then uploads what is settled and exits
-0. SIGHUP reloads the configuration (interval, log level). One agent per
-state_dir: a second one refuses to start.
+0, or 130 when that last upload fails. SIGHUP reloads the configuration
+(interval, log level). One agent per state_dir: a second one refuses to start.
 
 A machine name belongs to one state dir at a time: an agent refuses a name
 whose catalog another ompsync wrote in the last 30 minutes (a running agent
