@@ -34,7 +34,7 @@ func TestStreamPastLimitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = e.tryOnce()
-	if err == nil || !strings.Contains(err.Error(), art) || !strings.Contains(err.Error(), "more than the 1073741824 a file may hold") {
+	if err == nil || !strings.Contains(err.Error(), art) || !strings.Contains(err.Error(), "more than the 1073741824 a file may hold") || !strings.Contains(err.Error(), "add it to exclude") {
 		t.Fatalf("pass with an artifact past the bound: %v, want an error naming it", err)
 	}
 	if gens := e.generations(ompID, stream); len(gens) != 1 {

@@ -132,7 +132,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 	if size := src.size(); size > repo.MaxStreamSize {
 		// Restore takes no stream past the bound: bytes that go up past it
 		// would be a backup it refuses, the whole session with them.
-		return res, fmt.Errorf("%s is %d bytes, more than the %d a file may hold (restore would refuse it); nothing more of it is backed up", fst.Path, size, int64(repo.MaxStreamSize))
+		return res, fmt.Errorf("%s is %d bytes, more than the %d a file may hold (restore would refuse it); nothing more of it is backed up: add it to exclude, or move it out of the agent dir", fst.Path, size, int64(repo.MaxStreamSize))
 	}
 	if fst.stale && fst.Generation != "" {
 		if err := a.checkStale(ctx, fst, src); err != nil {
