@@ -19,18 +19,21 @@ type Lines interface {
 	EntryKey(line []byte) (key string, ok bool)
 }
 
-// Local bounds of the comparison, whatever the remote holds.
-const (
-	// maxCompareSize is the largest generation prune reads: restore's
-	// default bound on any stream.
-	maxCompareSize = 1 << 30
-	// maxCompareLines bounds the keys of a current generation held to
-	// compare with (16 bytes each: 32 MiB).
-	maxCompareLines = 2 << 20
-	// maxKeyLine bounds the line buffer: a longer line is known by its
-	// bytes alone, its id unread, in every generation alike.
-	maxKeyLine = 16 << 20
-)
+// bounds are the local bounds of a comparison, whatever the remote holds.
+type bounds struct {
+	// size is the largest generation read.
+	size int64
+	// lines bounds the keys of the current generation held (16 bytes
+	// each).
+	lines int
+	// line bounds the line buffer: a longer line is known by its bytes
+	// alone, its id unread, in every generation alike.
+	line int
+}
+
+// defaultBounds: restore's bound on any stream, 32 MiB of keys, a 16 MiB
+// line buffer.
+func defaultBounds() bounds { return bounds{size: 1 << 30, lines: 2 << 20, line: 16 << 20} }
 
 // lineKey is a line's merge key, hashed: an entry's id and time, or any
 // other line's bytes. 128 bits make a collision, which could let a line
@@ -38,13 +41,14 @@ const (
 type lineKey [16]byte
 
 // lineSplitter cuts a stream into lines and hands each one's key to
-// each, skipping the title slot. A line longer than maxKeyLine is hashed
-// as it streams instead of held.
+// each, skipping the title slot. A line longer than max is hashed as it
+// streams instead of held.
 type lineSplitter struct {
 	lines Lines
+	max   int
 	each  func(k lineKey, n int) error // n: the line's number, from 1
 	buf   []byte
-	long  hash.Hash // the line so far, once it outgrew maxKeyLine
+	long  hash.Hash // the line so far, once it outgrew max
 	n     int
 }
 
@@ -56,7 +60,7 @@ func (s *lineSplitter) Write(p []byte) (int, error) {
 		if i >= 0 {
 			part = p[:i]
 		}
-		if s.long == nil && len(s.buf)+len(part) > maxKeyLine {
+		if s.long == nil && len(s.buf)+len(part) > s.max {
 			s.long = sha256.New()
 			s.long.Write([]byte{'o'})
 			s.long.Write(s.buf)
@@ -112,18 +116,16 @@ func (s *lineSplitter) line() error {
 	return s.each(k, s.n)
 }
 
-var (
-	errTooManyLines = fmt.Errorf("more than %d lines to compare", maxCompareLines)
-	errLacks        = errors.New("holds a line the other lacks") // stops a stream early
-)
+// errLacks stops a stream at the first line the other generation lacks.
+var errLacks = errors.New("holds a line the other lacks")
 
 // streamKeys streams generation g of s through each, a line at a time.
-func streamKeys(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, each func(k lineKey, n int) error) error {
-	sp := &lineSplitter{lines: lines, each: each}
+func streamKeys(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, b bounds, each func(k lineKey, n int) error) error {
+	sp := &lineSplitter{lines: lines, max: b.line, each: each}
 	// The head object is a newer title slot, which no comparison reads.
 	rg := *g
 	rg.HasHead = false
-	if _, err := r.StreamGeneration(ctx, s, &rg, maxCompareSize, sp, false); err != nil {
+	if _, err := r.StreamGeneration(ctx, s, &rg, b.size, sp, false); err != nil {
 		return err
 	}
 	return sp.flush()
@@ -133,14 +135,15 @@ func streamKeys(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Genera
 // of stream s that generation cur lacks, by lines' merge key (an entry's
 // id and time, another line's bytes; the title slot aside), or 0 when cur
 // holds every line of old. It streams both, holding cur's line keys (16
-// bytes a line, at most maxCompareLines of them), and stops reading old at
-// that line.
+// bytes a line, at most 2 Mi of them), and stops reading old at that
+// line. A generation past the bounds is an error.
 func FirstLacking(ctx context.Context, r *repo.Repo, lines Lines, s repo.Stream, cur, old *repo.Generation) (int, error) {
-	set, err := readLineSet(ctx, r, s, cur, lines)
+	b := defaultBounds()
+	set, err := readLineSet(ctx, r, s, cur, lines, b)
 	if err != nil {
 		return 0, err
 	}
-	return firstLacking(ctx, r, s, old, lines, set)
+	return firstLacking(ctx, r, s, old, lines, set, b)
 }
 
 // repoGeneration is g as repo reads it.
@@ -151,11 +154,11 @@ func (g *generation) repoGeneration() *repo.Generation {
 // lineSet is the sorted keys of one generation's lines.
 type lineSet []lineKey
 
-func readLineSet(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines) (lineSet, error) {
+func readLineSet(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, b bounds) (lineSet, error) {
 	var set lineSet
-	err := streamKeys(ctx, r, s, g, lines, func(k lineKey, _ int) error {
-		if len(set) == maxCompareLines {
-			return errTooManyLines
+	err := streamKeys(ctx, r, s, g, lines, b, func(k lineKey, _ int) error {
+		if len(set) == b.lines {
+			return fmt.Errorf("more than %d lines to compare", b.lines)
 		}
 		set = append(set, k)
 		return nil
@@ -174,9 +177,9 @@ func (ls lineSet) has(k lineKey) bool {
 
 // firstLacking is the number of g's first line that set lacks, or 0 when
 // set has every line of g. It stops reading at that line.
-func firstLacking(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, set lineSet) (int, error) {
+func firstLacking(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, set lineSet, b bounds) (int, error) {
 	first := 0
-	err := streamKeys(ctx, r, s, g, lines, func(k lineKey, n int) error {
+	err := streamKeys(ctx, r, s, g, lines, b, func(k lineKey, n int) error {
 		if !set.has(k) {
 			first = n
 			return errLacks

@@ -87,6 +87,10 @@ const refMaxStored = 1025 + 1025/8 + 64<<10
 // It does not rewrite the catalog: the machine's agent owns it. Pruned
 // deleted sessions are listed in Sessions for the owner to drop.
 func Prune(ctx context.Context, r *repo.Repo, lines Lines, machine string, ret Retention, now time.Time, dryRun bool) (*PruneReport, error) {
+	return prune(ctx, r, lines, machine, ret, now, dryRun, defaultBounds())
+}
+
+func prune(ctx context.Context, r *repo.Repo, lines Lines, machine string, ret Retention, now time.Time, dryRun bool, b bounds) (*PruneReport, error) {
 	rep := &PruneReport{}
 	if ret.Generations <= 0 && ret.Deleted <= 0 {
 		return rep, nil
@@ -101,7 +105,7 @@ func Prune(ctx context.Context, r *repo.Repo, lines Lines, machine string, ret R
 	entries := append([]repo.CatalogEntry(nil), cat.Sessions...)
 	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
 	for _, e := range entries {
-		if err := pruneSession(ctx, r, lines, machine, e, ret, now, rep); err != nil {
+		if err := pruneSession(ctx, r, lines, b, machine, e, ret, now, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -129,7 +133,7 @@ type candidate struct {
 	since  time.Time
 }
 
-func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, machine string, e repo.CatalogEntry, ret Retention, now time.Time, rep *PruneReport) error {
+func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, machine string, e repo.CatalogEntry, ret Retention, now time.Time, rep *PruneReport) error {
 	deleted := ret.Expired(e, now)
 	if !deleted && ret.Generations <= 0 {
 		return nil
@@ -172,7 +176,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, machine string
 	refs := map[string]map[string]string{} // stream name -> generation -> referring machine
 	refErr := map[string]error{}
 	kept := false
-	newest := newestLines{}
+	newest := &newestLines{bounds: b, sets: map[*stream]lineSetOrErr{}}
 	for _, c := range cands {
 		name := c.st.s.Name
 		if _, done := refs[name]; !done && refErr[name] == nil {
@@ -205,7 +209,10 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, machine string
 
 // newestLines holds the line set of each stream's newest generation, read
 // once for all of the stream's superseded ones.
-type newestLines map[*stream]lineSetOrErr
+type newestLines struct {
+	bounds bounds
+	sets   map[*stream]lineSetOrErr
+}
 
 type lineSetOrErr struct {
 	set lineSet
@@ -215,17 +222,17 @@ type lineSetOrErr struct {
 // lacking says why superseded generation g of st must stay: it holds a
 // line the newest generation lacks, or the two cannot be compared. ""
 // when every line of g is in the newest.
-func (nl newestLines) lacking(ctx context.Context, r *repo.Repo, lines Lines, st *stream, g *generation) string {
+func (nl *newestLines) lacking(ctx context.Context, r *repo.Repo, lines Lines, st *stream, g *generation) string {
 	newest := st.newestWithMeta()
-	cur, done := nl[st]
+	cur, done := nl.sets[st]
 	if !done {
-		cur.set, cur.err = readLineSet(ctx, r, st.s, newest.repoGeneration(), lines)
-		nl[st] = cur
+		cur.set, cur.err = readLineSet(ctx, r, st.s, newest.repoGeneration(), lines, nl.bounds)
+		nl.sets[st] = cur
 	}
 	if cur.err != nil {
 		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, cur.err)
 	}
-	n, err := firstLacking(ctx, r, st.s, g.repoGeneration(), lines, cur.set)
+	n, err := firstLacking(ctx, r, st.s, g.repoGeneration(), lines, cur.set, nl.bounds)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, err)
