@@ -59,7 +59,7 @@ func TestRestoreArtifactPastLimit(t *testing.T) {
 	if _, err := os.Lstat(dst.path(dir + "/big.log")); !os.IsNotExist(err) {
 		t.Fatalf("big.log was written: %v", err)
 	}
-	want := "artifact big.log not restored: the copy of machine laptop is 1073741825 bytes, more than the 1073741824 a file may hold (the local limit)"
+	want := "artifact big.log: the copy of machine laptop is 1073741825 bytes, more than the 1073741824 a file may hold (the local limit)"
 	if missing := strings.Join(res.Missing, "\n"); missing != want {
 		t.Fatalf("missing %q, want %q", missing, want)
 	}

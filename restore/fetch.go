@@ -221,7 +221,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	for _, name := range slices.Sorted(maps.Keys(refused)) {
 		rel, _ := repo.ArtifactPath(name)
 		if len(f.artifacts[rel]) == 0 {
-			f.missing = append(f.missing, fmt.Sprintf("artifact %s not restored: %s", rel, refused[name]))
+			f.missing = append(f.missing, fmt.Sprintf("artifact %s: %s", rel, refused[name]))
 		} else {
 			f.notes = append(f.notes, fmt.Sprintf("artifact %s: %s; restored another machine's", rel, refused[name]))
 		}
