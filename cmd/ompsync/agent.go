@@ -354,7 +354,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
 	}
 	if len(agents) == 1 {
-		return agents[0].Run(ctx)
+		return stoppedEarly(ctx, agents[0].Run(ctx))
 	}
 	// One agent that stops (its machine name taken, say) stops the others:
 	// the process says what went wrong and exits, as with one.
@@ -373,7 +373,17 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return stoppedEarly(ctx, errors.Join(errs...))
+}
+
+// stoppedEarly: an agent stopped by a signal says itself what it left
+// undone (its last upload failed), so that is the line, not the general
+// "interrupted before the work was done".
+func stoppedEarly(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	return &interruptedError{err.Error()}
 }
 
 // reload re-reads the configuration on SIGHUP and applies what can change

@@ -114,11 +114,11 @@ func TestSIGTERMFlushFails(t *testing.T) {
 	}
 	err := cmd.Wait()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() == 0 {
-		t.Fatalf("agent after SIGTERM with the flush failing: %v, want a non-zero exit\n%s", err, out)
+	if !ok || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("agent after SIGTERM with the flush failing: %v, want exit %d\n%s", err, exitInterrupted, out)
 	}
 	line := lastLine(out.String())
-	if !strings.HasPrefix(line, "ompsync: ") || !strings.Contains(line, "stopped before everything was uploaded: ") || !strings.Contains(line, "the next start uploads the rest") {
+	if !strings.HasPrefix(line, "ompsync: interrupted: stopped before everything was uploaded: ") || !strings.HasSuffix(line, "; the next start uploads the rest") {
 		t.Errorf("last line after the failed flush: %q\n%s", line, out)
 	}
 
