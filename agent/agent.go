@@ -73,6 +73,11 @@ type Options struct {
 	// ConfirmDeletions records the deletions of a pass even when most
 	// sessions vanished at once (see recordMissing).
 	ConfirmDeletions bool
+	// Detected: the store was picked because its folder exists, not named
+	// by the user. Its sessions folder missing is then a client not used
+	// yet (Claude Code's settings, no session), not a wrong folder: said,
+	// but Once does not fail for it.
+	Detected bool
 	// Hostname and HostID describe this host in the catalog. Defaults:
 	// os.Hostname, and a hash of the machine-id.
 	Hostname, HostID string
@@ -334,7 +339,10 @@ func (a *Agent) Once(ctx context.Context) error {
 		// Nothing known vanished (that is ErrVanished), but nothing is
 		// there either: a wrong agent_dir or a disk not mounted, as well
 		// as an agent that never wrote a session. Not "all uploaded".
-		err = a.noSessionsFolder()
+		if !a.opts.Detected {
+			return a.noSessionsFolder()
+		}
+		a.log.Info("no sessions folder: nothing of "+a.opts.Store.Name()+" to back up yet", "folder", a.abs(a.opts.Store.Roots()[0]))
 	}
 	return err
 }

@@ -246,6 +246,9 @@ func storeOptions(opts agent.Options, cfg *config.Config, r *repo.Repo, w watche
 		return opts, nil, err
 	}
 	opts.Store, opts.AgentDir, opts.StateDir = w.store, w.dir, stateDirOf(cfg, w.store.Name())
+	// Another client found by its folder (agents unset) may never have
+	// written a session; omp's folder, or one agents names, must hold them.
+	opts.Detected = len(cfg.Agents) == 0 && w.store.Name() != repo.DefaultAgent
 	if n > 1 {
 		opts.Logger = opts.Logger.With("agent", w.store.Name())
 	}

@@ -242,4 +242,19 @@ func TestAgentDirWithoutSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty.mustRun(0, "agent", "--once")
+
+	// Another client found by its folder (agents unset) may never have
+	// written a session: Claude Code's folder without projects/ is no
+	// error. Named in agents, it is.
+	if err := os.MkdirAll(filepath.Join(empty.home, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	empty.writeSessions(0, 1)
+	if out := empty.mustRun(0, "agent", "--once"); !strings.Contains(out, "claude: 0 files checked") {
+		t.Errorf("agent --once with Claude Code's folder found and no projects/ in it:\n%s", out)
+	}
+	code, out := empty.startWithWait([]string{"OMPSYNC_AGENTS=omp,claude"}, "agent", "--once")
+	if code != 1 || !strings.Contains(lastLine(out), "claude: claude.dir "+filepath.Join(empty.home, ".claude")+" has no projects/ folder: nothing was backed up") {
+		t.Errorf("agent --once with claude named in agents and no projects/: exit %d\n%s", code, out)
+	}
 }
