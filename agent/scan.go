@@ -323,12 +323,25 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *Fil
 	case fst.Path != rel:
 		if fst.State == repo.StatePresent {
 			if _, err := os.Stat(a.abs(fst.Path)); err == nil {
-				a.log.Warn("two files hold the same session id; backing up the first only", "session", id, "path", fst.Path, "ignored", rel)
-				return nil
+				// An artifact both in the sessions folder and in the archive
+				// (a session restored over its archive): the live one is
+				// the source, quietly, as a live file is over its archive.
+				live := a.underSessions(rel)
+				if kind != store.KindArtifact || live == a.underSessions(fst.Path) {
+					a.log.Warn("two files hold the same session id; backing up the first only", "session", id, "path", fst.Path, "ignored", rel)
+					return nil
+				}
+				if !live {
+					return nil
+				}
 			}
 		}
 		if fst.State == repo.StatePresent {
-			a.log.Info("session moved", "session", id, "from", fst.Path, "to", rel)
+			what := "session moved"
+			if kind == store.KindArtifact {
+				what = "artifact moved"
+			}
+			a.log.Info(what, "session", id, "from", fst.Path, "to", rel)
 		}
 		delete(a.byPath, fst.Path)
 		fst.Path = rel
@@ -344,6 +357,12 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *Fil
 		a.adopt(ctx, fst)
 	}
 	return fst
+}
+
+// underSessions reports whether rel is in the sessions folder (the store's
+// first root), not in an archive.
+func (a *Agent) underSessions(rel string) bool {
+	return strings.HasPrefix(rel, a.opts.Store.Roots()[0]+"/")
 }
 
 // sessionID reads a session's id from its first bytes, or else its name.
