@@ -15,6 +15,7 @@ import (
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // benchAppends returns n appends of one line each, drawn from the real
@@ -199,4 +200,56 @@ func benchRestore(b *testing.B, c remote.Client, w *writer) {
 	b.ReportMetric(float64(cnt.gets)/float64(runs), "GETs/op")
 	b.ReportMetric(float64(listPages(cnt.listed/runs)), "LIST-pages/op")
 	b.ReportMetric(float64(cnt.listed)/float64(runs), "objects")
+}
+
+// BenchmarkPruneCompare is what retention's comparison costs for one
+// superseded session of 64 MiB of corpus lines whose newest generation
+// holds every one of them (omp's rewrite): a dry-run prune reads both
+// generations whole, keying every line (the worst case: a kept generation
+// stops at its first missing line). MB/s counts the bytes of both.
+//
+//	go test -run '^$' -bench PruneCompare -benchtime 5x ./compact/
+func BenchmarkPruneCompare(b *testing.B) {
+	ctx := context.Background()
+	c, err := backend.Open(ctx, "file://"+b.TempDir(), backend.S3Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := repo.New(c, repo.NewZstd())
+	var data []byte
+	for _, a := range benchAppends(b, 40000) {
+		if len(data) >= 64<<20 {
+			break
+		}
+		data = append(data, a...)
+	}
+	for len(data) < 64<<20 {
+		data = append(data, data...)
+	}
+	now := time.Now()
+	s := session("big", "laptop")
+	var gens []string
+	for _, age := range []time.Duration{100 * day, 50 * day} {
+		w := newWriter(r, s, repo.NewGeneration(now.Add(-age).UnixNano()), 0)
+		for rest := data; len(rest) > 0; {
+			n := min(len(rest), 4<<20)
+			if i := bytes.LastIndexByte(rest[:n], '\n'); i >= 0 && n < len(rest) {
+				n = i + 1
+			}
+			if err := w.append(ctx, rest[:n]); err != nil {
+				b.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		gens = append(gens, w.gen)
+	}
+	putCatalog(b, r, "laptop", entry("big", gens[1], repo.StatePresent, now.Add(-50*day)))
+	b.SetBytes(2 * int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		rep, err := Prune(ctx, r, store.OMP(), "laptop", Retention{Generations: 30 * day}, now, true)
+		if err != nil || len(rep.Items) != 1 {
+			b.Fatalf("%+v, %v", rep, err)
+		}
+	}
 }

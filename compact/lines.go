@@ -50,6 +50,8 @@ type lineSplitter struct {
 	buf   []byte
 	long  hash.Hash // the line so far, once it outgrew max
 	n     int
+	h     hash.Hash // reused for each line's key
+	sum   [sha256.Size]byte
 }
 
 func (s *lineSplitter) Write(p []byte) (int, error) {
@@ -59,6 +61,14 @@ func (s *lineSplitter) Write(p []byte) (int, error) {
 		part := p
 		if i >= 0 {
 			part = p[:i]
+		}
+		if i >= 0 && s.long == nil && len(s.buf) == 0 && len(part) <= s.max {
+			// A whole line in p: keyed where it lies, not copied.
+			p = p[i+1:]
+			if err := s.line(part); err != nil {
+				return written, err
+			}
+			continue
 		}
 		if s.long == nil && len(s.buf)+len(part) > s.max {
 			s.long = sha256.New()
@@ -75,7 +85,7 @@ func (s *lineSplitter) Write(p []byte) (int, error) {
 			break
 		}
 		p = p[i+1:]
-		if err := s.line(); err != nil {
+		if err := s.line(s.buf); err != nil {
 			return written, err
 		}
 	}
@@ -85,34 +95,38 @@ func (s *lineSplitter) Write(p []byte) (int, error) {
 // flush ends a last line without a newline.
 func (s *lineSplitter) flush() error {
 	if len(s.buf) > 0 || s.long != nil {
-		return s.line()
+		return s.line(s.buf)
 	}
 	return nil
 }
 
-func (s *lineSplitter) line() error {
+// line keys line b (without its newline; ignored once the line outgrew
+// the buffer and is hashed).
+func (s *lineSplitter) line(b []byte) error {
 	s.n++
+	s.buf = s.buf[:0]
 	var k lineKey
 	switch {
 	case s.long != nil:
 		copy(k[:], s.long.Sum(nil))
 		s.long = nil
-	case s.n == 1 && s.lines.SlotLen(append(s.buf, '\n')) == len(s.buf)+1:
+	case s.n == 1 && s.lines.SlotLen(append(b[:len(b):len(b)], '\n')) == len(b)+1: // a copy, once
 		// The title slot is rewritten in place; it is not an entry.
-		s.buf = s.buf[:0]
 		return nil
 	default:
-		h := sha256.New()
-		if key, ok := s.lines.EntryKey(s.buf); ok {
-			h.Write([]byte{'e'})
-			h.Write([]byte(key))
-		} else {
-			h.Write([]byte{'o'})
-			h.Write(s.buf)
+		if s.h == nil {
+			s.h = sha256.New()
 		}
-		copy(k[:], h.Sum(nil))
+		s.h.Reset()
+		if key, ok := s.lines.EntryKey(b); ok {
+			s.h.Write([]byte{'e'})
+			s.h.Write([]byte(key))
+		} else {
+			s.h.Write([]byte{'o'})
+			s.h.Write(b)
+		}
+		copy(k[:], s.h.Sum(s.sum[:0]))
 	}
-	s.buf = s.buf[:0]
 	return s.each(k, s.n)
 }
 
