@@ -420,9 +420,10 @@ const MaxBlobSize = 512 << 20
 // MaxBlobSize does a blob.
 const MaxStreamSize = 1 << 30
 
-// TooLargeError says a generation holds more bytes than its reader takes:
-// the local limit (MaxStreamSize, or a caller's lower one), or what the
-// catalog records of it, with slack.
+// TooLargeError says a generation holds more bytes than its reader takes.
+// Its message names the bound: a Max of MaxStreamSize is the local limit;
+// a smaller one is what the stream's catalog records, with slack (restore's
+// only smaller bound: its MaxStreamSize option is lowered by tests alone).
 type TooLargeError struct {
 	Prefix, Generation string
 	Size, Max          int64
