@@ -422,8 +422,8 @@ const MaxStreamSize = 1 << 30
 
 // TooLargeError says a generation holds more bytes than its reader takes.
 // Its message names the bound: a Max of MaxStreamSize is the local limit;
-// a smaller one is what the stream's catalog records, with slack (restore's
-// only smaller bound: its MaxStreamSize option is lowered by tests alone).
+// a smaller one is what the stream's catalog records, with slack (no
+// command lowers restore's MaxStreamSize below the local limit).
 type TooLargeError struct {
 	Prefix, Generation string
 	Size, Max          int64
