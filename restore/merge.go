@@ -546,13 +546,13 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	for _, ar := range rels {
 		dst, ok := m.store.ArtifactRel(rel, ar)
 		if !ok {
-			res.Missing = append(res.Missing, fmt.Sprintf("artifact %q not restored: not a path %s uses", ar, m.store.Name()))
+			res.Missing = append(res.Missing, fmt.Sprintf("artifact %q: not a path %s uses", ar, m.store.Name()))
 			continue
 		}
 		fi, err := os.Lstat(abs(m.agentDir, dst))
 		has := err == nil
 		if has && !fi.Mode().IsRegular() {
-			res.Missing = append(res.Missing, fmt.Sprintf("artifact %s not restored: something else is in its place (move it away and restore again)", dst))
+			res.Missing = append(res.Missing, fmt.Sprintf("artifact %s: something else is in its place (move it away and restore again)", dst))
 			continue
 		}
 		w, err := m.plan(dst, has, f.artifacts[ar], format{m.store, false, strings.HasSuffix(ar, ".jsonl")})

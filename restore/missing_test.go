@@ -49,7 +49,7 @@ func TestRestoreIncomplete(t *testing.T) {
 		t.Fatal("the session file itself was not restored")
 	}
 	missing := strings.Join(res.Missing, "\n")
-	for _, want := range []string{"blob " + blobName + " was backed up but is no longer on the remote", "tool-1.log not restored: something else is in its place"} {
+	for _, want := range []string{"blob " + blobName + " was backed up but is no longer on the remote", "tool-1.log: something else is in its place"} {
 		if !strings.Contains(missing, want) {
 			t.Errorf("missing %q, want it to say %q", missing, want)
 		}
