@@ -49,7 +49,7 @@ func (a *Agent) scan() (*scanned, error) {
 	links := 0
 	for _, top := range roots {
 		root := a.abs(top)
-		real, err := filepath.EvalSymlinks(root)
+		target, err := filepath.EvalSymlinks(root)
 		switch {
 		case isNotExist(err):
 			// A root that is not there (only the sessions folder must be),
@@ -65,8 +65,8 @@ func (a *Agent) scan() (*scanned, error) {
 			}
 			continue
 		}
-		err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
-			p = root + p[len(real):] // the path under the agent dir
+		err = filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
+			p = root + p[len(target):] // the path under the agent dir
 			if err != nil {
 				if isNotExist(err) {
 					// Gone between the listing and now.

@@ -36,15 +36,15 @@ func (w *watcher) close() { w.w.Close() }
 // A root that is a symlink is followed, as the scan follows it; the watches
 // are added by the path under the agent dir, so events are named by it.
 func (w *watcher) addTree(dir string) {
-	real, err := filepath.EvalSymlinks(dir)
+	target, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return // gone: the reconcile scan notices when it is back
 	}
-	_ = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
-		p = dir + p[len(real):]
+		p = dir + p[len(target):]
 		if d.Type()&fs.ModeSymlink != 0 {
 			if rel, ok := w.a.relOf(p); ok && onRootPath(w.a.opts.Store, rel) {
 				w.addTree(p)
