@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,7 +28,35 @@ import (
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
-func TestMain(m *testing.M) { remotetest.Main(m) }
+func TestMain(m *testing.M) {
+	if n, err := strconv.ParseInt(os.Getenv("OMPSYNC_TEST_HOG"), 10, 64); err == nil {
+		// TestMemoryCapped: touch n bytes, then exit 0.
+		b := make([]byte, n)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		os.Exit(0)
+	}
+	remotetest.Main(m)
+}
+
+// The cap the hostile runs are under holds: in a capped memory cgroup,
+// where one can be made, a process touching half again its 1 GiB is killed
+// by the kernel; else the address-space limit refuses one that asks for
+// more than its 4 GiB.
+func TestMemoryCapped(t *testing.T) {
+	sb := &sandbox{dir: t.TempDir(), bin: os.Args[0], cgroupProcs: memoryCgroup(t)}
+	hog, by := int64(rssCap+rssCap/2), "the memory cgroup "+filepath.Dir(sb.cgroupProcs)
+	if sb.cgroupProcs == "" {
+		hog, by = addressLimitKiB<<10+1<<30, "ulimit -v (no memory cgroup can be made here)"
+	}
+	sb.env = []string{"OMPSYNC_TEST_HOG=" + strconv.FormatInt(hog, 10)}
+	out, err := sb.capped(t.Context(), nil).CombinedOutput()
+	if err == nil {
+		t.Fatalf("a process touching %d MiB under %s exited 0\n%s", hog>>20, by, out)
+	}
+	t.Logf("%d MiB refused by %s: %v", hog>>20, by, err)
+}
 
 // buildOmpsync builds the real binary without the race detector (whose
 // shadow memory would swamp the measure).
@@ -45,7 +75,10 @@ func buildOmpsync(t *testing.T) string {
 // cannot allocate 4194304-byte block (3866624 in use)"), and 22 of this
 // suite's runs died so. The limit that stops a runaway process is therefore
 // 4 GiB of address space (ulimit -v), and what is asserted is the kernel's
-// high-water mark of resident memory (ru_maxrss), below 1 GiB.
+// high-water mark of resident memory (ru_maxrss), below 1 GiB. Where the
+// kernel lets this process make a memory cgroup (root, cgroup v1 or v2 with
+// the memory controller), every run is also in one capped at 1 GiB, which
+// the kernel enforces (memoryCgroup).
 const (
 	addressLimitKiB = 4 << 20
 	rssCap          = 1 << 30
@@ -59,12 +92,13 @@ type sandbox struct {
 	remoteDir                     string // the file remote, or "" for S3
 	env                           []string
 	bin                           string
+	cgroupProcs                   string // the capped cgroup's procs file, or ""
 }
 
 func newSandbox(t *testing.T, bin string) *sandbox {
 	t.Helper()
 	root := t.TempDir()
-	sb := &sandbox{dir: filepath.Join(root, "sandbox"), outside: filepath.Join(root, "outside"), bin: bin}
+	sb := &sandbox{dir: filepath.Join(root, "sandbox"), outside: filepath.Join(root, "outside"), bin: bin, cgroupProcs: memoryCgroup(t)}
 	sb.home = filepath.Join(sb.dir, "home")
 	sb.agentDir = filepath.Join(sb.home, ".omp", "agent")
 	sb.stateDir = filepath.Join(sb.dir, "state")
@@ -81,6 +115,51 @@ func newSandbox(t *testing.T, bin string) *sandbox {
 		"OMPSYNC_AGENT_DIR=" + sb.agentDir, "OMPSYNC_STATE_DIR=" + sb.stateDir,
 	}
 	return sb
+}
+
+// memoryCgroup makes a memory cgroup capped at rssCap beside this test
+// process's own and returns the file a process joins it by, or "" where the
+// kernel does not let it (not root, no memory controller delegated): then
+// the address-space limit and the resident-memory check stand alone.
+func memoryCgroup(t *testing.T) string {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil || os.Geteuid() != 0 {
+		return ""
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(self)), "\n") {
+		// v1 "4:memory:/path", v2 "0::/path".
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		var dir, limit string
+		switch {
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			dir, limit = filepath.Join("/sys/fs/cgroup/memory", f[2]), "memory.limit_in_bytes"
+		case f[0] == "0" && f[1] == "":
+			root := "/sys/fs/cgroup/unified"
+			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+				root = "/sys/fs/cgroup"
+			}
+			dir, limit = filepath.Join(root, f[2]), "memory.max"
+		default:
+			continue
+		}
+		child, err := os.MkdirTemp(dir, "ompsync-hostile-")
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(child, limit), []byte(strconv.Itoa(rssCap)), 0); err != nil {
+			os.Remove(child)
+			continue
+		}
+		// Removed once the test's processes are gone (a cgroup with none
+		// is an empty folder to the kernel).
+		t.Cleanup(func() { os.Remove(child) })
+		return filepath.Join(child, "cgroup.procs")
+	}
+	return ""
 }
 
 // fileRemote is a folder remote in the sandbox, written without fsyncs
@@ -106,9 +185,14 @@ type run struct {
 	maxRSS         int64
 }
 
-// capped is the binary under the address-space limit, in the sandbox.
+// capped is the binary under the address-space limit (and in the capped
+// memory cgroup when there is one), in the sandbox.
 func (sb *sandbox) capped(ctx context.Context, env []string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB), sb.bin}, args...)...)
+	script := fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB)
+	if sb.cgroupProcs != "" {
+		script = fmt.Sprintf(`echo $$ > %q && %s`, sb.cgroupProcs, script)
+	}
+	cmd := exec.CommandContext(ctx, "/bin/sh", append([]string{"-c", script, sb.bin}, args...)...)
 	cmd.Env = append(append([]string(nil), sb.env...), env...)
 	cmd.Dir = sb.dir
 	return cmd
