@@ -24,9 +24,11 @@ type listRecorder struct {
 }
 
 func (c *listRecorder) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
-	c.mu.Lock()
-	c.lists = append(c.lists, prefix)
-	c.mu.Unlock()
+	if opts.Delimiter == "" { // a listing of objects, not of names (verify's of the session ids)
+		c.mu.Lock()
+		c.lists = append(c.lists, prefix)
+		c.mu.Unlock()
+	}
 	if c.failAll && prefix == repo.SessionsPrefix() {
 		return func(yield func(remote.ObjectInfo, error) bool) {
 			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: errors.New("500 Internal Error")})

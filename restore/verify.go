@@ -8,7 +8,9 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/compact"
@@ -96,7 +98,62 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 			opts.Progress(prog)
 		}
 	})
-	return checks, p.problems, ctx.Err()
+	problems := p.problems
+	if opts.All && opts.Machine == "" && ctx.Err() == nil {
+		problems = append(problems, uncataloged(ctx, r, p.sessions)...)
+	}
+	return checks, problems, ctx.Err()
+}
+
+// maxUncataloged bounds the sessions uncataloged collects (the listing is
+// the remote's word).
+const maxUncataloged = 1 << 16
+
+// uncataloged lists the sessions on the remote (one paged LIST) and says
+// which no machine's catalog names: their catalogs were lost (a machine
+// folder deleted by hand), so ls and restore --all cannot see them.
+func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []string {
+	var ids []string
+	for obj, err := range r.Client().List(ctx, repo.SessionsPrefix(), remote.ListOptions{Delimiter: "/"}) {
+		if err != nil {
+			return []string{fmt.Sprintf("list the sessions on the remote: %v", err)}
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(obj.Key, repo.SessionsPrefix()), "/")
+		if !obj.Prefix || !repo.ValidSessionID(id) || known[id] != nil {
+			continue
+		}
+		ids = append(ids, id)
+		if len(ids) > maxUncataloged {
+			break
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// An agent puts a new session's chunks before its catalog, within one
+	// pass: the catalogs read again after the listing name those.
+	if cats, _, err := readCatalogs(ctx, r, "", 8); err == nil {
+		named := map[string]bool{}
+		for _, c := range cats {
+			for _, e := range c.Sessions {
+				named[e.ID] = true
+			}
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool { return named[id] })
+	}
+	n := len(ids)
+	if n == 0 {
+		return nil
+	}
+	ids = ids[:min(n, 3)]
+	if n > maxUncataloged {
+		n = maxUncataloged // "and more" says the rest
+	}
+	more := ""
+	if n > len(ids) {
+		more = fmt.Sprintf(" and %d more", n-len(ids))
+	}
+	return []string{fmt.Sprintf("%d sessions on the remote are in no machine's catalog (%s%s): a machine's catalog was lost; run 'ompsync agent --once' on the machine that backed them up to write it again", n, strings.Join(ids, ", "), more)}
 }
 
 func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, blobs *blobChecker, opts Options, listed *repo.SessionObjects) Check {

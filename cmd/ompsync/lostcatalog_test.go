@@ -36,4 +36,14 @@ func TestLostCatalogIsNotNothing(t *testing.T) {
 	if code, out := m.ompsync("ls"); code != 0 || !strings.Contains(out, "019ad000") {
 		t.Errorf("ls after the agent wrote the catalog again: exit %d\n%s", code, out)
 	}
+
+	// The machine's whole folder gone (catalog and recent changes):
+	// verify still finds the sessions no catalog names.
+	if err := os.RemoveAll(filepath.Join(remoteDir, "v1", "machines", "laptop")); err != nil {
+		t.Fatal(err)
+	}
+	code, out := m.ompsync("verify")
+	if code != 1 || !strings.Contains(out, "1 sessions on the remote are in no machine's catalog (019ad000-0000-7000-8000-00000000ca7a)") {
+		t.Errorf("verify with the machine's folder gone: exit %d, want 1 and the session named\n%s", code, out)
+	}
 }
