@@ -3,34 +3,14 @@ package restore
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// smallDisk mounts a tmpfs of size bytes for the test, as root; elsewhere
-// it skips (and fails under CI=true, which runs as root).
-func smallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "mounting a small tmpfs needs root"
-	} else if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		why = "mount tmpfs: " + strings.TrimSpace(string(out))
-	}
-	if why != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: %s", why)
-		}
-		t.Skip(why)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
+	"github.com/ompsync/ompsync/tmpfstest"
+)
 
 // Appending to a shorter local copy on a disk that fills up leaves the file
 // exactly as it was (no torn last line for omp to glue onto), whether the
@@ -47,7 +27,7 @@ func TestRestoreAppendOnFullDisk(t *testing.T) {
 	a.backup()
 
 	b := newMachine(t, r, "laptop")
-	b.agentDir = smallDisk(t, "8m")
+	b.agentDir = tmpfstest.Mount(t, "8m")
 	prefix := big.data[:bytes.IndexByte(big.data[4096:], '\n')+4097]
 	b.write(rel, prefix, base.Add(-time.Hour))
 	filler := filepath.Join(b.agentDir, "filler")

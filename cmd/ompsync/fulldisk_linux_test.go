@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/tmpfstest"
 )
 
 // A running `agent --pull` whose agent dir fills up while it pulls another
@@ -37,7 +37,7 @@ func TestPullOntoFullDisk(t *testing.T) {
 	}
 
 	laptop := newMachineEnv(t, url, backend.S3Options{}, "laptop")
-	laptop.agentDir = mountSmallDisk(t, "4m")
+	laptop.agentDir = tmpfstest.Mount(t, "4m")
 	rel, _ := filepath.Rel(desk.agentDir, deskFile)
 	local := filepath.Join(laptop.agentDir, rel)
 	prefix := full[:bytes.IndexByte(full[len(full)/4:], '\n')+len(full)/4+1]
@@ -98,25 +98,4 @@ func TestPullOntoFullDisk(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("temp files left in the agent dir: %v", left)
 	}
-}
-
-// mountSmallDisk mounts a tmpfs of size for the test and returns it, as
-// root; elsewhere it skips (and fails under CI=true, which runs as root).
-func mountSmallDisk(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "mounting a small tmpfs needs root"
-	} else if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		why = "mount tmpfs: " + strings.TrimSpace(string(out))
-	}
-	if why != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: %s", why)
-		}
-		t.Skip(why)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
 }
