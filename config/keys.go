@@ -94,7 +94,7 @@ var keys = []key{
 	},
 	{
 		name:  "remote",
-		help:  "where backups go: " + remote.AcceptedForms,
+		help:  "where backups go: " + remote.AcceptedForms + " (a folder's parent must exist: a disk not mounted is refused, not filled)",
 		field: func(c *Config) any { return &c.Remote },
 		def:   defaultRemote,
 		check: checkRemote,
