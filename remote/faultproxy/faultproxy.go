@@ -391,7 +391,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// The server is down or the client went away: say so as a gateway.
 		if r.Context().Err() == nil {
-			s3Error(w, r, http.StatusBadGateway, "BadGateway", "faultproxy: server unreachable")
+			s3Error(w, r, http.StatusBadGateway, "BadGateway", "faultproxy: server unreachable: "+err.Error())
 		}
 		return
 	}

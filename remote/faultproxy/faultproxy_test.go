@@ -264,7 +264,11 @@ func TestLostAnswerRetriedIdempotently(t *testing.T) {
 	}
 }
 
-var fastRetry = remote.RetryPolicy{MaxAttempts: remote.DefaultRetry.MaxAttempts, Base: 5 * time.Millisecond, Max: 100 * time.Millisecond}
+// fastRetry waits 20 ms to 320 ms between its tries: short, to keep the
+// tests fast, yet long enough that the real server behind the proxy,
+// shared with the rest of a loaded CI run, may miss a beat (a 5 ms start
+// gave up within 155 ms once, every try answered 502 by the proxy).
+var fastRetry = remote.RetryPolicy{MaxAttempts: remote.DefaultRetry.MaxAttempts, Base: 20 * time.Millisecond, Max: time.Second}
 
 // moderate is the fault mix retries must absorb: about one request in
 // thirteen fails, in every way that leaves the answer known or lost. (At
