@@ -68,7 +68,7 @@ func (m *machineEnv) environ() []string {
 // start runs `ompsync args...` as a process of this machine.
 func (m *machineEnv) start(args ...string) (*exec.Cmd, *syncBuffer) {
 	m.t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(ompsyncBin, args...)
 	cmd.Env = m.environ()
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

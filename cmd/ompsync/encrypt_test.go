@@ -325,7 +325,7 @@ func TestRekeySurvivesSIGKILL(t *testing.T) {
 // startWith starts `ompsync args...` of machine m with extra environment.
 func (m *machineEnv) startWith(extra []string, args ...string) (*exec.Cmd, *syncBuffer) {
 	m.t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(ompsyncBin, args...)
 	cmd.Env = append(m.environ(), extra...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

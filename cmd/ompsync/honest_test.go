@@ -210,7 +210,7 @@ func TestEndpointNotS3(t *testing.T) {
 // runEnv runs ompsync args with exactly the environment env.
 func runEnv(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(ompsyncBin, args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -606,7 +606,7 @@ func TestUnreadableFileSaidOnce(t *testing.T) {
 // startEnv starts ompsync args with exactly the environment env.
 func startEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(ompsyncBin, args...)
 	cmd.Env = env
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

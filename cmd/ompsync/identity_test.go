@@ -53,7 +53,7 @@ func (m *machineEnv) mustRun(want int, args ...string) string {
 // lsStates is what `ompsync ls --json` says of each session.
 func (m *machineEnv) lsStates() map[string]string {
 	m.t.Helper()
-	cmd := exec.Command(os.Args[0], "ls", "--json")
+	cmd := exec.Command(ompsyncBin, "ls", "--json")
 	cmd.Env = m.environ()
 	out, err := cmd.Output()
 	if err != nil {

@@ -42,7 +42,7 @@ func unprivileged(t *testing.T) (dir, bin string, cred *syscall.Credential) {
 		t.Fatal(err)
 	}
 	bin = filepath.Join(dir, "ompsync.test")
-	src, err := os.Open(os.Args[0])
+	src, err := os.Open(ompsyncBin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,44 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
-// TestMain lets the test binary stand in for the ompsync binary: tests that
-// need a real process (SIGKILL, SIGTERM, SIGHUP) run os.Args[0] with
-// OMPSYNC_TEST_MAIN=1 set. Otherwise it runs the tests with an S3 server.
+// ompsyncBin is the ompsync binary the tests run as a process, built once
+// by TestMain.
+var ompsyncBin string
+
+// TestMain builds the real binary the tests run as a process (the exit
+// codes, signals, terminals and lines a user sees), then runs the tests
+// with an S3 server. It is built without the race detector: the code it
+// runs is raced in process by the agent, restore and repo packages' tests,
+// and an instrumented process is several times slower, which was most of
+// this package's time. With OMPSYNC_TEST_MAIN=1 the test binary stands in
+// for it, as it did before.
 func TestMain(m *testing.M) {
 	if os.Getenv("OMPSYNC_TEST_MAIN") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 	}
-	remotetest.Main(m)
+	os.Exit(mainWithBinary(m))
+}
+
+func mainWithBinary(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "ompsync-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cmd test:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ompsyncBin = filepath.Join(dir, "ompsync")
+	if out, err := exec.Command("go", "build", "-o", ompsyncBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "cmd test: build ompsync: %v\n%s", err, out)
+		return 1
+	}
+	return remotetest.MainCode(m)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,7 +22,7 @@ import (
 // everything the terminal showed.
 func onTerminal(t *testing.T, m *machineEnv, g *gate, want string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(ompsyncBin, args...)
 	cmd.Env = m.environ()
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 	if err != nil {
@@ -127,7 +126,7 @@ func TestProgress(t *testing.T) {
 	for _, args := range [][]string{{"verify", "--json"}, {"-q", "verify"}, {"restore", "--all", "--dry-run", "--json"}} {
 		g := newGate(t, srv.Endpoint, func(*http.Request) bool { return false })
 		m := machine(g)
-		cmd := exec.Command(os.Args[0], args...)
+		cmd := exec.Command(ompsyncBin, args...)
 		cmd.Env = m.environ()
 		tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
 		if err != nil {

@@ -60,7 +60,7 @@ func (e *secretEnv) environ(extra ...string) []string {
 // returns its exit code.
 func (e *secretEnv) run(name string, extra []string, args ...string) (int, string) {
 	e.t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(ompsyncBin, args...)
 	cmd.Env = e.environ(extra...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -145,7 +145,7 @@ func TestSecretsNeverShown(t *testing.T) {
 
 			// The long-running agent: its metrics, then its crash dump.
 			addr := freeAddr(t)
-			cmd := exec.Command(os.Args[0], "agent", "--interval", "100ms", "--metrics-addr", addr)
+			cmd := exec.Command(ompsyncBin, "agent", "--interval", "100ms", "--metrics-addr", addr)
 			cmd.Env = e.environ()
 			var out syncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out

@@ -101,6 +101,10 @@ func Main(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
+// MainCode is Main for a TestMain with work of its own around the tests:
+// it returns the exit code instead of exiting.
+func MainCode(m *testing.M) int { return runMain(m) }
+
 func runMain(m *testing.M) int {
 	if os.Getenv(EnvEndpoint) != "" {
 		return m.Run()
