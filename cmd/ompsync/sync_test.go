@@ -182,9 +182,6 @@ func TestSyncTwoAndThreeMachines(t *testing.T) {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
-		if b.Name == "s3-minio" {
-			t.Skip("the file and aws runs cover sync; minio is covered by the storage and agent tests")
-		}
 		c := newSyncCluster(t, b, "laptop", "desk", "box")
 		laptop, desk, box := c.machines[0], c.machines[1], c.machines[2]
 		const id = "019a0000-0000-7000-8000-00000000abcd"
@@ -271,9 +268,6 @@ func TestSyncSIGKILLMidPull(t *testing.T) {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
-		if b.Name == "s3-minio" {
-			t.Skip("covered by the file and aws runs")
-		}
 		c := newSyncCluster(t, b, "laptop", "desk")
 		laptop, desk := c.machines[0], c.machines[1]
 		var ids []string
