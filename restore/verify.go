@@ -114,18 +114,21 @@ const maxUncataloged = 1 << 16
 // folder deleted by hand), so ls and restore --all cannot see them.
 func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []string {
 	var ids []string
+	seen := 0
 	for obj, err := range r.Client().List(ctx, repo.SessionsPrefix(), remote.ListOptions{Delimiter: "/"}) {
 		if err != nil {
 			return []string{fmt.Sprintf("list the sessions on the remote: %v", err)}
+		}
+		// Every name counts toward the bound, known or not: a listing
+		// that never ends must end here.
+		if seen++; seen > len(known)+maxUncataloged {
+			return []string{fmt.Sprintf("the listing of the sessions on the remote goes on past %d names; not followed further", seen-1)}
 		}
 		id := strings.TrimSuffix(strings.TrimPrefix(obj.Key, repo.SessionsPrefix()), "/")
 		if !obj.Prefix || !repo.ValidSessionID(id) || known[id] != nil {
 			continue
 		}
 		ids = append(ids, id)
-		if len(ids) > maxUncataloged {
-			break
-		}
 	}
 	if len(ids) == 0 {
 		return nil
@@ -146,9 +149,6 @@ func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []
 		return nil
 	}
 	ids = ids[:min(n, 3)]
-	if n > maxUncataloged {
-		n = maxUncataloged // "and more" says the rest
-	}
 	more := ""
 	if n > len(ids) {
 		more = fmt.Sprintf(" and %d more", n-len(ids))
