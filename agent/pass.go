@@ -275,24 +275,21 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 		return syncResult{}, nil
 	}
 	var n int64
+	var mtime time.Time // the blob's, as its stat gave it before the read
 	if link {
 		if err := a.repo.PutBlobLink(ctx, name); err != nil {
 			return syncResult{}, fmt.Errorf("upload blob name %s: %w", name, err)
 		}
 	} else {
 		var err error
-		if n, err = a.putBlob(ctx, rel, name); err != nil {
+		if n, mtime, err = a.putBlob(ctx, rel, name); err != nil {
 			return syncResult{}, err
+		}
+		if !repo.BlobName(name) {
+			mtime = time.Time{} // a name's mtime is its blob's
 		}
 	}
 	a.metrics.uploaded(n, 1)
-	var mtime time.Time
-	if !link && repo.BlobName(name) {
-		// A blob is written once; its other names share its mtime.
-		if fi, err := os.Stat(a.abs(rel)); err == nil {
-			mtime = fi.ModTime()
-		}
-	}
 	a.state.setBlob(name, mtime)
 	a.mu.Lock()
 	a.blobsToConfirm++
@@ -304,35 +301,36 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 // file of the state dir, then sent from it, so memory stays a few blocks
 // however large the blob. A file that gives fewer bytes than its stat said
 // changed under the agent: nothing is uploaded, the next pass looks again.
-func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, error) {
+// It returns the bytes stored and the file's mtime as its stat gave it.
+func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, time.Time, error) {
 	f, err := os.Open(a.abs(rel))
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	if fi.Size() > repo.MaxBlobSize {
-		return 0, fmt.Errorf("blob %s is %d bytes, more than the %d a blob may hold (restore would refuse it); not backed up", rel, fi.Size(), int64(repo.MaxBlobSize))
+		return 0, time.Time{}, fmt.Errorf("blob %s is %d bytes, more than the %d a blob may hold (restore would refuse it); not backed up", rel, fi.Size(), int64(repo.MaxBlobSize))
 	}
 	if a.beforeRead != nil {
 		a.beforeRead(rel)
 	}
 	tmp, err := a.tempDir()
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	n, err := a.repo.PutBlobFrom(ctx, name, f, fi.Size(), tmp)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, repo.ErrBlobMismatch) {
 		// omp may still be writing it: the next pass looks again.
-		return 0, fmt.Errorf("upload blob %s: %w (%w)", name, errFileChanged, err)
+		return 0, time.Time{}, fmt.Errorf("upload blob %s: %w (%w)", name, errFileChanged, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("upload blob %s: %w", name, err)
+		return 0, time.Time{}, fmt.Errorf("upload blob %s: %w", name, err)
 	}
-	return n, nil
+	return n, fi.ModTime(), nil
 }
 
 // tempDirName is the folder of the state dir that holds the agent's temp
