@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -26,6 +27,9 @@ type Streamed struct {
 	// Mtime is the newest file mtime the chunks carry (an artifact's;
 	// zero when none does, as for sessions).
 	Mtime time.Time
+	// Uploaded, from StreamGenerationAt, is the time of the last upload
+	// mark whose bytes it wrote (zero when it wrote none).
+	Uploaded time.Time
 }
 
 // StreamGeneration reassembles a generation as ReadGenerationHashOnce does
@@ -36,6 +40,28 @@ type Streamed struct {
 // trusted: a caller writes to a temp file and keeps it only on nil. The
 // head object is returned, not laid over, since w is written in order.
 func (r *Repo) StreamGeneration(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool) (Streamed, error) {
+	return r.streamGeneration(ctx, s, g, maxSize, w, every, time.Time{})
+}
+
+// StreamGenerationAt streams the bytes of a generation that were on the
+// remote at t, as StreamGeneration streams them all: those up to the last
+// upload mark (ChunkMarks) by then, as UploadedBy counts them from the
+// chunk headers as they arrive. The chunk the cut falls in is read and
+// verified whole, though only its bytes up to the cut are written, and no
+// chunk after it is read. A cut inside the title slot (before hash_from)
+// is refused: those bytes were never a file. The head object is returned
+// only when bytes past the slot were written; whether it is as old as t
+// is the caller's to say (g.HasHead).
+func (r *Repo) StreamGenerationAt(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, t time.Time) (Streamed, error) {
+	if t.IsZero() {
+		return Streamed{}, errors.New("StreamGenerationAt: no time")
+	}
+	return r.streamGeneration(ctx, s, g, maxSize, w, false, t)
+}
+
+// streamGeneration is StreamGeneration, cut at the time at when it is not
+// zero.
+func (r *Repo) streamGeneration(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool, at time.Time) (Streamed, error) {
 	var out Streamed
 	if !g.HasMeta {
 		return out, fmt.Errorf("%s generation %s: no meta object", s.Prefix(), g.Name)
@@ -49,7 +75,7 @@ func (r *Repo) StreamGeneration(ctx context.Context, s Stream, g *Generation, ma
 			metaC <- metaResult{m, err}
 		}()
 	}
-	err := r.streamChunks(ctx, s, g, maxSize, w, every, &out)
+	err := r.streamChunks(ctx, s, g, maxSize, w, every, at, &out)
 	if every {
 		mr := <-metaC
 		if mr.err != nil {
@@ -64,6 +90,14 @@ func (r *Repo) StreamGeneration(ctx context.Context, s Stream, g *Generation, ma
 	}
 	if err != nil {
 		return out, err
+	}
+	if !at.IsZero() {
+		switch {
+		case out.Size == 0:
+			return out, nil // nothing uploaded by then: no title to lay over
+		case out.Size < out.Meta.HashFrom:
+			return out, fmt.Errorf("%s generation %s: the bytes uploaded by %s end inside the title slot", s.Prefix(), g.Name, at.UTC().Format(time.RFC3339))
+		}
 	}
 	if g.HasHead {
 		head, err := r.GetHead(ctx, s, g.Name)
@@ -80,7 +114,7 @@ func (r *Repo) StreamGeneration(ctx context.Context, s Stream, g *Generation, ma
 	return out, nil
 }
 
-func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool, out *Streamed) error {
+func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool, at time.Time, out *Streamed) error {
 	picked, covered := Cover(g.Chunks)
 	switch {
 	case covered < MaxEnd(g.Chunks):
@@ -96,6 +130,10 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 	hashFrom := int64(-1)
 	single := len(picked) == 1
 	buf := make([]byte, 64<<10)
+	// held is how far the stream is read and hashed; out.Size, how far it
+	// is written: the same, but for the bytes past a cut at at.
+	var held int64
+	cut, cutting := int64(math.MaxInt64), !at.IsZero()
 	for _, c := range picked {
 		hdr, body, closeBody, err := r.chunkReader(ctx, s, g.Name, c, &refReads)
 		if err != nil {
@@ -103,6 +141,26 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 		}
 		if hdr.Mtime.After(out.Mtime) {
 			out.Mtime = hdr.Mtime
+		}
+		stop := false
+		if cutting {
+			// UploadedBy, a chunk's marks at a time: the first mark later
+			// than at ends what is written, whatever the marks after it.
+			cut = held
+			for _, m := range ChunkMarks(hdr, c, held) {
+				if m.At > at.UnixMilli() {
+					stop = true
+					break
+				}
+				cut, out.Uploaded = m.End, m.Time()
+			}
+			if cut == held {
+				closeBody() // nothing of it was on the remote then
+				if hashFrom < 0 {
+					hashFrom = hdr.HashFrom
+				}
+				break
+			}
 		}
 		err = func() error {
 			defer closeBody()
@@ -127,8 +185,8 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 					own.Write(b)
 				}
 				// An overlapping chunk contributes only the bytes past
-				// what is written.
-				if skip := out.Size - pos; skip > 0 {
+				// what is read.
+				if skip := held - pos; skip > 0 {
 					b = b[min(skip, int64(len(b))):]
 				}
 				pos += int64(n)
@@ -136,13 +194,16 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 					// One chunk alone is checked by its own hash (and its
 					// stream hash by equality, below): hashing its bytes
 					// twice was up to a tenth of a restore's CPU.
-					if from := hashFrom - out.Size; from < int64(len(b)) && !(single && !every) {
+					if from := hashFrom - held; from < int64(len(b)) && !(single && !every) {
 						stream.Write(b[max(from, 0):])
 					}
-					if _, werr := w.Write(b); werr != nil {
-						return werr
+					if keep := b[:max(min(cut-held, int64(len(b))), 0)]; len(keep) > 0 {
+						if _, werr := w.Write(keep); werr != nil {
+							return werr
+						}
+						out.Size += int64(len(keep))
 					}
-					out.Size += int64(len(b))
+					held += int64(len(b))
 				}
 				if err == io.EOF {
 					break
@@ -177,6 +238,9 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 		}()
 		if err != nil {
 			return err
+		}
+		if stop {
+			break // the rest came later than at
 		}
 	}
 	out.Meta.HashFrom = max(hashFrom, 0)
@@ -232,6 +296,9 @@ func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef
 			return hdr, nil, nil, err
 		}
 		return hdr, bytes.NewReader(data), func() {}, nil
+	}
+	if !validMarks(hdr.Uploaded, c.Start, c.End) {
+		hdr.Uploaded = nil // advice, dropped as decodeChunk drops it
 	}
 	// What decodeChunk checks of a data chunk's header; its bytes are
 	// checked as they arrive.
