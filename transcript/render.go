@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -44,58 +45,128 @@ const summaryWidth = 160
 // session, then each entry as its time, its role and its text; a tool call
 // and a tool result take one line each, reasoning none unless asked.
 func Render(w io.Writer, data []byte, opts RenderOptions) error {
+	return RenderFrom(w, bytes.NewReader(data), opts)
+}
+
+// maxLine bounds the one line RenderFrom holds at a time: a longer entry
+// is named in a line of its own instead of shown.
+const maxLine = 64 << 20
+
+// headerBytes is how much of a file's start RenderFrom reads its header
+// from, as ReadHeader needs it.
+const headerBytes = 64 << 10
+
+// RenderFrom is Render reading the file from r a line at a time, so that
+// memory stays the longest line (at most maxLine), whatever the file's
+// size.
+func RenderFrom(w io.Writer, r io.Reader, opts RenderOptions) error {
 	loc := opts.Location
 	if loc == nil {
 		loc = time.UTC
 	}
+	format := opts.Format
+	if format == nil {
+		format = OMP()
+	}
+	br := bufio.NewReaderSize(r, headerBytes)
 	bw := bufio.NewWriter(w)
 	if opts.Heading != "" {
 		fmt.Fprintln(bw, opts.Heading)
-	} else if h, slot, err := session.ReadHeader(data); err == nil {
-		title := slot.Title
-		if title == "" {
-			title = h.Title
+	} else if start, _ := br.Peek(headerBytes); len(start) > 0 {
+		if h, slot, err := session.ReadHeader(start); err == nil {
+			title := slot.Title
+			if title == "" {
+				title = h.Title
+			}
+			fmt.Fprintln(bw, Heading(h.ID, title, h.Cwd))
 		}
-		fmt.Fprintln(bw, Heading(h.ID, title, h.Cwd))
 	}
-	Entries(data, opts.Format, func(e Entry) bool {
-		at := "-"
-		if !e.Time.IsZero() {
-			at = e.Time.In(loc).Format(time.DateTime)
+	var line []byte
+	for n := 1; ; n++ {
+		var long int64
+		var err error
+		line, long, err = readLine(br, line[:0])
+		if err != nil && err != io.EOF {
+			return err
 		}
-		for _, p := range e.Parts {
-			var head, body string
-			switch p.Kind {
-			case Thinking:
-				if !opts.Thinking {
-					continue
-				}
-				head, body = e.Role+" (thinking)", p.Text
-			case ToolCall:
-				head, body = e.Role, "-> "+summary(p.Name+" "+p.Text)
-			case ToolResult:
-				n := strings.Count(strings.TrimRight(p.Text, "\n"), "\n") + 1
-				more := ""
-				if n > 1 {
-					more = fmt.Sprintf(" (%d lines)", n)
-				}
-				text := p.Text
-				if p.Name != "" { // Claude Code's and Codex's results name no tool
-					text = p.Name + ": " + text
-				}
-				head, body = e.Role, "<- "+summary(strings.TrimSpace(text))+more
-			default:
-				head, body = e.Role, p.Text
-			}
-			lines := strings.Split(strings.TrimRight(body, "\n"), "\n")
-			fmt.Fprintf(bw, "%s  %s: %s\n", at, head, lines[0])
-			for _, l := range lines[1:] {
-				fmt.Fprintf(bw, "    %s\n", l)
+		if long > 0 {
+			fmt.Fprintf(bw, "-  (line %d: %d MiB, more than the %d MiB a transcript shows of one line; left out)\n", n, long>>20, maxLine>>20)
+		} else if len(line) > 0 || err == nil { // every line Entries reads
+			if e, ok := format.Text(line, n); ok {
+				writeEntry(bw, e, loc, opts.Thinking)
 			}
 		}
-		return true
-	})
+		if err == io.EOF {
+			break
+		}
+	}
 	return bw.Flush()
+}
+
+// readLine reads one line, without its newline, onto buf; a line longer
+// than maxLine is read past and its length returned as long instead.
+func readLine(br *bufio.Reader, buf []byte) (line []byte, long int64, err error) {
+	for {
+		frag, err := br.ReadSlice('\n')
+		if long == 0 && len(buf)+len(frag) > maxLine+1 {
+			long, buf = int64(len(buf)), buf[:0]
+		}
+		if long > 0 {
+			long += int64(len(frag))
+		} else {
+			buf = append(buf, frag...)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == nil:
+			if long > 0 {
+				return buf, long - 1, nil
+			}
+			return buf[:len(buf)-1], 0, nil
+		default:
+			return buf, long, err
+		}
+	}
+}
+
+// writeEntry writes one entry's parts, a line each (a text's further lines
+// indented under it).
+func writeEntry(bw *bufio.Writer, e Entry, loc *time.Location, thinking bool) {
+	at := "-"
+	if !e.Time.IsZero() {
+		at = e.Time.In(loc).Format(time.DateTime)
+	}
+	for _, p := range e.Parts {
+		var head, body string
+		switch p.Kind {
+		case Thinking:
+			if !thinking {
+				continue
+			}
+			head, body = e.Role+" (thinking)", p.Text
+		case ToolCall:
+			head, body = e.Role, "-> "+summary(p.Name+" "+p.Text)
+		case ToolResult:
+			n := strings.Count(strings.TrimRight(p.Text, "\n"), "\n") + 1
+			more := ""
+			if n > 1 {
+				more = fmt.Sprintf(" (%d lines)", n)
+			}
+			text := p.Text
+			if p.Name != "" { // Claude Code's and Codex's results name no tool
+				text = p.Name + ": " + text
+			}
+			head, body = e.Role, "<- "+summary(strings.TrimSpace(text))+more
+		default:
+			head, body = e.Role, p.Text
+		}
+		lines := strings.Split(strings.TrimRight(body, "\n"), "\n")
+		fmt.Fprintf(bw, "%s  %s: %s\n", at, head, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(bw, "    %s\n", l)
+		}
+	}
 }
 
 // summary is s on one line, cut to summaryWidth characters.

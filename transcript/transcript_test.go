@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,4 +119,34 @@ func TestCorpus(t *testing.T) {
 			t.Errorf("%s: %d lines for %d entries (%v)", filepath.Base(f), strings.Count(b.String(), "\n"), n, err)
 		}
 	}
+}
+
+// A transcript read from a stream holds one line at a time: a line longer
+// than it may hold is named, not shown, and the lines around it render as
+// they would without it.
+func TestRenderFromLongLine(t *testing.T) {
+	lines := strings.SplitAfter(sample, "\n")
+	long := io.LimitReader(repeatByte('x'), maxLine+10)
+	r := io.MultiReader(strings.NewReader(strings.Join(lines[:3], "")), long, strings.NewReader("\n"+strings.Join(lines[3:], "")))
+	var got, want bytes.Buffer
+	if err := RenderFrom(&got, r, RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(&want, []byte(sample), RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	note := "-  (line 4: 64 MiB, more than the 64 MiB a transcript shows of one line; left out)\n"
+	if !strings.Contains(got.String(), note) || strings.Replace(got.String(), note, "", 1) != want.String() {
+		t.Errorf("transcript with a long line:\n%s\nwant the one without it, and %q", got.String(), note)
+	}
+}
+
+// repeatByte reads as b, endlessly.
+type repeatByte byte
+
+func (r repeatByte) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
 }
