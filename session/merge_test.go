@@ -409,6 +409,9 @@ func FuzzMerge(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The streamed merge writes the same bytes, with and without slots.
+		checkStreamed(t, OMPFormat(), a, b)
+		checkStreamed(t, Format{Entry: ParseEntry}, a, b)
 		hasSlot := false
 		for _, c := range [][]byte{a, b} {
 			if _, ok := ParseTitleSlot(c); ok {

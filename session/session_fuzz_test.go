@@ -154,6 +154,7 @@ func FuzzMergeThree(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkStreamed(t, OMPFormat(), copies...)
 		hasSlot := false
 		for _, cp := range copies {
 			if _, ok := ParseTitleSlot(cp); ok {

@@ -1,0 +1,514 @@
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"container/heap"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Source is one copy of a session file as an Index reads it: the first
+// Size bytes of R. R must not change while the Index is in use.
+type Source struct {
+	R    io.ReaderAt
+	Size int64
+}
+
+// LineCost is what an Index charges its budget for each line it reads
+// (every copy's, repeats too): its share of the graph, the line maps and a
+// copy's id map while that copy is read, rounded up from what
+// TestIndexLineCost measures. Line bytes are never held but the one being
+// read, which is charged too.
+const LineCost = 160
+
+// IndexLimitError is NewIndex's answer when the copies have more lines
+// than its budget allows.
+type IndexLimitError struct {
+	Lines  int64 // lines read when the budget ran out
+	Budget int64
+}
+
+func (e *IndexLimitError) Error() string {
+	return fmt.Sprintf("merge index: more than the %d bytes allowed at line %d", e.Budget, e.Lines)
+}
+
+// ErrSourceChanged means a copy no longer holds the bytes it was indexed
+// with.
+var ErrSourceChanged = errors.New("a copy changed while it was merged")
+
+// Index is the merge of copies (Merge's rule, with the same bytes out)
+// read through once and kept as a graph of their lines without the lines'
+// bytes: per line where it is (copy, offset, length), its time and a hash;
+// entries and other lines are known by hashes of their keys and bytes
+// (SHA-256, cut to 128 bits), not by the keys themselves. WriteTo then
+// reads each line back to write the merge. Its memory is LineCost a line,
+// whatever the lines' sizes.
+type Index struct {
+	f      Format
+	srcs   []Source
+	nodes  []snode
+	edges  []sedge
+	copies []scopy
+	// allowed is, per line's bytes (their hash), the most times any copy
+	// holds them; WriteTo counts it down.
+	allowed map[sum128]allowance
+	union   int64 // the sum of allowed
+	maxLine int
+	written bool
+}
+
+type sum128 [16]byte
+
+// skey is how a line is known: an entry by a hash of its id and
+// timestamp, any other line by a hash of its bytes.
+type skey struct {
+	h    sum128
+	kind byte // 'e' entry (the header too), 'o' other
+}
+
+// snode is one line of the merge: the first copy's bytes that made it.
+type snode struct {
+	off   int64
+	sec   int64  // the line's timestamp: Unix seconds
+	check uint64 // the first bytes of its SHA-256, to see it read back unchanged
+	n     uint32 // length, without the newline
+	nsec  uint32 // and nanoseconds; entryBit set for an entry
+	src   int32
+	child int32 // first edge to a child in edges, -1 for none
+	occ   int32 // the node of the next occurrence of the key, -1 for none
+	// parents is, during WriteTo, the edges not yet satisfied.
+	parents int32
+}
+
+const entryBit = 1 << 31
+
+type sedge struct{ child, next int32 }
+
+type scopy struct {
+	slot   []byte
+	lines  []int32 // nodes
+	n      int64   // len(lines), kept once WriteTo drops them
+	header int     // index in lines, or -1
+}
+
+// allowance counts one line's bytes: most is the most times a copy holds
+// them; cur is how often copy holds them so far.
+type allowance struct {
+	most, cur, copy int32
+}
+
+// occurrence is where the index stands on one key: its first node, and
+// the node of the latest occurrence in copy.
+type occurrence struct {
+	first, cur, copy int32
+}
+
+// NewIndex reads every copy once and indexes it for a merge, within
+// budget bytes (LineCost a line and the longest line); past the budget it
+// stops with an *IndexLimitError. As Merge, it refuses only no copies.
+func (f Format) NewIndex(budget int64, srcs ...Source) (*Index, error) {
+	if len(srcs) == 0 {
+		return nil, errors.New("merge: no copies")
+	}
+	x := &Index{f: f, srcs: srcs, copies: make([]scopy, len(srcs)), allowed: map[sum128]allowance{}}
+	index := map[skey]occurrence{}
+	var read int64
+	var buf []byte
+	for ci, s := range srcs {
+		if err := x.parse(ci, s, index, &read, budget, &buf); err != nil {
+			return nil, err
+		}
+	}
+	for _, a := range x.allowed {
+		x.union += int64(a.most)
+	}
+	return x, nil
+}
+
+// Holds reports whether copy i holds every line some copy holds, as many
+// times as the copy that holds it most (the other copies add nothing).
+func (x *Index) Holds(i int) bool { return x.copies[i].n == x.union }
+
+// parse indexes copy ci, as merger.parse does.
+func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, budget int64, buf *[]byte) error {
+	c := &x.copies[ci]
+	c.header = -1
+	head := make([]byte, min(s.Size, TitleSlotSize))
+	if err := readFull(s.R, head, 0); err != nil {
+		return err
+	}
+	var start int64
+	if _, ok := ParseTitleSlot(head); ok && x.f.Slot {
+		c.slot, start = head, TitleSlotSize
+	}
+	byID := map[sum128]int32{} // entry id -> node, first occurrence in this copy
+	type pending struct {
+		child  int32
+		parent sum128
+	}
+	var links []pending
+	r := bufio.NewReaderSize(io.NewSectionReader(s.R, start, s.Size-start), 64<<10)
+	off := start
+	for off < s.Size {
+		*read++
+		room := budget - *read*LineCost
+		if room < 0 || len(x.nodes) >= 1<<31-1 {
+			return &IndexLimitError{Lines: *read, Budget: budget}
+		}
+		raw, err := readLine(r, buf, int(min(room, 1<<32-1)))
+		if errors.Is(err, errLineLimit) {
+			return &IndexLimitError{Lines: *read, Budget: budget}
+		}
+		if err != nil {
+			return err
+		}
+		x.maxLine = max(x.maxLine, len(raw))
+		lineOff := off
+		off += int64(len(raw)) + 1 // the last line may lack its newline: off passes Size
+		sum := sha256.Sum256(raw)
+		var lsum sum128
+		copy(lsum[:], sum[:])
+
+		a, ok := x.allowed[lsum]
+		if !ok || a.copy != int32(ci) {
+			a.copy, a.cur = int32(ci), 0
+		}
+		a.cur++
+		a.most = max(a.most, a.cur)
+		x.allowed[lsum] = a
+
+		e, isEntry := x.f.Entry(raw)
+		if c.header < 0 && isEntry && e.Type == "session" {
+			c.header = len(c.lines)
+		}
+		entry := isEntry && e.ID != ""
+		k := skey{h: lsum, kind: 'o'}
+		if entry {
+			k = skey{h: keyHash(e.ID, e.Timestamp), kind: 'e'}
+		}
+		// The j-th time a copy holds a key is the key's j-th node: the
+		// nodes of one key are chained in the order they were made.
+		var n int32
+		switch o, ok := index[k]; {
+		case !ok:
+			n = x.node(ci, lineOff, raw, sum, e.Timestamp, entry)
+			index[k] = occurrence{first: n, cur: n, copy: int32(ci)}
+		case o.copy != int32(ci):
+			n = o.first
+			index[k] = occurrence{first: o.first, cur: n, copy: int32(ci)}
+		default:
+			n = x.nodes[o.cur].occ
+			if n < 0 {
+				n = x.node(ci, lineOff, raw, sum, e.Timestamp, entry)
+				x.nodes[o.cur].occ = n
+			}
+			o.cur = n
+			index[k] = o
+		}
+		c.lines = append(c.lines, n)
+		if entry {
+			id := idHash(e.ID)
+			if _, seen := byID[id]; !seen {
+				byID[id] = n
+			}
+			if e.ParentID != nil && *e.ParentID != "" {
+				// A parent seen already is its first occurrence; others
+				// resolve once the copy is read (ids are unique only
+				// within a file). The order edges come in changes nothing.
+				p := idHash(*e.ParentID)
+				if parent, ok := byID[p]; ok {
+					x.edge(parent, n)
+				} else {
+					links = append(links, pending{n, p})
+				}
+			}
+		}
+	}
+	for _, l := range links {
+		if parent, ok := byID[l.parent]; ok {
+			x.edge(parent, l.child)
+		}
+	}
+	c.n = int64(len(c.lines))
+	return nil
+}
+
+func (x *Index) node(ci int, off int64, raw []byte, sum [sha256.Size]byte, ts string, entry bool) int32 {
+	t := parseTime(ts)
+	nd := snode{off: off, sec: t.Unix(), nsec: uint32(t.Nanosecond()), check: binary.LittleEndian.Uint64(sum[:8]), n: uint32(len(raw)), src: int32(ci), child: -1, occ: -1}
+	if entry {
+		nd.nsec |= entryBit
+	}
+	x.nodes = append(x.nodes, nd)
+	return int32(len(x.nodes) - 1)
+}
+
+func (x *Index) edge(parent, child int32) {
+	if parent == child {
+		return
+	}
+	// Merge keeps each edge once; a repeat here counts twice in parents
+	// and is satisfied twice by the same parent, which orders alike.
+	x.edges = append(x.edges, sedge{child: child, next: x.nodes[parent].child})
+	x.nodes[parent].child = int32(len(x.edges) - 1)
+}
+
+// keyHash is the hash an entry is known by: its id and timestamp, each
+// length-prefixed so that no two pairs share their bytes.
+func keyHash(id, ts string) sum128 {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(id)))])
+	h.Write([]byte(id))
+	h.Write([]byte(ts))
+	var s sum128
+	copy(s[:], h.Sum(nil))
+	return s
+}
+
+func idHash(id string) sum128 {
+	sum := sha256.Sum256([]byte(id))
+	var s sum128
+	copy(s[:], sum[:])
+	return s
+}
+
+var errLineLimit = errors.New("line too long")
+
+// readLine reads the next line without its newline (the last one may have
+// none) into buf, grown to the longest line but never past limit bytes.
+func readLine(r *bufio.Reader, buf *[]byte, limit int) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err == nil && len(line) <= limit+1 {
+		return line[:len(line)-1], nil
+	}
+	*buf = append((*buf)[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) && len(*buf) <= limit+1 {
+		line, err = r.ReadSlice('\n')
+		*buf = append(*buf, line...)
+	}
+	switch {
+	case len(*buf) > limit+1 || len(*buf) == limit+1 && (*buf)[limit] != '\n':
+		return nil, errLineLimit
+	case err == nil:
+		return (*buf)[:len(*buf)-1], nil
+	case errors.Is(err, io.EOF) && len(*buf) > 0:
+		return *buf, nil
+	case errors.Is(err, io.EOF):
+		return nil, ErrSourceChanged // shorter than its size
+	}
+	return nil, err
+}
+
+func readFull(r io.ReaderAt, p []byte, off int64) error {
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return ErrSourceChanged
+	}
+	return err
+}
+
+// time is the line's timestamp: the same instant as parseTime's, the zero
+// time's too, which is all blockOrder compares.
+func (t *snode) time() time.Time {
+	return time.Unix(t.sec, int64(t.nsec&^entryBit))
+}
+
+// WriteTo writes the merge to w, the bytes Merge gives for the same
+// copies, reading each line back from its copy; it can be called once.
+func (x *Index) WriteTo(w io.Writer) (int64, error) {
+	if x.written {
+		return 0, errors.New("merge index written already")
+	}
+	x.written = true
+	var slots [][]byte
+	for _, c := range x.copies {
+		if c.slot != nil {
+			slots = append(slots, c.slot)
+		}
+	}
+	slot := NewestSlot(slots)
+	order := x.blockOrder()
+
+	// The preferred sequence: the header, then each copy's lines that are
+	// not placed yet, copies in block order.
+	seq := make([]int32, 0, len(x.nodes))
+	placed := make([]bool, len(x.nodes))
+	place := func(n int32) {
+		if !placed[n] {
+			placed[n] = true
+			seq = append(seq, n)
+		}
+	}
+	for _, c := range x.copies {
+		if c.header >= 0 {
+			place(c.lines[c.header])
+			break
+		}
+	}
+	for _, ci := range order {
+		for _, n := range x.copies[ci].lines {
+			place(n)
+		}
+	}
+	placed = nil
+	for i := range x.copies {
+		x.copies[i].lines = nil
+	}
+	return x.emit(w, seq, slot)
+}
+
+// blockOrder is blockOrder's order of the copies.
+func (x *Index) blockOrder() []int {
+	held := make([]int32, len(x.nodes))
+	seen := make([]int32, len(x.nodes)) // the last copy (+1) that held it
+	for ci, c := range x.copies {
+		for _, n := range c.lines {
+			if seen[n] != int32(ci)+1 {
+				seen[n] = int32(ci) + 1
+				held[n]++
+			}
+		}
+	}
+	type times struct{ entry, any time.Time }
+	newest := make([]times, len(x.copies))
+	order := make([]int, len(x.copies))
+	for i, c := range x.copies {
+		order[i] = i
+		for _, n := range c.lines {
+			if held[n] == int32(len(x.copies)) {
+				continue
+			}
+			nd := &x.nodes[n]
+			ts := nd.time()
+			if nd.nsec&entryBit != 0 && ts.After(newest[i].entry) {
+				newest[i].entry = ts
+			}
+			if ts.After(newest[i].any) {
+				newest[i].any = ts
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		if c := newest[a].entry.Compare(newest[b].entry); c != 0 {
+			return c
+		}
+		return newest[a].any.Compare(newest[b].any)
+	})
+	return order
+}
+
+// emit is merger.emit, reading each line back from its copy.
+func (x *Index) emit(w io.Writer, seq []int32, slot []byte) (int64, error) {
+	rank := make([]int32, len(x.nodes))
+	for i, n := range seq {
+		rank[n] = int32(i)
+	}
+	for _, e := range x.edges {
+		x.nodes[e.child].parents++
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	written := int64(len(slot))
+	if _, err := bw.Write(slot); err != nil {
+		return 0, err
+	}
+	line := make([]byte, x.maxLine+1)
+	done := make([]bool, len(x.nodes))
+	ready := &rankHeap32{rank: rank}
+	for _, n := range seq {
+		if x.nodes[n].parents == 0 {
+			heap.Push(ready, n)
+		}
+	}
+	next := 0 // the earliest node in seq that may not be done, for cycles
+	for emitted := 0; emitted < len(seq); {
+		var n int32
+		if ready.Len() > 0 {
+			n = heap.Pop(ready).(int32)
+			if done[n] {
+				continue
+			}
+		} else {
+			for done[seq[next]] {
+				next++
+			}
+			n = seq[next]
+		}
+		done[n] = true
+		emitted++
+		nd := &x.nodes[n]
+		raw := line[:nd.n]
+		if err := readFull(x.srcs[nd.src].R, raw, nd.off); err != nil {
+			return written, err
+		}
+		sum := sha256.Sum256(raw)
+		if binary.LittleEndian.Uint64(sum[:8]) != nd.check {
+			return written, ErrSourceChanged
+		}
+		var lsum sum128
+		copy(lsum[:], sum[:])
+		// When copies disagree on an entry's bytes the first copy's win,
+		// which can make two nodes carry the same bytes; never write a
+		// line more often than some copy holds it.
+		if a := x.allowed[lsum]; a.most > 0 {
+			a.most--
+			x.allowed[lsum] = a
+			raw = append(raw, '\n') // line has room for it
+			if _, err := bw.Write(raw); err != nil {
+				return written, err
+			}
+			written += int64(len(raw))
+		}
+		for e := nd.child; e >= 0; e = x.edges[e].next {
+			c := x.edges[e].child
+			x.nodes[c].parents--
+			if x.nodes[c].parents == 0 && !done[c] {
+				heap.Push(ready, c)
+			}
+		}
+	}
+	return written, bw.Flush()
+}
+
+type rankHeap32 struct {
+	items []int32
+	rank  []int32
+}
+
+func (h *rankHeap32) Len() int           { return len(h.items) }
+func (h *rankHeap32) Less(i, j int) bool { return h.rank[h.items[i]] < h.rank[h.items[j]] }
+func (h *rankHeap32) Swap(i, j int)      { h.items[i], h.items[j] = h.items[j], h.items[i] }
+func (h *rankHeap32) Push(x any)         { h.items = append(h.items, x.(int32)) }
+func (h *rankHeap32) Pop() any {
+	x := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return x
+}
+
+// MergeTo writes the merge of the copies to w (Merge's bytes), through an
+// Index within budget, and returns the bytes written.
+func (f Format) MergeTo(w io.Writer, budget int64, srcs ...Source) (int64, error) {
+	x, err := f.NewIndex(budget, srcs...)
+	if err != nil {
+		return 0, err
+	}
+	return x.WriteTo(w)
+}
+
+// ByteSources are copies in memory as Sources.
+func ByteSources(copies ...[]byte) []Source {
+	srcs := make([]Source, len(copies))
+	for i, c := range copies {
+		srcs[i] = Source{R: bytes.NewReader(c), Size: int64(len(c))}
+	}
+	return srcs
+}
