@@ -1,9 +1,11 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,8 +45,8 @@ func corpusLines(t *testing.T) [][]byte {
 }
 
 // Small and large objects seal deterministically (a chunk put again after
-// a crash has the same bytes), name the dictionary, and open to what was
-// sealed.
+// a crash has the same bytes), small ones with the dictionary and large
+// ones without (docs/FORMAT.md), and open to what was sealed.
 func TestZstdRoundTrip(t *testing.T) {
 	z := NewZstd()
 	small := corpusLines(t)[3]
@@ -59,8 +61,12 @@ func TestZstdRoundTrip(t *testing.T) {
 			t.Errorf("%s: sealing twice gave different bytes", name)
 		}
 		var h zstd.Header
-		if err := h.Decode(a); len(plain) > 0 && (err != nil || h.DictionaryID != 0x6f6d7031) {
-			t.Errorf("%s: frame dictionary id %#x (%v), want the omp1 dictionary", name, h.DictionaryID, err)
+		want := uint32(0x6f6d7031)
+		if len(plain) >= smallObject {
+			want = 0
+		}
+		if err := h.Decode(a); len(plain) > 0 && (err != nil || h.DictionaryID != want) {
+			t.Errorf("%s: frame dictionary id %#x (%v), want %#x", name, h.DictionaryID, err, want)
 		}
 		got, err := z.Open(a, int64(len(plain)))
 		if err != nil || !bytes.Equal(got, plain) {
@@ -69,6 +75,27 @@ func TestZstdRoundTrip(t *testing.T) {
 		if _, err := z.Open(a, int64(len(plain))-1); len(plain) > 0 && err != ErrTooLarge {
 			t.Errorf("%s: opening under a smaller limit: %v, want ErrTooLarge", name, err)
 		}
+	}
+}
+
+// Objects written with the dictionary at any size (as ompsync did for
+// large ones before) open, as do frames without it.
+func TestZstdLargeDictionaryFrameOpens(t *testing.T) {
+	z := NewZstd()
+	small := corpusLines(t)[3]
+	large := []byte(strings.Repeat(string(small), 4*smallObject/len(small)))
+	old, _ := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderDict(dictOMP1))
+	sealed := old.EncodeAll(large, nil)
+	if got, err := z.Open(sealed, int64(len(large))); err != nil || !bytes.Equal(got, large) {
+		t.Fatalf("a large frame with the dictionary: %d bytes, %v", len(got), err)
+	}
+	r, err := z.OpenReader(bufio.NewReader(bytes.NewReader(sealed)), int64(len(large)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, large) {
+		t.Fatalf("streamed: %d bytes, %v", len(got), err)
 	}
 }
 
