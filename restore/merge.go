@@ -140,7 +140,7 @@ func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, e
 			from = append(from, c.idx)
 		}
 	}
-	data, err := f.st.Merge(in...)
+	data, err := store.Merge(f.st, in...)
 	if errors.Is(err, store.ErrNoEntryIDs) {
 		return diverged(local, hasLocal, top), nil
 	}

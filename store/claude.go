@@ -144,10 +144,8 @@ func (claude) Resume(id string) string                { return "claude --resume 
 func (claude) Archived(string) (string, string, bool) { return "", "", false }
 func (claude) ArchiveOf(string) string                { return "" }
 
-// Merge by uuid and parentUuid.
-func (claude) Merge(copies ...[]byte) ([]byte, error) {
-	return session.Format{Entry: claudeEntry}.Merge(copies...)
-}
+// MergeFormat: entries by uuid and parentUuid.
+func (claude) MergeFormat() (session.Format, bool) { return session.Format{Entry: claudeEntry}, true }
 
 func claudeEntry(line []byte) (session.Entry, bool) {
 	var l claudeLine

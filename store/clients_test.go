@@ -84,7 +84,7 @@ func TestClientFixtures(t *testing.T) {
 			}
 			// A copy that stopped earlier adds nothing to the whole file.
 			cut := bytes.IndexByte(f.data[len(f.data)/2:], '\n') + len(f.data)/2 + 1
-			merged, err := st.Merge(f.data[:cut], f.data)
+			merged, err := Merge(st, f.data[:cut], f.data)
 			switch {
 			case tc.client == "codex":
 				if !errors.Is(err, ErrNoEntryIDs) {

@@ -148,13 +148,13 @@ func (codex) Describe(head []byte) (Info, bool) {
 	return info, found
 }
 
-func (codex) SlotLen([]byte) int              { return 0 }
-func (codex) SlotTitle([]byte) (string, bool) { return "", false }
-func (codex) NewestSlot([][]byte) []byte      { return nil }
-func (codex) Merge(...[]byte) ([]byte, error) { return nil, ErrNoEntryIDs }
-func (codex) LockFiles(string) []string       { return nil }
-func (codex) ProcessMarker() string           { return "" }
-func (codex) Resume(id string) string         { return "codex resume " + id }
+func (codex) SlotLen([]byte) int                  { return 0 }
+func (codex) SlotTitle([]byte) (string, bool)     { return "", false }
+func (codex) NewestSlot([][]byte) []byte          { return nil }
+func (codex) MergeFormat() (session.Format, bool) { return session.Format{}, false }
+func (codex) LockFiles(string) []string           { return nil }
+func (codex) ProcessMarker() string               { return "" }
+func (codex) Resume(id string) string             { return "codex resume " + id }
 
 func (codex) Artifact(string) (string, string, bool)    { return "", "", false }
 func (codex) ArtifactRel(string, string) (string, bool) { return "", false }

@@ -10,7 +10,7 @@ func (claude) EntryKey(line []byte) (string, bool) { return entryKey(claudeEntry
 
 func (codex) EntryKey([]byte) (string, bool) { return "", false }
 
-// entryKey is an entry's id and timestamp, as session.Format.Merge keys
+// entryKey is an entry's id and timestamp, as session.Format's merge keys
 // it; an entry without an id is known by its bytes there.
 func entryKey(e session.Entry, ok bool) (string, bool) {
 	if !ok || e.ID == "" {

@@ -153,9 +153,9 @@ func (f family) NewestSlot(copies [][]byte) []byte {
 	return session.NewestSlot(copies)
 }
 
-func (f family) Merge(copies ...[]byte) ([]byte, error) {
-	return session.Merge(copies...)
-}
+// MergeFormat is omp's for the whole family, pi's files too (pi writes
+// no title slot, so none is found at their start).
+func (f family) MergeFormat() (session.Format, bool) { return session.OMPFormat(), true }
 
 // Artifact: sessions/<cwd-dir>/<time>_<id>/<inner...>, or the folder gc
 // moved to archive/sessions/<cwd-dir>/<time>_<id>/<inner...>. Both feed

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/openfiles"
+	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/transcript"
 )
 
@@ -55,6 +56,19 @@ type PathMap struct {
 // by line.
 var ErrNoEntryIDs = errors.New("the format has no entry ids to merge by")
 
+// Merge combines copies of one session file of s that went on in
+// different places, in memory, by s's MergeFormat: every line of each is
+// kept, the first copy's bytes win. A format without entry ids answers
+// ErrNoEntryIDs. Restore merges large copies through session.Index
+// instead, the same bytes without holding them.
+func Merge(s Store, copies ...[]byte) ([]byte, error) {
+	f, ok := s.MergeFormat()
+	if !ok {
+		return nil, ErrNoEntryIDs
+	}
+	return f.Merge(copies...)
+}
+
 // Store is one coding agent's session store. Paths are slash-separated and
 // relative to the store's folder (omp's agent dir, ~/.claude, ...).
 type Store interface {
@@ -84,13 +98,15 @@ type Store interface {
 	SlotTitle(slot []byte) (title string, ok bool)
 	// NewestSlot is the newest title slot among copies (nil for none).
 	NewestSlot(copies [][]byte) []byte
-	// Merge combines copies of one session file that went on in different
-	// places, keeping every line of each; the first copy's bytes win. A
-	// format without entry ids answers ErrNoEntryIDs.
-	Merge(copies ...[]byte) ([]byte, error)
-	// EntryKey is what Merge knows the line (without its newline) by when
+	// MergeFormat is how copies of a session file that went on in
+	// different places are merged line by line (session.Format.Merge's
+	// rule with its entry ids and title slot, streamed by
+	// session.Index); ok is false for a format without entry ids, whose
+	// copies cannot be merged.
+	MergeFormat() (f session.Format, ok bool)
+	// EntryKey is what a merge knows the line (without its newline) by when
 	// it is an entry: its id and timestamp. ok is false for any other line
-	// (Merge knows it by its bytes), and for every line of a format
+	// (a merge knows it by its bytes), and for every line of a format
 	// without entry ids.
 	EntryKey(line []byte) (key string, ok bool)
 	// Artifact says which session an artifact file belongs to and its path
