@@ -36,13 +36,14 @@ func ParseAt(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// readAt reads one machine's copy of a stream as the backup held it at
-// opts.At: the newest generation that had bytes on the remote then (or
-// opts.Generation), cut to the bytes uploaded by then. Upload times are
-// the chunks' marks, or the listing's times for chunks without them; the
-// title slot is the head object's only if the head was written by then.
-// A nil generation means the machine held no copy at that time.
-func readAt(ctx context.Context, r *repo.Repo, s repo.Stream, inv *repo.StreamInventory, opts Options, limit int64) (*repo.Generation, []byte, time.Time, error) {
+// streamAt streams one machine's copy of a stream as the backup held it
+// at opts.At, as streamCopy streams the newest: the newest generation that
+// had bytes on the remote then (or opts.Generation), cut to the bytes
+// uploaded by then. Upload times are the chunks' marks, or the listing's
+// times for chunks without them; the title slot is the head object's only
+// if the head was written by then. A copy without a generation means the
+// machine held no copy at that time.
+func streamAt(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, inv *repo.StreamInventory, limit int64, opts Options) (copyData, error) {
 	for i := len(inv.Generations) - 1; i >= 0; i-- {
 		g := inv.Generations[i]
 		// A generation is named by when it began, on the machine whose
@@ -55,34 +56,16 @@ func readAt(ctx context.Context, r *repo.Repo, s repo.Stream, inv *repo.StreamIn
 		if at.HasHead && at.HeadModTime.After(opts.At) {
 			at.HasHead = false // its title came later: the first chunk's slot
 		}
-		as, err := readAssembled(ctx, r, s, &at, limit)
+		c, err := streamCopy(ctx, r, t, s, &at, limit, opts)
 		if err != nil {
-			return nil, nil, time.Time{}, err
+			return c, err
 		}
-		n, when := repo.UploadedBy(as.Marks, opts.At)
-		if n == 0 {
+		if c.size == 0 {
 			continue // begun, but nothing uploaded by then
 		}
-		data := as.Data[:n]
-		if s.Name == repo.SessionStream && n < repo.HeadSize && opts.Store.SlotLen(as.Data) > 0 {
-			return nil, nil, time.Time{}, fmt.Errorf("%s generation %s: the bytes uploaded by %s end inside the title slot", s.Prefix(), g.Name, opts.At.Format(time.RFC3339))
-		}
-		return g, data, when, nil
+		return c, nil
 	}
-	return nil, nil, time.Time{}, nil
-}
-
-// readAssembled is readGeneration, keeping the upload marks.
-func readAssembled(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64) (*repo.Assembled, error) {
-	var as *repo.Assembled
-	err := retry(ctx, func() (err error) {
-		as, err = r.ReadGenerationHashOnce(ctx, s, g, limit)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
-	}
-	return as, nil
+	return copyData{}, nil
 }
 
 // errNoCopyAt says that no machine held a copy of the session at a time.

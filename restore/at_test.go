@@ -29,12 +29,12 @@ func checkAt(t *testing.T, r *repo.Repo, id string, steps []scenarioStep) {
 		if got := m.read(rep.Results[0].Path); !bytes.Equal(got, s.merged) {
 			t.Errorf("step %d: restore --at gave %d bytes, the backup held %d", i+1, len(got), len(s.merged))
 		}
-		pr, _, err := Cat(ctx, r, id, Options{At: at})
+		pr, _, err := catRead(ctx, r, id, Options{At: at})
 		if err != nil || !bytes.Equal(pr.Data, s.merged) {
 			t.Errorf("step %d: cat --at: %v, %d bytes, want %d", i+1, err, len(pr.Data), len(s.merged))
 		}
 		for _, machine := range []string{"desk", "laptop"} {
-			pr, _, err := Cat(ctx, r, id, Options{At: at, Machine: machine})
+			pr, _, err := catRead(ctx, r, id, Options{At: at, Machine: machine})
 			want, had := s.copies[machine]
 			switch {
 			case !had && (err == nil || !strings.Contains(err.Error(), "held no copy")):
@@ -48,7 +48,7 @@ func checkAt(t *testing.T, r *repo.Repo, id string, steps []scenarioStep) {
 	if rep, err := newMachine(t, r, "fresh").restore([]string{id}, Options{At: before}); err == nil && (rep.OK() || !strings.Contains(rep.Results[0].Error, "held no copy")) {
 		t.Errorf("restore --at before the first upload: %+v", rep.Results)
 	}
-	if _, _, err := Cat(ctx, r, id, Options{At: before}); err == nil || !strings.Contains(err.Error(), "held no copy of it at") {
+	if _, _, err := catRead(ctx, r, id, Options{At: before}); err == nil || !strings.Contains(err.Error(), "held no copy of it at") {
 		t.Errorf("cat --at before the first upload: %v", err)
 	}
 }
@@ -137,12 +137,12 @@ func TestRestoreAtWithoutMarks(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for i, n := range sizes {
-			pr, _, err := Cat(ctx, r, id, Options{At: listed.Add(time.Duration(i)*time.Hour + 30*time.Minute)})
+			pr, _, err := catRead(ctx, r, id, Options{At: listed.Add(time.Duration(i)*time.Hour + 30*time.Minute)})
 			if err != nil || len(pr.Data) != n || !bytes.Equal(pr.Data, data[:n]) {
 				t.Errorf("%s: cat --at after chunk %d: %v, %d bytes, want %d", when, i, err, len(pr.Data), n)
 			}
 		}
-		if _, _, err := Cat(ctx, r, id, Options{At: listed.Add(-time.Minute)}); err == nil {
+		if _, _, err := catRead(ctx, r, id, Options{At: listed.Add(-time.Minute)}); err == nil {
 			t.Errorf("%s: cat --at before the first chunk was listed: no error", when)
 		}
 	}

@@ -3,6 +3,7 @@ package restore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"iter"
 	"strings"
@@ -34,6 +35,26 @@ func (k *keyLog) Get(ctx context.Context, key string, off, length int64) (io.Rea
 	return k.Client.Get(ctx, key, off, length)
 }
 
+// printed is what Cat printed, with the bytes its WriteTo wrote.
+type printed struct {
+	*Printed
+	Data []byte
+}
+
+// catRead is Cat, its bytes written out and its temp files removed.
+func catRead(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*printed, []string, error) {
+	pr, problems, err := Cat(ctx, r, prefix, opts)
+	if err != nil {
+		return nil, problems, err
+	}
+	defer pr.Close()
+	var b bytes.Buffer
+	if n, err := pr.WriteTo(&b); err != nil || n != pr.Size {
+		return nil, problems, fmt.Errorf("cat wrote %d of %d bytes: %v", n, pr.Size, err)
+	}
+	return &printed{pr, b.Bytes()}, problems, nil
+}
+
 // cat gives the bytes a restore into an empty agent dir writes, one
 // machine's copy, or an older generation; it reads no artifact or blob.
 func TestCat(t *testing.T) {
@@ -42,7 +63,7 @@ func TestCat(t *testing.T) {
 	last := steps[len(steps)-1]
 	ctx := context.Background()
 
-	pr, problems, err := Cat(ctx, r, id[:12], Options{})
+	pr, problems, err := catRead(ctx, r, id[:12], Options{})
 	if err != nil || len(problems) > 0 {
 		t.Fatalf("cat: %v %v", err, problems)
 	}
@@ -55,7 +76,7 @@ func TestCat(t *testing.T) {
 		t.Error("cat differs from what restore writes")
 	}
 
-	pr, _, err = Cat(ctx, r, id, Options{Machine: "desk"})
+	pr, _, err = catRead(ctx, r, id, Options{Machine: "desk"})
 	if err != nil || !bytes.Equal(pr.Data, last.copies["desk"]) {
 		t.Errorf("cat --machine desk: %v, %d bytes, want %d", err, len(pr.Data), len(last.copies["desk"]))
 	}
@@ -64,12 +85,12 @@ func TestCat(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range h.Copies {
-		pr, _, err := Cat(ctx, r, id, Options{Machine: c.Machine, Generation: c.Generation})
+		pr, _, err := catRead(ctx, r, id, Options{Machine: c.Machine, Generation: c.Generation})
 		if err != nil || int64(len(pr.Data)) != c.Bytes || pr.Sources[0].Generation != c.Generation {
 			t.Errorf("cat of %s %s: %v, %d bytes, want %d", c.Machine, c.Generation, err, len(pr.Data), c.Bytes)
 		}
 	}
-	if _, _, err := Cat(ctx, r, id, Options{Generation: "0000000000000001"}); err == nil || !strings.Contains(err.Error(), "has no generation 0000000000000001") {
+	if _, _, err := catRead(ctx, r, id, Options{Generation: "0000000000000001"}); err == nil || !strings.Contains(err.Error(), "has no generation 0000000000000001") {
 		t.Errorf("cat of a missing generation: %v", err)
 	}
 
@@ -86,7 +107,7 @@ func TestCat(t *testing.T) {
 	m.write(strings.TrimSuffix(srel, ".jsonl")+"/tool.log", []byte("artifact\n"), base)
 	m.backup()
 	log.gets = nil
-	pr, _, err = Cat(ctx, lr, sid, Options{})
+	pr, _, err = catRead(ctx, lr, sid, Options{})
 	if err != nil || !bytes.Equal(pr.Data, data) {
 		t.Fatalf("cat of a session with a blob: %v", err)
 	}

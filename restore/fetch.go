@@ -149,45 +149,18 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 				}
 			}
 		}
-		var data []byte
-		if opts.streams && opts.At.IsZero() {
-			// Every copy, session or artifact, streams to a temp file:
-			// the merge reads them through, whatever their size.
-			rel, ok := repo.ArtifactPath(s.Name)
-			if s.Name != repo.SessionStream && !ok {
-				return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
-			}
-			c, err := streamCopy(ctx, r, t, s, g, limit, opts)
-			if tooLarge(s, err) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			switch {
-			case s.Name != repo.SessionStream:
-				f.artifacts[rel] = append(f.artifacts[rel], c)
-			case s.Machine == newest.machine:
-				c.mtime = mtime
-				f.session = append([]copyData{c}, f.session...)
-			default:
-				c.mtime = mtime
-				f.session = append(f.session, c)
-			}
-			continue
+		// Every copy, session or artifact, streams to a temp file past its
+		// first MiB: the merge reads them through, whatever their size.
+		rel, ok := repo.ArtifactPath(s.Name)
+		if s.Name != repo.SessionStream && !ok {
+			return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
 		}
+		var c copyData
 		if opts.At.IsZero() {
-			var chunkMtime time.Time
-			data, chunkMtime, err = readGeneration(ctx, r, s, g, limit, false)
-			if s.Name != repo.SessionStream {
-				mtime = chunkMtime // an artifact's, from its chunks
-			}
+			c, err = streamCopy(ctx, r, t, s, g, limit, opts)
 		} else {
-			var uploaded time.Time
-			if g, data, uploaded, err = readAt(ctx, r, s, inv, opts, limit); g == nil && err == nil {
-				continue // no copy on this machine then
-			}
-			mtime = uploaded
+			c, err = streamAt(ctx, r, t, s, inv, limit, opts)
+			mtime = c.mtime // when its last bytes reached the remote
 		}
 		if tooLarge(s, err) {
 			continue
@@ -195,28 +168,18 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 		if err != nil {
 			return nil, err
 		}
-		c := copyData{machine: s.Machine, generation: g.Name, data: data, mtime: mtime}
-		if s.Name == repo.SessionStream {
-			if info, ok := opts.Store.Describe(data); ok && info.ID != "" && info.ID != t.id {
-				return nil, fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID)
-			}
-			if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && int64(len(data)) < e.Size && opts.At.IsZero() {
-				// The last chunks are gone: restoring what is left would
-				// silently give back less than was backed up.
-				return nil, fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, len(data), e.Size)
-			}
-			if s.Machine == newest.machine {
-				f.session = append([]copyData{c}, f.session...)
-			} else {
-				f.session = append(f.session, c)
-			}
-			continue
+		switch {
+		case c.generation == "":
+			// No copy on this machine at opts.At.
+		case s.Name != repo.SessionStream:
+			f.artifacts[rel] = append(f.artifacts[rel], c)
+		case s.Machine == newest.machine:
+			c.mtime = mtime
+			f.session = append([]copyData{c}, f.session...)
+		default:
+			c.mtime = mtime
+			f.session = append(f.session, c)
 		}
-		rel, ok := repo.ArtifactPath(s.Name)
-		if !ok {
-			return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
-		}
-		f.artifacts[rel] = append(f.artifacts[rel], c)
 	}
 	for _, name := range slices.Sorted(maps.Keys(refused)) {
 		rel, _ := repo.ArtifactPath(name)
@@ -272,7 +235,9 @@ func (f *fetched) discard() {
 // is kept in memory, a larger one goes to a hidden temp file in the agent
 // dir (in a dry run, the system's temp folder), so that no more than a few
 // buffers of it are ever in memory and the merge reads it through. The
-// blobs it references are found as it goes by.
+// blobs it references are found as it goes by. With opts.At, only the bytes
+// uploaded by then are kept (see streamAt); a dry run's temp file is not
+// synced.
 func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *repo.Generation, limit int64, opts Options) (copyData, error) {
 	c := copyData{machine: s.Machine, generation: g.Name}
 	var head []byte
@@ -290,17 +255,26 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		// head is the spill's (a copy of every copy's first MiB, grown by
 		// doubling, was a sixth of a restore's CPU).
 		sw := &scanWriter{w: sp, refs: map[string]bool{}}
-		st, err := r.StreamGeneration(ctx, s, g, limit, sw, false)
+		var st repo.Streamed
+		var err error
+		if opts.At.IsZero() {
+			st, err = r.StreamGeneration(ctx, s, g, limit, sw, false)
+		} else {
+			st, err = r.StreamGenerationAt(ctx, s, g, limit, sw, opts.At)
+		}
 		if err == nil && st.Head != nil {
 			err = sp.overlay(st.Head)
 			blobRefs(st.Head, sw.refs)
 		}
 		head, c.refs = sp.first(), sw.refs
-		if cerr := sp.close(err == nil); err == nil {
+		if cerr := sp.close(err == nil && !opts.DryRun); err == nil {
 			err = cerr
 		}
 		c.data, c.file = sp.buf, sp.name
 		c.size, c.mtime = st.Size, st.Mtime // an artifact's mtime, from its chunks
+		if !opts.At.IsZero() {
+			c.mtime = st.Uploaded
+		}
 		return err
 	})
 	if err != nil {
@@ -319,7 +293,7 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
 		return fail(fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID))
 	}
-	if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && c.size < e.Size {
+	if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && c.size < e.Size && opts.At.IsZero() {
 		return fail(fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, c.size, e.Size))
 	}
 	return c, nil
@@ -431,33 +405,6 @@ func (s *scanWriter) Write(p []byte) (int, error) {
 		s.tail = append(s.tail[:0], s.tail[max(0, len(s.tail)-keep):]...)
 	}
 	return s.w.Write(p)
-}
-
-// readGeneration reassembles one generation, retrying transient failures.
-// Every byte is covered by a verified hash; with every, each chunk's own
-// hash is checked too, though the stream hash covers its bytes (an audit).
-func readGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64, every bool) ([]byte, time.Time, error) {
-	read := r.ReadGenerationHashOnce
-	if every {
-		read = r.ReadGeneration
-	}
-	var data []byte
-	var mtime time.Time
-	err := retry(ctx, func() error {
-		as, err := read(ctx, s, g, limit)
-		if err != nil {
-			return err
-		}
-		if as.Meta.SessionID != "" && as.Meta.SessionID != s.SessionID || as.Meta.Stream != "" && as.Meta.Stream != s.Name {
-			return fmt.Errorf("%s generation %s: meta describes another stream (%s %s)", s.Prefix(), g.Name, as.Meta.SessionID, as.Meta.Stream)
-		}
-		data, mtime = as.Data, as.Mtime
-		return nil
-	})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
-	}
-	return data, mtime, nil
 }
 
 // blobTag starts a reference to one of omp's blobs: blob:sha256:<64 hex>.

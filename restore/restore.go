@@ -68,9 +68,6 @@ type Options struct {
 	// sessionOnly fetches the session stream alone, without artifacts or
 	// blobs (cat, grep).
 	sessionOnly bool
-	// streams: each copy is streamed to a temp file, not read into
-	// memory (restoreOne sets it; cat reads copies whole).
-	streams bool
 	// blobMtimes is each blob's mtime as the catalogs give it (Run sets it
 	// from the planner's).
 	blobMtimes map[string]time.Time
@@ -388,9 +385,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	if live() {
 		return res
 	}
-	fopts := opts
-	fopts.streams = true
-	f, err := fetch(ctx, r, t, fopts, listed)
+	f, err := fetch(ctx, r, t, opts, listed)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {

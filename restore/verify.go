@@ -279,8 +279,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 }
 
 // streamGeneration streams a generation to the writer w makes (anew for
-// each attempt), every hash checked, retrying transient failures, as
-// readGeneration reads one into memory.
+// each attempt), every hash checked, retrying transient failures.
 func streamGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64, w func() io.Writer) (repo.Streamed, error) {
 	var st repo.Streamed
 	err := retry(ctx, func() error {

@@ -25,7 +25,10 @@ func newCatCmd(a *app) *cobra.Command {
 exactly what 'ompsync restore' would write into an empty agent dir (every
 machine's copy merged; --machine takes one machine's, --generation an older
 generation, see 'ompsync history'; --at TIME the session as the backup held it
-then). Nothing is written anywhere.
+then). Nothing is printed until every byte is verified: a damaged copy prints
+nothing and exits 1. A copy past its first MiB waits in a temp file in $TMPDIR
+(memory stays a few MiB whatever the session's size), removed when done;
+nothing else is written anywhere.
 
 --text prints a readable transcript instead: each entry's time, role and
 text, tool calls and their results summed up in a line each, the model's
@@ -61,10 +64,12 @@ func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
 	if err := parseAt(cmd, f.at, &opts.At); err != nil {
 		return err
 	}
-	_, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
+	cfg, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
+	opts.Parallel = cfg.Transfers
+	opts.MaxMergeSize = cfg.Restore.MergeBytes()
 	pl, id, err := restore.Find(cmd.Context(), places, prefix, opts)
 	if err != nil {
 		return err
@@ -78,10 +83,11 @@ func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
 	if err != nil {
 		return err
 	}
+	defer pr.Close()
 	if f.text {
 		err = pr.Transcript(a.stdout, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
 	} else {
-		_, err = a.stdout.Write(pr.Data)
+		_, err = pr.WriteTo(a.stdout)
 	}
 	if err != nil {
 		return err
