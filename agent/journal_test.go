@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -112,5 +113,46 @@ func TestStateJournalAfterTornLine(t *testing.T) {
 	}
 	if off := again.Streams[streamKey("a", "session")].Offset; off != 12 {
 		t.Fatalf("offset after reload %d, want 12: the change was lost behind the torn line", off)
+	}
+}
+
+// The state file, written a stream at a time, loads back as the state it
+// was, paths that need escaping among them, and is the valid JSON that
+// json.Marshal of the state would give.
+func TestStateFileRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := newState("m")
+	s.RepoID, s.Remote, s.CatalogAt = "r1", "s3://b", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	s.setBlob("blob1", time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	odd := "sessions/-x/\xff\"name\".jsonl" // not UTF-8, and quotes
+	for i, p := range []string{"sessions/-x/a.jsonl", odd, "sessions/-y/c.jsonl"} {
+		id := string(rune('a' + i))
+		s.Streams[streamKey(id, "session")] = &FileState{SessionID: id, Stream: "session", Path: p, Offset: int64(10 * i), HashState: []byte{1, 2, byte(i)}}
+	}
+	if err := s.save(dir); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(raw) || s.snapshotBytes != int64(len(raw)) {
+		t.Fatalf("state file: valid %t, %d bytes, recorded %d", json.Valid(raw), len(raw), s.snapshotBytes)
+	}
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RepoID != "r1" || got.Remote != "s3://b" || !got.CatalogAt.Equal(s.CatalogAt) || !got.Blobs["blob1"] || !got.BlobMtimes["blob1"].Equal(s.BlobMtimes["blob1"]) {
+		t.Fatalf("loaded state: %+v", got)
+	}
+	if len(got.Streams) != 3 {
+		t.Fatalf("%d streams loaded, want 3", len(got.Streams))
+	}
+	for k, want := range s.Streams {
+		g := got.Streams[k]
+		if g == nil || g.Path != want.Path || g.Offset != want.Offset || string(g.HashState) != string(want.HashState) {
+			t.Errorf("stream %s: loaded %+v, want %+v", k, g, want)
+		}
 	}
 }

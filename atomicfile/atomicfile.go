@@ -3,8 +3,10 @@
 package atomicfile
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,13 +30,32 @@ type Options struct {
 // Write writes a hidden temp file beside name, syncs it, renames it over name
 // (or links it, with Exclusive) and syncs the folder.
 func Write(name string, data []byte, opts Options) error {
+	return writeTemp(name, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	}, opts)
+}
+
+// WriteFunc is Write of what write writes, through a buffer: a large file
+// is never held whole. Nothing is put in place when write fails.
+func WriteFunc(name string, write func(io.Writer) error, opts Options) error {
+	return writeTemp(name, func(f *os.File) error {
+		bw := bufio.NewWriterSize(f, 64<<10)
+		if err := write(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}, opts)
+}
+
+func writeTemp(name string, write func(*os.File) error, opts Options) error {
 	dir := filepath.Dir(name)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("create temp file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}

@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -44,5 +45,44 @@ func TestWrite(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {
 		t.Errorf("folder holds %d entries, want the 2 files", len(entries))
+	}
+}
+
+// WriteFunc puts in place what its function wrote, through a buffer; when
+// the function fails, the old file stays as it was and no temp file is
+// left.
+func TestWriteFunc(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "state.json")
+	big := make([]byte, 200<<10) // past the buffer
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	write := func(w io.Writer) error {
+		if _, err := w.Write([]byte("head:")); err != nil {
+			return err
+		}
+		_, err := w.Write(big)
+		return err
+	}
+	if err := WriteFunc(name, write, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(name); err != nil || string(got) != "head:"+string(big) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+	boom := errors.New("boom")
+	err := WriteFunc(name, func(w io.Writer) error {
+		w.Write([]byte("partial"))
+		return boom
+	}, Options{})
+	if !errors.Is(err, boom) {
+		t.Fatalf("a failing write: %v, want its error", err)
+	}
+	if got, _ := os.ReadFile(name); string(got) != "head:"+string(big) {
+		t.Fatalf("a failing write changed the file (%d bytes)", len(got))
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("%d entries in the folder, want the file alone", len(ents))
 	}
 }
