@@ -44,18 +44,6 @@ func fileBody(f *os.File, size int64) (body, error) {
 	return body{r: f, size: size, head: head}, nil
 }
 
-// bytes reads the whole body into memory (the caller bounds its size).
-func (b body) bytes() ([]byte, error) {
-	if b.data != nil || b.size == 0 {
-		return b.data, nil
-	}
-	data := make([]byte, b.size)
-	if _, err := b.r.ReadAt(data, 0); err != nil {
-		return nil, err
-	}
-	return data, nil
-}
-
 // content is what a write puts in a file: src's bytes with slot, when not
 // nil, laid over the first of them (a newer title from another copy).
 type content struct {
@@ -99,8 +87,8 @@ func (c content) sum(from int64) (string, error) {
 }
 
 // prefixes reports whether a's bytes are a prefix of b's (aInB) and b's of
-// a's (bInA), as combine's prefix does (with f.slotted, past title slots
-// of the same length), reading both a buffer at a time.
+// a's (bInA) (with f.slotted, past title slots of the same length),
+// reading both a buffer at a time.
 func prefixes(a, b body, f format) (aInB, bInA bool, err error) {
 	la, lb := f.slotLen(a.head), f.slotLen(b.head)
 	if la != lb {

@@ -1,13 +1,13 @@
 package restore
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,20 +17,18 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/store"
 )
 
 // outcome is what the merge rule decides for one file.
 type outcome struct {
 	action Action // Created, Appended, Retitled, Unchanged or Merged
-	// data is the file's new content as combine decided it, in memory; for
-	// Appended, data[:len(local)] is what the file holds (unless replace)
-	// and the rest is appended.
-	data []byte
 	// body is the file's new content as write takes it (for every action
-	// but Unchanged): data, or, as decide decided without holding it, a
-	// copy's verified temp file or the local file, a newer title slot
-	// laid over.
+	// but Unchanged): a copy's verified temp file (or, for a small one,
+	// its bytes in memory), the local file, or the merge's temp file, a
+	// newer title slot laid over; for Appended, what follows the local
+	// file's size is appended.
 	body content
 	// replace: the title slot changed too, so the file is rewritten whole
 	// (to no fewer bytes) rather than appended to.
@@ -44,7 +42,7 @@ type outcome struct {
 	apart    []int
 }
 
-// format is how combine reads one stream: st's session files (slotted)
+// format is how the merge rule reads one stream: st's session files (slotted)
 // may differ in their title slot without having diverged, and the newer
 // slot wins; JSON Lines (lines) are merged by st's entry ids when they
 // diverged, if st has any.
@@ -61,113 +59,13 @@ func (f format) slotLen(b []byte) int {
 	return f.st.SlotLen(b)
 }
 
-// cand is one copy combine weighs.
-type cand struct {
-	data []byte
-	idx  int // -1 for the local file
-}
-
-// combine applies the merge rule to a local file (when hasLocal) and the
-// remote copies, read as f says.
-func combine(local []byte, hasLocal bool, copies [][]byte, f format) (outcome, error) {
-	var cands []cand
-	if hasLocal {
-		cands = append(cands, cand{local, -1})
-	}
-	for i, c := range copies {
-		cands = append(cands, cand{c, i})
-	}
-	prefix := func(a, b []byte) bool { // a's bytes are a prefix of b's
-		if !f.slotted {
-			return bytes.HasPrefix(b, a)
-		}
-		la, lb := f.slotLen(a), f.slotLen(b)
-		return la == lb && bytes.HasPrefix(b[lb:], a[la:])
-	}
-	// Keep only the copies no other copy extends (the first of equals).
-	var top []cand
-	for i, a := range cands {
-		covered := false
-		for j, b := range cands {
-			if i != j && prefix(a.data, b.data) && (!prefix(b.data, a.data) || j < i) {
-				covered = true
-				break
-			}
-		}
-		if !covered {
-			top = append(top, a)
-		}
-	}
-	var all [][]byte
-	for _, c := range cands {
-		all = append(all, c.data)
-	}
-
-	if len(top) == 1 {
-		m := top[0]
-		if m.idx < 0 {
-			return keepLocal(local, all, f), nil
-		}
-		data := m.data
-		if f.slotted {
-			data = withNewestSlot(data, all, f)
-		}
-		if !hasLocal {
-			return outcome{action: Created, data: data, from: []int{m.idx}}, nil
-		}
-		return outcome{action: Appended, data: data, from: []int{m.idx}, replace: !bytes.Equal(data[:len(local)], local)}, nil
-	}
-	if !f.lines {
-		return diverged(local, hasLocal, top), nil
-	}
-	if hasLocal && top[0].idx < 0 {
-		datas, idx := make([][]byte, len(top)), make([]int, len(top))
-		for i, c := range top {
-			datas[i], idx[i] = c.data, c.idx
-		}
-		if out, ok := adoptComplete(local, datas, idx, f, all); ok {
-			return out, nil
-		}
-	}
-	in := make([][]byte, 0, len(top)+1)
-	var from []int
-	if hasLocal {
-		in = append(in, local) // first: its header and its bytes win
-	}
-	for _, c := range top {
-		if c.idx >= 0 {
-			in = append(in, c.data)
-			from = append(from, c.idx)
-		}
-	}
-	data, err := store.Merge(f.st, in...)
-	if errors.Is(err, store.ErrNoEntryIDs) {
-		return diverged(local, hasLocal, top), nil
-	}
-	if err != nil {
-		return outcome{}, err
-	}
-	if !hasLocal {
-		return outcome{action: Created, data: data, from: from}, nil
-	}
-	if err := keepsLocal(local, data, f); err != nil {
-		return outcome{}, fmt.Errorf("refusing to write: %w (please report this)", err)
-	}
-	if len(data) == len(local) {
-		// Every local line and nothing more: the remote adds nothing, as
-		// after an earlier merge, but perhaps a newer title.
-		return keepLocal(local, all, f), nil
-	}
-	return outcome{action: Merged, data: data, from: from}, nil
-}
-
-// decide applies the merge rule as combine does, but compares the files a
-// buffer at a time instead of holding them: the local file (nil for none)
+// decide applies the merge rule, comparing the files a buffer at a time
+// instead of holding them: the local file (nil for none)
 // equal to a copy, behind one (the rest appended) or ahead of them all,
 // one copy and no local file, or a format that cannot be merged line by
 // line, cost a few buffers whatever their size. ok is false when the
-// copies diverged and must be merged line by line: combine's work, on
-// bytes in memory.
+// copies diverged and must be merged line by line (mergeLines): out.from
+// then lists the copies no other extends, -1 for the local file.
 func decide(local *body, copies []body, f format) (out outcome, ok bool, err error) {
 	type bcand struct {
 		b   body
@@ -226,19 +124,29 @@ func decide(local *body, copies []body, f format) (out outcome, ok bool, err err
 		replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
 		return outcome{action: Appended, body: c, from: []int{m.idx}, replace: replace}, true, nil
 	}
+	idx := make([]int, len(top))
+	for i, c := range top {
+		idx[i] = c.idx
+	}
 	if f.lines {
-		return out, false, nil
+		return outcome{from: idx}, false, nil
 	}
-	out = outcome{action: Unchanged, diverged: true}
+	return divergedBody(local, copies, idx), true, nil
+}
+
+// divergedBody is diverged for copies read through: top are the copies no
+// other extends (-1 the local file, first).
+func divergedBody(local *body, copies []body, top []int) outcome {
+	out := outcome{action: Unchanged, diverged: true}
 	if local == nil {
-		out = outcome{action: Created, body: content{src: top[0].b}, from: []int{top[0].idx}, diverged: true}
+		out = outcome{action: Created, body: content{src: copies[top[0]]}, from: []int{top[0]}, diverged: true}
 	}
-	for _, c := range top {
-		if c.idx >= 0 && (local != nil || c.idx != top[0].idx) {
-			out.apart = append(out.apart, c.idx)
+	for _, i := range top {
+		if i >= 0 && (local != nil || i != top[0]) {
+			out.apart = append(out.apart, i)
 		}
 	}
-	return out, true, nil
+	return out
 }
 
 // keepLocalBody is keepLocal for a local file read through: unchanged, or
@@ -271,50 +179,202 @@ func newerSlot(head []byte, heads [][]byte, f format) []byte {
 	return append([]byte(nil), s...)
 }
 
-// mergeInMemory merges diverged copies line by line, by combine, which
-// needs them all in memory: so only when they fit what is left of
-// maxMerge, one session at a time.
-func (m *merger) mergeInMemory(rel string, w *fileWrite, local *body, copies []body, f format) (outcome, error) {
-	var need int64
+// mergeLines merges copies that diverged line by line (the merge of
+// session.Format.Merge, adopting a copy that holds every line as a merge
+// made elsewhere), without holding them: a first pass reads each copy once into an index of
+// its lines (session.Index: tens of bytes a line, never the lines, within
+// maxMerge), a second reads each line back and writes the merge to a temp
+// file in the agent dir, which write then renames into place; the local
+// file is not touched until then. One session merges at a time. top are
+// the copies no other extends (-1 the local file, first).
+func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f format) (outcome, error) {
+	mf, ok := f.st.MergeFormat()
+	if !ok {
+		return divergedBody(local, copies, top), nil
+	}
+	heads := make([][]byte, 0, len(copies)+1) // the local file first, as decide's
+	var srcs []session.Source
+	var in []body
+	var from []int
 	if local != nil {
-		need += local.size
+		heads = append(heads, local.head)
+		in = append(in, *local) // first: its header and its bytes win
+		srcs = append(srcs, session.Source{R: local.r, Size: local.size})
 	}
 	for _, c := range copies {
-		need += c.size
+		heads = append(heads, c.head)
 	}
-	if !m.locked {
-		m.mergeMu.Lock()
-		m.locked = true
-	}
-	if m.held+need > m.maxMerge {
-		return outcome{}, fmt.Errorf("%s: the copies went on apart, and merging them line by line takes them into memory: %d MiB, more than the %d MiB allowed (restore.max_merge_size); raise it, or restore each machine's copy to another folder (restore --machine <name> --to <folder>)", rel, (m.held+need+(1<<20)-1)>>20, m.maxMerge>>20)
-	}
-	m.held += need
-	var err error
-	if local != nil {
-		if w.localData, err = local.bytes(); err != nil {
-			return outcome{}, fmt.Errorf("read local file: %w", err)
+	for _, i := range top {
+		if i >= 0 {
+			in = append(in, copies[i])
+			srcs = append(srcs, session.Source{R: copies[i].r, Size: copies[i].size})
+			from = append(from, i)
 		}
 	}
-	datas := make([][]byte, len(copies))
-	for i, c := range copies {
-		if datas[i], err = c.bytes(); err != nil {
+	m.mergeMu.Lock()
+	defer m.mergeMu.Unlock()
+	x, err := mf.NewIndex(m.maxMerge, srcs...)
+	var limit *session.IndexLimitError
+	if errors.As(err, &limit) {
+		return outcome{}, fmt.Errorf("%s: the copies went on apart, and merging them line by line takes an index of their lines: more than the %d MiB allowed (restore.max_merge_size) at line %d; raise it, or restore each machine's copy to another folder (restore --machine <name> --to <folder>)", rel, m.maxMerge>>20, limit.Lines)
+	}
+	if err != nil {
+		return outcome{}, fmt.Errorf("%s: %w", rel, mergeErr(err))
+	}
+	var out outcome
+	if local != nil && top[0] < 0 {
+		// adoptComplete: a copy that holds every line any of them holds
+		// (a merge made elsewhere) is taken as it is, the one with the
+		// smallest hash when several do, as every machine chooses.
+		best := -1
+		var bestSum string
+		for i, b := range in {
+			if !x.Holds(i) {
+				continue
+			}
+			sum, err := content{src: b}.sum(int64(f.slotLen(b.head)))
+			if err != nil {
+				return outcome{}, fmt.Errorf("%s: %w", rel, mergeErr(err))
+			}
+			if best < 0 || sum < bestSum {
+				best, bestSum = i, sum
+			}
+		}
+		switch {
+		case best == 0:
+			return keepLocalBody(*local, copies, heads, f), nil
+		case best > 0:
+			c := content{src: in[best]}
+			if f.slotted {
+				c.slot = newerSlot(in[best].head, heads, f)
+			}
+			out = outcome{action: Merged, body: c, from: []int{from[best-1]}}
+		}
+	}
+	if out.action == "" {
+		b, err := m.writeMerge(x)
+		if err != nil {
 			return outcome{}, fmt.Errorf("%s: %w", rel, err)
 		}
+		out = outcome{action: Merged, body: content{src: b}, from: from}
 	}
-	out, err := combine(w.localData, local != nil, datas, f)
-	if err != nil {
-		return out, fmt.Errorf("%s: %w", rel, err)
+	// The index is done with (garbage from here): the checks below read
+	// the files again.
+	if local == nil {
+		out.action = Created
+		return out, nil
 	}
-	if local != nil {
-		if err := keepsLocal(w.localData, out.data, f); err != nil {
-			return out, fmt.Errorf("%s: refusing to write: %w (please report this)", rel, err)
-		}
+	if err := keepsLocalBody(*local, out.body, f); err != nil {
+		return outcome{}, fmt.Errorf("%s: refusing to write: %w (please report this)", rel, err)
 	}
-	if out.action != Unchanged {
-		out.body = content{src: memBody(out.data)}
+	if out.body.size() == local.size {
+		// Every local line and nothing more: the remote adds nothing, as
+		// after an earlier merge, but perhaps a newer title.
+		return keepLocalBody(*local, copies, heads, f), nil
 	}
 	return out, nil
+}
+
+// writeMerge writes the merge x holds to a synced temp file in the agent
+// dir (in a dry run, the system's temp folder), opened as a body; done
+// removes it unless write took it.
+func (m *merger) writeMerge(x *session.Index) (body, error) {
+	dir := m.agentDir
+	if m.dryRun {
+		dir = ""
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return body{}, err
+	}
+	f, err := os.CreateTemp(dir, ".ompsync-session-*.tmp")
+	if err != nil {
+		return body{}, fmt.Errorf("create temp file: %w", err)
+	}
+	m.temps = append(m.temps, f.Name())
+	n, err := x.WriteTo(onlyWriter{f})
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// A full disk or an I/O error: nothing was written in place.
+		return body{}, fmt.Errorf("writing the merge failed, the local file left as it was: %w", mergeErr(err))
+	}
+	b, err := m.openBody(f.Name(), n)
+	b.file = f.Name()
+	return b, err
+}
+
+// mergeErr says what a copy changing under the merge means.
+func mergeErr(err error) error {
+	if errors.Is(err, session.ErrSourceChanged) {
+		return errors.New("a copy changed while merging; nothing written (run the restore again)")
+	}
+	return err
+}
+
+// keepsLocalBody is keepsLocal reading the files through: the new content
+// holds every line the local file held (its title slot aside), and is no
+// shorter. Lines are counted by their SHA-256, never held.
+func keepsLocalBody(local body, c content, f format) error {
+	if c.size() < local.size {
+		return fmt.Errorf("would shrink the local file from %d to %d bytes", local.size, c.size())
+	}
+	sl, sd := f.slotLen(local.head), f.slotLen(c.head())
+	if sd == sl {
+		if same, err := sameBytes(local.r, c, int64(sl), local.size); err != nil || same {
+			return err
+		}
+	}
+	need := map[[sha256.Size]byte]int{}
+	if err := eachLineSum(local.r, int64(sl), local.size, func(s [sha256.Size]byte) { need[s]++ }); err != nil {
+		return err
+	}
+	if err := eachLineSum(c, int64(sd), c.size(), func(s [sha256.Size]byte) {
+		if need[s] > 1 {
+			need[s]--
+		} else {
+			delete(need, s)
+		}
+	}); err != nil {
+		return err
+	}
+	if len(need) > 0 {
+		return fmt.Errorf("would lose a local line")
+	}
+	return nil
+}
+
+// eachLineSum calls fn with the SHA-256 of each line of r's bytes [from,
+// to), without its newline (the last may have none), as splitLines splits.
+func eachLineSum(r io.ReaderAt, from, to int64, fn func([sha256.Size]byte)) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(r, from, to-from), compareBuf)
+	h := sha256.New()
+	var sum [sha256.Size]byte
+	open := false // bytes of a line were hashed
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+			h.Write(chunk[:len(chunk)-1])
+			fn([sha256.Size]byte(h.Sum(sum[:0])))
+			h.Reset()
+			open = false
+		} else if len(chunk) > 0 {
+			h.Write(chunk)
+			open = true
+		}
+		switch {
+		case err == nil || errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			if open {
+				fn([sha256.Size]byte(h.Sum(sum[:0])))
+			}
+			return nil
+		default:
+			return err
+		}
+	}
 }
 
 // openBody opens the file at p to read its first size bytes through; apply
@@ -328,156 +388,33 @@ func (m *merger) openBody(p string, size int64) (body, error) {
 	return fileBody(f, size)
 }
 
-// done closes what plan opened and lets the next session merge in memory.
+// done closes what plan opened and removes the merges write did not take.
 func (m *merger) done() {
 	for _, f := range m.files {
 		f.Close()
 	}
 	m.files = nil
-	if m.locked {
-		m.locked, m.held = false, 0
-		m.mergeMu.Unlock()
+	for _, t := range m.temps {
+		os.Remove(t)
 	}
+	m.temps = nil
 }
 
-// diverged is the outcome for copies that went on apart and cannot be
-// merged: the local file stays as it is, and without one the copy first
-// in line (the newest machine's) is written.
-func diverged(local []byte, hasLocal bool, top []cand) outcome {
-	out := outcome{action: Unchanged, data: local, diverged: true}
-	if !hasLocal {
-		out = outcome{action: Created, data: top[0].data, from: []int{top[0].idx}, diverged: true}
-	}
-	for _, c := range top {
-		if c.idx >= 0 && (hasLocal || c.idx != top[0].idx) {
-			out.apart = append(out.apart, c.idx)
-		}
-	}
-	return out
-}
-
-// adoptComplete makes machines that merged the same work converge on the
-// same bytes. When some copy already holds every line that any of them
-// holds (a merge made elsewhere), merging again would only reorder lines:
-// instead the complete copy is taken as it is, and when several are complete
-// the one with the smallest hash, a choice every machine makes alike.
-// datas[0] is the local file.
-func adoptComplete(local []byte, datas [][]byte, idx []int, f format, all [][]byte) (outcome, bool) {
-	body := func(b []byte) []byte { return b[f.slotLen(b):] }
-	union := map[string]int{}
-	for _, d := range datas {
-		counts := map[string]int{}
-		for _, l := range splitLines(body(d)) {
-			counts[l]++
-		}
-		for l, n := range counts {
-			union[l] = max(union[l], n)
-		}
-	}
-	best := -1
-	var bestSum [32]byte
-	for i, d := range datas {
-		counts := map[string]int{}
-		for _, l := range splitLines(body(d)) {
-			counts[l]++
-		}
-		if !maps.Equal(counts, union) {
-			continue
-		}
-		if sum := sha256.Sum256(body(d)); best < 0 || bytes.Compare(sum[:], bestSum[:]) < 0 {
-			best, bestSum = i, sum
-		}
-	}
-	if best < 0 {
-		return outcome{}, false
-	}
-	if best == 0 {
-		return keepLocal(local, all, f), true
-	}
-	data := datas[best]
-	if f.slotted {
-		data = withNewestSlot(data, all, f)
-	}
-	return outcome{action: Merged, data: data, from: []int{idx[best]}}, true
-}
-
-// keepLocal is the outcome when the local file already holds every line:
-// unchanged, or retitled when another copy has a newer title slot, so that
-// machines converge on one title as they do on one body.
-// all holds the local file first, then the copies.
-func keepLocal(local []byte, all [][]byte, f format) outcome {
-	if f.slotted {
-		if data := withNewestSlot(local, all, f); !bytes.Equal(data, local) {
-			// from names the copy the title came from, for its mtime.
-			out := outcome{action: Retitled, data: data, replace: true}
-			for i, c := range all[1:] {
-				if bytes.HasPrefix(c, data[:f.slotLen(data)]) {
-					out.from = []int{i}
-					break
-				}
-			}
-			return out
-		}
-	}
-	return outcome{action: Unchanged, data: local}
-}
-
-// withNewestSlot returns data with the newest title slot among all in
-// place of its own (data itself when it has no slot or the newest already).
-func withNewestSlot(data []byte, all [][]byte, f format) []byte {
-	s, n := f.st.NewestSlot(all), f.slotLen(data)
-	if s == nil || n == 0 || len(s) != n || bytes.Equal(s, data[:n]) {
-		return data
-	}
-	return append(append([]byte(nil), s...), data[n:]...)
-}
-
-// keepsLocal checks the promise that matters most: the new content holds
-// every line the local file held (its title slot aside, which a newer one
-// replaces), and is no shorter.
-func keepsLocal(local, data []byte, f format) error {
-	if len(data) < len(local) {
-		return fmt.Errorf("would shrink the local file from %d to %d bytes", len(local), len(data))
-	}
-	sl := f.slotLen(local)
-	if sd := f.slotLen(data); sd == sl && bytes.HasPrefix(data[sd:], local[sl:]) {
-		return nil
-	}
-	have := map[string]int{}
-	for _, l := range splitLines(data[f.slotLen(data):]) {
-		have[l]++
-	}
-	for _, l := range splitLines(local[sl:]) {
-		if have[l] == 0 {
-			return fmt.Errorf("would lose a local line")
-		}
-		have[l]--
-	}
-	return nil
-}
-
-func splitLines(b []byte) []string {
-	if len(b) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-}
-
-// merger writes what combine decided.
+// merger decides by the merge rule and writes what it decided.
 type merger struct {
 	store       store.Store
 	agentDir    string
 	dryRun      bool
 	hashWritten bool // see Options.HashWritten
-	// maxMerge bounds the copies an entry-level merge holds in memory,
-	// shared by every session of a Run through mergeMu: held while a
-	// session holds copies, so that no two sessions hold them at once.
+	// maxMerge bounds the index of a line-by-line merge of diverged
+	// copies (session.Index); mergeMu, shared by every session of a Run,
+	// lets one merge at a time.
 	maxMerge int64
 	mergeMu  *sync.Mutex
-	held     int64
-	locked   bool
-	// files are the files plan opened, closed when apply ends.
+	// files are the files plan opened, closed when apply ends; temps are
+	// the merges written, removed then unless write took them.
 	files []*os.File
+	temps []string
 	// deferSync, when set, takes over syncing the folder of a new session
 	// file.
 	deferSync  func(dir string)
@@ -487,14 +424,11 @@ type merger struct {
 
 // fileWrite is one planned write.
 type fileWrite struct {
-	rel   string
-	out   outcome
-	local body
-	// localData is the local file, when it was read into memory for a
-	// merge (and is kept beside as it was).
-	localData []byte
-	before    fs.FileInfo // the local file as read; nil when there was none
-	mtime     time.Time   // zero: leave as written
+	rel    string
+	out    outcome
+	local  body
+	before fs.FileInfo // the local file as read; nil when there was none
+	mtime  time.Time   // zero: leave as written
 }
 
 // apply merges a fetched session (its file at rel, which exists locally
@@ -645,8 +579,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 
 // plan reads the local file at rel (when has) and decides by the merge
 // rule: a buffer at a time (decide) wherever one copy holds the others,
-// in memory (combine) when copies diverged and are merged line by line,
-// and then only within maxMerge.
+// line by line (mergeLines) when copies diverged, within maxMerge.
 func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWrite, error) {
 	w := fileWrite{rel: rel}
 	var local *body
@@ -682,7 +615,7 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 		return w, fmt.Errorf("%s: %w", rel, err)
 	}
 	if !ok {
-		if out, err = m.mergeInMemory(rel, &w, local, bodies, f); err != nil {
+		if out, err = m.mergeLines(rel, local, bodies, out.from, f); err != nil {
 			return w, err
 		}
 	}
@@ -752,20 +685,38 @@ func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, 
 		}
 		return "", replaceWith(p, w.before, c, w.mtime)
 	case Merged:
-		backup = m.backupName(w.rel)
-		for i := 2; ; i++ {
-			err := createNew(abs(m.agentDir, backup), w.localData, w.before.ModTime(), false)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, fs.ErrExist) || i > 100 {
-				return "", fmt.Errorf("keep the pre-merge file: %w", err)
-			}
-			backup = fmt.Sprintf("%s-%d", m.backupName(w.rel), i)
+		if backup, err = m.keepBeside(w); err != nil {
+			return "", fmt.Errorf("keep the pre-merge file: %w", err)
 		}
 		return backup, replaceWith(p, w.before, c, w.mtime)
 	}
 	return "", fmt.Errorf("unknown action %q", w.out.action)
+}
+
+// keepBeside keeps the local file as it was under its backup name, read
+// through into a synced temp file beside it and linked to the first free
+// name, its mtime kept.
+func (m *merger) keepBeside(w fileWrite) (string, error) {
+	p := abs(m.agentDir, w.rel)
+	tmp, err := tempOf(filepath.Dir(p), content{src: w.local})
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp)
+	if err := os.Chtimes(tmp, w.before.ModTime(), w.before.ModTime()); err != nil {
+		return "", err
+	}
+	backup := m.backupName(w.rel)
+	for i := 2; ; i++ {
+		err := os.Link(tmp, abs(m.agentDir, backup))
+		if err == nil {
+			return backup, atomicfile.SyncDir(filepath.Dir(p))
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 100 {
+			return "", err
+		}
+		backup = fmt.Sprintf("%s-%d", m.backupName(w.rel), i)
+	}
 }
 
 // tempOf returns a synced temp file holding c: a copy's verified temp file

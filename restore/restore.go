@@ -71,8 +71,8 @@ type Options struct {
 	// blobMtimes is each blob's mtime as the catalogs give it (Run sets it
 	// from the planner's).
 	blobMtimes map[string]time.Time
-	// mergeMu lets one session at a time hold copies in memory to merge
-	// them (Run sets it).
+	// mergeMu lets one session at a time merge diverged copies line by
+	// line (Run sets it).
 	mergeMu *sync.Mutex
 	// Parallel bounds sessions restored at once. Default 16, the config's
 	// transfers.
@@ -85,11 +85,11 @@ type Options struct {
 	// MaxStreamSize bounds any stream, whatever a catalog records: a
 	// session file, an artifact file, an older generation. Default 1 GiB.
 	MaxStreamSize int64
-	// MaxMergeSize bounds the copies (the local file's among them) that
-	// an entry-level merge of diverged copies holds in memory at once,
-	// across all sessions; past it the session fails, saying so. Every
-	// other restore streams. Default 128 MiB (a merge works with about
-	// three times its copies more).
+	// MaxMergeSize bounds the index a line-by-line merge of diverged
+	// copies keeps of their lines (session.Index: session.LineCost a line
+	// of every copy, the local file's among them, and the longest line;
+	// never the copies, which it reads through); past it the session
+	// fails, saying so. One session merges at a time. Default 128 MiB.
 	MaxMergeSize int64
 	// Catalogs, when not nil, are used instead of reading them from the
 	// remote (sync reads them once per pull for all its sessions).

@@ -263,9 +263,12 @@ func TestRestoreStreamsSeveralCopies(t *testing.T) {
 	}
 }
 
-// Copies that diverged are merged line by line in memory only within the
-// local bound: past MaxMergeSize the session fails with one line saying
-// why and what to do, the local file untouched; within it they merge.
+// Copies that diverged are merged line by line through an index of their
+// lines, only within the local bound: past MaxMergeSize (the index's
+// budget, session.LineCost a line read and the longest line) the session
+// fails with one line saying why and what to do, the local file and the
+// agent dir untouched; within it they merge, and the temp file of the
+// merge is gone.
 func TestRestoreMergeBounded(t *testing.T) {
 	r := fileRemote(t)
 	f := corpus(t)[0]
@@ -275,15 +278,21 @@ func TestRestoreMergeBounded(t *testing.T) {
 	rel := sessionPath("-w", f.id, 1)
 	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
 	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+	lines := func(b []byte) int64 { return int64(bytes.Count(b[session.SlotLen(b):], []byte("\n"))) }
+	longest := 0
+	for _, l := range bytes.Split(common, []byte("\n")) {
+		longest = max(longest, len(l))
+	}
+	need := (lines(mine)+lines(theirs))*session.LineCost + int64(longest)
 
 	b := newMachine(t, r, "laptop")
 	b.write(rel, mine, base.Add(-time.Hour))
-	rep, err := b.restore([]string{f.id}, Options{MaxMergeSize: int64(len(mine) + len(theirs) - 1)})
+	rep, err := b.restore([]string{f.id}, Options{MaxMergeSize: need - 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := rep.Results[0]
-	if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "more than the") || !strings.Contains(res.Error, "--machine") || strings.Contains(res.Error, "\n") {
+	if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "more than the") || !strings.Contains(res.Error, "restore.max_merge_size") || !strings.Contains(res.Error, "--machine") || strings.Contains(res.Error, "\n") {
 		t.Fatalf("merge past the bound: %+v", res)
 	}
 	if got := b.read(rel); !bytes.Equal(got, mine) {
@@ -291,10 +300,57 @@ func TestRestoreMergeBounded(t *testing.T) {
 	}
 	noTempFiles(t, b.agentDir)
 
-	res = b.restoreOK([]string{f.id}, Options{MaxMergeSize: int64(len(mine) + len(theirs))}).Results[0]
-	if got := b.read(rel); res.Action != Merged || !bytes.Contains(got, []byte("work here")) || !bytes.Contains(got, []byte("work there")) {
-		t.Fatalf("merge within the bound: %+v", res)
+	res = b.restoreOK([]string{f.id}, Options{MaxMergeSize: need}).Results[0]
+	want, err := session.Merge(mine, theirs)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if got := b.read(rel); res.Action != Merged || !bytes.Equal(got, want) {
+		t.Fatalf("merge within the bound: %+v, %d bytes, want session.Merge's %d", res, len(got), len(want))
+	}
+	if got := b.read(res.Backup); !bytes.Equal(got, mine) {
+		t.Fatalf("the pre-merge file holds %d bytes, want the local file's %d", len(got), len(mine))
+	}
+	noTempFiles(t, b.agentDir)
+}
+
+// Copies that diverged and are larger together than the old in-memory
+// bound (128 MiB) merge with the default options, line by line through
+// temp files, to the bytes session.Merge gives in memory; the pre-merge
+// local file is kept beside, byte for byte, and no temp file is left.
+func TestRestoreMergesPastOldBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 130 MiB of copies")
+	}
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	common, cuts := grown(f.data, 64<<20, "c")
+	mine, _ := grown(append(bytes.Clone(common), entry("aaaa9001", lastEntryID(t, common), base.Add(time.Hour), "work here")...), 65<<20, "m")
+	theirs, _ := grown(append(bytes.Clone(common), entry("bbbb9001", lastEntryID(t, common), base.Add(2*time.Hour), "work there")...), 66<<20, "t")
+	if len(mine)+len(theirs) <= 128<<20 {
+		t.Fatalf("copies of %d bytes are within the old bound", len(mine)+len(theirs))
+	}
+	rel := sessionPath("-w", f.id, 1)
+	_, gen := putSession(t, r, "desk", f.id, rel, theirs, cuts...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+
+	b := newMachine(t, r, "laptop")
+	b.write(rel, mine, base.Add(-time.Hour))
+	res := b.restoreOK([]string{f.id}, Options{}).Results[0]
+	want, err := session.Merge(mine, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Action != Merged || res.Bytes != int64(len(want)) {
+		t.Fatalf("restore: %+v, want merged, %d bytes", res, len(want))
+	}
+	if got := b.read(rel); !bytes.Equal(got, want) {
+		t.Fatalf("the merge holds %d bytes, not session.Merge's %d", len(got), len(want))
+	}
+	if got := b.read(res.Backup); !bytes.Equal(got, mine) {
+		t.Fatal("the pre-merge file is not the local file as it was")
+	}
+	noTempFiles(t, b.agentDir)
 }
 
 // data4 is data grown past a few comparison buffers.

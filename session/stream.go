@@ -157,8 +157,8 @@ func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, 
 	off := start
 	for off < s.Size {
 		*read++
-		room := budget - *read*LineCost
-		if room < 0 || len(x.nodes) >= 1<<31-1 {
+		room := budget - *read*LineCost // what the line may take
+		if room < int64(x.maxLine) || len(x.nodes) >= 1<<31-1 {
 			return &IndexLimitError{Lines: *read, Budget: budget}
 		}
 		raw, err := readLine(r, buf, int(min(room, 1<<32-1)))
