@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -154,5 +155,36 @@ func TestStateFileRoundTrip(t *testing.T) {
 		if g == nil || g.Path != want.Path || g.Offset != want.Offset || string(g.HashState) != string(want.HashState) {
 			t.Errorf("stream %s: loaded %+v, want %+v", k, g, want)
 		}
+	}
+}
+
+// A state file that is not one whole state object is damaged, whichever
+// part is wrong, and says so.
+func TestDamagedStateFileRefused(t *testing.T) {
+	good := `{"v":1,"machine":"m","streams":{"a/session":{"session_id":"a","stream":"session","path":"sessions/-x/a.jsonl"}}}`
+	for name, body := range map[string]string{
+		"cut":            good[:len(good)-3],
+		"trailing":       good + `{"v":1}`,
+		"streams array":  `{"v":1,"machine":"m","streams":[]}`,
+		"streams null":   `{"v":1,"machine":"m","streams":null}`,
+		"no streams":     `{"v":1,"machine":"m"}`,
+		"array":          `[]`,
+		"stream null":    `{"v":1,"machine":"m","streams":{"a/session":null}}`,
+		"wrong key":      `{"v":1,"machine":"m","streams":{"b/session":{"session_id":"a","stream":"session"}}}`,
+		"bad field type": `{"v":"1","machine":"m","streams":{}}`,
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadState(dir)
+		if err == nil || !strings.Contains(err.Error(), "state file") {
+			t.Errorf("%s: loaded %v, %v; want an error naming the state file", name, s, err)
+		}
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, stateFile), []byte(good), 0o600)
+	if s, err := LoadState(dir); err != nil || s.Streams["a/session"] == nil || s.Machine != "m" {
+		t.Fatalf("the good file: %+v, %v", s, err)
 	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -232,15 +234,20 @@ func newState(machine string) *State {
 // LoadState reads the state in dir. A missing file is (nil, nil); a damaged
 // one is an error the caller reports before rebuilding from the remote.
 func LoadState(dir string) (*State, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	f, err := os.Open(filepath.Join(dir, stateFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read state: %w", err)
 	}
+	defer f.Close()
+	cr := &countingReader{r: f}
 	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
+	if err := decodeState(json.NewDecoder(bufio.NewReaderSize(cr, 64<<10)), &s); err != nil {
+		if cr.err != nil {
+			return nil, fmt.Errorf("read state: %w", cr.err)
+		}
 		return nil, fmt.Errorf("state file %s is damaged: %w", filepath.Join(dir, stateFile), err)
 	}
 	if s.V != 1 || s.Streams == nil {
@@ -262,11 +269,99 @@ func LoadState(dir string) (*State, error) {
 		f.fromDisk()
 		f.stale = true
 	}
-	s.snapshotBytes = int64(len(b))
+	s.snapshotBytes = cr.n
 	if err := s.replay(dir); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// decodeState reads a state file into s as json.Unmarshal would, its
+// streams one at a time: unmarshalling the file whole held it, and the
+// decoder's copy of it, beside the state (10,000 sessions: 10 MB more at
+// every start).
+func decodeState(dec *json.Decoder, s *State) error {
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return errNotObject(t, err)
+	}
+	rest := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := t.(string)
+		if !strings.EqualFold(key, "streams") { // json's own matching
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return err
+			}
+			rest[key] = raw
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			if t == nil && err == nil { // null: no streams, refused below
+				s.Streams = nil
+				continue
+			}
+			return errNotObject(t, err)
+		}
+		s.Streams = map[string]*FileState{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			var f *FileState
+			if err := dec.Decode(&f); err != nil {
+				return err
+			}
+			s.Streams[t.(string)] = f
+		}
+		if _, err := dec.Token(); err != nil { // the streams' '}'
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the state's '}'
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the state")
+	}
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return err
+	}
+	streams := s.Streams
+	if err := json.Unmarshal(b, s); err != nil {
+		return err
+	}
+	s.Streams = streams
+	return nil
+}
+
+func errNotObject(t json.Token, err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%v where an object belongs", t)
+}
+
+// countingReader counts what it reads and keeps its first error that is
+// not the end.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // writeTo writes s as the state file records it (its streams' paths
