@@ -99,8 +99,9 @@ func (s Search) CacheBytes() int64 {
 
 // Restore bounds what restore and pull hold in memory.
 type Restore struct {
-	// MaxMergeSize bounds the diverged copies merged line by line in
-	// memory at once, as written (see ParseSize).
+	// MaxMergeSize bounds the index of a line-by-line merge of diverged
+	// copies (session.Index, session.LineCost a line), as written (see
+	// ParseSize).
 	MaxMergeSize string
 }
 

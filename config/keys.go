@@ -278,9 +278,9 @@ var keys = []key{
 	},
 	{
 		name:  "restore.max_merge_size",
-		help:  "how much of a session's copies that went on apart restore and pull may hold in memory to merge them line by line (a merge works with about three times that more), e.g. 128MiB; every other restore streams",
+		help:  "how much memory restore and pull may give the index that merges a session's copies that went on apart line by line: 192 bytes a line of every copy and the longest line, never the copies themselves, which are read through (256MiB is about 1.4 million lines, two copies of some 350 MiB each), e.g. 1GiB; past it the session is not merged and the error says so",
 		field: func(c *Config) any { return &c.Restore.MaxMergeSize },
-		def:   static("128MiB"),
+		def:   static("256MiB"),
 		check: checkMergeSize,
 	},
 	{

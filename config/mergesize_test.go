@@ -5,12 +5,12 @@ import (
 	"testing"
 )
 
-// restore.max_merge_size is 128 MiB unless set; it must leave room for a
+// restore.max_merge_size is 256 MiB unless set; it must leave room for a
 // merge, so 0 is refused with the key named.
 func TestMaxMergeSize(t *testing.T) {
 	env, _ := newEnv(t)
 	cfg, err := Load(opts(env))
-	if err != nil || cfg.Restore.MergeBytes() != 128<<20 {
+	if err != nil || cfg.Restore.MergeBytes() != 256<<20 {
 		t.Fatalf("default: %d, %v", cfg.Restore.MergeBytes(), err)
 	}
 	env["OMPSYNC_RESTORE_MAX_MERGE_SIZE"] = "1GiB"

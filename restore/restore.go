@@ -89,7 +89,8 @@ type Options struct {
 	// copies keeps of their lines (session.Index: session.LineCost a line
 	// of every copy, the local file's among them, and the longest line;
 	// never the copies, which it reads through); past it the session
-	// fails, saying so. One session merges at a time. Default 128 MiB.
+	// fails, saying so. One session merges at a time. Default 256 MiB
+	// (restore.max_merge_size's).
 	MaxMergeSize int64
 	// Catalogs, when not nil, are used instead of reading them from the
 	// remote (sync reads them once per pull for all its sessions).
@@ -121,7 +122,7 @@ func (o *Options) setDefaults() {
 		o.MaxStreamSize = repo.MaxStreamSize
 	}
 	if o.MaxMergeSize <= 0 {
-		o.MaxMergeSize = 128 << 20
+		o.MaxMergeSize = 256 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

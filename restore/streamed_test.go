@@ -315,7 +315,7 @@ func TestRestoreMergeBounded(t *testing.T) {
 }
 
 // Copies that diverged and are larger together than the old in-memory
-// bound (128 MiB) merge with the default options, line by line through
+// bound (128 MiB of copies) merge with the default options, line by line through
 // temp files, to the bytes session.Merge gives in memory; the pre-merge
 // local file is kept beside, byte for byte, and no temp file is left.
 func TestRestoreMergesPastOldBound(t *testing.T) {
