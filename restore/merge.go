@@ -180,13 +180,14 @@ func newerSlot(head []byte, heads [][]byte, f format) []byte {
 }
 
 // mergeLines merges copies that diverged line by line (the merge of
-// session.Format.Merge, adopting a copy that holds every line as a merge
-// made elsewhere), without holding them: a first pass reads each copy once into an index of
-// its lines (session.Index: tens of bytes a line, never the lines, within
-// maxMerge), a second reads each line back and writes the merge to a temp
-// file in the agent dir, which write then renames into place; the local
-// file is not touched until then. One session merges at a time. top are
-// the copies no other extends (-1 the local file, first).
+// session.Format.Merge, or a copy that holds every line, a merge made
+// elsewhere, adopted) without holding them: a first pass reads each copy
+// once into an index of its lines (session.Index: tens of bytes a line,
+// never the lines, within maxMerge), a second reads each line back and
+// writes the merge to a temp file in the agent dir, which write then
+// renames into place; the local file is not touched until then. One
+// session merges at a time. top are the copies no other extends (-1 the
+// local file, first).
 func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f format) (outcome, error) {
 	mf, ok := f.st.MergeFormat()
 	if !ok {
@@ -222,6 +223,7 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 		return outcome{}, fmt.Errorf("%s: %w", rel, mergeErr(err))
 	}
 	var out outcome
+	adopted := false
 	if local != nil && top[0] < 0 {
 		// adoptComplete: a copy that holds every line any of them holds
 		// (a merge made elsewhere) is taken as it is, the one with the
@@ -248,7 +250,7 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 			if f.slotted {
 				c.slot = newerSlot(in[best].head, heads, f)
 			}
-			out = outcome{action: Merged, body: c, from: []int{from[best-1]}}
+			out, adopted = outcome{action: Merged, body: c, from: []int{from[best-1]}}, true
 		}
 	}
 	if out.action == "" {
@@ -267,7 +269,7 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 	if err := keepsLocalBody(*local, out.body, f); err != nil {
 		return outcome{}, fmt.Errorf("%s: refusing to write: %w (please report this)", rel, err)
 	}
-	if out.body.size() == local.size {
+	if !adopted && out.body.size() == local.size {
 		// Every local line and nothing more: the remote adds nothing, as
 		// after an earlier merge, but perhaps a newer title.
 		return keepLocalBody(*local, copies, heads, f), nil

@@ -1,0 +1,55 @@
+package restore
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
+)
+
+// A copy that already holds every line (a merge made on another machine)
+// is taken as it is, not merged again; when the local file holds every
+// line too, in another order, both machines keep the one whose lines hash
+// smaller, so they converge on the same bytes whichever runs the restore.
+func TestRestoreAdoptsCompleteCopy(t *testing.T) {
+	f := corpus(t)[0]
+	common := data4(t, f.data) // past a comparison buffer: read through
+	last := lastEntryID(t, common)
+	a := entry("aaaa9001", last, base.Add(time.Hour), "work here")
+	b := entry("bbbb9001", last, base.Add(2*time.Hour), "work there")
+	ab := append(append(bytes.Clone(common), a...), b...)
+	ba := append(append(bytes.Clone(common), b...), a...)
+	mine := append(bytes.Clone(common), a...)
+	rel := sessionPath("-w", f.id, 1)
+	body := func(d []byte) [32]byte { return sha256.Sum256(d[session.SlotLen(d):]) }
+	smaller := ab
+	if sa, sb := body(ab), body(ba); bytes.Compare(sb[:], sa[:]) < 0 {
+		smaller = ba
+	}
+	for _, tc := range []struct {
+		name          string
+		local, remote []byte
+		want          []byte
+		action        Action
+	}{
+		{"the remote holds every line", mine, ba, ba, Merged},
+		{"both hold every line", ab, ba, smaller, map[bool]Action{true: Unchanged, false: Merged}[bytes.Equal(smaller, ab)]},
+		{"both hold every line, the other way", ba, ab, smaller, map[bool]Action{true: Unchanged, false: Merged}[bytes.Equal(smaller, ba)]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fileRemote(t)
+			_, gen := putSession(t, r, "desk", f.id, rel, tc.remote)
+			putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(tc.remote)), Mtime: base, State: repo.StatePresent, Changed: base})
+			m := newMachine(t, r, "laptop")
+			m.write(rel, tc.local, base.Add(-time.Hour))
+			res := m.restoreOK([]string{f.id}, Options{}).Results[0]
+			if got := m.read(rel); res.Action != tc.action || !bytes.Equal(got, tc.want) {
+				t.Fatalf("%s, %d bytes; want %s and the bytes of the copy taken (%d)", res.Action, len(got), tc.action, len(tc.want))
+			}
+			noTempFiles(t, m.agentDir)
+		})
+	}
+}
