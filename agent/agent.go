@@ -520,6 +520,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Debug("pass incomplete", "err", err)
 		}
 		a.maintain(ctx)
+		if full {
+			debug.FreeOSMemory() // a full scan leaves the garbage starting does
+		}
 		if a.opts.Pull && a.now().Sub(lastPull) >= a.opts.PullInterval {
 			lastPull = a.now()
 			if err := a.pull(ctx); err != nil && ctx.Err() == nil {
