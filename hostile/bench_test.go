@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"os/exec"
@@ -35,7 +36,7 @@ import (
 // process); rusage-MiB is the kernel's ru_maxrss as the benchmark sees it,
 // which also counts the benchmark's own memory at the fork.
 func BenchmarkRestore1GiB(b *testing.B) {
-	bigSessionBench(b, "restore", nil)
+	bigSessionBench(b, bigRun{args: []string{"restore"}})
 }
 
 // BenchmarkRestoreAppend1GiB restores the same session onto a local copy
@@ -45,9 +46,9 @@ func BenchmarkRestore1GiB(b *testing.B) {
 //
 //	go test -run '^$' -bench RestoreAppend1GiB -benchtime 3x ./hostile/
 func BenchmarkRestoreAppend1GiB(b *testing.B) {
-	bigSessionBench(b, "restore", func(full, local string) {
+	bigSessionBench(b, bigRun{args: []string{"restore"}, local: func(full, local string) {
 		copyPrefix(b, full, local, 0.5)
-	})
+	}})
 }
 
 // BenchmarkVerify1GiB verifies the same session, every hash, against a
@@ -55,17 +56,62 @@ func BenchmarkRestoreAppend1GiB(b *testing.B) {
 //
 //	go test -run '^$' -bench Verify1GiB -benchtime 3x ./hostile/
 func BenchmarkVerify1GiB(b *testing.B) {
-	bigSessionBench(b, "verify", func(full, local string) {
+	bigSessionBench(b, bigRun{args: []string{"verify"}, local: func(full, local string) {
 		copyPrefix(b, full, local, 1)
-	})
+	}})
 }
 
-// bigSessionBench runs `ompsync <command> <id>` on the 1 GiB session, the
-// agent dir set up by local first (given the whole session restored, and
-// the session's path in the agent dir; nil leaves it empty), and reports
-// the run's peak resident memory. The session's bytes are checked after
-// each run.
-func bigSessionBench(b *testing.B, command string, local func(full, local string)) {
+// BenchmarkRestoreAt1GiB restores the same session as it was when about
+// half of its chunks had been uploaded (restore --at, cut by the chunks'
+// upload marks as they stream), into an empty agent dir
+// (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench RestoreAt1GiB -benchtime 3x ./hostile/
+func BenchmarkRestoreAt1GiB(b *testing.B) {
+	bigSessionBench(b, bigRun{args: []string{"restore", "--at", ""}, half: true})
+}
+
+// BenchmarkCat1GiB prints the same session to stdout (cat: every byte
+// verified, through a temp file, before the first is printed), and
+// BenchmarkCatAt1GiB prints it as it was at half its uploads
+// (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench 'Cat1GiB|CatAt1GiB' -benchtime 3x ./hostile/
+func BenchmarkCat1GiB(b *testing.B) {
+	bigSessionBench(b, bigRun{args: []string{"cat"}, stdout: true})
+}
+
+func BenchmarkCatAt1GiB(b *testing.B) {
+	bigSessionBench(b, bigRun{args: []string{"cat", "--at", ""}, stdout: true, half: true})
+}
+
+// BenchmarkCatText1GiB prints the same session as a readable transcript
+// (cat --text, a line at a time) (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench CatText1GiB -benchtime 3x ./hostile/
+func BenchmarkCatText1GiB(b *testing.B) {
+	bigSessionBench(b, bigRun{args: []string{"cat", "--text"}, stdout: true, text: true})
+}
+
+// bigRun is one command a benchmark of the 1 GiB session runs.
+type bigRun struct {
+	// args are the command and its flags, before the session's id; an
+	// empty one (after --at) is the time half the session was uploaded.
+	args []string
+	// local sets up the agent dir first, given the whole session restored
+	// and the session's path in the agent dir; nil leaves it empty.
+	local func(full, local string)
+	// stdout: the session's bytes are printed, not written to the agent
+	// dir; text, as a transcript, which is not compared byte for byte.
+	stdout, text bool
+	// half: what is compared is the bytes uploaded by half.
+	half bool
+}
+
+// bigSessionBench runs `ompsync <args> <id>` on the 1 GiB session, and
+// reports the run's peak resident memory. The session's bytes (in the
+// agent dir, or on stdout) are checked after each run.
+func bigSessionBench(b *testing.B, br bigRun) {
 	const size = 1 << 30
 	// OMPSYNC_BENCH_BIN runs another build (an older commit's, to compare).
 	bin := os.Getenv("OMPSYNC_BENCH_BIN")
@@ -77,23 +123,35 @@ func bigSessionBench(b *testing.B, command string, local func(full, local string
 	}
 	dir := b.TempDir()
 	remoteDir := filepath.Join(dir, "remote")
-	sum := writeBigSession(b, remoteDir, size)
+	big := writeBigSession(b, remoteDir, size)
+	want, wantSize := big.sum, big.size
+	if br.half {
+		want, wantSize = big.halfSum, big.halfSize
+	}
+	args := append([]string(nil), br.args...)
+	for i, a := range args {
+		if a == "" {
+			args[i] = big.half.Format(time.RFC3339)
+		}
+	}
+	command := strings.Join(args, " ")
 	gnuTime, _ := exec.LookPath("/usr/bin/time")
-	run := func(agentDir string, args ...string) (peak, rusage int64) {
+	run := func(agentDir string, args ...string) (peak, rusage int64, out printedOut) {
 		args = append([]string{bin}, args...)
 		if gnuTime != "" {
 			args = append([]string{gnuTime, "-f", "peak-rss-kib %M"}, args...)
 		}
 		cmd := exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB)}, args...)...)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "OMPSYNC_REMOTE=file://" + remoteDir,
-			"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + filepath.Join(dir, "state")}
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + filepath.Join(dir, "state"), "TMPDIR=" + dir}
+		var stderr bytes.Buffer
+		out.h = sha256.New()
+		cmd.Stdout, cmd.Stderr = &out, &stderr
 		if err := cmd.Run(); err != nil {
-			b.Fatalf("%s: %v\n%s%s", command, err, stdout.String(), stderr.String())
+			b.Fatalf("%s: %v\n%s%s", command, err, out.start.String(), stderr.String())
 		}
-		if args[len(args)-2] == "verify" && !strings.Contains(stdout.String()+stderr.String(), "local same") {
-			b.Fatalf("verify does not find the local file the same:\n%s%s", stdout.String(), stderr.String())
+		if args[len(args)-2] == "verify" && !strings.Contains(out.start.String()+stderr.String(), "local same") {
+			b.Fatalf("verify does not find the local file the same:\n%s%s", out.start.String(), stderr.String())
 		}
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			rusage = ru.Maxrss << 10
@@ -104,10 +162,10 @@ func bigSessionBench(b *testing.B, command string, local func(full, local string
 				peak = kib << 10
 			}
 		}
-		return peak, rusage
+		return peak, rusage, out
 	}
 	full := ""
-	if local != nil {
+	if br.local != nil {
 		fullDir := filepath.Join(dir, "full")
 		run(fullDir, "restore", BadID)
 		full = filepath.Join(fullDir, filepath.FromSlash(BadRel))
@@ -120,15 +178,29 @@ func bigSessionBench(b *testing.B, command string, local func(full, local string
 		b.StopTimer()
 		agentDir := filepath.Join(dir, fmt.Sprintf("agent-%d", i))
 		p := filepath.Join(agentDir, filepath.FromSlash(BadRel))
-		if local != nil {
-			local(full, p)
+		if br.local != nil {
+			br.local(full, p)
 		}
 		b.StartTimer()
-		pk, ru := run(agentDir, command, BadID)
+		pk, ru, out := run(agentDir, append(args, BadID)...)
 		b.StopTimer()
 		peak, rusage = max(peak, pk), max(rusage, ru)
-		if got := fileSum(b, p); got != sum {
-			b.Fatalf("the session after %s differs", command)
+		switch {
+		case br.text:
+			if !strings.HasPrefix(out.start.String(), "session "+BadID) || out.n < wantSize/2 {
+				b.Fatalf("%s printed %d bytes starting %.80q", command, out.n, out.start.String())
+			}
+		case br.stdout:
+			if got := hex.EncodeToString(out.h.Sum(nil)); got != want || out.n != wantSize {
+				b.Fatalf("%s printed %d bytes, not the %d of the session", command, out.n, wantSize)
+			}
+		default:
+			if got := fileSum(b, p); got != want {
+				b.Fatalf("the session after %s differs", command)
+			}
+		}
+		if tmps, _ := filepath.Glob(filepath.Join(dir, ".ompsync-*")); len(tmps) > 0 {
+			b.Fatalf("%s left %s", command, tmps)
 		}
 		os.RemoveAll(agentDir)
 		b.StartTimer()
@@ -137,6 +209,23 @@ func bigSessionBench(b *testing.B, command string, local func(full, local string
 		b.ReportMetric(float64(peak)/(1<<20), "peak-RSS-MiB")
 	}
 	b.ReportMetric(float64(rusage)/(1<<20), "rusage-MiB")
+}
+
+// printedOut is what a command printed: hashed and counted, its start
+// kept for messages.
+type printedOut struct {
+	h     hash.Hash
+	n     int64
+	start bytes.Buffer
+}
+
+func (o *printedOut) Write(p []byte) (int, error) {
+	o.h.Write(p)
+	o.n += int64(len(p))
+	if k := 64<<10 - o.start.Len(); k > 0 {
+		o.start.Write(p[:min(k, len(p))])
+	}
+	return len(p), nil
 }
 
 // copyPrefix writes the first part (a fraction, cut at a line's end) of
@@ -178,10 +267,19 @@ func copyPrefix(b *testing.B, full, p string, part float64) {
 	}
 }
 
+// bigSession is the session writeBigSession wrote: its size and SHA-256,
+// and when about half of it had been uploaded, by its chunks' marks, with
+// the size and SHA-256 of that half.
+type bigSession struct {
+	size, halfSize int64
+	sum, halfSum   string
+	half           time.Time
+}
+
 // writeBigSession writes a session of about size bytes, as the agent
-// uploads a backlog, chunk by chunk (never more than one in memory), with
-// its catalog, and returns the file's SHA-256.
-func writeBigSession(b *testing.B, dir string, size int64) string {
+// uploads a backlog, chunk by chunk (never more than one in memory), each
+// chunk marked a minute after the one before, with its catalog.
+func writeBigSession(b *testing.B, dir string, size int64) bigSession {
 	b.Helper()
 	ctx := context.Background()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -201,16 +299,23 @@ func writeBigSession(b *testing.B, dir string, size int64) string {
 	head, _ := sessionFile(BadID, "start")
 	var chunk bytes.Buffer
 	var off int64
+	var big bigSession
+	uploaded := at
 	flush := func() {
 		data := chunk.Bytes()
 		whole.Write(data)
 		hs.Write(data)
-		hdr := repo.ChunkHeader{Start: off, End: off + int64(len(data)), SHA256: repo.HashHex(data), StreamSHA256: hex.EncodeToString(hs.Sum(nil))}
+		uploaded = uploaded.Add(time.Minute)
+		end := off + int64(len(data))
+		hdr := repo.ChunkHeader{Start: off, End: end, SHA256: repo.HashHex(data), StreamSHA256: hex.EncodeToString(hs.Sum(nil)), Uploaded: repo.UploadMark(end, uploaded)}
 		if _, err := r.PutChunk(ctx, s, gen, hdr, data); err != nil {
 			b.Fatal(err)
 		}
-		off += int64(len(data))
+		off = end
 		chunk.Reset()
+		if big.halfSum == "" && off >= size/2 {
+			big.halfSize, big.halfSum, big.half = off, hex.EncodeToString(whole.Sum(nil)), uploaded.Add(30*time.Second)
+		}
 	}
 	chunk.Write(head)
 	words := strings.Fields("the agent read the file and ran the tests; three failed on a missing fixture, which it wrote, and then all passed")
@@ -238,7 +343,8 @@ func writeBigSession(b *testing.B, dir string, size int64) string {
 		{ID: BadID, Path: BadRel, Generation: gen, Size: off, Mtime: at, State: repo.StatePresent, Changed: at}}}); err != nil {
 		b.Fatal(err)
 	}
-	return hex.EncodeToString(whole.Sum(nil))
+	big.size, big.sum = off, hex.EncodeToString(whole.Sum(nil))
+	return big
 }
 
 func fileSum(b *testing.B, p string) string {
