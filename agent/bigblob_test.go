@@ -289,7 +289,7 @@ func TestBlobPastLimitRefused(t *testing.T) {
 	}
 	err = a.Once(t.Context())
 	a.Close()
-	if err == nil || !strings.Contains(err.Error(), "blobs/"+name) || !strings.Contains(err.Error(), "more than the") {
+	if err == nil || !strings.Contains(err.Error(), "blobs/"+name) || !strings.Contains(err.Error(), "more than restore takes (a blob: at most 536870912 bytes)") {
 		t.Fatalf("pass with a blob past the limit: %v, want an error naming it", err)
 	}
 	if ok, _ := e.repo.HasBlob(t.Context(), name); ok {

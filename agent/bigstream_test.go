@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -34,7 +36,7 @@ func TestStreamPastLimitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = e.tryOnce()
-	if err == nil || !strings.Contains(err.Error(), art) || !strings.Contains(err.Error(), "more than the 1073741824 a file may hold") || !strings.Contains(err.Error(), "add it to exclude") {
+	if err == nil || !strings.Contains(err.Error(), art) || !strings.Contains(err.Error(), "more than restore takes (a file: at most 1073741824 bytes)") || !strings.Contains(err.Error(), "add it to exclude") {
 		t.Fatalf("pass with an artifact past the bound: %v, want an error naming it", err)
 	}
 	if gens := e.generations(ompID, stream); len(gens) != 1 {
@@ -56,10 +58,39 @@ func TestStreamPastLimitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = e.tryOnce()
-	if err == nil || !strings.Contains(err.Error(), rel2) || !strings.Contains(err.Error(), "restore would refuse it") {
+	if err == nil || !strings.Contains(err.Error(), rel2) || !strings.Contains(err.Error(), "more than restore takes") {
 		t.Fatalf("pass with a session past the bound: %v, want an error naming it", err)
 	}
 	if gens := e.generations(id2, repo.SessionStream); len(gens) != 0 {
 		t.Fatalf("session past the bound: %d generations on the remote, want none", len(gens))
+	}
+}
+
+// A file past the bound stays past it until someone acts: one running
+// agent says so once (then a reminder now and then), not at every pass.
+func TestStreamPastLimitSaidOnce(t *testing.T) {
+	c, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, c)
+	e.writeRename(ompRel, corpus(t, ompFile))
+	if err := os.Truncate(e.path(ompRel), repo.MaxStreamSize+1); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	e.opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := range 4 {
+		if err := a.Once(t.Context()); err == nil || !strings.Contains(err.Error(), "more than restore takes") {
+			t.Fatalf("pass %d: %v, want the file refused", i, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 || !strings.Contains(logs.String(), `msg="cannot back up; its backup stays as it was`) {
+		t.Fatalf("%d ERROR lines over 4 passes, want 1 saying it cannot be backed up:\n%s", n, logs.String())
 	}
 }

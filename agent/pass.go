@@ -228,8 +228,9 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 			case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
 				a.outage.failed(a.log, err)
 			case ctx.Err() != nil:
-			case !errors.As(err, &re) && errors.As(err, &pe):
-				// Unreadable here (EACCES, EIO): said once, then now and then.
+			case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
+				// Unreadable here (EACCES, EIO), or too large: said once,
+				// then now and then.
 				a.problems.report(a.log, a.now(), a.abs(j.rel), err)
 			default:
 				a.log.Error("upload failed", "path", j.rel, "err", err)
@@ -313,7 +314,7 @@ func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, time.Time
 		return 0, time.Time{}, err
 	}
 	if fi.Size() > repo.MaxBlobSize {
-		return 0, time.Time{}, fmt.Errorf("blob %s is %d bytes, more than the %d a blob may hold (restore would refuse it); not backed up", rel, fi.Size(), int64(repo.MaxBlobSize))
+		return 0, time.Time{}, fmt.Errorf("blob %s is %d bytes, %w (a blob: at most %d bytes); not backed up", rel, fi.Size(), errPastLimit, int64(repo.MaxBlobSize))
 	}
 	if a.beforeRead != nil {
 		a.beforeRead(rel)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,7 +13,7 @@ import (
 const problemRelog = 5 * time.Minute
 
 // problems are the paths a pass could not read (EACCES, EIO, anything but
-// "does not exist"). Such a path keeps its state, never becomes a deletion,
+// "does not exist") or refused (past a size restore takes: errPastLimit). Such a path keeps its state, never becomes a deletion,
 // and fails the pass; its ERROR line is written when it first fails, when
 // its error changes, and then once per problemRelog with a count.
 type problems struct {
@@ -36,6 +37,10 @@ func (p *problems) report(log *slog.Logger, now time.Time, path string, err erro
 		p.paths, p.inPass = map[string]*problem{}, map[string]bool{}
 	}
 	p.inPass[path] = true
+	verb := "cannot read"
+	if errors.Is(err, errPastLimit) {
+		verb = "cannot back up"
+	}
 	msg := err.Error()
 	pr := p.paths[path]
 	if pr != nil && pr.msg == msg {
@@ -44,7 +49,7 @@ func (p *problems) report(log *slog.Logger, now time.Time, path string, err erro
 			log.Debug("still cannot read; its backup stays as it was", "path", path, "err", err)
 			return
 		}
-		log.Error("still cannot read; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err,
+		log.Error("still "+verb+"; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err,
 			"failures", pr.failed, "since", pr.since.Format(time.RFC3339))
 		pr.logged, pr.failed = now, 0
 		return
@@ -54,7 +59,7 @@ func (p *problems) report(log *slog.Logger, now time.Time, path string, err erro
 		p.paths[path] = pr
 	}
 	pr.msg, pr.logged, pr.since, pr.failed = msg, now, now, 0
-	log.Error("cannot read; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
+	log.Error(verb+"; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
 }
 
 // beginFullPass starts counting what a full pass reports.

@@ -125,6 +125,10 @@ func (a *Agent) syncOpen(ctx context.Context, fst *FileState, abs string, audit 
 	return a.syncSource(ctx, fst, fileSource{f, fi.Size()}, inodeOf(fi), fi.ModTime(), settleAll, audit)
 }
 
+// errPastLimit: a file is larger than restore takes. It stays so until
+// someone acts, so it is reported as an unreadable path is, not every pass.
+var errPastLimit = errors.New("more than restore takes")
+
 // syncSource uploads what src holds beyond what the remote has, starting a
 // new generation when bytes already uploaded have changed.
 func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inode uint64, mtime time.Time, settleAll, audit bool) (syncResult, error) {
@@ -132,7 +136,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 	if size := src.size(); size > repo.MaxStreamSize {
 		// Restore takes no stream past the bound: bytes that go up past it
 		// would be a backup it refuses, the whole session with them.
-		return res, fmt.Errorf("%s is %d bytes, more than the %d a file may hold (restore would refuse it); nothing more of it is backed up: add it to exclude, or move it out of the agent dir", fst.Path, size, int64(repo.MaxStreamSize))
+		return res, fmt.Errorf("%s is %d bytes, %w (a file: at most %d bytes); nothing more of it is backed up: add it to exclude, or move it out of the agent dir", fst.Path, size, errPastLimit, int64(repo.MaxStreamSize))
 	}
 	if fst.stale && fst.Generation != "" {
 		if err := a.checkStale(ctx, fst, src); err != nil {
