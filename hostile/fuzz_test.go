@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -197,8 +198,40 @@ func FuzzStreamGeneration(f *testing.F) {
 					if !bytes.Equal(got, as.Data) || st.Size != int64(len(as.Data)) {
 						t.Fatalf("%s every=%v: streamed %d bytes, read %d, not the same", g.Name, every, st.Size, len(as.Data))
 					}
+					if !every {
+						streamAtMarks(t, r, inv.Stream, g, as)
+					}
 				}
 			}
 		}
 	})
+}
+
+// streamAtMarks checks StreamGenerationAt against a whole read of the same
+// generation at every time its marks name (and a moment before each):
+// the bytes UploadedBy counts, a cut inside the title slot refused.
+func streamAtMarks(t *testing.T, r *repo.Repo, s repo.Stream, g *repo.Generation, as *repo.Assembled) {
+	t.Helper()
+	ctx := context.Background()
+	for _, m := range as.Marks {
+		for _, at := range []time.Time{m.Time(), m.Time().Add(-time.Millisecond)} {
+			if at.UnixMilli() <= 0 || m.At == math.MaxInt64 {
+				continue
+			}
+			n, when := repo.UploadedBy(as.Marks, at)
+			var buf bytes.Buffer
+			st, err := r.StreamGenerationAt(ctx, s, g, 1<<30, &buf, at)
+			if 0 < n && n < as.Meta.HashFrom {
+				if err == nil {
+					t.Fatalf("%s at %v: %d bytes, inside the title slot, streamed", g.Name, at, n)
+				}
+				continue
+			}
+			got := buf.Bytes()
+			copy(got, st.Head)
+			if err != nil || !bytes.Equal(got, as.Data[:n]) || !st.Uploaded.Equal(when) {
+				t.Fatalf("%s at %v: streamed %d bytes uploaded %v (%v), read %d uploaded %v", g.Name, at, st.Size, st.Uploaded, err, n, when)
+			}
+		}
+	}
 }
