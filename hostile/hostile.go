@@ -56,6 +56,13 @@ type Remote struct {
 	// Compacts: compacting the evil machine reads the damage, and so
 	// refuses it; other damage compaction never reads.
 	Compacts bool
+	// Blob: the damage is in a blob the session references, which cat
+	// never reads (it prints the session's bytes alone).
+	Blob bool
+	// Recorded: the damage is the size the catalog records alone, which
+	// restore --at does not hold a copy to (it takes what was uploaded by
+	// then, however much the catalog says there was later).
+	Recorded bool
 	// Listing, when set, rewrites the S3 server's LIST answers (through
 	// remote/faultproxy): a remote only an S3 server can be.
 	Listing func(r *http.Request, body []byte) []byte
@@ -230,7 +237,7 @@ func rleBomb(prefix []byte, n int64) []byte {
 func Remotes() []Remote {
 	const tib = int64(1) << 40
 	return []Remote{
-		{Name: "catalog claims 1 TiB", Want: "of the 1099511627776 its catalog records", build: func(b *builder) error {
+		{Name: "catalog claims 1 TiB", Recorded: true, Want: "of the 1099511627776 its catalog records", build: func(b *builder) error {
 			_, _, _, err := b.bad("x", tib)
 			return err
 		}},
@@ -351,14 +358,14 @@ func Remotes() []Remote {
 			hdr := repo.ChunkHeader{Start: a, End: e, SHA256: repo.HashHex(data[a:e]), StreamSHA256: strings.Repeat("0", 64)}
 			return b.sealed(stream(EvilMachine, BadID).ChunkKey(gen, a, e), repo.EncodeChunk(hdr, data[a:e]))
 		}},
-		{Name: "blob does not match its name", Want: "does not match its sha256", build: func(b *builder) error {
+		{Name: "blob does not match its name", Blob: true, Want: "does not match its sha256", build: func(b *builder) error {
 			name := repo.HashHex([]byte("the real blob"))
 			if _, _, _, err := b.bad(" blob:sha256:"+name, 0); err != nil {
 				return err
 			}
 			return b.sealed(repo.BlobKey(name), []byte("not the real blob"))
 		}},
-		{Name: "blob bomb: 4 GiB of zeros", Want: "decompression bomb", build: func(b *builder) error {
+		{Name: "blob bomb: 4 GiB of zeros", Blob: true, Want: "decompression bomb", build: func(b *builder) error {
 			name := repo.HashHex([]byte("the real blob"))
 			if _, _, _, err := b.bad(" blob:sha256:"+name, 0); err != nil {
 				return err

@@ -349,6 +349,12 @@ func commandsFor(h Remote) []command {
 	}
 	if !h.Catalog {
 		cmds = append(cmds, command{name: "restore one", machine: "victim", exit: 1})
+		if !h.Recorded {
+			cmds = append(cmds, command{name: "restore at", machine: "victim", exit: 1})
+		}
+		if !h.Blob {
+			cmds = append(cmds, command{name: "cat", machine: "victim", exit: 1})
+		}
 	}
 	if h.Compacts {
 		cmds[3].exit = 1
@@ -356,7 +362,8 @@ func commandsFor(h Remote) []command {
 	return cmds
 }
 
-// Each hostile remote against restore, verify, pull and compact, the real
+// Each hostile remote against restore (also of the bad session alone, and
+// --at now), cat, verify, pull and compact, the real
 // binary under the cap: no crash, resident memory below 1 GiB, nothing
 // written but the good session (and, for pull and compact, the state and
 // the remote), the damage named in one line with the bad session, and the
@@ -426,6 +433,13 @@ func runHostile(t *testing.T, bin string, h Remote, be string, c command) run {
 		r = sb.runOnce(t, env, "restore", "--all")
 	case "restore one":
 		r = sb.runOnce(t, env, "restore", BadID)
+	case "restore at":
+		r = sb.runOnce(t, env, "restore", "--at", "0s", BadID)
+	case "cat":
+		r = sb.runOnce(t, env, "cat", BadID)
+		if r.stdout != "" {
+			t.Errorf("cat of a damaged session printed %d bytes", len(r.stdout))
+		}
 	case "verify":
 		r = sb.runOnce(t, env, "verify")
 	case "compact":
