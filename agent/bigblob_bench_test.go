@@ -16,24 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/bintest"
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/repo"
 )
-
-// benchBinary is the ompsync binary a benchmark runs: OMPSYNC_BENCH_BIN
-// (another build, an older commit's for the figure before), or this tree
-// built without the race detector.
-func benchBinary(b *testing.B) string {
-	b.Helper()
-	if bin := os.Getenv("OMPSYNC_BENCH_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(b.TempDir(), "ompsync")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
-		b.Fatalf("build ompsync: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // BenchmarkAgentLargeBlob measures the real binary's peak RSS while
 // `ompsync agent --once` uploads one blob of 240 MiB (noise, as an image is)
@@ -43,7 +29,7 @@ func benchBinary(b *testing.B) string {
 // before). docs/BENCHMARKS.md, "Bounded memory".
 func BenchmarkAgentLargeBlob(b *testing.B) {
 	const size = 240 << 20
-	bin := benchBinary(b)
+	bin := bintest.ForBench(b)
 	dir := b.TempDir()
 	agentDir := filepath.Join(dir, "agent")
 	sum := writeNoise(b, filepath.Join(agentDir, "blobs", "x"), size, 5)
@@ -126,7 +112,7 @@ func agentPeakRSS(b *testing.B, bin string, env []string) int64 {
 // file, read a chunk at a time like a live file.
 func BenchmarkAgentLargeArchive(b *testing.B) {
 	const size = 400 << 20
-	bin := benchBinary(b)
+	bin := bintest.ForBench(b)
 	dir := b.TempDir()
 	agentDir := filepath.Join(dir, "agent")
 	p := filepath.Join(agentDir, filepath.FromSlash("archive/"+ompRel+".gz"))

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/bintest"
 	"github.com/ompsync/ompsync/remote/faultproxy"
 )
 
@@ -28,9 +27,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
-	ompsyncBin = filepath.Join(dir, "ompsync")
-	if out, err := exec.Command("go", "build", "-o", ompsyncBin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "chaos: build ompsync: %v\n%s", err, out)
+	if ompsyncBin, err = bintest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

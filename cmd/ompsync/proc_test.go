@@ -3,10 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
+	"github.com/ompsync/ompsync/bintest"
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
@@ -35,9 +34,8 @@ func mainWithBinary(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	ompsyncBin = filepath.Join(dir, "ompsync")
-	if out, err := exec.Command("go", "build", "-o", ompsyncBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "cmd test: build ompsync: %v\n%s", err, out)
+	if ompsyncBin, err = bintest.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "cmd test:", err)
 		return 1
 	}
 	return remotetest.MainCode(m)
