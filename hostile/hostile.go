@@ -141,14 +141,22 @@ func (b *builder) session(machine, id string, data []byte, cuts ...int64) (strin
 	return gen, b.meta(s, gen)
 }
 
-// chunks writes data's chunks, cut at cuts, without a meta.
+// chunks writes data's chunks, cut at cuts, without a meta; each marked
+// uploaded a minute after the one before, the first as a compaction marks
+// two uploads (its middle half a minute before its end), so that readers
+// --at have cuts inside a chunk and at its end to take.
 func (b *builder) chunks(s repo.Stream, gen string, data []byte, cuts ...int64) error {
 	h := sha256.New()
 	bounds := append(append([]int64{0}, cuts...), int64(len(data)))
 	for i := 0; i+1 < len(bounds); i++ {
 		a, e := bounds[i], bounds[i+1]
 		h.Write(data[a:e])
-		hdr := repo.ChunkHeader{Start: a, End: e, SHA256: repo.HashHex(data[a:e]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
+		uploaded := at.Add(time.Duration(i+1) * time.Minute)
+		marks := repo.UploadMark(e, uploaded)
+		if i == 0 && e-a >= 2 {
+			marks = append([]repo.Mark{{End: (a + e) / 2, At: uploaded.Add(-30 * time.Second).UnixMilli()}}, marks...)
+		}
+		hdr := repo.ChunkHeader{Start: a, End: e, SHA256: repo.HashHex(data[a:e]), StreamSHA256: hex.EncodeToString(h.Sum(nil)), Uploaded: marks}
 		if err := b.sealed(s.ChunkKey(gen, a, e), repo.EncodeChunk(hdr, data[a:e])); err != nil {
 			return err
 		}
