@@ -47,8 +47,10 @@ func (r *Repo) ReadGeneration(ctx context.Context, s Stream, g *Generation, maxS
 // running stream hash, checked at every chunk boundary, which also proves
 // that the chunks belong together. When a stream hash fails, the chunk's own
 // hash says whether the chunk itself is damaged. Referenced bytes are always
-// checked against the reference chunk's sha256. Restore reads with it;
-// `ompsync verify`, an audit of the remote, checks every hash.
+// checked against the reference chunk's sha256. Readers that hold a whole
+// generation use it; the commands stream instead (StreamGeneration, the
+// same checks as bytes arrive, which FuzzStreamGeneration holds to these
+// readers'), `ompsync verify`, an audit of the remote, with every hash.
 func (r *Repo) ReadGenerationHashOnce(ctx context.Context, s Stream, g *Generation, maxSize int64) (*Assembled, error) {
 	return r.readGeneration(ctx, s, g, maxSize, false)
 }
