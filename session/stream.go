@@ -271,21 +271,16 @@ func (x *Index) edge(parent, child int32) {
 // keyHash is the hash an entry is known by: its id and timestamp, each
 // length-prefixed so that no two pairs share their bytes.
 func keyHash(id, ts string) sum128 {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(id)))])
-	h.Write([]byte(id))
-	h.Write([]byte(ts))
-	var s sum128
-	copy(s[:], h.Sum(nil))
-	return s
+	var buf [128]byte // on the stack for the ids and times agents write
+	k := binary.AppendUvarint(buf[:0], uint64(len(id)))
+	k = append(append(k, id...), ts...)
+	sum := sha256.Sum256(k)
+	return sum128(sum[:16])
 }
 
 func idHash(id string) sum128 {
 	sum := sha256.Sum256([]byte(id))
-	var s sum128
-	copy(s[:], sum[:])
-	return s
+	return sum128(sum[:16])
 }
 
 var errLineLimit = errors.New("line too long")
