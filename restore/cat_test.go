@@ -3,12 +3,17 @@ package restore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"iter"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -114,6 +119,53 @@ func TestCat(t *testing.T) {
 	for _, k := range log.gets {
 		if strings.Contains(k, "/blobs/") || strings.Contains(k, "/artifacts/") {
 			t.Errorf("cat read %s", k)
+		}
+	}
+}
+
+// cat of a session of 64 MiB, and cat --at now, stream it: each allocates
+// less than the session (it was held whole, more than once, before), gives
+// it byte for byte, and leaves no temp file behind.
+func TestCatStreamsLargeSession(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	r := fileRemote(t)
+	id := "0190cccc-0000-7000-8000-000000000002"
+	rel := sessionPath("-w", id, 1)
+	data, _ := smallSession(id, "")
+	line := []byte(entry("aaaa0003", "aaaa0002", base, strings.Repeat("a long answer ", 60)))
+	var cuts []int64
+	for len(data) < 64<<20 {
+		if len(data)%(4<<20) < len(line) {
+			cuts = append(cuts, int64(len(data)))
+		}
+		data = append(data, line...)
+	}
+	_, gen := putSession(t, r, "desk", id, rel, data, cuts[1:]...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+
+	for _, opts := range []Options{{}, {At: time.Now()}} {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		pr, _, err := Cat(context.Background(), r, id, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := sha256.New()
+		n, err := pr.WriteTo(h)
+		pr.Close()
+		runtime.ReadMemStats(&after)
+		if err != nil || n != int64(len(data)) || hex.EncodeToString(h.Sum(nil)) != repo.HashHex(data) {
+			t.Fatalf("cat (at %v): %d bytes of %d, %v", opts.At, n, len(data), err)
+		}
+		a := after.TotalAlloc - before.TotalAlloc
+		t.Logf("cat (at %v) of 64 MiB allocated %.1f MiB", opts.At, float64(a)/(1<<20))
+		if a >= uint64(len(data)) {
+			t.Errorf("cat (at %v) of 64 MiB allocated %d MiB", opts.At, a>>20)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) > 0 {
+			t.Errorf("cat (at %v) left %s", opts.At, left[0].Name())
 		}
 	}
 }
