@@ -23,7 +23,7 @@ const secret = "MARKER-c41d-said-in-a-session"
 
 type key struct{ file, recipient, fp string }
 
-func newKey(t *testing.T) key {
+func newKey(t testing.TB) key {
 	t.Helper()
 	data, recipient, fp, err := crypt.NewIdentityFile(time.Now())
 	if err != nil {
@@ -37,7 +37,7 @@ func newKey(t *testing.T) key {
 }
 
 // identities writes one identity file holding the keys given.
-func identities(t *testing.T, keys ...key) string {
+func identities(t testing.TB, keys ...key) string {
 	t.Helper()
 	var all []byte
 	for _, k := range keys {
@@ -54,7 +54,7 @@ func identities(t *testing.T, keys ...key) string {
 	return p
 }
 
-func codec(t *testing.T, opts crypt.Options) *crypt.Codec {
+func codec(t testing.TB, opts crypt.Options) *crypt.Codec {
 	t.Helper()
 	c, err := crypt.New(opts)
 	if err != nil {
@@ -64,7 +64,7 @@ func codec(t *testing.T, opts crypt.Options) *crypt.Codec {
 }
 
 // snapshot is every object on the remote, key -> bytes.
-func snapshot(t *testing.T, c remote.Client) map[string][]byte { return remotetest.Objects(t, c) }
+func snapshot(t testing.TB, c remote.Client) map[string][]byte { return remotetest.Objects(t, c) }
 
 var stream = repo.Stream{SessionID: "0190aaaa-0000-7000-8000-000000000001", Machine: "laptop", Name: repo.SessionStream}
 
@@ -72,7 +72,7 @@ const gen = "18ecbc17b1295105"
 
 // writeSession uploads a small generation, as the agent would: chunks, meta,
 // the catalog and a blob, each mentioning the secret.
-func writeSession(t *testing.T, r *repo.Repo, chunks int) []byte {
+func writeSession(t testing.TB, r *repo.Repo, chunks int) []byte {
 	t.Helper()
 	ctx := context.Background()
 	if err := r.Init(ctx); err != nil {
@@ -126,7 +126,7 @@ func readSession(r *repo.Repo) ([]byte, error) {
 	return as.Data, nil
 }
 
-func newRemote(t *testing.T) remote.Client {
+func newRemote(t testing.TB) remote.Client {
 	t.Helper()
 	c, err := file.New(t.TempDir())
 	if err != nil {

@@ -1,10 +1,14 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -230,10 +234,15 @@ func (r *Repo) openFirst(ctx context.Context, after string, maxBlob int64) error
 			return fmt.Errorf("list %s: %w", root, err)
 		}
 		limit, ok := objectLimit(obj.Key, maxBlob)
-		if !ok {
+		if !ok || obj.Size == 0 { // unknown, or a blob link: nothing sealed
 			continue
 		}
-		_, err := r.getOpen(ctx, obj.Key, limit)
+		// Streamed: the first object is often a blob, of up to 512 MiB.
+		rc, err := r.openStream(ctx, obj.Key, limit)
+		if err == nil {
+			_, err = io.CopyBuffer(io.Discard, rc, make([]byte, 256<<10))
+			rc.Close()
+		}
 		if errors.Is(err, remote.ErrNotFound) {
 			continue
 		}
@@ -263,6 +272,10 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 	limit, ok := objectLimit(key, maxBlob)
 	if !ok {
 		return 0, true, nil
+	}
+	if isBlob(key) {
+		n, err := r.resealBlob(ctx, key, limit)
+		return int(n), false, err
 	}
 	mutable := mutableObject(key)
 	wait := 20 * time.Millisecond
@@ -336,6 +349,97 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 		}
 		wait *= 2
 	}
+}
+
+// isBlob reports whether key is a blob's, or a blob link's (empty).
+func isBlob(key string) bool { return strings.HasPrefix(layoutKey(key), root+"blobs/") }
+
+// resealBlob is reseal for a blob, which is written once and may hold up
+// to limit bytes (512 MiB): read whole, as the other objects are, it was
+// held four times over. It streams instead, through a temp file of what it
+// will put, sealed: a first read hashes and counts the plaintext, a second
+// seals it as it arrives and must hash alike, and the sealed file must open
+// back to the same hash before it replaces the blob. A blob link, empty
+// (PutBlobLink), has nothing to re-encrypt.
+func (r *Repo) resealBlob(ctx context.Context, key string, limit int64) (int64, error) {
+	info, err := r.client.Stat(ctx, key)
+	if errors.Is(err, remote.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if info.Size == 0 {
+		return 0, nil
+	}
+	read := func(into io.Writer) (sum [sha256.Size]byte, n int64, err error) {
+		rc, err := r.openStream(ctx, key, limit)
+		if err != nil {
+			return sum, 0, err
+		}
+		defer rc.Close()
+		h := sha256.New()
+		n, err = io.CopyBuffer(io.MultiWriter(h, into), rc, make([]byte, 256<<10))
+		if err != nil {
+			return sum, n, fmt.Errorf("read %s: %w", key, err)
+		}
+		return [sha256.Size]byte(h.Sum(nil)), n, nil
+	}
+	want, size, err := read(io.Discard)
+	if errors.Is(err, remote.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("rekey: %w", err)
+	}
+	tmp, err := os.CreateTemp("", ".ompsync-rekey-*.sealed")
+	if err != nil {
+		return 0, fmt.Errorf("rekey: %w", err)
+	}
+	// Unlinked at once where the system allows (Unix), so a crash leaves
+	// nothing; elsewhere removed when done. It holds sealed bytes only.
+	os.Remove(tmp.Name())
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}()
+	pr, pw := io.Pipe()
+	sealed := make(chan error, 1)
+	var n int64
+	go func() {
+		var err error
+		n, err = r.sealTo(tmp, pr, size)
+		pr.CloseWithError(err)
+		sealed <- err
+	}()
+	again, got, err := read(pw)
+	pw.CloseWithError(err)
+	if serr := <-sealed; err == nil {
+		err = serr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("rekey: seal %s: %w", key, err)
+	}
+	if again != want || got != size {
+		return 0, fmt.Errorf("rekey: %s read back other bytes the second time (%d bytes, then %d); left as it was", key, size, got)
+	}
+	back, err := r.codec.OpenReader(bufio.NewReaderSize(io.NewSectionReader(tmp, 0, n), 64<<10), size)
+	if err == nil {
+		h := sha256.New()
+		var m int64
+		m, err = io.CopyBuffer(h, back, make([]byte, 256<<10))
+		back.Close()
+		if err == nil && (m != size || [sha256.Size]byte(h.Sum(nil)) != want) {
+			err = errors.New("other bytes")
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("rekey: %s: the re-encrypted object does not open to the same bytes (%v); left as it was", key, err)
+	}
+	if err := r.client.PutReader(ctx, key, tmp, n, remote.PutOptions{}); err != nil {
+		return 0, fmt.Errorf("rekey: %w", err)
+	}
+	return n, nil
 }
 
 // objectLimit is the most plaintext an object under root may hold, by the
