@@ -3,6 +3,7 @@ package restore
 import (
 	"bytes"
 	"crypto/sha256"
+	"os"
 	"testing"
 	"time"
 
@@ -51,5 +52,37 @@ func TestRestoreAdoptsCompleteCopy(t *testing.T) {
 			}
 			noTempFiles(t, m.agentDir)
 		})
+	}
+}
+
+// A dry run of copies that diverged merges them as a restore would (the
+// merge's temp file in the system's temp folder) to say what it would
+// write, and leaves the agent dir and the temp folder as they were.
+func TestRestoreDryRunMerge(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	common := data4(t, f.data)
+	mine := append(bytes.Clone(common), entry("aaaa9001", lastEntryID(t, common), base.Add(time.Hour), "work here")...)
+	theirs := append(bytes.Clone(common), entry("bbbb9001", lastEntryID(t, common), base.Add(2*time.Hour), "work there")...)
+	rel := sessionPath("-w", f.id, 1)
+	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+
+	b := newMachine(t, r, "laptop")
+	b.write(rel, mine, base.Add(-time.Hour))
+	before := snapshot(t, b.agentDir)
+	want, err := session.Merge(mine, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := b.restoreOK([]string{f.id}, Options{DryRun: true}).Results[0]
+	if res.Action != Merged || res.Bytes != int64(len(want)) {
+		t.Fatalf("dry run: %+v, want merged, %d bytes", res, len(want))
+	}
+	sameTree(t, before, snapshot(t, b.agentDir), func(string) bool { return true }, "sessions")
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("left in the temp folder: %v", left)
 	}
 }
