@@ -55,12 +55,15 @@ type Index struct {
 	nodes  []snode
 	edges  []sedge
 	copies []scopy
-	// allowed is, per line's bytes (their hash), the most times any copy
+	// allowed is, per line's bytes (their hash) in a chain of nodes
+	// whose copies disagree on bytes (disputed), the most times any copy
 	// holds them; WriteTo counts it down.
-	allowed map[sum128]allowance
-	union   int64 // the sum of allowed
-	maxLine int
-	written bool
+	allowed map[sum128]int32
+	// disputed maps each node of a disputed chain to the chain's first.
+	disputed map[int32]int32
+	union    int64 // how many lines the copies hold, as the most of each
+	maxLine  int
+	written  bool
 }
 
 type sum128 [16]byte
@@ -76,7 +79,7 @@ type skey struct {
 type snode struct {
 	off   int64
 	sec   int64  // the line's timestamp: Unix seconds
-	check uint64 // the first bytes of its SHA-256, to see it read back unchanged
+	sum   sum128 // of its bytes, to see them read back unchanged
 	n     uint32 // length, without the newline
 	nsec  uint32 // and nanoseconds; entryBit set for an entry
 	src   int32
@@ -97,10 +100,11 @@ type scopy struct {
 	header int     // index in lines, or -1
 }
 
-// allowance counts one line's bytes: most is the most times a copy holds
-// them; cur is how often copy holds them so far.
-type allowance struct {
-	most, cur, copy int32
+// mismatch is a line of copy that a node of other bytes stands for: a
+// chain (first) whose copies disagree on an entry's bytes.
+type mismatch struct {
+	copy, node, first int32
+	sum               sum128
 }
 
 // occurrence is where the index stands on one key: its first node, and
@@ -122,19 +126,58 @@ func (f Format) newIndex(budget int64, read func(), srcs ...Source) (*Index, err
 	if len(srcs) == 0 {
 		return nil, errors.New("merge: no copies")
 	}
-	x := &Index{f: f, srcs: srcs, copies: make([]scopy, len(srcs)), allowed: map[sum128]allowance{}}
+	x := &Index{f: f, srcs: srcs, copies: make([]scopy, len(srcs))}
 	index := map[skey]occurrence{}
 	var lines int64
 	var buf []byte
+	var mismatches []mismatch
 	for ci, s := range srcs {
-		if err := x.parse(ci, s, index, &lines, budget, &buf, read); err != nil {
+		if err := x.parse(ci, s, index, &lines, budget, &buf, read, &mismatches); err != nil {
 			return nil, err
 		}
 	}
-	for _, a := range x.allowed {
-		x.union += int64(a.most)
-	}
+	x.allow(mismatches)
 	return x, nil
+}
+
+// allow counts the lines Merge's allowed map would hold back. The nodes
+// that carry the same bytes are all of one chain (the bytes make the
+// key); where every line of a chain has its node's bytes, the copy that
+// holds the chain's key most holds each of its nodes' bytes as often as
+// the chain does, so none is held back, and the union counts each node
+// once. Only chains where copies disagree on an entry's bytes (a rewrite:
+// rare) are counted line by line, as Merge counts every line.
+func (x *Index) allow(mismatches []mismatch) {
+	x.disputed, x.allowed = map[int32]int32{}, map[sum128]int32{}
+	for _, m := range mismatches {
+		for n := m.first; n >= 0 && x.disputed[n] != m.first+1; n = x.nodes[n].occ {
+			x.disputed[n] = m.first + 1 // +1: 0 is no chain
+		}
+	}
+	x.union = int64(len(x.nodes) - len(x.disputed))
+	if len(mismatches) == 0 {
+		return
+	}
+	for ci, c := range x.copies {
+		counts := map[sum128]int32{}
+		for _, n := range c.lines {
+			if x.disputed[n] != 0 {
+				counts[x.nodes[n].sum]++
+			}
+		}
+		for _, m := range mismatches {
+			if m.copy == int32(ci) {
+				counts[x.nodes[m.node].sum]--
+				counts[m.sum]++
+			}
+		}
+		for v, k := range counts {
+			x.allowed[v] = max(x.allowed[v], k)
+		}
+	}
+	for _, k := range x.allowed {
+		x.union += int64(k)
+	}
 }
 
 // Holds reports whether copy i holds every line some copy holds, as many
@@ -142,7 +185,7 @@ func (f Format) newIndex(budget int64, read func(), srcs ...Source) (*Index, err
 func (x *Index) Holds(i int) bool { return x.copies[i].n == x.union }
 
 // parse indexes copy ci, as merger.parse does.
-func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, budget int64, buf *[]byte, hook func()) error {
+func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, budget int64, buf *[]byte, hook func(), mismatches *[]mismatch) error {
 	c := &x.copies[ci]
 	c.header = -1
 	head := make([]byte, min(s.Size, TitleSlotSize))
@@ -178,16 +221,7 @@ func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, 
 		lineOff := off
 		off += int64(len(raw)) + 1 // the last line may lack its newline: off passes Size
 		sum := sha256.Sum256(raw)
-		var lsum sum128
-		copy(lsum[:], sum[:])
-
-		a, ok := x.allowed[lsum]
-		if !ok || a.copy != int32(ci) {
-			a.copy, a.cur = int32(ci), 0
-		}
-		a.cur++
-		a.most = max(a.most, a.cur)
-		x.allowed[lsum] = a
+		lsum := sum128(sum[:16])
 
 		e, isEntry := x.f.Entry(raw)
 		if c.header < 0 && isEntry && e.Type == "session" {
@@ -201,21 +235,25 @@ func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, 
 		// The j-th time a copy holds a key is the key's j-th node: the
 		// nodes of one key are chained in the order they were made.
 		var n int32
-		switch o, ok := index[k]; {
+		o, ok := index[k]
+		switch {
 		case !ok:
-			n = x.node(ci, lineOff, raw, sum, e.Timestamp, entry)
-			index[k] = occurrence{first: n, cur: n, copy: int32(ci)}
+			n = x.node(ci, lineOff, raw, lsum, e.Timestamp, entry)
+			o = occurrence{first: n, cur: n, copy: int32(ci)}
 		case o.copy != int32(ci):
 			n = o.first
-			index[k] = occurrence{first: o.first, cur: n, copy: int32(ci)}
+			o.cur, o.copy = n, int32(ci)
 		default:
 			n = x.nodes[o.cur].occ
 			if n < 0 {
-				n = x.node(ci, lineOff, raw, sum, e.Timestamp, entry)
+				n = x.node(ci, lineOff, raw, lsum, e.Timestamp, entry)
 				x.nodes[o.cur].occ = n
 			}
 			o.cur = n
-			index[k] = o
+		}
+		index[k] = o
+		if x.nodes[n].sum != lsum {
+			*mismatches = append(*mismatches, mismatch{copy: int32(ci), node: n, first: o.first, sum: lsum})
 		}
 		c.lines = append(c.lines, n)
 		if entry {
@@ -248,9 +286,9 @@ func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, 
 	return nil
 }
 
-func (x *Index) node(ci int, off int64, raw []byte, sum [sha256.Size]byte, ts string, entry bool) int32 {
+func (x *Index) node(ci int, off int64, raw []byte, sum sum128, ts string, entry bool) int32 {
 	t := parseTime(ts)
-	nd := snode{off: off, sec: t.Unix(), nsec: uint32(t.Nanosecond()), check: binary.LittleEndian.Uint64(sum[:8]), n: uint32(len(raw)), src: int32(ci), child: -1, occ: -1}
+	nd := snode{off: off, sec: t.Unix(), nsec: uint32(t.Nanosecond()), sum: sum, n: uint32(len(raw)), src: int32(ci), child: -1, occ: -1}
 	if entry {
 		nd.nsec |= entryBit
 	}
@@ -454,18 +492,18 @@ func (x *Index) emit(w io.Writer, seq []int32, slot []byte) (int64, error) {
 		if err := readFull(x.srcs[nd.src].R, raw, nd.off); err != nil {
 			return written, err
 		}
-		sum := sha256.Sum256(raw)
-		if binary.LittleEndian.Uint64(sum[:8]) != nd.check {
+		if sum := sha256.Sum256(raw); sum128(sum[:16]) != nd.sum {
 			return written, ErrSourceChanged
 		}
-		var lsum sum128
-		copy(lsum[:], sum[:])
 		// When copies disagree on an entry's bytes the first copy's win,
 		// which can make two nodes carry the same bytes; never write a
 		// line more often than some copy holds it.
-		if a := x.allowed[lsum]; a.most > 0 {
-			a.most--
-			x.allowed[lsum] = a
+		write := true
+		if x.disputed[n] != 0 {
+			write = x.allowed[nd.sum] > 0
+			x.allowed[nd.sum]--
+		}
+		if write {
 			raw = append(raw, '\n') // line has room for it
 			if _, err := bw.Write(raw); err != nil {
 				return written, err

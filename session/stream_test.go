@@ -203,3 +203,34 @@ func TestIndexLineCost(t *testing.T) {
 	}
 	runtime.KeepAlive(x)
 }
+
+// Copies drawn from a small pool of lines (entries of few ids, each in
+// several versions of its bytes, as rewrites make them, odd lines, blank
+// lines), repeated and in any order: the streamed merge writes Merge's
+// bytes, whatever the copies disagree on.
+func TestStreamedMergeDisputes(t *testing.T) {
+	var pool []string
+	for id := range 3 {
+		for v := range 3 {
+			parent := ""
+			if id > 0 {
+				parent = fmt.Sprintf("%08x", id-1)
+			}
+			pool = append(pool, entryLine(fmt.Sprintf("%08x", id), parent, t0.Add(time.Duration(id)*time.Second), fmt.Sprintf("version %d", v)))
+		}
+	}
+	pool = append(pool, "not json", "", `{"id":"","type":"x"}`)
+	for seed := range uint64(3000) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		copies := make([][]byte, 1+r.IntN(4))
+		for i := range copies {
+			var b strings.Builder
+			for range r.IntN(8) {
+				b.WriteString(pool[r.IntN(len(pool))])
+				b.WriteByte('\n')
+			}
+			copies[i] = []byte(b.String())
+		}
+		checkStreamed(t, OMPFormat(), copies...)
+	}
+}
