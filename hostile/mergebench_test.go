@@ -61,6 +61,12 @@ func BenchmarkRestoreMergeDiverged1GiB(b *testing.B) {
 			// The copies' 3.1 million lines need an index of 570 MiB
 			// (session.LineCost a line), past the default.
 			"OMPSYNC_RESTORE_MAX_MERGE_SIZE=" + mergeSize}
+		if v := os.Getenv("OMPSYNC_BENCH_GOMEMLIMIT"); v != "" {
+			// The command's soft memory limit (1 GiB unless set), which
+			// its heap grows to at GOGC=400: lower, it shows what the
+			// merge needs.
+			cmd.Env = append(cmd.Env, "GOMEMLIMIT="+v)
+		}
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
