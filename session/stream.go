@@ -21,10 +21,11 @@ type Source struct {
 }
 
 // LineCost is what an Index charges its budget for each line it reads
-// (every copy's, repeats too): its share of the graph, the line maps and a
-// copy's id map while that copy is read (about 170 bytes where a copy
-// shares half its lines with another, as TestIndexLineCost measures). Line bytes are never held but the one being
-// read, which is charged too.
+// (every copy's, repeats too): its share of the graph, the key map and a
+// copy's id map while that copy is read, with room above the 106-130
+// bytes measured where a copy shares half its lines with another
+// (TestIndexLineCost, BenchmarkRestoreMergeDiverged1GiB). Line bytes are
+// never held but the one being read, which is charged too.
 const LineCost = 192
 
 // IndexLimitError is NewIndex's answer when the copies have more lines
@@ -47,8 +48,8 @@ var ErrSourceChanged = errors.New("a copy changed while it was merged")
 // bytes: per line where it is (copy, offset, length), its time and a hash;
 // entries and other lines are known by hashes of their keys and bytes
 // (SHA-256, cut to 128 bits), not by the keys themselves. WriteTo then
-// reads each line back to write the merge. Its memory is LineCost a line,
-// whatever the lines' sizes.
+// reads each line back to write the merge. Its memory is within LineCost
+// a line, whatever the lines' sizes.
 type Index struct {
 	f      Format
 	srcs   []Source
@@ -59,7 +60,8 @@ type Index struct {
 	// whose copies disagree on bytes (disputed), the most times any copy
 	// holds them; WriteTo counts it down.
 	allowed map[sum128]int32
-	// disputed maps each node of a disputed chain to the chain's first.
+	// disputed maps each node of a disputed chain to the chain's first
+	// node + 1 (0: none).
 	disputed map[int32]int32
 	union    int64 // how many lines the copies hold, as the most of each
 	maxLine  int
