@@ -6,12 +6,13 @@ import (
 	"encoding"
 	"encoding/hex"
 	"fmt"
+	"hash"
+	"io"
 )
 
-// Tail is the bytes of a generation past an offset, verified.
+// Tail is where StreamGenerationFrom read a generation from and to.
 type Tail struct {
-	// Data is bytes [From, End) of the generation.
-	Data     []byte
+	// The bytes written were [From, End) of the generation.
 	From     int64
 	End      int64
 	HashFrom int64
@@ -20,15 +21,20 @@ type Tail struct {
 	HashState []byte
 }
 
-// ReadGenerationFrom reads a generation from offset from on, where a
-// reader that had read it before left off with the running stream hash
-// state (nil for from 0): the way a search cache keeps up with a session
-// that grew, fetching only the chunks that hold new bytes (a chunk a
-// compaction merged since may begin before from; it is read whole). Every
-// byte returned is covered by a verified hash: each chunk's stream hash,
-// continued from state, and a chunk's own hash for bytes before hash_from.
-// The title slot's head object is not laid over the bytes.
-func (r *Repo) ReadGenerationFrom(ctx context.Context, s Stream, g *Generation, from int64, state []byte, maxSize int64) (*Tail, error) {
+// StreamGenerationFrom writes to w the bytes of a generation from offset
+// from on, where a reader that had read it before left off with the
+// running stream hash state (nil for from 0): the way a search cache keeps
+// up with a session that grew, fetching only the chunks that hold new
+// bytes (a chunk a compaction merged since may begin before from; it is
+// read whole, and only its bytes past from are written). Every byte is
+// covered by a verified hash: each chunk's stream hash, continued from
+// state, and a chunk's own hash for bytes before hash_from. The bytes go
+// to w as they arrive, a buffer at a time, so memory stays a few buffers
+// whatever the tail's size; but a chunk's hashes are checked at its end,
+// so bytes written before an error must not be trusted: a caller keeps
+// what it made of them only on nil. The title slot's head object is not
+// laid over the bytes.
+func (r *Repo) StreamGenerationFrom(ctx context.Context, s Stream, g *Generation, from int64, state []byte, maxSize int64, w io.Writer) (*Tail, error) {
 	if !g.HasMeta {
 		return nil, fmt.Errorf("%s generation %s: no meta object", s.Prefix(), g.Name)
 	}
@@ -52,44 +58,17 @@ func (r *Repo) ReadGenerationFrom(ctx context.Context, s Stream, g *Generation, 
 		refReads = maxRefReads
 	}
 	t := &Tail{From: from, End: from, HashFrom: -1}
+	var buf []byte
 	for _, c := range picked {
 		if c.End <= from {
 			continue
 		}
-		hdr, chunk, err := r.chunkBytes(ctx, s, g.Name, c, 0, false, &refReads)
-		if err != nil {
+		if buf == nil {
+			buf = make([]byte, 64<<10)
+		}
+		if err := r.streamChunkFrom(ctx, s, g.Name, c, h, t, buf, w, &refReads); err != nil {
 			return nil, err
 		}
-		switch {
-		case t.HashFrom < 0:
-			t.HashFrom = hdr.HashFrom
-			if from > 0 && from < t.HashFrom {
-				return nil, fmt.Errorf("chunk %s: read on from %d, inside the bytes before hash_from %d", ChunkName(c.Start, c.End), from, t.HashFrom)
-			}
-		case hdr.HashFrom != t.HashFrom:
-			return nil, fmt.Errorf("chunk %s: hash_from %d, the chunks before say %d", ChunkName(c.Start, c.End), hdr.HashFrom, t.HashFrom)
-		}
-		checked := hdr.Ref != nil // checked against its hash as resolved
-		if !checked && c.Start < t.HashFrom {
-			if !chunkHashOK(hdr, chunk) {
-				return nil, errChunkHash(c.Start, c.End)
-			}
-			checked = true
-		}
-		fresh := chunk[t.End-c.Start:]
-		if skip := t.HashFrom - t.End; skip > 0 {
-			h.Write(fresh[min(skip, int64(len(fresh))):])
-		} else {
-			h.Write(fresh)
-		}
-		if hex.EncodeToString(h.Sum(nil)) != hdr.StreamSHA256 {
-			if !checked && !chunkHashOK(hdr, chunk) {
-				return nil, errChunkHash(c.Start, c.End)
-			}
-			return nil, errStreamHash(c.Start, c.End)
-		}
-		t.Data = append(t.Data, fresh...)
-		t.End = c.End
 	}
 	if t.HashFrom < 0 {
 		t.HashFrom = 0 // nothing new was read
@@ -100,4 +79,75 @@ func (r *Repo) ReadGenerationFrom(ctx context.Context, s Stream, g *Generation, 
 	}
 	t.HashState = st
 	return t, nil
+}
+
+// streamChunkFrom writes chunk c's bytes past t.End to w, continuing the
+// stream hash h, and checks the chunk's hashes at its end.
+func (r *Repo) streamChunkFrom(ctx context.Context, s Stream, gen string, c ChunkRef, h hash.Hash, t *Tail, buf []byte, w io.Writer, refReads *int) error {
+	hdr, body, closeBody, err := r.chunkReader(ctx, s, gen, c, refReads)
+	if err != nil {
+		return err
+	}
+	defer closeBody()
+	switch {
+	case t.HashFrom < 0:
+		t.HashFrom = hdr.HashFrom
+		if t.From > 0 && t.From < t.HashFrom {
+			return fmt.Errorf("chunk %s: read on from %d, inside the bytes before hash_from %d", ChunkName(c.Start, c.End), t.From, t.HashFrom)
+		}
+	case hdr.HashFrom != t.HashFrom:
+		return fmt.Errorf("chunk %s: hash_from %d, the chunks before say %d", ChunkName(c.Start, c.End), hdr.HashFrom, t.HashFrom)
+	}
+	// The chunk's own hash where no stream hash covers its bytes;
+	// referenced bytes were checked as resolved.
+	var own hash.Hash
+	if hdr.Ref == nil && c.Start < t.HashFrom {
+		own = sha256.New()
+	}
+	pos := c.Start
+	for {
+		n, rerr := body.Read(buf)
+		b := buf[:n]
+		if own != nil {
+			own.Write(b)
+		}
+		// A chunk that begins before what is read contributes only the
+		// bytes past it.
+		if skip := t.End - pos; skip > 0 {
+			b = b[min(skip, int64(len(b))):]
+		}
+		pos += int64(n)
+		if len(b) > 0 {
+			if skip := t.HashFrom - t.End; skip < int64(len(b)) {
+				h.Write(b[max(skip, 0):])
+			}
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			t.End += int64(len(b))
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if pos != c.End {
+		return fmt.Errorf("chunk %s: holds %d bytes, want %d", ChunkName(c.Start, c.End), pos-c.Start, c.End-c.Start)
+	}
+	if own != nil && hex.EncodeToString(own.Sum(nil)) != hdr.SHA256 {
+		return errChunkHash(c.Start, c.End)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != hdr.StreamSHA256 {
+		if own == nil && hdr.Ref == nil {
+			// Say whether the chunk itself is damaged, as
+			// ReadGenerationHashOnce does: read it again whole.
+			if _, _, err := r.GetChunk(ctx, s, gen, c.Start, c.End); err != nil {
+				return err
+			}
+		}
+		return errStreamHash(c.Start, c.End)
+	}
+	return nil
 }

@@ -16,7 +16,7 @@ import (
 // Reading on from where a reader left off gives exactly the new bytes,
 // fetching only the chunks that hold them, and still verifies them: with
 // a state that is not the stream's, or a chunk that changed, it refuses.
-func TestReadGenerationFrom(t *testing.T) {
+func TestStreamGenerationFrom(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name     string
@@ -32,7 +32,7 @@ func TestReadGenerationFrom(t *testing.T) {
 			gen := "0000000000000001"
 			putGen(t, r, s, gen, tc.data[:650], tc.hashFrom, 390)
 			g := newest(t, r, s)
-			first, err := r.ReadGenerationFrom(ctx, s, g, 0, nil, 1<<30)
+			first, err := readFrom(r, s, g, 0, nil)
 			if err != nil || !bytes.Equal(first.Data, tc.data[:650]) || first.End != 650 || first.HashFrom != tc.hashFrom {
 				t.Fatalf("from 0: %v, %d bytes", err, len(first.Data))
 			}
@@ -42,7 +42,7 @@ func TestReadGenerationFrom(t *testing.T) {
 			g = newest(t, r, s)
 			cnt := &getCounter{Client: r.client}
 			rc := New(cnt, r.codec)
-			next, err := rc.ReadGenerationFrom(ctx, s, g, first.End, first.HashState, 1<<30)
+			next, err := readFrom(rc, s, g, first.End, first.HashState)
 			if err != nil || next.From != 650 || !bytes.Equal(next.Data, tc.data[650:]) || next.End != int64(len(tc.data)) {
 				t.Fatalf("from 650: %v, %d bytes", err, len(next.Data))
 			}
@@ -51,14 +51,14 @@ func TestReadGenerationFrom(t *testing.T) {
 			}
 			// Nothing new: nothing read.
 			cnt.gets = 0
-			last, err := rc.ReadGenerationFrom(ctx, s, g, next.End, next.HashState, 1<<30)
+			last, err := readFrom(rc, s, g, next.End, next.HashState)
 			if err != nil || len(last.Data) != 0 || cnt.gets != 0 {
 				t.Errorf("at the end: %v, %d bytes, %d GETs", err, len(last.Data), cnt.gets)
 			}
 
 			// A state from another stream: refused.
 			other := sha256State(t, []byte("something else"))
-			if _, err := r.ReadGenerationFrom(ctx, s, g, 650, other, 1<<30); err == nil || !strings.Contains(err.Error(), "stream hash mismatch") {
+			if _, err := readFrom(r, s, g, 650, other); err == nil || !strings.Contains(err.Error(), "stream hash mismatch") {
 				t.Errorf("a wrong state: %v", err)
 			}
 			// Compacted since: the merged chunk begins before 650, and is
@@ -70,7 +70,7 @@ func TestReadGenerationFrom(t *testing.T) {
 				}
 			}
 			cnt.gets = 0
-			again, err := rc.ReadGenerationFrom(ctx, s, newest(t, r, s), first.End, first.HashState, 1<<30)
+			again, err := readFrom(rc, s, newest(t, r, s), first.End, first.HashState)
 			if err != nil || !bytes.Equal(again.Data, tc.data[650:]) || !bytes.Equal(again.HashState, next.HashState) || cnt.gets != 2 {
 				t.Errorf("after compaction: %v, %d bytes, %d GETs", err, len(again.Data), cnt.gets)
 			}
@@ -82,15 +82,27 @@ func TestReadGenerationFrom(t *testing.T) {
 			if _, err := r.PutChunk(ctx, s, gen, hdr, bad); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := r.ReadGenerationFrom(ctx, s, newest(t, r, s), first.End, first.HashState, 1<<30); err == nil {
+			if _, err := readFrom(r, s, newest(t, r, s), first.End, first.HashState); err == nil {
 				t.Error("a damaged new chunk: no error")
 			}
 			// Less than was read before: a gap.
-			if _, err := r.ReadGenerationFrom(ctx, s, g, int64(len(tc.data))+10, next.HashState, 1<<30); err == nil {
+			if _, err := readFrom(r, s, g, int64(len(tc.data))+10, next.HashState); err == nil {
 				t.Error("reading on past the end: no error")
 			}
 		})
 	}
+}
+
+// tailData is a Tail with the bytes StreamGenerationFrom wrote.
+type tailData struct {
+	*Tail
+	Data []byte
+}
+
+func readFrom(r *Repo, s Stream, g *Generation, from int64, state []byte) (tailData, error) {
+	var b bytes.Buffer
+	t, err := r.StreamGenerationFrom(context.Background(), s, g, from, state, 1<<30, &b)
+	return tailData{t, b.Bytes()}, err
 }
 
 // putChunks uploads the chunks between consecutive offsets of cuts, each

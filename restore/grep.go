@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -25,6 +27,8 @@ type GrepOptions struct {
 	Cache *search.Cache
 	// Since, when set, searches only entries from then on.
 	Since time.Time
+	// maxLine bounds one line indexed (0: search.MaxLine; tests).
+	maxLine int
 }
 
 // GrepMatch is one line of a session that matches, found once however
@@ -59,6 +63,9 @@ type GrepReport struct {
 	Problems []string
 	// DeletedLeft counts sessions left out as deleted.
 	DeletedLeft int
+	// LeftOut name the lines not searched, longer than a search reads of
+	// one (search.MaxLine).
+	LeftOut []string
 }
 
 // grepCopy is one machine's copy of a session being searched.
@@ -66,9 +73,54 @@ type grepCopy struct {
 	e  machineEntry
 	st *search.CopyState // what the cache holds
 	// recs are the copy's records when they are not in the cache (too
-	// large for it, or no cache).
-	recs  []byte
-	fresh bool
+	// large for it, or no cache): a part of the search's spool.
+	recs *io.SectionReader
+	// leftOut are its lines too long to index, when not in the cache.
+	leftOut []search.LeftLine
+	fresh   bool
+}
+
+// grepSpool is one unlinked temp file that holds, one after the other,
+// the records of the copies not kept in the cache, until they are
+// searched: a search of thousands of sessions without a cache holds one
+// file open, not one a copy, nor their records in memory.
+type grepSpool struct {
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// add moves the records f holds (from its start) to the spool, and
+// closes f.
+func (sp *grepSpool) add(f *os.File) (*io.SectionReader, error) {
+	defer f.Close()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.f == nil {
+		t, err := os.CreateTemp("", ".ompsync-grep-*")
+		if err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		// Unlinked at once: nothing is left behind, whatever ends the run.
+		if err := os.Remove(t.Name()); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		sp.f = t
+	}
+	n, err := io.Copy(io.NewOffsetWriter(sp.f, sp.size), f)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	sec := io.NewSectionReader(sp.f, sp.size, n)
+	sp.size += n
+	return sec, nil
+}
+
+func (sp *grepSpool) close() {
+	if sp.f != nil {
+		sp.f.Close()
+	}
 }
 
 // Grep searches the text of every session the catalogs hold (those the
@@ -76,7 +128,15 @@ type grepCopy struct {
 // calls emit for each matching line once, session by session, newest
 // first. A copy the cache holds as the catalog describes it is not read
 // from the remote at all; one that grew is read from where the cache left
-// off (repo.ReadGenerationFrom); a rewritten one is read again.
+// off (repo.StreamGenerationFrom); a rewritten one is read again. Bytes
+// are indexed as they stream, a line at a time, and records are searched
+// from disk a buffer at a time: memory stays a few buffers and the
+// longest line, whatever the sessions' size. A copy's new records count
+// only once all its bytes are verified: one that cannot be read is named
+// in the report's problems, and searched as the cache last had it, if at
+// all; nothing of what this search read of it is (not even the chunks
+// verified before the damage), and no match is emitted before every copy
+// was read.
 func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions, emit func(GrepMatch) error) (*GrepReport, error) {
 	opts.setDefaults()
 	o := opts.Options
@@ -125,12 +185,14 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	rep.Sessions = len(targets)
 
 	var mu sync.Mutex
+	spool := &grepSpool{}
+	defer spool.close()
 	// A few stale sessions among many list one by one, not the whole
 	// remote.
 	lo := o
 	lo.All = false
 	eachTarget(ctx, r, stale, len(p.sessions), lo, func(_ int, t *target, listed *repo.SessionObjects) {
-		fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed)
+		fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed, spool)
 		mu.Lock()
 		defer mu.Unlock()
 		rep.Fetched += fetched
@@ -139,6 +201,22 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	})
 	if err := ctx.Err(); err != nil {
 		return rep, err
+	}
+	maxLine := int64(opts.maxLine)
+	if maxLine <= 0 {
+		maxLine = search.MaxLine
+	}
+	for i, t := range targets {
+		for _, c := range copies[i] {
+			left := c.leftOut
+			if c.st != nil {
+				left = c.st.LeftOut
+			}
+			for _, l := range left {
+				rep.LeftOut = append(rep.LeftOut, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
+					t.id, c.e.machine, l.At, sizeText(l.Size), sizeText(maxLine)))
+			}
+		}
 	}
 	err = grepSearch(targets, copies, opts, rep, emit)
 	if opts.Cache != nil {
@@ -152,7 +230,7 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 // grepFetch brings the stale copies of t up to date: reads what they lack
 // and indexes it, into the cache or c.recs. It returns the copies read,
 // the bytes that took, and the problems.
-func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects) (int, int64, []string) {
+func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects, spool *grepSpool) (int, int64, []string) {
 	var problems []string
 	fetched := 0
 	var bytes int64
@@ -167,7 +245,7 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 			if !c.fresh {
 				continue
 			}
-			n, err := grepUpdate(ctx, r, t, c, invs, opts)
+			n, err := grepUpdate(ctx, r, t, c, invs, opts, spool)
 			bytes += n
 			switch {
 			case err == nil:
@@ -187,8 +265,9 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 }
 
 // grepUpdate reads one copy from where the cache left off, or from the
-// start, and indexes the new bytes.
-func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs []*repo.StreamInventory, opts GrepOptions) (int64, error) {
+// start, indexing the new bytes as they stream: into the cache, or into
+// the spool when the copy's records are more than the cache holds.
+func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs []*repo.StreamInventory, opts GrepOptions, spool *grepSpool) (int64, error) {
 	var g *repo.Generation
 	for _, inv := range invs {
 		if inv.Stream.Machine == c.e.machine && inv.Stream.Name == repo.SessionStream {
@@ -199,52 +278,75 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 		return 0, errors.New("the catalog lists the session but the remote holds no copy of it")
 	}
 	s := repo.Stream{SessionID: t.id, Machine: c.e.machine, Name: repo.SessionStream}
-	from, state, hashFrom := int64(0), []byte(nil), int64(0)
-	appendTo := false
+	var from *search.CopyState // the cached records read on from
 	if st := c.st; st != nil && st.Generation == g.Name && st.Offset > 0 {
-		from, state, hashFrom, appendTo = st.Offset, st.HashState, st.HashFrom, true
+		from = st
 	}
-	var tail *repo.Tail
+	var (
+		tail *repo.Tail
+		p    *search.Pending
+		x    *search.Indexer
+	)
 	err := retry(ctx, func() (err error) {
-		tail, err = r.ReadGenerationFrom(ctx, s, g, from, state, slack(max(c.e.Size, t.recordedSize()), opts.MaxStreamSize))
+		if p, err = beginRecords(opts.Cache, t.id, c.e.machine, from); err != nil {
+			return err
+		}
+		if p == nil { // the cached records are gone: indexed anew
+			from = nil
+			if p, err = beginRecords(opts.Cache, t.id, c.e.machine, nil); err != nil {
+				return err
+			}
+		}
+		offset, state := int64(0), []byte(nil)
+		if from != nil {
+			offset, state = from.Offset, from.HashState
+		}
+		x = search.NewIndexer(p, offset, opts.Store, opts.maxLine)
+		tail, err = r.StreamGenerationFrom(ctx, s, g, offset, state, slack(max(c.e.Size, t.recordedSize()), opts.MaxStreamSize), x)
+		if err == nil {
+			err = x.Close()
+		}
+		if err != nil {
+			p.Abort() // what the cache held stays as it was
+		}
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	if len(tail.Data) > 0 {
-		hashFrom = tail.HashFrom
+	n := tail.End - tail.From
+	st := &search.CopyState{Session: t.id, Machine: c.e.machine, Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
+	st.LeftOut = x.LeftOut()
+	if from != nil {
+		st.LeftOut = append(slices.Clone(from.LeftOut), st.LeftOut...)
+		if n == 0 {
+			st.HashFrom = from.HashFrom
+		}
 	}
-	n := int64(len(tail.Data))
-	more := search.Index(nil, tail.Data, opts.Store)
-	st := &search.CopyState{Session: t.id, Machine: c.e.machine, Generation: g.Name, Offset: tail.End, HashFrom: hashFrom, HashState: tail.HashState}
-	total := int64(len(more))
-	if appendTo {
-		st.Records = c.st.Records
-		total += st.Records
-	}
-	if opts.Cache != nil && total <= opts.Cache.MaxBytes() {
-		if err := opts.Cache.Store(st, appendTo, more); err != nil {
+	if opts.Cache != nil && p.Size() <= opts.Cache.MaxBytes() {
+		if err := p.Commit(st); err != nil {
 			return n, err
 		}
-		c.st, c.recs = st, nil
+		c.st, c.recs, c.leftOut = st, nil, nil
 		return n, nil
 	}
-	// Larger than the whole cache: searched from memory, and not kept.
-	if appendTo {
-		old, err := opts.Cache.Records(c.st)
-		if err != nil {
-			return n, err
-		}
-		more = append(old, more...)
+	// More than the whole cache: searched from the spool, and not kept.
+	f, err := p.Detach()
+	if err != nil {
+		return n, err
 	}
-	if opts.Cache != nil {
-		if err := opts.Cache.Remove(t.id, c.e.machine); err != nil {
-			return n, err
-		}
+	c.st, c.leftOut = nil, st.LeftOut
+	c.recs, err = spool.add(f)
+	return n, err
+}
+
+// beginRecords starts writing a copy's records: into the cache (after
+// from's records, when from is not nil) or, without one, into a temp file.
+func beginRecords(cache *search.Cache, id, machine string, from *search.CopyState) (*search.Pending, error) {
+	if cache == nil {
+		return search.TempRecords()
 	}
-	c.st, c.recs = nil, more
-	return n, nil
+	return cache.Begin(id, machine, from)
 }
 
 // grepSearch matches every copy's records, a few sessions at once, and
@@ -267,9 +369,9 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var scratch []byte
+			var bufs search.Buffers
 			for i := range next {
-				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, since, &scratch)
+				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, since, &bufs)
 				close(done[i])
 			}
 		}()
@@ -307,19 +409,29 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 }
 
 // grepTarget matches one session's copies, each line once.
-func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, scratch *[]byte) ([]GrepMatch, error) {
+func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers) ([]GrepMatch, error) {
 	l := t.listing()
 	var out []GrepMatch
 	at := map[string]int{}
 	for _, c := range copies {
-		recs := c.recs
-		if c.st != nil && opts.Cache != nil {
-			var err error
-			if recs, err = opts.Cache.Records(c.st); err != nil {
+		var recs io.Reader
+		closeRecs := func() {}
+		switch {
+		case c.st != nil && opts.Cache != nil:
+			rc, err := opts.Cache.Open(c.st)
+			if err != nil {
 				return nil, err
 			}
+			if rc == nil {
+				continue // gone from the cache: nothing to search
+			}
+			recs, closeRecs = rc, func() { rc.Close() }
+		case c.recs != nil:
+			recs = io.NewSectionReader(c.recs, 0, c.recs.Size())
+		default:
+			continue
 		}
-		opts.Pattern.Scan(recs, since, scratch, func(rec search.Record) {
+		err := opts.Pattern.ScanFrom(recs, since, bufs, func(rec search.Record) {
 			key := rec.Entry + "\x00" + rec.Role + "\x00" + fmt.Sprint(rec.Ms) + "\x00" + rec.Text
 			if i, ok := at[key]; ok {
 				if !slices.Contains(out[i].Machines, c.e.machine) {
@@ -331,6 +443,10 @@ func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, sc
 			out = append(out, GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
 				Time: rec.Time(), Text: rec.Text, Machines: []string{c.e.machine}, State: l.State})
 		})
+		closeRecs()
+		if err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -384,6 +500,7 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 			total.Matches += rep.Matches
 			total.DeletedLeft += rep.DeletedLeft
 			total.Problems = append(total.Problems, rep.Problems...)
+			total.LeftOut = append(total.LeftOut, rep.LeftOut...)
 		}
 		if err != nil {
 			if len(places) > 1 {
@@ -393,4 +510,12 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 		}
 	}
 	return total, nil
+}
+
+// sizeText says a size in MiB, or in bytes below one.
+func sizeText(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }

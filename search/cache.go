@@ -52,6 +52,8 @@ type CopyState struct {
 	Used time.Time `json:"used"`
 	// Version is the records' version (recordsVersion).
 	Version int `json:"version,omitempty"`
+	// LeftOut are the lines of the copy too long to index.
+	LeftOut []LeftLine `json:"left_out,omitempty"`
 }
 
 // recordsVersion changes when the same session bytes index into other
@@ -117,78 +119,6 @@ func (c *Cache) State(id, machine string) (*CopyState, error) {
 	return &st, nil
 }
 
-// Records reads a copy's records, and marks it used; a copy whose records
-// are gone is nil.
-func (c *Cache) Records(st *CopyState) ([]byte, error) {
-	sp, rp, err := c.paths(st.Session, st.Machine)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := readPrefix(rp, st.Records)
-	if err != nil {
-		return nil, nil
-	}
-	if now := c.now(); now.Sub(st.Used) >= usedGranularity {
-		st.Used = now.Truncate(usedGranularity)
-		if err := c.saveState(sp, st); err != nil {
-			return nil, err
-		}
-	}
-	return recs, nil
-}
-
-// readPrefix reads the first n bytes of a file, refusing a shorter one.
-func readPrefix(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && n > 0 {
-		return nil, err
-	}
-	return b, nil
-}
-
-// Store records st's copy: its records are the first st.Records bytes
-// already there (with appendTo) followed by more, or more alone. The
-// caller keeps a copy larger than MaxBytes out: Evict would remove it.
-func (c *Cache) Store(st *CopyState, appendTo bool, more []byte) error {
-	sp, rp, err := c.paths(st.Session, st.Machine)
-	if err != nil {
-		return err
-	}
-	if !appendTo {
-		st.Records = 0
-	}
-	if err := os.MkdirAll(filepath.Dir(sp), 0o700); err != nil {
-		return fmt.Errorf("search cache: %w", err)
-	}
-	flags := os.O_WRONLY | os.O_CREATE
-	if !appendTo {
-		flags |= os.O_TRUNC
-	}
-	f, err := os.OpenFile(rp, flags, 0o600)
-	if err != nil {
-		return fmt.Errorf("search cache: %w", err)
-	}
-	_, err = f.WriteAt(more, st.Records)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && appendTo {
-		err = os.Truncate(rp, st.Records+int64(len(more))) // drop what a cut-off run left
-	}
-	if err != nil {
-		return fmt.Errorf("search cache: %w", err)
-	}
-	st.Records += int64(len(more))
-	st.Used = c.now().Truncate(usedGranularity)
-	st.Version = recordsVersion
-	return c.saveState(sp, st)
-}
-
 // saveState replaces a copy's state by a rename, not synced: a cache lost
 // in a crash is only indexed again, and a search of a thousand sessions
 // should not wait for a thousand syncs.
@@ -251,6 +181,11 @@ func (c *Cache) copies() ([]cachedCopy, error) {
 			return nil, fmt.Errorf("search cache: %w", err)
 		}
 		for _, f := range files {
+			if strings.HasSuffix(f.Name(), tmpSuffix) {
+				// A cut-off run's: this one holds the lock.
+				_ = os.Remove(filepath.Join(c.dir, s.Name(), f.Name()))
+				continue
+			}
 			machine, ok := strings.CutSuffix(f.Name(), ".txt")
 			if !ok {
 				continue

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -148,6 +150,55 @@ func (m *Matcher) Scan(recs []byte, since int64, scratch *[]byte, f func(Record)
 			}
 		}
 		at = end + 1
+	}
+}
+
+// scanBuffer is how much of a file of records ScanFrom reads at a time.
+const scanBuffer = 1 << 20
+
+// maxRecord bounds one record ScanFrom holds: the longest line an Indexer
+// keeps, and its entry id, role and time.
+const maxRecord = MaxLine + 1<<20
+
+// Buffers are what ScanFrom reuses between calls.
+type Buffers struct {
+	buf, scratch []byte
+}
+
+// ScanFrom is Scan of the records r holds, read a buffer at a time: memory
+// stays the buffer (or the longest record), whatever the records' size.
+func (m *Matcher) ScanFrom(r io.Reader, since int64, bufs *Buffers, f func(Record)) error {
+	if cap(bufs.buf) < scanBuffer {
+		bufs.buf = make([]byte, 0, scanBuffer)
+	}
+	buf := bufs.buf[:0]
+	defer func() {
+		if cap(buf) > scanBuffer {
+			buf = nil // a long record's buffer is not kept
+		}
+		bufs.buf = buf[:0]
+	}()
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= maxRecord {
+				return fmt.Errorf("search: a record longer than %d MiB", maxRecord>>20)
+			}
+			buf = slices.Grow(buf, len(buf))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			m.Scan(buf, since, &bufs.scratch, f)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// Whole records only: a match is within one.
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			m.Scan(buf[:i+1], since, &bufs.scratch, f)
+			buf = buf[:copy(buf, buf[i+1:])]
+		}
 	}
 }
 

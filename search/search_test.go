@@ -1,7 +1,9 @@
 package search
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +86,7 @@ func TestCache(t *testing.T) {
 	now := time.Date(2026, 10, 7, 12, 0, 0, 0, time.UTC)
 	c.now = func() time.Time { return now }
 	st := &CopyState{Session: "s1", Machine: "desk", Generation: "0000000000000001", Offset: 10}
-	if err := c.Store(st, false, []byte("a\tuser\ttext\t0\tfirst\n")); err != nil {
+	if err := store(c, st, false, "a\tuser\ttext\t0\tfirst\n"); err != nil {
 		t.Fatal(err)
 	}
 	// A run cut off after appending records but before saving its state
@@ -93,16 +95,16 @@ func TestCache(t *testing.T) {
 	f.WriteString("junk\n")
 	f.Close()
 	got, _ := c.State("s1", "desk")
-	if recs, _ := c.Records(got); string(recs) != "a\tuser\ttext\t0\tfirst\n" {
+	if recs := records(t, c, got); recs != "a\tuser\ttext\t0\tfirst\n" {
 		t.Fatalf("records %q", recs)
 	}
 	got.Offset = 20
-	if err := c.Store(got, true, []byte("b\tuser\ttext\t0\tsecond\n")); err != nil {
+	if err := store(c, got, true, "b\tuser\ttext\t0\tsecond\n"); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = c.State("s1", "desk")
-	recs, _ := c.Records(got)
-	if got.Offset != 20 || string(recs) != "a\tuser\ttext\t0\tfirst\nb\tuser\ttext\t0\tsecond\n" {
+	recs := records(t, c, got)
+	if got.Offset != 20 || recs != "a\tuser\ttext\t0\tfirst\nb\tuser\ttext\t0\tsecond\n" {
 		t.Fatalf("after an append: %+v %q", got, recs)
 	}
 	if fi, _ := os.Stat(filepath.Join(dir, "s1", "desk.txt")); fi.Mode().Perm() != 0o600 || fi.Size() != got.Records {
@@ -111,7 +113,7 @@ func TestCache(t *testing.T) {
 	// Over the bound: the copy used longest ago goes.
 	now = now.Add(2 * time.Hour)
 	st2 := &CopyState{Session: "s2", Machine: "desk", Generation: "0000000000000001"}
-	if err := c.Store(st2, false, []byte(strings.Repeat("x", 70)+"\n")); err != nil {
+	if err := store(c, st2, false, strings.Repeat("x", 70)+"\n"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := c.Evict(); err != nil || n != 1 {
@@ -138,4 +140,39 @@ func TestCache(t *testing.T) {
 	if st, err := c.State("s2", "desk"); st != nil || err != nil {
 		t.Errorf("damaged state: %+v %v", st, err)
 	}
+}
+
+// store keeps recs as st's records, after those st holds with appendTo.
+func store(c *Cache, st *CopyState, appendTo bool, recs string) error {
+	var from *CopyState
+	if appendTo {
+		from = st
+	}
+	p, err := c.Begin(st.Session, st.Machine, from)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return errors.New("records gone")
+	}
+	if _, err := p.Write([]byte(recs)); err != nil {
+		p.Abort()
+		return err
+	}
+	return p.Commit(st)
+}
+
+// records reads st's records back.
+func records(t *testing.T, c *Cache, st *CopyState) string {
+	t.Helper()
+	rc, err := c.Open(st)
+	if err != nil || rc == nil {
+		t.Fatalf("open %+v: %v", st, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -109,6 +109,9 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 	}
 	rep, err := restore.GrepAll(cmd.Context(), places, prefixes, opts, cacheOf, emit)
 	if rep != nil {
+		for _, l := range rep.LeftOut {
+			fmt.Fprintf(a.stderr, "ompsync: %s\n", l)
+		}
 		for _, p := range rep.Problems {
 			fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
 		}

@@ -1,0 +1,194 @@
+package search
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Pending is a copy's records being written as its bytes are read, and
+// kept only once they are all verified: into the cache after the records
+// it holds (appending), or into a temp file beside them (a copy indexed
+// anew), or, without a cache, into an unlinked temp file. Commit keeps
+// them in the cache; Detach hands them over to be searched once, the cache
+// forgetting the copy (they are more than it may hold); Abort drops them,
+// leaving the cache as it was.
+type Pending struct {
+	c        *Cache
+	id, mach string
+	f        *os.File
+	// tmp is the temp file's name, "" when appending or unlinked.
+	tmp string
+	// base is where the new records begin in f, n how many there are.
+	base, n int64
+}
+
+// tmpSuffix ends the name of a temp file in the cache: Evict removes one
+// a cut-off run left, since a search holds the cache's lock.
+const tmpSuffix = ".tmp"
+
+// Begin starts writing a copy's records: after those from holds (nil:
+// anew). It returns nil, with no error, when from's records are gone: the
+// copy is to be indexed anew.
+func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
+	sp, rp, err := c.paths(id, machine)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pending{c: c, id: id, mach: machine}
+	if from != nil {
+		f, err := os.OpenFile(rp, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("search cache: %w", err)
+		}
+		if fi, err := f.Stat(); err != nil || fi.Size() < from.Records {
+			f.Close()
+			return nil, nil
+		}
+		p.f, p.base = f, from.Records
+		return p, nil
+	}
+	dir := filepath.Dir(sp)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	f, err := os.CreateTemp(dir, machine+".*"+tmpSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	p.f, p.tmp = f, f.Name()
+	return p, nil
+}
+
+// TempRecords starts writing records outside any cache, to be searched
+// once (Detach): an unlinked temp file in the system's temp folder.
+func TempRecords() (*Pending, error) {
+	f, err := os.CreateTemp("", "ompsync-grep-*")
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	// Unlinked at once: nothing is left behind, whatever ends the run.
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	return &Pending{f: f}, nil
+}
+
+// Write appends records.
+func (p *Pending) Write(b []byte) (int, error) {
+	n, err := p.f.WriteAt(b, p.base+p.n)
+	p.n += int64(n)
+	if err != nil {
+		return n, fmt.Errorf("search cache: %w", err)
+	}
+	return n, nil
+}
+
+// Size is the bytes of all the copy's records: those appended to and the
+// new.
+func (p *Pending) Size() int64 { return p.base + p.n }
+
+// Commit keeps the records in the cache as st's (st.Records is set). The
+// caller detaches a copy larger than MaxBytes instead: Evict would remove
+// it.
+func (p *Pending) Commit(st *CopyState) error {
+	if p.c == nil {
+		return errors.New("search: records outside the cache cannot be kept")
+	}
+	sp, rp, err := p.c.paths(st.Session, st.Machine)
+	if err != nil {
+		p.Abort()
+		return err
+	}
+	err = p.f.Truncate(p.Size()) // drop what a cut-off run left
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && p.tmp != "" {
+		err = os.Rename(p.tmp, rp)
+	}
+	if err != nil {
+		if p.tmp != "" {
+			os.Remove(p.tmp)
+		}
+		return fmt.Errorf("search cache: %w", err)
+	}
+	st.Records = p.Size()
+	st.Used = p.c.now().Truncate(usedGranularity)
+	st.Version = recordsVersion
+	return p.c.saveState(sp, st)
+}
+
+// Detach returns the records to be searched once, from disk, and makes
+// the cache forget the copy; closing what it returns drops them.
+func (p *Pending) Detach() (*os.File, error) {
+	size := p.Size()
+	var err error
+	switch {
+	case p.c == nil:
+	case p.tmp != "":
+		err = os.Remove(p.tmp)
+		if err == nil {
+			err = p.c.Remove(p.id, p.mach)
+		}
+	default:
+		err = p.c.Remove(p.id, p.mach) // the open file stays readable
+	}
+	if err == nil {
+		err = p.f.Truncate(size)
+	}
+	if err == nil {
+		_, err = p.f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		p.f.Close()
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	return p.f, nil
+}
+
+// Abort drops the new records: the cache holds what it held before.
+func (p *Pending) Abort() {
+	if p.tmp == "" && p.c != nil {
+		_ = p.f.Truncate(p.base)
+	}
+	p.f.Close()
+	if p.tmp != "" {
+		os.Remove(p.tmp)
+	}
+}
+
+// Open opens a copy's records to be read, a buffer at a time, and marks
+// it used; a copy whose records are gone is nil.
+func (c *Cache) Open(st *CopyState) (io.ReadCloser, error) {
+	sp, rp, err := c.paths(st.Session, st.Machine)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(rp)
+	if err != nil {
+		return nil, nil
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() < st.Records {
+		f.Close()
+		return nil, nil
+	}
+	if now := c.now(); now.Sub(st.Used) >= usedGranularity {
+		st.Used = now.Truncate(usedGranularity)
+		if err := c.saveState(sp, st); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.LimitReader(f, st.Records), f}, nil
+}
