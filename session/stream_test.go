@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -232,5 +233,25 @@ func TestStreamedMergeDisputes(t *testing.T) {
 			copies[i] = []byte(b.String())
 		}
 		checkStreamed(t, OMPFormat(), copies...)
+	}
+}
+
+// BenchmarkMergeStreamed is BenchmarkMerge through an Index, the copies
+// read through bytes.Readers, to compare the streamed merge's speed with
+// the in-memory one's (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench 'Merge$|MergeStreamed' -benchmem ./session/
+func BenchmarkMergeStreamed(b *testing.B) {
+	data, err := os.ReadFile("../testdata/corpus/pi-v1-before-compaction-branchedFrom_pi-mono-fixture.jsonl")
+	if err != nil {
+		b.Skip(err)
+	}
+	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
+	other := append(bytes.Clone(data[:half]), entryLine("bbbb0001", "", t0, "other machine")+"\n"...)
+	b.SetBytes(int64(len(data) + len(other)))
+	for b.Loop() {
+		if _, err := OMPFormat().MergeTo(io.Discard, 1<<30, ByteSources(data, other)...); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
