@@ -24,8 +24,9 @@ type Source struct {
 // (every copy's, repeats too): its share of the graph, the key map and a
 // copy's id map while that copy is read, with room above the 106-130
 // bytes measured where a copy shares half its lines with another
-// (TestIndexLineCost, BenchmarkRestoreMergeDiverged1GiB). Line bytes are
-// never held but the one being read, which is charged too.
+// (TestIndexLineCost, BenchmarkRestoreMergeDiverged1GiB). A line whose
+// entry another copy holds in other bytes is charged twice. Line bytes
+// are never held but the one being read, which is charged too.
 const LineCost = 192
 
 // IndexLimitError is NewIndex's answer when the copies have more lines
@@ -208,7 +209,9 @@ func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, 
 	off := start
 	for off < s.Size {
 		*read++
-		room := budget - *read*LineCost // what the line may take
+		// A line a node of other bytes stands for costs another: what
+		// allow counts of it (rare, but a copy may rewrite every line).
+		room := budget - (*read+int64(len(*mismatches)))*LineCost // what the line may take
 		if room < int64(x.maxLine) || len(x.nodes) >= 1<<31-1 {
 			return &IndexLimitError{Lines: *read, Budget: budget}
 		}

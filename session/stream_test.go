@@ -151,6 +151,15 @@ func TestIndexBounds(t *testing.T) {
 	if _, err := OMPFormat().NewIndex(2002*LineCost+1<<10, ByteSources(mine, other)...); err != nil {
 		t.Fatalf("within the budget: %v", err)
 	}
+	// A copy that holds every entry in other bytes (rewritten) costs
+	// twice: the same budget no longer does.
+	rewritten := bytes.ReplaceAll(other, []byte(`"text":"x"`), []byte(`"text":"y"`))
+	if _, err := OMPFormat().NewIndex(2002*LineCost+1<<10, ByteSources(mine, rewritten)...); !errors.As(err, &lim) {
+		t.Fatalf("rewritten entries within the budget of as many lines: %v", err)
+	}
+	if _, err := OMPFormat().NewIndex(3002*LineCost+1<<10, ByteSources(mine, rewritten)...); err != nil {
+		t.Fatalf("rewritten entries within twice the budget: %v", err)
+	}
 	long := []byte(strings.Repeat("z", 1<<20) + "\n")
 	if _, err := OMPFormat().NewIndex(1<<20, ByteSources(long)...); !errors.As(err, &lim) {
 		t.Fatalf("a line longer than the budget: %v", err)
