@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +86,42 @@ func TestRestoreDryRunMerge(t *testing.T) {
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {
 		t.Errorf("left in the temp folder: %v", left)
 	}
+}
+
+// A copy of millions of tiny lines that went on apart from the local file
+// (as a damaged or hostile remote may hold) costs the merge no more than
+// its bound: the index stops at restore.max_merge_size with the one-line
+// error, having allocated about that much, not what the lines' count
+// would take, and the local file is untouched.
+func TestRestoreMergeOfTinyLinesBounded(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	mine := append(bytes.Clone(f.data), entry("aaaa9001", lastEntryID(t, f.data), base.Add(time.Hour), "work here")...)
+	theirs := append(bytes.Clone(f.data), bytes.Repeat([]byte("{}\n"), 8<<20)...) // 24 MiB, 8 million lines
+	rel := sessionPath("-w", f.id, 1)
+	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+
+	b := newMachine(t, r, "laptop")
+	b.write(rel, mine, base.Add(-time.Hour))
+	const bound = 16 << 20
+	var rep *Report
+	alloc := allocated(func() {
+		var err error
+		if rep, err = b.restore([]string{f.id}, Options{MaxMergeSize: bound}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	res := rep.Results[0]
+	if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "restore.max_merge_size") || strings.Contains(res.Error, "\n") {
+		t.Fatalf("a merge of 8 million lines within 16 MiB: %+v", res)
+	}
+	t.Logf("allocated %d MiB", alloc>>20)
+	if alloc > 4*bound+uint64(len(theirs)) {
+		t.Errorf("the refused merge allocated %d MiB, bound %d MiB", alloc>>20, bound>>20)
+	}
+	if got := b.read(rel); !bytes.Equal(got, mine) {
+		t.Fatal("the local file changed")
+	}
+	noTempFiles(t, b.agentDir)
 }
