@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -29,11 +30,18 @@ func (a *app) readPlaces(cmd *cobra.Command, machine, agentName string) (*config
 	if agentName != "" && !slices.Contains(config.AgentNames(), agentName) {
 		return nil, nil, nil, usagef(cmd, "--agent %q: want one of %s", agentName, strings.Join(config.AgentNames(), ", "))
 	}
-	cfg, r, err := a.readRemote(cmd, machine)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	places, problems, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
+	// The agents' LIST goes out with the marker's GET (readRemote has
+	// loaded the configuration by then).
+	var places []restore.Place
+	var problems []string
+	cfg, r, err := a.readRemote(cmd, machine, func(ctx context.Context, r *repo.Repo) error {
+		cfg, err := a.config()
+		if err != nil {
+			return err
+		}
+		places, problems, err = restore.Places(ctx, r, cfg.AgentDirOf)
+		return err
+	})
 	if err != nil {
 		return nil, nil, nil, err
 	}

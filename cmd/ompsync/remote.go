@@ -99,8 +99,9 @@ func (a *app) meters() *meter {
 }
 
 // readRemote is how ls, verify and restore start: check --machine, load
-// the configuration, open the remote for reading.
-func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *repo.Repo, error) {
+// the configuration, open the remote for reading. also, when set, runs
+// while the marker is read (readMetered).
+func (a *app) readRemote(cmd *cobra.Command, machine string, also func(context.Context, *repo.Repo) error) (*config.Config, *repo.Repo, error) {
 	if machine != "" && !repo.ValidMachine(machine) {
 		return nil, nil, usagef(cmd, "--machine %q is not a machine name", machine)
 	}
@@ -112,7 +113,7 @@ func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *r
 	if m.log == nil { // its retries, at debug
 		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
 	}
-	r, err := readMetered(cmd.Context(), cfg, m)
+	r, err := readMetered(cmd.Context(), cfg, m, also)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,11 +125,15 @@ func (a *app) readRemote(cmd *cobra.Command, machine string) (*config.Config, *r
 // starts a repository, so a mistyped remote is an error, not an empty
 // listing and a new folder.
 func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
-	return readMetered(ctx, cfg, &meter{})
+	return readMetered(ctx, cfg, &meter{}, nil)
 }
 
-// readMetered is readRepo counting requests and bytes in m.
-func readMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, error) {
+// readMetered is readRepo counting requests and bytes in m. also, when
+// set, reads what the command needs next while the marker is read, so
+// that the two requests take one round trip, not two (30 ms each on a
+// home line); the marker's verdict comes first, and also's error is
+// returned only when the marker was good.
+func readMetered(ctx context.Context, cfg *config.Config, m *meter, also func(context.Context, *repo.Repo) error) (*repo.Repo, error) {
 	loc, err := remote.ParseURL(cfg.Remote)
 	if err != nil {
 		return nil, err
@@ -142,25 +147,45 @@ func readMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo,
 	if err != nil {
 		return nil, err
 	}
-	marker, err := r.ReadMarker(ctx)
+	if also == nil {
+		return r, checkRepository(ctx, cfg, r)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- also(actx, r) }()
+	err = checkRepository(ctx, cfg, r)
+	if err != nil {
+		cancel()
+	}
+	if aerr := <-done; err == nil {
+		err = aerr
+	}
 	if err != nil {
 		return nil, err
+	}
+	return r, nil
+}
+
+// checkRepository checks that r holds a repository this version
+// understands.
+func checkRepository(ctx context.Context, cfg *config.Config, r *repo.Repo) error {
+	marker, err := r.ReadMarker(ctx)
+	if err != nil {
+		return err
 	}
 	if marker == nil {
 		// A repository written before the marker existed has objects in
 		// the format's folder (v1/, repo/keys.go).
 		for _, err := range r.Client().List(ctx, "v1/", remote.ListOptions{}) {
 			if err != nil {
-				return nil, fmt.Errorf("list v1/: %w", err)
+				return fmt.Errorf("list v1/: %w", err)
 			}
-			return r, nil
+			return nil
 		}
-		return nil, noRepository(cfg, "it holds no ompsync.json and no backups")
+		return noRepository(cfg, "it holds no ompsync.json and no backups")
 	}
-	if err := r.CheckMarker(marker); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r.CheckMarker(marker)
 }
 
 // noRepository says that the configured remote holds no repository, and
