@@ -93,6 +93,30 @@ func BenchmarkCatText1GiB(b *testing.B) {
 	bigSessionBench(b, bigRun{args: []string{"cat", "--text"}, stdout: true, text: true})
 }
 
+// BenchmarkGrep1GiB searches the same session for a line that one entry
+// holds (grep: the new bytes streamed a chunk at a time, indexed a line at
+// a time into the search cache, the records searched from disk a buffer
+// at a time), the cache emptied before each run; BenchmarkGrepCached1GiB
+// searches it again with the cache the first run filled, and
+// BenchmarkGrepNoCache1GiB without a cache (search.cache_size 0: the
+// records go to an unlinked temp file) (docs/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench 'Grep1GiB|GrepCached1GiB|GrepNoCache1GiB' -benchtime 3x ./hostile/
+func BenchmarkGrep1GiB(b *testing.B) {
+	bigSessionBench(b, bigRun{args: []string{"grep", bigNeedle}, grep: "cold"})
+}
+
+func BenchmarkGrepCached1GiB(b *testing.B) {
+	bigSessionBench(b, bigRun{args: []string{"grep", bigNeedle}, grep: "warm"})
+}
+
+func BenchmarkGrepNoCache1GiB(b *testing.B) {
+	bigSessionBench(b, bigRun{args: []string{"grep", bigNeedle}, grep: "none"})
+}
+
+// bigNeedle is what one entry of the 1 GiB session says, in the middle.
+const bigNeedle = "NEEDLE-4c1d"
+
 // bigRun is one command a benchmark of the 1 GiB session runs.
 type bigRun struct {
 	// args are the command and its flags, before the session's id; an
@@ -106,6 +130,10 @@ type bigRun struct {
 	stdout, text bool
 	// half: what is compared is the bytes uploaded by half.
 	half bool
+	// grep: the command searches for bigNeedle, which one line printed
+	// holds; the search cache is emptied before each run ("cold"), filled
+	// by a run before the timed ones ("warm"), or off ("none").
+	grep string
 }
 
 // bigSessionBench runs `ompsync <args> <id>` on the 1 GiB session, and
@@ -136,6 +164,7 @@ func bigSessionBench(b *testing.B, br bigRun) {
 	}
 	command := strings.Join(args, " ")
 	gnuTime, _ := exec.LookPath("/usr/bin/time")
+	stateDir := filepath.Join(dir, "state")
 	run := func(agentDir string, args ...string) (peak, rusage int64, out printedOut) {
 		args = append([]string{bin}, args...)
 		if gnuTime != "" {
@@ -143,7 +172,10 @@ func bigSessionBench(b *testing.B, br bigRun) {
 		}
 		cmd := exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -v %d && exec "$0" "$@"`, addressLimitKiB)}, args...)...)
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "OMPSYNC_REMOTE=file://" + remoteDir,
-			"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + filepath.Join(dir, "state"), "TMPDIR=" + dir}
+			"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + stateDir, "TMPDIR=" + dir}
+		if br.grep == "none" {
+			cmd.Env = append(cmd.Env, "OMPSYNC_SEARCH_CACHE_SIZE=0")
+		}
 		var stderr bytes.Buffer
 		out.h = sha256.New()
 		cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -164,6 +196,9 @@ func bigSessionBench(b *testing.B, br bigRun) {
 		}
 		return peak, rusage, out
 	}
+	if br.grep == "warm" {
+		run(filepath.Join(dir, "agent-warm"), append(args, BadID)...)
+	}
 	full := ""
 	if br.local != nil {
 		fullDir := filepath.Join(dir, "full")
@@ -181,11 +216,18 @@ func bigSessionBench(b *testing.B, br bigRun) {
 		if br.local != nil {
 			br.local(full, p)
 		}
+		if br.grep == "cold" {
+			os.RemoveAll(filepath.Join(stateDir, "search"))
+		}
 		b.StartTimer()
 		pk, ru, out := run(agentDir, append(args, BadID)...)
 		b.StopTimer()
 		peak, rusage = max(peak, pk), max(rusage, ru)
 		switch {
+		case br.grep != "":
+			if lines := strings.Count(out.start.String(), "\n"); lines != 1 || !strings.Contains(out.start.String(), bigNeedle) || out.n != int64(out.start.Len()) {
+				b.Fatalf("%s printed %d bytes, not the one line that holds the needle: %.300q", command, out.n, out.start.String())
+			}
 		case br.text:
 			if !strings.HasPrefix(out.start.String(), "session "+BadID) || out.n < wantSize/2 {
 				b.Fatalf("%s printed %d bytes starting %.80q", command, out.n, out.start.String())
@@ -325,6 +367,9 @@ func writeBigSession(b *testing.B, dir string, size int64) bigSession {
 		for j := range 40 + i%60 {
 			text.WriteString(words[(i*7+j*3)%len(words)])
 			text.WriteByte(' ')
+		}
+		if i == 777777 {
+			text.WriteString(bigNeedle) // the one line BenchmarkGrep1GiB finds
 		}
 		fmt.Fprintf(&chunk, `{"type":"message","id":"%08x","parentId":"%08x","timestamp":"2026-10-07T01:%02d:%02d.000Z","message":{"role":"assistant","content":[{"type":"text","text":%q}]}}`+"\n",
 			i+3, i+2, i/60%60, i%60, text.String())

@@ -69,7 +69,7 @@ func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
 // TempRecords starts writing records outside any cache, to be searched
 // once (Detach): an unlinked temp file in the system's temp folder.
 func TempRecords() (*Pending, error) {
-	f, err := os.CreateTemp("", "ompsync-grep-*")
+	f, err := os.CreateTemp("", ".ompsync-grep-*")
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}

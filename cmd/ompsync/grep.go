@@ -40,6 +40,13 @@ What is read is kept in a cache under state_dir/search, bounded by
 search.cache_size: a second search of an unchanged remote reads the catalogs
 and nothing else, and a session that grew fetches only its new chunks.
 
+A copy is read a chunk at a time and indexed a line at a time; a line longer
+than 64 MiB is not searched, and is named. A copy that cannot be read or
+verified (a damaged chunk) is named too, and searched as the cache last had
+it, if at all: nothing of what this run read of it is searched, not even the
+chunks verified before the damage, and no line is printed before every copy
+was read.
+
 Exit status 0 when a line matched, 1 when none did or a copy could not be
 read (as grep does).`,
 		Example: `  ompsync grep 'connection refused'
