@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
 
@@ -109,5 +112,78 @@ func TestGrepEveryAgent(t *testing.T) {
 	}
 	if r := desk.run("grep", "--agent", "pi", "The tool said hello"); r.code != 0 || strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stderr, "0 read from the remote") {
 		t.Errorf("grep --agent pi: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A copy whose new chunk is damaged: grep exits 1, one line names the
+// session and the chunk, and the copy is searched as the cache had it
+// (the line the damaged pass added not printed, nor anything of that
+// pass); without a cache nothing of it is; no temp file is left.
+func TestGrepDamaged(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	url := "file://" + t.TempDir()
+	e := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
+	id := "019a0007-0000-7000-8000-00000000beef"
+	rel := "sessions/-w/2026-10-07T00-45-40-000Z_" + id + ".jsonl"
+	data := synthSession(id, "/home/u/w", "big", 2)
+	data = append(data, messageLine("00000003", "00000002", "user", "2026-10-07T01:00:00.000Z", "the FIRST-marker")...)
+	for i := 0; len(data) < 3<<20; i++ {
+		data = append(data, messageLine(fmt.Sprintf("%08x", i+4), fmt.Sprintf("%08x", i+3), "assistant", "2026-10-07T01:00:00.000Z", strings.Repeat("output ", 100))...)
+	}
+	e.write(rel, data, mtime0)
+	e.mustRun("agent", "--once")
+	if r := e.mustRun("-q", "grep", "marker"); strings.Count(r.stdout, "\n") != 1 || !strings.Contains(r.stdout, "FIRST-marker") {
+		t.Fatalf("before: %q", r.stdout)
+	}
+	first := len(data)
+	data = append(data, messageLine("ffffffff", "00000002", "user", "2026-10-07T02:00:00.000Z", "the SECOND-marker")...)
+	e.write(rel, data, mtime0)
+	e.mustRun("agent", "--once")
+
+	client, err := backend.Open(context.Background(), url, backend.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := repo.New(client, repo.NewZstd())
+	invs, err := rp.Inventory(context.Background(), id, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := invs[0].Newest()
+	last := g.Chunks[len(g.Chunks)-1]
+	if last.Start != int64(first) {
+		t.Fatalf("chunks %+v: want the second pass's alone in the last", g.Chunks)
+	}
+	hdr, body, err := rp.GetChunk(context.Background(), invs[0].Stream, g.Name, last.Start, last.End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body[len(body)/2] ^= 1
+	if _, err := rp.PutChunk(context.Background(), invs[0].Stream, g.Name, hdr, body); err != nil {
+		t.Fatal(err)
+	}
+	for _, cache := range []string{"1GiB", "0"} {
+		e.env["OMPSYNC_SEARCH_CACHE_SIZE"] = cache
+		r := e.run("-q", "grep", "marker")
+		want := 1
+		if cache == "0" {
+			want = 0
+		}
+		if r.code != exitFailure || strings.Count(r.stdout, "\n") != want || want == 1 && !strings.Contains(r.stdout, "FIRST-marker") || strings.Contains(r.stdout, "SECOND") {
+			t.Errorf("cache %s: exit %d, printed %q", cache, r.code, r.stdout)
+		}
+		var naming []string
+		for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+			if strings.Contains(l, "session "+id) && strings.Contains(l, "chunk "+repo.ChunkName(last.Start, last.End)) {
+				naming = append(naming, l)
+			}
+		}
+		if len(naming) != 1 {
+			t.Errorf("cache %s: stderr %q, want one line naming the session and the chunk", cache, r.stderr)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) > 0 {
+		t.Errorf("grep left %v", left)
 	}
 }
