@@ -422,6 +422,11 @@ type merger struct {
 	deferSync  func(dir string)
 	now        func() time.Time
 	blobMtimes map[string]time.Time // see Options.blobMtimes
+	// live, when set, looks again whether the session became live since
+	// it was fetched (and then records why in the result): right before
+	// its files are written, since a merge of large diverged copies takes
+	// a minute, long enough for omp to open the session.
+	live func() bool
 }
 
 // fileWrite is one planned write.
@@ -563,6 +568,9 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 				return err
 			}
 		}
+	}
+	if m.live != nil && m.live() {
+		return nil // nothing of the session written; its blobs are content-named
 	}
 	for _, w := range append(arts, beside...) {
 		if _, err := m.write(w, nil); err != nil {

@@ -71,6 +71,9 @@ type Options struct {
 	// blobMtimes is each blob's mtime as the catalogs give it (Run sets it
 	// from the planner's).
 	blobMtimes map[string]time.Time
+	// beforeWrite, in tests, runs right before a session's files are
+	// written (after its copies were fetched and merged), with its path.
+	beforeWrite func(rel string)
 	// mergeMu lets one session at a time merge diverged copies line by
 	// line (Run sets it).
 	mergeMu *sync.Mutex
@@ -405,7 +408,17 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	}
 	res.Notes = append(res.Notes, f.notes...)
 	res.Missing = append(res.Missing, f.missing...)
-	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, deferSync: deferSync, now: opts.Now, blobMtimes: opts.blobMtimes}
+	fetched := opts.Now()
+	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, deferSync: deferSync, now: opts.Now, blobMtimes: opts.blobMtimes,
+		live: func() bool {
+			if opts.beforeWrite != nil {
+				opts.beforeWrite(dest)
+			}
+			if opts.Now().Sub(fetched) >= maxScanAge {
+				open.expire() // the merge took long: a scan of before it is too old
+			}
+			return live()
+		}}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		if res.Action == "" {
 			res.Action = Failed

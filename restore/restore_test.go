@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -588,6 +589,79 @@ func TestRestoreRefusesHeldFile(t *testing.T) {
 	_ = holder.Process.Kill()
 	_ = holder.Wait()
 	if res := b.restoreOK([]string{f.id[:8]}, Options{}).Results[0]; res.Action != Appended {
+		t.Fatalf("after the holder exited: %+v", res)
+	}
+	if got := b.read(rel); !bytes.Equal(got, f.data) {
+		t.Fatalf("after the holder exited: wrong bytes")
+	}
+}
+
+// A session omp opens while its copies are fetched and merged (a merge of
+// large diverged copies takes a minute) is looked at again right before
+// anything of it is written: nothing is, and the result names the holder.
+// A merge that took less than a scan's age is checked against that scan.
+func TestRestoreRefusesFileOpenedDuringMerge(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-.omp-work", f.id, 1)
+	a := newMachine(t, r, "desktop")
+	a.write(rel, f.data, base)
+	a.backup()
+	prefix := f.data[:bytes.IndexByte(f.data[300:], '\n')+301]
+
+	b := newMachine(t, r, "laptop")
+	b.write(rel, prefix, base.Add(-time.Hour))
+	var holder *exec.Cmd
+	defer func() {
+		if holder != nil {
+			_ = holder.Process.Kill()
+			_ = holder.Wait()
+		}
+	}()
+	var mu sync.Mutex
+	skew := time.Duration(0)
+	opts := Options{
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(skew) },
+		beforeWrite: func(dest string) {
+			if dest != rel || holder != nil {
+				return
+			}
+			held, err := os.OpenFile(b.path(rel), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer held.Close()
+			holder = exec.Command("sleep", "60")
+			holder.Stdout = held
+			if err := holder.Start(); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			skew += 2 * maxScanAge // the merge took that long
+			mu.Unlock()
+		},
+	}
+	rep, err := b.restore([]string{f.id[:8]}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Results[0]
+	if holder == nil {
+		t.Fatalf("no check before the write (result %+v)", res)
+	}
+	want := fmt.Sprintf("pid %d: sleep", holder.Process.Pid)
+	if rep.OK() || res.Action != SkippedLive || !strings.Contains(res.Error, want) {
+		t.Fatalf("result %+v, want skipped naming %q", res, want)
+	}
+	if got := b.read(rel); !bytes.Equal(got, prefix) {
+		t.Fatalf("a file opened during the merge changed: %d bytes, want the %d it had", len(got), len(prefix))
+	}
+	_ = holder.Process.Kill()
+	_ = holder.Wait()
+	holder = nil
+	opts.beforeWrite = nil
+	if res := b.restoreOK([]string{f.id[:8]}, opts).Results[0]; res.Action != Appended {
 		t.Fatalf("after the holder exited: %+v", res)
 	}
 	if got := b.read(rel); !bytes.Equal(got, f.data) {
