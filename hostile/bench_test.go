@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/bintest"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -141,14 +142,7 @@ type bigRun struct {
 // agent dir, or on stdout) are checked after each run.
 func bigSessionBench(b *testing.B, br bigRun) {
 	const size = 1 << 30
-	// OMPSYNC_BENCH_BIN runs another build (an older commit's, to compare).
-	bin := os.Getenv("OMPSYNC_BENCH_BIN")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "ompsync")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
-			b.Fatalf("build ompsync: %v\n%s", err, out)
-		}
-	}
+	bin := bintest.ForBench(b) // OMPSYNC_BENCH_BIN: an older build, to compare
 	dir := b.TempDir()
 	remoteDir := filepath.Join(dir, "remote")
 	big := writeBigSession(b, remoteDir, size)

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/bintest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/faultproxy"
@@ -56,17 +57,6 @@ func TestMemoryCapped(t *testing.T) {
 		t.Fatalf("a process touching %d MiB under %s exited 0\n%s", hog>>20, by, out)
 	}
 	t.Logf("%d MiB refused by %s: %v", hog>>20, by, err)
-}
-
-// buildOmpsync builds the real binary without the race detector (whose
-// shadow memory would swamp the measure).
-func buildOmpsync(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ompsync")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
-		t.Fatalf("build ompsync: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // The cap. Go's runtime reserves address space up front and does not start
@@ -371,7 +361,7 @@ func commandsFor(h Remote) []command {
 // it reads the damage; pull keeps running (a bad pulled session must not
 // stop the backup) and ends with 0 on SIGTERM.
 func TestHostileRemotes(t *testing.T) {
-	bin := buildOmpsync(t)
+	bin := bintest.ForTest(t)
 	var mu sync.Mutex
 	peak := map[string]int64{}
 	t.Cleanup(func() {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ompsync/ompsync/bintest"
 )
 
 // BenchmarkRestoreMergeDiverged1GiB restores the 1 GiB session of
@@ -33,13 +35,7 @@ import (
 // 128 MiB restore.max_merge_size then allowed in memory.
 func BenchmarkRestoreMergeDiverged1GiB(b *testing.B) {
 	const size = 1 << 30
-	bin := os.Getenv("OMPSYNC_BENCH_BIN")
-	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "ompsync")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
-			b.Fatalf("build ompsync: %v\n%s", err, out)
-		}
-	}
+	bin := bintest.ForBench(b) // OMPSYNC_BENCH_BIN: an older build, to compare
 	// OMPSYNC_BENCH_MERGE_SIZE sets restore.max_merge_size (an older
 	// build's bound on the copies it holds).
 	mergeSize := os.Getenv("OMPSYNC_BENCH_MERGE_SIZE")
