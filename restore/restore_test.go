@@ -546,21 +546,27 @@ func TestRestoreIgnoresStaleLock(t *testing.T) {
 	}
 }
 
-// A file a process holds open is never changed, not even with --force: omp
-// would stop saving the session. The refusal names the process; once it
-// exits the same restore goes through.
-func TestRestoreRefusesHeldFile(t *testing.T) {
+// behind backs up a corpus session from desktop and gives laptop its first
+// lines only, older: a restore on laptop appends the rest.
+func behind(t *testing.T) (b *machine, f corpusFile, rel string, prefix []byte) {
+	t.Helper()
 	r := fileRemote(t)
-	f := corpus(t)[0]
-	rel := sessionPath("-.omp-work", f.id, 1)
+	f = corpus(t)[0]
+	rel = sessionPath("-.omp-work", f.id, 1)
 	a := newMachine(t, r, "desktop")
 	a.write(rel, f.data, base)
 	a.backup()
-	prefix := f.data[:bytes.IndexByte(f.data[300:], '\n')+301]
-
-	b := newMachine(t, r, "laptop")
+	prefix = f.data[:bytes.IndexByte(f.data[300:], '\n')+301]
+	b = newMachine(t, r, "laptop")
 	b.write(rel, prefix, base.Add(-time.Hour))
-	held, err := os.OpenFile(b.path(rel), os.O_WRONLY|os.O_APPEND, 0)
+	return b, f, rel, prefix
+}
+
+// holdOpen starts a process that holds path open for appending, as omp
+// holds a session it has open; stop ends it (so does the test's end).
+func holdOpen(t *testing.T, path string) (pid int, stop func()) {
+	t.Helper()
+	held, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,15 +576,25 @@ func TestRestoreRefusesHeldFile(t *testing.T) {
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = holder.Process.Kill(); _ = holder.Wait() }()
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = holder.Process.Kill(); _ = holder.Wait() }) }
+	t.Cleanup(stop)
+	return holder.Process.Pid, stop
+}
 
+// A file a process holds open is never changed, not even with --force: omp
+// would stop saving the session. The refusal names the process; once it
+// exits the same restore goes through.
+func TestRestoreRefusesHeldFile(t *testing.T) {
+	b, f, rel, prefix := behind(t)
+	pid, stop := holdOpen(t, b.path(rel))
 	for _, force := range []bool{false, true} {
 		rep, err := b.restore([]string{f.id[:8]}, Options{Force: force})
 		if err != nil {
 			t.Fatal(err)
 		}
 		res := rep.Results[0]
-		want := fmt.Sprintf("pid %d: sleep", holder.Process.Pid)
+		want := fmt.Sprintf("pid %d: sleep", pid)
 		if rep.OK() || res.Action != SkippedLive || !strings.Contains(res.Error, want) || !strings.Contains(res.Error, "close that session") {
 			t.Fatalf("force=%v: result %+v, want skipped naming %q", force, res, want)
 		}
@@ -586,8 +602,7 @@ func TestRestoreRefusesHeldFile(t *testing.T) {
 			t.Fatalf("force=%v: a held file changed", force)
 		}
 	}
-	_ = holder.Process.Kill()
-	_ = holder.Wait()
+	stop()
 	if res := b.restoreOK([]string{f.id[:8]}, Options{}).Results[0]; res.Action != Appended {
 		t.Fatalf("after the holder exited: %+v", res)
 	}
@@ -601,42 +616,17 @@ func TestRestoreRefusesHeldFile(t *testing.T) {
 // anything of it is written: nothing is, and the result names the holder.
 // A merge that took less than a scan's age is checked against that scan.
 func TestRestoreRefusesFileOpenedDuringMerge(t *testing.T) {
-	r := fileRemote(t)
-	f := corpus(t)[0]
-	rel := sessionPath("-.omp-work", f.id, 1)
-	a := newMachine(t, r, "desktop")
-	a.write(rel, f.data, base)
-	a.backup()
-	prefix := f.data[:bytes.IndexByte(f.data[300:], '\n')+301]
-
-	b := newMachine(t, r, "laptop")
-	b.write(rel, prefix, base.Add(-time.Hour))
-	var holder *exec.Cmd
-	defer func() {
-		if holder != nil {
-			_ = holder.Process.Kill()
-			_ = holder.Wait()
-		}
-	}()
+	b, f, rel, prefix := behind(t)
 	var mu sync.Mutex
 	skew := time.Duration(0)
+	pid, stop := 0, func() {}
 	opts := Options{
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(skew) },
 		beforeWrite: func(dest string) {
-			if dest != rel || holder != nil {
+			if dest != rel || pid != 0 {
 				return
 			}
-			held, err := os.OpenFile(b.path(rel), os.O_WRONLY|os.O_APPEND, 0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer held.Close()
-			holder = exec.Command("sleep", "60")
-			holder.Stdout = held
-			if err := holder.Start(); err != nil {
-				t.Error(err)
-			}
+			pid, stop = holdOpen(t, b.path(rel))
 			mu.Lock()
 			skew += 2 * maxScanAge // the merge took that long
 			mu.Unlock()
@@ -647,19 +637,17 @@ func TestRestoreRefusesFileOpenedDuringMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := rep.Results[0]
-	if holder == nil {
+	if pid == 0 {
 		t.Fatalf("no check before the write (result %+v)", res)
 	}
-	want := fmt.Sprintf("pid %d: sleep", holder.Process.Pid)
+	want := fmt.Sprintf("pid %d: sleep", pid)
 	if rep.OK() || res.Action != SkippedLive || !strings.Contains(res.Error, want) {
 		t.Fatalf("result %+v, want skipped naming %q", res, want)
 	}
 	if got := b.read(rel); !bytes.Equal(got, prefix) {
 		t.Fatalf("a file opened during the merge changed: %d bytes, want the %d it had", len(got), len(prefix))
 	}
-	_ = holder.Process.Kill()
-	_ = holder.Wait()
-	holder = nil
+	stop()
 	opts.beforeWrite = nil
 	if res := b.restoreOK([]string{f.id[:8]}, opts).Results[0]; res.Action != Appended {
 		t.Fatalf("after the holder exited: %+v", res)
