@@ -205,6 +205,9 @@ func (x *Indexer) flush() {
 		_, x.err = x.w.Write(x.out)
 	}
 	x.out = x.out[:0]
+	if cap(x.out) > 4*flushRecords {
+		x.out = nil // a long line's records are not kept for the rest
+	}
 }
 
 // Close indexes the last line, if the bytes did not end with a newline

@@ -162,6 +162,7 @@ func (p *Pending) Abort() {
 	p.f.Close()
 	if p.tmp != "" {
 		os.Remove(p.tmp)
+		_ = os.Remove(filepath.Dir(p.tmp)) // when the copy was the session's first
 	}
 }
 

@@ -72,6 +72,26 @@ func TestIndexerLongLine(t *testing.T) {
 	if cap(x.line) > 1<<20+100<<10 {
 		t.Errorf("the indexer keeps a buffer of %d MiB after the long line", cap(x.line)>>20)
 	}
+
+	// A line just within the bound is indexed, and neither it nor its
+	// records are held after.
+	got.Reset()
+	x = NewIndexer(&got, 0, nil, 1<<20)
+	within := msg("w1", "user", "2026-10-07T01:00:00Z", "WITHIN "+strings.Repeat("y", 1<<20-200))
+	for p := []byte(within + after); len(p) > 0; {
+		n := min(100<<10, len(p))
+		x.Write(p[:n])
+		p = p[n:]
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := Index(nil, []byte(within+after), nil); !bytes.Equal(got.Bytes(), want) || len(x.LeftOut()) != 0 {
+		t.Errorf("a line within the bound: %d bytes of records, want %d; left out %v", got.Len(), len(want), x.LeftOut())
+	}
+	if cap(x.line) > 1<<20 || cap(x.out) > 4*flushRecords {
+		t.Errorf("the indexer keeps buffers of %d and %d KiB after the line", cap(x.line)>>10, cap(x.out)>>10)
+	}
 }
 
 // Records read a buffer at a time, in reads of any size, match as the
