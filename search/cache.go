@@ -40,7 +40,7 @@ type CopyState struct {
 	Generation string `json:"generation"`
 	// Offset is how many bytes of the generation are indexed, HashFrom
 	// and HashState the generation's running stream hash there (see
-	// repo.ReadGenerationFrom).
+	// repo.StreamGenerationFrom).
 	Offset    int64  `json:"offset"`
 	HashFrom  int64  `json:"hash_from"`
 	HashState []byte `json:"hash_state,omitempty"`
