@@ -344,6 +344,7 @@ func commandsFor(h Remote) []command {
 		}
 		if !h.Blob {
 			cmds = append(cmds, command{name: "cat", machine: "victim", exit: 1})
+			cmds = append(cmds, command{name: "grep", machine: "victim", writes: []string{"state"}, exit: 1})
 		}
 	}
 	if h.Compacts {
@@ -353,7 +354,7 @@ func commandsFor(h Remote) []command {
 }
 
 // Each hostile remote against restore (also of the bad session alone, and
-// --at now), cat, verify, pull and compact, the real
+// --at now), cat, grep, verify, pull and compact, the real
 // binary under the cap: no crash, resident memory below 1 GiB, nothing
 // written but the good session (and, for pull and compact, the state and
 // the remote), the damage named in one line with the bad session, and the
@@ -429,6 +430,12 @@ func runHostile(t *testing.T, bin string, h Remote, be string, c command) run {
 		r = sb.runOnce(t, env, "cat", BadID)
 		if r.stdout != "" {
 			t.Errorf("cat of a damaged session printed %d bytes", len(r.stdout))
+		}
+	case "grep":
+		// A word of every line of the good session: what is printed is its.
+		r = sb.runOnce(t, env, "grep", "-i", "e", BadID)
+		if r.stdout != "" {
+			t.Errorf("grep of a damaged session printed %d bytes", len(r.stdout))
 		}
 	case "verify":
 		r = sb.runOnce(t, env, "verify")

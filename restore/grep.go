@@ -306,6 +306,10 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 		if err == nil {
 			err = x.Close()
 		}
+		if err == nil && g.Name == c.e.Generation && tail.End < c.e.Size {
+			// As restore refuses it: bytes the catalog records are missing.
+			err = fmt.Errorf("%w: the remote holds %d bytes of the %d its catalog records", repo.ErrGap, tail.End, c.e.Size)
+		}
 		if err != nil {
 			p.Abort() // what the cache held stays as it was
 		}
