@@ -75,33 +75,10 @@ func TestCatDamaged(t *testing.T) {
 		t.Fatalf("cat: %d bytes, want %d", len(r.stdout), len(data))
 	}
 
-	client, err := backend.Open(context.Background(), url, backend.S3Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := repo.New(client, repo.NewZstd())
-	invs, err := rp.Inventory(context.Background(), id, "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := invs[0].Newest()
-	last := g.Chunks[len(g.Chunks)-1]
-	if len(g.Chunks) < 2 || last.Start != int64(first) {
-		t.Fatalf("chunks %+v: want the second pass's alone in the last", g.Chunks)
-	}
-	// One byte flipped under an intact header: what a disk or a transfer
-	// does, not a missing object.
-	hdr, body, err := rp.GetChunk(context.Background(), invs[0].Stream, g.Name, last.Start, last.End)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body[len(body)/2] ^= 1
-	if _, err := rp.PutChunk(context.Background(), invs[0].Stream, g.Name, hdr, body); err != nil {
-		t.Fatal(err)
-	}
+	chunk := damageLastChunk(t, url, id, first)
 	for _, args := range [][]string{{"cat", id}, {"cat", "--text", id}, {"restore", "--at", "0s", "--to", t.TempDir(), id}} {
 		r := e.run(args...)
-		if r.code != exitFailure || args[0] == "cat" && (r.stdout != "" || !strings.Contains(oneErrorLine(t, r), "chunk "+repo.ChunkName(last.Start, last.End))) {
+		if r.code != exitFailure || args[0] == "cat" && (r.stdout != "" || !strings.Contains(oneErrorLine(t, r), "chunk "+chunk)) {
 			t.Errorf("%v of a damaged copy: exit %d, %d bytes printed, %q", args, r.code, len(r.stdout), r.stderr)
 		}
 	}
@@ -111,4 +88,37 @@ func TestCatDamaged(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) > 0 {
 		t.Errorf("cat left %v", left)
 	}
+}
+
+// damageLastChunk flips one byte of the body of the last chunk of the
+// newest generation of session id that machine laptop put on the remote
+// at url, under its intact header: what a disk or a transfer does, not a
+// missing object. That chunk must hold the bytes from first on (a second
+// pass's) alone. It returns the chunk's name, as errors name it.
+func damageLastChunk(t *testing.T, url, id string, first int) string {
+	t.Helper()
+	ctx := context.Background()
+	client, err := backend.Open(ctx, url, backend.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := repo.New(client, repo.NewZstd())
+	invs, err := rp.Inventory(ctx, id, "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := invs[0].Newest()
+	last := g.Chunks[len(g.Chunks)-1]
+	if len(g.Chunks) < 2 || last.Start != int64(first) {
+		t.Fatalf("chunks %+v: want the second pass's alone in the last", g.Chunks)
+	}
+	hdr, body, err := rp.GetChunk(ctx, invs[0].Stream, g.Name, last.Start, last.End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body[len(body)/2] ^= 1
+	if _, err := rp.PutChunk(ctx, invs[0].Stream, g.Name, hdr, body); err != nil {
+		t.Fatal(err)
+	}
+	return repo.ChunkName(last.Start, last.End)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
 
@@ -141,28 +139,7 @@ func TestGrepDamaged(t *testing.T) {
 	e.write(rel, data, mtime0)
 	e.mustRun("agent", "--once")
 
-	client, err := backend.Open(context.Background(), url, backend.S3Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := repo.New(client, repo.NewZstd())
-	invs, err := rp.Inventory(context.Background(), id, "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := invs[0].Newest()
-	last := g.Chunks[len(g.Chunks)-1]
-	if last.Start != int64(first) {
-		t.Fatalf("chunks %+v: want the second pass's alone in the last", g.Chunks)
-	}
-	hdr, body, err := rp.GetChunk(context.Background(), invs[0].Stream, g.Name, last.Start, last.End)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body[len(body)/2] ^= 1
-	if _, err := rp.PutChunk(context.Background(), invs[0].Stream, g.Name, hdr, body); err != nil {
-		t.Fatal(err)
-	}
+	chunk := damageLastChunk(t, url, id, first)
 	for _, cache := range []string{"1GiB", "0"} {
 		e.env["OMPSYNC_SEARCH_CACHE_SIZE"] = cache
 		r := e.run("-q", "grep", "marker")
@@ -175,7 +152,7 @@ func TestGrepDamaged(t *testing.T) {
 		}
 		var naming []string
 		for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
-			if strings.Contains(l, "session "+id) && strings.Contains(l, "chunk "+repo.ChunkName(last.Start, last.End)) {
+			if strings.Contains(l, "session "+id) && strings.Contains(l, "chunk "+chunk) {
 				naming = append(naming, l)
 			}
 		}
