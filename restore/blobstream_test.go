@@ -64,17 +64,7 @@ func TestRestoreStreamsLargeSession(t *testing.T) {
 	r := fileRemote(t)
 	id := "0190cccc-0000-7000-8000-000000000001"
 	rel := sessionPath("-w", id, 1)
-	data, _ := smallSession(id, "")
-	line := []byte(entry("aaaa0003", "aaaa0002", base, strings.Repeat("a long answer ", 60)))
-	var cuts []int64
-	for len(data) < 64<<20 {
-		if len(data)%(4<<20) < len(line) {
-			cuts = append(cuts, int64(len(data)))
-		}
-		data = append(data, line...)
-	}
-	_, gen := putSession(t, r, "desk", id, rel, data, cuts[1:]...)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	data := putLargeSession(t, r, id, rel)
 
 	to := t.TempDir()
 	var before, after runtime.MemStats

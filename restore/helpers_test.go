@@ -321,3 +321,22 @@ func (c *countingClient) List(ctx context.Context, prefix string, opts remote.Li
 	c.mu.Unlock()
 	return c.Client.List(ctx, prefix, opts)
 }
+
+// putLargeSession puts a session of 64 MiB (smallSession, then one long
+// entry again and again) from machine desk, in chunks of about 4 MiB as the
+// agent uploads a backlog, with its catalog entry, and returns its bytes.
+func putLargeSession(t *testing.T, r *repo.Repo, id, rel string) []byte {
+	t.Helper()
+	data, _ := smallSession(id, "")
+	line := []byte(entry("aaaa0003", "aaaa0002", base, strings.Repeat("a long answer ", 60)))
+	var cuts []int64
+	for len(data) < 64<<20 {
+		if len(data)%(4<<20) < len(line) {
+			cuts = append(cuts, int64(len(data)))
+		}
+		data = append(data, line...)
+	}
+	_, gen := putSession(t, r, "desk", id, rel, data, cuts[1:]...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	return data
+}
