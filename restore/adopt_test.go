@@ -63,11 +63,9 @@ func TestRestoreDryRunMerge(t *testing.T) {
 	r := fileRemote(t)
 	f := corpus(t)[0]
 	common := data4(t, f.data)
-	mine := append(bytes.Clone(common), entry("aaaa9001", lastEntryID(t, common), base.Add(time.Hour), "work here")...)
-	theirs := append(bytes.Clone(common), entry("bbbb9001", lastEntryID(t, common), base.Add(2*time.Hour), "work there")...)
+	mine, theirs := diverged(t, common)
 	rel := sessionPath("-w", f.id, 1)
-	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, f.id, rel, theirs)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 
@@ -99,8 +97,7 @@ func TestRestoreMergeOfTinyLinesBounded(t *testing.T) {
 	mine := append(bytes.Clone(f.data), entry("aaaa9001", lastEntryID(t, f.data), base.Add(time.Hour), "work here")...)
 	theirs := append(bytes.Clone(f.data), bytes.Repeat([]byte("{}\n"), 8<<20)...) // 24 MiB, 8 million lines
 	rel := sessionPath("-w", f.id, 1)
-	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, f.id, rel, theirs)
 
 	b := newMachine(t, r, "laptop")
 	b.write(rel, mine, base.Add(-time.Hour))

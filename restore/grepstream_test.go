@@ -101,8 +101,7 @@ func TestGrepStreamsLargeSession(t *testing.T) {
 		data = append(data, line...)
 	}
 	data = append(data, entry("aaaa0005", "aaaa0003", base, "the NEEDLE-at-the-end")...)
-	_, gen := putSession(t, r, "desk", id, rel, data, cuts...)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, id, rel, data, cuts...)
 
 	m, _ := search.Compile(search.Pattern{Text: "NEEDLE"})
 	var want []string

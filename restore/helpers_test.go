@@ -336,7 +336,24 @@ func putLargeSession(t *testing.T, r *repo.Repo, id, rel string) []byte {
 		}
 		data = append(data, line...)
 	}
-	_, gen := putSession(t, r, "desk", id, rel, data, cuts[1:]...)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, id, rel, data, cuts[1:]...)
 	return data
+}
+
+// putDesk puts data as session id at rel from machine desk (cut at cuts),
+// and its catalog entry: present, changed at base.
+func putDesk(t *testing.T, r *repo.Repo, id, rel string, data []byte, cuts ...int64) {
+	t.Helper()
+	_, gen := putSession(t, r, "desk", id, rel, data, cuts...)
+	putCatalog(t, r, "desk", repo.CatalogEntry{ID: id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+}
+
+// diverged is common gone on apart on two machines: mine with a line of
+// work here, theirs with a newer one there, each after common's last entry.
+func diverged(t *testing.T, common []byte) (mine, theirs []byte) {
+	t.Helper()
+	last := lastEntryID(t, common)
+	mine = append(bytes.Clone(common), entry("aaaa9001", last, base.Add(time.Hour), "work here")...)
+	theirs = append(bytes.Clone(common), entry("bbbb9001", last, base.Add(2*time.Hour), "work there")...)
+	return mine, theirs
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/tmpfstest"
 )
@@ -21,12 +20,10 @@ import (
 func TestRestoreMergeOnFullDisk(t *testing.T) {
 	f := corpus(t)[0]
 	common, _ := grown(f.data, spillAt*3/2, "f2")
-	mine := append(bytes.Clone(common), entry("aaaa9001", lastEntryID(t, common), base.Add(time.Hour), "work here")...)
-	theirs := append(bytes.Clone(common), entry("bbbb9001", lastEntryID(t, common), base.Add(2*time.Hour), "work there")...)
+	mine, theirs := diverged(t, common)
 	r := fileRemote(t)
 	rel := sessionPath("-w", f.id, 1)
-	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, f.id, rel, theirs)
 
 	b := newMachine(t, r, "laptop")
 	b.agentDir = tmpfstest.Mount(t, "8m")

@@ -124,8 +124,7 @@ func TestRestoreStreamsOntoLocalCopy(t *testing.T) {
 	f := corpus(t)[0] // a title slot
 	data, cuts := grown(f.data, 48<<20, "c0")
 	rel := sessionPath("-w", f.id, 1)
-	_, gen := putSession(t, r, "desk", f.id, rel, data, cuts...)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, f.id, rel, data, cuts...)
 
 	half := lineCut(data, len(data)/2)
 	newer := retitled(t, data, "Newer", "2030-01-01T00:00:00.000Z")
@@ -273,11 +272,9 @@ func TestRestoreMergeBounded(t *testing.T) {
 	r := fileRemote(t)
 	f := corpus(t)[0]
 	common := data4(t, f.data)
-	mine := append(bytes.Clone(common), entry("aaaa9001", lastEntryID(t, common), base.Add(time.Hour), "work here")...)
-	theirs := append(bytes.Clone(common), entry("bbbb9001", lastEntryID(t, common), base.Add(2*time.Hour), "work there")...)
+	mine, theirs := diverged(t, common)
 	rel := sessionPath("-w", f.id, 1)
-	_, gen := putSession(t, r, "desk", f.id, rel, theirs)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, f.id, rel, theirs)
 	lines := func(b []byte) int64 { return int64(bytes.Count(b[session.SlotLen(b):], []byte("\n"))) }
 	longest := 0
 	for _, l := range bytes.Split(common, []byte("\n")) {
@@ -331,8 +328,7 @@ func TestRestoreMergesPastOldBound(t *testing.T) {
 		t.Fatalf("copies of %d bytes are within the old bound", len(mine)+len(theirs))
 	}
 	rel := sessionPath("-w", f.id, 1)
-	_, gen := putSession(t, r, "desk", f.id, rel, theirs, cuts...)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(theirs)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, f.id, rel, theirs, cuts...)
 
 	b := newMachine(t, r, "laptop")
 	b.write(rel, mine, base.Add(-time.Hour))
@@ -400,8 +396,7 @@ func TestRestoreDryRunStreamsElsewhere(t *testing.T) {
 	f := corpus(t)[0]
 	data, cuts := grown(f.data, 6<<20, "a0")
 	rel := sessionPath("-w", f.id, 1)
-	_, gen := putSession(t, r, "desk", f.id, rel, data, cuts...)
-	putCatalog(t, r, "desk", repo.CatalogEntry{ID: f.id, Path: rel, Generation: gen, Size: int64(len(data)), Mtime: base, State: repo.StatePresent, Changed: base})
+	putDesk(t, r, f.id, rel, data, cuts...)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 
