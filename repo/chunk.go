@@ -36,6 +36,10 @@ type ChunkHeader struct {
 	// chunks leave it out (the catalog records theirs). Readers before it
 	// ignore the member.
 	Mtime time.Time `json:"mtime,omitzero"`
+	// Meta, in format 2, is the generation's meta in a chunk starting at
+	// offset 0, so a new generation costs one PUT: a generation without
+	// a meta object takes this. Format 1 never writes it.
+	Meta *Meta `json:"meta,omitempty"`
 }
 
 // ChunkSource names where a reference chunk's bytes live.
@@ -44,14 +48,32 @@ type ChunkSource struct {
 	Generation string `json:"generation"`
 }
 
-// maxHeader bounds the header line a reader accepts.
+// maxHeader bounds the header line a reader accepts, but for a header
+// carrying meta.
 const maxHeader = 1024
 
+// maxMetaHeader bounds the header line of a chunk at offset 0, which may
+// carry its generation's meta (a path and cwd of up to a few KiB each,
+// escaped): the reader's own bound, whatever the chunk claims.
+const maxMetaHeader = 64 << 10
+
+// headerLimit is the longest header line a chunk starting at start may have.
+func headerLimit(start int64) int {
+	if start == 0 {
+		return maxMetaHeader
+	}
+	return maxHeader
+}
+
 // EncodeChunk builds the plaintext of a chunk object. Its header stays
-// within what every reader accepts: marks are thinned until it fits.
+// within what every reader accepts: marks are thinned until the header
+// without meta fits 1024 bytes. A meta is kept only in a chunk at offset 0
+// (see MetaFits).
 func EncodeChunk(h ChunkHeader, data []byte) []byte {
 	h.V = 1
 	h.Uploaded = ThinMarks(h.Uploaded, MaxMarks)
+	meta := h.Meta
+	h.Meta = nil
 	hb, _ := json.Marshal(h)
 	for len(hb) > maxHeader && len(h.Uploaded) > 0 {
 		if len(h.Uploaded) == 1 {
@@ -61,14 +83,30 @@ func EncodeChunk(h ChunkHeader, data []byte) []byte {
 		}
 		hb, _ = json.Marshal(h)
 	}
+	if meta != nil && h.Start == 0 {
+		m := *meta
+		m.V = 1
+		m.Path = EncodePath(m.Path)
+		h.Meta = &m
+		hb, _ = json.Marshal(h)
+	}
 	out := make([]byte, 0, len(hb)+1+len(data))
 	out = append(out, hb...)
 	out = append(out, '\n')
 	return append(out, data...)
 }
 
+// MetaFits reports whether h with m as its meta stays within the header
+// a reader accepts of a chunk at offset 0. A writer that finds it does not
+// puts the meta object first instead, so a listed chunk at 0 always has a
+// meta to go with it.
+func MetaFits(h ChunkHeader, m Meta) bool {
+	h.Meta = &m
+	return h.Start == 0 && bytes.IndexByte(EncodeChunk(h, nil), '\n') <= maxMetaHeader
+}
+
 // ChunkLimit is the most plaintext a chunk for [start, end) may hold.
-func ChunkLimit(start, end int64) int64 { return end - start + maxHeader }
+func ChunkLimit(start, end int64) int64 { return end - start + int64(headerLimit(start)) }
 
 // DecodeChunk parses and verifies a chunk's plaintext against the range its
 // key names. The stream hash is checked by the reader that reassembles.
@@ -80,12 +118,12 @@ func DecodeChunk(plain []byte, start, end int64) (ChunkHeader, []byte, error) {
 // sha256 of the bytes, which the caller then covers (see chunkHashOK).
 func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte, error) {
 	nl := bytes.IndexByte(plain, '\n')
-	if nl < 0 || nl > maxHeader {
+	if nl < 0 || nl > headerLimit(start) {
 		return ChunkHeader{}, nil, fmt.Errorf("chunk %s: no header", ChunkName(start, end))
 	}
-	var h ChunkHeader
-	if err := json.Unmarshal(plain[:nl], &h); err != nil {
-		return ChunkHeader{}, nil, fmt.Errorf("chunk %s: bad header: %w", ChunkName(start, end), err)
+	h, err := parseHeader(plain[:nl], start, end)
+	if err != nil {
+		return h, nil, err
 	}
 	data := plain[nl+1:]
 	if !validMarks(h.Uploaded, start, end) {
@@ -117,6 +155,46 @@ func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte
 		return h, nil, fmt.Errorf("chunk %s: bad hash_from %d", ChunkName(start, end), h.HashFrom)
 	}
 	return h, data, nil
+}
+
+// parseHeader parses a chunk's header line: only one carrying meta may be
+// longer than 1024 bytes.
+func parseHeader(line []byte, start, end int64) (ChunkHeader, error) {
+	var h ChunkHeader
+	if err := json.Unmarshal(line, &h); err != nil {
+		return ChunkHeader{}, fmt.Errorf("chunk %s: bad header: %w", ChunkName(start, end), err)
+	}
+	if len(line) > maxHeader && h.Meta == nil {
+		return ChunkHeader{}, fmt.Errorf("chunk %s: a header of %d bytes, more than the %d a header without meta may have", ChunkName(start, end), len(line), maxHeader)
+	}
+	return h, nil
+}
+
+// HeaderMeta is the meta a chunk at offset 0 of generation gen of s
+// carries, checked as a meta object is and against the key: it must name
+// this session, machine, stream and generation, and the chunk's hash_from.
+// A chunk without one is damage where the generation has no meta object
+// (Generation.MetaInChunk).
+func HeaderMeta(s Stream, gen string, h ChunkHeader) (Meta, error) {
+	where := s.GenPrefix(gen)
+	if h.Meta == nil {
+		return Meta{}, fmt.Errorf("%s: no meta object, and its first chunk %s carries no meta: the generation is damaged", where, ChunkName(h.Start, h.End))
+	}
+	m := *h.Meta
+	if m.V != 1 {
+		return Meta{}, fmt.Errorf("%s: first chunk's meta: unknown version %d", where, m.V)
+	}
+	m.Path = DecodePath(m.Path)
+	switch {
+	case !SafeRelPath(m.Path):
+		return Meta{}, fmt.Errorf("%s: first chunk's meta: unsafe path %q", where, m.Path)
+	case m.SessionID != s.SessionID || m.Machine != s.Machine || m.Stream != s.Name || m.Generation != gen:
+		return Meta{}, fmt.Errorf("%s: first chunk's meta describes another generation (session %q, machine %q, stream %q, generation %q)",
+			where, m.SessionID, m.Machine, m.Stream, m.Generation)
+	case m.HashFrom != h.HashFrom:
+		return Meta{}, fmt.Errorf("%s: first chunk's meta says hash_from %d, its header %d", where, m.HashFrom, h.HashFrom)
+	}
+	return m, nil
 }
 
 // chunkHashOK reports whether data hashes to the chunk header's sha256.

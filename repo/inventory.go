@@ -23,6 +23,7 @@ type inventory struct {
 	streams map[Stream]*StreamInventory
 	gens    map[genKey]*Generation // a generation found in O(1), not by a scan
 	n       int
+	meta    map[*Generation]bool // generations with a meta object listed
 }
 
 var errTooManyObjects = fmt.Errorf("the listing goes on past %d objects, more than any session holds", MaxSessionObjects)
@@ -33,7 +34,7 @@ type genKey struct {
 }
 
 func newInventory() *inventory {
-	return &inventory{streams: map[Stream]*StreamInventory{}, gens: map[genKey]*Generation{}}
+	return &inventory{streams: map[Stream]*StreamInventory{}, gens: map[genKey]*Generation{}, meta: map[*Generation]bool{}}
 }
 
 // add records one parsed key, listed as obj.
@@ -55,7 +56,7 @@ func (b *inventory) add(ref ObjectRef, obj remote.ObjectInfo) error {
 	}
 	switch ref.Object {
 	case "meta":
-		g.HasMeta, g.MetaModTime = true, obj.ModTime
+		b.meta[g], g.MetaModTime = true, obj.ModTime
 	case "head":
 		g.HasHead, g.HeadModTime = true, obj.ModTime
 	default:
@@ -65,8 +66,8 @@ func (b *inventory) add(ref ObjectRef, obj remote.ObjectInfo) error {
 }
 
 // sorted returns the streams by machine, then name; generations oldest
-// first; chunks by start, then end.
-func (b *inventory) sorted() []*StreamInventory {
+// first, complete by format's rule; chunks by start, then end.
+func (b *inventory) sorted(format int) []*StreamInventory {
 	out := make([]*StreamInventory, 0, len(b.streams))
 	for _, inv := range b.streams {
 		sort.Slice(inv.Generations, func(i, j int) bool { return inv.Generations[i].Name < inv.Generations[j].Name })
@@ -75,6 +76,7 @@ func (b *inventory) sorted() []*StreamInventory {
 				a, b := g.Chunks[i], g.Chunks[j]
 				return a.Start < b.Start || a.Start == b.Start && a.End < b.End
 			})
+			g.Complete(format, b.meta[g])
 		}
 		out = append(out, inv)
 	}
@@ -111,6 +113,11 @@ type SessionObjects struct {
 // broken server): the sessions not yielded yet are then not known.
 func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[SessionObjects, error] {
 	return func(yield func(SessionObjects, error) bool) {
+		format, err := r.Format(ctx)
+		if err != nil {
+			yield(SessionObjects{}, err)
+			return
+		}
 		prefix := SessionsPrefix()
 		var cur SessionObjects
 		var b *inventory
@@ -123,7 +130,7 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[Sessi
 			open = false
 			done[cur.ID] = true
 			if cur.Err == nil {
-				cur.Streams = b.sorted()
+				cur.Streams = b.sorted(format)
 			}
 			return yield(cur, nil)
 		}

@@ -12,8 +12,16 @@ import (
 	"unicode/utf8"
 )
 
-// FormatVersion is the layout version; every key below lives under "v1/".
-const FormatVersion = 1
+// FormatVersion is the format a repository created empty gets; readers
+// take formats MinFormat to FormatVersion. Format 2 keeps format 1's key
+// layout (the "v1/" folder names the layout): a generation's first chunk
+// carries its meta, so a new session costs one PUT (docs/FORMAT.md).
+const FormatVersion = 2
+
+// MinFormat is the oldest format this ompsync reads and writes: format-1
+// repositories stay format 1, never upgraded in place, since an older
+// ompsync would not see format-2 generations.
+const MinFormat = 1
 
 const (
 	root = "v1/"

@@ -104,8 +104,8 @@ func (r *Repo) ReadMarker(ctx context.Context) (*Marker, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("repository marker %s is damaged: %w", MarkerKey, err)
 	}
-	if m.Format != FormatVersion {
-		return nil, fmt.Errorf("repository has format %d; this ompsync reads format %d: upgrade ompsync", m.Format, FormatVersion)
+	if m.Format < MinFormat || m.Format > FormatVersion {
+		return nil, fmt.Errorf("repository has format %d; this ompsync reads formats %d and %d: upgrade ompsync", m.Format, MinFormat, FormatVersion)
 	}
 	if m.ID != "" && !ValidID(m.ID) {
 		return nil, fmt.Errorf("repository marker %s is damaged: id %q is not 1-64 lower-case hex digits", MarkerKey, m.ID)
@@ -189,7 +189,7 @@ func (r *Repo) prepare(ctx context.Context) error {
 						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
 				}
 			}
-			nm := &Marker{Format: FormatVersion, Created: time.Now().UTC(), ID: NewID()}
+			nm := &Marker{Format: newFormat(m, first), Created: time.Now().UTC(), ID: NewID()}
 			if m != nil {
 				nm.Created = m.Created
 				if m.ID != "" {
@@ -224,6 +224,42 @@ func (r *Repo) prepare(ctx context.Context) error {
 		}
 		return r.adoptRecipients(ctx, m, enc.Keys())
 	}
+}
+
+// newFormat is the format of a marker written over m (nil: none) on a
+// remote whose first object under v1/ is first: a rewrite keeps m's; a
+// repository created empty gets FormatVersion; a marker lost over data
+// stays format 1, the only format data without a marker can be in (a
+// format-2 repository always has one, written before any object).
+func newFormat(m *Marker, first string) int {
+	switch {
+	case m != nil:
+		return m.Format
+	case first == "":
+		return FormatVersion
+	}
+	return MinFormat
+}
+
+// Format is the repository's format as its marker says, read once and
+// cached: what rule makes a generation complete (Generation.HasMeta), and
+// whether a writer puts a generation's meta in its first chunk. A remote
+// without a marker is read by format 1's rule (data without a marker can
+// only be format 1's; an empty one holds no generation).
+func (r *Repo) Format(ctx context.Context) (int, error) {
+	r.mu.Lock()
+	m, known := r.marker, r.markerKnown
+	r.mu.Unlock()
+	if !known {
+		var err error
+		if m, err = r.ReadMarker(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if m == nil {
+		return MinFormat, nil
+	}
+	return m.Format, nil
 }
 
 // ensureID gives a marker written before repository ids one. The drivers
@@ -341,12 +377,6 @@ func (r *Repo) CheckMarker(m *Marker) error {
 			"(or encryption.passphrase_file) to read it", ErrNoKey, fingerprints(m.Encryption.Recipients))
 	}
 	return nil
-}
-
-// hasData reports whether any object exists under the format's folder.
-func (r *Repo) hasData(ctx context.Context) (bool, error) {
-	first, err := r.firstObject(ctx)
-	return first != "", err
 }
 
 // firstObject is the first key under the format's folder, "" if none.

@@ -74,7 +74,8 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	metaC := make(chan metaResult, 1)
-	if every {
+	metaObject := every && !g.MetaInChunk
+	if metaObject {
 		go func() {
 			m, err := r.GetMeta(ctx, s, g.Name)
 			metaC <- metaResult{m, err}
@@ -98,7 +99,7 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 		hdr, chunk, err = r.chunkBytes(ctx, s, g.Name, picked[0], 0, false, &refReads)
 	}
 	var meta Meta
-	if every {
+	if metaObject {
 		mr := <-metaC
 		if mr.err != nil {
 			return nil, mr.err
@@ -108,7 +109,14 @@ func (r *Repo) readGeneration(ctx context.Context, s Stream, g *Generation, maxS
 	if err != nil {
 		return nil, err
 	}
-	if !every {
+	switch {
+	case g.MetaInChunk && len(picked) > 0:
+		// Cover's first pick starts at 0 here: the chunk that makes the
+		// generation complete.
+		if meta, err = HeaderMeta(s, g.Name, hdr); err != nil {
+			return nil, err
+		}
+	case !every:
 		meta.HashFrom = hdr.HashFrom
 	}
 

@@ -66,7 +66,10 @@ func (r *Repo) StreamGenerationFrom(ctx context.Context, s Stream, g *Generation
 		if buf == nil {
 			buf = make([]byte, 64<<10)
 		}
-		if err := r.streamChunkFrom(ctx, s, g.Name, c, h, t, buf, w, &refReads); err != nil {
+		// The chunk that makes the generation complete must carry its
+		// meta (read from 0 it is checked; read on, it was before).
+		metaInChunk := g.MetaInChunk && c.Start == 0
+		if err := r.streamChunkFrom(ctx, s, g.Name, c, metaInChunk, h, t, buf, w, &refReads); err != nil {
 			return nil, err
 		}
 	}
@@ -83,12 +86,17 @@ func (r *Repo) StreamGenerationFrom(ctx context.Context, s Stream, g *Generation
 
 // streamChunkFrom writes chunk c's bytes past t.End to w, continuing the
 // stream hash h, and checks the chunk's hashes at its end.
-func (r *Repo) streamChunkFrom(ctx context.Context, s Stream, gen string, c ChunkRef, h hash.Hash, t *Tail, buf []byte, w io.Writer, refReads *int) error {
+func (r *Repo) streamChunkFrom(ctx context.Context, s Stream, gen string, c ChunkRef, metaInChunk bool, h hash.Hash, t *Tail, buf []byte, w io.Writer, refReads *int) error {
 	hdr, body, closeBody, err := r.chunkReader(ctx, s, gen, c, refReads)
 	if err != nil {
 		return err
 	}
 	defer closeBody()
+	if metaInChunk {
+		if _, err := HeaderMeta(s, gen, hdr); err != nil {
+			return err
+		}
+	}
 	switch {
 	case t.HashFrom < 0:
 		t.HashFrom = hdr.HashFrom

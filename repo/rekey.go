@@ -196,16 +196,19 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 // every earlier recipient (or plaintext) pending.
 func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, bool, error) {
 	if m == nil || m.Encryption == nil {
-		nm := &Marker{Format: FormatVersion, ID: NewID(), Encryption: &Encryption{Scheme: SchemeAge, Recipients: sorted(keys.Recipients), PassphraseKey: keys.PassphraseKey}}
+		first, err := r.firstObject(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		has := first != ""
+		// The format is the marker's, or for a marker lost over data
+		// format 1's: rekey changes keys, never the format.
+		nm := &Marker{Format: newFormat(m, first), ID: NewID(), Encryption: &Encryption{Scheme: SchemeAge, Recipients: sorted(keys.Recipients), PassphraseKey: keys.PassphraseKey}}
 		if m != nil {
 			nm.Created = m.Created
 			if m.ID != "" {
 				nm.ID = m.ID // the agents' states stay this repository's
 			}
-		}
-		has, err := r.hasData(ctx)
-		if err != nil {
-			return nil, false, err
 		}
 		if has {
 			nm.Encryption.Pending = []string{PendingPlaintext}

@@ -132,6 +132,24 @@ func (r *Repo) GetMeta(ctx context.Context, s Stream, gen string) (Meta, error) 
 	return DecodeMeta(b)
 }
 
+// GenerationMeta reads the meta of a complete generation: its meta object,
+// or with MetaInChunk the header of its first chunk alone (streamed, the
+// rest of the chunk never read), checked against the key (HeaderMeta).
+func (r *Repo) GenerationMeta(ctx context.Context, s Stream, g *Generation) (Meta, error) {
+	if !g.MetaInChunk {
+		return r.GetMeta(ctx, s, g.Name)
+	}
+	picked, _ := Cover(g.Chunks)
+	if len(picked) == 0 || picked[0].Start != 0 {
+		return Meta{}, fmt.Errorf("%s: no meta object and no chunk at offset 0", s.GenPrefix(g.Name))
+	}
+	h, err := r.chunkHeader(ctx, s, g.Name, picked[0])
+	if err != nil {
+		return Meta{}, err
+	}
+	return HeaderMeta(s, g.Name, h)
+}
+
 // PutHead stores the current title slot of a generation.
 func (r *Repo) PutHead(ctx context.Context, s Stream, gen string, slot []byte) error {
 	return r.putSealed(ctx, s.HeadKey(gen), slot)
@@ -453,14 +471,37 @@ func (r *Repo) HasBlob(ctx context.Context, name string) (bool, error) {
 
 // Generation is what the remote holds of one generation of a stream.
 type Generation struct {
-	Name    string
+	Name string
+	// HasMeta says the generation is complete, its meta known: a meta
+	// object is listed, or (format 2) a chunk starting at offset 0.
 	HasMeta bool
-	HasHead bool
-	Chunks  []ChunkRef // sorted by start, then end
+	// MetaInChunk says HasMeta holds by a chunk at 0 alone (format 2): no
+	// meta object is listed, and the meta is the header's of the chunk
+	// Cover takes at 0, which a reader checks (HeaderMeta) when it reads
+	// that chunk; one without it is damage.
+	MetaInChunk bool
+	HasHead     bool
+	Chunks      []ChunkRef // sorted by start, then end
 	// MetaModTime and HeadModTime are the listing's modification times of
 	// meta and head (zero when absent): when the file last moved, and
-	// when its title slot was last replaced.
+	// when its title slot was last replaced. With MetaInChunk it is the
+	// first chunk's.
 	MetaModTime, HeadModTime time.Time
+}
+
+// Complete applies format's rule to a generation listed with (meta) or
+// without its meta object, its chunks sorted: in format 2 a chunk at
+// offset 0 makes it complete too, the meta in that chunk's header. Code
+// that lists a generation itself calls it, as Inventory does.
+func (g *Generation) Complete(format int, meta bool) {
+	g.HasMeta, g.MetaInChunk = meta, false
+	if meta || format < 2 {
+		return
+	}
+	if picked, _ := Cover(g.Chunks); len(picked) > 0 && picked[0].Start == 0 {
+		g.HasMeta, g.MetaInChunk = true, true
+		g.MetaModTime = picked[0].ModTime
+	}
 }
 
 // ChunkRef is a listed chunk.
@@ -506,6 +547,10 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 	if machine != "" {
 		prefix += machine + "/"
 	}
+	format, err := r.Format(ctx)
+	if err != nil {
+		return nil, err
+	}
 	b := newInventory()
 	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
@@ -522,7 +567,7 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 			return nil, err
 		}
 	}
-	return b.sorted(), nil
+	return b.sorted(format), nil
 }
 
 // Cover picks the fewest chunks that cover [0, end) of a generation, from the

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -69,14 +68,17 @@ func (r *Repo) streamGeneration(ctx context.Context, s Stream, g *Generation, ma
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	metaC := make(chan metaResult, 1)
-	if every {
+	// A meta object is read beside the chunks; a meta in the first chunk
+	// comes with it (streamChunks).
+	metaObject := every && !g.MetaInChunk
+	if metaObject {
 		go func() {
 			m, err := r.GetMeta(ctx, s, g.Name)
 			metaC <- metaResult{m, err}
 		}()
 	}
 	err := r.streamChunks(ctx, s, g, maxSize, w, every, at, &out)
-	if every {
+	if metaObject {
 		mr := <-metaC
 		if mr.err != nil {
 			return out, mr.err
@@ -138,6 +140,12 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 		hdr, body, closeBody, err := r.chunkReader(ctx, s, g.Name, c, &refReads)
 		if err != nil {
 			return err
+		}
+		if g.MetaInChunk && c.Start == 0 {
+			if out.Meta, err = HeaderMeta(s, g.Name, hdr); err != nil {
+				closeBody()
+				return err
+			}
 		}
 		if hdr.Mtime.After(out.Mtime) {
 			out.Mtime = hdr.Mtime
@@ -264,24 +272,11 @@ func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef
 	if err != nil {
 		return ChunkHeader{}, nil, nil, err
 	}
-	br := bufio.NewReaderSize(rc, maxHeader+1)
-	line, err := br.ReadSlice('\n')
+	br := bufio.NewReaderSize(rc, headerLimit(c.Start)+1)
+	hdr, err := readHeader(br, c, true)
 	if err != nil {
-		defer rc.Close()
-		if errors.Is(err, bufio.ErrBufferFull) || err == io.EOF {
-			// No header: a bomb says so if it is one, as the whole read
-			// would have.
-			if _, derr := io.Copy(io.Discard, br); derr != nil {
-				return ChunkHeader{}, nil, nil, derr
-			}
-			return ChunkHeader{}, nil, nil, fmt.Errorf("chunk %s: no header", ChunkName(c.Start, c.End))
-		}
-		return ChunkHeader{}, nil, nil, err
-	}
-	var hdr ChunkHeader
-	if err := json.Unmarshal(line[:len(line)-1], &hdr); err != nil {
 		rc.Close()
-		return ChunkHeader{}, nil, nil, fmt.Errorf("chunk %s: bad header: %w", ChunkName(c.Start, c.End), err)
+		return ChunkHeader{}, nil, nil, err
 	}
 	if hdr.Ref != nil {
 		// A reference holds no bytes of its own; decodeChunk checks the
@@ -315,6 +310,52 @@ func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef
 		return hdr, nil, nil, err
 	}
 	return hdr, &exactBody{r: br, left: c.End - c.Start, name: ChunkName(c.Start, c.End)}, func() { rc.Close() }, nil
+}
+
+// readHeader reads and parses a chunk's header line from br, whose buffer
+// holds the longest line a chunk starting where c does may have. Without a
+// header, with drain, the rest is read first: a bomb says so if it is one,
+// as the whole read would have.
+func readHeader(br *bufio.Reader, c ChunkRef, drain bool) (ChunkHeader, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) || err == io.EOF {
+			if drain {
+				if _, derr := io.Copy(io.Discard, br); derr != nil {
+					return ChunkHeader{}, derr
+				}
+			}
+			return ChunkHeader{}, fmt.Errorf("chunk %s: no header", ChunkName(c.Start, c.End))
+		}
+		return ChunkHeader{}, err
+	}
+	return parseHeader(line[:len(line)-1], c.Start, c.End)
+}
+
+// chunkHeader reads only the header line of chunk c: the object is opened
+// as a stream and closed after its first line, so finding a generation's
+// meta in its first chunk costs the first block of a chunk of any size.
+func (r *Repo) chunkHeader(ctx context.Context, s Stream, gen string, c ChunkRef) (ChunkHeader, error) {
+	if err := checkChunkRange(c.Start, c.End); err != nil {
+		return ChunkHeader{}, err
+	}
+	key := s.ChunkKey(gen, c.Start, c.End)
+	if limit := sealedLimit(ChunkLimit(c.Start, c.End)); c.Size > limit {
+		return ChunkHeader{}, fmt.Errorf("read %s: object larger than %d bytes", key, limit)
+	}
+	rc, err := r.openStream(ctx, key, ChunkLimit(c.Start, c.End))
+	if err != nil {
+		return ChunkHeader{}, err
+	}
+	defer rc.Close()
+	hdr, err := readHeader(bufio.NewReaderSize(rc, headerLimit(c.Start)+1), c, false)
+	if err != nil {
+		return hdr, err
+	}
+	if hdr.V != 1 || hdr.Start != c.Start || hdr.End != c.End {
+		return hdr, fmt.Errorf("chunk %s: header says [%d, %d)", ChunkName(c.Start, c.End), hdr.Start, hdr.End)
+	}
+	return hdr, nil
 }
 
 // exactBody is a chunk's bytes, which must end exactly at its range's end.
