@@ -149,7 +149,7 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 	if th, err := tailHash(src, fst); err == nil {
 		fst.TailHash = th
 	}
-	if meta, err := a.repo.GetMeta(ctx, s, g.Name); err == nil {
+	if meta, err := a.repo.GenerationMeta(ctx, s, g); err == nil {
 		fst.MetaPath = meta.Path
 		fst.HashFrom = meta.HashFrom
 	}

@@ -138,6 +138,11 @@ func listedGeneration(invs []*repo.StreamInventory, f *FileState) repo.Generatio
 func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 	s := f.stream(a.opts.Machine)
 	g := repo.Generation{Name: f.Generation}
+	format, err := a.repo.Format(ctx)
+	if err != nil {
+		return err
+	}
+	meta := false
 	prefix := s.GenPrefix(f.Generation)
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
 		if err != nil {
@@ -149,7 +154,7 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 		}
 		switch name {
 		case "meta":
-			g.HasMeta = true
+			meta = true
 		case "head":
 			g.HasHead = true
 		}
@@ -157,6 +162,7 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 			g.Chunks = append(g.Chunks, repo.ChunkRef{Start: cs, End: ce})
 		}
 	}
+	g.Complete(format, meta)
 	return a.confirmFrom(f, g)
 }
 

@@ -284,7 +284,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	fst.HashState = nil
 	fst.TailHash = ""
 	fst.SlotHash = ""
-	fst.MetaPath = "" // written with the first chunk
+	fst.MetaPath = "" // written with the first chunk (in it, in format 2)
 	fst.Verified = time.Now().UTC()
 	if fst.HashFrom > 0 {
 		fst.SlotHash = hashHex(head[:fst.HashFrom])
@@ -386,9 +386,17 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 		}
 		hdr := repo.ChunkHeader{Start: start, End: stop, HashFrom: fst.HashFrom, SHA256: hashHex(data), StreamSHA256: hex.EncodeToString(h.Sum(nil)),
 			Uploaded: repo.UploadMark(stop, a.now()), Mtime: fileMtime}
+		metaPut, err := a.firstChunkMeta(ctx, fst, &hdr)
+		if err != nil {
+			return n, objects, err
+		}
+		objects += metaPut
 		stored, err := a.repo.PutChunk(ctx, s, fst.Generation, hdr, data)
 		if err != nil {
 			return n, objects, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, start, stop, err)
+		}
+		if hdr.Meta != nil {
+			fst.MetaPath = hdr.Meta.Path
 		}
 		a.metrics.uploaded(int64(stored), 1)
 		n += int64(stored)
@@ -401,11 +409,38 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 	return n, objects, nil
 }
 
+// firstChunkMeta gives the header of a chunk at offset 0 its generation's
+// meta in a format-2 repository: the one PUT of a new session, its meta
+// with it (docs/FORMAT.md, "Streams and generations"). A meta too large
+// for the header goes first as its own object, so a listed chunk at 0
+// always has its meta. It returns the objects it put (0 or 1).
+func (a *Agent) firstChunkMeta(ctx context.Context, fst *FileState, hdr *repo.ChunkHeader) (int64, error) {
+	if hdr.Start != 0 {
+		return 0, nil
+	}
+	format, err := a.repo.Format(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("upload %s: %w", fst.Path, err)
+	}
+	if format < 2 {
+		return 0, nil // format 1: the meta object after the chunk (committed)
+	}
+	if m := a.meta(fst); repo.MetaFits(*hdr, m) {
+		hdr.Meta = &m
+		return 0, nil
+	}
+	if err := a.putMeta(ctx, fst); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
 // committed records that the chunk ending at stop is on the remote.
 func (a *Agent) committed(ctx context.Context, fst *FileState, src source, h hash.Hash, stop int64) error {
 	if fst.MetaPath != fst.Path {
-		// The first chunk of a generation exists before its meta, so a
-		// generation with meta always has bytes to restore.
+		// Format 1: the first chunk of a generation exists before its
+		// meta, so a generation with meta always has bytes to restore.
+		// Either format: the file moved since its meta was written.
 		if err := a.putMeta(ctx, fst); err != nil {
 			return err
 		}
@@ -455,21 +490,36 @@ func (a *Agent) uploadPulled(ctx context.Context, fst *FileState, src source, h 
 		Ref:          &repo.ChunkSource{Machine: p.Machine, Generation: p.Generation},
 		Uploaded:     repo.UploadMark(p.End, a.now()),
 	}
-	stored, err := a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, hdr, nil)
+	_, err = a.firstChunkMeta(ctx, fst, &hdr)
+	var stored int
+	if err == nil {
+		stored, err = a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, hdr, nil)
+		if err != nil {
+			err = fmt.Errorf("upload %s [%d, %d): %w", fst.Path, p.Start, p.End, err)
+		}
+	}
 	if err != nil {
 		_ = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(saved)
-		return false, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, p.Start, p.End, err)
+		return false, err
+	}
+	if hdr.Meta != nil {
+		fst.MetaPath = hdr.Meta.Path
 	}
 	a.metrics.uploaded(int64(stored), 1)
 	return true, a.committed(ctx, fst, src, h, p.End)
 }
 
-func (a *Agent) putMeta(ctx context.Context, fst *FileState) error {
-	m := repo.Meta{
+// meta is the meta of fst's generation as it is now.
+func (a *Agent) meta(fst *FileState) repo.Meta {
+	return repo.Meta{
 		SessionID: fst.SessionID, Machine: a.opts.Machine, Stream: fst.Stream,
 		Generation: fst.Generation, Path: fst.Path, Cwd: fst.Cwd, HashFrom: fst.HashFrom,
 		Created: a.now().UTC(), Previous: fst.PrevGeneration, Reason: fst.GenReason,
 	}
+}
+
+func (a *Agent) putMeta(ctx context.Context, fst *FileState) error {
+	m := a.meta(fst)
 	if err := a.repo.PutMeta(ctx, fst.stream(a.opts.Machine), m); err != nil {
 		return fmt.Errorf("upload meta of %s: %w", fst.Path, err)
 	}

@@ -102,7 +102,7 @@ func (r *Result) add(o Result) {
 // chunks it listed.
 func Stream(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, idle bool, p Policy) (Result, error) {
 	p = p.withDefaults()
-	g, err := listGeneration(ctx, r.Client(), s, gen)
+	g, err := listGeneration(ctx, r, s, gen)
 	if err != nil {
 		return Result{}, err
 	}
@@ -110,15 +110,19 @@ func Stream(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, idle b
 }
 
 // listGeneration lists one generation's objects.
-func listGeneration(ctx context.Context, c remote.Client, s repo.Stream, gen string) (*generation, error) {
+func listGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, gen string) (*generation, error) {
+	format, err := r.Format(ctx)
+	if err != nil {
+		return nil, err
+	}
 	g := &generation{name: gen}
 	prefix := s.GenPrefix(gen)
-	for obj, err := range c.List(ctx, prefix, remote.ListOptions{}) {
+	for obj, err := range r.Client().List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", prefix, err)
 		}
 		g.add(obj, obj.Key[len(prefix):])
 	}
-	g.sort()
+	g.sort(format)
 	return g, nil
 }

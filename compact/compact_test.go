@@ -333,8 +333,55 @@ func TestReferenceChunksStay(t *testing.T) {
 	}
 	// The next run sees there is nothing to merge without reading a chunk.
 	cnt := &counter{Client: r.Client()}
-	if res, err := Stream(ctx, repo.New(cnt, repo.NewZstd()), w.s, w.gen, true, Policy{}); err != nil || res.Written != 0 || cnt.gets != 0 || cnt.lists != 1 {
+	cr := repo.New(cnt, repo.NewZstd())
+	if _, err := cr.ReadMarker(ctx); err != nil { // as every command does first
+		t.Fatal(err)
+	}
+	cnt.reset()
+	if res, err := Stream(ctx, cr, w.s, w.gen, true, Policy{}); err != nil || res.Written != 0 || cnt.gets != 0 || cnt.lists != 1 {
 		t.Fatalf("second run: %+v, %v; %d GETs, %d LISTs", res, err, cnt.gets, cnt.lists)
+	}
+}
+
+// A format-2 generation whose meta is in its first chunk alone, compacted
+// into one chunk: the merged chunk at 0 carries the meta on, no meta
+// object appears, and the generation stays complete with the same bytes.
+func TestCompactFormat2(t *testing.T) {
+	ctx := context.Background()
+	r := fileRepo(t)
+	if err := r.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	w := newWriter(r, session("f2", "laptop"), "00000000000000f2", 0)
+	w.inChunk = true
+	for range 30 {
+		if err := w.append(ctx, lines(rng, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Stream(ctx, r, w.s, w.gen, true, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, r, w, "after compaction")
+	if got := chunksOf(t, r, w.s, w.gen); len(got) != 1 || got[0].Start != 0 || got[0].End != int64(len(w.data)) || res.Deleted != 30 {
+		t.Fatalf("chunks %v after %+v, want one of [0, %d)", got, res, len(w.data))
+	}
+	if _, err := r.Client().Stat(ctx, w.s.MetaKey(w.gen)); !errors.Is(err, remote.ErrNotFound) {
+		t.Fatalf("a meta object: %v", err)
+	}
+	invs, err := r.Inventory(ctx, w.s.SessionID, w.s.Machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := invs[0].Newest()
+	if g == nil || g.Name != w.gen || !g.MetaInChunk {
+		t.Fatalf("newest generation %+v, want %s complete by its first chunk", g, w.gen)
+	}
+	m, err := r.GenerationMeta(ctx, w.s, g)
+	if err != nil || m.Path != w.metaOf().Path || m.Generation != w.gen {
+		t.Fatalf("meta after compaction: %+v, %v", m, err)
 	}
 }
 

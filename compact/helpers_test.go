@@ -41,7 +41,8 @@ func fileRepo(t testing.TB) *repo.Repo {
 }
 
 // writer uploads a stream the way the agent does: chunks named by their
-// byte range, each with the running stream hash, and meta after the first.
+// byte range, each with the running stream hash, and meta after the first
+// (with inChunk, as in format 2: in the first chunk's header, no object).
 type writer struct {
 	r        *repo.Repo
 	s        repo.Stream
@@ -50,6 +51,7 @@ type writer struct {
 	data     []byte // every byte uploaded
 	h        hash.Hash
 	meta     bool
+	inChunk  bool
 }
 
 func newWriter(r *repo.Repo, s repo.Stream, gen string, hashFrom int64) *writer {
@@ -66,13 +68,17 @@ func (w *writer) grow(b []byte) {
 	}
 }
 
+// metaOf is the meta w writes.
+func (w *writer) metaOf() repo.Meta {
+	return repo.Meta{SessionID: w.s.SessionID, Machine: w.s.Machine, Stream: w.s.Name, Generation: w.gen,
+		Path: "sessions/-work/x_" + w.s.SessionID + ".jsonl", HashFrom: w.hashFrom, Created: time.Unix(0, 0).UTC()}
+}
+
 func (w *writer) putMeta(ctx context.Context) error {
 	if w.meta {
 		return nil
 	}
-	m := repo.Meta{SessionID: w.s.SessionID, Machine: w.s.Machine, Stream: w.s.Name, Generation: w.gen,
-		Path: "sessions/-work/x_" + w.s.SessionID + ".jsonl", HashFrom: w.hashFrom, Created: time.Unix(0, 0).UTC()}
-	if err := w.r.PutMeta(ctx, w.s, m); err != nil {
+	if err := w.r.PutMeta(ctx, w.s, w.metaOf()); err != nil {
 		return err
 	}
 	w.meta = true
@@ -87,6 +93,10 @@ func (w *writer) append(ctx context.Context, b []byte) error {
 	}
 	w.grow(b)
 	hdr := repo.ChunkHeader{Start: start, End: int64(len(w.data)), HashFrom: w.hashFrom, SHA256: repo.HashHex(b), StreamSHA256: hex.EncodeToString(w.h.Sum(nil))}
+	if w.inChunk && start == 0 {
+		m := w.metaOf()
+		hdr.Meta, w.meta = &m, true
+	}
 	if _, err := w.r.PutChunk(ctx, w.s, w.gen, hdr, b); err != nil {
 		return err
 	}
@@ -183,7 +193,7 @@ func firstDiff(a, b []byte) int {
 // chunksOf lists a generation's chunks.
 func chunksOf(t testing.TB, r *repo.Repo, s repo.Stream, gen string) []repo.ChunkRef {
 	t.Helper()
-	g, err := listGeneration(context.Background(), r.Client(), s, gen)
+	g, err := listGeneration(context.Background(), r, s, gen)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,9 @@ type generation struct {
 	name       string
 	meta, head *remote.ObjectInfo
 	chunks     []chunkObj // sorted by start, then end
+	// complete and metaInChunk are repo.Generation's HasMeta and
+	// MetaInChunk by the repository's format (set by sort).
+	complete, metaInChunk bool
 }
 
 func (g *generation) add(obj remote.ObjectInfo, name string) {
@@ -39,11 +42,16 @@ func (g *generation) add(obj remote.ObjectInfo, name string) {
 	}
 }
 
-func (g *generation) sort() {
+// sort sorts the chunks and applies format's rule of a complete
+// generation (repo.Generation.Complete).
+func (g *generation) sort(format int) {
 	sort.Slice(g.chunks, func(i, j int) bool {
 		a, b := g.chunks[i], g.chunks[j]
 		return a.Start < b.Start || a.Start == b.Start && a.End < b.End
 	})
+	rg := repo.Generation{Chunks: g.refs()}
+	rg.Complete(format, g.meta != nil)
+	g.complete, g.metaInChunk = rg.HasMeta, rg.MetaInChunk
 }
 
 func (g *generation) refs() []repo.ChunkRef {
@@ -66,8 +74,9 @@ func (g *generation) newest() time.Time {
 }
 
 // keys lists the generation's objects in the order they are deleted: meta
-// first, so that an interrupted delete leaves a generation readers ignore
-// rather than one with a gap.
+// first, then the chunks from offset 0 (in format 2 a chunk at 0 makes it
+// complete), so that an interrupted delete leaves a generation readers
+// ignore rather than one with a gap.
 func (g *generation) keys(s repo.Stream) (keys []string, bytes int64) {
 	if g.meta != nil {
 		keys, bytes = append(keys, g.meta.Key), bytes+g.meta.Size
@@ -100,7 +109,7 @@ type stream struct {
 // newestWithMeta is the generation readers take, or nil.
 func (st *stream) newestWithMeta() *generation {
 	for i := len(st.gens) - 1; i >= 0; i-- {
-		if st.gens[i].meta != nil {
+		if st.gens[i].complete {
 			return st.gens[i]
 		}
 	}
@@ -109,8 +118,14 @@ func (st *stream) newestWithMeta() *generation {
 
 // listSession lists one session's objects with one paged LIST: every
 // machine's, or one machine's when machine is not empty. Keys that do not
-// parse are an error, as repo.Inventory has them.
-func listSession(ctx context.Context, c remote.Client, id, machine string) ([]*stream, error) {
+// parse are an error, as repo.Inventory has them. Generations are complete
+// by the rule of the repository's format.
+func listSession(ctx context.Context, r *repo.Repo, id, machine string) ([]*stream, error) {
+	format, err := r.Format(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := r.Client()
 	prefix := repo.SessionPrefix(id)
 	if machine != "" {
 		prefix += machine + "/"
@@ -154,7 +169,7 @@ func listSession(ctx context.Context, c remote.Client, id, machine string) ([]*s
 	for _, st := range order {
 		sort.Slice(st.gens, func(i, j int) bool { return st.gens[i].name < st.gens[j].name })
 		for _, g := range st.gens {
-			g.sort()
+			g.sort(format)
 		}
 	}
 	sort.Slice(order, func(i, j int) bool {

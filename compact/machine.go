@@ -132,7 +132,7 @@ func skipReason(pl Plan, idle bool) string {
 }
 
 func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Policy, dryRun bool) []StreamReport {
-	streams, err := listSession(ctx, r.Client(), id, machine)
+	streams, err := listSession(ctx, r, id, machine)
 	if err != nil {
 		return []StreamReport{{Stream: repo.Stream{SessionID: id, Machine: machine, Name: repo.SessionStream}, Err: err}}
 	}
@@ -141,7 +141,7 @@ func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Pol
 	for _, st := range streams {
 		newest := st.newestWithMeta()
 		for _, g := range st.gens {
-			if g.meta == nil {
+			if !g.complete {
 				continue
 			}
 			idle := g != newest || now.Sub(g.newest()) >= p.Idle

@@ -21,7 +21,7 @@ const maxRounds = 64
 // listing the generation again after each round.
 func compactGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, idle bool, p Policy) (Result, error) {
 	res := Result{Before: len(g.chunks), After: len(g.chunks)}
-	if g.meta == nil {
+	if !g.complete {
 		// An upload interrupted before its meta, or still in progress:
 		// readers ignore it, and so does compaction.
 		return res, nil
@@ -43,7 +43,7 @@ func compactGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *gene
 		if did.Written == 0 && did.Deleted == 0 {
 			break // nothing could be done (reference chunks in the way)
 		}
-		if g, err = listGeneration(ctx, r.Client(), s, g.name); err != nil {
+		if g, err = listGeneration(ctx, r, s, g.name); err != nil {
 			return res, err
 		}
 	}
@@ -70,6 +70,14 @@ func execute(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, pl
 				return res, fmt.Errorf("read chunk %s: %w", repo.ChunkName(c.Start, c.End), err)
 			}
 			srcs = append(srcs, source{c: c, h: h, data: data})
+		}
+		if g.metaInChunk && len(srcs) > 0 && srcs[0].c.Start == 0 {
+			// The merged chunk at 0 carries on its meta: a generation
+			// whose first chunk lacks the meta it needs is damage, left as
+			// it is for a human to see.
+			if _, err := repo.HeaderMeta(s, g.name, srcs[0].h); err != nil {
+				return res, err
+			}
 		}
 		// Reference chunks hold no bytes of this machine: they stay, and
 		// the data chunks between them are merged run by run.
@@ -172,13 +180,18 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 		}
 	}
 	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256, Uploaded: marks, Mtime: mtime}
+	if a == 0 {
+		// In format 2 the chunk at 0 carries the generation's meta; the
+		// merged chunk takes the place of the one it copies it from.
+		hdr.Meta = run[0].h.Meta
+	}
 	stored, err := r.PutChunk(ctx, s, gen, hdr, data)
 	if err != nil {
 		return res, fmt.Errorf("write merged chunk %s: %w", repo.ChunkName(a, b), err)
 	}
 	res.Written, res.Merged, res.Uploaded, res.Rewritten = 1, len(run), int64(stored), b-a
 	got, back, err := r.GetChunk(ctx, s, gen, a, b)
-	if err == nil && (got.Ref != nil || got.SHA256 != hdr.SHA256 || got.StreamSHA256 != hdr.StreamSHA256 || got.HashFrom != hashFrom || !bytes.Equal(back, data)) {
+	if err == nil && (got.Ref != nil || got.SHA256 != hdr.SHA256 || got.StreamSHA256 != hdr.StreamSHA256 || got.HashFrom != hashFrom || !bytes.Equal(back, data) || !sameMeta(got.Meta, hdr.Meta)) {
 		err = errors.New("it reads back different")
 	}
 	if err != nil {
@@ -200,6 +213,11 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 	n, err := deleteInside(ctx, r, s, gen, repo.ChunkRef{Start: a, End: b}, hdr, data, all, read)
 	res.Deleted = n
 	return res, err
+}
+
+// sameMeta reports whether two chunk headers' meta members are the same.
+func sameMeta(a, b *repo.Meta) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 // sourcesLeft reports whether every chunk of run is still on the remote.

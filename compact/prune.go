@@ -138,7 +138,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 	if !deleted && ret.Generations <= 0 {
 		return nil
 	}
-	streams, err := listSession(ctx, r.Client(), e.ID, "")
+	streams, err := listSession(ctx, r, e.ID, "")
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 			// without a newer such generation may be an upload in progress.
 			var next *generation
 			for _, n := range st.gens[i+1:] {
-				if n.meta != nil {
+				if n.complete {
 					next = n
 					break
 				}
@@ -188,7 +188,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 			why = fmt.Sprintf("cannot check other machines' references: %v", refErr[name])
 		case refs[name][c.g.name] != "":
 			why = "referenced by machine " + refs[name][c.g.name]
-		case c.reason == ReasonSuperseded && name == repo.SessionStream && c.g.meta != nil:
+		case c.reason == ReasonSuperseded && name == repo.SessionStream && c.g.complete:
 			// An upload cut off before its meta is no copy restore
 			// takes: only one with meta is compared.
 			why = newest.lacking(ctx, r, lines, c.st, c.g)

@@ -86,6 +86,9 @@ func FuzzHostileRemote(f *testing.F) {
 		{0, 1, 2, 4, 1, 6, 1, 4, 2, 5, 0},                                         // reference chains, deep and circular
 		{0, 0, 2, 8, 1, 0, 0, 0, 2, 10, 0, 0, 0, 4},                               // blob and catalog bombs
 		{0, 1, 3, 3, 1, 7, 1, 7, 6, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 30},    // hashes, gaps, frames
+		{0, 1, 0, 2},             // format 2: the meta in the first chunk
+		{0, 1, 0, 3},             // format 2: a first chunk without its meta
+		{0, 1, 1, 3, 0, 0, 0, 3}, // format 2: the first chunk changed, and no meta
 	} {
 		f.Add(seed)
 	}
@@ -162,6 +165,8 @@ func FuzzStreamGeneration(f *testing.F) {
 		{0, 1, 1, 3, 1, 7, 1, 7, 6, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 30},
 		{0, 1, 2, 4, 1, 6, 1, 4, 2, 5, 0},
 		{0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1},
+		{0, 1, 0, 2},
+		{0, 1, 0, 3},
 	} {
 		f.Add(seed)
 	}

@@ -114,8 +114,39 @@ func Fuzzed(input []byte) (Remote, []byte) {
 		if catalogBomb {
 			return b.raw(repo.CatalogKey(EvilMachine), rleBomb([]byte(`{"v":1,"machine":"evil","sessions":[`), int64(in.u32()%(96<<20))))
 		}
+		// Read last, so inputs from before format 2 build what they did.
+		if err := b.format2(s, gen, data[:bounds[1]], in.byte()%4); err != nil {
+			return err
+		}
 		return b.catalog(EvilMachine, entry)
 	}}, data
+}
+
+// format2 makes the repository format 2 by its marker, for mode 1-3 (0:
+// format 1, no marker). Mode 2 moves the meta of s's generation gen into
+// its first chunk (first, the bytes [0, len(first))), written again over
+// whatever damage it holds; mode 3 deletes the meta object alone, so the
+// first chunk carries no meta, which readers must refuse.
+func (b *builder) format2(s repo.Stream, gen string, first []byte, mode byte) error {
+	if mode == 0 {
+		return nil
+	}
+	if err := b.raw(repo.MarkerKey, []byte(`{"format":2,"created":"2026-10-07T01:02:03Z"}`)); err != nil {
+		return err
+	}
+	if mode == 1 {
+		return nil
+	}
+	if err := b.c.Delete(b.ctx, s.MetaKey(gen)); err != nil {
+		return err
+	}
+	if mode == 3 {
+		return nil
+	}
+	m := repo.Meta{SessionID: s.SessionID, Machine: s.Machine, Stream: s.Name, Generation: gen, Path: BadRel, Created: at}
+	sum := repo.HashHex(first)
+	hdr := repo.ChunkHeader{Start: 0, End: int64(len(first)), SHA256: sum, StreamSHA256: sum, Meta: &m}
+	return b.sealed(s.ChunkKey(gen, 0, int64(len(first))), repo.EncodeChunk(hdr, first))
 }
 
 // claimedRange is a chunk range [a, e) from two numbers: anywhere in

@@ -394,11 +394,44 @@ func Remotes() []Remote {
 			}
 			return b.catalog(EvilMachine, repo.CatalogEntry{ID: BadID, Path: "sessions/../../../outside/x.jsonl", Generation: gen, Size: int64(len(data)), Mtime: at, State: repo.StatePresent, Changed: at})
 		}},
+		{Name: "format 2: first chunk without meta", Want: "carries no meta", Compacts: true, build: func(b *builder) error {
+			return b.format2Bad(nil)
+		}},
+		{Name: "format 2: first chunk's meta names another session", Want: "describes another generation", Compacts: true, build: func(b *builder) error {
+			return b.format2Bad(&repo.Meta{SessionID: GoodID, Machine: EvilMachine, Stream: repo.SessionStream, Path: GoodRel, Created: at})
+		}},
 		{Name: "endless listing", Want: "the listing goes on past", Compacts: true, Listing: endlessListing, build: func(b *builder) error {
 			_, _, _, err := b.bad("x", 0)
 			return err
 		}},
 	}
+}
+
+// format2Bad makes the repository format 2 (its marker) and writes the
+// bad session with no meta object: complete by its chunk at 0, whose
+// header carries meta (nil: none), which readers must refuse. The good
+// session keeps its meta object, which format 2 reads as format 1 does.
+func (b *builder) format2Bad(meta *repo.Meta) error {
+	if err := b.raw(repo.MarkerKey, []byte(`{"format":2,"created":"2026-10-07T01:02:03Z"}`)); err != nil {
+		return err
+	}
+	data, cuts := sessionFile(BadID, "x")
+	s := stream(EvilMachine, BadID)
+	gen := repo.NewGeneration(at.UnixNano())
+	if meta != nil {
+		meta.Generation = gen
+	}
+	if err := b.chunks(s, gen, data, cuts...); err != nil {
+		return err
+	}
+	// The first chunk again, with the meta given.
+	h := sha256.Sum256(data[:cuts[0]])
+	hdr := repo.ChunkHeader{Start: 0, End: cuts[0], SHA256: hex.EncodeToString(h[:]), StreamSHA256: hex.EncodeToString(h[:]),
+		Uploaded: repo.UploadMark(cuts[0], at.Add(time.Minute)), Meta: meta}
+	if err := b.sealed(s.ChunkKey(gen, 0, cuts[0]), repo.EncodeChunk(hdr, data[:cuts[0]])); err != nil {
+		return err
+	}
+	return b.catalog(EvilMachine, repo.CatalogEntry{ID: BadID, Path: BadRel, Generation: gen, Size: int64(len(data)), Mtime: at, State: repo.StatePresent, Changed: at})
 }
 
 // chain writes the bad session on machines[0] as one reference to

@@ -176,7 +176,7 @@ func parseHeader(line []byte, start, end int64) (ChunkHeader, error) {
 // A chunk without one is damage where the generation has no meta object
 // (Generation.MetaInChunk).
 func HeaderMeta(s Stream, gen string, h ChunkHeader) (Meta, error) {
-	where := s.GenPrefix(gen)
+	where := s.Prefix() + " generation " + gen
 	if h.Meta == nil {
 		return Meta{}, fmt.Errorf("%s: no meta object, and its first chunk %s carries no meta: the generation is damaged", where, ChunkName(h.Start, h.End))
 	}

@@ -141,7 +141,7 @@ func (r *Repo) GenerationMeta(ctx context.Context, s Stream, g *Generation) (Met
 	}
 	picked, _ := Cover(g.Chunks)
 	if len(picked) == 0 || picked[0].Start != 0 {
-		return Meta{}, fmt.Errorf("%s: no meta object and no chunk at offset 0", s.GenPrefix(g.Name))
+		return Meta{}, fmt.Errorf("%s generation %s: no meta object and no chunk at offset 0", s.Prefix(), g.Name)
 	}
 	h, err := r.chunkHeader(ctx, s, g.Name, picked[0])
 	if err != nil {

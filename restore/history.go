@@ -131,7 +131,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
 	var problems []string
 	var m repo.Meta
-	err := retry(ctx, func() (err error) { m, err = r.GetMeta(ctx, s, g.Name); return err })
+	err := retry(ctx, func() (err error) { m, err = r.GenerationMeta(ctx, s, g); return err })
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("machine %s, generation %s: %v", s.Machine, g.Name, err))
 	} else {
