@@ -150,7 +150,7 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 		fst.TailHash = th
 	}
 	if meta, err := a.repo.GenerationMeta(ctx, s, g); err == nil {
-		fst.MetaPath = meta.Path
+		fst.MetaPath, fst.MetaObject = meta.Path, !g.MetaInChunk
 		fst.HashFrom = meta.HashFrom
 	}
 	a.log.Info("resuming the remote copy", "session", fst.SessionID, "stream", fst.Stream, "generation", g.Name, "offset", covered)

@@ -40,7 +40,8 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	for _, f := range todo {
 		if invs, ok := listed[f.SessionID]; ok {
 			a.state.touch(f)
-			if err := a.confirmFrom(f, listedGeneration(invs, f)); err != nil {
+			g := listedGeneration(invs, f)
+			if err := a.confirmFrom(f, g, g.HasMeta && !g.MetaInChunk); err != nil {
 				a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
 			} else {
 				mu.Lock()
@@ -163,13 +164,22 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 		}
 	}
 	g.Complete(format, meta)
-	return a.confirmFrom(f, g)
+	return a.confirmFrom(f, g, meta)
 }
 
-// confirmFrom checks f against what the remote lists of its generation,
-// and rewinds f to what the remote still holds.
-func (a *Agent) confirmFrom(f *FileState, g repo.Generation) error {
+// confirmFrom checks f against what the remote lists of its generation
+// (metaObject: a meta object among it), and rewinds f to what the remote
+// still holds.
+func (a *Agent) confirmFrom(f *FileState, g repo.Generation, metaObject bool) error {
 	chunks, hasMeta, hasHead := g.Chunks, g.HasMeta, g.HasHead
+	if f.MetaObject && !metaObject && hasMeta {
+		// Format 2: the first chunk still makes the generation complete,
+		// but names the path it had then; the meta object of the move
+		// goes up again with the next sync.
+		a.log.Warn("the remote lost the meta object it had acknowledged; uploading it again", "path", f.Path)
+		f.MetaPath, f.MetaObject, f.Size = "", false, -1
+		a.markDirty(f.Path)
+	}
 	if f.HeadUnconfirmed && !hasHead {
 		// The title slot put was lost: forget it was uploaded, so the next
 		// sync puts it again.

@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -169,6 +170,20 @@ func TestFormat2MovedSessionMetaObject(t *testing.T) {
 		h, _, err := e.repo.GetChunk(ctx, s, gens[0].Name, 0, gens[0].Chunks[0].End)
 		if err != nil || h.Meta == nil || h.Meta.Path != rels[0] {
 			t.Fatalf("first chunk's meta %+v, %v: want the path before the move", h.Meta, err)
+		}
+
+		// The remote loses the meta object: the first chunk still makes
+		// the generation complete, under the old path, so the audit's
+		// listing must notice and put it again.
+		if err := c.Delete(ctx, s.MetaKey(gens[0].Name)); err != nil {
+			t.Fatal(err)
+		}
+		e.opts.AuditInterval = time.Nanosecond
+		e.once()
+		e.once()
+		gens = e.generations(ids[0], repo.SessionStream)
+		if m, err := e.repo.GenerationMeta(ctx, s, gens[0]); err != nil || gens[0].MetaInChunk || m.Path != moved {
+			t.Fatalf("meta after the remote lost it: %+v, %v (%+v); want path %s", m, err, gens[0], moved)
 		}
 	})
 }
