@@ -351,3 +351,39 @@ func TestChunkHeaderLimits(t *testing.T) {
 		t.Fatalf("a 2 KiB header with meta at 0: %v", err)
 	}
 }
+
+// Another agent's folder follows the repository's format: its generations
+// are complete by their first chunk in format 2 too, whether the marker was
+// read before the agent's repository was made or by it.
+func TestFormat2AgentFolder(t *testing.T) {
+	ctx := context.Background()
+	c := newRemote(t)
+	r := repo.New(c, repo.NewZstd())
+	if err := r.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pi, err := r.Agent("pi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := putFirstChunk(t, pi, validMeta(), 300)
+	if _, err := c.Stat(ctx, "v1/agents/pi/sessions/"+stream.SessionID+"/laptop/session/"+gen+"/"+repo.ChunkName(0, 300)); err != nil {
+		t.Fatalf("the chunk is not in pi's folder: %v", err)
+	}
+	for _, fresh := range []bool{false, true} {
+		ar := pi
+		if fresh {
+			if ar, err = repo.New(c, repo.NewZstd()).Agent("pi"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		g := onlyGeneration(t, ar)
+		if g == nil || !g.MetaInChunk {
+			t.Fatalf("fresh=%v: pi's generation %+v, want complete by its first chunk", fresh, g)
+		}
+		as, err := ar.ReadGeneration(ctx, stream, g, 1<<30)
+		if err != nil || !bytes.Equal(as.Data, data) || as.Meta.Path != validMeta().Path {
+			t.Fatalf("fresh=%v: read: %v", fresh, err)
+		}
+	}
+}
