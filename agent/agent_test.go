@@ -562,9 +562,11 @@ func TestIncludeExclude(t *testing.T) {
 	e.writeRename("sessions/-keep-secret/2026-01-01T00-00-00-000Z_b.jsonl", bytes.Replace(data, []byte("019e19b4"), []byte("029e19b4"), 1))
 	e.writeRename("sessions/-other/2026-01-01T00-00-00-000Z_c.jsonl", bytes.Replace(data, []byte("019e19b4"), []byte("039e19b4"), 1))
 	e.once()
+	// Each backed-up session's first chunk (which, in format 2, carries
+	// its meta).
 	var sessions []string
-	for _, k := range e.client.takePuts() {
-		if ref, err := repo.ParseSessionKey(k); err == nil && ref.Object == "meta" {
+	for _, k := range chunkPuts(e.client.takePuts()) {
+		if ref, err := repo.ParseSessionKey(k); err == nil && ref.Start == 0 && ref.Stream.Name == repo.SessionStream {
 			sessions = append(sessions, ref.Stream.SessionID[:8])
 		}
 	}
