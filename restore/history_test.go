@@ -175,12 +175,14 @@ func TestHistory(t *testing.T) {
 		t.Errorf("previous generations: %s<-%s, %s<-%s", h.Copies[0].Generation, h.Copies[1].Previous, h.Copies[1].Generation, h.Copies[2].Previous)
 	}
 
-	// A generation cut off before its meta is listed as incomplete; an
-	// unreadable meta is a problem, the copy still listed.
+	// A generation cut off before it was complete is listed as incomplete
+	// (the agents wrote format 2, where a chunk at 0 would complete it:
+	// this one has only a later chunk); an unreadable meta is a problem,
+	// the copy still listed.
 	s := repo.Stream{SessionID: id, Machine: "desk", Name: repo.SessionStream}
 	gen := repo.NewGeneration(steps[6].at.Add(time.Minute).UnixNano())
-	data := steps[4].copies["desk"][:256]
-	if _, err := r.PutChunk(context.Background(), s, gen, repo.ChunkHeader{Start: 0, End: 256, HashFrom: 256, SHA256: repo.HashHex(data), StreamSHA256: repo.HashHex(nil)}, data); err != nil {
+	data := steps[4].copies["desk"][256:300]
+	if _, err := r.PutChunk(context.Background(), s, gen, repo.ChunkHeader{Start: 256, End: 300, HashFrom: 256, SHA256: repo.HashHex(data), StreamSHA256: repo.HashHex(data)}, data); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Client().Put(context.Background(), s.MetaKey(h.Copies[0].Generation), []byte("not a meta"), remote.PutOptions{}); err != nil {
