@@ -174,6 +174,9 @@ type Agent struct {
 	// problems are the paths that could not be read, reported once and
 	// then now and then.
 	problems problems
+	// unchecked is what the remote's listing failed to let full passes
+	// check (confirmUploads).
+	unchecked unchecked
 	// sessionsGone: the last full scan found no sessions folder; watch is
 	// the running agent's watcher, to watch the folder again when it is back.
 	sessionsGone bool
@@ -335,6 +338,9 @@ func (a *Agent) Once(ctx context.Context) error {
 	// marked for upload; a few more passes put it up before exiting.
 	for i := 0; i < 3 && err == nil && ctx.Err() == nil && a.hasWork(); i++ {
 		err = a.pass(ctx, a.takeFullScan())
+	}
+	if err == nil {
+		err = a.unchecked.err()
 	}
 	if err == nil && a.sessionsGone && a.scanFound == 0 && !a.opts.ConfirmDeletions {
 		// Nothing known vanished (that is ErrVanished), but nothing is

@@ -6,10 +6,12 @@ import (
 	"encoding"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ompsync/ompsync/repo"
 )
@@ -69,7 +71,62 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	if a.confirmBlobs(ctx) {
 		changed = true
 	}
+	a.unchecked.endPass(a.log, a.now())
 	return changed
+}
+
+// unchecked is what full passes could not check of the remote's holdings
+// because listing it failed: said at WARN when it starts, then once per
+// problemRelog with a count, and at INFO once it works again. What was not
+// checked is neither lost nor kept: the next pass checks it, and agent
+// --once fails with it, since a remote that cannot be listed cannot be
+// restored from either.
+type unchecked struct {
+	mu       sync.Mutex
+	pass     error // this pass's first listing failure
+	last     error // the last full pass's (nil: it listed all it needed)
+	logged   time.Time
+	failures int // failed passes not yet logged
+}
+
+// failed records a listing that failed during this pass.
+func (u *unchecked) failed(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.pass == nil {
+		u.pass = err
+	}
+}
+
+// endPass says what this pass could not check, as the type says.
+func (u *unchecked) endPass(log *slog.Logger, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	err, was := u.pass, u.last
+	u.pass, u.last = nil, err
+	switch {
+	case err == nil && was != nil:
+		log.Info("the remote can be listed again: what it acknowledged is being checked")
+	case err == nil:
+	case was == nil || now.Sub(u.logged) >= problemRelog:
+		log.Warn("cannot list the remote to check that it still holds what it acknowledged; uploads go on, "+
+			"but a restore lists the remote the same way: fix the listing (for S3, the key's s3:ListBucket permission)",
+			"err", err, "failed_passes", u.failures+1)
+		u.logged, u.failures = now, 0
+	default:
+		u.failures++
+	}
+}
+
+// err is the last full pass's failure, for agent --once.
+func (u *unchecked) err() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.last == nil {
+		return nil
+	}
+	return fmt.Errorf("uploaded, but could not list the remote to check that it holds what it acknowledged, and a restore lists it the same way "+
+		"(for S3, check the key's s3:ListBucket permission), then run again: %w", u.last)
 }
 
 // confirmBlobs lists the remote's blobs (one paged LIST) after blobs were
@@ -87,6 +144,7 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
 		if err != nil {
 			a.log.Debug("could not list blobs; will check again", "err", err)
+			a.unchecked.failed(err)
 			return false
 		}
 		if name, ok := strings.CutPrefix(obj.Key, prefix); ok {
@@ -147,6 +205,7 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 	prefix := s.GenPrefix(f.Generation)
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
 		if err != nil {
+			a.unchecked.failed(err)
 			return err
 		}
 		name, ok := strings.CutPrefix(obj.Key, prefix)

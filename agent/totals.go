@@ -62,6 +62,9 @@ func (a *Agent) Totals() string {
 	add(t.archived, "recorded as archived")
 	add(t.heldSessions, "vanished and not recorded as deleted (see above)")
 	add(a.problems.count(), "could not be read (see above)")
+	if a.unchecked.err() != nil {
+		more = append(more, "uploads not checked against the remote, which could not be listed (see above)")
+	}
 	if t.links == 1 {
 		more = append(more, "1 symlink not followed (see above)")
 	} else {
