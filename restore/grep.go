@@ -2,8 +2,11 @@ package restore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"runtime"
@@ -29,6 +32,8 @@ type GrepOptions struct {
 	Since time.Time
 	// maxLine bounds one line indexed (0: search.MaxLine; tests).
 	maxLine int
+	// maxHeld and maxLines replace grepHeld and grepMaxLines (tests).
+	maxHeld, maxLines int
 }
 
 // GrepMatch is one line of a session that matches, found once however
@@ -353,6 +358,19 @@ func beginRecords(cache *search.Cache, id, machine string, from *search.CopyStat
 	return cache.Begin(id, machine, from)
 }
 
+// A session's matches wait in memory for their turn to be printed, up to
+// grepHeld bytes of text a session; past that only a hash of each matching
+// line is kept, with the copies that hold it (about 50 bytes a line,
+// whatever its length), and the session's copies are searched a second
+// time as it is printed. grepMaxLines bounds even that: a search fails
+// with a session that has more matching lines. At most grepAhead sessions
+// are searched ahead of the one being printed.
+const (
+	grepHeld     = 16 << 20
+	grepMaxLines = 1 << 22
+	grepAhead    = 8
+)
+
 // grepSearch matches every copy's records, a few sessions at once, and
 // emits each session's matches in order.
 func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
@@ -360,7 +378,7 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 	if !opts.Since.IsZero() {
 		since = opts.Since.UnixMilli()
 	}
-	results := make([][]GrepMatch, len(targets))
+	results := make([]*grepResult, len(targets))
 	errs := make([]error, len(targets))
 	done := make([]chan struct{}, len(targets))
 	for i := range done {
@@ -368,6 +386,7 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 	}
 	next := make(chan int)
 	stop := make(chan struct{})
+	ahead := make(chan struct{}, max(grepAhead, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -384,25 +403,29 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 		defer close(next)
 		for i := range targets {
 			select {
+			case ahead <- struct{}{}:
+			case <-stop:
+				return
+			}
+			select {
 			case next <- i:
 			case <-stop:
 				return
 			}
 		}
 	}()
+	var bufs search.Buffers
 	var err error
 	for i := range targets {
 		<-done[i]
-		if err = errs[i]; err != nil {
-			break
-		}
-		for _, m := range results[i] {
-			rep.Matches++
-			if err = emit(m); err != nil {
-				break
-			}
+		if err = errs[i]; err == nil {
+			err = results[i].emit(targets[i], copies[i], opts, since, &bufs, func(m GrepMatch) error {
+				rep.Matches++
+				return emit(m)
+			})
 		}
 		results[i] = nil
+		<-ahead
 		if err != nil {
 			break
 		}
@@ -412,47 +435,173 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 	return err
 }
 
+// grepResult is one session's matching lines, each once, in the order
+// its copies hold them: the matches themselves, or, past grepHeld, only
+// their hashes (spilled).
+type grepResult struct {
+	out     []GrepMatch
+	keys    []lineKey // out[i]'s line is lines[keys[i]]
+	lines   map[lineKey]grepLine
+	more    [][]int // copies from the 64th on that hold a line (grepLine.more)
+	spilled bool
+}
+
+type lineKey [16]byte
+
+// grepLine is what a result keeps of a matching line.
+type grepLine struct {
+	copies  uint64 // bit i: copy i holds it (i < 64)
+	more    int32  // index in grepResult.more + 1 (0: none)
+	printed bool
+}
+
+// lineKeyOf identifies a record across copies: the same entry's same text.
+func lineKeyOf(h hash.Hash, rec search.Record) lineKey {
+	h.Reset()
+	var ms [8]byte
+	binary.LittleEndian.PutUint64(ms[:], uint64(rec.Ms))
+	for _, s := range []string{rec.Entry, "\x00", rec.Role, "\x00"} {
+		h.Write([]byte(s))
+	}
+	h.Write(ms[:])
+	h.Write([]byte(rec.Text))
+	var k lineKey
+	copy(k[:], h.Sum(nil))
+	return k
+}
+
 // grepTarget matches one session's copies, each line once.
-func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers) ([]GrepMatch, error) {
+func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers) (*grepResult, error) {
+	held, maxLines := opts.maxHeld, opts.maxLines
+	if held <= 0 {
+		held = grepHeld
+	}
+	if maxLines <= 0 {
+		maxLines = grepMaxLines
+	}
 	l := t.listing()
-	var out []GrepMatch
-	at := map[string]int{}
-	for _, c := range copies {
-		var recs io.Reader
-		closeRecs := func() {}
-		switch {
-		case c.st != nil && opts.Cache != nil:
-			rc, err := opts.Cache.Open(c.st)
-			if err != nil {
-				return nil, err
-			}
-			if rc == nil {
-				continue // gone from the cache: nothing to search
-			}
-			recs, closeRecs = rc, func() { rc.Close() }
-		case c.recs != nil:
-			recs = io.NewSectionReader(c.recs, 0, c.recs.Size())
-		default:
-			continue
-		}
-		err := opts.Pattern.ScanFrom(recs, since, bufs, func(rec search.Record) {
-			key := rec.Entry + "\x00" + rec.Role + "\x00" + fmt.Sprint(rec.Ms) + "\x00" + rec.Text
-			if i, ok := at[key]; ok {
-				if !slices.Contains(out[i].Machines, c.e.machine) {
-					out[i].Machines = append(out[i].Machines, c.e.machine)
-				}
+	res := &grepResult{lines: map[lineKey]grepLine{}}
+	h := sha256.New()
+	for ci, c := range copies {
+		var tooMany bool
+		err := scanCopy(c, opts, since, bufs, func(rec search.Record) {
+			k := lineKeyOf(h, rec)
+			line, seen := res.lines[k]
+			switch {
+			case !seen && len(res.lines) >= maxLines:
+				tooMany = true
 				return
+			case ci < 64:
+				line.copies |= 1 << ci
+			case line.more == 0:
+				res.more = append(res.more, []int{ci})
+				line.more = int32(len(res.more))
+			case !slices.Contains(res.more[line.more-1], ci):
+				res.more[line.more-1] = append(res.more[line.more-1], ci)
 			}
-			at[key] = len(out)
-			out = append(out, GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
-				Time: rec.Time(), Text: rec.Text, Machines: []string{c.e.machine}, State: l.State})
+			if !seen && !res.spilled {
+				res.out = append(res.out, GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
+					Time: rec.Time(), Text: rec.Text, State: l.State})
+				res.keys = append(res.keys, k)
+				if held -= len(rec.Text) + len(rec.Entry) + 64; held < 0 {
+					res.out, res.keys, res.spilled = nil, nil, true // searched again as it is printed
+				}
+			}
+			res.lines[k] = line
 		})
-		closeRecs()
 		if err != nil {
 			return nil, err
 		}
+		if tooMany {
+			return nil, fmt.Errorf("session %s: more than %d lines match; narrow the pattern (or search entries from a later time with --since)", t.id, maxLines)
+		}
 	}
-	return out, nil
+	return res, nil
+}
+
+// scanCopy matches the records of one copy, from the cache or the spool.
+func scanCopy(c *grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, f func(search.Record)) error {
+	var recs io.Reader
+	switch {
+	case c.st != nil && opts.Cache != nil:
+		rc, err := opts.Cache.Open(c.st)
+		if err != nil {
+			return err
+		}
+		if rc == nil {
+			return nil // gone from the cache: nothing to search
+		}
+		defer rc.Close()
+		recs = rc
+	case c.recs != nil:
+		recs = io.NewSectionReader(c.recs, 0, c.recs.Size())
+	default:
+		return nil
+	}
+	return opts.Pattern.ScanFrom(recs, since, bufs, f)
+}
+
+// machines names the copies that hold line, in the copies' order.
+func (r *grepResult) machines(line grepLine, copies []*grepCopy) []string {
+	var out []string
+	for i, c := range copies[:min(len(copies), 64)] {
+		if line.copies&(1<<i) != 0 {
+			out = append(out, c.e.machine)
+		}
+	}
+	if line.more > 0 {
+		more := slices.Clone(r.more[line.more-1])
+		slices.Sort(more)
+		for _, i := range more {
+			out = append(out, copies[i].e.machine)
+		}
+	}
+	return out
+}
+
+// emit prints the session's matches in order: those held, or, spilled,
+// each line as a second search of its copies comes to it.
+func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, emit func(GrepMatch) error) error {
+	if !r.spilled {
+		for i, m := range r.out {
+			m.Machines = r.machines(r.lines[r.keys[i]], copies)
+			if err := emit(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	l := t.listing()
+	h := sha256.New()
+	printed := 0
+	var err error
+	for _, c := range copies {
+		serr := scanCopy(c, opts, since, bufs, func(rec search.Record) {
+			if err != nil {
+				return
+			}
+			k := lineKeyOf(h, rec)
+			line, ok := r.lines[k]
+			if !ok || line.printed {
+				return // a line the first search did not see is not the same search
+			}
+			line.printed = true
+			r.lines[k] = line
+			printed++
+			err = emit(GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
+				Time: rec.Time(), Text: rec.Text, Machines: r.machines(line, copies), State: l.State})
+		})
+		if err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+	}
+	if printed < len(r.lines) {
+		return fmt.Errorf("session %s: %d of its %d matching lines were gone from its copies when they were printed (another search changed the cache?); search again", t.id, len(r.lines)-printed, len(r.lines))
+	}
+	return nil
 }
 
 // GrepAll is Grep across places: the sessions the prefixes name, of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,67 @@ func TestGrepRewritten(t *testing.T) {
 	}
 	if got, _ := grep(t, r, "NEW-WORDS", cache, Options{}); len(got) != 1 {
 		t.Errorf("the new generation's words: %d matches", len(got))
+	}
+}
+
+// A pattern that matches more of a session than its matches may hold in
+// memory: only a hash a line is kept, the copies are searched again as
+// the session is printed, and what is printed is the same, line for line,
+// machines and all. Past the bound on lines a session may match, the
+// search fails naming the session and what to do.
+func TestGrepManyMatches(t *testing.T) {
+	r := fileRemote(t)
+	desk, laptop := newMachine(t, r, "desk"), newMachine(t, r, "laptop")
+	shared := "019a3000-0000-7000-8000-000000000001"
+	for i := range 3 {
+		id := fmt.Sprintf("019a3000-0000-7000-8000-%012d", i)
+		rel := sessionPath("-w", id, i)
+		data := synthSession(id, "/home/u/w", fmt.Sprintf("session %d", i), 40)
+		desk.write(rel, data, base.Add(time.Duration(i)*time.Hour))
+		if id == shared {
+			// The laptop went on: its copy holds the desk's lines and one more.
+			laptop.write(rel, append(data, messageLine("0000beef", "00000028", "user", "2026-10-07T02:00:00.000Z", "line 40 of session 1, on the laptop")...), base.Add(5*time.Hour))
+		}
+	}
+	desk.backup()
+	laptop.backup()
+	m, err := search.Compile(search.Pattern{Text: "line"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(maxHeld, maxLines int) ([]GrepMatch, error) {
+		var out []GrepMatch
+		_, err := Grep(context.Background(), r, nil, GrepOptions{Pattern: m, maxHeld: maxHeld, maxLines: maxLines}, func(gm GrepMatch) error {
+			out = append(out, gm)
+			return nil
+		})
+		return out, err
+	}
+	held, err := run(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 3*40+1 {
+		t.Fatalf("%d matches, want %d", len(held), 3*40+1)
+	}
+	machines := map[string]int{}
+	for _, gm := range held {
+		if gm.Session == shared {
+			machines[strings.Join(gm.Machines, ",")]++
+		}
+	}
+	if machines["desk,laptop"] != 40 || machines["laptop"] != 1 || len(machines) != 2 {
+		t.Errorf("the shared session's lines by machines: %v, want 40 on both and 1 on the laptop alone", machines)
+	}
+	spilled, err := run(1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(spilled, held) {
+		t.Errorf("searched again as printed, the matches differ:\n%+v\nwant\n%+v", spilled, held)
+	}
+	_, err = run(0, 30)
+	if err == nil || !strings.Contains(err.Error(), "more than 30 lines match") || !strings.Contains(err.Error(), "narrow the pattern") {
+		t.Errorf("past the bound on lines: %v", err)
 	}
 }
