@@ -111,10 +111,6 @@ func Stream(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, idle b
 
 // listGeneration lists one generation's objects.
 func listGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, gen string) (*generation, error) {
-	format, err := r.Format(ctx)
-	if err != nil {
-		return nil, err
-	}
 	g := &generation{name: gen}
 	prefix := s.GenPrefix(gen)
 	for obj, err := range r.Client().List(ctx, prefix, remote.ListOptions{}) {
@@ -122,6 +118,10 @@ func listGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, gen string
 			return nil, fmt.Errorf("list %s: %w", prefix, err)
 		}
 		g.add(obj, obj.Key[len(prefix):])
+	}
+	format, err := r.Format(ctx) // after the listing, as repo.Inventory takes it
+	if err != nil {
+		return nil, err
 	}
 	g.sort(format)
 	return g, nil

@@ -121,10 +121,6 @@ func (st *stream) newestWithMeta() *generation {
 // parse are an error, as repo.Inventory has them. Generations are complete
 // by the rule of the repository's format.
 func listSession(ctx context.Context, r *repo.Repo, id, machine string) ([]*stream, error) {
-	format, err := r.Format(ctx)
-	if err != nil {
-		return nil, err
-	}
 	c := r.Client()
 	prefix := repo.SessionPrefix(id)
 	if machine != "" {
@@ -165,6 +161,11 @@ func listSession(ctx context.Context, r *repo.Repo, id, machine string) ([]*stre
 			st.gens = append(st.gens, g)
 		}
 		g.add(obj, ref.Object)
+	}
+	// The format after the listing, as repo.Inventory takes it.
+	format, err := r.Format(ctx)
+	if err != nil {
+		return nil, err
 	}
 	for _, st := range order {
 		sort.Slice(st.gens, func(i, j int) bool { return st.gens[i].name < st.gens[j].name })

@@ -387,3 +387,30 @@ func TestFormat2AgentFolder(t *testing.T) {
 		}
 	}
 }
+
+// A reader that found no marker (an empty remote) takes a format-2
+// generation written after it looked: no marker is never cached as format 1.
+func TestFormatReadAgainWithoutMarker(t *testing.T) {
+	ctx := context.Background()
+	c := newRemote(t)
+	reader := repo.New(c, repo.NewZstd())
+	if err := reader.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := onlyGeneration(t, reader); g != nil {
+		t.Fatalf("an empty remote lists %+v", g)
+	}
+	writer := repo.New(c, repo.NewZstd())
+	if err := writer.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	putFirstChunk(t, writer, validMeta(), 100)
+	if g := onlyGeneration(t, reader); g == nil || !g.MetaInChunk {
+		t.Fatalf("the reader lists %+v, want a generation complete by its first chunk", g)
+	}
+	for so, err := range reader.InventoryAll(ctx, "") {
+		if err != nil || so.Err != nil || len(so.Streams) != 1 || so.Streams[0].Newest() == nil {
+			t.Fatalf("InventoryAll: %+v, %v", so, err)
+		}
+	}
+}

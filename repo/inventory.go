@@ -113,11 +113,6 @@ type SessionObjects struct {
 // broken server): the sessions not yielded yet are then not known.
 func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[SessionObjects, error] {
 	return func(yield func(SessionObjects, error) bool) {
-		format, err := r.Format(ctx)
-		if err != nil {
-			yield(SessionObjects{}, err)
-			return
-		}
 		prefix := SessionsPrefix()
 		var cur SessionObjects
 		var b *inventory
@@ -129,6 +124,13 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[Sessi
 			}
 			open = false
 			done[cur.ID] = true
+			// The format once the session is listed, as Inventory has it
+			// (a GET only while the remote has no marker).
+			format, err := r.Format(ctx)
+			if err != nil {
+				yield(SessionObjects{}, err)
+				return false
+			}
 			if cur.Err == nil {
 				cur.Streams = b.sorted(format)
 			}

@@ -245,12 +245,15 @@ func newFormat(m *Marker, first string) int {
 // cached: what rule makes a generation complete (Generation.HasMeta), and
 // whether a writer puts a generation's meta in its first chunk. A remote
 // without a marker is read by format 1's rule (data without a marker can
-// only be format 1's; an empty one holds no generation).
+// only be format 1's; an empty one holds no generation). No marker is
+// not cached: another machine's first backup may make the remote format 2
+// while this process reads it, and a format-2 marker comes before any of
+// its objects.
 func (r *Repo) Format(ctx context.Context) (int, error) {
 	r.mu.Lock()
 	m, known := r.marker, r.markerKnown
 	r.mu.Unlock()
-	if !known {
+	if !known || m == nil {
 		var err error
 		if m, err = r.ReadMarker(ctx); err != nil {
 			return 0, err

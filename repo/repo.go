@@ -547,10 +547,6 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 	if machine != "" {
 		prefix += machine + "/"
 	}
-	format, err := r.Format(ctx)
-	if err != nil {
-		return nil, err
-	}
 	b := newInventory()
 	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
@@ -566,6 +562,13 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 		if err := b.add(ref, obj); err != nil {
 			return nil, err
 		}
+	}
+	// The format after the listing: a remote that had no marker may have
+	// got one meanwhile, and a format-2 marker is written before any
+	// object it rules.
+	format, err := r.Format(ctx)
+	if err != nil {
+		return nil, err
 	}
 	return b.sorted(format), nil
 }
