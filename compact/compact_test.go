@@ -290,6 +290,9 @@ func checkLevels(t *testing.T, chunks []repo.ChunkRef, p Policy, when string) {
 func TestReferenceChunksStay(t *testing.T) {
 	ctx := context.Background()
 	r := fileRepo(t)
+	if err := r.Init(ctx); err != nil { // a marker, as every writer's remote has
+		t.Fatal(err)
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	desk := newWriter(r, session("ref", "desk"), "00000000000000d1", 0)
 	for range 40 {
