@@ -35,7 +35,8 @@ func formatOf(t *testing.T, r *repo.Repo) int {
 }
 
 // A repository created empty is format 2; a marker written over data that
-// lost its marker, and every marker rewritten, keep format 1.
+// lost its marker takes the data's format; every marker rewritten keeps
+// its format.
 func TestFormatOfMarker(t *testing.T) {
 	ctx := context.Background()
 	c := newRemote(t)
@@ -55,7 +56,42 @@ func TestFormatOfMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m := marker(t, lost); m.Format != 1 {
-		t.Fatalf("marker written over data: %+v, want format 1", m)
+		t.Fatalf("marker written over data with no chunk: %+v, want format 1", m)
+	}
+
+	// A marker lost over data takes the data's format: its first chunk's
+	// header says it (a format-1 chunk carries no meta), for omp's
+	// sessions and for another agent's alike.
+	for _, tc := range []struct {
+		name   string
+		agent  string
+		meta   *repo.Meta
+		format int
+	}{
+		{"format-1 data", repo.DefaultAgent, nil, 1},
+		{"format-2 data", repo.DefaultAgent, validMeta(), 2},
+		{"format-2 data of pi alone", "pi", validMeta(), 2},
+	} {
+		c := newRemote(t)
+		w, err := repo.New(c, repo.NewZstd()).Agent(tc.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putFirstChunk(t, w, tc.meta, 300)
+		r := repo.New(c, repo.NewZstd())
+		if err := r.Init(ctx); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if m := marker(t, c); m.Format != tc.format {
+			t.Fatalf("%s: marker written over it %+v, want format %d", tc.name, m, tc.format)
+		}
+		ar, err := repo.New(c, repo.NewZstd()).Agent(tc.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := onlyGeneration(t, ar); tc.meta != nil && (g == nil || !g.HasMeta) {
+			t.Errorf("%s: the generation is not complete once the marker is back: %+v", tc.name, g)
+		}
 	}
 
 	old := newRemote(t)

@@ -189,7 +189,11 @@ func (r *Repo) prepare(ctx context.Context) error {
 						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
 				}
 			}
-			nm := &Marker{Format: newFormat(m, first), Created: time.Now().UTC(), ID: NewID()}
+			format, err := r.newFormat(ctx, m, first)
+			if err != nil {
+				return err
+			}
+			nm := &Marker{Format: format, Created: time.Now().UTC(), ID: NewID()}
 			if m != nil {
 				nm.Created = m.Created
 				if m.ID != "" {
@@ -229,16 +233,56 @@ func (r *Repo) prepare(ctx context.Context) error {
 // newFormat is the format of a marker written over m (nil: none) on a
 // remote whose first object under v1/ is first: a rewrite keeps m's; a
 // repository created empty gets FormatVersion; a marker lost over data
-// stays format 1, the only format data without a marker can be in (a
-// format-2 repository always has one, written before any object).
-func newFormat(m *Marker, first string) int {
+// takes the data's format (dataFormat).
+func (r *Repo) newFormat(ctx context.Context, m *Marker, first string) (int, error) {
 	switch {
 	case m != nil:
-		return m.Format
+		return m.Format, nil
 	case first == "":
-		return FormatVersion
+		return FormatVersion, nil
 	}
-	return MinFormat
+	return r.dataFormat(ctx)
+}
+
+// maxFormatProbe bounds the keys dataFormat lists to find a first chunk.
+const maxFormatProbe = 100_000
+
+// dataFormat is the format of data whose marker was lost: 2 when the
+// header of the first chunk at offset 0 a listing of v1/ names carries a
+// meta (only format-2 writers put one there, and they put it in every
+// chunk at 0), else 1. One listing (of at most maxFormatProbe keys) and
+// one header: read by format 1's rule, a format-2 repository would show
+// none of its sessions that never moved.
+func (r *Repo) dataFormat(ctx context.Context) (int, error) {
+	n := 0
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
+		if err != nil {
+			return 0, fmt.Errorf("list %s: %w", root, err)
+		}
+		if n++; n > maxFormatProbe {
+			break
+		}
+		ref, err := ParseSessionKey(layoutKey(obj.Key))
+		if err != nil || ref.Object == "meta" || ref.Object == "head" || ref.Start != 0 {
+			continue
+		}
+		sub := r
+		if rest, ok := strings.CutPrefix(obj.Key, agentsPrefix); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			if sub, err = r.Agent(name); err != nil {
+				continue
+			}
+		}
+		h, err := sub.chunkHeader(ctx, ref.Stream, ref.Generation, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size})
+		if err != nil {
+			return 0, fmt.Errorf("the marker %s is gone; reading a chunk to tell the data's format: %w", MarkerKey, err)
+		}
+		if h.Meta != nil {
+			return 2, nil
+		}
+		return MinFormat, nil
+	}
+	return MinFormat, nil // no chunk: blobs alone read alike in both
 }
 
 // Format is the repository's format as its marker says, read once and
