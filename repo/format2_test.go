@@ -450,3 +450,36 @@ func TestFormatReadAgainWithoutMarker(t *testing.T) {
 		}
 	}
 }
+
+// In format 2 a meta object alone, with no chunk at 0 (the meta too large
+// for a header is put first, and the agent died before the chunk), is no
+// generation: the older one stays the newest, as a format-1 generation
+// without its meta object is ignored.
+func TestMetaObjectAloneIncomplete(t *testing.T) {
+	ctx := context.Background()
+	c := newRemote(t)
+	r := repo.New(c, repo.NewZstd())
+	if err := r.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	putFirstChunk(t, r, validMeta(), 300)
+	later := "18ecbc17b1295199"
+	m := *validMeta()
+	m.Generation = later
+	if err := r.PutMeta(ctx, stream, m); err != nil {
+		t.Fatal(err)
+	}
+	invs, err := r.Inventory(ctx, stream.SessionID, stream.Machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(invs) != 1 || len(invs[0].Generations) != 2 {
+		t.Fatalf("listed %+v, want one stream of two generations", invs)
+	}
+	if g := invs[0].Newest(); g == nil || g.Name != gen {
+		t.Fatalf("newest generation %+v, want %s: a meta object without bytes is no generation", g, gen)
+	}
+	if g := invs[0].Find(later); g.HasMeta {
+		t.Errorf("the meta object alone makes generation %s complete", later)
+	}
+}

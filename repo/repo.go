@@ -473,7 +473,8 @@ func (r *Repo) HasBlob(ctx context.Context, name string) (bool, error) {
 type Generation struct {
 	Name string
 	// HasMeta says the generation is complete, its meta known: a meta
-	// object is listed, or (format 2) a chunk starting at offset 0.
+	// object is listed (format 1), or a chunk starting at offset 0
+	// (format 2).
 	HasMeta bool
 	// MetaInChunk says HasMeta holds by a chunk at 0 alone (format 2): no
 	// meta object is listed, and the meta is the header's of the chunk
@@ -490,16 +491,22 @@ type Generation struct {
 }
 
 // Complete applies format's rule to a generation listed with (meta) or
-// without its meta object, its chunks sorted: in format 2 a chunk at
-// offset 0 makes it complete too, the meta in that chunk's header. Code
-// that lists a generation itself calls it, as Inventory does.
+// without its meta object, its chunks sorted. In format 2 a chunk at
+// offset 0 makes it complete, the meta in that chunk's header unless a
+// meta object is listed; a meta object without a chunk at 0 does not (a
+// meta too large for a header is put before the first chunk, and a crash
+// between the two leaves it alone): every complete generation has bytes,
+// as in format 1, where the meta object is put after the first chunk.
+// Code that lists a generation itself calls it, as Inventory does.
 func (g *Generation) Complete(format int, meta bool) {
 	g.HasMeta, g.MetaInChunk = meta, false
-	if meta || format < 2 {
+	if format < 2 {
 		return
 	}
-	if picked, _ := Cover(g.Chunks); len(picked) > 0 && picked[0].Start == 0 {
-		g.HasMeta, g.MetaInChunk = true, true
+	picked, _ := Cover(g.Chunks)
+	g.HasMeta = len(picked) > 0 && picked[0].Start == 0
+	if g.HasMeta && !meta {
+		g.MetaInChunk = true
 		g.MetaModTime = picked[0].ModTime
 	}
 }
