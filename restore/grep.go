@@ -368,7 +368,7 @@ func beginRecords(cache *search.Cache, id, machine string, from *search.CopyStat
 const (
 	grepHeld     = 16 << 20
 	grepMaxLines = 1 << 22
-	grepAhead    = 8
+	grepAhead    = 4
 )
 
 // grepSearch matches every copy's records, a few sessions at once, and
