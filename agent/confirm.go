@@ -89,8 +89,12 @@ type unchecked struct {
 	failures int // failed passes not yet logged
 }
 
-// failed records a listing that failed during this pass.
-func (u *unchecked) failed(err error) {
+// failed records a listing that failed during this pass; one the agent's
+// stopping cut short says nothing of the remote.
+func (u *unchecked) failed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.pass == nil {
@@ -144,7 +148,7 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
 		if err != nil {
 			a.log.Debug("could not list blobs; will check again", "err", err)
-			a.unchecked.failed(err)
+			a.unchecked.failed(ctx, err)
 			return false
 		}
 		if name, ok := strings.CutPrefix(obj.Key, prefix); ok {
@@ -205,7 +209,7 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 	prefix := s.GenPrefix(f.Generation)
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
 		if err != nil {
-			a.unchecked.failed(err)
+			a.unchecked.failed(ctx, err)
 			return err
 		}
 		name, ok := strings.CutPrefix(obj.Key, prefix)
