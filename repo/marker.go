@@ -248,42 +248,39 @@ func (r *Repo) newFormat(ctx context.Context, m *Marker, first string) (int, err
 const maxFormatProbe = 100_000
 
 // dataFormat is the format of data whose marker was lost: 2 when the
-// header of the first chunk at offset 0 a listing names (of omp's
-// sessions, else of other agents') carries a meta (only format-2 writers
-// put one there, and they put it in every chunk at 0), else 1. At most
-// two listings of maxFormatProbe keys and one header: read by format 1's
-// rule, a format-2 repository would show none of its sessions that never
-// moved.
+// header of the first chunk at offset 0 a listing of v1/ names carries a
+// meta (only format-2 writers put one there, and they put it in every
+// chunk at 0), else 1. One listing (of at most maxFormatProbe keys) and
+// one header: read by format 1's rule, a format-2 repository would show
+// none of its sessions that never moved.
 func (r *Repo) dataFormat(ctx context.Context) (int, error) {
-	for _, prefix := range []string{SessionsPrefix(), agentsPrefix} {
-		n := 0
-		for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
-			if err != nil {
-				return 0, fmt.Errorf("list %s: %w", prefix, err)
-			}
-			if n++; n > maxFormatProbe {
-				break
-			}
-			ref, err := ParseSessionKey(layoutKey(obj.Key))
-			if err != nil || ref.Object == "meta" || ref.Object == "head" || ref.Start != 0 {
+	n := 0
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
+		if err != nil {
+			return 0, fmt.Errorf("list %s: %w", root, err)
+		}
+		if n++; n > maxFormatProbe {
+			break
+		}
+		ref, err := ParseSessionKey(layoutKey(obj.Key))
+		if err != nil || ref.Object == "meta" || ref.Object == "head" || ref.Start != 0 {
+			continue
+		}
+		sub := r
+		if rest, ok := strings.CutPrefix(obj.Key, agentsPrefix); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			if sub, err = r.Agent(name); err != nil {
 				continue
 			}
-			sub := r
-			if rest, ok := strings.CutPrefix(obj.Key, agentsPrefix); ok {
-				name, _, _ := strings.Cut(rest, "/")
-				if sub, err = r.Agent(name); err != nil {
-					continue
-				}
-			}
-			h, err := sub.chunkHeader(ctx, ref.Stream, ref.Generation, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size})
-			if err != nil {
-				return 0, fmt.Errorf("the marker %s is gone; reading a chunk to tell the data's format: %w", MarkerKey, err)
-			}
-			if h.Meta != nil {
-				return 2, nil
-			}
-			return MinFormat, nil
 		}
+		h, err := sub.chunkHeader(ctx, ref.Stream, ref.Generation, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size})
+		if err != nil {
+			return 0, fmt.Errorf("the marker %s is gone; reading a chunk to tell the data's format: %w", MarkerKey, err)
+		}
+		if h.Meta != nil {
+			return 2, nil
+		}
+		return MinFormat, nil
 	}
 	return MinFormat, nil // no chunk: blobs alone read alike in both
 }
