@@ -122,6 +122,13 @@ func (u *unchecked) endPass(log *slog.Logger, now time.Time) {
 	}
 }
 
+// failing reports whether the last full pass could not list what it needed.
+func (u *unchecked) failing() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.last != nil
+}
+
 // err is the last full pass's failure, for agent --once.
 func (u *unchecked) err() error {
 	u.mu.Lock()
