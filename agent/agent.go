@@ -157,6 +157,9 @@ type Agent struct {
 	catRecent    []byte
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
+	// batchCatalog: Run's loop is running, so a catalog put may wait
+	// (catalogDeferred); off for the first pass, a flush and Once.
+	batchCatalog bool
 	// catConfirmedAt is when the remote was last seen to hold the catalog;
 	// zero after a put, so the next reconcile checks it.
 	catConfirmedAt time.Time
@@ -488,6 +491,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.sessionsGone && a.scanFound == 0 && ctx.Err() == nil && !errors.Is(first, ErrVanished) {
 		a.log.Warn(a.noSessionsFolder().Error() + " Watching for it.")
 	}
+	a.batchCatalog = true
 	if a.opts.Ready != nil {
 		a.opts.Ready()
 	}
@@ -567,6 +571,7 @@ func (a *Agent) stopDuringStart() error {
 }
 
 func (a *Agent) flushWith(ctx context.Context) error {
+	a.batchCatalog = false // what the catalog lacks goes up now
 	if err := a.pass(ctx, true); err != nil {
 		return fmt.Errorf("stopped before everything was uploaded: %w; the next start uploads the rest", err)
 	}

@@ -164,6 +164,9 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 // the current entries. Once per heartbeat the recent object is put even
 // when nothing changed: a running agent is seen to be running.
 func (a *Agent) putCatalog(ctx context.Context) error {
+	if a.catalogDeferred() {
+		return nil // catalogStale stays set: a later pass puts it
+	}
 	var all, changed []repo.CatalogEntry
 	for _, f := range a.state.Streams {
 		if !f.isSession() || f.Generation == "" || f.Offset == 0 {
@@ -241,6 +244,26 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		a.metrics.catalogUpdated()
 	}
 	return nil
+}
+
+// catalogBatch is how many upload intervals a running agent lets pass
+// between catalog puts while sessions keep changing. Readers need the
+// catalog to find sessions and see them grow (pull reads it every 30 s by
+// default), not within one interval as chunks are wanted; with 100
+// sessions growing, one put per interval made most catalog bytes and
+// requests, each carrying almost the same changes.
+const catalogBatch = 5
+
+// catalogDeferred says whether this pass's catalog changes wait for a later
+// pass: only in Run's loop, only while a catalog is on the remote to amend,
+// and only within catalogBatch intervals of the last put. The first change
+// after a quiet spell goes up at once; a stop (flush) puts what waited.
+func (a *Agent) catalogDeferred() bool {
+	if !a.batchCatalog || a.catBase == nil || a.catWrittenAt.IsZero() {
+		return false
+	}
+	wait := min(catalogBatch*time.Duration(a.interval.Load()), heartbeatEvery)
+	return a.now().Sub(a.catWrittenAt) < wait
 }
 
 // setCatalogBase records c as the catalog last written whole; recent

@@ -77,6 +77,55 @@ func TestRunAtMostOneUploadPerInterval(t *testing.T) {
 	})
 }
 
+// While a session keeps growing, the catalog goes up once every few
+// intervals, not every interval; it catches up when the growth stops, and
+// a stop puts what waited.
+func TestRunBatchesCatalogPuts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c remote.Client) {
+		e := newEnv(t, c)
+		e.opts.Interval = 100 * time.Millisecond
+		e.writeRename(ompRel, corpus(t, ompFile))
+		stop := e.runAgent()
+		waitFor(t, "the first catalog", func() bool { return len(catalogPuts(e.client.takePutsKeep())) > 0 })
+		e.client.takePuts()
+
+		start := time.Now()
+		for i := 0; time.Since(start) < 2*time.Second; i++ {
+			e.appendTo(ompRel, entryLine(fmt.Sprintf("c%07d", i), "", "tick"))
+			time.Sleep(15 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		cats := catalogPuts(e.client.takePuts())
+		// A put every catalogBatch intervals, each perhaps a catalog
+		// rewritten whole and the recent object after it.
+		limit := 2 * (int(elapsed/(catalogBatch*e.opts.Interval)) + 1)
+		if len(cats) == 0 || len(cats) > limit {
+			t.Fatalf("%d catalog puts in %v of growth at interval %v; want 1..%d: %v", len(cats), elapsed, e.opts.Interval, limit, cats)
+		}
+		want := int64(len(e.read(ompRel)))
+		waitFor(t, "the catalog to catch up", func() bool {
+			c, err := e.repo.GetCatalog(t.Context(), e.machine)
+			return err == nil && len(c.Sessions) == 1 && c.Sessions[0].Size == want
+		})
+
+		e.appendTo(ompRel, entryLine("d0000000", "", "last"))
+		stop()
+		if got, want := e.catalogEntry(ompID).Size, int64(len(e.read(ompRel))); got != want {
+			t.Fatalf("after stop the catalog records %d bytes; the file has %d", got, want)
+		}
+	})
+}
+
+func catalogPuts(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if k == repo.CatalogKey("laptop") || k == repo.RecentKey("laptop") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Folders and files that appear while the agent runs are picked up by
 // their events, without waiting for the reconcile scan.
 func TestRunPicksUpNewFolders(t *testing.T) {
