@@ -378,7 +378,11 @@ func (s *State) writeTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	rest, err := json.Marshal(struct {
 		*State
-		Streams struct{} `json:"-"` // written below
+		// Written below. A field named "streams" at this depth hides the
+		// embedded one; nil and omitempty, it writes nothing. (A "-" tag
+		// would not hide it: encoding/json drops such a field before it
+		// looks for clashes, and State's would be written whole.)
+		Streams *struct{} `json:"streams,omitempty"`
 	}{State: s})
 	if err != nil {
 		return 0, err

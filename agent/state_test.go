@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -104,5 +105,35 @@ func TestStateDirPermissionsWarned(t *testing.T) {
 	e.once()
 	if !strings.Contains(logs.String(), "can be read by other users") {
 		t.Fatalf("no warning for a 0755 state dir:\n%s", logs.String())
+	}
+}
+
+// The state file holds each stream once: it is read at every start, and
+// a stream written twice doubled the file and its load time.
+func TestStateFileHoldsEachStreamOnce(t *testing.T) {
+	dir := t.TempDir()
+	s := newState("laptop")
+	for i := range 3 {
+		id := fmt.Sprintf("01a113d2-0000-7000-986b-d3ac6e3f000%d", i)
+		s.Streams[streamKey(id, repo.SessionStream)] = &FileState{SessionID: id, Stream: repo.SessionStream, Path: "sessions/x/" + id + ".jsonl", Offset: 10}
+	}
+	if err := s.save(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range s.Streams {
+		if n := bytes.Count(b, []byte(`"`+k+`"`)); n != 1 {
+			t.Errorf("stream %s is %d times in the state file", k, n)
+		}
+	}
+	got, err := LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Streams) != len(s.Streams) {
+		t.Fatalf("loaded %d streams, saved %d", len(got.Streams), len(s.Streams))
 	}
 }
