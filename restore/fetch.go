@@ -50,7 +50,8 @@ type fetched struct {
 }
 
 // slack is how much more than its recorded size a stream may hold: the
-// catalog may lag the chunks by one upload pass, but never by this much.
+// catalog may lag the chunks by a few upload passes (a running agent puts it
+// every 5 intervals while sessions grow), but never by this much.
 // The recorded size is the remote's word, so the bound is never more than
 // max, the local limit.
 func slack(recorded, max int64) int64 {
