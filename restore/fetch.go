@@ -47,6 +47,8 @@ type fetched struct {
 	blobLinks map[string][]blobLink // the other names of those blobs
 	notes     []string
 	missing   []string // see Result.Missing
+	// buffers takes back the copies' buffers when they are discarded.
+	buffers *buffers
 }
 
 // slack is how much more than its recorded size a stream may hold: the
@@ -99,7 +101,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	if err != nil {
 		return nil, fmt.Errorf("list session %s: %w", t.id, err)
 	}
-	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}}
+	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}, buffers: opts.buffers}
 	defer func() {
 		if err != nil {
 			f.discard() // the copies streamed before the failure
@@ -210,25 +212,58 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	return f, nil
 }
 
-// discard removes the temp files the merger did not place.
+// discard removes the temp files the merger did not place and gives the
+// copies' buffers back: nothing may read f's copies after it.
 func (f *fetched) discard() {
 	for _, tmp := range f.blobs {
 		if tmp != "" {
 			os.Remove(tmp)
 		}
 	}
-	for _, c := range f.session {
+	drop := func(c *copyData) {
 		if c.file != "" {
 			os.Remove(c.file)
 		}
+		f.buffers.put(c.data)
+		c.data = nil
+	}
+	for i := range f.session {
+		drop(&f.session[i])
 	}
 	for _, cs := range f.artifacts {
-		for _, c := range cs {
-			if c.file != "" {
-				os.Remove(c.file)
-			}
+		for i := range cs {
+			drop(&cs[i])
 		}
 	}
+}
+
+// buffers reuses the buffers of copies held in memory, each spillAt bytes
+// of capacity: one made for every session was a twentieth of a restore's
+// CPU in zeroing and collecting 500 MB for 1,000 sessions. A nil *buffers
+// makes a new buffer every time.
+type buffers struct{ pool sync.Pool }
+
+// pooledFrom is the smallest listed size whose copy takes a pooled buffer;
+// a smaller one gets a buffer of its own size, not a MiB.
+const pooledFrom = 64 << 10
+
+func (b *buffers) get(size int64) []byte {
+	if b == nil || size < pooledFrom {
+		return make([]byte, 0, min(spillAt, max(size, 4<<10)))
+	}
+	if p, _ := b.pool.Get().(*[]byte); p != nil {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, spillAt)
+}
+
+// put takes back a buffer get gave out; others are left to the collector.
+func (b *buffers) put(buf []byte) {
+	if b == nil || cap(buf) != spillAt {
+		return
+	}
+	buf = buf[:0]
+	b.pool.Put(&buf)
 }
 
 // streamCopy streams one copy of a session or an artifact, verified as it
@@ -248,7 +283,7 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 			c.file = ""
 		}
 		// Sized once from the listed size, as the head is.
-		sp := &spill{dir: opts.AgentDir, buf: make([]byte, 0, min(spillAt, max(repo.MaxEnd(g.Chunks), 4<<10)))}
+		sp := &spill{dir: opts.AgentDir, buf: opts.buffers.get(repo.MaxEnd(g.Chunks))}
 		if opts.DryRun {
 			sp.dir = "" // nothing written to the agent dir
 		}

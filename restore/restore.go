@@ -77,6 +77,8 @@ type Options struct {
 	// mergeMu lets one session at a time merge diverged copies line by
 	// line (Run sets it).
 	mergeMu *sync.Mutex
+	// buffers holds the in-memory copies' buffers for reuse (Run sets it).
+	buffers *buffers
 	// Parallel bounds sessions restored at once. Default 16, the config's
 	// transfers.
 	Parallel int
@@ -301,6 +303,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	}
 	rep.Results = make([]Result, len(targets))
 	opts.mergeMu = &sync.Mutex{}
+	opts.buffers = &buffers{}
 
 	var total int64
 	for _, t := range targets {

@@ -417,3 +417,49 @@ func TestRestoreDryRunStreamsElsewhere(t *testing.T) {
 		t.Errorf("left in the temp folder: %v", left)
 	}
 }
+
+// Copies held in memory reuse their buffers from session to session: many
+// sessions of different sizes over 64 KiB, restored many at a time, still
+// come back byte for byte, none with another's bytes or a longer one's tail.
+func TestRestoreReusedBuffersIntact(t *testing.T) {
+	eachRemote(t, func(t *testing.T, r *repo.Repo) {
+		src := newMachine(t, r, "laptop")
+		want := map[string][]byte{}
+		for i := range 24 {
+			id := fmt.Sprintf("0b0ffe%02d-0000-7000-8000-000000000000", i)
+			data, _ := smallSession(id, "")
+			// Sizes fall and rise, so a buffer a larger copy used is
+			// taken by a smaller one and the other way round.
+			size := pooledFrom + (i*7919)%(spillAt-pooledFrom)
+			for j := 0; len(data) < size; j++ {
+				data = append(data, entry(fmt.Sprintf("%08x", 0xc000_0000+j), "", base, fmt.Sprintf("session %d line %d", i, j))...)
+			}
+			rel := sessionPath("-.omp-work", id, i)
+			src.write(rel, data, base)
+			want[rel] = data
+		}
+		src.backup()
+
+		for round := range 2 {
+			dst := newMachine(t, r, "laptop")
+			rep := dst.restoreOK(nil, Options{All: true, Parallel: 6})
+			if len(rep.Results) != len(want) {
+				t.Fatalf("round %d: %d sessions restored, want %d", round, len(rep.Results), len(want))
+			}
+			for rel, data := range want {
+				if got := dst.read(rel); !bytes.Equal(got, data) {
+					t.Fatalf("round %d: %s: %d bytes restored, want %d; first difference at %d", round, rel, len(got), len(data), firstDiff(got, data))
+				}
+			}
+		}
+	})
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
