@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ompsync/ompsync/repo"
@@ -13,10 +14,10 @@ import (
 
 // Fuzzed is a remote generated from fuzz input: the bad session (which
 // references a blob when the input says so), then up to eight damages,
-// each with parameters from the input. It returns the bad session's true
-// bytes: a reader may restore them, or refuse the session, and nothing
-// else (every object is hash-checked).
-func Fuzzed(input []byte) (Remote, []byte) {
+// each with parameters from the input. It returns what a reader may
+// restore of the bad session, known once the remote is built; a reader
+// may also refuse it, and nothing else (every object is hash-checked).
+func Fuzzed(input []byte) (Remote, *FuzzWant) {
 	in := fuzzInput{b: input}
 	blob := []byte("the blob " + fmt.Sprint(in.byte()))
 	text := "x"
@@ -25,6 +26,7 @@ func Fuzzed(input []byte) (Remote, []byte) {
 		text = " blob:sha256:" + repo.HashHex(blob)
 	}
 	data, cuts := sessionFile(BadID, text)
+	want := &FuzzWant{Data: data, cuts: cuts}
 	return Remote{Name: "fuzzed", build: func(b *builder) error {
 		s := stream(EvilMachine, BadID)
 		gen, err := b.session(EvilMachine, BadID, data, cuts...)
@@ -96,6 +98,7 @@ func Fuzzed(input []byte) (Remote, []byte) {
 				if err := b.c.Delete(b.ctx, s.ChunkKey(gen, a, e)); err != nil {
 					return err
 				}
+				want.lost = append(want.lost, a)
 			case 8: // the blob's bytes: wrong, or a bomb
 				if in.byte()%2 == 0 {
 					err = b.sealed(repo.BlobKey(repo.HashHex(blob)), []byte("not the blob"))
@@ -118,8 +121,42 @@ func Fuzzed(input []byte) (Remote, []byte) {
 		if err := b.format2(s, gen, data[:bounds[1]], in.byte()%4); err != nil {
 			return err
 		}
+		want.claimed = entry.Size
 		return b.catalog(EvilMachine, entry)
-	}}, data
+	}}, want
+}
+
+// FuzzWant is what a reader may restore of a fuzzed remote's bad session.
+type FuzzWant struct {
+	// Data is the session as it was written.
+	Data []byte
+	// cuts are where its chunks start (after the first); lost the starts
+	// of the chunks the remote lost; claimed the size the catalog records.
+	cuts    []int64
+	lost    []int64
+	claimed int64
+}
+
+// Allows reports whether a restore of b is honest: the bytes written, or,
+// when the remote lost every chunk from some line on, the bytes before
+// them, if the catalog claims no more (else the reader must see the gap).
+// Nothing tells such a remote from one whose writer never uploaded the
+// rest: the chunks left verify, the last ending at a line. A chunk the
+// remote still holds past the cut is a gap, never a shorter session.
+func (w *FuzzWant) Allows(b []byte) bool {
+	if bytes.Equal(b, w.Data) {
+		return true
+	}
+	n := int64(len(b))
+	if n == 0 || n < w.claimed || !bytes.Equal(b, w.Data[:min(n, int64(len(w.Data)))]) {
+		return false
+	}
+	for _, start := range append([]int64{0}, w.cuts...) {
+		if start >= n && !slices.Contains(w.lost, start) {
+			return false // held, so the cut is a gap
+		}
+	}
+	return slices.Contains(w.lost, n)
 }
 
 // format2 makes the repository format 2 by its marker, for mode 1-3 (0:
