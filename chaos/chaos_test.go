@@ -110,7 +110,7 @@ func newest(t *testing.T, r *repo.Repo, id, machine, stream string) []byte {
 	t.Helper()
 	invs, err := r.Inventory(context.Background(), id, machine)
 	if err != nil {
-		t.Errorf("session %s: %v", id, err)
+		failf(t, "session %s: %v", id, err)
 		return nil
 	}
 	for _, inv := range invs {
@@ -119,7 +119,7 @@ func newest(t *testing.T, r *repo.Repo, id, machine, stream string) []byte {
 		}
 		as, err := r.ReadGeneration(context.Background(), inv.Stream, inv.Newest(), 1<<40)
 		if err != nil {
-			t.Errorf("session %s stream %s: %v", id, stream, err)
+			failf(t, "session %s stream %s: %v", id, stream, err)
 			return nil
 		}
 		return as.Data
@@ -131,7 +131,7 @@ func readFile(t *testing.T, p string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
-		t.Errorf("%v", err)
+		failf(t, "%v", err)
 	}
 	return b
 }
@@ -148,7 +148,7 @@ func diffAt(a, b []byte) int {
 func sameBytes(t *testing.T, what string, got, want []byte) {
 	t.Helper()
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s: %d bytes, want %d; first difference at byte %d", what, len(got), len(want), diffAt(got, want))
+		failf(t, "%s: %d bytes, want %d; first difference at byte %d", what, len(got), len(want), diffAt(got, want))
 	}
 }
 
@@ -167,7 +167,7 @@ func (m *machine) settle(env ...string) {
 		}
 	}
 	if ok < 2 {
-		m.t.Errorf("%s: agent --once did not succeed twice in a row within six runs; see %s", m.name, filepath.Join(m.home, "agent.log"))
+		failf(m.t, "%s: agent --once did not succeed twice in a row within six runs; see %s", m.name, filepath.Join(m.home, "agent.log"))
 	}
 }
 
@@ -195,7 +195,7 @@ func (w *world) secretUploaded(needle string) bool {
 			b = append(b, plain...)
 		}
 		if bytes.Contains(b, []byte(needle)) {
-			w.t.Errorf("%s holds bytes that must never be uploaded", p)
+			failf(w.t, "%s holds bytes that must never be uploaded", p)
 			found = true
 		}
 		return nil
@@ -262,7 +262,7 @@ func TestChaosOneMachine(t *testing.T) {
 		case "archived":
 			zr, err := gzip.NewReader(bytes.NewReader(readFile(t, filepath.Join(m.agentDir, s.archiveRel()))))
 			if err != nil {
-				t.Errorf("%s: %v", s.archiveRel(), err)
+				failf(t, "%s: %v", s.archiveRel(), err)
 				continue
 			}
 			plain, _ := io.ReadAll(zr)
@@ -274,7 +274,7 @@ func TestChaosOneMachine(t *testing.T) {
 			if got := newest(t, r, s.id, m.name, repo.SessionStream); len(got) > session.SlotLen(got) {
 				for _, l := range bytes.Split(bytes.TrimSuffix(got[session.SlotLen(got):], []byte("\n")), []byte("\n")) {
 					if !s.lines[string(l)] {
-						t.Errorf("deleted session %s: the remote holds a line omp never wrote: %.80q", s.id, l)
+						failf(t, "deleted session %s: the remote holds a line omp never wrote: %.80q", s.id, l)
 					}
 				}
 			}
@@ -284,7 +284,7 @@ func TestChaosOneMachine(t *testing.T) {
 	for name, data := range o.blobs {
 		got, err := r.GetBlob(context.Background(), name, 1<<20)
 		if err != nil {
-			t.Errorf("blob %s: %v", name, err)
+			failf(t, "blob %s: %v", name, err)
 			continue
 		}
 		sameBytes(t, "blob "+name, got, data)
@@ -293,14 +293,14 @@ func TestChaosOneMachine(t *testing.T) {
 	// The restore command brings it all back into an empty folder.
 	to := filepath.Join(t.TempDir(), "restored")
 	if code, out := m.ompsync([]string{"OMPSYNC_S3_ENDPOINT=" + w.srv.Endpoint}, "restore", "--all", "--to", to); code != 0 {
-		t.Errorf("restore --all: exit %d:\n%s", code, out)
+		failf(t, "restore --all: exit %d:\n%s", code, out)
 	}
 	for _, s := range o.sessions {
 		if s.state == "deleted" {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(to, s.rel())); err != nil {
-			t.Errorf("%s session %s not restored at %s; %s", s.state, s.id, s.rel(), whereIs(t, r, to, s.id))
+			failf(t, "%s session %s not restored at %s; %s", s.state, s.id, s.rel(), whereIs(t, r, to, s.id))
 			continue
 		}
 		sameBytes(t, "restored "+s.rel(), readFile(t, filepath.Join(to, s.rel())), s.data)
@@ -342,9 +342,9 @@ func TestChaosSync(t *testing.T) {
 				watch.Go(func() { m.watchSizes(w.st, stop) })
 			}
 			converged := false
-			var why string
+			var id, why string
 			for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-				if why = w.divergence(); why == "" {
+				if id, why = w.divergence(); why == "" {
 					converged = true
 					break
 				}
@@ -353,10 +353,10 @@ func TestChaosSync(t *testing.T) {
 			agents.Wait()
 			watch.Wait()
 			if !converged {
-				t.Errorf("machines did not converge within 3 minutes of calm: %s", why)
+				failf(t, "machines did not converge within 3 minutes of calm: %s\n%s", why, w.logsAbout(id))
 			}
 			for _, s := range w.st.Shrinks {
-				t.Errorf("a local file shrank: %s", s)
+				failf(t, "a local file shrank: %s", s)
 			}
 			// Stopped with SIGTERM, each agent flushed: its remote copy
 			// is its file.
@@ -373,7 +373,7 @@ func TestChaosSync(t *testing.T) {
 					compared++
 				}
 				if w.secretUploaded(m.omp.secret) {
-					t.Errorf("%s: a file that must not be uploaded was", m.name)
+					failf(t, "%s: a file that must not be uploaded was", m.name)
 				}
 			}
 			t.Logf("%d sessions identical on every machine; %d copies compared with their remote copy", len(w.ids()), compared)
@@ -402,10 +402,10 @@ func findSession(agentDir, id string) string {
 	return m[0]
 }
 
-// divergence says why the machines do not agree yet, or "" when every
-// session is the same bytes everywhere, holds every line written to it
-// anywhere, no entry twice, under the newest title slot.
-func (w *world) divergence() string {
+// divergence says which session the machines do not agree on yet and why,
+// or "" when every session is the same bytes everywhere, holds every line
+// written to it anywhere, no entry twice, under the newest title slot.
+func (w *world) divergence() (id, why string) {
 	for id := range w.ids() {
 		var first []byte
 		lines := map[string]bool{}
@@ -426,23 +426,23 @@ func (w *world) divergence() string {
 		for i, m := range w.machines {
 			p := findSession(m.agentDir, id)
 			if p == "" {
-				return fmt.Sprintf("%s has no session %s", m.name, id)
+				return id, fmt.Sprintf("%s has no session %s", m.name, id)
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {
-				return err.Error()
+				return id, err.Error()
 			}
 			if i == 0 {
 				first = b
 			} else if !bytes.Equal(b, first) {
-				return fmt.Sprintf("session %s: %s and %s differ at byte %d", id, w.machines[0].name, m.name, diffAt(b, first))
+				return id, fmt.Sprintf("session %s: %s and %s differ at byte %d", id, w.machines[0].name, m.name, diffAt(b, first))
 			}
 		}
 		if len(first) < 256 {
-			return fmt.Sprintf("session %s is %d bytes", id, len(first))
+			return id, fmt.Sprintf("session %s is %d bytes", id, len(first))
 		}
 		if slot != nil && !bytes.Equal(first[:256], slot) {
-			return fmt.Sprintf("session %s: title slot %.60q is not the newest written %.60q", id, first[:256], slot)
+			return id, fmt.Sprintf("session %s: title slot %.60q is not the newest written %.60q", id, first[:256], slot)
 		}
 		have := map[string]bool{}
 		seenIDs := map[string]bool{}
@@ -454,16 +454,41 @@ func (w *world) divergence() string {
 			}
 			if json.Unmarshal(l, &e) == nil && e.ID != "" {
 				if seenIDs[e.ID+e.Timestamp] {
-					return fmt.Sprintf("session %s holds entry %s twice", id, e.ID)
+					return id, fmt.Sprintf("session %s holds entry %s twice", id, e.ID)
 				}
 				seenIDs[e.ID+e.Timestamp] = true
 			}
 		}
 		for l := range lines {
 			if !have[l] {
-				return fmt.Sprintf("session %s lacks a line written to it: %.80q", id, l)
+				return id, fmt.Sprintf("session %s lacks a line written to it: %.80q", id, l)
 			}
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// logsAbout is the last lines each machine's agents logged about a session,
+// for a check that failed on it.
+func (w *world) logsAbout(id string) string {
+	var b strings.Builder
+	for _, m := range w.machines {
+		log, err := os.ReadFile(filepath.Join(m.home, "agent.log"))
+		if err != nil {
+			fmt.Fprintf(&b, "        %s: %v\n", m.name, err)
+			continue
+		}
+		var about []string
+		for _, l := range strings.Split(string(log), "\n") {
+			if strings.Contains(l, id) {
+				about = append(about, l)
+			}
+		}
+		about = about[max(0, len(about)-15):]
+		fmt.Fprintf(&b, "        %s's agents, the last %d lines about %s:\n", m.name, len(about), id)
+		for _, l := range about {
+			fmt.Fprintf(&b, "          %.400s\n", l)
+		}
+	}
+	return b.String()
 }

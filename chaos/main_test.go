@@ -37,6 +37,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// failf fails a check with a line that starts "FAILED:": .ci/run prints
+// those lines last, so the tail of a failed run says what broke.
+func failf(t testing.TB, format string, args ...any) {
+	t.Helper()
+	t.Errorf("FAILED: "+format, args...)
+}
+
 // duration is how long each scenario runs its chaos: CHAOS_DURATION,
 // default 60s.
 func duration(t *testing.T) time.Duration {
@@ -172,7 +179,7 @@ func (s *stats) report(t *testing.T, scenario string, d time.Duration) {
 	})
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		t.Errorf("CHAOS_REPORT: %v", err)
+		failf(t, "CHAOS_REPORT: %v", err)
 		return
 	}
 	defer f.Close()

@@ -138,7 +138,7 @@ func (m *machine) supervise(args []string, chaos bool, rng *lockedRand, st *stat
 		cmd.Stderr = cmd.Stdout
 		fmt.Fprintf(m.log, "=== start %s\n", strings.Join(args, " "))
 		if err := cmd.Start(); err != nil {
-			m.t.Errorf("start agent: %v", err)
+			failf(m.t, "start agent: %v", err)
 			return
 		}
 		st.add(func(s *stats) { s.Starts++ })
@@ -154,7 +154,7 @@ func (m *machine) supervise(args []string, chaos bool, rng *lockedRand, st *stat
 			reason := fmt.Sprintf("%s: %v: %s", m.name, err, tail.last())
 			st.add(func(s *stats) { s.Exits++; s.ExitReasons = append(s.ExitReasons, reason) })
 			if strings.Contains(tail.String(), "panic:") {
-				m.t.Errorf("agent on %s panicked:\n%s", m.name, tail.String())
+				failf(m.t, "agent on %s panicked:\n%s", m.name, tail.String())
 			}
 			time.Sleep(300 * time.Millisecond)
 			continue
@@ -175,11 +175,11 @@ func (m *machine) supervise(args []string, chaos bool, rng *lockedRand, st *stat
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			<-done
-			m.t.Errorf("agent on %s did not stop within 30s of SIGTERM", m.name)
+			failf(m.t, "agent on %s did not stop within 30s of SIGTERM", m.name)
 		}
 		fmt.Fprintf(m.log, "=== ended\n")
 		if strings.Contains(tail.String(), "panic:") {
-			m.t.Errorf("agent on %s panicked:\n%s", m.name, tail.String())
+			failf(m.t, "agent on %s panicked:\n%s", m.name, tail.String())
 		}
 		if chaos {
 			time.Sleep(rng.between(0, 300*time.Millisecond))
