@@ -155,6 +155,10 @@ type Agent struct {
 	catBaseBytes int                  // its encoded size
 	catBlobs     map[string]time.Time // the blobs it lists, with their mtimes
 	catRecent    []byte
+	catRecentAt  time.Time // catRecent's stamp
+	// catBaseRead is the stamp of the catalog last read back from the
+	// remote (confirmCatalog): equal to catBaseAt, it needs no reading.
+	catBaseRead time.Time
 	// catalogStale: the state changed since the catalog was last checked.
 	catalogStale bool
 	// batchCatalog: Run's loop is running, so a catalog put may wait
@@ -410,10 +414,11 @@ func (a *Agent) start(ctx context.Context) error {
 	if len(base.Refused) > 0 {
 		a.catBase = nil // rewrite it whole, without the entries refused
 	}
+	a.catBaseRead = base.Updated
 	if recent != nil {
 		r := *recent
 		r.Updated, r.Refused = time.Time{}, nil
-		a.catRecent = repo.EncodeRecent(r, a.catBase)
+		a.catRecent, a.catRecentAt = repo.EncodeRecent(r, a.catBase), recent.Updated
 	}
 	cat := repo.Amend(base, recent)
 	if a.fresh {

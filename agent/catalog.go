@@ -238,7 +238,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 	if err := a.repo.PutRecent(ctx, recent, a.catBase); err != nil {
 		return fmt.Errorf("upload catalog changes: %w", err)
 	}
-	a.catRecent, a.catalogStale, a.catConfirmedAt = body, false, time.Time{}
+	a.catRecent, a.catRecentAt, a.catalogStale, a.catConfirmedAt = body, recent.Updated, false, time.Time{}
 	a.wrote(recent.Updated)
 	if !whole {
 		a.metrics.catalogUpdated()
@@ -277,33 +277,57 @@ func (a *Agent) setCatalogBase(c repo.Catalog) {
 	}
 }
 
-// confirmCatalog checks, after a catalog put and once per audit interval,
-// that the remote still holds this machine's catalog and its recent
-// changes (one HEAD each). A lost one is put again by the putCatalog that
-// follows; until then other machines would not see this one's sessions.
+// confirmCatalog reads back, after a catalog put and once per audit
+// interval, what the remote holds of this machine's catalog: the stamp of
+// its recent changes (one small GET) and, when this agent rewrote it whole
+// since it last looked, the catalog's. That a key exists is not enough: a
+// put the remote acknowledged and lost leaves the object before it in
+// place, and other machines would see this one's sessions as they were.
+// A lost one is put again by the putCatalog that follows.
 func (a *Agent) confirmCatalog(ctx context.Context) {
 	if a.catBase == nil || !a.catConfirmedAt.IsZero() && a.now().Sub(a.catConfirmedAt) < a.opts.AuditInterval {
 		return // nothing put yet, or checked lately
 	}
-	checked := true
-	lost := func(key string) bool {
-		_, err := a.repo.Client().Stat(ctx, key)
-		if err != nil && !errors.Is(err, remote.ErrNotFound) {
-			a.log.Debug("could not check the catalog; will check again", "err", err)
-			checked = false
+	// lost reads the stamp at key: whether it is not the one put (want),
+	// and whether it could tell.
+	lost := func(key string, want time.Time) (lost, checked bool) {
+		st, err := a.repo.CatalogStamp(ctx, key, a.opts.Machine)
+		switch {
+		case errors.Is(err, remote.ErrNotFound):
+			return true, true
+		case err != nil:
+			a.log.Debug("could not read the catalog back; will check again", "err", err)
+			return false, false
+		case a.foreign(st.Writer):
+			// Another agent wrote it: not lost, taken; checkOwner says so
+			// at the next pass.
+			a.ownerCheckedAt = time.Time{}
+			return false, false
 		}
-		return errors.Is(err, remote.ErrNotFound)
+		return !st.Updated.Equal(want), true
 	}
-	switch {
-	case lost(repo.CatalogKey(a.opts.Machine)):
-		a.log.Warn("the remote lost this machine's catalog; uploading it again")
-		a.catBase, a.catRecent, a.catalogStale = nil, nil, true
-	case checked && a.catRecent != nil && lost(repo.RecentKey(a.opts.Machine)):
-		a.log.Warn("the remote lost this machine's recent catalog changes; uploading them again")
-		a.catRecent, a.catalogStale = nil, true
-	case checked:
-		a.catConfirmedAt = a.now()
+	if !a.catBaseRead.Equal(a.catBaseAt) {
+		gone, checked := lost(repo.CatalogKey(a.opts.Machine), a.catBaseAt)
+		if gone {
+			a.log.Warn("the remote lost this machine's catalog, or kept an older one; uploading it again")
+			a.catBase, a.catRecent, a.catalogStale = nil, nil, true
+		}
+		if gone || !checked {
+			return
+		}
+		a.catBaseRead = a.catBaseAt
 	}
+	if a.catRecent != nil {
+		gone, checked := lost(repo.RecentKey(a.opts.Machine), a.catRecentAt)
+		if gone {
+			a.log.Warn("the remote lost this machine's recent catalog changes, or kept older ones; uploading them again")
+			a.catRecent, a.catalogStale = nil, true
+		}
+		if gone || !checked {
+			return
+		}
+	}
+	a.catConfirmedAt = a.now()
 }
 
 func sameEntry(a, b repo.CatalogEntry) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -43,7 +45,7 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		if invs, ok := listed[f.SessionID]; ok {
 			a.state.touch(f)
 			g := listedGeneration(invs, f)
-			if err := a.confirmFrom(f, g, g.HasMeta && !g.MetaInChunk); err != nil {
+			if err := a.confirmFrom(ctx, f, g, g.HasMeta && !g.MetaInChunk); err != nil {
 				a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
 			} else {
 				mu.Lock()
@@ -234,14 +236,22 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 		}
 	}
 	g.Complete(format, meta)
-	return a.confirmFrom(f, g, meta)
+	return a.confirmFrom(ctx, f, g, meta)
 }
 
 // confirmFrom checks f against what the remote lists of its generation
 // (metaObject: a meta object among it), and rewinds f to what the remote
 // still holds.
-func (a *Agent) confirmFrom(f *FileState, g repo.Generation, metaObject bool) error {
+func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation, metaObject bool) error {
 	chunks, hasMeta, hasHead := g.Chunks, g.HasMeta, g.HasHead
+	if f.HeadUnconfirmed && hasHead {
+		// A head is replaced in place: a lost put of a retitle leaves the
+		// one before it, so only its bytes say whether it is this one.
+		var err error
+		if hasHead, err = a.headIsSlot(ctx, f); err != nil {
+			return err
+		}
+	}
 	if f.MetaObject && !metaObject && hasMeta {
 		// Format 2: the first chunk still makes the generation complete,
 		// but names the path it had then; the meta object of the move
@@ -270,6 +280,19 @@ func (a *Agent) confirmFrom(f *FileState, g repo.Generation, metaObject bool) er
 	}
 	f.SlotHash = "" // the head may be gone too: put it again
 	return a.rewind(f, min(covered, f.Offset))
+}
+
+// headIsSlot reads f's head object back and reports whether it holds the
+// title slot last put (one GET of a few hundred bytes, after a retitle).
+func (a *Agent) headIsSlot(ctx context.Context, f *FileState) (bool, error) {
+	slot, err := a.repo.GetHead(ctx, f.stream(a.opts.Machine), f.Generation)
+	if errors.Is(err, remote.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read back the title slot: %w", err)
+	}
+	return hashHex(slot) == f.SlotHash, nil
 }
 
 // rewind sets the stream back to offset, recomputing the running hash from

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"log/slog"
@@ -459,6 +460,38 @@ func TestAgentLostAcknowledgedObjects(t *testing.T) {
 		}
 		e.assertRemoteEquals(ompRel, ompID)
 	})
+	// A retitle after a retitle: the lost put leaves the head before it in
+	// place, so a listing that shows a head says nothing of its bytes.
+	t.Run("head replaced", func(t *testing.T) {
+		c := newFileClient(t)
+		drop := false
+		e := newEnv(t, dropClient{c, func(key string) bool {
+			if drop && strings.HasSuffix(key, "/head") {
+				drop = false
+				return true
+			}
+			return false
+		}})
+		e.writeRename(ompRel, corpus(t, ompFile))
+		e.once()
+		for _, title := range []string{"the first title", "a second title the remote lost"} {
+			f, err := os.OpenFile(e.path(ompRel), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt(titleSlot(title), 0)
+			f.Close()
+			drop = title != "the first title"
+			e.once()
+		}
+		if drop {
+			t.Fatal("no head put was dropped; the test did not test")
+		}
+		for range 2 {
+			e.once()
+		}
+		e.assertRemoteEquals(ompRel, ompID)
+	})
 	t.Run("archived session", func(t *testing.T) {
 		c := newFileClient(t)
 		drop := true
@@ -485,38 +518,68 @@ func TestAgentLostAcknowledgedObjects(t *testing.T) {
 	// The catalog (and the small object of its recent changes) lost after
 	// the put was acknowledged: without a check, a quiet machine would stay
 	// out of 'ompsync ls' and 'restore --all' elsewhere until it restarts.
-	for _, lost := range []string{"catalog", "recent"} {
-		t.Run(lost, func(t *testing.T) {
+	// A lost put over an older object is the same loss, though the key
+	// still exists: other machines see the sessions as they were (and a
+	// pull never converges).
+	for _, tc := range []struct {
+		name, lost string
+		nth        int // which put of it is lost
+	}{
+		{"catalog", "catalog", 1}, {"recent", "recent", 1},
+		{"catalog replaced", "catalog", 2}, {"recent replaced", "recent", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			c := newFileClient(t)
 			var mu sync.Mutex
-			dropped := false
+			puts := 0
 			e := newEnv(t, dropClient{c, func(key string) bool {
 				mu.Lock()
 				defer mu.Unlock()
-				if path.Base(key) == lost && !dropped {
-					dropped = true
-					return true
+				if path.Base(key) != tc.lost {
+					return false
 				}
-				return false
+				puts++
+				return puts == tc.nth
 			}})
 			e.opts.Interval = 20 * time.Millisecond
 			e.opts.ReconcileInterval = 50 * time.Millisecond
-			e.writeRename(ompRel, corpus(t, ompFile))
+			// Appends to more than 256 sessions rewrite the catalog whole.
+			ids, rels := newSessions(e, 300)
 			e.runAgent()
 			waitFor(t, "the first catalog", func() bool {
-				_, err := c.Stat(t.Context(), repo.CatalogKey("laptop"))
-				return err == nil || lost == "catalog" && func() bool { mu.Lock(); defer mu.Unlock(); return dropped }()
+				mu.Lock()
+				defer mu.Unlock()
+				return puts >= 1
 			})
-			e.appendTo(ompRel, entryLine("c0000001", "", "in a catalog put that is lost"))
-			want := int64(len(e.read(ompRel)))
-			waitFor(t, "the catalog to list the append", func() bool {
+			// Appends to every session rewrite the catalog whole; to one,
+			// they go in the recent object.
+			grown := rels
+			if tc.lost == "recent" {
+				grown = rels[:1]
+			}
+			want := map[string]int64{}
+			for i, rel := range rels {
+				if i < len(grown) {
+					e.appendTo(rel, entryLine(fmt.Sprintf("c%07d", i), "", "in a catalog put that is lost"))
+				}
+				want[ids[i]] = int64(len(e.read(rel)))
+			}
+			waitFor(t, "the catalog to list the appends", func() bool {
 				cat, err := repo.New(c, repo.NewZstd()).GetCatalog(t.Context(), "laptop")
-				return err == nil && len(cat.Sessions) == 1 && cat.Sessions[0].Size == want
+				if err != nil || len(cat.Sessions) != len(want) {
+					return false
+				}
+				for _, s := range cat.Sessions {
+					if s.Size != want[s.ID] {
+						return false
+					}
+				}
+				return true
 			})
 			mu.Lock()
 			defer mu.Unlock()
-			if !dropped {
-				t.Fatalf("no %s put was dropped; the test did not test", lost)
+			if puts < tc.nth {
+				t.Fatalf("%d %s puts, none dropped; the test did not test", puts, tc.lost)
 			}
 		})
 	}

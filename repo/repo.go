@@ -228,32 +228,47 @@ func LastWrite(c Catalog, recent *Catalog) (*Writer, time.Time) {
 // (a catalog written by an older ompsync) it reads the catalog itself.
 // ErrNotFound when the machine has no catalog.
 func (r *Repo) CatalogWriter(ctx context.Context, machine string) (*Writer, time.Time, error) {
+	st, err := r.CatalogStamp(ctx, RecentKey(machine), machine)
+	if errors.Is(err, remote.ErrNotFound) {
+		st, err = r.CatalogStamp(ctx, CatalogKey(machine), machine)
+	}
+	return st.Writer, st.Updated, err
+}
+
+// Stamp is who wrote a catalog or recent object, and when.
+type Stamp struct {
+	Writer  *Writer
+	Updated time.Time
+}
+
+// CatalogStamp reads the catalog or recent object at key (CatalogKey or
+// RecentKey of machine) no further than its stamp. An agent reads back
+// what it put this way: a lost put leaves the object before it in place,
+// so that the key exists says nothing.
+func (r *Repo) CatalogStamp(ctx context.Context, key, machine string) (Stamp, error) {
 	var head struct {
 		V       int       `json:"v"`
 		Machine string    `json:"machine"`
 		Updated time.Time `json:"updated"`
 		Writer  *Writer   `json:"writer"`
 	}
-	b, err := r.getOpen(ctx, RecentKey(machine), MaxCatalogSize)
-	if errors.Is(err, remote.ErrNotFound) {
-		b, err = r.getOpen(ctx, CatalogKey(machine), MaxCatalogSize)
-	}
+	b, err := r.getOpen(ctx, key, MaxCatalogSize)
 	if err != nil {
-		return nil, time.Time{}, err
+		return Stamp{}, err
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, time.Time{}, fmt.Errorf("catalog of %s: %w", machine, err)
+		return Stamp{}, fmt.Errorf("catalog of %s: %w", machine, err)
 	}
 	if err := checkCatalogHeader("catalog of "+machine, head.V, head.Machine); err != nil {
-		return nil, time.Time{}, err
+		return Stamp{}, err
 	}
 	if head.Machine != machine {
-		return nil, time.Time{}, fmt.Errorf("catalog of %s names machine %q", machine, head.Machine)
+		return Stamp{}, fmt.Errorf("catalog of %s names machine %q", machine, head.Machine)
 	}
 	if err := checkWriter("catalog of "+machine, head.Writer); err != nil {
-		return nil, time.Time{}, err
+		return Stamp{}, err
 	}
-	return head.Writer, head.Updated, nil
+	return Stamp{head.Writer, head.Updated}, nil
 }
 
 // GetCatalogParts reads a machine's catalog and, when there is one that
