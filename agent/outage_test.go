@@ -80,6 +80,7 @@ func TestRemoteOutage(t *testing.T) {
 				return n == want
 			})
 			e.assertRemoteEquals(ompRel, ompID)
+			t.Logf("live heap peaked at %d MiB during the outage", peak>>20)
 			if peak > 40<<20 {
 				t.Errorf("live heap peaked at %d MiB during the outage", peak>>20)
 			}

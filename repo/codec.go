@@ -66,8 +66,12 @@ const smallObject = 64 << 10
 // streamWindow is SealWriter's window for objects over smallObject.
 const streamWindow = 2 << 20
 
+// sealWindow is Seal's window for objects over smallObject: the agent's
+// default chunk size (a longer chunk, one long line, matches within it).
+const sealWindow = 4 << 20
+
 // maxWindow bounds the memory a hostile frame can make a decoder take;
-// ompsync's own frames use 8 MiB.
+// ompsync's own frames use at most 4 MiB (8 MiB before).
 const maxWindow = 32 << 20
 
 // NewZstd returns the default codec.
@@ -79,7 +83,10 @@ func NewZstd() *Zstd {
 	if err != nil {
 		panic(err) // only on invalid options or a damaged embedded dictionary
 	}
-	large, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
+	// A window of the agent's chunk size, not the default 8 MiB: a chunk
+	// compresses the same, and the encoder's history takes half as much
+	// (17 MiB of an agent's live heap, mid-upload).
+	large, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(sealWindow))
 	if err != nil {
 		panic(err)
 	}
@@ -100,7 +107,7 @@ func (z *Zstd) Seal(plain []byte) ([]byte, error) {
 // its own: Seal's are shared, and a stream's encoder holds state.
 func (z *Zstd) SealWriter(w io.Writer, size int64) (io.WriteCloser, error) {
 	// A 2 MiB window: the encoder holds two of them (6 MiB in all, not the
-	// 18 of Seal's 8 MiB), and blobs, mostly images, gain nothing from a
+	// 10 of Seal's 4 MiB), and blobs, mostly images, gain nothing from a
 	// longer one. (Its lower-memory mode would copy the window at every
 	// 128 KiB block: four times slower.)
 	opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(streamWindow)}
