@@ -30,7 +30,7 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		// lost objects can be put again as well.
 		kept := f.State == repo.StatePresent || f.State == repo.StateArchived && f.isSession()
 		// An unseen stream has no file here to fill a hole from.
-		if kept && !f.Unseen && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
+		if kept && !f.Unseen && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || f.MetaUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
 			todo = append(todo, f)
 		}
 	}
@@ -252,6 +252,18 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 			return err
 		}
 	}
+	if f.MetaUnconfirmed && metaObject {
+		named, err := a.metaNamesPath(ctx, f)
+		if err != nil {
+			return err
+		}
+		if !named {
+			a.log.Warn("the remote kept an older meta object than the one it acknowledged; uploading it again", "path", f.Path)
+			f.MetaPath, f.Size = "", -1
+			a.markDirty(f.Path)
+		}
+		f.MetaUnconfirmed = false
+	}
 	if f.MetaObject && !metaObject && hasMeta {
 		// Format 2: the first chunk still makes the generation complete,
 		// but names the path it had then; the meta object of the move
@@ -293,6 +305,19 @@ func (a *Agent) headIsSlot(ctx context.Context, f *FileState) (bool, error) {
 		return false, fmt.Errorf("read back the title slot: %w", err)
 	}
 	return hashHex(slot) == f.SlotHash, nil
+}
+
+// metaNamesPath reads f's meta object back and reports whether it names
+// the path last put.
+func (a *Agent) metaNamesPath(ctx context.Context, f *FileState) (bool, error) {
+	m, err := a.repo.GetMeta(ctx, f.stream(a.opts.Machine), f.Generation)
+	if errors.Is(err, remote.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read back the meta object: %w", err)
+	}
+	return m.Path == f.MetaPath, nil
 }
 
 // rewind sets the stream back to offset, recomputing the running hash from

@@ -187,3 +187,44 @@ func TestFormat2MovedSessionMetaObject(t *testing.T) {
 		}
 	})
 }
+
+// A session moved twice: the second meta object is put over the first,
+// and a lost put of it leaves the first in place, which a listing cannot
+// tell from the new one. The agent reads it back and puts it again.
+func TestMovedTwiceMetaLostOverTheFirst(t *testing.T) {
+	ctx := context.Background()
+	c := newFileClient(t)
+	drop := false
+	e := newEnv(t, dropClient{c, func(key string) bool {
+		if drop && path.Base(key) == "meta" {
+			drop = false
+			return true
+		}
+		return false
+	}})
+	ids, rels := newSessions(e, 1)
+	e.once()
+	from := rels[0]
+	for _, dir := range []string{"-src-api", "-src-web"} {
+		moved := "sessions/" + dir + "/" + path.Base(rels[0])
+		e.writeRename(moved, e.read(from))
+		if err := os.Remove(e.path(from)); err != nil {
+			t.Fatal(err)
+		}
+		drop = dir == "-src-web"
+		e.once()
+		from = moved
+	}
+	if drop {
+		t.Fatal("no meta put was dropped; the test did not test")
+	}
+	e.once()
+	s := repo.Stream{SessionID: ids[0], Machine: e.machine, Name: repo.SessionStream}
+	gens := e.generations(ids[0], repo.SessionStream)
+	if len(gens) != 1 {
+		t.Fatalf("generations: %+v, want one", gens)
+	}
+	if m, err := e.repo.GenerationMeta(ctx, s, gens[0]); err != nil || m.Path != from {
+		t.Fatalf("meta after the lost put: path %q, %v; want %s", m.Path, err, from)
+	}
+}

@@ -86,8 +86,11 @@ type FileState struct {
 	// IdleCompacted says the stream was compacted since it was last idle.
 	SmallChunks   int  `json:"small_chunks,omitempty"`
 	IdleCompacted bool `json:"idle_compacted,omitempty"`
-	// HeadUnconfirmed: a head object was put and no LIST has shown it yet.
+	// HeadUnconfirmed: a head object was put and not yet read back.
 	HeadUnconfirmed bool `json:"head_unconfirmed,omitempty"`
+	// MetaUnconfirmed: a meta object was put over an earlier one (a move)
+	// and not yet read back.
+	MetaUnconfirmed bool `json:"meta_unconfirmed,omitempty"`
 	// Unseen: known from this machine's catalog only (the state was
 	// rebuilt, or the name taken over), and its file not yet seen here.
 	// Its absence is "not on this machine", never a deletion.

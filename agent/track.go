@@ -285,7 +285,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	fst.TailHash = ""
 	fst.SlotHash = ""
 	fst.MetaPath = "" // written with the first chunk (in it, in format 2)
-	fst.MetaObject = false
+	fst.MetaObject, fst.MetaUnconfirmed = false, false
 	fst.Verified = time.Now().UTC()
 	if fst.HashFrom > 0 {
 		fst.SlotHash = hashHex(head[:fst.HashFrom])
@@ -524,6 +524,9 @@ func (a *Agent) putMeta(ctx context.Context, fst *FileState) error {
 	if err := a.repo.PutMeta(ctx, fst.stream(a.opts.Machine), m); err != nil {
 		return fmt.Errorf("upload meta of %s: %w", fst.Path, err)
 	}
+	// A put over an earlier meta object, if lost, leaves that one: only
+	// reading it back tells.
+	fst.MetaUnconfirmed = fst.MetaObject
 	fst.MetaPath, fst.MetaObject = fst.Path, true
 	return nil
 }
