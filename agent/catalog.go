@@ -290,7 +290,7 @@ func (a *Agent) confirmCatalog(ctx context.Context) {
 	}
 	// lost reads the stamp at key: whether it is not the one put (want),
 	// and whether it could tell.
-	lost := func(key string, want time.Time) (lost, checked bool) {
+	lost := func(key string, want time.Time) (gone, checked bool) {
 		st, err := a.repo.CatalogStamp(ctx, key, a.opts.Machine)
 		switch {
 		case errors.Is(err, remote.ErrNotFound):
