@@ -626,3 +626,47 @@ func TestAgentDroppedPutReconciled(t *testing.T) {
 		})
 	}
 }
+
+// Retitles of many sessions at once, every head put lost over the head
+// before it: the pass confirms them from one listing of every session,
+// and still reads each head back.
+func TestRetitlesLostOverHeadsOfManySessions(t *testing.T) {
+	c := newFileClient(t)
+	drop := false
+	var mu sync.Mutex
+	e := newEnv(t, dropClient{c, func(key string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return drop && strings.HasSuffix(key, "/head")
+	}})
+	var rels, ids []string
+	for i := range 12 {
+		rel, id := sessionRel(i)
+		e.writeRename(rel, append(titleSlot(""), sessionBytes(id, 3)...))
+		rels, ids = append(rels, rel), append(ids, id)
+	}
+	e.once()
+	for _, title := range []string{"the first title", "a second title the remote lost"} {
+		for _, rel := range rels {
+			f, err := os.OpenFile(e.path(rel), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt(titleSlot(title), 0)
+			f.Close()
+		}
+		mu.Lock()
+		drop = title != "the first title"
+		mu.Unlock()
+		e.once()
+	}
+	mu.Lock()
+	drop = false
+	mu.Unlock()
+	for range 2 {
+		e.once()
+	}
+	for i, rel := range rels {
+		e.assertRemoteEquals(rel, ids[i])
+	}
+}
