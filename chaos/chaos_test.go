@@ -81,7 +81,7 @@ func (w *world) chaos(d time.Duration, pull bool) {
 	select {
 	case <-time.After(d):
 	case err := <-errs:
-		w.t.Error(err)
+		failf(w.t, "%v", err)
 	}
 	close(stop)
 	writers.Wait()
@@ -315,7 +315,7 @@ func TestChaosOneMachine(t *testing.T) {
 		sameBytes(t, "restored blob "+name, readFile(t, filepath.Join(to, "blobs", name)), data)
 	}
 	if w.secretUploaded(o.secret) {
-		t.Error("a credential file, a sidecar, a non-session file or a file outside the agent dir was uploaded")
+		failf(t, "a credential file, a sidecar, a non-session file or a file outside the agent dir was uploaded")
 	}
 	t.Logf("checked %d sessions (%d live), %d blobs", checked, len(o.live()), len(o.blobs))
 }
