@@ -521,3 +521,41 @@ func TestStateOrigin(t *testing.T) {
 		t.Fatalf("origin %+v, %v; want the remote and id %q", o, err, e.repo.ID())
 	}
 }
+
+// A running agent that reads its catalog back (confirmCatalog) and finds
+// another agent's stamp there takes it as the name taken, not as a lost
+// put: it stops at its next pass, long before the heartbeat, and never
+// writes over the other agent's catalog.
+func TestReadBackFindsNameTaken(t *testing.T) {
+	c := newFileClient(t)
+	a := newEnv(t, c)
+	a.writeSessions(2)
+	a.opts.Interval = 20 * time.Millisecond
+	a.opts.ReconcileInterval = 50 * time.Millisecond
+	a.opts.AuditInterval = 100 * time.Millisecond // read back at every reconcile
+	ag, err := New(a.repo, a.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Close()
+	done := make(chan error, 1)
+	go func() { done <- ag.Run(t.Context()) }()
+	waitFor(t, "the first pass", func() bool { _, err := a.repo.GetCatalog(t.Context(), "laptop"); return err == nil })
+
+	b := newEnv(t, c)
+	b.opts.Hostname = "intruder"
+	b.opts.TakeOverMachine = true
+	b.once()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrMachineInUse) || !strings.Contains(err.Error(), `"intruder"`) {
+			t.Fatalf("the running agent stopped with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the running agent did not notice, reading its catalog back, that another agent took its name")
+	}
+	w, _, err := a.repo.CatalogWriter(t.Context(), "laptop")
+	if err != nil || w == nil || w.Host != "intruder" {
+		t.Fatalf("the catalog's last writer: %+v, %v; want the intruder's, not written over", w, err)
+	}
+}
