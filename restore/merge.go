@@ -417,9 +417,8 @@ type merger struct {
 	// the merges written, removed then unless write took them.
 	files []*os.File
 	temps []string
-	// deferSync, when set, takes over syncing the folder of a new session
-	// file.
-	deferSync  func(dir string)
+	// later, when set, takes over syncing and placing a new session file.
+	later      *later
 	now        func() time.Time
 	blobMtimes map[string]time.Time // see Options.blobMtimes
 	// live, when set, looks again whether the session became live since
@@ -578,7 +577,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 			return err
 		}
 	}
-	backup, err := m.write(sw, m.deferSync)
+	backup, err := m.write(sw, m.later)
 	if err != nil {
 		res.Action = Failed
 		return err
@@ -657,10 +656,11 @@ func filepathSplit(rel string) (dir, base string) {
 
 // write carries out one planned write and returns the backup it made. A
 // file it creates is durable once its folder is synced: by write, or, when
-// deferSync is set, by whoever deferSync tells. A copy's verified temp file
-// becomes the file (linked or renamed); any other content is written
-// through a temp file beside it, never held whole.
-func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, err error) {
+// later is set, by Run, which later tells (and which then also syncs and
+// links a new file held in memory). A copy's verified temp file becomes the
+// file (linked or renamed); any other content is written through a temp
+// file beside it, never held whole.
+func (m *merger) write(w fileWrite, later *later) (backup string, err error) {
 	p := abs(m.agentDir, w.rel)
 	c := w.out.body
 	switch w.out.action {
@@ -670,21 +670,28 @@ func (m *merger) write(w fileWrite, deferSync func(dir string)) (backup string, 
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return "", fmt.Errorf("create folder: %w", err)
 		}
-		create := func() error { return createNew(p, c.src.data, w.mtime, deferSync != nil) }
-		if c.src.data == nil {
-			create = func() error {
-				tmp, err := tempOf(filepath.Dir(p), c)
-				if err != nil {
-					return err
-				}
-				return linkNew(p, tmp, w.mtime, deferSync != nil)
+		switch {
+		case later != nil && c.src.data != nil:
+			f, err := writeUnsynced(p, c.src.data)
+			if err != nil {
+				return "", err
+			}
+			later.place(f, p, w.mtime)
+		case c.src.data != nil:
+			if err := createNew(p, c.src.data, w.mtime, false); err != nil {
+				return "", err
+			}
+		default:
+			tmp, err := tempOf(filepath.Dir(p), c)
+			if err != nil {
+				return "", err
+			}
+			if err := linkNew(p, tmp, w.mtime, later != nil); err != nil {
+				return "", err
 			}
 		}
-		if err := create(); err != nil {
-			return "", err
-		}
-		if deferSync != nil {
-			deferSync(filepath.Dir(p))
+		if later != nil {
+			later.syncDir(filepath.Dir(p))
 		}
 		return "", nil
 	case Retitled:

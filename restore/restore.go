@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -314,10 +315,13 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	if opts.Progress != nil {
 		opts.Progress(prog) // the totals, before the first session
 	}
-	// New session files are made durable by one sync of their folder at
-	// the end, not one per file (a thousand sessions sit in a few folders).
-	// Blobs and artifacts are synced before the session that needs them.
+	// New session files are synced and linked into place by the placer,
+	// off the transfers' path, and made durable by one sync of their
+	// folder at the end, not one per file (a thousand sessions sit in a
+	// few folders). Blobs and artifacts are synced before the session that
+	// needs them.
 	unsynced := map[string][]int{}
+	pl := startPlacer()
 	eachTargetFrom(ctx, r, targets, len(p.sessions), opts, early, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
 			mu.Lock()
@@ -325,14 +329,14 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 			rep.Results[i] = Result{Agent: opts.Store.Name(), ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
-		res := restoreOne(ctx, r, t, local.Find(t.id), opts, open, listed, func(dir string) {
-			mu.Lock()
-			defer mu.Unlock()
-			unsynced[dir] = append(unsynced[dir], i)
+		res := restoreOne(ctx, r, t, local.Find(t.id), opts, open, listed, &later{
+			syncDir: func(dir string) {
+				mu.Lock()
+				defer mu.Unlock()
+				unsynced[dir] = append(unsynced[dir], i)
+			},
+			place: func(f *os.File, p string, mtime time.Time) { pl.place(i, f, p, mtime) },
 		})
-		if res.Action == Created && !opts.DryRun {
-			local.Add(t.id, res.Path) // the next Run sharing local finds it
-		}
 		// A session in use is the caller's to report: sync waits for it
 		// quietly, the restore command lists it.
 		if res.Error != "" && res.Action != SkippedLive {
@@ -347,11 +351,20 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 			opts.Progress(prog)
 		}
 	})
+	for i, err := range pl.wait() {
+		opts.Logger.Warn("session not restored", "session", targets[i].id, "action", Failed, "err", err)
+		rep.Results[i].Action, rep.Results[i].Error = Failed, err.Error()
+	}
 	for dir, idx := range unsynced {
 		if err := atomicfile.SyncDir(dir); err != nil {
 			for _, i := range idx {
 				rep.Results[i].Action, rep.Results[i].Error = Failed, err.Error()
 			}
+		}
+	}
+	for i, res := range rep.Results {
+		if res.Action == Created && !opts.DryRun {
+			local.Add(targets[i].id, res.Path) // the next Run sharing local finds it
 		}
 	}
 	if opts.All && ctx.Err() == nil {
@@ -364,10 +377,10 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	return rep, nil
 }
 
-// restoreOne fetches, verifies and merges one session.
-// A session file it creates is durable once the folder passed to
-// deferSync is synced.
-func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, open *openScan, listed *repo.SessionObjects, deferSync func(dir string)) Result {
+// restoreOne fetches, verifies and merges one session. A session file it
+// creates is in place and durable once later has placed it and synced its
+// folder.
+func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, open *openScan, listed *repo.SessionObjects, later *later) Result {
 	res := Result{Agent: opts.Store.Name(), ID: t.id, DryRun: opts.DryRun}
 	dest, err := t.destination(opts.Store, localRel, opts.PathMap)
 	if err != nil {
@@ -412,7 +425,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	res.Notes = append(res.Notes, f.notes...)
 	res.Missing = append(res.Missing, f.missing...)
 	fetched := opts.Now()
-	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, deferSync: deferSync, now: opts.Now, blobMtimes: opts.blobMtimes,
+	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, later: later, now: opts.Now, blobMtimes: opts.blobMtimes,
 		live: func() bool {
 			if opts.beforeWrite != nil {
 				opts.beforeWrite(dest)
