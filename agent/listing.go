@@ -35,7 +35,7 @@ func (a *Agent) listsMany(n int) bool {
 func (a *Agent) listSessions(ctx context.Context, ids map[string]bool) listing {
 	out := listing{}
 	left := len(ids)
-	for so, err := range a.repo.InventoryAll(ctx, a.opts.Machine) {
+	for so, err := range a.repo.InventoryAll(ctx, a.opts.Machine, 0) {
 		if err != nil {
 			a.log.Debug("listing every session failed; listing the rest one by one", "err", err)
 			break

@@ -444,7 +444,7 @@ func TestFormatReadAgainWithoutMarker(t *testing.T) {
 	if g := onlyGeneration(t, reader); g == nil || !g.MetaInChunk {
 		t.Fatalf("the reader lists %+v, want a generation complete by its first chunk", g)
 	}
-	for so, err := range reader.InventoryAll(ctx, "") {
+	for so, err := range reader.InventoryAll(ctx, "", 0) {
 		if err != nil || so.Err != nil || len(so.Streams) != 1 || so.Streams[0].Newest() == nil {
 			t.Fatalf("InventoryAll: %+v, %v", so, err)
 		}

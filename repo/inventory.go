@@ -111,7 +111,11 @@ type SessionObjects struct {
 // together. The iteration ends with an error when the LIST fails, when a
 // key is not under v1/sessions/, or when a session's keys come apart (a
 // broken server): the sessions not yielded yet are then not known.
-func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[SessionObjects, error] {
+//
+// first, when above 0, is how many keys the LIST's first page asks for
+// (remote.ListOptions.FirstPage): a caller that starts work on the first
+// sessions gets them sooner.
+func (r *Repo) InventoryAll(ctx context.Context, machine string, first int) iter.Seq2[SessionObjects, error] {
 	return func(yield func(SessionObjects, error) bool) {
 		prefix := SessionsPrefix()
 		var cur SessionObjects
@@ -136,7 +140,7 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string) iter.Seq2[Sessi
 			}
 			return yield(cur, nil)
 		}
-		for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
+		for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{FirstPage: first}) {
 			if err != nil {
 				yield(SessionObjects{}, fmt.Errorf("list sessions: %w", err))
 				return

@@ -47,7 +47,7 @@ func TestInventoryAllMatchesInventory(t *testing.T) {
 
 	for _, machine := range []string{"", "desk", "laptop"} {
 		seen := map[string]bool{}
-		for so, err := range r.InventoryAll(ctx, machine) {
+		for so, err := range r.InventoryAll(ctx, machine, 0) {
 			if err != nil {
 				t.Fatalf("machine %q: %v", machine, err)
 			}
@@ -72,7 +72,7 @@ func TestInventoryAllMatchesInventory(t *testing.T) {
 			}
 		}
 	}
-	for so := range r.InventoryAll(ctx, "") {
+	for so := range r.InventoryAll(ctx, "", 0) {
 		if so.ID == "2ccc" && (so.Err == nil || !strings.Contains(so.Err.Error(), "bad generation")) {
 			t.Errorf("session with a bad key: %v", so.Err)
 		}
@@ -89,7 +89,7 @@ func TestInventoryAllGarbage(t *testing.T) {
 	r := New(&garbageLister{Client: newTestRepo(t).Client(), entries: apart}, NewZstd())
 	var ids []string
 	var last error
-	for so, err := range r.InventoryAll(t.Context(), "") {
+	for so, err := range r.InventoryAll(t.Context(), "", 0) {
 		if err != nil {
 			last = err
 			continue
@@ -104,7 +104,7 @@ func TestInventoryAllGarbage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := New(&garbageLister{Client: newTestRepo(t).Client(), entries: entries}, NewZstd())
 			mustNotPanic(t, "InventoryAll", func() {
-				for so, err := range r.InventoryAll(t.Context(), "") {
+				for so, err := range r.InventoryAll(t.Context(), "", 0) {
 					if err != nil {
 						if strings.Contains(err.Error(), "\n") {
 							t.Errorf("error is not one line: %q", err)

@@ -153,7 +153,7 @@ func TestEndlessListingsBounded(t *testing.T) {
 		t.Errorf("Inventory of an endless session: %v", err)
 	}
 	n := 0
-	for so, err := range chunks.InventoryAll(ctx, "") {
+	for so, err := range chunks.InventoryAll(ctx, "", 0) {
 		if err != nil {
 			if !errors.Is(err, errTooManyObjects) {
 				t.Errorf("InventoryAll: %v", err)

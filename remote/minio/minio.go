@@ -254,8 +254,12 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 			startAfter = c.prefix + opts.StartAfter
 		}
 		token := ""
+		maxKeys := pageSize
+		if opts.FirstPage > 0 {
+			maxKeys = min(opts.FirstPage, pageSize)
+		}
 		for {
-			page, err := c.listPage(ctx, full, startAfter, token, opts.Delimiter)
+			page, err := c.listPage(ctx, full, startAfter, token, opts.Delimiter, maxKeys)
 			if err != nil {
 				if er := errResponse(err); ctx.Err() == nil && er.StatusCode == 0 && er.Code == mc.NotImplemented && page.IsTruncated {
 					// minio-go's own check of a truncated page without a
@@ -292,7 +296,7 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 				fail(remote.ErrEndlessListing)
 				return
 			}
-			token, startAfter = page.NextContinuationToken, ""
+			token, startAfter, maxKeys = page.NextContinuationToken, "", pageSize
 		}
 	}
 }
@@ -300,14 +304,14 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 // listPage asks for one page of a listing. minio-go's Core.ListObjectsV2
 // takes no context, so the request runs on its own and listPage returns
 // ctx's error as soon as ctx ends; an abandoned request finishes unheeded.
-func (c *Client) listPage(ctx context.Context, prefix, startAfter, token, delimiter string) (mc.ListBucketV2Result, error) {
+func (c *Client) listPage(ctx context.Context, prefix, startAfter, token, delimiter string, maxKeys int) (mc.ListBucketV2Result, error) {
 	type answer struct {
 		page mc.ListBucketV2Result
 		err  error
 	}
 	done := make(chan answer, 1) // buffered: an abandoned request does not block
 	go func() {
-		page, err := c.core.ListObjectsV2(c.bucket, prefix, startAfter, token, delimiter, pageSize)
+		page, err := c.core.ListObjectsV2(c.bucket, prefix, startAfter, token, delimiter, maxKeys)
 		done <- answer{page, err}
 	}()
 	select {

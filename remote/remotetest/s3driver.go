@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ompsync/ompsync/remote"
@@ -135,6 +137,25 @@ func onServer(t *testing.T, open func(t testing.TB, cfg remote.S3Config) remote.
 		}
 	})
 
+	// A listing with a small first page asks the server for that many
+	// keys first, then for full pages: the first keys come sooner.
+	t.Run("FirstPageAsked", func(t *testing.T) {
+		srv := server(t)
+		cfg := config(srv, srv.NewBucket(t), "")
+		var pages listPages
+		cfg.HTTPClient = &http.Client{Transport: &pages}
+		c := open(t, cfg)
+		var keys []string
+		for i := range 10 {
+			keys = append(keys, fmt.Sprintf("k%02d", i))
+			Put(t, c, keys[i], []byte("x"))
+		}
+		equalKeys(t, "list with a first page of 3", Keys(t, c, "", remote.ListOptions{FirstPage: 3}), keys)
+		if got := pages.asked(); len(got) != 2 || got[0] != "3" || got[1] != "" && got[1] != "1000" {
+			t.Errorf("max-keys asked per page: %q, want 3, then a full page", got)
+		}
+	})
+
 	// A body changed on the way is refused by the server and nothing is stored.
 	t.Run("CorruptedUploadRefused", func(t *testing.T) {
 		srv := server(t)
@@ -182,6 +203,27 @@ func onServer(t *testing.T, open func(t testing.TB, cfg remote.S3Config) remote.
 }
 
 // corrupter flips one byte of every PUT body after the client signed it.
+// listPages records the max-keys of each listing request.
+type listPages struct {
+	mu     sync.Mutex
+	maxKey []string
+}
+
+func (l *listPages) RoundTrip(r *http.Request) (*http.Response, error) {
+	if q := r.URL.Query(); r.Method == http.MethodGet && q.Has("list-type") {
+		l.mu.Lock()
+		l.maxKey = append(l.maxKey, q.Get("max-keys"))
+		l.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (l *listPages) asked() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.maxKey)
+}
+
 type corrupter struct{ next http.RoundTripper }
 
 func (c corrupter) RoundTrip(r *http.Request) (*http.Response, error) {

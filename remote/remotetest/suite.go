@@ -291,6 +291,11 @@ func testListPaging(t *testing.T, c remote.Client) {
 	equalKeys(t, "list with delimiter", Keys(t, c, "page/", remote.ListOptions{Delimiter: "/"}), delimited)
 	equalKeys(t, "list the root", Keys(t, c, "", remote.ListOptions{Delimiter: "/"}), []string{"page/ (prefix)"})
 	equalKeys(t, "list after page/0499", Keys(t, c, "page/", remote.ListOptions{StartAfter: "page/0499"}), keys[500:])
+	// A small first page, then full ones: the same keys, once each.
+	equalKeys(t, "list with a first page of 7", Keys(t, c, "page/", remote.ListOptions{FirstPage: 7}), keys)
+	equalKeys(t, "list with a first page of 2,000", Keys(t, c, "page/", remote.ListOptions{FirstPage: 2000}), keys)
+	equalKeys(t, "list with a delimiter and a first page of 7", Keys(t, c, "page/", remote.ListOptions{Delimiter: "/", FirstPage: 7}), delimited)
+	equalKeys(t, "list after page/0499, a first page of 1", Keys(t, c, "page/", remote.ListOptions{StartAfter: "page/0499", FirstPage: 1}), keys[500:])
 }
 
 // parallel runs f(0..n-1) on workers goroutines and fails on the first error.

@@ -282,6 +282,9 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 		if opts.StartAfter != "" {
 			in.StartAfter = aws.String(c.prefix + opts.StartAfter)
 		}
+		if opts.FirstPage > 0 {
+			in.MaxKeys = aws.Int32(int32(min(opts.FirstPage, 1000)))
+		}
 		full := c.prefix + prefix
 		for {
 			page, err := c.api.ListObjectsV2(ctx, in)
@@ -316,7 +319,7 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 				yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: remote.ErrEndlessListing})
 				return
 			}
-			in.ContinuationToken, in.StartAfter = aws.String(next), nil
+			in.ContinuationToken, in.StartAfter, in.MaxKeys = aws.String(next), nil, nil
 		}
 	}
 }
