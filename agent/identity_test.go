@@ -330,6 +330,27 @@ func TestMachineTakenOverAfterSilence(t *testing.T) {
 	}
 }
 
+// runThenTakeName runs a's agent until its first pass, then has an agent
+// on host "intruder" take its name on c; what the running agent's Run
+// returns comes on done.
+func runThenTakeName(t *testing.T, a *env, c remote.Client) (done <-chan error) {
+	t.Helper()
+	ag, err := New(a.repo, a.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ag.Close() })
+	ran := make(chan error, 1)
+	go func() { ran <- ag.Run(t.Context()) }()
+	waitFor(t, "the first pass", func() bool { _, err := a.repo.GetCatalog(t.Context(), "laptop"); return err == nil })
+
+	b := newEnv(t, c)
+	b.opts.Hostname = "intruder"
+	b.opts.TakeOverMachine = true
+	b.once()
+	return ran
+}
+
 // A running agent reads back, once per heartbeat, who last wrote its
 // catalog: when another agent took the name, it stops with the error.
 func TestRunningAgentStopsWhenNameTaken(t *testing.T) {
@@ -340,19 +361,7 @@ func TestRunningAgentStopsWhenNameTaken(t *testing.T) {
 	a.opts.ReconcileInterval = 50 * time.Millisecond
 	var skew atomic.Int64
 	a.opts.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	ag, err := New(a.repo, a.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ag.Close()
-	done := make(chan error, 1)
-	go func() { done <- ag.Run(t.Context()) }()
-	waitFor(t, "the first pass", func() bool { _, err := a.repo.GetCatalog(t.Context(), "laptop"); return err == nil })
-
-	b := newEnv(t, c)
-	b.opts.Hostname = "intruder"
-	b.opts.TakeOverMachine = true
-	b.once()
+	done := runThenTakeName(t, a, c)
 	skew.Store(int64(heartbeatEvery + time.Minute))
 	select {
 	case err := <-done:
@@ -533,19 +542,7 @@ func TestReadBackFindsNameTaken(t *testing.T) {
 	a.opts.Interval = 20 * time.Millisecond
 	a.opts.ReconcileInterval = 50 * time.Millisecond
 	a.opts.AuditInterval = 100 * time.Millisecond // read back at every reconcile
-	ag, err := New(a.repo, a.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ag.Close()
-	done := make(chan error, 1)
-	go func() { done <- ag.Run(t.Context()) }()
-	waitFor(t, "the first pass", func() bool { _, err := a.repo.GetCatalog(t.Context(), "laptop"); return err == nil })
-
-	b := newEnv(t, c)
-	b.opts.Hostname = "intruder"
-	b.opts.TakeOverMachine = true
-	b.once()
+	done := runThenTakeName(t, a, c)
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrMachineInUse) || !strings.Contains(err.Error(), `"intruder"`) {
