@@ -15,7 +15,8 @@ import (
 
 // BenchmarkDurableFiles writes 1,000 new files of 500 KiB into 12 folders
 // from 16 goroutines, as a restore of 500 MB does, made durable three ways:
-// each synced before it is linked into place (Write, what ompsync does),
+// each synced before it is linked into place (Write, what ompsync's
+// restore did before its placer started each file's writeback at once),
 // all written and then one syncfs of their file system, or not synced at
 // all. It reports the CPU the whole machine spent (/proc/stat, kernel
 // writeback included), which on a machine whose cores the work fills is

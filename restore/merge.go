@@ -678,7 +678,7 @@ func (m *merger) write(w fileWrite, later *later) (backup string, err error) {
 			}
 			later.place(f, p, w.mtime)
 		case c.src.data != nil:
-			if err := createNew(p, c.src.data, w.mtime, false); err != nil {
+			if err := createNew(p, c.src.data, w.mtime); err != nil {
 				return "", err
 			}
 		default:
@@ -812,10 +812,9 @@ func replaceWith(p string, before fs.FileInfo, c content, mtime time.Time) error
 
 // createNew writes a new file (mode 0600) through a temp file and a hard
 // link, which fails if anything appeared at p meanwhile: a restore never
-// replaces a file it did not read. With noDirSync the caller syncs the
-// folder.
-func createNew(p string, data []byte, mtime time.Time, noDirSync bool) error {
-	err := atomicfile.Write(p, data, atomicfile.Options{Perm: 0o600, Mtime: mtime, Exclusive: true, NoDirSync: noDirSync})
+// replaces a file it did not read. The folder is synced too.
+func createNew(p string, data []byte, mtime time.Time) error {
+	err := atomicfile.Write(p, data, atomicfile.Options{Perm: 0o600, Mtime: mtime, Exclusive: true})
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
 	}

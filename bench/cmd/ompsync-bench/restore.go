@@ -171,31 +171,30 @@ func (r *runner) restore(ctx context.Context) error {
 	for i := range 3 {
 		toO := filepath.Join(r.dir("restore", "out"), fmt.Sprintf("direct-ompsync-%d", i))
 		toR := filepath.Join(r.dir("restore", "out"), fmt.Sprintf("direct-rclone-%d", i))
-		runs := []func() (time.Duration, error){
-			func() (time.Duration, error) {
-				return timed(func() error { _, err := directO.Run(ctx, "restore", "--all", "--to", toO); return err })
-			},
-			func() (time.Duration, error) {
-				return timed(func() error { return directR.Copy(ctx, "bench:"+pr.bucket+"/sessions", filepath.Join(toR, "sessions")) })
-			},
+		var o, rcl time.Duration
+		runO := func() (err error) {
+			o, err = timed(func() error { _, err := directO.Run(ctx, "restore", "--all", "--to", toO); return err })
+			return err
 		}
+		runR := func() (err error) {
+			rcl, err = timed(func() error { return directR.Copy(ctx, "bench:"+pr.bucket+"/sessions", filepath.Join(toR, "sessions")) })
+			return err
+		}
+		first, second := runO, runR
 		if i%2 == 1 {
-			runs[0], runs[1] = runs[1], runs[0]
+			first, second = runR, runO
 		}
-		var walls [2]time.Duration
-		for j, run := range runs {
-			if walls[j], err = run(); err != nil {
-				return err
-			}
+		if err := first(); err != nil {
+			return err
 		}
-		if i%2 == 1 {
-			walls[0], walls[1] = walls[1], walls[0]
+		if err := second(); err != nil {
+			return err
 		}
-		if i == 0 || walls[0] < wallO {
-			wallO = walls[0]
+		if i == 0 || o < wallO {
+			wallO = o
 		}
-		if i == 0 || walls[1] < wallR {
-			wallR = walls[1]
+		if i == 0 || rcl < wallR {
+			wallR = rcl
 		}
 		if bad, err := sameTree(src, filepath.Join(toO, "sessions")); err != nil || bad > 0 {
 			return fmt.Errorf("restore direct to the server: %d files differ (%v)", bad, err)
