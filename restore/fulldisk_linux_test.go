@@ -81,3 +81,47 @@ func TestRestoreAppendOnFullDisk(t *testing.T) {
 		t.Fatalf("with space: %d bytes, want %d", len(got), len(big.data))
 	}
 }
+
+// A new session on a disk too full for it fails with the disk's error:
+// nothing appears under its name and no temp file is left; with room the
+// same restore creates it.
+func TestRestoreNewSessionOnFullDisk(t *testing.T) {
+	f := corpus(t)[0]
+	r := fileRemote(t)
+	rel := sessionPath("-.omp-work", f.id, 1)
+	a := newMachine(t, r, "desktop")
+	a.write(rel, f.data, base)
+	a.backup()
+
+	b := newMachine(t, r, "laptop")
+	b.agentDir = tmpfstest.Mount(t, "8m")
+	if err := os.MkdirAll(filepath.Dir(b.path(rel)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(b.agentDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(b.agentDir, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(st.Bavail)*st.Bsize-int64(len(f.data))/2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := b.restore([]string{f.id[:8]}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := rep.Results[0]; rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "no space left") || len(f.data) >= spillAt {
+		t.Fatalf("a new session (%d bytes, held in memory) on a full disk: %+v", len(f.data), res)
+	}
+	if _, err := os.Lstat(b.path(rel)); !os.IsNotExist(err) {
+		t.Fatalf("after a failed restore something is at the session's name: %v", err)
+	}
+	noTempFiles(t, b.agentDir)
+	os.Remove(filler)
+	if res := b.restoreOK([]string{f.id[:8]}, Options{}).Results[0]; res.Action != Created {
+		t.Fatalf("with space: %+v", res)
+	}
+	if got := b.read(rel); !bytes.Equal(got, f.data) {
+		t.Fatalf("with space: %d bytes, want %d", len(got), len(f.data))
+	}
+}

@@ -97,10 +97,10 @@ func writeUnsynced(p string, data []byte) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create temp file: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := f.Write(data); err != nil { // the error names the file
 		f.Close()
 		os.Remove(f.Name())
-		return nil, fmt.Errorf("write %s: %w", f.Name(), err)
+		return nil, err
 	}
 	startWriteback(f)
 	return f, nil

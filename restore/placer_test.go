@@ -3,9 +3,7 @@ package restore
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,13 +69,5 @@ func TestRestorePlacesNewSessionsAfterTransfers(t *testing.T) {
 			t.Fatalf("%s: mtime %v (%v), want %v", rel, fi.ModTime(), err, mtime)
 		}
 	}
-	err = filepath.WalkDir(dst.agentDir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && strings.HasSuffix(p, ".tmp") {
-			t.Errorf("temp file left: %s", p)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	noTempFiles(t, dst.agentDir)
 }
