@@ -60,7 +60,7 @@ func TestRestoreAppendOnFullDisk(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := rep.Results[0]
-			if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, tc.want) || !strings.Contains(res.Error, "left as it was") {
+			if rep.OK() || res.Action != Failed || !strings.Contains(res.Error, tc.want) || !strings.Contains(res.Error, "left as it was") || !strings.Contains(res.Error, "free some space and restore again") {
 				t.Fatalf("restore onto a full disk: %+v", res)
 			}
 			if got := b.read(rel); !bytes.Equal(got, tc.local) {
@@ -110,7 +110,7 @@ func TestRestoreNewSessionOnFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := rep.Results[0]; rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "no space left") || len(f.data) >= spillAt {
+	if res := rep.Results[0]; rep.OK() || res.Action != Failed || !strings.Contains(res.Error, "no space left") || !strings.Contains(res.Error, "free some space and restore again") || len(f.data) >= spillAt {
 		t.Fatalf("a new session (%d bytes, held in memory) on a full disk: %+v", len(f.data), res)
 	}
 	if _, err := os.Lstat(b.path(rel)); !os.IsNotExist(err) {

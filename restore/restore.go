@@ -353,12 +353,12 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	})
 	for i, err := range pl.wait() {
 		opts.Logger.Warn("session not restored", "session", targets[i].id, "action", Failed, "err", err)
-		rep.Results[i].Action, rep.Results[i].Error = Failed, err.Error()
+		rep.Results[i].Action, rep.Results[i].Error = Failed, failure(err)
 	}
 	for dir, idx := range unsynced {
 		if err := atomicfile.SyncDir(dir); err != nil {
 			for _, i := range idx {
-				rep.Results[i].Action, rep.Results[i].Error = Failed, err.Error()
+				rep.Results[i].Action, rep.Results[i].Error = Failed, failure(err)
 			}
 		}
 	}
@@ -439,7 +439,16 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		if res.Action == "" {
 			res.Action = Failed
 		}
-		res.Error = err.Error()
+		res.Error = failure(err)
 	}
 	return res
+}
+
+// failure is a failed write's message, with what to do when the trouble is
+// this disk's space: the remote holds the session still.
+func failure(err error) string {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return err.Error() + " (free some space and restore again)"
+	}
+	return err.Error()
 }
