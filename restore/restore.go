@@ -408,7 +408,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	f, err := fetch(ctx, r, t, opts, listed)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		if noSpace(err) {
 			// The copies stream to temp files beside the agent's: this
 			// disk, not the remote, is the trouble.
 			res.Action, res.Error = Failed, err.Error()+" (no local file was touched; each was left as it was: free some space and restore again)"
@@ -447,8 +447,13 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 // failure is a failed write's message, with what to do when the trouble is
 // this disk's space: the remote holds the session still.
 func failure(err error) string {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if noSpace(err) {
 		return err.Error() + " (free some space and restore again)"
 	}
 	return err.Error()
+}
+
+// noSpace reports whether err is this disk's (or quota's) want of space.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
