@@ -51,7 +51,10 @@ func StartServer(dir string) (*Server, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	s := &Server{Endpoint: "http://" + addr, AccessKey: "bench-" + randHex(6), SecretKey: randHex(20), Dir: data}
-	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "posix", data)
+	// --keep-alive: without it versitygw answers every request with
+	// "Connection: close", and each request of every tool pays a TCP
+	// connect, where S3 services keep connections open.
+	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "--keep-alive", "posix", data)
 	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start versitygw: %w", err)
