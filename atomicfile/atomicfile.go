@@ -50,7 +50,7 @@ func WriteFunc(name string, write func(io.Writer) error, opts Options) error {
 
 func writeTemp(name string, write func(*os.File) error, opts Options) error {
 	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".*.tmp")
+	tmp, err := os.CreateTemp(dir, TempPattern(filepath.Base(name)))
 	if err != nil {
 		return fmt.Errorf("create temp file: %w", err)
 	}

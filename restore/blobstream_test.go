@@ -49,7 +49,7 @@ func TestRestoreStreamsBlobs(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(to)
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".ompsync-blob-") {
+		if strings.HasPrefix(e.Name(), ".ompsync-blob.") {
 			t.Errorf("temp file %s left in the agent dir", e.Name())
 		}
 	}

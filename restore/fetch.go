@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -372,7 +373,7 @@ func (s *spill) Write(p []byte) (int, error) {
 				return 0, err
 			}
 		}
-		f, err := os.CreateTemp(s.dir, ".ompsync-session-*.tmp")
+		f, err := os.CreateTemp(s.dir, atomicfile.TempPattern("session"))
 		if err != nil {
 			return 0, err
 		}
@@ -547,7 +548,7 @@ func fetchBlobOnce(ctx context.Context, r *repo.Repo, agentDir, name string, lim
 		if err := os.MkdirAll(agentDir, 0o700); err != nil {
 			return "", err
 		}
-		if f, err = os.CreateTemp(agentDir, ".ompsync-blob-*.tmp"); err != nil {
+		if f, err = os.CreateTemp(agentDir, atomicfile.TempPattern("blob")); err != nil {
 			return "", err
 		}
 		defer func() {

@@ -287,7 +287,7 @@ func (m *merger) writeMerge(x *session.Index) (body, error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return body{}, err
 	}
-	f, err := os.CreateTemp(dir, ".ompsync-session-*.tmp")
+	f, err := os.CreateTemp(dir, atomicfile.TempPattern("session"))
 	if err != nil {
 		return body{}, fmt.Errorf("create temp file: %w", err)
 	}
@@ -756,7 +756,7 @@ func tempOf(dir string, c content) (string, error) {
 		}
 		return tmp, err
 	}
-	f, err := os.CreateTemp(dir, ".ompsync-session-*.tmp")
+	f, err := os.CreateTemp(dir, atomicfile.TempPattern("session"))
 	if err != nil {
 		return "", fmt.Errorf("create temp file: %w", err)
 	}
@@ -965,7 +965,7 @@ func copyTemp(src, dir string) (string, error) {
 		return "", err
 	}
 	defer in.Close()
-	out, err := os.CreateTemp(dir, ".ompsync-blob-*.tmp")
+	out, err := os.CreateTemp(dir, atomicfile.TempPattern("blob"))
 	if err != nil {
 		return "", err
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/ompsync/ompsync/atomicfile"
 )
 
 // later takes over the last steps of creating a session file, for Run to
@@ -93,7 +95,7 @@ func placeOne(pm placement) error {
 // writeUnsynced writes data to a new hidden temp file beside p and starts
 // its writeback; the file is returned open, for its fsync.
 func writeUnsynced(p string, data []byte) (*os.File, error) {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
+	f, err := os.CreateTemp(filepath.Dir(p), atomicfile.TempPattern(filepath.Base(p)))
 	if err != nil {
 		return nil, fmt.Errorf("create temp file: %w", err)
 	}

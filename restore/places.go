@@ -99,6 +99,7 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 		rep.Blobs += r.Blobs
 		rep.DeletedLeft += r.DeletedLeft
 		rep.Problems = append(rep.Problems, r.Problems...)
+		rep.Cleanup = append(rep.Cleanup, r.Cleanup...)
 	}
 	for i := range plans {
 		if !opts.All && len(ids[i]) == 0 {

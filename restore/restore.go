@@ -11,11 +11,13 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -240,6 +242,9 @@ type Report struct {
 	// DeletedLeft counts the sessions --all left out because every machine
 	// records them as deleted (IncludeDeleted restores them).
 	DeletedLeft int `json:"deleted_left,omitempty"`
+	// Cleanup says which temp files an interrupted restore left were
+	// removed, or could not be (sweepStale).
+	Cleanup []string `json:"cleanup,omitempty"`
 }
 
 // OK reports whether everything asked for was restored.
@@ -301,6 +306,9 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		if local, err = store.ScanLocal(opts.Store, opts.AgentDir); err != nil {
 			return nil, err
 		}
+	}
+	if !opts.DryRun {
+		rep.Cleanup = sweepStale(opts, local)
 	}
 	rep.Results = make([]Result, len(targets))
 	opts.mergeMu = &sync.Mutex{}
@@ -442,6 +450,34 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 		res.Error = failure(err)
 	}
 	return res
+}
+
+// sweepStale removes the temp files a killed restore or pull left in the
+// agent dir and its session folders (hidden and never backed up, but each
+// up to a session's size), once they are atomicfile.StaleAfter old, and
+// says what it did. The file system's clock is the one to compare with,
+// not opts.Now.
+func sweepStale(opts Options, local *store.Local) []string {
+	now := time.Now()
+	removed, err := atomicfile.SweepStale(opts.AgentDir, now)
+	for _, rel := range local.Temps() {
+		p := filepath.Join(opts.AgentDir, filepath.FromSlash(rel))
+		ok, rerr := atomicfile.RemoveStale(p, now)
+		if ok {
+			removed = append(removed, p)
+		}
+		err = cmp.Or(err, rerr)
+	}
+	var said []string
+	for _, p := range removed {
+		opts.Logger.Info("removed a temp file an interrupted restore left", "path", p)
+		said = append(said, "removed a temp file an interrupted restore left: "+p)
+	}
+	if err != nil {
+		opts.Logger.Warn("cannot remove a temp file an interrupted restore left", "err", err)
+		said = append(said, "cannot remove a temp file an interrupted restore left: "+err.Error())
+	}
+	return said
 }
 
 // failure is a failed write's message, with what to do when the trouble is

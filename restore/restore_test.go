@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/store"
@@ -892,6 +895,52 @@ func TestRestoreDryRunWritesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(to); !os.IsNotExist(err) {
 		t.Fatalf("dry run created %s: %v", to, err)
+	}
+}
+
+// A restore removes the temp files an interrupted one left in the agent
+// dir and the session folders once they are a day old, and says so; a
+// dry run, which writes nothing, removes nothing; a young one and omp's
+// own temp file stay.
+func TestRestoreSweepsStaleTempFiles(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	a := newMachine(t, r, "desktop")
+	rel := sessionPath("-w", f.id, 1)
+	a.write(rel, f.data, base)
+	a.backup()
+	b := newMachine(t, r, "laptop")
+	old := time.Now().Add(-atomicfile.StaleAfter - time.Minute)
+	stale := []string{".ompsync-session.1.tmp", "sessions/-w/.ompsync-" + path.Base(rel) + ".2.tmp"}
+	keep := []string{".ompsync-blob.3.tmp", "sessions/-w/." + path.Base(rel) + ".4.tmp"}
+	for _, p := range append(slices.Clone(stale), keep...) {
+		b.write(p, []byte("partial"), old)
+	}
+	if err := os.Chtimes(b.path(keep[0]), time.Now(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	there := func(p string) bool { _, err := os.Stat(b.path(p)); return err == nil }
+
+	rep := b.restoreOK([]string{f.id}, Options{DryRun: true})
+	if len(rep.Cleanup) > 0 || !there(stale[0]) || !there(stale[1]) {
+		t.Errorf("a dry run removed temp files: %q", rep.Cleanup)
+	}
+	rep = b.restoreOK([]string{f.id}, Options{})
+	for _, p := range stale {
+		if there(p) {
+			t.Errorf("%s: still there", p)
+		}
+		if !slices.Contains(rep.Cleanup, "removed a temp file an interrupted restore left: "+b.path(p)) {
+			t.Errorf("%s: its removal is not in the report %q", p, rep.Cleanup)
+		}
+	}
+	for _, p := range keep {
+		if !there(p) {
+			t.Errorf("%s: removed", p)
+		}
+	}
+	if got, _ := os.ReadFile(b.path(rel)); !bytes.Equal(got, f.data) {
+		t.Errorf("the session restored as %d bytes, want %d", len(got), len(f.data))
 	}
 }
 

@@ -7,10 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -25,6 +27,9 @@ const maxSessionDepth = 4
 type Local struct {
 	mu   sync.Mutex
 	byID map[string][]string
+	// temps are ompsync's own hidden temp files in the session folders
+	// (atomicfile.IsTemp), for a restore to sweep those a killed one left.
+	temps []string
 }
 
 // ScanLocal lists the session files under the store's first root (omp's
@@ -46,6 +51,9 @@ func ScanLocal(st Store, agentDir string) (*Local, error) {
 			rel := dir + "/" + f.Name()
 			switch {
 			case strings.HasPrefix(f.Name(), "."):
+				if f.Type().IsRegular() && atomicfile.IsTemp(f.Name()) {
+					l.temps = append(l.temps, rel)
+				}
 			case f.IsDir():
 				// A folder whose files are artifacts holds no sessions.
 				if depth < maxSessionDepth && st.Classify(rel+"/x") != KindArtifact {
@@ -68,6 +76,14 @@ func ScanLocal(st Store, agentDir string) (*Local, error) {
 		sort.Strings(rels)
 	}
 	return l, nil
+}
+
+// Temps lists ompsync's temp files the scan saw in the session folders,
+// slash-separated and relative to the agent dir.
+func (l *Local) Temps() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.temps)
 }
 
 // Find returns the local file of a session, or "".

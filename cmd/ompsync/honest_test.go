@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -869,4 +870,121 @@ func TestQuiet(t *testing.T) {
 	if code, out := m.ompsync("-v"); code != 0 || !strings.HasPrefix(out, "ompsync ") {
 		t.Errorf("-v: exit %d, %q; want the version", code, out)
 	}
+}
+
+// A restore killed with SIGKILL mid-session leaves no session file half
+// written, only its hidden temp file, which nothing backs up or shows; the
+// same restore run again finishes byte for byte and leaves that file
+// alone while it is young (another restore may be writing it), and a
+// restore once it is a day old removes it.
+func TestRestoreKilledLeavesNothingHalfWritten(t *testing.T) {
+	srv := remotetest.SharedServer(t)
+	bucket := srv.NewBucket(t)
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "killy")
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 83, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.step()
+	}
+	// The big session goes up in two chunks, the first over the 1 MiB a
+	// restore keeps in memory: it is streamed to a temp file while the
+	// second is held.
+	big := w.files[2]
+	appendLine := func(n int) {
+		line := `{"type":"message","id":"` + fmt.Sprintf("%08x", n) + `","message":{"role":"user","content":"` + strings.Repeat("x", n) + `"}}` + "\n"
+		f, err := os.OpenFile(big, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendLine(1500 << 10)
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	appendLine(10 << 10)
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	bigID := idOf(big)
+	laterChunk := regexp.MustCompile(`/session/[0-9a-f]+/0*[1-9a-f][0-9a-f]*-[0-9a-f]+$`) // a chunk that starts past 0
+	g := newGate(t, srv.Endpoint, func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+bigID+"/") && laterChunk.MatchString(r.URL.Path)
+	})
+	reader := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, g.URL), "reader")
+	to := filepath.Join(t.TempDir(), "restored")
+	temps := func() []string {
+		found, _ := filepath.Glob(filepath.Join(to, ".ompsync-*.tmp"))
+		more, _ := filepath.Glob(filepath.Join(to, "sessions", "*", ".ompsync-*.tmp"))
+		return append(found, more...)
+	}
+	cmd, out := reader.start("restore", "--all", "--to", to)
+	select {
+	case <-g.held:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("the restore never asked for the big session's second chunk\n%s", out)
+	}
+	waitUntil(t, "the big session's first chunk in a temp file", func() bool { return len(temps()) > 0 })
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	left := temps()
+	if len(left) == 0 {
+		t.Fatalf("no temp file left by the killed restore; the test did not kill it mid-session\n%s", out)
+	}
+	dest := func(p string) string { return filepath.Join(to, strings.TrimPrefix(p, m.agentDir+"/")) }
+	if _, err := os.Stat(dest(big)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the session being fetched when the restore was killed is there: %v", err)
+	}
+	for _, p := range w.files[:2] {
+		if got, err := os.ReadFile(dest(p)); err == nil {
+			if want, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+				t.Errorf("%s: %d bytes, want %d: half written", filepath.Base(p), len(got), len(want))
+			}
+		}
+	}
+
+	g.release()
+	same := func(what string) {
+		t.Helper()
+		for _, p := range w.files {
+			got, _ := os.ReadFile(dest(p))
+			if want, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+				t.Errorf("%s: %s restored as %d bytes, want %d", what, filepath.Base(p), len(got), len(want))
+			}
+		}
+	}
+	if code, out := reader.ompsync("restore", "--all", "--force", "--to", to); code != 0 {
+		t.Fatalf("restore again: exit %d\n%s", code, out)
+	}
+	same("restore again")
+	for _, p := range left {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("a young temp file was removed (it may be another restore's): %v", err)
+		}
+	}
+	old := time.Now().Add(-25 * time.Hour)
+	for _, p := range left {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out2 := reader.ompsync("restore", "--all", "--force", "--to", to)
+	if code != 0 {
+		t.Fatalf("restore a day later: exit %d\n%s", code, out2)
+	}
+	if now := temps(); len(now) > 0 {
+		t.Errorf("temp files a day old still there: %v\n%s", now, out2)
+	}
+	if !strings.Contains(out2, "removed a temp file an interrupted restore left") {
+		t.Errorf("the removal is not said:\n%s", out2)
+	}
+	same("restore a day later")
 }

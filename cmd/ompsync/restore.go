@@ -185,6 +185,9 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 			}
 		}
 	}
+	for _, c := range rep.Cleanup {
+		fmt.Fprintln(a.report(), c)
+	}
 	for _, p := range rep.Problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
 	}
