@@ -976,15 +976,25 @@ func TestRestoreKilledLeavesNothingHalfWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	code, out2 := reader.ompsync("restore", "--all", "--force", "--to", to)
-	if code != 0 {
-		t.Fatalf("restore a day later: exit %d\n%s", code, out2)
+	// With --json: standard output stays one object per session, the
+	// removal is said on standard error.
+	later := exec.Command(ompsyncBin, "restore", "--all", "--force", "--json", "--to", to)
+	later.Env = reader.environ()
+	var stdout, stderr bytes.Buffer
+	later.Stdout, later.Stderr = &stdout, &stderr
+	if err := later.Run(); err != nil {
+		t.Fatalf("restore a day later: %v\n%s%s", err, stdout.String(), stderr.String())
 	}
 	if now := temps(); len(now) > 0 {
-		t.Errorf("temp files a day old still there: %v\n%s", now, out2)
+		t.Errorf("temp files a day old still there: %v\n%s", now, stderr.String())
 	}
-	if !strings.Contains(out2, "removed a temp file an interrupted restore left") {
-		t.Errorf("the removal is not said:\n%s", out2)
+	if !strings.Contains(stderr.String(), "removed a temp file an interrupted restore left: "+left[0]) {
+		t.Errorf("the removal is not said on standard error:\n%s", stderr.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("--json: a line of standard output is not JSON: %q", line)
+		}
 	}
 	same("restore a day later")
 }

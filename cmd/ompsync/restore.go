@@ -185,8 +185,13 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 			}
 		}
 	}
+	// Standard output of --json stays one object per session.
+	notes := a.report()
+	if f.asJSON && !a.quiet {
+		notes = a.stderr
+	}
 	for _, c := range rep.Cleanup {
-		fmt.Fprintln(a.report(), c)
+		fmt.Fprintln(notes, c)
 	}
 	for _, p := range rep.Problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
