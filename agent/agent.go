@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -264,6 +265,14 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	lock, err := lockDir(opts.StateDir)
 	if err != nil {
 		return nil, err
+	}
+	// A state write cut by a SIGKILL leaves its temp file behind.
+	removed, err := atomicfile.SweepStale(opts.StateDir, time.Now())
+	for _, p := range removed {
+		opts.Logger.Info("removed a temp file an interrupted run left", "path", p)
+	}
+	if err != nil {
+		opts.Logger.Warn("cannot remove a temp file an interrupted run left", "err", err)
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,

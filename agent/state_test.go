@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -135,5 +136,31 @@ func TestStateFileHoldsEachStreamOnce(t *testing.T) {
 	}
 	if len(got.Streams) != len(s.Streams) {
 		t.Fatalf("loaded %d streams, saved %d", len(got.Streams), len(s.Streams))
+	}
+}
+
+// An agent starting after one killed mid-save removes the state's temp
+// file that run left once it is a day old; a younger one stays.
+func TestStaleStateTempRemoved(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.once()
+	stale := filepath.Join(e.stateDir, ".ompsync-state.json.123.tmp")
+	young := filepath.Join(e.stateDir, ".ompsync-state.json.456.tmp")
+	for _, p := range []string{stale, young} {
+		if err := os.WriteFile(p, []byte(`{"half":`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-atomicfile.StaleAfter - time.Minute)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	e.once()
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("the day-old temp file is still there")
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("the young temp file was removed: %v", err)
 	}
 }
