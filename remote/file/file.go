@@ -21,12 +21,29 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
 )
 
 // tmpPrefix marks files that are not (yet) objects.
 const tmpPrefix = ".tmp-"
+
+// lockName is the remote's lock file, at its root; List skips it (tmpPrefix)
+// and never removes it.
+const lockName = tmpPrefix + "lock"
+
+// removeStale removes a temp file a put cut short by a kill left (one
+// nobody wrote to for atomicfile.StaleAfter), as a listing walks past it:
+// it is never an object, and it would keep its folder from being pruned.
+// A put still writing one is younger; one that fails to go (a read-only
+// folder) is left for a writer's listing.
+func removeStale(p string) {
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) >= atomicfile.StaleAfter {
+		_ = os.Remove(p)
+	}
+}
 
 // Client stores objects under a root folder.
 type Client struct {
@@ -392,6 +409,9 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 	for _, de := range des {
 		name := de.Name()
 		if strings.HasPrefix(name, tmpPrefix) {
+			if name != lockName && de.Type().IsRegular() {
+				removeStale(filepath.Join(l.c.path(dirKey), name))
+			}
 			continue
 		}
 		switch {

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/remote/remotetest"
@@ -89,6 +91,37 @@ func TestTempFilesHidden(t *testing.T) {
 	}
 	if err := c.Put(t.Context(), "a/.tmp-456", []byte("x"), remote.PutOptions{}); err == nil {
 		t.Error("put of a key that looks like a temp file: no error")
+	}
+}
+
+// A listing walking past a temp file a killed put left a day ago removes
+// it; a young one (a put in progress) and the remote's lock stay, and
+// neither is ever listed.
+func TestStaleTempFilesRemoved(t *testing.T) {
+	c := newClient(t)
+	remotetest.Put(t, c, "a/x", []byte("x"))
+	old := time.Now().Add(-atomicfile.StaleAfter - time.Minute)
+	path := func(p string) string { return filepath.Join(c.Root(), p) }
+	for _, p := range []string{"a/.tmp-old", "a/.tmp-young", ".tmp-lock"} {
+		if err := os.WriteFile(path(p), []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"a/.tmp-old", ".tmp-lock"} {
+		if err := os.Chtimes(path(p), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := remotetest.Keys(t, c, "", remote.ListOptions{}); !slices.Equal(got, []string{"a/x"}) {
+		t.Errorf("list = %q, want only a/x", got)
+	}
+	if _, err := os.Stat(path("a/.tmp-old")); err == nil {
+		t.Error("the day-old temp file is still there")
+	}
+	for _, p := range []string{"a/.tmp-young", ".tmp-lock"} {
+		if _, err := os.Stat(path(p)); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
 	}
 }
 

@@ -10,9 +10,6 @@ import (
 	"syscall"
 )
 
-// lockName is the remote's lock file, at its root; List skips it (tmpPrefix).
-const lockName = tmpPrefix + "lock"
-
 // lockRoot takes the remote's lock (flock, which other processes and
 // machines sharing the folder over NFS honour too) and returns its release.
 func lockRoot(root string) (func(), error) {
