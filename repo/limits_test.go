@@ -176,3 +176,56 @@ func TestEndlessListingsBounded(t *testing.T) {
 		t.Errorf("Machines of an endless listing: %v", err)
 	}
 }
+
+// A chunk's header line is bounded by where the chunk starts (a meta may
+// ride only at offset 0), not by the buffer it is read through: padded
+// past its bound, a header is refused.
+func TestStreamHeaderBound(t *testing.T) {
+	ctx := context.Background()
+	data := []byte("0123456789")
+	stream := func(r *Repo, s Stream) ([]byte, error) {
+		invs, err := r.Inventory(ctx, s.SessionID, s.Machine)
+		if err != nil || len(invs) != 1 {
+			t.Fatalf("inventory: %d, %v", len(invs), err)
+		}
+		var out bytes.Buffer
+		_, err = r.StreamGeneration(ctx, s, invs[0].Newest(), 1<<20, &out, true)
+		return out.Bytes(), err
+	}
+	for _, tc := range []struct {
+		start  int64
+		spaces int
+		ok     bool
+	}{
+		{5, 700, true},
+		{5, 1100, false},
+		{5, 2000, false},
+		{0, 2000, false},
+	} {
+		r := newTestRepo(t)
+		s := Stream{SessionID: "abc", Machine: "m1", Name: SessionStream}
+		writeGen(t, r, s, "0000000000000001", data, 5)
+		end := int64(len(data))
+		if tc.start == 0 {
+			end = 5
+		}
+		h := sha256.New()
+		h.Write(data[:end])
+		plain := EncodeChunk(ChunkHeader{Start: tc.start, End: end, SHA256: HashHex(data[tc.start:end]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}, data[tc.start:end])
+		padded := append([]byte("{"+strings.Repeat(" ", tc.spaces)), plain[1:]...)
+		sealed, err := r.codec.Seal(padded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.client.Put(ctx, s.ChunkKey("0000000000000001", tc.start, end), sealed, remote.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := stream(r, s)
+		if tc.ok && (err != nil || !bytes.Equal(got, data)) {
+			t.Errorf("chunk at %d with %d spaces in its header: %q, %v", tc.start, tc.spaces, got, err)
+		}
+		if name := ChunkName(tc.start, end); !tc.ok && (err == nil || !strings.Contains(err.Error(), name)) {
+			t.Errorf("chunk at %d with %d spaces in its header: want %s refused, got %v", tc.start, tc.spaces, name, err)
+		}
+	}
+}

@@ -30,6 +30,8 @@ type Repo struct {
 
 	// refReads, when not 0, replaces maxRefReads (tests).
 	refReads int
+
+	bufs streamBufs
 }
 
 // New returns a Repo over client using codec.

@@ -131,7 +131,9 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 	stream := sha256.New()
 	hashFrom := int64(-1)
 	single := len(picked) == 1
-	buf := make([]byte, 64<<10)
+	pooled := r.bufs.buf()
+	defer r.bufs.putBuf(pooled)
+	buf := *pooled
 	// held is how far the stream is read and hashed; out.Size, how far it
 	// is written: the same, but for the bytes past a cut at at.
 	var held int64
@@ -272,17 +274,21 @@ func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef
 	if err != nil {
 		return ChunkHeader{}, nil, nil, err
 	}
-	br := bufio.NewReaderSize(rc, headerLimit(c.Start)+1)
+	br := r.bufs.reader(rc)
+	closeBody := func() {
+		rc.Close()
+		r.bufs.putReader(br)
+	}
 	hdr, err := readHeader(br, c, true)
 	if err != nil {
-		rc.Close()
+		closeBody()
 		return ChunkHeader{}, nil, nil, err
 	}
 	if hdr.Ref != nil {
 		// A reference holds no bytes of its own; decodeChunk checks the
 		// rest of its header, and chunkBytes resolves it.
 		_, err := br.ReadByte()
-		rc.Close()
+		closeBody()
 		if err != io.EOF {
 			return hdr, nil, nil, fmt.Errorf("chunk %s: a reference chunk holds bytes", ChunkName(c.Start, c.End))
 		}
@@ -306,18 +312,22 @@ func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef
 		err = fmt.Errorf("chunk %s: bad hash_from %d", name, hdr.HashFrom)
 	}
 	if err != nil {
-		rc.Close()
+		closeBody()
 		return hdr, nil, nil, err
 	}
-	return hdr, &exactBody{r: br, left: c.End - c.Start, name: ChunkName(c.Start, c.End)}, func() { rc.Close() }, nil
+	return hdr, &exactBody{r: br, raw: rc, left: c.End - c.Start, name: ChunkName(c.Start, c.End)}, closeBody, nil
 }
 
 // readHeader reads and parses a chunk's header line from br, whose buffer
-// holds the longest line a chunk starting where c does may have. Without a
-// header, with drain, the rest is read first: a bomb says so if it is one,
-// as the whole read would have.
+// holds the longest line any chunk may have (streamBufSize); a line longer
+// than one starting where c does may have is no header. Without a header,
+// with drain, the rest is read first: a bomb says so if it is one, as the
+// whole read would have.
 func readHeader(br *bufio.Reader, c ChunkRef, drain bool) (ChunkHeader, error) {
 	line, err := br.ReadSlice('\n')
+	if err == nil && len(line) > headerLimit(c.Start)+1 {
+		err = bufio.ErrBufferFull
+	}
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) || err == io.EOF {
 			if drain {
@@ -348,7 +358,9 @@ func (r *Repo) chunkHeader(ctx context.Context, s Stream, gen string, c ChunkRef
 		return ChunkHeader{}, err
 	}
 	defer rc.Close()
-	hdr, err := readHeader(bufio.NewReaderSize(rc, headerLimit(c.Start)+1), c, false)
+	br := r.bufs.reader(rc)
+	defer r.bufs.putReader(br)
+	hdr, err := readHeader(br, c, false)
 	if err != nil {
 		return hdr, err
 	}
@@ -358,16 +370,27 @@ func (r *Repo) chunkHeader(ctx context.Context, s Stream, gen string, c ChunkRef
 	return hdr, nil
 }
 
-// exactBody is a chunk's bytes, which must end exactly at its range's end.
+// exactBody is a chunk's bytes, which must end exactly at its range's end:
+// what r holds past the header, then raw, read directly (through r, every
+// byte was copied once more).
 type exactBody struct {
 	r    *bufio.Reader
+	raw  io.Reader
 	left int64
 	name string
 }
 
+func (b *exactBody) source() io.Reader {
+	if b.r.Buffered() > 0 {
+		return b.r
+	}
+	return b.raw
+}
+
 func (b *exactBody) Read(p []byte) (int, error) {
 	if b.left == 0 {
-		if _, err := b.r.ReadByte(); err != io.EOF {
+		var one [1]byte
+		if _, err := io.ReadFull(b.source(), one[:]); err != io.EOF {
 			if err == nil {
 				return 0, fmt.Errorf("chunk %s: holds more bytes than its range", b.name)
 			}
@@ -375,7 +398,7 @@ func (b *exactBody) Read(p []byte) (int, error) {
 		}
 		return 0, io.EOF
 	}
-	n, err := b.r.Read(p[:min(int64(len(p)), b.left)])
+	n, err := b.source().Read(p[:min(int64(len(p)), b.left)])
 	b.left -= int64(n)
 	if err == io.EOF && b.left > 0 {
 		return n, fmt.Errorf("chunk %s: ends %d bytes short of its range", b.name, b.left)

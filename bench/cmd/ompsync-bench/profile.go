@@ -96,16 +96,20 @@ func profileAgent(args []string) error {
 	}
 	if *heapOut != "" {
 		runtime.GC() // in-use figures of what is still live
-		f, err := os.Create(*heapOut)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		if err := writeHeapProfile(*heapOut); err != nil {
 			return err
 		}
 	}
 	return runErr
+}
+
+func writeHeapProfile(p string) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
 // openConfigured loads the configuration as ompsync does and opens its
@@ -147,6 +151,7 @@ func notifyReady(sock string) {
 func profileRestore(args []string) error {
 	fs := flag.NewFlagSet("restore-profile", flag.ContinueOnError)
 	cpuOut := fs.String("cpuprofile", "", "write a CPU profile here")
+	memOut := fs.String("memprofile", "", "write a heap profile (what was allocated, and where) here at the end")
 	to := fs.String("to", "", "agent dir to restore into")
 	parallel := fs.Int("parallel", 0, "sessions restored at once (0: transfers, as ompsync restore)")
 	dryRun := fs.Bool("dry-run", false, "fetch and verify only, write nothing")
@@ -178,6 +183,11 @@ func profileRestore(args []string) error {
 	rep, err := restore.Run(ctx, r, nil, restore.Options{AgentDir: *to, All: true, Parallel: *parallel, DryRun: *dryRun})
 	if err != nil {
 		return err
+	}
+	if *memOut != "" {
+		if err := writeHeapProfile(*memOut); err != nil {
+			return err
+		}
 	}
 	if !rep.OK() {
 		return fmt.Errorf("restore incomplete: %v", rep.Problems)
