@@ -126,27 +126,37 @@ func (c *checkedReader) Seek(offset int64, whence int) (int64, error) {
 	return pos, nil
 }
 
-// sameBytes reports whether rd gives exactly size bytes, those of r.
-func sameBytes(ctx context.Context, rd io.Reader, r io.ReaderAt, size int64) bool {
+// sameBytes reports whether rd gives exactly size bytes, those of r. An
+// error reading rd is returned; a source r that gives fewer bytes than size
+// (changed since) is not the same.
+func sameBytes(ctx context.Context, rd io.Reader, r io.ReaderAt, size int64) (bool, error) {
 	a := make([]byte, readBlock)
 	b := make([]byte, readBlock)
 	var off int64
 	for off < size {
-		if ctx.Err() != nil {
-			return false
+		if err := ctx.Err(); err != nil {
+			return false, err
 		}
 		k := min(int64(len(a)), size-off)
-		if _, err := io.ReadFull(rd, a[:k]); err != nil {
-			return false
+		if _, err := io.ReadFull(rd, a[:k]); err == io.EOF || err == io.ErrUnexpectedEOF {
+			return false, nil // stored object shorter
+		} else if err != nil {
+			return false, err
 		}
-		if n, _ := r.ReadAt(b[:k], off); int64(n) != k { // a short ReadAt always says why
-			return false
+		if n, _ := r.ReadAt(b[:k], off); int64(n) != k {
+			return false, nil
 		}
 		if !bytes.Equal(a[:k], b[:k]) {
-			return false
+			return false, nil
 		}
 		off += k
 	}
-	n, _ := rd.Read(a[:1])
-	return n == 0
+	n, err := io.ReadAtLeast(rd, a[:1], 1)
+	if n > 0 {
+		return false, nil // stored object longer
+	}
+	if err != nil && err != io.EOF {
+		return false, err
+	}
+	return true, nil
 }

@@ -58,10 +58,10 @@ func (p RetryPolicy) backoff(n int) time.Duration {
 //
 // Get retries opening the object, not reads from the returned body. List
 // resumes after the last key it yielded, so a caller never sees a key twice.
-// An IfAbsent or IfMatch Put (or PutReader) that meets ErrPreconditionFailed
-// after a transient failure compares the stored object with data: equal
-// means the earlier try landed (its answer was lost), so the put reports
-// success.
+// An IfAbsent or IfMatch Put (or PutReader) that fails transiently, or meets
+// ErrPreconditionFailed after a transient failure, compares the stored
+// object with its bytes: equal means an earlier try landed (its answer was
+// lost), so the put reports success.
 func WithRetry(c Client, p RetryPolicy) Client {
 	return &retryClient{c: c, p: p.withDefaults()}
 }
@@ -105,46 +105,73 @@ func (r *retryClient) wait(ctx context.Context, op, key string, attempt int, cau
 }
 
 func (r *retryClient) Put(ctx context.Context, key string, data []byte, opts PutOptions) error {
-	return r.do(ctx, "put", key, func(hadTransient bool) error {
-		err := r.c.Put(ctx, key, data, opts)
-		if (opts.IfAbsent || opts.IfMatch != "") && hadTransient && errors.Is(err, ErrPreconditionFailed) && r.holds(ctx, key, data) {
-			return nil
-		}
-		return err
+	return r.put(ctx, key, bytes.NewReader(data), int64(len(data)), opts, func() error {
+		return r.c.Put(ctx, key, data, opts)
 	})
 }
 
 // PutReader retries like Put; each try reads r again from its start.
 func (r *retryClient) PutReader(ctx context.Context, key string, src io.ReaderAt, size int64, opts PutOptions) error {
+	return r.put(ctx, key, src, size, opts, func() error {
+		return r.c.PutReader(ctx, key, src, size, opts)
+	})
+}
+
+// put retries try, a put of the size bytes of src. A conditional put
+// that fails transiently may have landed (its answer lost), and a server
+// may refuse a large conditional body before reading it and close the
+// connection, which the client sees as a reset, not as the refusal: so
+// after a transient failure, and after a refusal that follows one, the
+// stored object decides. Our bytes there: the put is done. Other bytes
+// under an IfAbsent put: refused, as the server meant to say.
+func (r *retryClient) put(ctx context.Context, key string, src io.ReaderAt, size int64, opts PutOptions, try func() error) error {
+	conditional := opts.IfAbsent || opts.IfMatch != ""
 	return r.do(ctx, "put", key, func(hadTransient bool) error {
-		err := r.c.PutReader(ctx, key, src, size, opts)
-		if (opts.IfAbsent || opts.IfMatch != "") && hadTransient && errors.Is(err, ErrPreconditionFailed) && r.holdsReader(ctx, key, src, size) {
+		err := try()
+		refused := errors.Is(err, ErrPreconditionFailed)
+		if !conditional || !(IsTransient(err) || refused && hadTransient) {
+			return err
+		}
+		held, exists, herr := r.holds(ctx, key, src, size)
+		switch {
+		case herr != nil && refused:
+			return herr // the refusal may be our own earlier try: find out later
+		case herr != nil:
+			return err
+		case held:
 			return nil
+		case exists && opts.IfAbsent && !refused:
+			return &Error{Op: "put", Key: key, Err: ErrPreconditionFailed}
 		}
 		return err
 	})
 }
 
-// holdsReader reports whether key currently stores exactly the size bytes
-// of src, compared as they stream.
-func (r *retryClient) holdsReader(ctx context.Context, key string, src io.ReaderAt, size int64) bool {
-	rc, err := r.c.Get(ctx, key, 0, -1)
+// holds reports whether key stores exactly the size bytes of src, and
+// whether it exists at all. The object is read with retries; an error
+// reading it is returned, never taken for a "no" (which would tell an
+// IfAbsent caller that other bytes hold the key).
+func (r *retryClient) holds(ctx context.Context, key string, src io.ReaderAt, size int64) (held, exists bool, err error) {
+	info, err := r.Stat(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return false, false, nil
+	}
 	if err != nil {
-		return false
+		return false, false, err
+	}
+	if info.Size != size {
+		return false, true, nil
+	}
+	rc, err := r.Get(ctx, key, 0, -1)
+	if errors.Is(err, ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
 	}
 	defer rc.Close()
-	return sameBytes(ctx, rc, src, size)
-}
-
-// holds reports whether key currently stores exactly data.
-func (r *retryClient) holds(ctx context.Context, key string, data []byte) bool {
-	rc, err := r.c.Get(ctx, key, 0, -1)
-	if err != nil {
-		return false
-	}
-	defer rc.Close()
-	got, err := io.ReadAll(io.LimitReader(rc, int64(len(data))+1))
-	return err == nil && bytes.Equal(got, data)
+	held, err = sameBytes(ctx, rc, src, size)
+	return held, true, err
 }
 
 func (r *retryClient) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {

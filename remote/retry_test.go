@@ -275,6 +275,34 @@ func TestRetryPutReader(t *testing.T) {
 	}
 }
 
+// The check that decides whether a lost answer landed reads with retries,
+// and a check that cannot read says so (transient) instead of reporting
+// the put refused: a "refused" would tell a blob's uploader that someone
+// else's object holds the key.
+func TestRetryLandedCheckFailures(t *testing.T) {
+	f := newFlaky(t)
+	c := remote.WithRetry(f, fast)
+	ctx := t.Context()
+	data := bytes.Repeat([]byte("landed "), 1000)
+
+	f.landFirst = true
+	f.fails["put"], f.fails["stat"], f.fails["get"] = 1, 1, 1
+	if err := c.Put(ctx, "once", data, remote.PutOptions{IfAbsent: true}); err != nil {
+		t.Errorf("IfAbsent put whose answer was lost, checked through failing reads: %v", err)
+	}
+	f.landFirst = false
+
+	f.fails["put"], f.fails["stat"], f.fails["get"] = 1, 1000, 1000
+	err := c.Put(ctx, "once", []byte("other"), remote.PutOptions{IfAbsent: true})
+	if errors.Is(err, remote.ErrPreconditionFailed) || !remote.IsTransient(err) {
+		t.Errorf("IfAbsent put whose check cannot read: %v, want a transient error", err)
+	}
+	f.fails["stat"], f.fails["get"] = 0, 0
+	if got := getAll(t, f.Client, "once"); !bytes.Equal(got, data) {
+		t.Errorf("stored %d bytes, not the first put's", len(got))
+	}
+}
+
 func getAll(t *testing.T, c remote.Client, key string) []byte {
 	t.Helper()
 	rc, err := c.Get(t.Context(), key, 0, -1)
