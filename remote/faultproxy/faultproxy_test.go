@@ -268,8 +268,9 @@ func TestLostAnswerRetriedIdempotently(t *testing.T) {
 // the connection: the client sees a reset, never the refusal (versitygw
 // does it to a 6 MiB IfAbsent put about one time in two). Here every PUT
 // breaks so: a conditional put still ends by what the key stores, its own
-// bytes (an earlier try landed: done) or others (IfAbsent: refused,
-// permanently), where it used to spend its retries and fail transiently.
+// bytes (an earlier try landed: done, IfAbsent or IfMatch) or others
+// (IfAbsent: refused, permanently), where it used to spend its retries and
+// fail transiently.
 func TestConditionalPutDecidedByStoredObject(t *testing.T) {
 	data := bytes.Repeat([]byte("a blob that is large enough to stream. "), 4<<20/39)
 	other := bytes.Repeat([]byte("other bytes of the very same length!!! "), 4<<20/39)
@@ -286,6 +287,14 @@ func TestConditionalPutDecidedByStoredObject(t *testing.T) {
 			if err := direct.Put(t.Context(), "theirs", other, remote.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
+			ours, err := direct.Stat(t.Context(), "ours")
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs, err := direct.Stat(t.Context(), "theirs")
+			if err != nil {
+				t.Fatal(err)
+			}
 			c := remote.WithRetry(openRaw(t, client, bucket, p, srv), fastRetry)
 			p.SetConfig(faultproxy.Config{ResetRequest: 1, Match: isPut})
 
@@ -295,10 +304,18 @@ func TestConditionalPutDecidedByStoredObject(t *testing.T) {
 			if err := c.PutReader(t.Context(), "stream/ours", bytes.NewReader(data), int64(len(data)), remote.PutOptions{IfAbsent: true}); err != nil {
 				t.Errorf("IfAbsent streamed put of the bytes the key holds: %v, want success", err)
 			}
-			err := c.PutReader(t.Context(), "theirs", bytes.NewReader(data), int64(len(data)), remote.PutOptions{IfAbsent: true})
+			err = c.PutReader(t.Context(), "theirs", bytes.NewReader(data), int64(len(data)), remote.PutOptions{IfAbsent: true})
 			if !errors.Is(err, remote.ErrPreconditionFailed) || remote.IsTransient(err) {
 				t.Errorf("IfAbsent streamed put over other bytes: %v, want a permanent ErrPreconditionFailed", err)
 			}
+			// IfMatch: our bytes there are done; other bytes decide
+			// nothing (they are what it replaces), so it fails as the
+			// line does.
+			if err := c.Put(t.Context(), "ours", data, remote.PutOptions{IfMatch: ours.ETag}); err != nil {
+				t.Errorf("IfMatch put of the bytes the key holds: %v, want success", err)
+			}
+			err = c.Put(t.Context(), "theirs", data, remote.PutOptions{IfMatch: theirs.ETag})
+			wantTransient(t, "IfMatch put over other bytes that never got through", err, "")
 			// Absent key: nothing decides but the server, so the put
 			// fails as the line does, transiently, and stores nothing.
 			err = c.PutReader(t.Context(), "absent", bytes.NewReader(data), int64(len(data)), remote.PutOptions{IfAbsent: true})
@@ -306,7 +323,7 @@ func TestConditionalPutDecidedByStoredObject(t *testing.T) {
 			if exists(t, direct, "absent") {
 				t.Error("a put that never got through stored the object")
 			}
-			if puts := p.Count(faultproxy.ResetRequest); puts < int64(3+fastRetry.MaxAttempts) {
+			if puts := p.Count(faultproxy.ResetRequest); puts < int64(4+2*fastRetry.MaxAttempts) {
 				t.Errorf("%d PUTs reset, want every try", puts)
 			}
 			p.SetConfig(faultproxy.Config{})
