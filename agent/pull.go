@@ -73,6 +73,8 @@ const (
 	MergeLive      = "skipped-live"
 	MergeRefused   = "refused"
 	MergeFailed    = "failed"
+	// MergeNotFetched: the remote did not answer; the pull is tried again.
+	MergeNotFetched = "not-fetched"
 )
 
 // pull fetches what other machines uploaded since the last pull and merges
@@ -278,7 +280,9 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 		a.log.Info("pull: session released; merging the work that waited", "session", id, "machine", machine)
 	}
 	switch res.Action {
-	case MergeRefused, MergeFailed:
+	case MergeRefused, MergeFailed, MergeNotFetched:
+		// A copy that failed its checks is not read again until its
+		// machine uploads anew; one not fetched, or not written, is.
 		return res.Action == MergeRefused, fmt.Errorf("%s: %s", res.Action, res.Problem)
 	case MergeUnchanged:
 		return true, nil
@@ -290,6 +294,9 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 	case MergeMerged:
 		a.log.Info("pull: merged work from another machine", "session", id, "machine", machine, "backup", res.Backup)
 		return true, nil
+	case MergeCreated, MergeAppended:
+	default:
+		return false, fmt.Errorf("unknown merge action %q: %s", res.Action, res.Problem)
 	}
 	// Created or Appended: the new bytes are exactly that machine's; record
 	// them so the uploader stores a reference, not a second copy.

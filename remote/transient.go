@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -39,6 +40,23 @@ func NetworkTransient(err error) bool {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	return errors.As(err, &opErr) || errors.As(err, &dnsErr)
+}
+
+// Unanswered reports whether err says only that the remote could not be
+// asked: it is down or unreachable, it kept failing or throttling past the
+// retries, or the caller stopped waiting (a cancelled or expired context).
+// Such an error says nothing about what the remote holds, so it is never
+// to be reported as damage, a refusal or "not there".
+func Unanswered(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || IsTransient(err) {
 		return true
 	}
 	var opErr *net.OpError

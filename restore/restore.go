@@ -24,6 +24,7 @@ import (
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/openfiles"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
@@ -171,6 +172,10 @@ const (
 	SkippedLive Action = "skipped-live"
 	// Refused: the remote copy failed a check; nothing written.
 	Refused Action = "refused"
+	// NotFetched: the remote did not answer (down, unreachable, failing
+	// past the retries) or the run was stopped: nothing is known of its
+	// copy, and nothing was written.
+	NotFetched Action = "not-fetched"
 	// Failed: writing locally failed.
 	Failed Action = "failed"
 )
@@ -416,10 +421,13 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	f, err := fetch(ctx, r, t, opts, listed)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
-		if noSpace(err) {
+		switch {
+		case noSpace(err):
 			// The copies stream to temp files beside the agent's: this
 			// disk, not the remote, is the trouble.
 			res.Action, res.Error = Failed, err.Error()+" (no local file was touched; each was left as it was: free some space and restore again)"
+		case remote.Unanswered(err):
+			res.Action = NotFetched
 		}
 		return res
 	}

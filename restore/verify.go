@@ -39,7 +39,11 @@ type Check struct {
 	// Problems are damage on the remote: a failed hash, a gap, an
 	// unreadable object, a referenced blob that is missing or wrong.
 	Problems []string `json:"problems,omitempty"`
-	Notes    []string `json:"notes,omitempty"`
+	// Unchecked is what could not be read because the remote did not
+	// answer (down, unreachable, failing past the retries): what it holds
+	// there is not known, sound or damaged.
+	Unchecked []string `json:"unchecked,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
 }
 
 // CopyCheck is one verified generation of one stream.
@@ -55,8 +59,22 @@ type CopyCheck struct {
 	Error string `json:"error,omitempty"`
 }
 
-// OK reports whether the session's remote copies are sound.
-func (c Check) OK() bool { return len(c.Problems) == 0 }
+// OK reports whether the session's remote copies were all read and are
+// sound.
+func (c Check) OK() bool { return len(c.Problems) == 0 && len(c.Unchecked) == 0 }
+
+// Damaged reports whether a remote copy failed a check.
+func (c Check) Damaged() bool { return len(c.Problems) > 0 }
+
+// failed files err as damage, or as unchecked when the remote did not
+// answer.
+func (c *Check) failed(err error) {
+	if remote.Unanswered(err) {
+		c.Unchecked = append(c.Unchecked, err.Error())
+		return
+	}
+	c.Problems = append(c.Problems, err.Error())
+}
 
 // Verify reassembles every generation of every stream of the matching
 // sessions (all sessions, deleted ones too, when prefixes is empty), checks
@@ -163,7 +181,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 	}
 	invs, err := inventory(ctx, r, t.id, opts, listed)
 	if err != nil {
-		c.Problems = append(c.Problems, fmt.Sprintf("list: %v", err))
+		c.failed(fmt.Errorf("list: %w", err))
 		return c
 	}
 	refs := map[string]bool{}
@@ -223,7 +241,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			}
 			if err != nil {
 				cc.Error = err.Error()
-				c.Problems = append(c.Problems, err.Error())
+				c.failed(err)
 				c.Copies = append(c.Copies, cc)
 				continue
 			}
@@ -263,16 +281,18 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		switch problem, missing := blobs.check(ctx, r, n, opts.MaxBlobSize); {
-		case missing:
+		switch s := blobs.check(ctx, r, n, opts.MaxBlobSize); {
+		case s.unanswered != nil:
+			c.failed(fmt.Errorf("session %s: blob %s: %w", t.id, n, s.unanswered))
+		case s.missing:
 			// A gap in the backup only if this agent dir has the blob.
 			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+n)); err == nil {
 				c.Problems = append(c.Problems, fmt.Sprintf("blob %s is referenced and on disk but not on the remote", n))
 			} else {
 				c.Notes = append(c.Notes, fmt.Sprintf("blob %s is referenced but neither on the remote nor on disk", n))
 			}
-		case problem != "":
-			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", t.id, problem))
+		case s.problem != "":
+			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", t.id, s.problem))
 		}
 	}
 	return c
@@ -395,25 +415,29 @@ type blobChecker struct {
 }
 
 type blobState struct {
-	problem string // "" when sound
-	missing bool
+	problem    string // "" when sound
+	missing    bool
+	unanswered error // the remote did not answer: neither sound nor damaged
 }
 
-func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limit int64) (problem string, missing bool) {
+func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limit int64) blobState {
 	b.mu.Lock()
 	if s, ok := b.seen[name]; ok {
 		b.mu.Unlock()
-		return s.problem, s.missing
+		return s
 	}
 	b.mu.Unlock()
 	var s blobState
-	if _, err := fetchBlob(ctx, r, "", name, limit, false); errors.Is(err, remote.ErrNotFound) {
+	switch _, err := fetchBlob(ctx, r, "", name, limit, false); {
+	case errors.Is(err, remote.ErrNotFound):
 		s.missing = true
-	} else if err != nil {
+	case remote.Unanswered(err):
+		s.unanswered = err
+	case err != nil:
 		s.problem = err.Error()
 	}
 	b.mu.Lock()
 	b.seen[name] = s
 	b.mu.Unlock()
-	return s.problem, s.missing
+	return s
 }

@@ -199,16 +199,21 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	if stopped > 0 {
 		return interruptedRestore(rep, stopped)
 	}
-	bad, incomplete := 0, 0
+	bad, incomplete, unanswered := 0, 0, 0
 	for _, res := range rep.Results {
 		switch {
 		case len(res.Missing) > 0 && res.Error == "":
 			incomplete++
 		case !res.OK():
 			bad++
+			if res.Action == restore.NotFetched {
+				unanswered++
+			}
 		}
 	}
 	switch {
+	case bad > 0 && unanswered == bad:
+		return fmt.Errorf("%d of %d sessions not restored: the remote did not answer (see above); run the restore again once it is reachable", bad+incomplete, len(rep.Results))
 	case bad > 0:
 		return fmt.Errorf("%d of %d sessions not restored (see above)", bad+incomplete, len(rep.Results))
 	case incomplete > 0:
@@ -261,7 +266,7 @@ func markInterrupted(ctx context.Context, rep *restore.Report) int {
 	}
 	n := 0
 	for i, res := range rep.Results {
-		if res.Action == restore.Refused && strings.Contains(res.Error, ctx.Err().Error()) {
+		if (res.Action == restore.NotFetched || res.Action == restore.Refused) && strings.Contains(res.Error, ctx.Err().Error()) {
 			rep.Results[i].Action, rep.Results[i].Error = interrupted, "not restored: interrupted"
 			n++
 		}
@@ -338,7 +343,8 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		restore.Created: "created", restore.Appended: "appended", restore.Unchanged: "unchanged",
 		restore.Retitled: "retitled",
 		restore.Merged:   "merged", restore.SkippedLive: "skipped", restore.Refused: "refused", restore.Failed: "failed",
-		interrupted: "interrupted",
+		restore.NotFetched: "not fetched",
+		interrupted:        "interrupted",
 	}
 	if opts.DryRun {
 		verb[restore.Created], verb[restore.Appended], verb[restore.Merged] = "would create", "would append", "would merge"
@@ -415,6 +421,7 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 		{n[restore.Unchanged], "already up to date"},
 		{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
 		{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
+		{n[restore.NotFetched], "not fetched: the remote did not answer, so nothing was written for them (restore again once it is reachable)"},
 		{n[restore.Failed], "failed to write here (see above)"},
 		{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
 		{rep.DeletedLeft, "recorded as deleted (add --include-deleted)"},

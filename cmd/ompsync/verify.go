@@ -25,7 +25,9 @@ sessions reference, and compare the newest copies with the local files
 (same, behind: the remote has more, ahead: not yet uploaded, diverged, or
 missing). Changes nothing, locally or on the remote.
 
-Exit status 1 when anything on the remote is damaged or missing.`,
+Exit status 1 when anything on the remote is damaged or missing (DAMAGED), or
+could not be read because the remote did not answer (UNCHECKED: nothing is
+known of it, so run verify again once the remote is reachable).`,
 		Example: `  ompsync verify
   ompsync verify 01a113d2 --json`,
 		Args: cobra.ArbitraryArgs,
@@ -43,10 +45,13 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			if err != nil {
 				return err
 			}
-			bad := 0
+			bad, unchecked := 0, 0
 			for _, c := range checks {
-				if !c.OK() {
+				switch {
+				case c.Damaged():
 					bad++
+				case !c.OK():
+					unchecked++
 				}
 			}
 			if asJSON {
@@ -59,9 +64,12 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			} else {
 				printChecks(a, checks)
 			}
-			totals := fmt.Sprintf("%d sessions checked: %d ok", len(checks), len(checks)-bad)
+			totals := fmt.Sprintf("%d sessions checked: %d ok", len(checks), len(checks)-bad-unchecked)
 			if bad > 0 {
 				totals += fmt.Sprintf("; %d DAMAGED (see above)", bad)
+			}
+			if unchecked > 0 {
+				totals += fmt.Sprintf("; %d not checked: the remote did not answer (see above)", unchecked)
 			}
 			switch {
 			case a.quiet:
@@ -76,6 +84,8 @@ Exit status 1 when anything on the remote is damaged or missing.`,
 			switch {
 			case bad > 0:
 				return fmt.Errorf("%d of %d sessions have problems on the remote (see above)", bad, len(checks))
+			case unchecked > 0:
+				return fmt.Errorf("%d of %d sessions could not be checked: the remote did not answer (see above); nothing was found damaged: run 'ompsync verify' again once it is reachable", unchecked, len(checks))
 			case len(problems) > 0:
 				return fmt.Errorf("some catalogs could not be read")
 			}
@@ -94,8 +104,11 @@ func printChecks(a *app, checks []restore.Check) {
 			continue // -q: the damaged ones only
 		}
 		status := "ok"
-		if !c.OK() {
+		switch {
+		case c.Damaged():
 			status = "DAMAGED"
+		case !c.OK():
+			status = "UNCHECKED"
 		}
 		var gens int
 		var bytes int64
@@ -116,16 +129,19 @@ func printChecks(a *app, checks []restore.Check) {
 		if gens == 1 {
 			plural = ""
 		}
-		fmt.Fprintf(a.stdout, "%-8s %s  %s  %d generation%s, %s checked", status, c.ID, c.Path, gens, plural, formatSize(bytes))
+		fmt.Fprintf(a.stdout, "%-9s %s  %s  %d generation%s, %s checked", status, c.ID, c.Path, gens, plural, formatSize(bytes))
 		if len(rel) > 0 {
 			fmt.Fprintf(a.stdout, "; %s", strings.Join(rel, ", "))
 		}
 		fmt.Fprintln(a.stdout)
 		for _, p := range c.Problems {
-			fmt.Fprintf(a.stdout, "         problem: %s\n", p)
+			fmt.Fprintf(a.stdout, "          problem: %s\n", p)
+		}
+		for _, u := range c.Unchecked {
+			fmt.Fprintf(a.stdout, "          not checked: %s\n", u)
 		}
 		for _, n := range c.Notes {
-			fmt.Fprintf(a.stdout, "         note: %s\n", n)
+			fmt.Fprintf(a.stdout, "          note: %s\n", n)
 		}
 	}
 }
