@@ -41,7 +41,8 @@ type Options struct {
 	// missed. Default 60s.
 	ReconcileInterval time.Duration
 	// AuditInterval is how often each file's whole uploaded prefix is
-	// re-hashed. Default 24h.
+	// re-hashed, and checked to be still on the remote (Once checks it
+	// all). Default 24h.
 	AuditInterval time.Duration
 	// Include and Exclude are globs over paths relative to AgentDir.
 	Include, Exclude []string
@@ -185,6 +186,10 @@ type Agent struct {
 	// unchecked is what the remote's listing failed to let full passes
 	// check (confirmUploads).
 	unchecked unchecked
+	// confirmAll makes the next confirmUploads check everything uploaded,
+	// not only what is new or due (Once: a one-shot run is asked whether
+	// the remote holds the backup now, not as of the last daily check).
+	confirmAll bool
 	// sessionsGone: the last full scan found no sessions folder; watch is
 	// the running agent's watcher, to watch the folder again when it is back.
 	sessionsGone bool
@@ -349,6 +354,7 @@ func (a *Agent) Once(ctx context.Context) error {
 	if err := a.start(ctx); err != nil {
 		return err
 	}
+	a.confirmAll = true
 	err := a.pass(ctx, true)
 	// What the first pass found lost on the remote (confirmUploads) is
 	// marked for upload; a few more passes put it up before exiting.

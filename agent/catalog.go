@@ -285,7 +285,7 @@ func (a *Agent) setCatalogBase(c repo.Catalog) {
 // place, and other machines would see this one's sessions as they were.
 // A lost one is put again by the putCatalog that follows.
 func (a *Agent) confirmCatalog(ctx context.Context) {
-	if a.catBase == nil || !a.catConfirmedAt.IsZero() && a.now().Sub(a.catConfirmedAt) < a.opts.AuditInterval {
+	if a.catBase == nil || !a.catConfirmedAt.IsZero() && !a.confirmDue(a.catConfirmedAt) {
 		return // nothing put yet, or checked lately
 	}
 	// lost reads the stamp at key: whether it is not the one put (want),

@@ -30,7 +30,7 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		// lost objects can be put again as well.
 		kept := f.State == repo.StatePresent || f.State == repo.StateArchived && f.isSession()
 		// An unseen stream has no file here to fill a hole from.
-		if kept && !f.Unseen && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || f.MetaUnconfirmed || a.now().Sub(f.ConfirmedAt) >= a.opts.AuditInterval) {
+		if kept && !f.Unseen && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || f.MetaUnconfirmed || a.confirmDue(f.ConfirmedAt)) {
 			todo = append(todo, f)
 		}
 	}
@@ -73,6 +73,12 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	}
 	a.unchecked.endPass(a.log, a.now())
 	return changed
+}
+
+// confirmDue reports whether what was last found on the remote at t is due
+// to be checked again.
+func (a *Agent) confirmDue(t time.Time) bool {
+	return a.confirmAll || a.now().Sub(t) >= a.opts.AuditInterval
 }
 
 // unchecked is what full passes could not check of the remote's holdings
@@ -147,7 +153,7 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	a.mu.Lock()
 	fresh := a.blobsToConfirm
 	a.mu.Unlock()
-	if len(a.state.Blobs) == 0 || fresh == 0 && a.now().Sub(a.state.BlobsConfirmedAt) < a.opts.AuditInterval {
+	if len(a.state.Blobs) == 0 || fresh == 0 && !a.confirmDue(a.state.BlobsConfirmedAt) {
 		return false
 	}
 	present := map[string]bool{}

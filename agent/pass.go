@@ -101,6 +101,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		if err == nil {
 			a.confirmCatalog(ctx)
 		}
+		a.confirmAll = false
 		a.problems.endFullPass(a.log)
 		if err == nil {
 			err = merr
