@@ -204,7 +204,13 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 		if errors.Is(err, agent.ErrMachineInUse) {
 			return err // says it all: nothing was backed up
 		}
-		fmt.Fprintln(a.report(), agentPrefix(w, len(ws))+ag.Totals())
+		totals := ag.Totals()
+		if err != nil {
+			// What the pass did before it stopped, not what a finished one
+			// found: "0 files checked" alone reads as nothing to do.
+			totals = "incomplete: " + totals
+		}
+		fmt.Fprintln(a.report(), agentPrefix(w, len(ws))+totals)
 		if err != nil {
 			if len(ws) == 1 {
 				return fmt.Errorf("backup pass incomplete: %w", err)

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -36,6 +37,11 @@ func TestAgentOnceFailures(t *testing.T) {
 	code, out = down.ompsync("agent", "--once")
 	if code != 1 || !strings.Contains(out, "backup pass incomplete") {
 		t.Fatalf("unreachable remote: exit %d\n%s", code, out)
+	}
+	// Its totals say the pass stopped: a bare "0 files checked: 0
+	// uploaded" reads as nothing to do.
+	if !strings.Contains(out, "incomplete: 0 files checked") || regexp.MustCompile(`(?m)^0 files checked`).MatchString(out) {
+		t.Errorf("unreachable remote: the totals do not say the pass was incomplete\n%s", out)
 	}
 	if strings.Contains(out, "s3cr3t-never-printed") {
 		t.Fatalf("the secret key is in the output:\n%s", out)
