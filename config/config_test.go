@@ -589,7 +589,17 @@ func TestStarterLoads(t *testing.T) {
 		o.ConfigFile = writeConfig(t, home, string(data))
 		fromFile := mustLoad(t, o)
 		for _, k := range Keys() {
-			if fromFile.Source(k).Kind != FromFile {
+			key := keys[indexOf(k)]
+			_, leaf, nested := strings.Cut(k, ".")
+			if !nested {
+				leaf = k
+			}
+			switch {
+			case key.derived && fromFile.Source(k).Kind != FromDefault:
+				t.Errorf("starter pins %s, whose default follows the machine (source %v)", k, fromFile.Source(k))
+			case key.derived && !regexp.MustCompile(`(?m)^\s*# `+regexp.QuoteMeta(leaf)+`:`).Match(data):
+				t.Errorf("starter does not show %s commented out", k)
+			case !key.derived && fromFile.Source(k).Kind != FromFile:
 				t.Errorf("starter does not set %s (source %v)", k, fromFile.Source(k))
 			}
 			if !strings.Contains(string(data), "# "+keys[indexOf(k)].help+"\n") {
@@ -603,11 +613,29 @@ func TestStarterLoads(t *testing.T) {
 		}
 	}
 
-	// With no usable host name the starter leaves machine for the user.
-	env, _ := newEnv(t)
+	// The file follows the machine it is read on: another host name and
+	// home give their own defaults, not the ones it was written with.
+	env, home := newEnv(t)
+	data, err := Starter(opts(env))
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := opts(env)
+	o.ConfigFile = writeConfig(t, home, string(data))
+	env2, home2 := newEnv(t)
+	o2 := opts(env2)
+	o2.ConfigFile = o.ConfigFile
+	o2.Hostname = func() (string, error) { return "the-new-laptop", nil }
+	moved := mustLoad(t, o2)
+	if moved.Machine != "the-new-laptop" || !strings.HasPrefix(moved.StateDir, home2) || !strings.Contains(moved.Remote, home2) {
+		t.Errorf("the starter read on another machine: machine %q, state_dir %q, remote %q; want that machine's", moved.Machine, moved.StateDir, moved.Remote)
+	}
+
+	// With no usable host name the starter leaves machine for the user.
+	env, _ = newEnv(t)
+	o = opts(env)
 	o.Hostname = func() (string, error) { return "", nil }
-	data, err := Starter(o)
+	data, err = Starter(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,17 @@ const starterHeader = `# ompsync configuration, written by 'ompsync config init'
 # OMPSYNC_S3_CLIENT; lists are comma-separated there), and some from flags
 # (--agent-dir, --remote, --state-dir, --machine, --log-level, --log-format).
 # Flags win over the environment, which wins over this file.
+# A key whose default follows this machine (its host name, home folder or
+# environment) is left commented out, showing what it is here: uncomment it
+# to fix it.
 # 'ompsync config show' prints what is in effect and where each value came from.
 #
 # This file can hold S3 keys: keep it private (chmod 600).
 `
 
 // Starter returns a commented YAML config file that sets every key to its
-// default in the environment opts describes. It loads cleanly as it is.
+// default in the environment opts describes, but for the derived ones,
+// shown commented out. It loads cleanly as it is.
 func Starter(opts LoadOptions) ([]byte, error) {
 	e := opts.environ()
 	var b bytes.Buffer
@@ -53,6 +57,10 @@ func Starter(opts LoadOptions) ([]byte, error) {
 		val, err := starterValue(k, d)
 		if err != nil {
 			return nil, fmt.Errorf("default of %s: %w", k.name, err)
+		}
+		if k.derived {
+			fmt.Fprintf(&b, "%s# %s: %s\n", indent, leaf, val)
+			continue
 		}
 		fmt.Fprintf(&b, "%s%s: %s\n", indent, leaf, val)
 	}

@@ -112,7 +112,9 @@ func newConfigInitCmd(a *app) *cobra.Command {
 		Use:   "init",
 		Short: "Write a commented starter config file",
 		Long: `Write a config file that sets every key to its default, each with a one-line
-comment, to the config file in use (--config, else $OMPSYNC_CONFIG, else
+comment; a key whose default follows the machine (agent_dir and the other
+agents' folders, remote, state_dir, machine, s3.ca_file) is shown commented
+out, so that the file does not pin it. It goes to the config file in use (--config, else $OMPSYNC_CONFIG, else
 ~/.config/ompsync/config.yaml) or to --path. The file is private (mode 0600,
 its folder 0700). An existing file is kept unless --force is given.`,
 		Example: `  ompsync config init

@@ -299,15 +299,26 @@ func TestConfigInit(t *testing.T) {
 	}
 	written, _ := os.ReadFile(path)
 
-	// The written file loads, sets every key, and draws no warning.
+	// The written file loads and sets every key but those whose default
+	// follows the machine, which it shows commented out.
 	s := showJSONOutput(t, env, "config", "show", "--json")
 	if s.File != path {
 		t.Errorf("config show read %q, want %q", s.File, path)
 	}
+	follows := map[string]bool{"agent_dir": true, "pi.dir": true, "claude.dir": true, "codex.dir": true,
+		"remote": true, "state_dir": true, "machine": true, "s3.ca_file": true}
 	for _, x := range s.Settings {
-		if x.Source != "file" {
-			t.Errorf("%s comes from %s, want the file", x.Key, x.Source)
+		if want := map[bool]string{false: "file", true: "default"}[follows[x.Key]]; x.Source != want {
+			t.Errorf("%s comes from %s, want %s", x.Key, x.Source, want)
 		}
+	}
+
+	// And the first backup runs with it as it does without it: to the
+	// default remote, whose parent folders do not exist yet.
+	writeFile(t, filepath.Join(home, ".omp", "agent", "sessions", "-w", "2026-11-30T00-00-00-000Z_019e19b4-0000-7000-8000-000000000001.jsonl"),
+		`{"type":"session","version":3,"id":"019e19b4-0000-7000-8000-000000000001","timestamp":"2026-11-30T00:00:00Z","cwd":"/w"}`+"\n", 0o600)
+	if r := runWith(t, env, "agent", "--once"); r.code != 0 || !strings.Contains(r.stdout, "1 uploaded") {
+		t.Errorf("agent --once after config init: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// A second init keeps the (edited) file.
