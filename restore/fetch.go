@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -171,6 +172,11 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 		}
 		if err != nil {
 			return nil, err
+		}
+		if s.Name == repo.SessionStream && opts.Generation == "" && opts.At.IsZero() {
+			if note := shrunkNote(ctx, r, opts.Store, t.id, inv, g, c.size); note != "" {
+				f.notes = append(f.notes, note)
+			}
 		}
 		switch {
 		case c.generation == "":
@@ -687,6 +693,34 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, l blobListing, opts Opti
 		return n, errors.New(strings.Join(problems, "; "))
 	}
 	return n, nil
+}
+
+// shrunkNote says, as verify does, when the copy restored (generation g,
+// size bytes) began as the file shrank and an older generation holds lines
+// it lacks: restoring the newest copy cannot bring those back, --generation
+// can. It costs nothing unless an older generation is longer: then the
+// copy's meta and, if it says shrank, both generations' lines are read. A
+// check that fails says nothing (verify reports damage).
+func shrunkNote(ctx context.Context, r *repo.Repo, st compact.Lines, id string, inv *repo.StreamInventory, g *repo.Generation, size int64) string {
+	var longest *repo.Generation
+	var longestEnd int64
+	for _, o := range inv.Generations {
+		if end := repo.MaxEnd(o.Chunks); o != g && o.HasMeta && end > max(size, longestEnd) {
+			longest, longestEnd = o, end
+		}
+	}
+	if longest == nil {
+		return ""
+	}
+	if m, err := r.GenerationMeta(ctx, inv.Stream, g); err != nil || m.Reason != "shrank" {
+		return ""
+	}
+	n, err := compact.FirstLacking(ctx, r, st, inv.Stream, g, longest)
+	if err != nil || n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("machine %s: the copy restored began when the file shrank; generation %s (%d bytes) holds lines it lacks, from line %d: 'ompsync restore --generation %s %s' brings them back",
+		inv.Stream.Machine, longest.Name, longestEnd, n, longest.Name, id)
 }
 
 // retry runs f until it succeeds, fails for a reason retrying cannot fix,

@@ -100,6 +100,12 @@ func TestShrunkSessionKeepsItsCompleteCopy(t *testing.T) {
 			t.Fatalf("after prune: copies %+v", gens)
 		}
 
+		// A plain restore brings back the newest copy, which the file
+		// already holds, and says where the lines it lacks are.
+		if r := e.run("restore", c.id[:13]); r.code != 0 || !strings.Contains(r.stdout, "unchanged") || !strings.Contains(r.stdout, "began when the file shrank") || !strings.Contains(r.stdout, "'"+back+"'") {
+			t.Fatalf("restore of the shrunk session: exit %d, want 0, unchanged, with %q\n%s%s", r.code, back, r.stdout, r.stderr)
+		}
+
 		e.mustRun("restore", "--generation", whole, c.id)
 		if got, err := os.ReadFile(e.path(c.rel)); err != nil || !bytes.Equal(got, c.data) {
 			t.Fatalf("restore --generation %s: %d bytes, want the complete %d (%v)", whole, len(got), len(c.data), err)
