@@ -351,6 +351,16 @@ func TestNoRepository(t *testing.T) {
 			}
 		}
 	})
+	// A bucket that does not exist: said so, with what to do, by backup
+	// and readers alike, with either client.
+	t.Run("missing bucket", func(t *testing.T) {
+		s3Clients(t, func(t *testing.T, srv *remotetest.Server, client string) {
+			m := newMachineEnv(t, "s3://ompsync-no-such-bucket-"+client, s3Options(srv, client, srv.Endpoint), "typo")
+			for _, args := range append(readers, []string{"agent", "--once"}) {
+				failsWith(t, m, `bucket "ompsync-no-such-bucket-`+client+`" does not exist (NoSuchBucket): create it, or correct the bucket in remote`, args...)
+			}
+		})
+	})
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		m := newMachineEnv(t, url, s3, "typo")
 		at := url

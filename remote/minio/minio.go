@@ -351,7 +351,7 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	}
 	switch {
 	case er.Code == "NoSuchBucket":
-		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket)", c.bucket)}
+		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket): create it, or correct the bucket in remote", c.bucket)}
 	case er.Code == "NoSuchKey", er.Code == "NotFound", er.StatusCode == http.StatusNotFound:
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
 	case er.Code == "PreconditionFailed", er.StatusCode == http.StatusPreconditionFailed:

@@ -357,7 +357,7 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	}
 	switch {
 	case code == "NoSuchBucket":
-		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket)", c.bucket)}
+		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket): create it, or correct the bucket in remote", c.bucket)}
 	case errors.As(err, &nsk), errors.As(err, &nf), code == "NoSuchKey", code == "NotFound", status == http.StatusNotFound:
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
 	case code == "PreconditionFailed", status == http.StatusPreconditionFailed:
