@@ -88,12 +88,32 @@ func TestManySessionsOneListing(t *testing.T) {
 		e.assertRemoteEquals(rel, id)
 	}
 	lc.take() // the checks' own
-	// A few sessions changed among many are listed one by one.
+	// A few sessions changed among many are listed one by one, by the
+	// running agent's full pass.
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lc.take()
 	rel, _ := sessionRel(3)
 	e.appendTo(rel, entryLine("abcd0002", "abcd0001", "a little more"))
-	e.once()
+	if err := a.pass(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
 	if all, one := lc.take(); all != 0 || one != 2 {
 		t.Errorf("pass after appends to 1 session of %d: %d listings of every session and %d of one; want 0 and 2", n, all, one)
+	}
+	a.Close()
+	// agent --once checks everything it uploaded: one listing of every
+	// session, beside the LIST of the one that changed.
+	e.appendTo(rel, entryLine("abcd0003", "abcd0002", "and more"))
+	e.once()
+	if all, one := lc.take(); all != 1 || one != 1 {
+		t.Errorf("agent --once after appends to 1 session of %d: %d listings of every session and %d of one; want 1 and 1", n, all, one)
 	}
 }
 
