@@ -281,8 +281,7 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 	}
 	switch res.Action {
 	case MergeRefused, MergeFailed, MergeNotFetched:
-		// A copy that failed its checks is not read again until its
-		// machine uploads anew; one not fetched, or not written, is.
+		// Not marked seen (an error): the next pull tries it again.
 		return res.Action == MergeRefused, fmt.Errorf("%s: %s", res.Action, res.Problem)
 	case MergeUnchanged:
 		return true, nil
