@@ -285,7 +285,9 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 	}
 	f.HeadUnconfirmed = f.HeadUnconfirmed && !hasHead
 	_, covered := repo.Cover(chunks)
-	if covered >= f.Offset && hasMeta {
+	// Nothing uploaded yet (an empty file, or one without a whole line):
+	// no chunk, and so no meta, is owed.
+	if covered >= f.Offset && (hasMeta || f.Offset == 0) {
 		f.Confirmed, f.ConfirmedAt = f.Offset, a.now().UTC()
 		return nil
 	}
