@@ -37,7 +37,7 @@ reasoning left out unless --thinking.`,
   ompsync cat 01a113d2 --text | less
   ompsync cat 01a113d2 --at 3h > three-hours-ago.jsonl
   ompsync cat 01a113d2 --machine laptop --generation 18ecbc17b1295105 | wc -c`,
-		Args: cobra.ExactArgs(1),
+		Args: idPrefixes(0, cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCat(cmd, a, f, args[0])
 		},

@@ -34,14 +34,14 @@ before they are deleted; interrupting the command at any point loses
 nothing, and running it again finishes the job.`,
 		Example: `  ompsync compact --dry-run
   ompsync compact 0199a3f2`,
-		Args: func(cmd *cobra.Command, args []string) error {
+		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
 			for _, p := range args {
 				if !session.ValidID(p) {
 					return usagef(cmd, "%q is not a session id prefix (letters, digits, - and _)", p)
 				}
 			}
 			return nil
-		},
+		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := a.config()
 			if err != nil {

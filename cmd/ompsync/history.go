@@ -34,7 +34,7 @@ A copy is restored or printed with 'ompsync restore --machine M --generation G'
 or 'ompsync cat --machine M --generation G'. Changes nothing.`,
 		Example: `  ompsync history 01a113d2
   ompsync history 01a113d2 --json | jq -r '.copies[] | .machine + " " + .generation'`,
-		Args: cobra.ExactArgs(1),
+		Args: idPrefixes(0, cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runHistory(cmd, a, f, args[0])
 		},

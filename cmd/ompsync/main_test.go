@@ -94,6 +94,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--log-level", "loud", "config", "show"}, []string{"log.level (flag --log-level)", "debug, info, warn, error", "see 'ompsync config show --help'"}},
 		{[]string{"config", "show", "--remote", "ftp://host/x"}, []string{"remote (flag --remote)", "s3://bucket"}},
 		{[]string{"config", "show", "--machine", "a b"}, []string{"machine (flag --machine)"}},
+		{[]string{"restore", ""}, []string{"empty session id prefix", "see 'ompsync ls'", "see 'ompsync restore --help'"}},
+		{[]string{"verify", "01a1", " "}, []string{"empty session id prefix", "see 'ompsync verify --help'"}},
+		{[]string{"history", ""}, []string{"empty session id prefix", "see 'ompsync history --help'"}},
+		{[]string{"cat", ""}, []string{"empty session id prefix", "see 'ompsync cat --help'"}},
 	}
 	for _, tt := range tests {
 		env, _ := newEnv(t)

@@ -71,7 +71,7 @@ func newRestoreCmd(a *app) *cobra.Command {
 		Short:   "Restore sessions from the remote, merging with local files",
 		Long:    restoreLong,
 		Example: restoreExample,
-		Args: func(cmd *cobra.Command, args []string) error {
+		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
 			switch {
 			case f.all && len(args) > 0:
 				return usagef(cmd, "give session id prefixes or --all, not both")
@@ -83,7 +83,7 @@ func newRestoreCmd(a *app) *cobra.Command {
 				return usagef(cmd, "--latest goes with an id prefix, not --all")
 			}
 			return nil
-		},
+		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRestore(cmd, a, f, args)
 		},

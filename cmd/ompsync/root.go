@@ -331,3 +331,17 @@ func (a *app) message(err error) string {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
+
+// idPrefixes checks the session id prefixes among args (from index from on,
+// after a command's other arguments) before next: an empty one would match
+// any session.
+func idPrefixes(from int, next cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		for i, a := range args {
+			if i >= from && strings.TrimSpace(a) == "" {
+				return usagef(cmd, "an empty session id prefix would match any session: give the first characters of an id (see 'ompsync ls')")
+			}
+		}
+		return next(cmd, args)
+	}
+}

@@ -30,7 +30,7 @@ could not be read because the remote did not answer (UNCHECKED: nothing is
 known of it, so run verify again once the remote is reachable).`,
 		Example: `  ompsync verify
   ompsync verify 01a113d2 --json`,
-		Args: cobra.ArbitraryArgs,
+		Args: idPrefixes(0, cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, places, unknown, err := a.readPlaces(cmd, machine, agentName)
 			if err != nil {
