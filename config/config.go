@@ -14,6 +14,8 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -271,7 +273,33 @@ func Load(opts LoadOptions) (*Config, error) {
 		assign(k.field(c), val)
 		c.sources[k.name] = src
 	}
+	if err := c.checkPathStyle(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// checkPathStyle applies what s3.path_style must be for the endpoint: one
+// that is an IP address or localhost has no names under it for a bucket
+// (bucket.127.0.0.1 would be looked up in the DNS, off the machine), so it
+// defaults to true there, and false is refused.
+func (c *Config) checkPathStyle() error {
+	if c.S3.PathStyle || c.S3.Endpoint == "" {
+		return nil
+	}
+	u, err := url.Parse(c.S3.Endpoint)
+	if err != nil {
+		return nil // the endpoint's own check says what is wrong
+	}
+	host := u.Hostname()
+	if net.ParseIP(host) == nil && host != "localhost" {
+		return nil
+	}
+	if src := c.sources["s3.path_style"]; src.Kind != FromDefault {
+		return &KeyError{Key: "s3.path_style", Source: src, Err: fmt.Errorf("s3.endpoint %s is an IP address or localhost, which cannot name a bucket (bucket.endpoint): set it to true", host)}
+	}
+	c.S3.PathStyle = true
+	return nil
 }
 
 // hideSecret keeps a secret key's value out of its error message.

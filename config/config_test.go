@@ -753,3 +753,37 @@ func TestREADMEExamplesLoad(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint that is an IP address or localhost cannot name a bucket
+// under it: path style is its default, and false is refused, saying so.
+func TestPathStyleForAddressEndpoints(t *testing.T) {
+	for _, tt := range []struct {
+		endpoint, pathStyle string
+		want                bool
+		err                 string
+	}{
+		{"http://127.0.0.1:9000", "", true, ""},
+		{"http://[::1]:9000", "", true, ""},
+		{"http://localhost:9000", "", true, ""},
+		{"https://s3.example.com", "", false, ""},
+		{"https://s3.example.com", "true", true, ""},
+		{"http://127.0.0.1:9000", "false", false, "s3.path_style (env OMPSYNC_S3_PATH_STYLE): s3.endpoint 127.0.0.1 is an IP address or localhost, which cannot name a bucket (bucket.endpoint): set it to true"},
+	} {
+		env, _ := newEnv(t)
+		env["OMPSYNC_S3_ENDPOINT"] = tt.endpoint
+		if tt.pathStyle != "" {
+			env["OMPSYNC_S3_PATH_STYLE"] = tt.pathStyle
+		}
+		c, err := Load(opts(env))
+		switch {
+		case tt.err != "":
+			if err == nil || err.Error() != tt.err {
+				t.Errorf("%s, path_style %q: error %v, want %q", tt.endpoint, tt.pathStyle, err, tt.err)
+			}
+		case err != nil:
+			t.Errorf("%s, path_style %q: %v", tt.endpoint, tt.pathStyle, err)
+		case c.S3.PathStyle != tt.want:
+			t.Errorf("%s, path_style %q: path style %v, want %v", tt.endpoint, tt.pathStyle, c.S3.PathStyle, tt.want)
+		}
+	}
+}

@@ -179,7 +179,7 @@ var keys = []key{
 	},
 	{
 		name:  "s3.path_style",
-		help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true)",
+		help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true; an s3.endpoint that is an IP address or localhost always does, and defaults to it)",
 		field: func(c *Config) any { return &c.S3.PathStyle },
 		def:   static("false"),
 	},
