@@ -20,6 +20,31 @@ var ErrSourceChanged = errors.New("the bytes to upload changed while they were r
 type Sums struct {
 	MD5    [md5.Size]byte
 	SHA256 [sha256.Size]byte
+	// held: computed (SumsFor keeps them); withMD5: MD5 among them.
+	held, withMD5 bool
+}
+
+// SumsFor returns the checksums of the size bytes of r: those in kept
+// from an earlier attempt's pass when it holds them (with MD5 when asked
+// for), else computed now and, with kept set, kept there. The bytes a put
+// then sends are checked against them (CheckedReader).
+func SumsFor(ctx context.Context, r io.ReaderAt, size int64, withMD5 bool, kept *Sums) (Sums, error) {
+	if kept != nil && kept.held && (kept.withMD5 || !withMD5) {
+		return *kept, nil
+	}
+	sums, err := Checksum(ctx, r, size, withMD5)
+	if err != nil {
+		return Sums{}, err
+	}
+	if kept != nil {
+		if kept.held && kept.SHA256 != sums.SHA256 {
+			// Kept without MD5 (another driver's attempt), and the bytes
+			// changed since.
+			return Sums{}, ErrSourceChanged
+		}
+		*kept = sums
+	}
+	return sums, nil
 }
 
 // readBlock is how much of a source one read takes: large enough that a
@@ -47,7 +72,7 @@ func Checksum(ctx context.Context, r io.ReaderAt, size int64, withMD5 bool) (Sum
 	if n != size {
 		return Sums{}, fmt.Errorf("%w: %d of %d bytes", ErrSourceChanged, n, size)
 	}
-	var sums Sums
+	sums := Sums{held: true, withMD5: withMD5}
 	if withMD5 {
 		m.Sum(sums.MD5[:0])
 	}

@@ -57,6 +57,12 @@ type Client interface {
 type PutOptions struct {
 	// IfAbsent makes the put fail with ErrPreconditionFailed when the key exists.
 	IfAbsent bool
+	// Sums, when set, carries a PutReader source's checksums from one
+	// attempt to the next (the retry layer sets it): a driver computes
+	// them only when it holds none, and checks the bytes it sends against
+	// them, so a source that changed between two attempts is refused
+	// (ErrSourceChanged) as one that changed during one is.
+	Sums *Sums
 	// IfMatch, when set, makes the put replace the object only while its
 	// ETag (from Stat) is this one: ErrPreconditionFailed when it changed
 	// since, ErrNotFound when it is gone. A writer that must not undo

@@ -112,6 +112,11 @@ func (r *retryClient) Put(ctx context.Context, key string, data []byte, opts Put
 
 // PutReader retries like Put; each try reads r again from its start.
 func (r *retryClient) PutReader(ctx context.Context, key string, src io.ReaderAt, size int64, opts PutOptions) error {
+	if opts.Sums == nil {
+		// The first attempt's checksums hold for every retry: a source
+		// that changed in between is refused, not sent as it is now.
+		opts.Sums = &Sums{}
+	}
 	return r.put(ctx, key, src, size, opts, func() error {
 		return r.c.PutReader(ctx, key, src, size, opts)
 	})

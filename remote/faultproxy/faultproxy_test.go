@@ -2,6 +2,7 @@ package faultproxy_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -473,4 +474,103 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("Uniform leaves %s at 0", f)
 		}
 	}
+}
+
+// A streamed put whose first try fails before the server reads it, and
+// whose source then changes: the retry checks the bytes against the first
+// try's checksums and refuses them, permanently, leaving the object as it
+// was; it does not send the source as it now is (for a blob, bytes under a
+// name they do not hash to). The file driver, behind the same retry, too.
+func TestRetriedPutOfChangedSourceRefused(t *testing.T) {
+	data := bytes.Repeat([]byte("bytes a retry must not send changed. "), 3<<20/37)
+	check := func(t *testing.T, c remote.Client, direct remote.Client) {
+		t.Helper()
+		err := c.PutReader(t.Context(), "changed/obj", &flipAfterOneTry{data: data}, int64(len(data)), remote.PutOptions{})
+		if !errors.Is(err, remote.ErrSourceChanged) || remote.IsTransient(err) {
+			t.Errorf("a source that changed between tries: %v, want a permanent ErrSourceChanged", err)
+		}
+		rc, err := direct.Get(t.Context(), "changed/obj", 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		if got, _ := io.ReadAll(rc); string(got) != "before" {
+			t.Errorf("the object a changed source was to replace: %d bytes, want the old %q", len(got), "before")
+		}
+	}
+	for _, client := range clients {
+		t.Run(client, func(t *testing.T) {
+			p, srv := start(t, faultproxy.Config{})
+			bucket := srv.NewBucket(t)
+			direct := openDirect(t, bucket, srv)
+			if err := direct.Put(t.Context(), "changed/obj", []byte("before"), remote.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var puts atomic.Int64
+			p.SetConfig(faultproxy.Config{InternalError: 1, Match: func(r *http.Request) bool {
+				return isPut(r) && puts.Add(1) == 1 // the first try only
+			}})
+			check(t, remote.WithRetry(openRaw(t, client, bucket, p, srv), fastRetry), direct)
+			if puts.Load() == 0 {
+				t.Error("no put reached the proxy: the first try was not cut off")
+			}
+		})
+	}
+	t.Run("file", func(t *testing.T) {
+		fc, err := backend.OpenRaw(t.Context(), "file://"+t.TempDir(), backend.S3Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fc.Put(t.Context(), "changed/obj", []byte("before"), remote.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		failed := false
+		c := remote.WithRetry(failFirstPut{Client: fc, failed: &failed}, fastRetry)
+		check(t, c, fc)
+	})
+}
+
+// flipAfterOneTry gives data for the first try's two passes (its
+// checksum and its body), then data with a byte changed: a file rewritten
+// between a try and its retry.
+type flipAfterOneTry struct {
+	data   []byte
+	served atomic.Int64
+}
+
+func (s *flipAfterOneTry) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(s.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, s.data[off:])
+	if s.served.Add(int64(n)) > 2*int64(len(s.data)) && off == 0 {
+		p[0] ^= 0xff
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// failFirstPut fails the first PutReader transiently after both of a
+// driver's passes over the source (its checksum, its body), as a put cut
+// off in flight.
+type failFirstPut struct {
+	remote.Client
+	failed *bool
+}
+
+func (f failFirstPut) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
+	if !*f.failed {
+		*f.failed = true
+		sums, err := remote.SumsFor(ctx, r, size, false, opts.Sums)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.Discard, remote.CheckedReader(r, size, sums)); err != nil {
+			return err
+		}
+		return &remote.Error{Op: "put", Key: key, Transient: true, Err: errors.New("connection reset by peer")}
+	}
+	return f.Client.PutReader(ctx, key, r, size, opts)
 }

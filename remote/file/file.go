@@ -117,7 +117,7 @@ func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size 
 	if err := c.check(ctx, "put", key); err != nil {
 		return err
 	}
-	sums, err := remote.Checksum(ctx, r, size, false)
+	sums, err := remote.SumsFor(ctx, r, size, false, opts.Sums)
 	if err != nil {
 		return fail("put", key, err)
 	}

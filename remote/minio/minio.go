@@ -152,7 +152,7 @@ func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size 
 	if err := remote.CheckOp(ctx, "put", key); err != nil {
 		return err
 	}
-	sums, err := remote.Checksum(ctx, r, size, true)
+	sums, err := remote.SumsFor(ctx, r, size, true, opts.Sums)
 	if err != nil {
 		return &remote.Error{Op: "put", Key: key, Err: err}
 	}
