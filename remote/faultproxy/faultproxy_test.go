@@ -485,7 +485,7 @@ func TestRetriedPutOfChangedSourceRefused(t *testing.T) {
 	data := bytes.Repeat([]byte("bytes a retry must not send changed. "), 3<<20/37)
 	check := func(t *testing.T, c remote.Client, direct remote.Client) {
 		t.Helper()
-		err := c.PutReader(t.Context(), "changed/obj", &flipAfterOneTry{data: data}, int64(len(data)), remote.PutOptions{})
+		err := c.PutReader(t.Context(), "changed/obj", &remotetest.ChangingSource{Data: data, Clean: 2}, int64(len(data)), remote.PutOptions{})
 		if !errors.Is(err, remote.ErrSourceChanged) || remote.IsTransient(err) {
 			t.Errorf("a source that changed between tries: %v, want a permanent ErrSourceChanged", err)
 		}
@@ -528,28 +528,6 @@ func TestRetriedPutOfChangedSourceRefused(t *testing.T) {
 		c := remote.WithRetry(failFirstPut{Client: fc, failed: &failed}, fastRetry)
 		check(t, c, fc)
 	})
-}
-
-// flipAfterOneTry gives data for the first try's two passes (its
-// checksum and its body), then data with a byte changed: a file rewritten
-// between a try and its retry.
-type flipAfterOneTry struct {
-	data   []byte
-	served atomic.Int64
-}
-
-func (s *flipAfterOneTry) ReadAt(p []byte, off int64) (int, error) {
-	if off >= int64(len(s.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, s.data[off:])
-	if s.served.Add(int64(n)) > 2*int64(len(s.data)) && off == 0 {
-		p[0] ^= 0xff
-	}
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
 }
 
 // failFirstPut fails the first PutReader transiently after both of a

@@ -663,23 +663,23 @@ func testPutReader(t *testing.T, c remote.Client) {
 	}
 }
 
-// changingSource gives data for its first pass (the checksum's), then the
-// same bytes with one changed: a file written while it is uploaded.
-type changingSource struct {
-	data   []byte
+// ChangingSource gives Data for its first Clean passes (a put's checksum,
+// then its body), then the same bytes with one changed: a file written
+// while it is uploaded (Clean 1), or between a try and its retry (Clean 2).
+type ChangingSource struct {
+	Data   []byte
+	Clean  int
 	served atomic.Int64
 }
 
-func (s *changingSource) ReadAt(p []byte, off int64) (int, error) {
-	if off >= int64(len(s.data)) {
+func (s *ChangingSource) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(s.Data)) {
 		return 0, io.EOF
 	}
-	n := copy(p, s.data[off:])
-	if s.served.Add(int64(n)) > int64(len(s.data)) {
-		for i := range n {
-			if off+int64(i) == int64(len(s.data))/2 {
-				p[i] ^= 0xff
-			}
+	n := copy(p, s.Data[off:])
+	if s.served.Add(int64(n)) > int64(s.Clean)*int64(len(s.Data)) {
+		if mid := int64(len(s.Data)) / 2; mid >= off && mid < off+int64(n) {
+			p[mid-off] ^= 0xff
 		}
 	}
 	if n < len(p) {
@@ -700,7 +700,7 @@ func testPutReaderChanged(t *testing.T, c remote.Client) {
 		if opts.IfAbsent {
 			key = "changed/new"
 		}
-		err := c.PutReader(ctx, key, &changingSource{data: data}, int64(len(data)), opts)
+		err := c.PutReader(ctx, key, &ChangingSource{Data: data, Clean: 1}, int64(len(data)), opts)
 		if !errors.Is(err, remote.ErrSourceChanged) || remote.IsTransient(err) {
 			t.Errorf("IfAbsent=%t: a source that changed under the put: %v, want a permanent ErrSourceChanged", opts.IfAbsent, err)
 		}
