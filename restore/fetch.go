@@ -719,8 +719,15 @@ func shrunkNote(ctx context.Context, r *repo.Repo, st compact.Lines, id string, 
 	if err != nil || n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("machine %s: the copy restored began when the file shrank; generation %s (%d bytes) holds lines it lacks, from line %d: 'ompsync restore --generation %s %s' brings them back",
-		inv.Stream.Machine, longest.Name, longestEnd, n, longest.Name, id)
+	return shrunkLacks(inv.Stream.Machine, longest.Name, longestEnd, n, id)
+}
+
+// shrunkLacks is the note that machine's current copy of session id began
+// when the file shrank, and that generation gen (size bytes) holds lines
+// it lacks from line on, with the command that brings them back.
+func shrunkLacks(machine, gen string, size int64, line int, id string) string {
+	return fmt.Sprintf("machine %s: the current copy began when the file shrank; generation %s (%d bytes) holds lines it lacks, from line %d: 'ompsync restore --generation %s %s' brings them back",
+		machine, gen, size, line, gen, id)
 }
 
 // retry runs f until it succeeds, fails for a reason retrying cannot fix,

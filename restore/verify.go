@@ -267,8 +267,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 		if shrunk != nil && longest != nil {
 			// Damage to either copy is a problem above already.
 			if n, err := compact.FirstLacking(ctx, r, opts.Store, s, shrunk, longest); err == nil && n > 0 {
-				c.Notes = append(c.Notes, fmt.Sprintf("machine %s: the current copy began when the file shrank; generation %s (%d bytes) holds lines it lacks, from line %d: 'ompsync restore --generation %s %s' brings them back",
-					s.Machine, longest.Name, longestBytes, n, longest.Name, t.id))
+				c.Notes = append(c.Notes, shrunkLacks(s.Machine, longest.Name, longestBytes, n, t.id))
 			}
 		}
 	}
