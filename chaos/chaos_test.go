@@ -240,6 +240,7 @@ func whereIs(t *testing.T, r *repo.Repo, to, id string) string {
 // what omp wrote; nothing from outside the agent dir or from credential
 // files was uploaded.
 func TestChaosOneMachine(t *testing.T) {
+	t.Parallel() // its own world and remote: it runs beside TestChaosSync
 	d := duration(t)
 	w := newWorld(t, []string{"chaotic"}, false)
 	m := w.machines[0]
@@ -327,6 +328,7 @@ func TestChaosOneMachine(t *testing.T) {
 // line any machine wrote, once, under the newest title; no local file ever
 // shrank; each machine's remote copy is its local file.
 func TestChaosSync(t *testing.T) {
+	t.Parallel()
 	d := duration(t) / 2
 	for _, names := range [][]string{{"laptop", "desk"}, {"laptop", "desk", "box"}} {
 		t.Run(fmt.Sprintf("%d machines", len(names)), func(t *testing.T) {
