@@ -69,6 +69,11 @@ func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) erro
 		if _, covered := repo.Cover(g.Chunks); g.Name == fst.Generation && covered == fst.Offset {
 			return nil
 		}
+		if fst.Offset == 0 && g.Name == fst.PrevGeneration {
+			// A new generation not up yet, after the one it replaces:
+			// the state is ahead of the remote, not behind it.
+			return nil
+		}
 		a.log.Info("the remote copy is ahead of the saved state; matching the file against it", "path", fst.Path, "generation", fst.Generation, "offset", fst.Offset)
 		a.adoptFrom(ctx, fst, src, g)
 		return nil

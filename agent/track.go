@@ -158,6 +158,12 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 				"path", fst.Path, "backed_up_bytes", fst.Offset, "bytes", size, "old_generation", fst.Generation,
 				"to_get_it_back", "ompsync restore --generation "+fst.Generation+" "+fst.SessionID)
 		}
+	case fst.Offset == 0:
+		// Nothing of this generation is up: its first upload failed, or
+		// the file has no whole line yet. It starts again from the file
+		// as it is now, under a fresh name (a put that failed may still
+		// have landed), which changes nothing backed up.
+		reason = "not uploaded yet"
 	case inode != fst.Inode || audit:
 		// Replaced by a rename, or a periodic audit: only a full re-hash
 		// tells an extended copy from a rewrite.
@@ -278,6 +284,12 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 		return fmt.Errorf("read header: %w", err)
 	}
 	prev := fst.Generation
+	unsent := fst.Offset == 0 && prev != ""
+	if unsent {
+		// prev never reached the remote: this one takes its place, and
+		// its history (what it followed, and why).
+		prev, reason = fst.PrevGeneration, fst.GenReason
+	}
 	fst.Generation = repo.NewGeneration(a.now().UnixNano())
 	fst.Offset, fst.Confirmed = 0, 0
 	fst.HashFrom = int64(a.opts.Store.SlotLen(head))
@@ -293,7 +305,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	if info, ok := a.opts.Store.Describe(head); ok {
 		fst.Cwd, fst.Title = info.Cwd, info.Title
 	}
-	if prev != "" {
+	if prev != "" && !unsent {
 		a.log.Info("file changed under the backup: starting a new generation; the old one stays on the remote",
 			"path", fst.Path, "reason", reason, "old_generation", prev, "generation", fst.Generation)
 	}
