@@ -46,7 +46,9 @@ type StatusOptions struct {
 // Status reads the agent's state (without taking its lock: it works while
 // an agent runs) and compares it with the files on disk. A file the state
 // does not list yet (the agent's first pass is under way, or it has not
-// seen the file) is pending whole, since its last change.
+// seen the file) is pending whole, since its last change: the later of its
+// mtime and ctime, so a file restored with its old mtime has waited only
+// since the restore.
 func Status(o StatusOptions) ([]FileStatus, error) {
 	if o.Store == nil {
 		o.Store = store.OMP()
@@ -100,7 +102,7 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 			continue
 		}
 		id, _ := o.Store.IDFromName(rel)
-		out = append(out, FileStatus{Path: rel, SessionID: id, State: StateNew, LocalSize: fi.Size(), Pending: fi.Size(), PendingAge: max(o.Now.Sub(fi.ModTime()), 0)})
+		out = append(out, FileStatus{Path: rel, SessionID: id, State: StateNew, LocalSize: fi.Size(), Pending: fi.Size(), PendingAge: max(o.Now.Sub(changedAt(fi)), 0)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil

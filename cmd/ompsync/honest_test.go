@@ -1008,3 +1008,50 @@ func TestRestoreKilledLeavesNothingHalfWritten(t *testing.T) {
 	}
 	same("restore a day later")
 }
+
+// A session deleted, recorded as deleted, and restored comes back with its
+// old mtime. Until the agent records it again, status lists it as not
+// recorded yet, pending since the restore put it there, not since its mtime
+// of days ago: no alarm, exit 0. Past --max-lag, the alarm is true again.
+func TestStatusAfterRestoreOfDeletedSession(t *testing.T) {
+	m := newMachineEnv(t, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "laptop")
+	const id = "01a113d2-be76-73c7-986b-d3ac6e3fbb83"
+	rel := "sessions/-work/2026-10-07T00-45-40-854Z_" + id + ".jsonl"
+	p := filepath.Join(m.agentDir, filepath.FromSlash(rel))
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "corpus", "omp-v18-title-slot-skill-toolcalls_01a113d2.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, p, string(data), 0o600)
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range [][]string{{"agent", "--once"}, {"rm"}, {"agent", "--once"}, {"restore", id}} {
+		if step[0] == "rm" {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if code, out := m.ompsync(step...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", step, code, out)
+		}
+	}
+	if fi, err := os.Stat(p); err != nil || fi.ModTime().Sub(old).Abs() > time.Second {
+		t.Fatalf("restored file: %v, mtime %v, want its old mtime %v", err, fi.ModTime(), old)
+	}
+	code, files, out := statusJSON(t, m)
+	if f := files[rel]; code != 0 || f.State != agent.StateNew || f.PendingAge > time.Minute {
+		t.Fatalf("status after the restore: exit %d, %+v; want exit 0, not recorded yet, pending since the restore\n%s", code, f, out)
+	}
+	if code, _, out := statusJSON(t, m, "--max-lag", "1ns"); code != 1 {
+		t.Errorf("status --max-lag 1ns before the agent recorded the restored file: exit %d, want 1\n%s", code, out)
+	}
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once after the restore: exit %d\n%s", code, out)
+	}
+	if code, files, out := statusJSON(t, m, "--max-lag", "1ns"); code != 0 || files[rel].Uploaded != int64(len(data)) {
+		t.Errorf("status once the agent recorded it: exit %d, %+v\n%s", code, files[rel], out)
+	}
+}
