@@ -217,7 +217,9 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 				res.objects++
 				res.bytes += int64(len(slot))
 				fst.SlotHash = h
-				fst.Title = title
+				if title != "" { // an untitled slot keeps the first prompt as the title
+					fst.Title = title
+				}
 				fst.HeadUnconfirmed = true
 			}
 			res.changed = true

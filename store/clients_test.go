@@ -48,7 +48,7 @@ func TestClientFixtures(t *testing.T) {
 		st     Store
 		title  string
 	}{
-		{"pi", Pi(), ""},
+		{"pi", Pi(), "Run echo for me"},
 		{"claude", Claude(), "Run echo for me"},
 		{"codex", Codex(), "Run echo for me"},
 	} {

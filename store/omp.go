@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -128,7 +129,27 @@ func (f family) Describe(head []byte) (Info, bool) {
 	if f.slot && slot.Title != "" {
 		info.Title = slot.Title
 	}
+	if info.Title == "" {
+		info.Title = firstPrompt(f, head)
+	}
 	return info, true
+}
+
+// firstPrompt is the first thing the user typed in head's whole lines,
+// shortened: the title of a session its agent has not titled (yet).
+func firstPrompt(f transcript.Format, head []byte) string {
+	for i, line := range bytes.Split(head[:session.SettledLen(head)], []byte("\n")) {
+		e, ok := f.Text(line, i+1)
+		if !ok || e.Role != "user" {
+			continue
+		}
+		for _, p := range e.Parts {
+			if p.Kind == transcript.Text && strings.TrimSpace(p.Text) != "" {
+				return shorten(p.Text, 80)
+			}
+		}
+	}
+	return ""
 }
 
 func (f family) SlotLen(b []byte) int {

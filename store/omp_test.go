@@ -1,9 +1,11 @@
 package store
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/session"
 )
 
 // The names omp gives its sidecars are never backed up as sessions; its
@@ -67,5 +69,40 @@ func TestOmpArchivedArtifacts(t *testing.T) {
 	}
 	if k := Pi().Classify("archive/sessions/-work/" + name + "/x.log"); k != KindIgnored {
 		t.Errorf("pi archive artifact: %v, want ignored (pi keeps no archive)", k)
+	}
+}
+
+// A session its agent has not titled is shown by the first thing the user
+// typed (as Claude Code's and Codex's are); a title, omp's slot or the
+// header's, wins over it. Only whole lines count: a prompt still being
+// written is not a title yet.
+func TestUntitledSessionTitledByFirstPrompt(t *testing.T) {
+	slot := func(title string) string {
+		l := `{"type":"title","v":1,"title":"` + title + `","updatedAt":"2026-10-07T00:45:40.854Z","pad":"`
+		return l + strings.Repeat(" ", session.TitleSlotSize-len(l)-3) + "\"}\n"
+	}
+	const header = `{"type":"session","version":3,"id":"01a113d2-be76-73c7-986b-d3ac6e3fbb83","timestamp":"2026-10-07T00:45:40.854Z","cwd":"/w"}` + "\n"
+	const skill = `{"type":"custom_message","customType":"skill-prompt","content":"[IMPORTANT: User invoked a skill]","id":"a0","parentId":null}` + "\n"
+	const prompt = `{"type":"message","id":"a1","parentId":"a0","message":{"role":"user","content":[{"type":"text","text":"Fix the login bug,\n  then   run the tests"}]}}` + "\n"
+	const typed = `{"type":"message","id":"a1","parentId":null,"message":{"role":"user","content":"` + "Résumé the docs" + `"}}` + "\n"
+	long := `{"type":"message","id":"a2","parentId":null,"message":{"role":"user","content":"` + strings.Repeat("word ", 40) + `"}}` + "\n"
+	for _, tc := range []struct {
+		name string
+		st   Store
+		head string
+		want string
+	}{
+		{"omp untitled", OMP(), slot("") + header + skill + prompt, "Fix the login bug, then run the tests"},
+		{"omp titled", OMP(), slot("Login fix") + header + prompt, "Login fix"},
+		{"omp string content", OMP(), slot("") + header + typed, "Résumé the docs"},
+		{"omp long prompt", OMP(), slot("") + header + long, strings.Repeat("word ", 16)[:79] + "…"},
+		{"omp prompt not whole yet", OMP(), slot("") + header + strings.TrimSuffix(prompt, "\n"), ""},
+		{"omp no prompt", OMP(), slot("") + header + skill, ""},
+		{"pi untitled", Pi(), header + prompt, "Fix the login bug, then run the tests"},
+	} {
+		info, ok := tc.st.Describe([]byte(tc.head))
+		if !ok || info.Title != tc.want || info.Cwd != "/w" {
+			t.Errorf("%s: Describe = %+v, %v; want title %q", tc.name, info, ok, tc.want)
+		}
 	}
 }
