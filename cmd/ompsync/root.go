@@ -99,12 +99,14 @@ type runError struct{ err error }
 func (e *runError) Error() string { return e.err.Error() }
 func (e *runError) Unwrap() error { return e.err }
 
-const rootLong = `ompsync backs up the session files of the omp coding agent (JSON Lines under
-<agent_dir>/sessions) to an S3 bucket or a local folder. A session file almost
-only grows, so ompsync uploads just the new lines; rewrites, moves and deletes
-are kept as well, never silently lost. It restores a session on any machine,
-merging with the local copy without losing a line, can pull the sessions of
-other machines (sync), and installs itself as a user service.
+const rootLong = `ompsync backs up the session files of coding agents (omp, pi, Claude Code and
+Codex: JSON Lines under ~/.omp/agent/sessions, ~/.pi/agent/sessions,
+~/.claude/projects and ~/.codex/sessions) to an S3 bucket or a local folder. A
+session file almost only grows, so ompsync uploads just the new lines;
+rewrites, moves and deletes are kept as well, never silently lost. It
+restores a session on any machine, merging with the local copy without losing
+a line, can pull the sessions of other machines (sync), and installs itself as
+a user service.
 
 Configuration comes from these sources, strongest first:
   flags        --remote s3://bucket/prefix (the global flags below; they work
@@ -114,7 +116,8 @@ Configuration comes from these sources, strongest first:
                list keys take a comma-separated list
   config file  --config, else $OMPSYNC_CONFIG, else
                $XDG_CONFIG_HOME/ompsync/config.yaml (~/.config/ompsync/config.yaml)
-  defaults     back up ~/.omp/agent to ~/.local/share/ompsync/remote
+  defaults     back up every agent whose folder exists (the agents key
+               chooses) to ~/.local/share/ompsync/remote
 
 'ompsync config show' prints every key, its value and where it came from;
 'ompsync config init' writes a commented config file to start from.`
