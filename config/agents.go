@@ -101,7 +101,7 @@ func checkAgents(v any) (any, error) {
 // the home folder (written with ~, expanded as every path key is).
 func envOrHome(env, rel string) func(*environ) (string, error) {
 	return func(e *environ) (string, error) {
-		if d, ok := e.get(env); ok && d != "" {
+		if d, ok := e.defaultFrom(env); ok {
 			return d, nil
 		}
 		return "~/" + filepath.ToSlash(rel), nil

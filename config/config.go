@@ -154,7 +154,9 @@ const (
 // Source is where a value came from.
 type Source struct {
 	Kind SourceKind
-	Name string // the flag ("--remote"), the variable, or the file's path
+	// Name is the flag ("--remote"), the variable, or the file's path; for
+	// a default, the variable it was taken from ("$AWS_CA_BUNDLE"), if any.
+	Name string
 	Line int    // the line in the file, for FromFile
 }
 
@@ -169,6 +171,9 @@ func (s Source) String() string {
 			return fmt.Sprintf("file %s:%d", s.Name, s.Line)
 		}
 		return "file " + s.Name
+	}
+	if s.Name != "" {
+		return "default, from " + s.Name
 	}
 	return "default"
 }
@@ -226,9 +231,13 @@ func Load(opts LoadOptions) (*Config, error) {
 	// outranks flags: it is skipped for keys whose flag was given.
 	v := viper.New()
 	defErrs := map[string]error{}
+	defFrom := map[string]string{} // the variable a default came from
 	flagged := map[string]string{}
 	for _, k := range keys {
-		if d, err := k.def(e); err != nil {
+		e.from = ""
+		d, err := k.def(e)
+		defFrom[k.name] = e.from
+		if err != nil {
 			defErrs[k.name] = err
 		} else {
 			v.SetDefault(k.name, d)
@@ -260,7 +269,7 @@ func Load(opts LoadOptions) (*Config, error) {
 		case fv.values[k.name] != nil:
 			src = Source{Kind: FromFile, Name: path, Line: fv.lines[k.name]}
 		default:
-			src = Source{Kind: FromDefault}
+			src = Source{Kind: FromDefault, Name: defFrom[k.name]}
 			if err := defErrs[k.name]; err != nil {
 				return nil, &KeyError{Key: k.name, Source: src, Err: err}
 			}

@@ -117,6 +117,19 @@ func TestXDGDefaults(t *testing.T) {
 	if c.File != cfgPath || c.Machine != "from-xdg-file" {
 		t.Errorf("File = %q, Machine = %q; want the file under $XDG_CONFIG_HOME read", c.File, c.Machine)
 	}
+	// config show says which variable a default came from.
+	for key, want := range map[string]string{
+		"remote":     "default, from $XDG_DATA_HOME",
+		"state_dir":  "default, from $XDG_STATE_HOME",
+		"agent_dir":  "default, from $PI_CODING_AGENT_DIR",
+		"pi.dir":     "default, from $PI_CODING_AGENT_DIR",
+		"claude.dir": "default",
+		"interval":   "default",
+	} {
+		if got := c.Source(key).String(); got != want {
+			t.Errorf("source of %s = %q, want %q", key, got, want)
+		}
+	}
 
 	// Without $PI_CODING_AGENT_DIR, omp's XDG layout is used once
 	// $XDG_DATA_HOME/omp exists (sessions/ directly under it).
@@ -135,8 +148,15 @@ func TestXDGDefaults(t *testing.T) {
 	env2, home := newEnv(t)
 	env2["XDG_STATE_HOME"] = "relative/state"
 	c = mustLoad(t, opts(env2))
-	if c.StateDir != filepath.Join(home, ".local/state/ompsync") {
-		t.Errorf("StateDir with relative XDG_STATE_HOME = %q", c.StateDir)
+	if c.StateDir != filepath.Join(home, ".local/state/ompsync") || c.Source("state_dir").String() != "default" {
+		t.Errorf("StateDir with relative XDG_STATE_HOME = %q (%s)", c.StateDir, c.Source("state_dir"))
+	}
+
+	// Another program's variable is named as the default's origin.
+	ca := filepath.Join(base, "ca.pem")
+	env2["AWS_CA_BUNDLE"] = ca
+	if c := mustLoad(t, opts(env2)); c.S3.CAFile != ca || c.Source("s3.ca_file").String() != "default, from $AWS_CA_BUNDLE" {
+		t.Errorf("s3.ca_file = %q from %s, want $AWS_CA_BUNDLE's", c.S3.CAFile, c.Source("s3.ca_file"))
 	}
 }
 

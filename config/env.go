@@ -14,6 +14,9 @@ import (
 type environ struct {
 	lookup   func(string) (string, bool)
 	hostname func() (string, error)
+	// from is the variable the last default was taken from ("" for none),
+	// so that config show can say where a default came from.
+	from string
 }
 
 // get returns a variable's value; an empty variable counts as unset, so
@@ -21,6 +24,16 @@ type environ struct {
 func (e *environ) get(name string) (string, bool) {
 	v, ok := e.lookup(name)
 	return v, ok && v != ""
+}
+
+// defaultFrom is get for a default taken from another program's variable
+// ($AWS_CA_BUNDLE, $CLAUDE_CONFIG_DIR): it records the variable in e.from.
+func (e *environ) defaultFrom(name string) (string, bool) {
+	v, ok := e.get(name)
+	if ok {
+		e.from = "$" + name
+	}
+	return v, ok
 }
 
 // home returns the user's home folder: $HOME, else the account database.
@@ -39,6 +52,7 @@ func (e *environ) home() (string, error) {
 // ignore relative ones), else "" so callers fall back to a ~ default.
 func (e *environ) xdg(name string) string {
 	if v, ok := e.get(name); ok && filepath.IsAbs(v) {
+		e.from = "$" + name
 		return v
 	}
 	return ""
@@ -79,7 +93,7 @@ func xdgDefault(xdgVar, fallback, sub string) func(*environ) (string, error) {
 // sessions/ and blobs/ directly under it, with no agent/ level), else
 // ~/.omp/agent.
 func defaultAgentDir(e *environ) (string, error) {
-	if d, ok := e.get("PI_CODING_AGENT_DIR"); ok {
+	if d, ok := e.defaultFrom("PI_CODING_AGENT_DIR"); ok {
 		return d, nil
 	}
 	if base := e.xdg("XDG_DATA_HOME"); base != "" {

@@ -187,7 +187,7 @@ var keys = []key{
 		name:     "s3.ca_file",
 		help:     "file of the certificate authorities (PEM) to trust for an https s3.endpoint with a private CA (default: $AWS_CA_BUNDLE)",
 		field:    func(c *Config) any { return &c.S3.CAFile },
-		def:      func(e *environ) (string, error) { v, _ := e.get("AWS_CA_BUNDLE"); return v, nil },
+		def:      func(e *environ) (string, error) { v, _ := e.defaultFrom("AWS_CA_BUNDLE"); return v, nil },
 		derived:  true,
 		path:     true,
 		optional: true,
