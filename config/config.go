@@ -157,7 +157,7 @@ type Source struct {
 	// Name is the flag ("--remote"), the variable, or the file's path; for
 	// a default, the variable it was taken from ("$AWS_CA_BUNDLE"), if any.
 	Name string
-	Line int    // the line in the file, for FromFile
+	Line int // the line in the file, for FromFile
 }
 
 func (s Source) String() string {
