@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -158,4 +160,15 @@ func StateOrigin(stateDir string) (Origin, error) {
 		return Origin{}, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
 	}
 	return Origin{Remote: st.Remote, RepoID: st.RepoID}, nil
+}
+
+// changedAt is the later of a file's mtime and ctime: a file renamed into
+// place or given an old mtime (as restore does) changed when that happened.
+func changedAt(fi fs.FileInfo) time.Time {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if c := ctimeOf(st); c.After(fi.ModTime()) {
+			return c
+		}
+	}
+	return fi.ModTime()
 }
