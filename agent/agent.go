@@ -351,6 +351,7 @@ func (a *Agent) Once(ctx context.Context) error {
 	if err := checkLayout(a.opts.AgentDir, a.opts.Store); err != nil {
 		return err
 	}
+	a.outage.once = true
 	if err := a.start(ctx); err != nil {
 		return err
 	}
@@ -660,7 +661,10 @@ func (a *Agent) takeDirty() []string {
 // outage turns a run of transient remote failures into one log line when
 // the remote goes away, one when it is back, and a capped backoff between.
 type outage struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// once: a single run (agent --once), which stops at the failure
+	// rather than watching on.
+	once    bool
 	down    bool
 	backoff time.Duration
 	retryAt time.Time
@@ -670,7 +674,11 @@ func (o *outage) failed(log *slog.Logger, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.down {
-		log.Warn("remote unreachable; watching on and retrying with backoff", "err", err)
+		if o.once {
+			log.Warn("remote unreachable", "err", err)
+		} else {
+			log.Warn("remote unreachable; watching on and retrying with backoff", "err", err)
+		}
 		o.down = true
 		o.backoff = time.Second
 	} else {

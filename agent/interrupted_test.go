@@ -25,7 +25,7 @@ type chunkCutter struct {
 
 func (c chunkCutter) cut(key string) error {
 	if _, _, ok := repo.ParseChunkName(path.Base(key)); ok && c.allowed.Add(-1) < 0 {
-		return errors.New("connection reset by peer")
+		return &remote.Error{Op: "put", Key: key, Transient: true, Err: errors.New("connection reset by peer")}
 	}
 	return nil
 }
@@ -44,7 +44,8 @@ func (c chunkCutter) PutReader(ctx context.Context, key string, r io.ReaderAt, s
 	return c.Client.PutReader(ctx, key, r, size, opts)
 }
 
-// A first backup cut short is not a rewrite: the next run uploads the files
+// A first backup cut short is not a rewrite (and agent --once, which stops
+// there, does not say it retries): the next run uploads the files
 // that never got up as new, says nothing of "changed under the backup", and
 // their history says "new". A rewrite whose upload was cut short keeps its
 // history: the generation that finally gets up names what it replaced, and
@@ -65,6 +66,9 @@ func TestCutShortUploadIsNotARewrite(t *testing.T) {
 		allowed.Store(1) // one session gets up, two do not
 		if err := e.tryOnce(); err == nil {
 			t.Fatal("agent --once succeeded with chunk puts failing")
+		}
+		if s := logs.String(); strings.Contains(s, "watching on") {
+			t.Errorf("agent --once says it watches on and retries, though it exits:\n%s", s)
 		}
 		allowed.Store(1 << 30)
 		e.once()
