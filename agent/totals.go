@@ -50,7 +50,11 @@ func (a *Agent) Totals() string {
 	for _, what := range t.files {
 		n[what]++
 	}
-	line := fmt.Sprintf("%d files checked: %d uploaded, %d already up to date", len(t.files), n[fileUploaded], n[fileUnchanged])
+	files := "files"
+	if len(t.files) == 1 {
+		files = "file"
+	}
+	line := fmt.Sprintf("%d %s checked: %d uploaded, %d already up to date", len(t.files), files, n[fileUploaded], n[fileUnchanged])
 	var more []string
 	add := func(k int, what string) {
 		if k > 0 {

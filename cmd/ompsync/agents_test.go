@@ -102,7 +102,7 @@ func TestEveryAgentBackedUpAndRestored(t *testing.T) {
 		t.Fatalf("agent --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, name := range []string{"omp: ", "pi: ", "claude: ", "codex: "} {
-		if !strings.Contains(r.stdout+r.stderr, name+"1 files checked") {
+		if !strings.Contains(r.stdout+r.stderr, name+"1 file checked") {
 			t.Errorf("agent --once printed no totals line starting %q:\n%s%s", name, r.stdout, r.stderr)
 		}
 	}

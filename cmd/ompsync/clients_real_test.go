@@ -625,7 +625,7 @@ func TestCodexCompressedRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(laptop.env["HOME"], ".codex", rel+".zst"), string(enc.EncodeAll(data, nil)), 0o600)
-	if r := laptop.run("agent", "--once"); r.code != 0 || !strings.Contains(r.stdout, "codex: 1 files checked: 1 uploaded") {
+	if r := laptop.run("agent", "--once"); r.code != 0 || !strings.Contains(r.stdout, "codex: 1 file checked: 1 uploaded") {
 		t.Fatalf("agent --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r := laptop.run("ls", "--json")
