@@ -196,7 +196,6 @@ func TestMixedRemoteCommands(t *testing.T) {
 // key A to key B, and resumed; afterwards key B alone opens every object and
 // every session reassembles byte for byte.
 func TestRekeySurvivesSIGKILL(t *testing.T) {
-	t.Parallel() // mostly waiting on its agents, in its own homes and buckets
 	if testing.Short() {
 		t.Skip("process test")
 	}

@@ -178,7 +178,6 @@ func hasLines(lines ...string) func([]byte) bool {
 }
 
 func TestSyncTwoAndThreeMachines(t *testing.T) {
-	t.Parallel() // mostly waiting on its agents, in its own homes and buckets
 	if testing.Short() {
 		t.Skip("process test")
 	}
