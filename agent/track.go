@@ -162,7 +162,9 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		// Nothing of this generation is up: its first upload failed, or
 		// the file has no whole line yet. It starts again from the file
 		// as it is now, under a fresh name (a put that failed may still
-		// have landed), which changes nothing backed up.
+		// have landed), which changes nothing backed up. startGeneration
+		// keeps the reason the generation began for; this one only says
+		// that it begins again.
 		reason = "not uploaded yet"
 	case inode != fst.Inode || audit:
 		// Replaced by a rename, or a periodic audit: only a full re-hash
