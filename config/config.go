@@ -136,6 +136,10 @@ type LoadOptions struct {
 	Flags *pflag.FlagSet
 	// LookupEnv reads the environment; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// EnvNames are the names of the variables set, in which an OMPSYNC_
+	// variable that names no setting is an error. Nil means os.Environ's
+	// names when LookupEnv is nil too, and no check otherwise.
+	EnvNames []string
 	// Hostname gives the default machine name; nil means os.Hostname.
 	Hostname func() (string, error)
 }
@@ -201,6 +205,9 @@ func (e *KeyError) Unwrap() error { return e.Err }
 // defaults. opts.Flags may be nil.
 func Load(opts LoadOptions) (*Config, error) {
 	e := opts.environ()
+	if err := checkEnvNames(opts.envNames(), e); err != nil {
+		return nil, err
+	}
 	path, explicit, err := FilePath(opts)
 	if err != nil {
 		return nil, err

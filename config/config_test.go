@@ -278,6 +278,59 @@ func TestEmptyEnvIsUnset(t *testing.T) {
 	}
 }
 
+// An OMPSYNC_ variable that names no setting is refused, as an unknown key
+// in the file is: with OMPSYNC_REMOT the backup would quietly go to the
+// default remote.
+func TestUnknownEnvVariable(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        []string // "" in want: loads
+	}{
+		{"OMPSYNC_REMOT", "s3://bucket", []string{"OMPSYNC_REMOT is set", "did you mean OMPSYNC_REMOTE?", "config show"}},
+		{"OMPSYNC_S3_ENDPONT", "http://127.0.0.1:9000", []string{"OMPSYNC_S3_ENDPONT", "did you mean OMPSYNC_S3_ENDPOINT?"}},
+		{"OMPSYNC_BUCKET", "my-bucket", []string{"OMPSYNC_BUCKET is set, but no setting has that name; correct or unset it"}},
+		{"OMPSYNC_REMOT", "", nil},             // empty counts as unset
+		{"OMPSYNC_TEST_S3_ENDPOINT", "x", nil}, // the tests' own
+		{"OMPSYNC_BENCH_BIN", "x", nil},
+		{"OMPSYNC_OMP_CACHE", "x", nil},
+		{"OMPSYNC_MACHINE", "laptop", nil},
+		{"OMPSYNCREMOTE", "x", nil}, // not ours
+	}
+	for _, tt := range tests {
+		env, _ := newEnv(t)
+		env[tt.name] = tt.value
+		o := opts(env)
+		for k := range env {
+			o.EnvNames = append(o.EnvNames, k)
+		}
+		c, err := Load(o)
+		if tt.want == nil {
+			if err != nil {
+				t.Errorf("%s=%q: %v", tt.name, tt.value, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s=%q: loaded (remote %s), want an error", tt.name, tt.value, c.Remote)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", tt.name, err, w)
+			}
+		}
+		if tt.value != "" && strings.Contains(err.Error(), tt.value) {
+			t.Errorf("%s: the error shows the value: %q", tt.name, err)
+		}
+	}
+	// Without the names (an injected lookup alone) nothing is checked.
+	env, _ := newEnv(t)
+	env["OMPSYNC_REMOT"] = "s3://bucket"
+	if _, err := Load(opts(env)); err != nil {
+		t.Errorf("without EnvNames: %v", err)
+	}
+}
+
 func TestUnknownKey(t *testing.T) {
 	tests := []struct {
 		body string

@@ -170,6 +170,60 @@ func FilePath(opts LoadOptions) (path string, explicit bool, err error) {
 	return p, explicit, nil
 }
 
+// envNames are the names of the variables to check (LoadOptions.EnvNames).
+func (o LoadOptions) envNames() []string {
+	if o.EnvNames != nil || o.LookupEnv != nil {
+		return o.EnvNames
+	}
+	var names []string
+	for _, kv := range os.Environ() {
+		if name, _, ok := strings.Cut(kv, "="); ok {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// checkEnvNames refuses a set OMPSYNC_ variable that names no setting: with
+// a typo (OMPSYNC_REMOT) the user's value would be ignored and the backup
+// go where they did not mean, as with a typo in the config file.
+func checkEnvNames(names []string, e *environ) error {
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[EnvVar(k.name)] = true
+	}
+	for _, name := range names {
+		if !strings.HasPrefix(name, "OMPSYNC_") || known[name] || toolVariable(name) {
+			continue
+		}
+		if _, set := e.get(name); !set {
+			continue // empty counts as unset, as for the settings' own
+		}
+		msg := fmt.Sprintf("environment variable %s is set, but no setting has that name", name)
+		if s := suggest(strings.ToLower(strings.TrimPrefix(name, "OMPSYNC_"))); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", EnvVar(s))
+		}
+		return fmt.Errorf("%s; correct or unset it, or see 'ompsync config show' for the settings and their variables", msg)
+	}
+	return nil
+}
+
+// toolVariable reports whether an OMPSYNC_ variable is one that is no
+// setting: the config file's path, and those of ompsync's own tests,
+// benchmarks and CI.
+func toolVariable(name string) bool {
+	switch name {
+	case "OMPSYNC_CONFIG", "OMPSYNC_OMP_CACHE", "OMPSYNC_CLIENT_CACHE", "OMPSYNC_CORPUS":
+		return true
+	}
+	for _, p := range []string{"OMPSYNC_TEST_", "OMPSYNC_BENCH_", "OMPSYNC_REMOTETEST_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
 func (o LoadOptions) environ() *environ {
 	e := &environ{lookup: o.LookupEnv, hostname: o.Hostname}
 	if e.lookup == nil {

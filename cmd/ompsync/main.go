@@ -17,5 +17,5 @@ var (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
 }

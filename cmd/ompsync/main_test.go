@@ -22,6 +22,15 @@ type testEnv map[string]string
 
 func (e testEnv) lookup(k string) (string, bool) { v, ok := e[k]; return v, ok }
 
+// environ is e as os.Environ gives the environment.
+func (e testEnv) environ() []string {
+	out := make([]string, 0, len(e))
+	for k, v := range e {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
 func newEnv(t *testing.T) (testEnv, string) {
 	t.Helper()
 	home := t.TempDir()
@@ -36,7 +45,7 @@ type result struct {
 func runWith(t *testing.T, env testEnv, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(args, &out, &errb, env.lookup)
+	code := run(args, &out, &errb, env.environ())
 	return result{code, out.String(), errb.String()}
 }
 
@@ -128,6 +137,8 @@ func TestFailures(t *testing.T) {
 		{nil, []string{"--config", filepath.Join(home, "missing.yaml"), "config", "show"}, "missing.yaml does not exist"},
 		{testEnv{"OMPSYNC_CONFIG": filepath.Join(home, "missing.yaml")}, []string{"config", "show"}, "missing.yaml does not exist"},
 		{nil, []string{"config", "show", "--config", bad}, `unknown key "bukcet"`},
+		// A misspelt variable would send the backup to the default remote.
+		{testEnv{"OMPSYNC_REMOT": "s3://bucket/omp"}, []string{"agent", "--once"}, "OMPSYNC_REMOT is set, but no setting has that name (did you mean OMPSYNC_REMOTE?)"},
 	}
 	for _, tt := range tests {
 		e := testEnv{"HOME": home}
@@ -142,6 +153,9 @@ func TestFailures(t *testing.T) {
 		if msg := oneErrorLine(t, r); !strings.Contains(msg, tt.want) {
 			t.Errorf("%q: stderr %q lacks %q", tt.args, msg, tt.want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(home, ".local")); !os.IsNotExist(err) {
+		t.Errorf("a refused run made the default remote or state: %v", err)
 	}
 }
 

@@ -22,7 +22,7 @@ var ompsyncBin string
 // for it, as it did before.
 func TestMain(m *testing.M) {
 	if os.Getenv("OMPSYNC_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Environ()))
 	}
 	os.Exit(mainWithBinary(m))
 }

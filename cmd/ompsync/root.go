@@ -32,6 +32,7 @@ const (
 type app struct {
 	stdout, stderr io.Writer
 	env            func(string) (string, bool)
+	envNames       []string // the variables set, for config.LoadOptions.EnvNames
 	// stdin is read only to ask which session an ambiguous prefix means,
 	// and only when interactive (a terminal someone answers at).
 	stdin       io.Reader
@@ -52,7 +53,7 @@ func (a *app) loadOptions() config.LoadOptions {
 	if a.cmd != nil {
 		flags = a.cmd.Flags() // includes the inherited global flags
 	}
-	return config.LoadOptions{ConfigFile: a.configFile, Flags: flags, LookupEnv: a.env, Hostname: a.hostname}
+	return config.LoadOptions{ConfigFile: a.configFile, Flags: flags, LookupEnv: a.env, EnvNames: a.envNames, Hostname: a.hostname}
 }
 
 // config loads the configuration once. A bad value given as a flag is a
@@ -256,14 +257,24 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 	return errors.New(msg)
 }
 
-// run is main without the process: tests call it in-process.
-func run(args []string, stdout, stderr io.Writer, env func(string) (string, bool)) int {
+// run is main without the process: tests call it in-process. environ is
+// the environment as os.Environ gives it.
+func run(args []string, stdout, stderr io.Writer, environ []string) int {
+	vars := make(map[string]string, len(environ))
+	names := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if name, value, ok := strings.Cut(kv, "="); ok {
+			vars[name] = value
+			names = append(names, name)
+		}
+	}
+	env := func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A prompt needs someone to read it (stderr) and answer (stdin).
 	errTTY, _ := stderr.(*os.File)
 	interactive := errTTY != nil && term.IsTerminal(int(errTTY.Fd())) && term.IsTerminal(int(os.Stdin.Fd()))
-	a := &app{stdout: stdout, stderr: stderr, env: env, stdin: os.Stdin, interactive: interactive}
+	a := &app{stdout: stdout, stderr: stderr, env: env, envNames: names, stdin: os.Stdin, interactive: interactive}
 	return a.execute(ctx, newRootCmd(a), args)
 }
 
