@@ -91,17 +91,23 @@ an identical one is left alone. Run it again after moving the binary.`,
 			if err != nil {
 				return err
 			}
-			if msg := temporaryBinaryProblem(o.Binary); msg != "" {
-				if !dryRun {
-					return fmt.Errorf("service install: %s", msg)
-				}
-				fmt.Fprintf(a.stderr, "ompsync: warning: %s\n", msg)
+			problem := temporaryBinaryProblem(o.Binary)
+			if problem != "" && !dryRun {
+				return fmt.Errorf("service install: %s", problem)
 			}
 			m, err := service.NewManager(runtime.GOOS, o, service.ExecRunner{}, a.stdout)
 			if err != nil {
 				return err
 			}
-			return m.Install(cmd.Context(), dryRun)
+			if err := m.Install(cmd.Context(), dryRun); err != nil {
+				return err
+			}
+			if problem != "" {
+				// The plan is printed, but a dry run answers whether the
+				// install would work: it would not.
+				return fmt.Errorf("service install would refuse: %s", problem)
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the file and the commands, change nothing")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -129,16 +131,46 @@ func TestServiceInstallDryRun(t *testing.T) {
 		t.Skip("the dry run prints the systemd plan on Linux only")
 	}
 	env, home, cfg := serviceEnv(t)
-	unit, err := service.Unit(service.Options{Binary: testBinary(t), ConfigFile: cfg})
-	if err != nil {
+	plan := func(binary string) string {
+		unit, err := service.Unit(service.Options{Binary: binary, ConfigFile: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Would write " + home + "/.config/systemd/user/ompsync.service (mode 0644):\n" + string(unit) +
+			"Would run: systemctl --user daemon-reload\n" +
+			"Would run: systemctl --user enable --now ompsync.service\n"
+	}
+
+	// An installed binary: the plan, exit 0. It is a link to the built one
+	// in a folder that is not the temp dir (TMPDIR points elsewhere).
+	bin := filepath.Join(home, "bin", "ompsync")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Link(ompsyncBin, bin); err != nil { // both under the temp dir
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(home, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "--config", cfg, "service", "install", "--dry-run")
+	cmd.Env = append(env.environ(), "TMPDIR="+tmp)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if want := plan(bin); err != nil || stdout.String() != want || stderr.Len() != 0 {
+		t.Errorf("installed binary: %v, stderr %q, stdout:\n%s\nwant:\n%s", err, stderr.String(), stdout.String(), want)
+	}
+
+	// A temporary build: the same plan, then exit 1 saying the install
+	// would refuse, as the install itself does.
 	r := runWith(t, env, "--config", cfg, "service", "install", "--dry-run")
-	want := "Would write " + home + "/.config/systemd/user/ompsync.service (mode 0644):\n" + string(unit) +
-		"Would run: systemctl --user daemon-reload\n" +
-		"Would run: systemctl --user enable --now ompsync.service\n"
-	if r.code != 0 || r.stdout != want {
-		t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	if want := plan(testBinary(t)); r.code != 1 || r.stdout != want {
+		t.Errorf("temporary build: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	if msg := oneErrorLine(t, r); !strings.Contains(msg, "service install would refuse: "+testBinary(t)+" is a temporary build") {
+		t.Errorf("temporary build: stderr %q", msg)
 	}
 	if _, err := os.Stat(filepath.Join(home, ".config", "systemd")); !os.IsNotExist(err) {
 		t.Errorf("dry run created files: %v", err)
