@@ -87,6 +87,10 @@ var (
 	// ErrEncryptionMismatch means the repository's encryption and this
 	// ompsync's configuration do not go together; nothing was written.
 	ErrEncryptionMismatch = errors.New("encryption does not match the repository")
+	// ErrForeignData means a remote without a repository holds data that
+	// is not ompsync's: a folder or bucket named by mistake. Nothing was
+	// written.
+	ErrForeignData = errors.New("the remote holds data that is not ompsync's, and no repository")
 )
 
 // ReadMarker reads the repository's marker; nil without error means the
@@ -177,6 +181,11 @@ func (r *Repo) prepare(ctx context.Context) error {
 			first, err := r.firstObject(ctx)
 			if err != nil {
 				return err
+			}
+			if m == nil && first == "" {
+				if err := r.refuseForeign(ctx); err != nil {
+					return err
+				}
 			}
 			if first != "" && m == nil && r.isAge(ctx, first) {
 				return fmt.Errorf("%w: the remote holds encrypted objects but no marker (%s): it may have been deleted. "+
@@ -435,6 +444,28 @@ func (r *Repo) firstObject(ctx context.Context) (string, error) {
 		return obj.Key, nil
 	}
 	return "", nil
+}
+
+// refuseForeign returns ErrForeignData when the remote, which holds no
+// repository, holds anything else: a remote set to the home folder or to a
+// bucket of other data by mistake would otherwise take the backup beside
+// what is there, and a typo pass for a backup. Hidden names (.DS_Store)
+// and a file system's lost+found do not count. One delimited listing,
+// stopped at the first such name.
+func (r *Repo) refuseForeign(ctx context.Context) error {
+	for obj, err := range r.client.List(ctx, "", remote.ListOptions{Delimiter: "/", FirstPage: 64}) {
+		if err != nil {
+			return fmt.Errorf("list the remote: %w", err)
+		}
+		name := obj.Key
+		if name == MarkerKey || name == root || strings.HasPrefix(name, ".") || name == "lost+found/" {
+			continue
+		}
+		return fmt.Errorf("%w (%q is there): ompsync makes a repository only where there is nothing else. "+
+			"Set remote to a new or empty folder (a folder inside this one), or to a bucket or prefix of its own (s3://bucket/ompsync)",
+			ErrForeignData, name)
+	}
+	return nil
 }
 
 // isAge reports whether an object starts with the age header.

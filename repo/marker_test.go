@@ -484,3 +484,51 @@ func TestRekeyRecipientsChangedMeanwhile(t *testing.T) {
 		t.Errorf("pending = %v, want [%s] kept", m.Encryption.Pending, a.fp)
 	}
 }
+
+// A remote that holds no repository but other data (a home folder, a
+// bucket of something else, named by mistake) is not written into: Init
+// refuses it, names what is there and writes nothing. Hidden names and
+// lost+found do not count, and an empty remote is made a repository. On
+// every backend.
+func TestInitRefusesForeignData(t *testing.T) {
+	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		ctx := context.Background()
+		c := b.Client
+		for _, k := range []string{".DS_Store", "lost+found/old"} {
+			if err := c.Put(ctx, k, []byte("x"), remote.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Only what does not count: a repository is made beside it.
+		if err := repo.New(c, nil).Init(ctx); err != nil {
+			t.Fatalf("Init beside hidden files and lost+found: %v", err)
+		}
+		if marker(t, c) == nil {
+			t.Fatal("no marker written")
+		}
+		if err := c.Delete(ctx, repo.MarkerKey); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := c.Put(ctx, "Documents/notes.txt", []byte("mine"), remote.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, cd := range []repo.Codec{repo.NewZstd(), codec(t, crypt.Options{IdentityFile: newKey(t).file})} {
+			err := repo.New(c, cd).Init(ctx)
+			if !errors.Is(err, repo.ErrForeignData) || !strings.Contains(err.Error(), `"Documents/"`) ||
+				!strings.Contains(err.Error(), "Set remote to a new or empty folder") {
+				t.Errorf("%T: Init = %v, want ErrForeignData naming Documents/", cd, err)
+			}
+		}
+		var keys []string
+		for obj, err := range c.List(ctx, "", remote.ListOptions{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, obj.Key)
+		}
+		if want := []string{".DS_Store", "Documents/notes.txt", "lost+found/old"}; !slices.Equal(keys, want) {
+			t.Errorf("the remote holds %q after the refusals, want %q (nothing written)", keys, want)
+		}
+	})
+}

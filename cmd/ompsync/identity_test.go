@@ -497,3 +497,30 @@ func TestConfirmDeletionsNeedsOnce(t *testing.T) {
 		t.Fatalf("agent --confirm-deletions: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// A remote set by mistake to a folder of other data (here the home folder)
+// is refused before anything is written into it: exit 1 and a line that
+// names what is there and what to set. A new folder inside it works.
+func TestAgentRefusesFolderOfOtherData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	m := newMachineEnv(t, "", backend.S3Options{}, "box")
+	m.remote = "file://" + m.home
+	writeFile(t, filepath.Join(m.home, "Documents", "notes.txt"), "mine\n", 0o600)
+	want := m.writeSessions(0, 1)
+	out := m.mustRun(1, "agent", "--once")
+	for _, w := range []string{"the remote holds data that is not ompsync's, and no repository", "Set remote to a new or empty folder"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("agent --once says\n%s\nwhich lacks %q", out, w)
+		}
+	}
+	for _, name := range []string{repo.MarkerKey, "v1"} {
+		if _, err := os.Stat(filepath.Join(m.home, name)); !os.IsNotExist(err) {
+			t.Errorf("%s written into the home folder: %v", name, err)
+		}
+	}
+	m.remote = "file://" + filepath.Join(m.home, "backups")
+	m.mustRun(0, "agent", "--once")
+	restoredAll(t, m, want)
+}
