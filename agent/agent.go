@@ -183,6 +183,8 @@ type Agent struct {
 	// problems are the paths that could not be read, reported once and
 	// then now and then.
 	problems problems
+	// upToDate is when the agent was last up to date (markUpToDate).
+	upToDate time.Time
 	// unchecked is what the remote's listing failed to let full passes
 	// check (confirmUploads).
 	unchecked unchecked

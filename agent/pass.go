@@ -42,6 +42,7 @@ type job struct {
 // pass also fails when a path could not be read, or when most sessions
 // vanished at once (recordMissing).
 func (a *Agent) pass(ctx context.Context, full bool) error {
+	start := a.now()
 	var rels []string
 	var sc *scanned
 	if full {
@@ -62,6 +63,9 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		sort.Strings(rels)
 	}
 	if !full && len(rels) == 0 && !a.catalogStale && !a.heartbeatDue() {
+		if a.problems.count() == 0 {
+			a.markUpToDate(start)
+		}
 		return nil // idle: no stat, no encoding, no request
 	}
 	if a.ownerCheckDue() {
@@ -128,6 +132,9 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		if err == nil {
 			err = cerr
 		}
+	}
+	if err == nil && !a.hasWork() && a.problems.count() == 0 {
+		a.markUpToDate(start)
 	}
 	a.metrics.pending(a.pendingBytes())
 	if err == nil {
@@ -629,7 +636,7 @@ func (a *Agent) pendingBytes() (n int64, since time.Time) {
 		}
 		if d := fi.Size() - f.Offset; d > 0 {
 			n += d
-			if s := f.pendingSince(); !s.IsZero() && (since.IsZero() || s.Before(since)) {
+			if s := f.pendingSince(a.upToDate); !s.IsZero() && (since.IsZero() || s.Before(since)) {
 				since = s
 			}
 		}

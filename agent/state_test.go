@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,49 @@ func TestStatus(t *testing.T) {
 	}
 	if _, err := Status(StatusOptions{AgentDir: e.agentDir, StateDir: t.TempDir(), Now: time.Now()}); err == nil || !strings.Contains(err.Error(), "no agent state") {
 		t.Fatalf("status without state: %v", err)
+	}
+}
+
+// A session idle for a day after its upload, then written to, has waited
+// since the agent was last up to date, not since the upload: status (and
+// the pending metric) raised a day-old alarm over a line written seconds
+// before. A pass that fails is not up to date: the bytes it left behind
+// count from the last pass that was.
+func TestPendingSinceUpToDate(t *testing.T) {
+	var allowed atomic.Int64
+	allowed.Store(1 << 30)
+	e := newEnv(t, chunkCutter{newFileClient(t), &allowed})
+	e.writeRename(ompRel, corpus(t, ompFile))
+	synced := time.Now().Truncate(time.Second)
+	e.opts.Now = func() time.Time { return synced }
+	e.once()
+	idle := synced.Add(24 * time.Hour) // a day of passes with nothing to do
+	e.opts.Now = func() time.Time { return idle }
+	e.once()
+
+	line := entryLine("beef0004", "", "written a day after the upload")
+	e.appendTo(ompRel, line)
+	st, err := Status(StatusOptions{AgentDir: e.agentDir, StateDir: e.stateDir, Now: idle.Add(10 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 10*time.Second + upToDateSlack; st[0].Pending != int64(len(line)) || !st[0].LastSynced.Equal(synced) || st[0].PendingAge != want {
+		t.Fatalf("status of a line written 10 s ago: pending %d, last synced %v, pending for %v; want %d, %v, %v",
+			st[0].Pending, st[0].LastSynced, st[0].PendingAge, len(line), synced, want)
+	}
+
+	// The line cannot go up an hour later: still pending since the day before.
+	allowed.Store(0)
+	e.opts.Now = func() time.Time { return idle.Add(time.Hour) }
+	if err := e.tryOnce(); err == nil {
+		t.Fatal("agent --once succeeded with chunk puts failing")
+	}
+	st, err = Status(StatusOptions{AgentDir: e.agentDir, StateDir: e.stateDir, Now: idle.Add(time.Hour + 10*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Hour + 10*time.Second + upToDateSlack; st[0].PendingAge != want {
+		t.Fatalf("after a failed pass: pending for %v, want %v", st[0].PendingAge, want)
 	}
 }
 

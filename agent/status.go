@@ -68,6 +68,7 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 		}
 		st = newState("") // starting: nothing recorded yet
 	}
+	upToDate := readUpToDate(o.StateDir)
 	var out []FileStatus
 	listed := map[string]bool{}
 	for _, f := range st.Streams {
@@ -82,7 +83,7 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 		}
 		if d := fs.LocalSize - fs.Uploaded; d > 0 {
 			fs.Pending = d
-			if since := f.pendingSince(); !since.IsZero() {
+			if since := f.pendingSince(upToDate); !since.IsZero() {
 				fs.PendingAge = o.Now.Sub(since)
 			}
 		}
@@ -115,12 +116,54 @@ const StateNew = "new"
 
 // pendingSince is when the oldest byte not on the remote may have been
 // written: when every settled byte was last uploaded, or, for a stream
-// nothing of which was ever uploaded, when the agent first saw it.
-func (f *FileState) pendingSince() time.Time {
+// nothing of which was ever uploaded, when the agent first saw it. A file
+// whose every byte was up at its last look (Size recorded) changed after
+// that look, so after the agent was last up to date (upToDate) too: an
+// idle session written to a day after its upload has waited since then,
+// not for a day.
+func (f *FileState) pendingSince(upToDate time.Time) time.Time {
 	if f.SyncedAt.IsZero() && f.Offset == 0 {
 		return f.Changed
 	}
+	if f.Size >= 0 && upToDate.After(f.SyncedAt) {
+		return upToDate
+	}
 	return f.SyncedAt
+}
+
+// upToDateName is a file in the state dir whose mtime is when the agent was
+// last up to date: the start of its last pass that left nothing to do,
+// less upToDateSlack: every settled byte written before then is on the
+// remote.
+const upToDateName = "uptodate"
+
+// upToDateSlack covers a write whose change event had not reached the
+// agent when a pass began.
+const upToDateSlack = time.Second
+
+// markUpToDate records that every file was up to date at the start of the
+// pass that began at passStart. Its mtime is all it holds: one syscall a
+// pass, no fsync (a crash that loses it leaves an older time, which only
+// makes status count pending bytes from earlier).
+func (a *Agent) markUpToDate(passStart time.Time) {
+	at := passStart.Add(-upToDateSlack)
+	a.upToDate = at
+	p := filepath.Join(a.opts.StateDir, upToDateName)
+	if err := os.Chtimes(p, at, at); errors.Is(err, fs.ErrNotExist) {
+		if err = os.WriteFile(p, nil, 0o600); err == nil {
+			err = os.Chtimes(p, at, at)
+		}
+	}
+}
+
+// readUpToDate is when the agent whose state is in stateDir was last up to
+// date; zero if it never recorded it.
+func readUpToDate(stateDir string) time.Time {
+	fi, err := os.Stat(filepath.Join(stateDir, upToDateName))
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 // Running reports whether an agent holds stateDir: the process its lock

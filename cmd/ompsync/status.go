@@ -23,7 +23,10 @@ func newStatusCmd(a *app) *cobra.Command {
 		Short: "Show how far the backup of each watched file is behind",
 		Long: `Show, for each watched file, its local size against the bytes uploaded, when
 it was last fully uploaded, and how long its oldest pending byte may have
-waited. Reads the agent's state; works while the agent runs.
+waited: since the later of that upload and the agent's last pass that left
+nothing to do (so a session idle for a day and written to a moment ago has
+waited a moment, and one written while the agent was stopped has waited since
+it stopped). Reads the agent's state; works while the agent runs.
 
 Exit status 1 when any file's oldest pending byte is older than --max-lag, so
 monitoring can run 'ompsync status' as a check; also when the state describes
