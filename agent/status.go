@@ -149,10 +149,10 @@ func (a *Agent) markUpToDate(passStart time.Time) {
 	at := passStart.Add(-upToDateSlack)
 	a.upToDate = at
 	p := filepath.Join(a.opts.StateDir, upToDateName)
-	if err := os.Chtimes(p, at, at); errors.Is(err, fs.ErrNotExist) {
-		if err = os.WriteFile(p, nil, 0o600); err == nil {
-			err = os.Chtimes(p, at, at)
-		}
+	// A mark that cannot be written leaves an older one: status then
+	// counts from earlier, never from later than it should.
+	if err := os.Chtimes(p, at, at); errors.Is(err, fs.ErrNotExist) && os.WriteFile(p, nil, 0o600) == nil {
+		_ = os.Chtimes(p, at, at)
 	}
 }
 
