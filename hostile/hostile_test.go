@@ -152,20 +152,27 @@ func memoryCgroup(t *testing.T) string {
 	return ""
 }
 
-// fileRemote is a folder remote in the sandbox, written without fsyncs
-// (a remote of thousands of objects is built in a second).
-func (sb *sandbox) fileRemote(t *testing.T) remote.Client {
+// fileRemote makes the sandbox's folder remote a copy of built
+// (buildFileRemote) whose files are hard links: the file driver never
+// writes an object in place (it renames a temp file over it), so what a
+// command does to the copy leaves built as it was.
+func (sb *sandbox) fileRemote(t *testing.T, built string) {
 	t.Helper()
 	sb.remoteDir = filepath.Join(sb.dir, "remote")
-	if err := os.Mkdir(sb.remoteDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	c, err := file.New(sb.remoteDir)
+	err := filepath.WalkDir(built, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(built, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(sb.remoteDir, rel), 0o700)
+		}
+		return os.Link(p, filepath.Join(sb.remoteDir, rel))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sb.env = append(sb.env, "OMPSYNC_REMOTE=file://"+sb.remoteDir)
-	return fastPut{c, sb.remoteDir}
 }
 
 // run is one run of the binary and what it left.
@@ -373,13 +380,16 @@ func TestHostileRemotes(t *testing.T) {
 	for _, h := range Remotes() {
 		t.Run(h.Name, func(t *testing.T) {
 			backends := []string{"file"}
+			var built string // the file remote, built once for every command
 			if h.Listing != nil {
 				backends = []string{backend.ClientAWS, backend.ClientMinio}
+			} else {
+				built = buildFileRemote(t, h)
 			}
 			for _, be := range backends {
 				for _, c := range commandsFor(h) {
 					t.Run(be+"/"+c.name, func(t *testing.T) {
-						r := runHostile(t, bin, h, be, c)
+						r := runHostile(t, bin, h, be, built, c)
 						mu.Lock()
 						peak[c.name] = max(peak[c.name], r.maxRSS)
 						mu.Unlock()
@@ -390,12 +400,30 @@ func TestHostileRemotes(t *testing.T) {
 	}
 }
 
-func runHostile(t *testing.T, bin string, h Remote, be string, c command) run {
+// buildFileRemote builds h into a folder, written without fsyncs, once
+// for every command run against it (sandbox.fileRemote): building some (the
+// 5,000 chunks of a reference bomb) took most of a run.
+func buildFileRemote(t *testing.T, h Remote) string {
+	t.Helper()
+	dir := t.TempDir()
+	c, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Build(t.Context(), fastPut{c, dir}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// runHostile runs command c against hostile remote h on backend be: for
+// "file", a copy of built.
+func runHostile(t *testing.T, bin string, h Remote, be, built string, c command) run {
 	sb := newSandbox(t, bin)
 	var rc remote.Client
 	var env []string
 	if be == "file" {
-		rc = sb.fileRemote(t)
+		sb.fileRemote(t, built)
 	} else {
 		srv := remotetest.SharedServer(t)
 		bucket := srv.NewBucket(t)
@@ -412,8 +440,10 @@ func runHostile(t *testing.T, bin string, h Remote, be string, c command) run {
 			"OMPSYNC_S3_PATH_STYLE=true", "OMPSYNC_S3_REGION=us-east-1",
 			"OMPSYNC_S3_ACCESS_KEY_ID="+srv.AccessKey, "OMPSYNC_S3_SECRET_ACCESS_KEY="+srv.SecretKey)
 	}
-	if err := h.Build(t.Context(), rc); err != nil {
-		t.Fatal(err)
+	if rc != nil {
+		if err := h.Build(t.Context(), rc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	env = append(env, "OMPSYNC_MACHINE="+c.machine)
 	before := tree(t, sb.dir)
