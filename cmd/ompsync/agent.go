@@ -25,6 +25,7 @@ import (
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/progress"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
@@ -184,6 +185,9 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
+	if note := sameDiskNote(cfg, ws); note != "" {
+		log.Info(note)
+	}
 	var failed []string
 	for _, w := range ws {
 		opts, ar, err := storeOptions(agentOptions(cfg, log, idf), cfg, r, w, len(ws))
@@ -225,6 +229,41 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 		return fmt.Errorf("backup pass incomplete: %s", strings.Join(failed, "; "))
 	}
 	return ctx.Err()
+}
+
+// sameDiskNote says, of a file remote on the disk of a watched folder, what
+// such a copy keeps: a session deleted or damaged, not the sessions of a
+// disk that fails or is lost. A user who left the default remote should
+// know before trusting it with that. "" for any other remote.
+func sameDiskNote(cfg *config.Config, ws []watched) string {
+	loc, err := remote.ParseURL(cfg.Remote)
+	if err != nil || loc.Scheme != "file" {
+		return ""
+	}
+	rdev, ok := deviceOf(loc.Dir)
+	if !ok {
+		return ""
+	}
+	for _, w := range ws {
+		if dev, ok := deviceOf(w.dir); ok && dev == rdev {
+			return fmt.Sprintf("the remote folder %s is on the same disk as %s: it keeps sessions that are deleted or damaged, "+
+				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", loc.Dir, w.dir)
+		}
+	}
+	return ""
+}
+
+// deviceOf is the file system that holds path.
+func deviceOf(path string) (uint64, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return uint64(st.Dev), true // an int32 on darwin
 }
 
 // missingFolder says that an agent's folder is not there, and how to set it.
@@ -361,6 +400,9 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	}()
 	for _, w := range ws {
 		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
+	}
+	if note := sameDiskNote(cfg, ws); note != "" {
+		log.Info(note)
 	}
 	if len(agents) == 1 {
 		return stoppedEarly(ctx, agents[0].Run(ctx))

@@ -17,6 +17,7 @@ import (
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/tmpfstest"
 )
 
 // The three identities of issue 14, through the real binary, on every
@@ -523,4 +524,24 @@ func TestAgentRefusesFolderOfOtherData(t *testing.T) {
 	m.remote = "file://" + filepath.Join(m.home, "backups")
 	m.mustRun(0, "agent", "--once")
 	restoredAll(t, m, want)
+}
+
+// A file remote on the disk of the sessions (the default remote is one)
+// keeps a deleted session, not a lost disk: the agent says so, and what to
+// set. A remote on another disk is not remarked on.
+func TestAgentSaysRemoteOnSameDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	m := newMachineEnv(t, "", backend.S3Options{}, "box")
+	m.writeSessions(0, 1)
+	const note = "is on the same disk as"
+	m.remote = "file://" + filepath.Join(m.home, "remote")
+	if out := m.mustRun(0, "agent", "--once"); !strings.Contains(out, note) || !strings.Contains(out, "set remote to a folder on another disk, or to an S3 bucket") {
+		t.Errorf("agent --once with its remote beside the sessions says\n%s\nwhich lacks a note that it is on their disk", out)
+	}
+	m.remote = "file://" + filepath.Join(tmpfstest.Mount(t, "8m"), "remote")
+	if out := m.mustRun(0, "agent", "--once"); strings.Contains(out, note) {
+		t.Errorf("agent --once with its remote on another disk says\n%s", out)
+	}
 }
