@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -103,6 +104,26 @@ func TestUntitledSessionTitledByFirstPrompt(t *testing.T) {
 		info, ok := tc.st.Describe([]byte(tc.head))
 		if !ok || info.Title != tc.want || info.Cwd != "/w" {
 			t.Errorf("%s: Describe = %+v, %v; want title %q", tc.name, info, ok, tc.want)
+		}
+	}
+}
+
+// Describe of an untitled session's 64 KiB head, the most the agent reads
+// when a generation begins, with no prompt in it: every restore and every
+// new generation describes a head. Lines that cannot be a user's message
+// are passed over unparsed.
+//
+//	go test -run '^$' -bench DescribeUntitled ./store/
+func BenchmarkDescribeUntitled(b *testing.B) {
+	head := []byte(`{"type":"session","version":3,"id":"01a113d2-be76-73c7-986b-d3ac6e3fbb83","timestamp":"2026-10-07T00:45:40.854Z","cwd":"/w"}` + "\n")
+	for i := 0; len(head) < 64<<10; i++ {
+		head = fmt.Appendf(head, `{"type":"message","id":"b%d","parentId":null,"message":{"role":"toolResult","content":[{"type":"text","text":"%s"}]}}`+"\n",
+			i, strings.Repeat(`line of output, \"quoted\" \\ escaped\n`, 40))
+	}
+	b.SetBytes(int64(len(head)))
+	for b.Loop() {
+		if info, ok := OMP().Describe(head); !ok || info.Title != "" {
+			b.Fatalf("Describe = %+v, %v", info, ok)
 		}
 	}
 }
