@@ -354,6 +354,14 @@ func (a *Agent) Once(ctx context.Context) error {
 		return err
 	}
 	a.outage.once = true
+	if a.fresh && !a.opts.Detected {
+		// Nothing here and nothing known from before (a wrong agent_dir,
+		// say): said before the remote is touched, which would get a
+		// marker and a catalog of this machine for nothing.
+		if sc, err := a.scan(); err == nil && sc.sessionsGone && len(sc.rels) == 0 && len(sc.unreadable) == 0 {
+			return a.noSessionsFolder()
+		}
+	}
 	if err := a.start(ctx); err != nil {
 		return err
 	}

@@ -229,14 +229,19 @@ func TestAgentDirWithoutSessions(t *testing.T) {
 		t.Errorf("the remote was written to: %v", err)
 	}
 
-	// No sessions folder at all, on a first run (no state).
-	empty := newMachineEnv(t, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "desk")
+	// No sessions folder at all, on a first run (no state): refused before
+	// the remote is written to.
+	emptyRemote := filepath.Join(t.TempDir(), "remote")
+	empty := newMachineEnv(t, "file://"+emptyRemote, backend.S3Options{}, "desk")
 	if err := os.Remove(filepath.Join(empty.agentDir, "sessions")); err != nil {
 		t.Fatal(err)
 	}
 	out := empty.mustRun(1, "agent", "--once")
 	if !strings.Contains(lastLine(out), "agent_dir "+empty.agentDir+" has no sessions/ folder: nothing was backed up") {
 		t.Errorf("agent --once with no sessions folder: %q", lastLine(out))
+	}
+	if _, err := os.Stat(filepath.Join(emptyRemote, "ompsync.json")); !os.IsNotExist(err) {
+		t.Errorf("agent --once with no sessions folder wrote to the remote: %v", err)
 	}
 	if err := os.Mkdir(filepath.Join(empty.agentDir, "sessions"), 0o700); err != nil {
 		t.Fatal(err)
