@@ -462,6 +462,17 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 			}
 			return nil
 		})
+		if errors.Is(err, fs.ErrPermission) && l.lastCP != cp {
+			// A folder this user cannot read (a disk's lost+found, owned by
+			// root) may hold objects: it is yielded as the prefix it folds
+			// into, as S3 would list it, and a read under it fails there,
+			// where what it is for is known.
+			l.lastCP = cp
+			if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
+				return errStop
+			}
+			continue
+		}
 		if err != nil && !errors.Is(err, errGroupDone) {
 			return err
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -232,4 +234,111 @@ func BenchmarkGetSmall(b *testing.B) {
 		b.Fatal(err)
 	}
 	remotetest.BenchGetSmall(b, c)
+}
+
+// asNobodyEnv makes the test binary run TestListUnreadableFolder's body
+// as the user nobody, in the folder it names.
+const asNobodyEnv = "OMPSYNC_TEST_FILE_AS_NOBODY"
+
+// A folder this user cannot read (a disk's lost+found, owned by root, at
+// the remote's root) is a common prefix in a delimited listing, not an
+// error that ends it: a remote at the root of a disk can be listed. A
+// listing that has to read inside it still fails. Run as the user nobody
+// (root reads every folder).
+func TestListUnreadableFolder(t *testing.T) {
+	if dir := os.Getenv(asNobodyEnv); dir != "" {
+		listUnreadable(t, dir)
+		return
+	}
+	if os.Geteuid() != 0 {
+		dir := unreadableRemote(t)
+		listUnreadable(t, dir)
+		return
+	}
+	// As root: the binary, in a folder nobody can enter, runs this test as nobody.
+	top, err := os.MkdirTemp("", "ompsync-file-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(top) })
+	if err := os.Chmod(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(top, "file.test")
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	remoteDir := filepath.Join(top, "remote")
+	if err := os.Mkdir(remoteDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fillUnreadable(t, remoteDir)
+	cmd := exec.Command(bin, "-test.run", "^TestListUnreadableFolder$", "-test.v")
+	cmd.Env = []string{asNobodyEnv + "=" + remoteDir, "HOME=" + top}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestListUnreadableFolder")) {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+}
+
+const nobody = 65534
+
+// unreadableRemote is a remote folder with an object and a folder this
+// user cannot read.
+func unreadableRemote(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	fillUnreadable(t, dir)
+	t.Cleanup(func() { os.Chmod(filepath.Join(dir, "lost+found"), 0o700) })
+	return dir
+}
+
+func fillUnreadable(t *testing.T, dir string) {
+	t.Helper()
+	for _, p := range []string{"lost+found/file", "v1/sessions/a/x", "ompsync.json"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(dir, "lost+found"), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listUnreadable(t *testing.T, dir string) {
+	c, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for obj, err := range c.List(t.Context(), "", remote.ListOptions{Delimiter: "/"}) {
+		if err != nil {
+			t.Fatalf("delimited listing: %v (got %q)", err, got)
+		}
+		got = append(got, obj.Key)
+	}
+	if want := []string{"lost+found/", "ompsync.json", "v1/"}; !slices.Equal(got, want) {
+		t.Errorf("delimited listing = %q, want %q", got, want)
+	}
+	var err2 error
+	for _, err := range c.List(t.Context(), "", remote.ListOptions{}) {
+		if err != nil {
+			err2 = err
+		}
+	}
+	if !errors.Is(err2, fs.ErrPermission) {
+		t.Errorf("a listing of every key passed the unreadable folder by: %v", err2)
+	}
 }
