@@ -185,6 +185,10 @@ type Agent struct {
 	problems problems
 	// upToDate is when the agent was last up to date (markUpToDate).
 	upToDate time.Time
+	// watchGaps: a folder could not be watched, so a change in it shows
+	// only at a full scan, and a pass that had no event to follow is not
+	// up to date.
+	watchGaps atomic.Bool
 	// unchecked is what the remote's listing failed to let full passes
 	// check (confirmUploads).
 	unchecked unchecked
@@ -354,7 +358,7 @@ func (a *Agent) Once(ctx context.Context) error {
 		return err
 	}
 	a.outage.once = true
-	if a.fresh && !a.opts.Detected {
+	if a.fresh && !a.opts.Detected && !a.opts.ConfirmDeletions {
 		// Nothing here and nothing known from before (a wrong agent_dir,
 		// say): said before the remote is touched, which would get a
 		// marker and a catalog of this machine for nothing.

@@ -20,7 +20,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		bytesPending:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "ompsync_bytes_pending", Help: "Bytes written locally and not yet uploaded."}),
-		oldestPending:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "ompsync_oldest_pending_seconds", Help: "Seconds since the oldest pending byte was last fully uploaded (0 when nothing is pending)."}),
+		oldestPending:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "ompsync_oldest_pending_seconds", Help: "Seconds the oldest pending byte may have waited: since its file was last fully uploaded, or the agent was last up to date, whichever is later (0 when nothing is pending)."}),
 		bytesUploaded:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_uploaded_bytes_total", Help: "Bytes uploaded (as stored, after compression)."}),
 		objectsUploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_uploaded_objects_total", Help: "Objects uploaded."}),
 		uploadErrors:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_upload_errors_total", Help: "Uploads that failed after retries."}),

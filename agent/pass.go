@@ -63,7 +63,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		sort.Strings(rels)
 	}
 	if !full && len(rels) == 0 && !a.catalogStale && !a.heartbeatDue() {
-		if a.problems.count() == 0 {
+		if a.problems.count() == 0 && !a.watchGaps.Load() {
 			a.markUpToDate(start)
 		}
 		return nil // idle: no stat, no encoding, no request
@@ -133,7 +133,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			err = cerr
 		}
 	}
-	if err == nil && !a.hasWork() && a.problems.count() == 0 {
+	if err == nil && !a.hasWork() && a.problems.count() == 0 && (full || !a.watchGaps.Load()) {
 		a.markUpToDate(start)
 	}
 	a.metrics.pending(a.pendingBytes())

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -136,6 +137,64 @@ func TestPendingSinceUpToDate(t *testing.T) {
 	}
 	if want := time.Hour + 10*time.Second + upToDateSlack; st[0].PendingAge != want {
 		t.Fatalf("after a failed pass: pending for %v, want %v", st[0].PendingAge, want)
+	}
+}
+
+// A partial last line is not settled, so the passes that leave it are up
+// to date; it has still waited since before them, and status says so.
+func TestPendingPartialLineNotUpToDate(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	data := corpus(t, ompFile)
+	partial := []byte(`{"type":"message","id":"beef0005","parentId":null,"message":{"role":"assistant","content":"still being wri`)
+	e.writeRename(ompRel, append(bytes.Clone(data), partial...))
+	synced := time.Now().Truncate(time.Second)
+	e.opts.Now = func() time.Time { return synced }
+	e.once()
+	idle := synced.Add(24 * time.Hour)
+	e.opts.Now = func() time.Time { return idle }
+	e.once()
+	st, err := Status(StatusOptions{AgentDir: e.agentDir, StateDir: e.stateDir, Now: idle.Add(10 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 24*time.Hour + 10*time.Second; st[0].Pending != int64(len(partial)) || st[0].PendingAge != want {
+		t.Fatalf("a partial line left a day: pending %d for %v, want %d for %v", st[0].Pending, st[0].PendingAge, len(partial), want)
+	}
+}
+
+// The running agent's idle passes mark it up to date only while every
+// folder is watched: with one that is not, a change there shows only at
+// a full scan, and a pass with no event to follow proves nothing.
+func TestIdlePassesUpToDateOnlyWhenWatched(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	e.opts.Interval = 20 * time.Millisecond
+	e.opts.ReconcileInterval = time.Hour
+	e.writeRename(ompRel, corpus(t, ompFile))
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent run: %v", err)
+		}
+		a.Close()
+	}()
+	mark := func() time.Time { return readUpToDate(e.stateDir) }
+	waitFor(t, "the first mark", func() bool { return !mark().IsZero() })
+	first := mark()
+	waitFor(t, "idle passes moving the mark", func() bool { return mark().After(first) })
+
+	a.watchGaps.Store(true)         // as when a folder could not be watched
+	time.Sleep(5 * e.opts.Interval) // a pass under way may still mark
+	held := mark()
+	time.Sleep(20 * e.opts.Interval)
+	if got := mark(); !got.Equal(held) {
+		t.Errorf("idle passes moved the mark from %v to %v with a folder not watched", held, got)
 	}
 }
 

@@ -117,15 +117,15 @@ const StateNew = "new"
 // pendingSince is when the oldest byte not on the remote may have been
 // written: when every settled byte was last uploaded, or, for a stream
 // nothing of which was ever uploaded, when the agent first saw it. A file
-// whose every byte was up at its last look (Size recorded) changed after
-// that look, so after the agent was last up to date (upToDate) too: an
-// idle session written to a day after its upload has waited since then,
-// not for a day.
+// whose every byte was up at its last look (its size then the uploaded
+// offset: no partial last line left behind) changed after that look, so
+// after the agent was last up to date (upToDate) too: an idle session
+// written to a day after its upload has waited since then, not for a day.
 func (f *FileState) pendingSince(upToDate time.Time) time.Time {
 	if f.SyncedAt.IsZero() && f.Offset == 0 {
 		return f.Changed
 	}
-	if f.Size >= 0 && upToDate.After(f.SyncedAt) {
+	if f.Size == f.Offset && upToDate.After(f.SyncedAt) {
 		return upToDate
 	}
 	return f.SyncedAt

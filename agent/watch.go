@@ -62,6 +62,7 @@ func (w *watcher) addTree(dir string) {
 		}
 		if err := w.w.Add(p); err != nil {
 			w.a.log.Debug("cannot watch folder; the reconcile scan covers it", "path", p, "err", err)
+			w.a.watchGaps.Store(true)
 		}
 		return nil
 	})

@@ -286,7 +286,7 @@ func TestUnknownEnvVariable(t *testing.T) {
 		name, value string
 		want        []string // "" in want: loads
 	}{
-		{"OMPSYNC_REMOT", "s3://bucket", []string{"OMPSYNC_REMOT is set", "did you mean OMPSYNC_REMOTE?", "config show"}},
+		{"OMPSYNC_REMOT", "s3://bucket", []string{"OMPSYNC_REMOT is set", "did you mean OMPSYNC_REMOTE?", "README, Configuration"}},
 		{"OMPSYNC_S3_ENDPONT", "http://127.0.0.1:9000", []string{"OMPSYNC_S3_ENDPONT", "did you mean OMPSYNC_S3_ENDPOINT?"}},
 		{"OMPSYNC_BUCKET", "my-bucket", []string{"OMPSYNC_BUCKET is set, but no setting has that name; correct or unset it"}},
 		{"OMPSYNC_REMOT", "", nil},             // empty counts as unset
@@ -339,7 +339,7 @@ func TestUnknownKey(t *testing.T) {
 		{"remote: s3://bucket\nremtoe: x\n", []string{`unknown key "remtoe"`, ":2", `did you mean "remote"?`}},
 		{"s3:\n  client: aws\n  bucket: b\n", []string{`unknown key "s3.bucket"`, ":3"}},
 		{"client: minio\n", []string{`unknown key "client"`, `did you mean "s3.client"?`}},
-		{"zzzzzzzz: 1\n", []string{`unknown key "zzzzzzzz"`, "config show"}},
+		{"zzzzzzzz: 1\n", []string{`unknown key "zzzzzzzz"`, "README, Configuration", "config init --path FILE"}},
 		{"s3: minio\n", []string{"s3 holds keys", "s3.client", ":1"}},
 		{"log:\n  level: info\n  colour: red\n", []string{`unknown key "log.colour"`}},
 	}

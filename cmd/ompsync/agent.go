@@ -246,7 +246,7 @@ func sameDiskNote(cfg *config.Config, ws []watched) string {
 	}
 	for _, w := range ws {
 		if dev, ok := deviceOf(w.dir); ok && dev == rdev {
-			return fmt.Sprintf("the remote folder %s is on the same disk as %s: it keeps sessions that are deleted or damaged, "+
+			return fmt.Sprintf("the remote folder %s is on the same disk (file system) as %s: it keeps sessions that are deleted or damaged, "+
 				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", loc.Dir, w.dir)
 		}
 	}

@@ -535,7 +535,7 @@ func TestAgentSaysRemoteOnSameDisk(t *testing.T) {
 	}
 	m := newMachineEnv(t, "", backend.S3Options{}, "box")
 	m.writeSessions(0, 1)
-	const note = "is on the same disk as"
+	const note = "is on the same disk (file system) as"
 	m.remote = "file://" + filepath.Join(m.home, "remote")
 	if out := m.mustRun(0, "agent", "--once"); !strings.Contains(out, note) || !strings.Contains(out, "set remote to a folder on another disk, or to an S3 bucket") {
 		t.Errorf("agent --once with its remote beside the sessions says\n%s\nwhich lacks a note that it is on their disk", out)

@@ -126,6 +126,11 @@ func TestUsageErrors(t *testing.T) {
 
 func TestFailures(t *testing.T) {
 	_, home := newEnv(t)
+	// An agent folder to back up, so that a run that is not refused would
+	// write the default remote.
+	if err := os.MkdirAll(filepath.Join(home, ".omp", "agent", "sessions"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	bad := filepath.Join(home, "bad.yaml")
 	writeFile(t, bad, "remote: s3://bucket\nbukcet: x\n", 0o600)
 	tests := []struct {

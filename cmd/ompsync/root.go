@@ -264,6 +264,9 @@ func run(args []string, stdout, stderr io.Writer, environ []string) int {
 	names := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		if name, value, ok := strings.Cut(kv, "="); ok {
+			if _, dup := vars[name]; dup {
+				continue // the first counts, as for os.Getenv
+			}
 			vars[name] = value
 			names = append(names, name)
 		}
