@@ -48,6 +48,10 @@ func removeStale(p string) {
 // Client stores objects under a root folder.
 type Client struct {
 	root string
+	// opened is the root folder as New found it: a root that is no longer
+	// that folder (its disk unmounted, and the mount point, or a folder
+	// made there since, in its place) is refused, not written into.
+	opened fs.FileInfo
 }
 
 var _ remote.Client = (*Client)(nil)
@@ -65,7 +69,24 @@ func New(dir string) (*Client, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("file remote %s: not a folder", abs)
 	}
-	return &Client{root: abs}, nil
+	return &Client{root: abs, opened: fi}, nil
+}
+
+// checkRoot refuses an operation when the root is gone or is another
+// folder than the one opened: what a put would write there would be on
+// the disk below an unmounted one, and a listing there would show every
+// object lost. Transient: once the disk is back, the same calls work.
+func (c *Client) checkRoot(op, key string) error {
+	fi, err := os.Stat(c.root)
+	if err == nil && os.SameFile(fi, c.opened) {
+		return nil
+	}
+	why := "is gone"
+	if err == nil {
+		why = "is not the folder it was when ompsync started"
+	}
+	return &remote.Error{Op: op, Key: key, Transient: true,
+		Err: fmt.Errorf("remote folder %s %s: is its disk unmounted? Nothing is read or written there until it is back", c.root, why)}
 }
 
 // Root returns the folder the client stores into.
@@ -81,7 +102,7 @@ func (c *Client) check(ctx context.Context, op, key string) error {
 			return &remote.Error{Op: op, Key: key, Err: errors.New("key segments must not start with " + tmpPrefix)}
 		}
 	}
-	return nil
+	return c.checkRoot(op, key)
 }
 
 func (c *Client) path(key string) string {
@@ -368,6 +389,10 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 		}
 		if err := remote.ValidatePrefix(prefix); err != nil {
 			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
+			return
+		}
+		if err := c.checkRoot("list", prefix); err != nil {
+			yield(remote.ObjectInfo{}, err)
 			return
 		}
 		l := lister{c: c, ctx: ctx, prefix: prefix, opts: opts, yield: yield}

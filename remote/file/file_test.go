@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -340,5 +341,66 @@ func listUnreadable(t *testing.T, dir string) {
 	}
 	if !errors.Is(err2, fs.ErrPermission) {
 		t.Errorf("a listing of every key passed the unreadable folder by: %v", err2)
+	}
+}
+
+// A remote folder on a disk that is unmounted while a client holds it (a
+// folder at the same path, empty, in its place; or none) is refused, not
+// written into: a transient error that names it, and nothing on the disk
+// below. Once the disk is back, the same client works.
+func TestRootReplacedRefused(t *testing.T) {
+	ctx := t.Context()
+	top := t.TempDir()
+	root := filepath.Join(top, "usb", "backup")
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c, err := file.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(ctx, "v1/a", []byte("a"), remote.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Unmounted: the disk's folder moves away, an empty mount point stays.
+	if err := os.Rename(filepath.Join(top, "usb"), filepath.Join(top, "usb.mounted")); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, wantWhy string) {
+		t.Helper()
+		err := c.Put(ctx, "v1/b", []byte("b"), remote.PutOptions{})
+		if !remote.IsTransient(err) || !strings.Contains(err.Error(), root+" "+wantWhy) || !strings.Contains(err.Error(), "is its disk unmounted?") {
+			t.Errorf("%s: put = %v, want a transient error saying the folder %s", what, err, wantWhy)
+		}
+		for _, err := range c.List(ctx, "", remote.ListOptions{}) {
+			if !remote.IsTransient(err) {
+				t.Errorf("%s: list = %v, want the same refusal", what, err)
+			}
+			break
+		}
+		if _, err := c.Stat(ctx, "v1/a"); errors.Is(err, remote.ErrNotFound) || !remote.IsTransient(err) {
+			t.Errorf("%s: stat = %v, want the same refusal, not 'not found'", what, err)
+		}
+	}
+	refused("root gone", "is gone")
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("the root was made again: %v", err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil { // made again by someone
+		t.Fatal(err)
+	}
+	refused("another folder in its place", "is not the folder it was when ompsync started")
+	if des, _ := os.ReadDir(root); len(des) != 0 {
+		t.Errorf("written on the disk below: %v", des)
+	}
+	// Mounted again.
+	if err := os.RemoveAll(filepath.Join(top, "usb")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(top, "usb.mounted"), filepath.Join(top, "usb")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Put(ctx, "v1/b", []byte("b"), remote.PutOptions{}); err != nil {
+		t.Fatalf("put once the disk is back: %v", err)
 	}
 }
