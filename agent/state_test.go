@@ -95,6 +95,14 @@ func TestStatus(t *testing.T) {
 	if _, err := Status(StatusOptions{AgentDir: e.agentDir, StateDir: t.TempDir(), Now: time.Now()}); err == nil || !strings.Contains(err.Error(), "no agent state") {
 		t.Fatalf("status without state: %v", err)
 	}
+	// Its sessions folder gone (a disk not mounted): not "nothing pending".
+	if err := os.Rename(filepath.Join(e.agentDir, "sessions"), filepath.Join(e.agentDir, "sessions.away")); err != nil {
+		t.Fatal(err)
+	}
+	st, err = Status(StatusOptions{AgentDir: e.agentDir, StateDir: e.stateDir, Now: time.Now()})
+	if err == nil || !strings.Contains(err.Error(), "has no sessions/ folder, though the agent backed up files from it") {
+		t.Fatalf("status with the sessions folder gone: %+v, %v", st, err)
+	}
 }
 
 // A session idle for a day after its upload, then written to, has waited

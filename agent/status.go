@@ -78,8 +78,12 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 		listed[f.Path] = true
 		fs := FileStatus{Path: f.Path, SessionID: f.SessionID, Stream: f.Stream, State: f.State, Uploaded: f.Offset, LastSynced: f.SyncedAt}
 		fi, err := os.Stat(filepath.Join(o.AgentDir, filepath.FromSlash(f.Path)))
-		if err == nil {
+		switch {
+		case err == nil:
 			fs.LocalSize = fi.Size()
+		case !isNotExist(err):
+			// Not "nothing pending": what the file holds is not known.
+			return nil, fmt.Errorf("%w; status cannot tell what of %s is pending", err, f.Path)
 		}
 		if d := fs.LocalSize - fs.Uploaded; d > 0 {
 			fs.Pending = d
@@ -94,6 +98,18 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 	sc, err := a.scan()
 	if err != nil {
 		return nil, err
+	}
+	// A folder that cannot be read, or a sessions folder gone with
+	// sessions known (a wrong agent_dir, a disk not mounted), leaves files
+	// unseen: status says so, as the agent does, rather than "nothing
+	// pending".
+	if err := a.problems.err(); err != nil {
+		return nil, fmt.Errorf("%w; status cannot tell what is pending there", err)
+	}
+	if sc.sessionsGone && len(listed) > 0 {
+		top := o.Store.Roots()[0]
+		return nil, fmt.Errorf("%s %s has no %s/ folder, though the agent backed up files from it: is %s right, or its disk not mounted?",
+			dirKey(o.Store), o.AgentDir, top, dirKey(o.Store))
 	}
 	for _, rel := range sc.rels {
 		kind := o.Store.Classify(rel)

@@ -408,9 +408,9 @@ func TestUnreadableIsNotDeleted(t *testing.T) {
 	if err := os.Chmod(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	once := func() (int, string) {
+	run := func(args ...string) (int, string) {
 		t.Helper()
-		cmd := exec.Command(bin, "agent", "--once")
+		cmd := exec.Command(bin, args...)
 		cmd.Env = m.environ()
 		if cred != nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
@@ -424,6 +424,7 @@ func TestUnreadableIsNotDeleted(t *testing.T) {
 		}
 		return code, string(out)
 	}
+	once := func() (int, string) { t.Helper(); return run("agent", "--once") }
 	if code, out := once(); code != 0 {
 		t.Fatalf("first pass: exit %d\n%s", code, out)
 	}
@@ -447,6 +448,11 @@ func TestUnreadableIsNotDeleted(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("the output does not name %q:\n%s", w, out)
 		}
+	}
+	// status does not call what it cannot see "nothing pending".
+	code, out = run("status")
+	if code != 1 || !strings.Contains(out, "permission denied") || !strings.Contains(out, "status cannot tell what") {
+		t.Errorf("status with an unreadable folder and file: exit %d, want 1 saying what it cannot read\n%s", code, out)
 	}
 	r := openTestRepo(t, m.remote, m.s3)
 	states := func() map[string]string {
