@@ -107,6 +107,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"verify", "01a1", " "}, []string{"empty session id prefix", "see 'ompsync verify --help'"}},
 		{[]string{"history", ""}, []string{"empty session id prefix", "see 'ompsync history --help'"}},
 		{[]string{"cat", ""}, []string{"empty session id prefix", "see 'ompsync cat --help'"}},
+		// Before the command, --machine names this machine; restore's own
+		// picks a machine's copies, which cobra would take it for.
+		{[]string{"--machine", "desk", "restore", "--all"}, []string{`--machine before "restore" names this machine`, `put it after "restore"`}},
+		{[]string{"--remote", "file:///x", "--machine=desk", "ls"}, []string{`--machine before "ls"`}},
 	}
 	for _, tt := range tests {
 		env, _ := newEnv(t)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -281,10 +282,41 @@ func run(args []string, stdout, stderr io.Writer, environ []string) int {
 	return a.execute(ctx, newRootCmd(a), args)
 }
 
+// machineBeforeCommand refuses a --machine given before the name of a
+// command that has a --machine of its own, which picks a machine's copies:
+// cobra hands it to the command's flag, so "ompsync --machine desk restore
+// --all" restored desk's sessions alone where the user named this machine.
+func machineBeforeCommand(root *cobra.Command, args []string) error {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == root || cmd.LocalNonPersistentFlags().Lookup("machine") == nil {
+		return nil
+	}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		switch {
+		case arg == cmd.Name() || slices.Contains(cmd.Aliases, arg) || arg == "--":
+			return nil // the command's own flags follow
+		case arg == "--machine" || strings.HasPrefix(arg, "--machine="):
+			return usagef(cmd, "--machine before %q names this machine, but %s's own --machine picks a machine's copies: "+
+				"put it after %q to pick copies, or set machine (OMPSYNC_MACHINE, the config file) to name this machine",
+				cmd.Name(), cmd.Name(), cmd.Name())
+		case strings.HasPrefix(arg, "--") && !strings.Contains(arg, "="):
+			if f := root.PersistentFlags().Lookup(arg[2:]); f != nil && f.NoOptDefVal == "" {
+				i++ // its value
+			}
+		}
+	}
+	return nil
+}
+
 // execute runs the command line and prints any error as one line.
 func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
-	cmd, err := root.ExecuteContextC(ctx)
+	var cmd *cobra.Command
+	err := machineBeforeCommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if err == nil {
 		return exitOK
 	}
