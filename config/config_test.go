@@ -703,6 +703,12 @@ func TestStarterLoads(t *testing.T) {
 	if moved.Machine != "the-new-laptop" || !strings.HasPrefix(moved.StateDir, home2) || !strings.Contains(moved.Remote, home2) {
 		t.Errorf("the starter read on another machine: machine %q, state_dir %q, remote %q; want that machine's", moved.Machine, moved.StateDir, moved.Remote)
 	}
+	// An endpoint on 127.0.0.1 set later takes path style, which the file
+	// does not pin to false.
+	env2["OMPSYNC_S3_ENDPOINT"] = "http://127.0.0.1:9000"
+	if c, err := Load(o2); err != nil || !c.S3.PathStyle {
+		t.Errorf("the starter with an endpoint on 127.0.0.1: path style %v, %v", c != nil && c.S3.PathStyle, err)
+	}
 
 	// With no usable host name the starter leaves machine for the user.
 	env, _ = newEnv(t)

@@ -38,8 +38,9 @@ type key struct {
 	// def returns the default in the form a user would write it in the file.
 	def func(e *environ) (string, error)
 	// derived marks a default that follows the machine (its host name,
-	// home folder or environment): config init writes it commented out, so
-	// that the file does not pin what it was the day it was written.
+	// home folder or environment) or another key (s3.path_style follows
+	// s3.endpoint): config init writes it commented out, so that the file
+	// does not pin what it was the day it was written.
 	derived bool
 
 	path bool // a file system path: ~ is expanded, relative paths made absolute
@@ -182,6 +183,8 @@ var keys = []key{
 		help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true; an s3.endpoint that is an IP address or localhost always does, and defaults to it)",
 		field: func(c *Config) any { return &c.S3.PathStyle },
 		def:   static("false"),
+		// Pinned false, it refused the endpoint 127.0.0.1 set later.
+		derived: true,
 	},
 	{
 		name:     "s3.ca_file",

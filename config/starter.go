@@ -17,8 +17,8 @@ const starterHeader = `# ompsync configuration, written by 'ompsync config init'
 # (--agent-dir, --remote, --state-dir, --machine, --log-level, --log-format).
 # Flags win over the environment, which wins over this file.
 # A key whose default follows this machine (its host name, home folder or
-# environment) is left commented out, showing what it is here: uncomment it
-# to fix it.
+# environment) or another key is left commented out, showing what it is
+# here: uncomment it to fix it.
 # 'ompsync config show' prints what is in effect and where each value came from.
 #
 # This file can hold S3 keys: keep it private (chmod 600).
