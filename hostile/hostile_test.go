@@ -381,15 +381,24 @@ func TestHostileRemotes(t *testing.T) {
 		t.Run(h.Name, func(t *testing.T) {
 			backends := []string{"file"}
 			var built string // the file remote, built once for every command
+			var builtTree map[string]string
 			if h.Listing != nil {
 				backends = []string{backend.ClientAWS, backend.ClientMinio}
 			} else {
 				built = buildFileRemote(t, h)
+				builtTree = tree(t, built)
 			}
 			for _, be := range backends {
 				for _, c := range commandsFor(h) {
 					t.Run(be+"/"+c.name, func(t *testing.T) {
 						r := runHostile(t, bin, h, be, built, c)
+						if built != "" {
+							// A command that wrote an object in place would
+							// have changed it for the commands after it.
+							if ch := changes(builtTree, tree(t, built)); len(ch) > 0 {
+								t.Fatalf("the remote shared by hard links changed: %v", ch)
+							}
+						}
 						mu.Lock()
 						peak[c.name] = max(peak[c.name], r.maxRSS)
 						mu.Unlock()
