@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/ompsync/ompsync/remote"
 )
@@ -65,7 +66,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	var loadOpts []func(*config.LoadOptions) error
+	// The SDK logs to stderr on its own (the metadata service's "falling
+	// back to IMDSv1" when no credentials are found): what goes wrong is
+	// returned, and ompsync says it in one line.
+	loadOpts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	static := cfg.AccessKeyID != "" || cfg.SecretAccessKey != ""
 	if static {
 		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
