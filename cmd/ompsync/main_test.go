@@ -327,13 +327,13 @@ func TestConfigInit(t *testing.T) {
 	written, _ := os.ReadFile(path)
 
 	// The written file loads and sets every key but those whose default
-	// follows the machine, which it shows commented out.
+	// follows the machine or another key, which it shows commented out.
 	s := showJSONOutput(t, env, "config", "show", "--json")
 	if s.File != path {
 		t.Errorf("config show read %q, want %q", s.File, path)
 	}
 	follows := map[string]bool{"agent_dir": true, "pi.dir": true, "claude.dir": true, "codex.dir": true,
-		"remote": true, "state_dir": true, "machine": true, "s3.ca_file": true}
+		"remote": true, "state_dir": true, "machine": true, "s3.ca_file": true, "s3.path_style": true}
 	for _, x := range s.Settings {
 		if want := map[bool]string{false: "file", true: "default"}[follows[x.Key]]; x.Source != want {
 			t.Errorf("%s comes from %s, want %s", x.Key, x.Source, want)
