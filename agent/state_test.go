@@ -128,7 +128,7 @@ func TestPendingSinceUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 10*time.Second + upToDateSlack; st[0].Pending != int64(len(line)) || !st[0].LastSynced.Equal(synced) || st[0].PendingAge != want {
+	if want := 10*time.Second + upToDateSlack; st[0].Pending != int64(len(line)) || !st[0].LastSynced.Equal(synced) || st[0].PendingAge != want || st[0].UnfinishedLine {
 		t.Fatalf("status of a line written 10 s ago: pending %d, last synced %v, pending for %v; want %d, %v, %v",
 			st[0].Pending, st[0].LastSynced, st[0].PendingAge, len(line), synced, want)
 	}
@@ -165,8 +165,9 @@ func TestPendingPartialLineNotUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 24*time.Hour + 10*time.Second; st[0].Pending != int64(len(partial)) || st[0].PendingAge != want {
-		t.Fatalf("a partial line left a day: pending %d for %v, want %d for %v", st[0].Pending, st[0].PendingAge, len(partial), want)
+	if want := 24*time.Hour + 10*time.Second; st[0].Pending != int64(len(partial)) || st[0].PendingAge != want || !st[0].UnfinishedLine {
+		t.Fatalf("a partial line left a day: pending %d for %v (unfinished line %v), want %d for %v, an unfinished line",
+			st[0].Pending, st[0].PendingAge, st[0].UnfinishedLine, len(partial), want)
 	}
 }
 

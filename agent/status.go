@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,7 +36,16 @@ type FileStatus struct {
 	LastSynced time.Time `json:"last_synced"`
 	// PendingAge is how long the oldest pending byte may have waited.
 	PendingAge time.Duration `json:"pending_age_ns"`
+	// UnfinishedLine: what is pending of a session file is its last line,
+	// without its newline yet. The agent uploads whole lines, so it waits
+	// for the writer to finish it; one that stays means the writer stopped
+	// mid-line.
+	UnfinishedLine bool `json:"unfinished_line"`
 }
+
+// maxLineCheck bounds the pending bytes Status reads to tell an
+// unfinished last line (FileStatus.UnfinishedLine).
+const maxLineCheck = 1 << 20
 
 // StatusOptions say what Status compares.
 type StatusOptions struct {
@@ -89,6 +99,9 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 			fs.Pending = d
 			if since := f.pendingSince(upToDate); !since.IsZero() {
 				fs.PendingAge = o.Now.Sub(since)
+			}
+			if strings.HasSuffix(f.Path, ".jsonl") && d <= maxLineCheck {
+				fs.UnfinishedLine = noNewline(filepath.Join(o.AgentDir, filepath.FromSlash(f.Path)), f.Offset, d)
 			}
 		}
 		out = append(out, fs)
@@ -145,6 +158,21 @@ func (f *FileState) pendingSince(upToDate time.Time) time.Time {
 		return upToDate
 	}
 	return f.SyncedAt
+}
+
+// noNewline reports whether the n bytes of the file at p from off hold no
+// newline (all of them read: a file that shrank since is not).
+func noNewline(p string, off, n int64) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return false
+	}
+	return bytes.IndexByte(b, '\n') < 0
 }
 
 // upToDateName is a file in the state dir whose mtime is when the agent was

@@ -551,3 +551,30 @@ func TestAgentSaysRemoteOnSameDisk(t *testing.T) {
 		t.Errorf("agent --once with its remote on another disk says\n%s", out)
 	}
 }
+
+// A session whose last line lacks its newline (its writer stopped
+// mid-line) is pending by that line, which the agent does not upload:
+// status says so, and that it is the writer's, not the remote's.
+func TestStatusUnfinishedLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	m := newMachineEnv(t, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "box")
+	for id := range m.writeSessions(0, 1) {
+		f, err := os.OpenFile(m.sessionFile(id), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(`{"type":"message","id":"beef0001","parentId":null,"message":{"role":"assistant","content":"cut sh`); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	m.mustRun(0, "agent", "--once")
+	out := m.mustRun(1, "status", "--max-lag", "1ns")
+	for _, w := range []string{"(last line unfinished)", "1 file(s) end in a line without its newline, pending for more than 1ns", "stopped mid-line"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("status with an unfinished last line says\n%s\nwhich lacks %q", out, w)
+		}
+	}
+}

@@ -26,7 +26,10 @@ it was last fully uploaded, and how long its oldest pending byte may have
 waited: since the later of that upload and the agent's last pass that left
 nothing to do (so a session idle for a day and written to a moment ago has
 waited a moment, and one written while the agent was stopped has waited since
-it stopped). Reads the agent's state; works while the agent runs.
+it stopped). A session whose pending bytes are a last line without its
+newline says "(last line unfinished)": the agent uploads whole lines, so it
+waits for the writer to finish the line. Reads the agent's state; works while
+the agent runs.
 
 Exit status 1 when any file's oldest pending byte is older than --max-lag, so
 monitoring can run 'ompsync status' as a check; also when the state describes
@@ -63,10 +66,13 @@ against it.`,
 					return agentErr(w, len(ws), err)
 				}
 			}
-			var behind int
+			var behind, unfinished int
 			for _, f := range files {
 				if f.Pending > 0 && f.PendingAge > maxLag {
 					behind++
+					if f.UnfinishedLine {
+						unfinished++
+					}
 				}
 			}
 			if asJSON {
@@ -84,6 +90,9 @@ against it.`,
 					if f.Pending > 0 {
 						age = f.PendingAge.Truncate(time.Second).String()
 					}
+					if f.UnfinishedLine {
+						age += " (last line unfinished)"
+					}
 					synced := "never"
 					if f.State == agent.StateNew {
 						synced = "not recorded yet"
@@ -95,7 +104,12 @@ against it.`,
 				}
 				tw.Flush()
 			}
-			if behind > 0 {
+			switch {
+			case behind > 0 && unfinished == behind:
+				// Not the agent's or the remote's doing: the writer's.
+				return fmt.Errorf("%d file(s) end in a line without its newline, pending for more than %s: ompsync uploads whole lines, "+
+					"so it waits for the program writing the file to finish it; one that stays means that program stopped mid-line", behind, maxLag)
+			case behind > 0:
 				return fmt.Errorf("%d file(s) have bytes pending for more than %s: is the agent running and the remote reachable?", behind, maxLag)
 			}
 			return nil
