@@ -362,8 +362,12 @@ func (a *Agent) Once(ctx context.Context) error {
 		// Nothing here and nothing known from before (a wrong agent_dir,
 		// say): said before the remote is touched, which would get a
 		// marker and a catalog of this machine for nothing.
-		if sc, err := a.scan(); err == nil && sc.sessionsGone && len(sc.rels) == 0 && len(sc.unreadable) == 0 {
-			return a.noSessionsFolder()
+		// A scan only when the sessions folder is missing: a first run
+		// with one scans once, in its pass.
+		if _, err := os.Stat(a.abs(a.opts.Store.Roots()[0])); isNotExist(err) {
+			if sc, err := a.scan(); err == nil && sc.sessionsGone && len(sc.rels) == 0 && len(sc.unreadable) == 0 {
+				return a.noSessionsFolder()
+			}
 		}
 	}
 	if err := a.start(ctx); err != nil {

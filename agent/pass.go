@@ -63,9 +63,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		sort.Strings(rels)
 	}
 	if !full && len(rels) == 0 && !a.catalogStale && !a.heartbeatDue() {
-		if a.problems.count() == 0 && !a.watchGaps.Load() {
-			a.markUpToDate(start)
-		}
+		a.markUpToDate(start, false)
 		return nil // idle: no stat, no encoding, no request
 	}
 	if a.ownerCheckDue() {
@@ -133,8 +131,8 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			err = cerr
 		}
 	}
-	if err == nil && !a.hasWork() && a.problems.count() == 0 && (full || !a.watchGaps.Load()) {
-		a.markUpToDate(start)
+	if err == nil {
+		a.markUpToDate(start, full)
 	}
 	a.metrics.pending(a.pendingBytes())
 	if err == nil {

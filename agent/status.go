@@ -191,10 +191,16 @@ const upToDateName = "uptodate"
 const upToDateSlack = time.Second
 
 // markUpToDate records that every file was up to date at the start of the
-// pass that began at passStart. Its mtime is all it holds: one syscall a
-// pass, no fsync (a crash that loses it leaves an older time, which only
-// makes status count pending bytes from earlier).
-func (a *Agent) markUpToDate(passStart time.Time) {
+// pass that began at passStart and ended without error, when it was: no
+// path waits for a pass, none could not be read, and the pass looked at
+// every file (full) or every folder is watched, so that no event was
+// missed. Its mtime is all it holds: one syscall a pass, no fsync (a crash
+// that loses it leaves an older time, which only makes status count
+// pending bytes from earlier).
+func (a *Agent) markUpToDate(passStart time.Time, full bool) {
+	if a.hasWork() || a.problems.count() > 0 || !full && a.watchGaps.Load() {
+		return
+	}
 	at := passStart.Add(-upToDateSlack)
 	a.upToDate = at
 	p := filepath.Join(a.opts.StateDir, upToDateName)

@@ -25,7 +25,6 @@ import (
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/faultproxy"
-	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
@@ -414,15 +413,11 @@ func TestHostileRemotes(t *testing.T) {
 // 5,000 chunks of a reference bomb) took most of a run.
 func buildFileRemote(t *testing.T, h Remote) string {
 	t.Helper()
-	dir := t.TempDir()
-	c, err := file.New(dir)
-	if err != nil {
+	rc := newFastRemote(t)
+	if err := h.Build(t.Context(), rc); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Build(t.Context(), fastPut{c, dir}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return rc.(fastPut).dir
 }
 
 // runHostile runs command c against hostile remote h on backend be: for
