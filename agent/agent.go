@@ -23,6 +23,7 @@ import (
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
@@ -81,6 +82,9 @@ type Options struct {
 	// yet (Claude Code's settings, no session), not a wrong folder: said,
 	// but Once does not fail for it.
 	Detected bool
+	// Home is this machine's home folder, which the catalog records each
+	// session's folder relative to. Default: os.UserHomeDir.
+	Home string
 	// Hostname and HostID describe this host in the catalog. Defaults:
 	// os.Hostname, and a hash of the machine-id.
 	Hostname, HostID string
@@ -106,6 +110,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Compaction.MaxChunks <= 0 {
 		o.Compaction.MaxChunks = compact.DefaultMaxChunks
+	}
+	if o.Home == "" {
+		o.Home, _ = os.UserHomeDir()
 	}
 	if o.PullInterval <= 0 {
 		o.PullInterval = 30 * time.Second
@@ -216,6 +223,11 @@ type Agent struct {
 	// pullIncomplete are the sessions a pull merged without all of their
 	// blobs or artifacts: warned of once.
 	pullIncomplete map[string]bool
+	// projects are the projects of the folders sessions ran in, found
+	// once per folder (a few stats and a small read each).
+	projects map[string]project.ID
+	// placeNoted: the placement notes said (once per project).
+	placeNoted map[string]bool
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
@@ -287,7 +299,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
-		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{}, pullIncomplete: map[string]bool{},
+		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{}, pullIncomplete: map[string]bool{}, projects: map[string]project.ID{}, placeNoted: map[string]bool{},
 	}
 	a.interval.Store(int64(opts.Interval))
 	st, err := LoadState(opts.StateDir)
@@ -379,6 +391,13 @@ func (a *Agent) Once(ctx context.Context) error {
 	// marked for upload; a few more passes put it up before exiting.
 	for i := 0; i < 3 && err == nil && ctx.Err() == nil && a.hasWork(); i++ {
 		err = a.pass(ctx, a.takeFullScan())
+	}
+	if err == nil && a.opts.Pull && ctx.Err() == nil {
+		// One pull, and a pass that backs up what it wrote (a session
+		// placed for this machine's folders is this machine's bytes).
+		if err = a.pull(ctx); err == nil {
+			err = a.pass(ctx, true)
+		}
 	}
 	if err == nil {
 		err = a.unchecked.err()
@@ -575,9 +594,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		if a.opts.Pull && a.now().Sub(lastPull) >= a.opts.PullInterval {
 			lastPull = a.now()
 			if err := a.pull(ctx); err != nil && ctx.Err() == nil {
-				if remote.IsTransient(err) {
+				switch {
+				case remote.IsTransient(err):
 					a.outage.failed(a.log, err)
-				} else {
+				case errors.Is(err, errNotMerged):
+					a.log.Debug("pull incomplete", "err", err) // each session said at WARN
+				default:
 					a.log.Warn("pull failed; will retry", "err", err)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -181,8 +182,10 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 			ID: f.SessionID, Path: f.Path, Cwd: f.Cwd, Title: f.Title, Generation: f.Generation,
 			Size: f.Offset, Mtime: f.UploadedMtime, State: f.State, Changed: f.Changed,
 		}
+		base, inBase := a.catBase.Get(e.ID)
+		e.Project = a.projectOf(f.Cwd, base.Project)
 		all = append(all, e)
-		if base, ok := a.catBase.Get(e.ID); !ok || !sameEntry(base, e) {
+		if !inBase || !sameEntry(base, e) {
 			changed = append(changed, e)
 		}
 	}
@@ -335,8 +338,30 @@ func (a *Agent) confirmCatalog(ctx context.Context) {
 	a.catConfirmedAt = a.now()
 }
 
+// projectOf is the project of folder cwd, found once per folder: the
+// repository it is in and where it is under the home. A folder no longer
+// here keeps the repository its catalog entry recorded (was, if any).
+func (a *Agent) projectOf(cwd string, was *project.ID) *project.ID {
+	if cwd == "" {
+		return nil
+	}
+	id, ok := a.projects[cwd]
+	if !ok {
+		id = project.Identify(cwd, a.opts.Home)
+		a.projects[cwd] = id
+	}
+	if id.Origin == "" && was != nil && was.Origin != "" && was.Home == id.Home {
+		return was
+	}
+	if id.Zero() {
+		return nil
+	}
+	return &id
+}
+
 func sameEntry(a, b repo.CatalogEntry) bool {
 	return a.ID == b.ID && a.Path == b.Path && a.Cwd == b.Cwd && a.Title == b.Title &&
+		(a.Project == nil) == (b.Project == nil) && (a.Project == nil || *a.Project == *b.Project) &&
 		a.Generation == b.Generation && a.Size == b.Size && a.Mtime.Equal(b.Mtime) &&
 		a.State == b.State && a.Changed.Equal(b.Changed)
 }

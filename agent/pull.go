@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -54,6 +55,11 @@ type Merged struct {
 	// Missing is what the backup holds that the merge did not write (a
 	// blob the remote lost, an artifact that could not be placed).
 	Missing []string
+	// Cwd is the folder the session runs in here, Placed how it was
+	// found; Notes say what else the user should know (a placement that
+	// found no folder here, and what to set).
+	Cwd, Placed string
+	Notes       []string
 }
 
 // Added is a range of a session file's bytes, [Start, End), and their
@@ -85,7 +91,9 @@ func (a *Agent) pull(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	var cats []repo.Catalog
+	// This machine's own entry tells the placer which checkouts its
+	// sessions ran in; restore reads only the machine asked for's entries.
+	cats := []repo.Catalog{a.ownUses()}
 	type item struct {
 		machine string
 		entry   repo.CatalogEntry
@@ -165,6 +173,7 @@ func (a *Agent) pull(ctx context.Context) error {
 	}
 	close(queue)
 	var wg sync.WaitGroup
+	failed := 0
 	for range min(a.opts.Parallel, len(ids)) {
 		wg.Add(1)
 		go func() {
@@ -178,8 +187,10 @@ func (a *Agent) pull(ctx context.Context) error {
 					res, err := a.opts.Merger.Merge(ctx, req)
 					mu.Lock()
 					done, err := a.pulled(ctx, req, res, err)
+					a.notePlacement(ctx, id, res)
 					switch {
 					case err != nil:
+						failed++
 						a.log.Warn("pull: session not merged; will retry", "session", id, "machine", it.machine, "err", err)
 					case len(res.Missing) > 0:
 						// Not seen: the next pull tries again. Said once.
@@ -198,8 +209,48 @@ func (a *Agent) pull(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("pull: %d of %d sessions not merged (see above); the next pull tries them again: %w", failed, len(ids), errNotMerged)
+	}
+	return nil
 }
+
+// ownUses is what this machine's catalog would say of the folders its
+// sessions ran in, for placing other machines' sessions in the same
+// checkouts.
+func (a *Agent) ownUses() repo.Catalog {
+	c := repo.Catalog{Machine: a.opts.Machine}
+	for _, f := range a.state.Streams {
+		if !f.isSession() || f.Cwd == "" || f.State != repo.StatePresent {
+			continue
+		}
+		if p := a.projectOf(f.Cwd, nil); p != nil && p.Origin != "" {
+			c.Sessions = append(c.Sessions, repo.CatalogEntry{ID: f.SessionID, Cwd: f.Cwd, Project: p, Mtime: f.UploadedMtime})
+		}
+	}
+	return c
+}
+
+// notePlacement says where a session new here was placed, and a note on
+// it (no folder for its project here, and what to set) once per note.
+func (a *Agent) notePlacement(ctx context.Context, id string, res Merged) {
+	if res.Action == MergeCreated && res.Placed != "" {
+		a.log.Info("pull: placed a session from another machine", "session", id, "cwd", res.Cwd, "how", res.Placed)
+	}
+	for _, n := range res.Notes {
+		lvl := slog.LevelDebug
+		if !a.placeNoted[n] {
+			lvl, a.placeNoted[n] = slog.LevelWarn, true
+		}
+		a.log.Log(ctx, lvl, "pull: "+n, "session", id)
+	}
+}
+
+// errNotMerged: a pull left sessions unmerged, each said at WARN already.
+var errNotMerged = errors.New("sessions not merged")
 
 // warnRefused says once what a machine's catalog has wrong (a hostile or
 // damaged catalog is read again at every pull), and at debug after that.

@@ -39,6 +39,11 @@ type Config struct {
 	Include, Exclude            []string
 	S3                          S3
 	Sync                        Sync
+	// Projects are where this machine's checkouts are looked for, and
+	// PathMap the FROM=TO folder pairs, for placing other machines'
+	// sessions (pull and restore).
+	Projects Projects
+	PathMap  []string
 	Log                         Log
 	Metrics                     Metrics
 	Encryption                  Encryption
@@ -61,6 +66,10 @@ type S3 struct {
 }
 
 // Sync configures pulling other machines' sessions.
+type Projects struct {
+	Roots []string
+}
+
 type Sync struct {
 	Pull         bool
 	PullInterval time.Duration
@@ -384,7 +393,16 @@ func parseValue(k key, raw any, e *environ) (any, error) {
 		}
 		out = n
 	case *[]string:
-		out = asList(raw)
+		list := asList(raw)
+		if k.path {
+			for i, s := range list {
+				var err error
+				if list[i], err = e.expand(s); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = list
 	default:
 		panic("config: key " + k.name + " has a field of an unsupported type")
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 )
 
@@ -53,6 +54,16 @@ type key struct {
 	// check validates and may normalise a parsed value; its error says what is
 	// wrong and what to do, without repeating the key or its source.
 	check func(v any) (any, error)
+}
+
+// checkPathMap checks each FROM=TO pair as pull and restore will read it.
+func checkPathMap(v any) (any, error) {
+	for _, s := range v.([]string) {
+		if _, err := project.ParseMap(s); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
 }
 
 func static(s string) func(*environ) (string, error) {
@@ -234,6 +245,21 @@ var keys = []key{
 		field: func(c *Config) any { return &c.Sync.Exclude },
 		def:   static(""),
 		check: checkGlobs,
+	},
+	{
+		name:    "projects.roots",
+		help:    "folders searched (4 levels deep, hidden folders skipped, at most 20000 folders and 3s, cached for an hour) for git checkouts, so that a session from another machine is placed in this machine's checkout of the same repository (default: the home folder)",
+		field:   func(c *Config) any { return &c.Projects.Roots },
+		def:     static("~"),
+		derived: true,
+		path:    true,
+	},
+	{
+		name:  "path_map",
+		help:  "FROM=TO folder pairs (e.g. /Users/ana=/home/ana): a session from another machine recorded in FROM or below runs in the same folder under TO here, when no checkout of its repository and no same folder under this home is found (pull and restore; restore --path-map adds pairs)",
+		field: func(c *Config) any { return &c.PathMap },
+		def:   static(""),
+		check: checkPathMap,
 	},
 	{
 		name:  "encryption.recipients",

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/ompsync/ompsync/project"
 )
 
 // Session states in a catalog.
@@ -72,11 +74,15 @@ func checkWriter(what string, w *Writer) error {
 
 // CatalogEntry is one session as its machine last saw it.
 type CatalogEntry struct {
-	ID         string `json:"id"`
-	Path       string `json:"path"`
-	Cwd        string `json:"cwd,omitempty"`
-	Title      string `json:"title,omitempty"`
-	Generation string `json:"generation"`
+	ID   string `json:"id"`
+	Path string `json:"path"`
+	Cwd  string `json:"cwd,omitempty"`
+	// Project is the project the backing-up machine found cwd in: its
+	// repository's origin, the folder inside it and under the home
+	// (format 1 compatible addition; docs/FORMAT.md).
+	Project    *project.ID `json:"project,omitempty"`
+	Title      string      `json:"title,omitempty"`
+	Generation string      `json:"generation"`
 	// Size is how many bytes of the generation are on the remote.
 	Size int64 `json:"size"`
 	// Mtime is the file's modification time when it was last uploaded;
@@ -186,6 +192,8 @@ func entryProblem(e CatalogEntry) string {
 		return fmt.Sprintf("session %s has unsafe path %q", e.ID, e.Path)
 	case e.Generation != "" && !ValidGeneration(e.Generation):
 		return fmt.Sprintf("session %s has bad generation %q", e.ID, e.Generation)
+	case e.Project != nil && e.Project.Problem() != "":
+		return fmt.Sprintf("session %s: %s", e.ID, e.Project.Problem())
 	}
 	switch e.State {
 	case StatePresent, StateDeleted, StateArchived:
@@ -247,16 +255,17 @@ func (x *CatalogIndex) Len() int {
 // field. Most changes are a new size and mtime, so an active machine's
 // recent object stays a small fraction of its catalog.
 type entryPatch struct {
-	ID         string     `json:"id,omitempty"`
-	N          *int       `json:"n,omitempty"`
-	Path       *string    `json:"path,omitempty"`
-	Cwd        *string    `json:"cwd,omitempty"`
-	Title      *string    `json:"title,omitempty"`
-	Generation *string    `json:"generation,omitempty"`
-	Size       *int64     `json:"size,omitempty"`
-	Mtime      *time.Time `json:"mtime,omitempty"`
-	State      *string    `json:"state,omitempty"`
-	Changed    *time.Time `json:"changed,omitempty"`
+	ID         string      `json:"id,omitempty"`
+	N          *int        `json:"n,omitempty"`
+	Path       *string     `json:"path,omitempty"`
+	Cwd        *string     `json:"cwd,omitempty"`
+	Project    *project.ID `json:"project,omitempty"`
+	Title      *string     `json:"title,omitempty"`
+	Generation *string     `json:"generation,omitempty"`
+	Size       *int64      `json:"size,omitempty"`
+	Mtime      *time.Time  `json:"mtime,omitempty"`
+	State      *string     `json:"state,omitempty"`
+	Changed    *time.Time  `json:"changed,omitempty"`
 }
 
 type recentObject struct {
@@ -295,6 +304,12 @@ func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
 		}
 		if diff(b.Cwd != e.Cwd) {
 			p.Cwd = &e.Cwd
+		}
+		if diff(!sameProject(b.Project, e.Project)) {
+			p.Project = e.Project
+			if p.Project == nil && inBase {
+				p.Project = &project.ID{} // removed: the zero ID
+			}
 		}
 		if diff(b.Title != e.Title) {
 			p.Title = &e.Title
@@ -378,6 +393,12 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 			e.Path = DecodePath(*p.Path)
 		}
 		set(&e.Cwd, p.Cwd)
+		if p.Project != nil {
+			e.Project = p.Project
+			if e.Project.Zero() {
+				e.Project = nil
+			}
+		}
 		set(&e.Title, p.Title)
 		set(&e.Generation, p.Generation)
 		set(&e.Size, p.Size)
@@ -392,6 +413,10 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	}
 	c.Blobs = checkBlobs("recent catalog changes of "+r.Machine, r.Blobs, &c.Refused)
 	return c, nil
+}
+
+func sameProject(a, b *project.ID) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 func set[T any](dst *T, v *T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -37,6 +38,20 @@ type copyData struct {
 	// mtime is what the catalog recorded; for an artifact, what its
 	// chunks carry (zero from agents before chunk mtimes).
 	mtime time.Time
+	// recorded is the size of the copy on the remote; size differs from
+	// it when mapped, the copy's folders rewritten for this machine.
+	recorded int64
+	mapped   bool
+}
+
+// mapping is what rewrites the copy of stream s for the folder the
+// session runs in here: its machine's recorded folder to t.cwd.
+func (t *target) mapping(s repo.Stream) project.Mapping {
+	e := t.entry(s.Machine)
+	if s.Name != repo.SessionStream || e == nil || t.cwd == "" {
+		return project.Mapping{}
+	}
+	return project.Mapping{From: e.Cwd, To: t.cwd}
 }
 
 // fetched is everything one session needs, verified.
@@ -49,6 +64,8 @@ type fetched struct {
 	blobLinks map[string][]blobLink // the other names of those blobs
 	notes     []string
 	missing   []string // see Result.Missing
+	// mapped: a session copy's folders were rewritten for this machine.
+	mapped bool
 	// buffers takes back the copies' buffers when they are discarded.
 	buffers *buffers
 }
@@ -178,6 +195,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 				f.notes = append(f.notes, note)
 			}
 		}
+		f.mapped = f.mapped || c.mapped
 		switch {
 		case c.generation == "":
 			// No copy on this machine at opts.At.
@@ -297,13 +315,22 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		// The stream writes 64 KiB at a time, straight to the spill; its
 		// head is the spill's (a copy of every copy's first MiB, grown by
 		// doubling, was a sixth of a restore's CPU).
-		sw := &scanWriter{w: sp, refs: map[string]bool{}}
+		var to io.Writer = sp
+		var rw *project.Rewriter
+		if m := t.mapping(s); !m.Identity() {
+			rw = m.Writer(sp)
+			to = rw
+		}
+		sw := &scanWriter{w: to, refs: map[string]bool{}}
 		var st repo.Streamed
 		var err error
 		if opts.At.IsZero() {
 			st, err = r.StreamGeneration(ctx, s, g, limit, sw, false)
 		} else {
 			st, err = r.StreamGenerationAt(ctx, s, g, limit, sw, opts.At)
+		}
+		if err == nil && rw != nil {
+			err = rw.Close()
 		}
 		if err == nil && st.Head != nil {
 			err = sp.overlay(st.Head)
@@ -315,6 +342,10 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		}
 		c.data, c.file = sp.buf, sp.name
 		c.size, c.mtime = st.Size, st.Mtime // an artifact's mtime, from its chunks
+		c.recorded = st.Size
+		if rw != nil {
+			c.size, c.mapped = rw.Written, rw.Changed > 0
+		}
 		if !opts.At.IsZero() {
 			c.mtime = st.Uploaded
 		}
@@ -336,8 +367,8 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
 		return fail(fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID))
 	}
-	if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && c.size < e.Size && opts.At.IsZero() {
-		return fail(fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, c.size, e.Size))
+	if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && c.recorded < e.Size && opts.At.IsZero() {
+		return fail(fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, c.recorded, e.Size))
 	}
 	return c, nil
 }

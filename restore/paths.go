@@ -11,43 +11,40 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/openfiles"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/store"
 )
 
-// PathMapping rewrites the absolute paths that session folder names
-// encode (omp's "--<abs path>--" form, used for sessions outside the home
-// directory), e.g. From /Users/ana To /home/ana turns --Users-ana-src-api--
-// into --home-ana-src-api--. Home-relative folder names travel between
-// machines as they are.
-type PathMapping = store.PathMap
+// LocalFile is how a session that has a file here is placed: where the
+// user has it.
+const LocalFile = "local file"
 
-// ParsePathMapping parses FROM=TO; both must be absolute paths.
-func ParsePathMapping(s string) (PathMapping, error) {
-	from, to, ok := strings.Cut(s, "=")
-	if !ok {
-		return PathMapping{}, fmt.Errorf("path map %q: want FROM=TO, e.g. /Users/ana=/home/ana", s)
+// destination is where the session goes and the folder it runs in there:
+// the local file with its id if there is one (it stays where the user has
+// it), else the newest copy's file, placed by opts.Placer in this
+// machine's folder for the project it recorded.
+func (t *target) destination(opts Options, localRel string) (string, project.Placement, error) {
+	if localRel != "" {
+		return localRel, project.Placement{Cwd: headerCwd(opts.Store, abs(opts.AgentDir, localRel)), How: LocalFile}, nil
 	}
-	m := PathMapping{From: path.Clean(filepath.ToSlash(from)), To: path.Clean(filepath.ToSlash(to))}
-	for _, p := range []string{m.From, m.To} {
-		if !strings.HasPrefix(p, "/") || p == "/" {
-			return PathMapping{}, fmt.Errorf("path map %q: %q is not an absolute folder", s, p)
+	e := t.newest()
+	place := project.Placement{Cwd: e.Cwd, How: project.Recorded}
+	var cwd, home string
+	if opts.Placer != nil {
+		var id project.ID
+		if e.Project != nil {
+			id = *e.Project
+		}
+		place = opts.Placer.Place(e.Cwd, id)
+		if place.Cwd != e.Cwd {
+			cwd, home = place.Cwd, opts.Placer.Home
 		}
 	}
-	return m, nil
-}
-
-// destination is where the session goes: the local file with its id if
-// there is one (it stays where the user has it), else the path the newest
-// copy recorded, mapped.
-func (t *target) destination(st store.Store, localRel string, maps []PathMapping) (string, error) {
-	if localRel != "" {
-		return localRel, nil
-	}
-	rel, err := st.SessionRel(t.newest().Path, maps)
+	rel, err := opts.Store.SessionRel(e.Path, cwd, home)
 	if err != nil {
-		return "", fmt.Errorf("session %s: %w", t.id, err)
+		return "", place, fmt.Errorf("session %s: %w", t.id, err)
 	}
-	return rel, nil
+	return rel, place, nil
 }
 
 // abs joins a checked relative path to the agent dir.

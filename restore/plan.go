@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
@@ -34,6 +35,9 @@ type target struct {
 	agent   string // the store's name
 	id      string
 	entries []machineEntry // sorted by machine
+	// cwd is the folder the session runs in here, once placed: each copy
+	// is rewritten from the folder its machine recorded to this one.
+	cwd string
 }
 
 type machineEntry struct {
@@ -75,6 +79,22 @@ func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, erro
 // blobMtimes is each blob's mtime as the catalogs record it: the earliest
 // where machines differ (each recorded its own copy; the first was the
 // original).
+// uses are the folders machine's own catalog records its sessions ran in.
+func (p *planner) uses(machine string) []project.Use {
+	var out []project.Use
+	for _, c := range p.catalogs {
+		if c.Machine != machine {
+			continue
+		}
+		for _, e := range c.Sessions {
+			if e.Project != nil && e.Project.Origin != "" {
+				out = append(out, project.Use{Cwd: e.Cwd, ID: *e.Project, Used: e.Mtime})
+			}
+		}
+	}
+	return out
+}
+
 func (p *planner) blobMtimes() map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, c := range p.catalogs {

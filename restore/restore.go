@@ -24,6 +24,7 @@ import (
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/openfiles"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
@@ -55,8 +56,10 @@ type Options struct {
 	// (sync scans once per pull, not once per session); nil scans at the
 	// start. Run adds the files it creates.
 	Local *store.Local
-	// PathMap rewrites folder names that encode an absolute path.
-	PathMap []PathMapping
+	// Placer places a session that has no file here in this machine's
+	// folder for its project (and rewrites the folders its copies record
+	// for it); nil keeps every session where it was recorded.
+	Placer *project.Placer
 	// Generation picks that generation instead of the newest.
 	Generation string
 	// At, when set, restores each stream as the backup held it then: the
@@ -196,6 +199,11 @@ type Result struct {
 	Added *Span `json:"-"`
 	// Backup is the pre-merge local file, relative to the agent dir.
 	Backup string `json:"backup,omitempty"`
+	// Cwd is the folder the session runs in on this machine, and Placed
+	// how it was found (project.SamePath, ..., LocalFile); a note on the
+	// placement is among Notes.
+	Cwd    string `json:"cwd,omitempty"`
+	Placed string `json:"placed,omitempty"`
 	// Machines are the copies used.
 	Machines []string `json:"machines,omitempty"`
 	// Sources are the copies the written bytes came from (for created and
@@ -297,6 +305,9 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		return nil, err
 	}
 	opts.blobMtimes = p.blobMtimes()
+	if opts.Placer != nil {
+		opts.Placer = opts.Placer.Learn(p.uses(opts.Placer.Machine))
+	}
 	targets, err := p.targets(prefixes)
 	if err != nil {
 		return nil, err
@@ -395,12 +406,16 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 // folder.
 func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, opts Options, open *openScan, listed *repo.SessionObjects, later *later) Result {
 	res := Result{Agent: opts.Store.Name(), ID: t.id, DryRun: opts.DryRun}
-	dest, err := t.destination(opts.Store, localRel, opts.PathMap)
+	dest, place, err := t.destination(opts, localRel)
 	if err != nil {
 		res.Action, res.Error = Refused, err.Error()
 		return res
 	}
-	res.Path = dest
+	res.Path, res.Cwd, res.Placed = dest, place.Cwd, place.How
+	if place.Note != "" {
+		res.Notes = append(res.Notes, place.Note)
+	}
+	t.cwd = place.Cwd
 	// Live before the fetch: nothing to fetch. Live after it (omp opened
 	// the session meanwhile): nothing written.
 	live := func() bool {
@@ -456,6 +471,11 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 			res.Action = Failed
 		}
 		res.Error = failure(err)
+	}
+	if f.mapped {
+		// The bytes written are the copy's with this machine's folders:
+		// no machine's stream holds them as they are here.
+		res.Sources = nil
 	}
 	return res
 }

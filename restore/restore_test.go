@@ -758,84 +758,6 @@ func TestRestoreRefusesBadPrefixes(t *testing.T) {
 	}
 }
 
-func TestRestorePathMap(t *testing.T) {
-	r := fileRemote(t)
-	f := corpus(t)[2]
-	a := newMachine(t, r, "mac")
-	a.write(sessionPath("--Users-ana-src-api--", f.id, 1), f.data, base)
-	a.write(sessionPath("-src-web", corpus(t)[3].id, 2), corpus(t)[3].data, base)
-	a.backup()
-	b := newMachine(t, r, "linux")
-	maps := []PathMapping{{From: "/Users/ana", To: "/home/ana"}, {From: "/Users/ana/src/api", To: "/srv/api"}}
-	rep := b.restoreOK(nil, Options{All: true, PathMap: maps})
-	got := map[string]string{}
-	for _, res := range rep.Results {
-		got[res.ID] = res.Path
-	}
-	// The longest match wins; home-relative folders are left as they are.
-	if want := sessionPath("--srv-api--", f.id, 1); got[f.id] != want {
-		t.Errorf("mapped to %s, want %s", got[f.id], want)
-	}
-	if want := sessionPath("-src-web", corpus(t)[3].id, 2); got[corpus(t)[3].id] != want {
-		t.Errorf("home-relative folder mapped to %s, want %s", got[corpus(t)[3].id], want)
-	}
-}
-
-func TestParsePathMapping(t *testing.T) {
-	for in, want := range map[string]PathMapping{
-		"/Users/ana=/home/ana":   {From: "/Users/ana", To: "/home/ana"},
-		"/Users/ana/=/home/ana/": {From: "/Users/ana", To: "/home/ana"},
-	} {
-		got, err := ParsePathMapping(in)
-		if err != nil || got != want {
-			t.Errorf("%q: %+v %v", in, got, err)
-		}
-	}
-	for _, bad := range []string{"/a", "a=/b", "/a=b", "/=/b", "/a=/"} {
-		if _, err := ParsePathMapping(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	for dir, want := range map[string]string{
-		"--Users-ana-src--":   "--home-ana-src--",
-		"--Users-ana--":       "--home-ana--",
-		"--Users-anabel-x--":  "--Users-anabel-x--",
-		"-Users-ana-x":        "-Users-ana-x",
-		"--Users-ana-a-b-c--": "--home-ana-a-b-c--",
-	} {
-		rel, err := store.OMP().SessionRel("sessions/"+dir+"/a_b.jsonl", []PathMapping{{From: "/Users/ana", To: "/home/ana"}})
-		if got := strings.Split(rel, "/"); err != nil || got[1] != want {
-			t.Errorf("folder %s mapped to %v (%v), want %s", dir, got, err, want)
-		}
-	}
-}
-
-// FuzzSessionRel: whatever the recorded path and the mapping, the result is a
-// session path under sessions/ or an error.
-func FuzzSessionRel(f *testing.F) {
-	f.Add("sessions/--Users-ana-x--/a_b.jsonl", "/Users/ana", "/home/ana")
-	f.Add("sessions/--a--/x.jsonl", "/a", "/..")
-	f.Add("sessions/../x.jsonl", "/a", "/b")
-	f.Fuzz(func(t *testing.T, p, from, to string) {
-		m, err := ParsePathMapping(from + "=" + to)
-		var maps []PathMapping
-		if err == nil {
-			maps = append(maps, m)
-		}
-		rel, err := store.OMP().SessionRel(p, maps)
-		if err != nil {
-			return
-		}
-		if !repo.SafeRelPath(rel) || store.OMP().Classify(rel) != store.KindSession {
-			t.Fatalf("%q with %v gave %q", p, maps, rel)
-		}
-		parts := strings.Split(rel, "/")
-		if len(parts) != 3 || parts[0] != "sessions" || parts[1] == ".." || strings.ContainsAny(parts[1], "\\\x00") {
-			t.Fatalf("%q gave %q", p, rel)
-		}
-	})
-}
-
 // --generation restores an older generation; the default is the newest.
 func TestRestoreGeneration(t *testing.T) {
 	r := fileRemote(t)
@@ -1116,6 +1038,30 @@ func TestRestoreBlobLinks(t *testing.T) {
 		}
 		if got, _ := os.ReadFile(filepath.Join(to, "blobs", name+".jpg")); !bytes.Equal(got, legacy) {
 			t.Errorf("the legacy name holds %q, want %q", got, legacy)
+		}
+	})
+}
+
+// FuzzSessionRel: whatever the recorded path and the folder a session is
+// placed in, the result is a session path under sessions/ or an error.
+func FuzzSessionRel(f *testing.F) {
+	f.Add("sessions/--Users-ana-x--/a_b.jsonl", "/home/ana/x", "/home/ana")
+	f.Add("sessions/--a--/x.jsonl", "/a/..", "/")
+	f.Add("sessions/../x.jsonl", "/a", "/b")
+	f.Add("sessions/-x/a_b.jsonl", `C:\Users\ana\..\..`, `C:\Users\ana`)
+	f.Fuzz(func(t *testing.T, p, cwd, home string) {
+		for _, st := range []store.Store{store.OMP(), store.Pi(), store.Claude()} {
+			rel, err := st.SessionRel(p, cwd, home)
+			if err != nil {
+				continue
+			}
+			if !repo.SafeRelPath(rel) || st.Classify(rel) != store.KindSession {
+				t.Fatalf("%s: %q placed in %q gave %q", st.Name(), p, cwd, rel)
+			}
+			parts := strings.Split(rel, "/")
+			if len(parts) != 3 || parts[1] == ".." || strings.ContainsAny(parts[1], "\\\x00") {
+				t.Fatalf("%s: %q gave %q", st.Name(), p, rel)
+			}
 		}
 	})
 }

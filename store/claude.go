@@ -172,35 +172,21 @@ func (c claude) ArtifactRel(sessionRel, inner string) (string, bool) {
 	return out, c.Classify(out) == KindArtifact
 }
 
-// SessionRel: projects/<dir>/<uuid>.jsonl, the folder mapped. Claude Code
-// names the folder of /Users/ana/src "-Users-ana-src": a map from
-// /Users/ana to /home/ana makes it "-home-ana-src". A folder of a path
-// longer than 200 characters ends in a hash of the path, which cannot be
-// mapped: it stays as it is.
-func (c claude) SessionRel(p string, maps []PathMap) (string, error) {
+// SessionRel: projects/<dir>/<uuid>.jsonl, the folder cwd's: Claude Code
+// names the folder of /home/ana/src "-home-ana-src". The folder of a path
+// longer than 200 characters ends in a hash of the path (Bun's), which
+// ompsync cannot make: such a session keeps its recorded folder.
+func (c claude) SessionRel(p, cwd, _ string) (string, error) {
 	if !repo.SafeRelPath(p) || c.Classify(p) != KindSession {
 		return "", fmt.Errorf("recorded path %q is not a session file under projects/", p)
 	}
+	dir := claudeDir(cwd)
+	if cwd == "" || len(dir) > 200 {
+		return p, nil
+	}
 	parts := strings.Split(p, "/")
-	if len(parts[1]) <= 200 {
-		best, bestLen := "", -1
-		for _, m := range maps {
-			from := claudeDir(m.From)
-			if parts[1] == from || strings.HasPrefix(parts[1], from+"-") {
-				if len(from) > bestLen {
-					best, bestLen = claudeDir(m.To)+parts[1][len(from):], len(from)
-				}
-			}
-		}
-		if bestLen >= 0 && len(best) <= 200 {
-			parts[1] = best
-		}
-	}
-	out := strings.Join(parts, "/")
-	if !repo.SafeRelPath(out) || c.Classify(out) != KindSession {
-		return "", fmt.Errorf("path map turns %q into %q, which is not a session path", p, out)
-	}
-	return out, nil
+	parts[1] = dir
+	return checkMoved(c, p, strings.Join(parts, "/"))
 }
 
 // claudeDir names the projects/ folder of a path as Claude Code does.

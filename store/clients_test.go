@@ -76,7 +76,7 @@ func TestClientFixtures(t *testing.T) {
 					t.Errorf("codex: Describe of the first 8 KiB = %+v, %v", info, ok)
 				}
 			}
-			if rel, err := st.SessionRel(f.rel, nil); err != nil || rel != f.rel {
+			if rel, err := st.SessionRel(f.rel, "", ""); err != nil || rel != f.rel {
 				t.Errorf("%s: SessionRel = %q, %v", tc.client, rel, err)
 			}
 			if st.SlotLen(f.data) != 0 {
@@ -137,21 +137,20 @@ func TestClientSidecarsIgnored(t *testing.T) {
 	}
 }
 
-// --path-map moves a Claude Code project folder to another home: the cross-
-// machine resume its users ask for.
-func TestClaudePathMap(t *testing.T) {
-	maps := []PathMap{{From: "/Users/ana", To: "/home/ana"}}
-	for in, want := range map[string]string{
-		"projects/-Users-ana-src-api/u.jsonl": "projects/-home-ana-src-api/u.jsonl",
-		"projects/-Users-ana/u.jsonl":         "projects/-home-ana/u.jsonl",
-		"projects/-Users-anabel/u.jsonl":      "projects/-Users-anabel/u.jsonl",
-		"projects/-opt-x/u.jsonl":             "projects/-opt-x/u.jsonl",
+// A session placed in another working folder goes into that folder's
+// project folder, as Claude Code names it; its name stays.
+func TestClaudeSessionRelMoves(t *testing.T) {
+	for cwd, want := range map[string]string{
+		"/home/bob/code/app": "projects/-home-bob-code-app/u.jsonl",
+		"":                   "projects/-Users-ana-src-api/u.jsonl",
+		`C:\Users\ana\app`: "projects/C--Users-ana-app/u.jsonl",
+		"/" + strings.Repeat("x", 300): "projects/-Users-ana-src-api/u.jsonl",
 	} {
-		if got, err := Claude().SessionRel(in, maps); err != nil || got != want {
-			t.Errorf("SessionRel(%s) = %q, %v; want %s", in, got, err, want)
+		if got, err := Claude().SessionRel("projects/-Users-ana-src-api/u.jsonl", cwd, "/home/bob"); err != nil || got != want {
+			t.Errorf("SessionRel(%q) = %q, %v; want %s", cwd, got, err, want)
 		}
 	}
-	if _, err := Claude().SessionRel("projects/../u.jsonl", maps); err == nil {
+	if _, err := Claude().SessionRel("projects/../u.jsonl", "/x", ""); err == nil {
 		t.Error("a path leaving projects/ was accepted")
 	}
 }

@@ -171,7 +171,7 @@ func (c codex) Archived(rel string) (string, string, bool) {
 func (codex) ArchiveOf(live string) string { return live + ".zst" }
 
 // SessionRel: rollouts are named by date, not by cwd; nothing to map.
-func (c codex) SessionRel(p string, _ []PathMap) (string, error) {
+func (c codex) SessionRel(p, _, _ string) (string, error) {
 	if !repo.SafeRelPath(p) || c.Classify(p) != KindSession {
 		return "", fmt.Errorf("recorded path %q is not a Codex rollout under sessions/ or archived_sessions/", p)
 	}

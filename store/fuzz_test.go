@@ -53,7 +53,7 @@ func FuzzClassify(f *testing.F) {
 				t.Fatalf("%s: Classify(%q) = %s: credentials, settings and databases are never backed up", s.Name(), rel, k)
 			}
 			if k == KindSession {
-				if _, err := s.SessionRel(rel, nil); err != nil {
+				if _, err := s.SessionRel(rel, "", ""); err != nil {
 					t.Fatalf("%s: %q is a session, yet restore would refuse its path: %v", s.Name(), rel, err)
 				}
 			}

@@ -234,18 +234,24 @@ func (f family) ArchiveOf(live string) string {
 	return "archive/" + live + ".gz"
 }
 
-// SessionRel: sessions/<folder>/<name>.jsonl, the folder mapped when it
-// encodes an absolute path ("--<abs>--"). Home-relative folder names
-// travel between machines as they are.
-func (f family) SessionRel(p string, maps []PathMap) (string, error) {
+// SessionRel: sessions/<folder>/<name>.jsonl, the folder cwd's (CwdDir).
+func (f family) SessionRel(p, cwd, home string) (string, error) {
 	if !repo.SafeRelPath(p) || f.Classify(p) != KindSession {
 		return "", fmt.Errorf("recorded path %q is not a session file under sessions/", p)
 	}
+	if cwd == "" {
+		return p, nil
+	}
 	parts := strings.Split(p, "/")
-	parts[1] = mapDir(parts[1], maps)
-	out := strings.Join(parts, "/")
-	if !repo.SafeRelPath(out) || f.Classify(out) != KindSession {
-		return "", fmt.Errorf("path map turns %q into %q, which is not a session path", p, out)
+	parts[1] = f.CwdDir(cwd, home)
+	return checkMoved(f, p, strings.Join(parts, "/"))
+}
+
+// checkMoved refuses a session path that moving a session turned into
+// something else than a session path (a folder named "..", say).
+func checkMoved(s Store, p, out string) (string, error) {
+	if !repo.SafeRelPath(out) || s.Classify(out) != KindSession {
+		return "", fmt.Errorf("placing %q gives %q, which is not a session path", p, out)
 	}
 	return out, nil
 }
@@ -287,30 +293,4 @@ func (f family) CwdDir(cwd, home string) string {
 // without the surrounding "--".
 func encodeAbs(p string) string {
 	return strings.NewReplacer("/", "-", "\\", "-", ":", "-").Replace(strings.TrimLeft(p, "/"))
-}
-
-// mapDir applies the longest matching mapping to one session folder name.
-// The encoding turns both "/" and "-" into "-", so a mapping matches at a
-// "-" boundary; that is as exact as the folder names allow.
-func mapDir(dir string, maps []PathMap) string {
-	if len(dir) < 4 || !strings.HasPrefix(dir, "--") || !strings.HasSuffix(dir, "--") {
-		return dir
-	}
-	inner := dir[2 : len(dir)-2]
-	best, bestLen := "", -1
-	for _, m := range maps {
-		from := encodeAbs(m.From)
-		if from == "" {
-			continue
-		}
-		if inner == from || strings.HasPrefix(inner, from+"-") {
-			if len(from) > bestLen {
-				best, bestLen = encodeAbs(m.To)+inner[len(from):], len(from)
-			}
-		}
-	}
-	if bestLen < 0 || best == "" {
-		return dir
-	}
-	return "--" + best + "--"
 }

@@ -45,12 +45,6 @@ type Info struct {
 	Title string
 }
 
-// PathMap rewrites the absolute paths that session folder names encode,
-// e.g. From /Users/ana To /home/ana (restore --path-map).
-type PathMap struct {
-	From, To string
-}
-
 // ErrNoEntryIDs is Merge's answer for a format whose lines carry no entry
 // ids: two copies that went on in different places cannot be merged line
 // by line.
@@ -121,9 +115,12 @@ type Store interface {
 	// or zstd (.zst) file of the session's bytes.
 	Archived(rel string) (id, live string, ok bool)
 	ArchiveOf(live string) string
-	// SessionRel checks a session path recorded on the remote and applies
-	// the path maps to the folder names that encode an absolute path.
-	SessionRel(recorded string, maps []PathMap) (string, error)
+	// SessionRel checks a session path recorded on the remote and, when
+	// cwd is not "", moves it into the folder the agent keeps the sessions
+	// of working folder cwd in on this machine, whose home folder is home
+	// (the name stays; an agent that does not file sessions by folder
+	// keeps the path as recorded).
+	SessionRel(recorded, cwd, home string) (string, error)
 	// Beside names a copy of the session file at rel kept next to it: the
 	// copy of another machine that cannot be merged (no entry ids). ok is
 	// false for a format that merges.

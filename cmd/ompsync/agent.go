@@ -25,6 +25,7 @@ import (
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/progress"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
@@ -67,13 +68,21 @@ it was and fails the pass.
 
 With --pull (sync.pull) it also fetches, every --pull-interval, the sessions
 other machines uploaded and merges them into <agent_dir> by restore's rule, so
-a session can be resumed on any machine.`
+a session can be resumed on any machine: a new one goes where this machine's
+agent looks for its project (its checkout of the same git repository, found
+under projects.roots; else the same folder under this home; else path_map;
+see 'ompsync restore --help'). With --once --pull: one full pass, then one
+pull, then a pass that backs up what the pull wrote; exit 1 if a session
+could not be merged.`
 
 const agentExample = `  # back up to the default local folder (~/.local/share/ompsync/remote)
   ompsync agent
 
   # one full pass for cron or scripts: exit 0 when everything is uploaded
   ompsync agent --once
+
+  # the same, and bring in what other machines uploaded (a second machine)
+  ompsync agent --once --pull
 
   # to S3, uploading at most every 5 seconds, with metrics
   ompsync --remote s3://my-bucket/omp agent --interval 5s --metrics-addr 127.0.0.1:9464`
@@ -194,7 +203,11 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 		if err != nil {
 			return err
 		}
-		opts.Pull = false // one backup pass; pulling is the running agent's
+		if opts.Pull {
+			if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
+				return err
+			}
+		}
 		bar := passBar(out)
 		opts.Progress = bar.update
 		ag, err := agent.New(ar, opts)
@@ -349,7 +362,11 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		if i == 0 {
 			opts.Progress = bar.update
 		}
-		opts.Merger = restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: opts.Logger, maxMerge: cfg.Restore.MergeBytes()}
+		if opts.Pull {
+			if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
+				return err
+			}
+		}
 		opts.Ready = ready.Done
 		if reg != nil {
 			// Several agents' series are told apart by a label; one
@@ -524,12 +541,28 @@ type restoreMerger struct {
 	agentDir string
 	log      *slog.Logger
 	maxMerge int64 // restore.max_merge_size
+	placer   *project.Placer
+}
+
+// newMerger is the pull's merger for watched agent w: restore's merge, and
+// its placement of sessions from other machines. Where the search for
+// checkouts stopped short is said once, at WARN.
+func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w watched, log *slog.Logger) (restoreMerger, error) {
+	pl, problems, err := placer(ctx, cfg, nil)
+	if err != nil {
+		return restoreMerger{}, err
+	}
+	for _, p := range problems {
+		log.Warn("pull: " + p)
+	}
+	return restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: log, maxMerge: cfg.Restore.MergeBytes(), placer: pl}, nil
 }
 
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
 		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, HashWritten: true, MaxMergeSize: m.maxMerge,
+		Placer: m.placer,
 	})
 	if err != nil {
 		return agent.Merged{}, err
@@ -538,7 +571,8 @@ func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent
 		return agent.Merged{}, fmt.Errorf("restore of %s gave %d results", id, len(rep.Results))
 	}
 	res := rep.Results[0]
-	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Backup: res.Backup, Problem: res.Error, Missing: res.Missing}
+	out := agent.Merged{Action: string(res.Action), Path: res.Path, Bytes: res.Bytes, Backup: res.Backup, Problem: res.Error, Missing: res.Missing,
+		Cwd: res.Cwd, Placed: res.Placed, Notes: res.Notes}
 	if a := res.Added; a != nil {
 		out.Added = &agent.Added{Start: a.Start, End: a.End, SHA256: a.SHA256}
 	}

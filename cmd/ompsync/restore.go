@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/store"
@@ -26,8 +28,9 @@ on a terminal it asks which one, and --latest takes the newest, as omp's
 --resume does.
 
 Each session is merged with the local file of the same id:
-  - no local file: the copy is written whole, at the path it last had, with
-    the mtime it had when last uploaded (mode 0600, folders 0700);
+  - no local file: the copy is written whole, with the mtime it had when
+    last uploaded (mode 0600, folders 0700), where this machine's agent
+    looks for its project (see below);
   - the local file is a prefix of the copy: the missing bytes are appended;
   - the copy is a prefix of the local file: nothing to do;
   - they diverged: merged by entry id, every line of both kept; the old local
@@ -40,6 +43,17 @@ copies from several machines are combined the same way (--machine picks
 one). A file omp may be writing (a .lock sidecar, or changed in the last few
 seconds) is skipped unless --force. Blobs and artifact folders come back with
 their session; archived sessions come back into sessions/.
+
+A session from another machine goes where its agent looks for the project
+on this one: its recorded folder when it is here; else this machine's
+checkout of the same git repository (by origin URL, found under
+projects.roots and in this machine's own sessions; the one used most
+recently of several), the same folder inside it; else the same folder under
+this home; else a path_map or --path-map pair; else where it was recorded,
+with a note on what to set. The folder the session records (omp's and pi's
+header, Claude Code's lines, Codex's session meta) is rewritten for this
+machine, and back when the other machine pulls it: the copies stay one
+session. --dry-run shows where each would go and why.
 
 Every chunk is verified before anything is written for a session; a session
 whose copy fails a check is refused and the others go on. An ambiguous or
@@ -55,7 +69,10 @@ const restoreExample = `  # restore one session by the start of its id
   # what would happen, as JSON lines
   ompsync restore --all --include-deleted --dry-run --json
 
-  # sessions recorded on a Mac, restored on Linux
+  # where each session would go on this machine, and why
+  ompsync restore --all --dry-run
+
+  # sessions recorded on a Mac, in folders no checkout here matches
   ompsync restore --all --path-map /Users/ana=/home/ana`
 
 type restoreFlags struct {
@@ -97,7 +114,7 @@ func newRestoreCmd(a *app) *cobra.Command {
 	fl.BoolVar(&f.dryRun, "dry-run", false, "fetch and verify, say what would be done, write nothing")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
 	fl.BoolVar(&f.force, "force", false, "also touch files omp may be writing right now")
-	fl.StringArrayVar(&f.pathMap, "path-map", nil, "FROM=TO: rewrite session folders that encode the absolute path FROM (repeatable)")
+	fl.StringArrayVar(&f.pathMap, "path-map", nil, "FROM=TO: a session recorded in folder FROM or below runs in the same folder under TO here, when no checkout of its repository is found (repeatable; adds to path_map)")
 	addLatestFlag(fl, &f.latest)
 	addAtFlag(fl, &f.at)
 	fl.StringVar(&f.generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
@@ -133,16 +150,20 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return err
 	}
 	for _, s := range f.pathMap {
-		m, err := restore.ParsePathMapping(s)
-		if err != nil {
+		if _, err := project.ParseMap(s); err != nil {
 			return usagef(cmd, "--path-map: %v", err)
 		}
-		opts.PathMap = append(opts.PathMap, m)
 	}
 	cfg, places, unknown, err := a.readPlaces(cmd, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
+	pl, scanned, err := placer(cmd.Context(), cfg, f.pathMap)
+	if err != nil {
+		return err
+	}
+	opts.Placer = pl
+	unknown = append(unknown, scanned...)
 	opts.Parallel = cfg.Transfers
 	opts.MaxMergeSize = cfg.Restore.MergeBytes()
 	if f.to != "" {
@@ -335,7 +356,26 @@ func resumeHint(rep *restore.Report, opts restore.Options) string {
 	if err != nil {
 		return ""
 	}
-	return "resume it with: " + st.Resume(res.ID)
+	switch {
+	case res.Cwd == "":
+		return "resume it with: " + st.Resume(res.ID)
+	case !isDir(res.Cwd):
+		return fmt.Sprintf("resume it with: %s, once its folder %s is on this machine (or set path_map: see the note above)", st.Resume(res.ID), res.Cwd)
+	}
+	return fmt.Sprintf("resume it with: cd %s && %s", shellQuote(res.Cwd), st.Resume(res.ID))
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// shellQuote quotes p for a POSIX shell when it needs it.
+func shellQuote(p string) string {
+	if p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+~") == "" {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
 
 func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
@@ -350,10 +390,14 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		verb[restore.Created], verb[restore.Appended], verb[restore.Merged] = "would create", "would append", "would merge"
 		verb[restore.Retitled] = "would retitle"
 	}
+	said := map[string]bool{} // a note on a project's placement is said once
 	for _, res := range rep.Results {
 		line := fmt.Sprintf("%-12s %s", verb[res.Action], res.ID)
 		if res.Path != "" {
 			line += "  " + res.Path
+		}
+		if opts.DryRun && res.Cwd != "" {
+			line += fmt.Sprintf("  in %s (%s)", res.Cwd, res.Placed)
 		}
 		if res.Agent != "" && res.Agent != repo.DefaultAgent {
 			line += "  (" + res.Agent + ")"
@@ -376,7 +420,10 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 			fmt.Fprintf(w, "             not restored: %s\n", n)
 		}
 		for _, n := range res.Notes {
-			fmt.Fprintf(w, "             note: %s\n", n)
+			if !said[n] {
+				said[n] = true
+				fmt.Fprintf(w, "             note: %s\n", n)
+			}
 		}
 	}
 	if rep.Blobs > 0 {

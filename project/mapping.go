@@ -1,0 +1,210 @@
+package project
+
+import (
+	"bytes"
+	"io"
+	"strings"
+)
+
+// Mapping moves a session between two working folders: every "cwd" value
+// a session line records that is From, or a folder below it, becomes the
+// same under To. Only the JSON key "cwd" is touched (omp's and pi's
+// header, each Claude Code line, Codex's session meta and turn contexts):
+// tool arguments and conversation text keep the paths they quote.
+//
+// The rewrite is its own inverse: To->From gives back the bytes From->To
+// was given, so the copies of one session on two machines, each in its own
+// machine's form, compare and merge line by line as one. A mapping between
+// a Windows and a POSIX folder (C:\Users\ana\app to /home/ana/app) moves
+// the folder itself and leaves its subfolders as recorded: the separators
+// of the rest of a value are not converted, so that the rewrite stays
+// exact both ways.
+type Mapping struct {
+	From, To string
+}
+
+// Identity reports whether m changes nothing.
+func (m Mapping) Identity() bool { return m.From == m.To || m.From == "" || m.To == "" }
+
+// Reverse is the mapping back.
+func (m Mapping) Reverse() Mapping { return Mapping{From: m.To, To: m.From} }
+
+const cwdKey = `"cwd":"`
+
+// windowsStyle reports whether p is a Windows path (C:\..., \\server\...).
+func windowsStyle(p string) bool {
+	return len(p) >= 2 && p[1] == ':' || strings.HasPrefix(p, `\\`) || strings.Contains(p, `\`) && !strings.Contains(p, "/")
+}
+
+// jsonString is s as it appears between the quotes of a JSON string, as
+// JSON.stringify and encoding/json write a path (no HTML escaping).
+func jsonString(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20:
+			const hex = "0123456789abcdef"
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[r>>4])
+			b.WriteByte(hex[r&0xf])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Writer rewrites what is written through it by m and passes it on to w,
+// in constant memory whatever the length of a line: only the last bytes,
+// which may start a "cwd" value, wait for the next write (or Close).
+func (m Mapping) Writer(w io.Writer) *Rewriter {
+	from, to := strings.TrimRight(m.From, `/\`), strings.TrimRight(m.To, `/\`)
+	if from == "" {
+		from = m.From
+	}
+	if to == "" {
+		to = m.To
+	}
+	r := &Rewriter{w: w, needle: []byte(cwdKey + jsonString(from)), repl: []byte(cwdKey + jsonString(to))}
+	if windowsStyle(from) == windowsStyle(to) {
+		if windowsStyle(from) {
+			r.sep = []byte(`\\`)
+		} else {
+			r.sep = []byte("/")
+		}
+	}
+	return r
+}
+
+// Rewriter is Mapping.Writer's writer.
+type Rewriter struct {
+	w            io.Writer
+	needle, repl []byte
+	sep          []byte // the separator that continues a folder below From; nil: the folder alone
+	pend         []byte
+	// Written counts the bytes passed on to w.
+	Written int64
+	// Changed counts the values rewritten.
+	Changed int
+}
+
+// boundary reports whether b, what follows the needle, ends the folder
+// (the closing quote) or goes below it (a separator): 1 yes, 0 no, -1 not
+// known yet.
+func (r *Rewriter) boundary(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	if b[0] == '"' {
+		return 1
+	}
+	if r.sep == nil {
+		return 0
+	}
+	n := min(len(b), len(r.sep))
+	if !bytes.Equal(b[:n], r.sep[:n]) {
+		return 0
+	}
+	if n < len(r.sep) {
+		return -1
+	}
+	return 1
+}
+
+func (r *Rewriter) Write(p []byte) (int, error) {
+	data := p
+	if len(r.pend) > 0 {
+		data = append(r.pend, p...)
+		r.pend = nil
+	}
+	if err := r.scan(data, false); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// scan passes data on, rewritten; the bytes that may still turn out to
+// start a value are kept back, unless final.
+func (r *Rewriter) scan(data []byte, final bool) error {
+	for {
+		i := bytes.Index(data, r.needle)
+		if i < 0 {
+			break
+		}
+		switch r.boundary(data[i+len(r.needle):]) {
+		case -1:
+			if !final {
+				if err := r.emit(data[:i]); err != nil {
+					return err
+				}
+				r.pend = append(r.pend[:0], data[i:]...)
+				return nil
+			}
+			i = -1 // the end came: a folder name's start, not the folder
+		case 1:
+			if err := r.emit(data[:i]); err != nil {
+				return err
+			}
+			if err := r.emit(r.repl); err != nil {
+				return err
+			}
+			r.Changed++
+			data = data[i+len(r.needle):]
+			continue
+		}
+		if i < 0 {
+			break
+		}
+		if err := r.emit(data[:i+1]); err != nil {
+			return err
+		}
+		data = data[i+1:]
+	}
+	keep := 0
+	if !final {
+		// The longest end of data that starts the needle.
+		for k := min(len(r.needle)-1, len(data)); k > 0; k-- {
+			if bytes.HasPrefix(r.needle, data[len(data)-k:]) {
+				keep = k
+				break
+			}
+		}
+	}
+	if err := r.emit(data[:len(data)-keep]); err != nil {
+		return err
+	}
+	r.pend = append(r.pend[:0], data[len(data)-keep:]...)
+	return nil
+}
+
+func (r *Rewriter) emit(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	n, err := r.w.Write(b)
+	r.Written += int64(n)
+	return err
+}
+
+// Close passes on what was kept back.
+func (r *Rewriter) Close() error {
+	data := r.pend
+	r.pend = nil
+	return r.scan(data, true)
+}
+
+// Bytes is b rewritten by m.
+func (m Mapping) Bytes(b []byte) []byte {
+	if m.Identity() {
+		return b
+	}
+	var out bytes.Buffer
+	out.Grow(len(b))
+	r := m.Writer(&out)
+	_, _ = r.Write(b)
+	_ = r.Close()
+	return out.Bytes()
+}

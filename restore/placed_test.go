@@ -1,0 +1,99 @@
+package restore
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ompsync/ompsync/project"
+	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
+)
+
+// A session from another machine, whose folder is not here, is placed in
+// this machine's folder for it (by path_map here), its header's cwd
+// rewritten for it; what this machine adds goes back to the first as an
+// append, its own bytes kept: the two copies stay one session, with no
+// merge, no pre-merge file and no new generation on either side.
+func TestPlacedElsewhereStaysOneSession(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	info, _ := store.OMP().Describe(f.data)
+	const aCwd = "/Users/ana/src/api"
+	aData := project.Mapping{From: info.Cwd, To: aCwd}.Bytes(f.data)
+	if !bytes.Contains(aData, []byte(`"cwd":"`+aCwd+`"`)) {
+		t.Fatalf("the fixture's header cwd %q was not rewritten", info.Cwd)
+	}
+	a := newMachine(t, r, "mac")
+	aRel := sessionPath("--Users-ana-src-api--", f.id, 1)
+	a.write(aRel, aData, base)
+	a.backup()
+
+	bHome := t.TempDir()
+	bCwd := filepath.Join(bHome, "src", "api")
+	if err := os.MkdirAll(bCwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := newMachine(t, r, "linux")
+	pl := &project.Placer{Home: bHome, Maps: []project.Mapping{{From: "/Users/ana", To: bHome}}}
+	dry := b.restoreOK([]string{f.id}, Options{Placer: pl, DryRun: true})
+	if res := dry.Results[0]; res.Cwd != bCwd || res.Placed != project.PathMap {
+		t.Fatalf("dry run places it in %q (%s), want %s by path_map", res.Cwd, res.Placed, bCwd)
+	}
+	rep := b.restoreOK([]string{f.id}, Options{Placer: pl})
+	res := rep.Results[0]
+	bRel := sessionPath("-src-api", f.id, 1)
+	if res.Path != bRel || res.Action != Created || res.Cwd != bCwd {
+		t.Fatalf("placed at %s (%s, cwd %s), want %s", res.Path, res.Action, res.Cwd, bRel)
+	}
+	if len(res.Sources) != 0 {
+		t.Errorf("a rewritten copy was recorded as coming from %v: the uploader would reference bytes no stream holds", res.Sources)
+	}
+	bData := b.read(bRel)
+	if want := (project.Mapping{From: aCwd, To: bCwd}).Bytes(aData); !bytes.Equal(bData, want) {
+		t.Fatalf("B's file is not A's with B's folder:\n%.400s", bData)
+	}
+	b.backup()
+	gen := catalogEntry(t, r, "linux", f.id).Generation
+
+	// B goes on with the session; its new line goes back to A as an append.
+	line := `{"type":"message","id":"b0b0b0b0","parentId":"e4bb7a2c","timestamp":"2026-10-08T10:00:00.000Z","message":{"role":"user","content":"more from linux"}}` + "\n"
+	b.appendTo(bRel, line, base.Add(3600e9))
+	b.backup()
+	if g := catalogEntry(t, r, "linux", f.id).Generation; g != gen {
+		t.Errorf("B's append started generation %s after %s", g, gen)
+	}
+	rep = a.restoreOK([]string{f.id}, Options{Placer: &project.Placer{}, Machine: "linux"})
+	if res := rep.Results[0]; res.Action != Appended || res.Backup != "" || res.Path != aRel {
+		t.Fatalf("A took B's work as %s at %s (backup %q), want an append at %s", res.Action, res.Path, res.Backup, aRel)
+	}
+	if got, want := a.read(aRel), append(append([]byte(nil), aData...), line...); !bytes.Equal(got, want) {
+		t.Fatalf("A's file is not its own bytes and B's line:\n%.400s", got)
+	}
+	a.backup()
+	if e := catalogEntry(t, r, "mac", f.id); e.Project == nil || e.Project.Home != "" && strings.HasPrefix(e.Project.Home, "..") {
+		t.Logf("A's project: %+v", e.Project)
+	}
+	// Restoring on A what A has: nothing to do.
+	rep = a.restoreOK([]string{f.id}, Options{Placer: &project.Placer{}})
+	if res := rep.Results[0]; res.Action != Unchanged {
+		t.Errorf("A's own copy and B's came back as %s", res.Action)
+	}
+}
+
+func catalogEntry(t *testing.T, r *repo.Repo, machine, id string) repo.CatalogEntry {
+	t.Helper()
+	c, err := r.GetCatalog(t.Context(), machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.Sessions {
+		if e.ID == id {
+			return e
+		}
+	}
+	t.Fatalf("machine %s's catalog has no session %s", machine, id)
+	return repo.CatalogEntry{}
+}
