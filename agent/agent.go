@@ -274,6 +274,13 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	opts.AgentDir = filepath.Clean(abs)
+	if opts.Pull {
+		// A new machine that pulls has no sessions folder yet: what the
+		// others uploaded goes into it now, not once the agent makes it.
+		if err := os.MkdirAll(filepath.Join(opts.AgentDir, opts.Store.Roots()[0]), 0o700); err != nil {
+			return nil, fmt.Errorf("make the folder pulled sessions go to: %w", err)
+		}
+	}
 	if abs, err = filepath.Abs(opts.StateDir); err != nil {
 		return nil, err
 	}

@@ -173,7 +173,7 @@ func (a *Agent) pull(ctx context.Context) error {
 	}
 	close(queue)
 	var wg sync.WaitGroup
-	failed := 0
+	failed, live := 0, 0
 	for range min(a.opts.Parallel, len(ids)) {
 		wg.Add(1)
 		go func() {
@@ -188,6 +188,9 @@ func (a *Agent) pull(ctx context.Context) error {
 					mu.Lock()
 					done, err := a.pulled(ctx, req, res, err)
 					a.notePlacement(ctx, id, res)
+					if err == nil && res.Action == MergeLive {
+						live++
+					}
 					switch {
 					case err != nil:
 						failed++
@@ -214,6 +217,11 @@ func (a *Agent) pull(ctx context.Context) error {
 	}
 	if failed > 0 {
 		return fmt.Errorf("pull: %d of %d sessions not merged (see above); the next pull tries them again: %w", failed, len(ids), errNotMerged)
+	}
+	if live > 0 && a.outage.once {
+		// The running agent merges them once released; one pass must not
+		// say it brought in what it left on the remote.
+		return fmt.Errorf("pull: %d of %d sessions are in use here and were not merged (see above): run again once they are closed", live, len(ids))
 	}
 	return nil
 }

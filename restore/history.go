@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
@@ -36,6 +37,8 @@ type Copy struct {
 	Title string `json:"title,omitempty"`
 	Path  string `json:"path,omitempty"`
 	Cwd   string `json:"cwd,omitempty"`
+	// Project is the project the machine recorded cwd in (its catalog's).
+	Project *project.ID `json:"project,omitempty"`
 	// LastUpload is the newest modification time the listing shows for
 	// its objects (a compaction's, when it merged chunks since).
 	LastUpload time.Time `json:"last_upload"`
@@ -94,7 +97,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 			if c.Current && e != nil {
 				c.State = e.State
 				if e.Generation == g.Name {
-					c.Title, c.Path, c.Cwd, described = e.Title, e.Path, e.Cwd, true
+					c.Title, c.Path, c.Cwd, c.Project, described = e.Title, e.Path, e.Cwd, e.Project, true
 				}
 			}
 			h.Copies = append(h.Copies, c)

@@ -22,7 +22,8 @@ const LocalFile = "local file"
 // destination is where the session goes and the folder it runs in there:
 // the local file with its id if there is one (it stays where the user has
 // it), else the newest copy's file, placed by opts.Placer in this
-// machine's folder for the project it recorded.
+// machine's folder for the project it recorded, in the agent's folder for
+// that (its name kept).
 func (t *target) destination(opts Options, localRel string) (string, project.Placement, error) {
 	if localRel != "" {
 		return localRel, project.Placement{Cwd: headerCwd(opts.Store, abs(opts.AgentDir, localRel)), How: LocalFile}, nil
@@ -31,20 +32,35 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 	place := project.Placement{Cwd: e.Cwd, How: project.Recorded}
 	var cwd, home string
 	if opts.Placer != nil {
-		var id project.ID
-		if e.Project != nil {
-			id = *e.Project
-		}
-		place = opts.Placer.Place(e.Cwd, id)
-		if place.Cwd != e.Cwd {
-			cwd, home = place.Cwd, opts.Placer.Home
-		}
+		place = opts.Placer.Place(e.Cwd, t.project(e))
+		// The folder is this machine's name for it even when the path is
+		// the same: omp names a folder under the home by its path there.
+		cwd, home = place.Cwd, opts.Placer.Home
 	}
 	rel, err := opts.Store.SessionRel(e.Path, cwd, home)
 	if err != nil {
 		return "", place, fmt.Errorf("session %s: %w", t.id, err)
 	}
 	return rel, place, nil
+}
+
+// project is what the machines recorded of the project of e's folder: e's
+// own entry, or another machine's for the same folder (a machine that
+// took the session in as recorded, its folder not there, could not tell
+// the repository).
+func (t *target) project(e machineEntry) project.ID {
+	if e.Project != nil && e.Project.Origin != "" {
+		return *e.Project
+	}
+	for _, o := range t.entries {
+		if o.Cwd == e.Cwd && o.Project != nil && o.Project.Origin != "" {
+			return *o.Project
+		}
+	}
+	if e.Project != nil {
+		return *e.Project
+	}
+	return project.ID{}
 }
 
 // abs joins a checked relative path to the agent dir.

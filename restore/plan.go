@@ -395,6 +395,8 @@ type Listing struct {
 	ID    string `json:"id"`
 	Title string `json:"title,omitempty"`
 	Cwd   string `json:"cwd,omitempty"`
+	// Project is the project the copy changed last recorded cwd in.
+	Project *project.ID `json:"project,omitempty"`
 	// Path is relative to the agent dir, from the copy changed last.
 	Path     string   `json:"path"`
 	Machines []string `json:"machines"`
@@ -432,7 +434,7 @@ func List(ctx context.Context, r *repo.Repo, machine string) ([]Listing, []strin
 // listing describes t from its catalog entries.
 func (t *target) listing() Listing {
 	e := t.newest()
-	l := Listing{Agent: t.agent, ID: t.id, Title: e.Title, Cwd: e.Cwd, Path: e.Path, Size: e.Size, Mtime: e.Mtime, State: repo.StateDeleted}
+	l := Listing{Agent: t.agent, ID: t.id, Title: e.Title, Cwd: e.Cwd, Project: e.Project, Path: e.Path, Size: e.Size, Mtime: e.Mtime, State: repo.StateDeleted}
 	for _, m := range t.entries {
 		l.Machines = append(l.Machines, m.machine)
 		if m.Changed.After(l.Changed) {

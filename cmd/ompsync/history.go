@@ -85,7 +85,7 @@ func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error
 func printHistory(w io.Writer, h *restore.SessionHistory) {
 	fmt.Fprintf(w, "session %s: %d copies\n", h.ID, len(h.Copies))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MACHINE\tGENERATION\tSTARTED\tWHY\tSIZE\tLAST UPLOAD\tSTATE\tTITLE\tPATH")
+	fmt.Fprintln(tw, "MACHINE\tGENERATION\tSTARTED\tWHY\tSIZE\tLAST UPLOAD\tSTATE\tTITLE\tPROJECT\tCWD\tPATH")
 	for _, c := range h.Copies {
 		state := "superseded"
 		switch {
@@ -96,14 +96,14 @@ func printHistory(w io.Writer, h *restore.SessionHistory) {
 		case c.Current:
 			state = "current, " + c.State
 		}
-		why, title, path := c.Reason, oneLine(c.Title), c.Path
-		for _, s := range []*string{&why, &title, &path} {
+		why, title, path, cwd := c.Reason, oneLine(c.Title), c.Path, c.Cwd
+		for _, s := range []*string{&why, &title, &path, &cwd} {
 			if *s == "" {
 				*s = "-"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Machine, c.Generation, localTime(c.Started), why,
-			formatSize(c.Bytes), localTime(c.LastUpload), state, title, path)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Machine, c.Generation, localTime(c.Started), why,
+			formatSize(c.Bytes), localTime(c.LastUpload), state, title, projectText(c.Project), cwd, path)
 	}
 	tw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/restore"
 )
 
@@ -47,14 +48,14 @@ many sessions there are.`,
 				}
 			} else {
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tAGENT\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tCWD\tPATH")
+				fmt.Fprintln(tw, "ID\tAGENT\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tPROJECT\tCWD\tPATH")
 				for _, l := range list {
 					title := l.Title
 					if title == "" {
 						title = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
-						formatSize(l.Size), strings.Join(l.Machines, ","), oneLine(title), l.Cwd, l.Path)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
+						formatSize(l.Size), strings.Join(l.Machines, ","), oneLine(title), projectText(l.Project), l.Cwd, l.Path)
 				}
 				tw.Flush()
 			}
@@ -71,4 +72,14 @@ many sessions there are.`,
 	cmd.Flags().StringVar(&machine, "machine", "", "only the sessions this machine holds")
 	addAgentFlag(cmd.Flags(), &agentName)
 	return cmd
+}
+
+// projectText is a session's project as ls and history show it: its
+// repository and the folder inside it, or its folder under the home; "-"
+// when none was recorded.
+func projectText(p *project.ID) string {
+	if p == nil || p.String() == "" {
+		return "-"
+	}
+	return p.String()
 }
