@@ -201,6 +201,19 @@ func TestScanBounded(t *testing.T) {
 	if len(x.Checkouts) != 0 || len(x.Problems) != 0 {
 		t.Errorf("a checkout past the depth was found, or problems: %+v", x)
 	}
+	// A root that cannot be listed (here a file, which root cannot list
+	// either) is named, not a failure.
+	notDir := filepath.Join(root, "plain-file")
+	os.WriteFile(notDir, []byte("x"), 0o600)
+	x = Scan(context.Background(), []string{notDir}, Limits{Depth: 4, Folders: 10000, Time: time.Minute})
+	if len(x.Problems) != 1 || !strings.Contains(x.Problems[0], "1 folders under "+notDir+" could not be read") {
+		t.Errorf("a root that cannot be listed: %q", x.Problems)
+	}
+	// Out of time: said, with the root.
+	x = Scan(context.Background(), []string{root}, Limits{Depth: 4, Folders: 10000, Time: 0})
+	if len(x.Problems) != 1 || !strings.Contains(x.Problems[0], "stopped after 0s") {
+		t.Errorf("out of time: %q", x.Problems)
+	}
 	if os.Geteuid() != 0 {
 		locked := filepath.Join(root, "locked")
 		os.MkdirAll(locked, 0o000)

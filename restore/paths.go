@@ -33,9 +33,12 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 	var cwd, home string
 	if opts.Placer != nil {
 		place = opts.Placer.Place(e.Cwd, t.project(e))
-		// The folder is this machine's name for it even when the path is
-		// the same: omp names a folder under the home by its path there.
-		cwd, home = place.Cwd, opts.Placer.Home
+		// A session that runs where it was recorded keeps its folder (a
+		// restore on the machine that wrote it gives it back as it was);
+		// one placed elsewhere goes into this machine's folder for it.
+		if place.Cwd != e.Cwd {
+			cwd, home = place.Cwd, opts.Placer.Home
+		}
 	}
 	rel, err := opts.Store.SessionRel(e.Path, cwd, home)
 	if err != nil {

@@ -97,3 +97,58 @@ func catalogEntry(t *testing.T, r *repo.Repo, machine, id string) repo.CatalogEn
 	t.Fatalf("machine %s's catalog has no session %s", machine, id)
 	return repo.CatalogEntry{}
 }
+
+// A session recorded on Windows (C:\Users\ana\app) is placed by a
+// path_map pair in this machine's folder, its header rewritten; without
+// one it keeps the folder it was recorded in.
+func TestPlacedFromWindows(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	info, _ := store.OMP().Describe(f.data)
+	const win = `C:\Users\ana\app`
+	data := project.Mapping{From: info.Cwd, To: win}.Bytes(f.data)
+	if !bytes.Contains(data, []byte(`"cwd":"C:\\Users\\ana\\app"`)) {
+		t.Fatalf("the header was not rewritten: %.300s", data)
+	}
+	a := newMachine(t, r, "win")
+	rel := sessionPath("--C--Users-ana-app--", f.id, 1)
+	a.write(rel, data, base)
+	a.backup()
+
+	home := t.TempDir()
+	m, err := project.ParseMap(`C:\Users\ana=` + home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newMachine(t, r, "linux")
+	rep := b.restoreOK([]string{f.id}, Options{Placer: &project.Placer{Home: home, Maps: []project.Mapping{m}}})
+	res := rep.Results[0]
+	want := filepath.Join(home, "app")
+	if res.Cwd != want || res.Placed != project.PathMap || res.Path != sessionPath("-app", f.id, 1) {
+		t.Fatalf("placed at %s in %s (%s), want %s", res.Path, res.Cwd, res.Placed, want)
+	}
+	if got := b.read(res.Path); !bytes.Contains(got, []byte(`"cwd":"`+want+`"`)) {
+		t.Errorf("the header's cwd was not rewritten for this machine: %.300s", got)
+	}
+	c := newMachine(t, r, "other")
+	rep = c.restoreOK([]string{f.id}, Options{Placer: &project.Placer{Home: home}})
+	if res := rep.Results[0]; res.Path != rel || res.Placed != project.Recorded || len(res.Notes) == 0 || !bytes.Equal(c.read(rel), data) {
+		t.Errorf("with nowhere to go: placed at %s (%s), notes %q", res.Path, res.Placed, res.Notes)
+	}
+}
+
+// A catalog entry whose project climbs out of the folder it is joined to
+// is refused, named: never a folder outside the checkout.
+func TestHostileProjectRefused(t *testing.T) {
+	for _, id := range []project.ID{{Path: "../../etc"}, {Home: "/etc"}, {Origin: strings.Repeat("x", 5000)}, {Path: `a\..\..\b`}, {Origin: "a\nb"}} {
+		c := repo.Catalog{Machine: "m", Sessions: []repo.CatalogEntry{{ID: "01a113d2-be76-73c7-986b-d3ac6e3fbb83", Path: "sessions/-w/x_01a113d2-be76-73c7-986b-d3ac6e3fbb83.jsonl",
+			Generation: "18ee395f0cb3b929", State: repo.StatePresent, Project: &id}}}
+		got, err := repo.DecodeCatalog(repo.EncodeCatalog(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Sessions) != 0 || len(got.Refused) != 1 || !strings.Contains(got.Refused[0], "project") {
+			t.Errorf("project %+v: %d sessions, refused %q", id, len(got.Sessions), got.Refused)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/session/omptest"
@@ -245,20 +246,26 @@ func realClientLifecycle(t *testing.T, newClient func(*omptest.Model) client) {
 	laptop.must("agent", "--once")
 	searchable(t, laptop, id)
 
-	// Another machine, another home folder: --path-map moves the folders
-	// that name the cwd (pi's --<cwd>--, Claude Code's -<cwd>), so the
-	// client finds the session where it looks for the new home's.
+	// Another machine, another home folder (the laptop's is not there):
+	// the session goes into the folders that name the desk's cwd (pi's
+	// --<cwd>--, Claude Code's -<cwd>), its cwd rewritten for it, so the
+	// client finds it where it looks for the new home's.
 	desk := newClientMachine(t, newClient(model), url, "desk")
-	out := desk.must("restore", id[:8], "--path-map", laptop.c.home()+"="+desk.c.home())
+	laptopCwd, deskCwd := filepath.Join(laptop.c.home(), "work"), filepath.Join(desk.c.home(), "work")
+	laptopBack := away(t, laptopCwd)
+	out := desk.must("restore", id[:8])
 	if !strings.Contains(out, "created") {
 		t.Errorf("restore %s did not create the session:\n%s", id[:8], out)
 	}
-	if hint := "resume it with: " + desk.c.store().Resume(id) + "\n"; !strings.Contains(out, hint) {
+	if hint := "resume it with: cd " + deskCwd + " && " + desk.c.store().Resume(id) + "\n"; !strings.Contains(out, hint) {
 		t.Errorf("restore %s does not say %q:\n%s", id[:8], hint, out)
 	}
 	restored, _ := desk.theSession()
-	sameFile(t, path, restored)
+	if want := (project.Mapping{From: laptopCwd, To: deskCwd}).Bytes(readFile(t, path)); !bytes.Equal(readFile(t, restored), want) {
+		t.Errorf("%s restored with bytes that are not the laptop's with the desk's folder", restored)
+	}
 	resumeAppends(ctx, t, desk.c, id, restored, "resumed after restore")
+	laptopBack()
 
 	if err := laptop.c.deleteSession(ctx, id, path); err != nil {
 		t.Fatal(err)
@@ -489,6 +496,7 @@ func TestRealClaudeSubagent(t *testing.T) {
 	}
 	laptop.must("agent", "--once")
 	desk := newClientMachine(t, claudeClient{clienttest.NewClaudeHome(t, c, model)}, url, "desk")
+	away(t, filepath.Join(laptop.c.home(), "work")) // not on the desk
 	out := desk.must("restore", id, "--path-map", laptop.c.home()+"="+desk.c.home())
 	if !strings.Contains(out, "artifact files") {
 		t.Errorf("restore says nothing of the subagent's files:\n%s", out)

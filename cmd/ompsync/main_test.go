@@ -333,7 +333,7 @@ func TestConfigInit(t *testing.T) {
 		t.Errorf("config show read %q, want %q", s.File, path)
 	}
 	follows := map[string]bool{"agent_dir": true, "pi.dir": true, "claude.dir": true, "codex.dir": true,
-		"remote": true, "state_dir": true, "machine": true, "s3.ca_file": true, "s3.path_style": true}
+		"remote": true, "state_dir": true, "machine": true, "s3.ca_file": true, "s3.path_style": true, "projects.roots": true}
 	for _, x := range s.Settings {
 		if want := map[bool]string{false: "file", true: "default"}[follows[x.Key]]; x.Source != want {
 			t.Errorf("%s comes from %s, want %s", x.Key, x.Source, want)

@@ -119,6 +119,7 @@ type resumeMachine struct {
 	*machineEnv
 	c   *resumer
 	cwd string
+	env []string // more of ompsync's environment
 }
 
 func newResumeMachine(t *testing.T, mk newResumer, model *omptest.Model, url, name string) *resumeMachine {
@@ -132,7 +133,7 @@ func newResumeMachine(t *testing.T, mk newResumer, model *omptest.Model, url, na
 func (m *resumeMachine) ompsync(args ...string) (int, string) {
 	m.t.Helper()
 	name := m.c.st.Name()
-	extra := []string{"HOME=" + m.c.home, "OMPSYNC_AGENTS=" + name}
+	extra := append([]string{"HOME=" + m.c.home, "OMPSYNC_AGENTS=" + name}, m.env...)
 	if name != "omp" {
 		extra = append(extra, "OMPSYNC_"+strings.ToUpper(name)+"_DIR="+m.c.folder)
 	}
@@ -234,9 +235,11 @@ const testOrigin = "https://ci-token:s3cr3t-t0ken@github.com/acme/app.git"
 
 var resumeCells = []resumeCell{
 	{"same paths", func(t *testing.T, a, b *resumeMachine) string {
-		a.cwd = filepath.Join(a.c.home, "src", "app")
+		// A folder outside the homes (/srv/app, a container's
+		// /workspace): on this host the very same folder for both.
+		a.cwd = filepath.Join(t.TempDir(), "srv", "app")
 		gitCheckout(t, a.cwd, testOrigin)
-		b.cwd = a.cwd // the same folder: on this host, the very same
+		b.cwd = a.cwd
 		return "same path"
 	}},
 	{"other home", func(t *testing.T, a, b *resumeMachine) string {
@@ -251,12 +254,53 @@ var resumeCells = []resumeCell{
 		gitCheckout(t, b.cwd, "git@github.com:acme/app.git")
 		return "checkout"
 	}},
+	{"path_map from the config file", func(t *testing.T, a, b *resumeMachine) string {
+		a.cwd, b.cwd = filepath.Join(a.c.home, "src", "app"), filepath.Join(b.c.home, "work", "app")
+		mkdir(t, a.cwd) // no git, and another folder under the home
+		mkdir(t, b.cwd)
+		pathMapConfig(t, b, filepath.Join(a.c.home, "src"), filepath.Join(b.c.home, "work"))
+		return "path_map"
+	}},
+	{"two checkouts", func(t *testing.T, a, b *resumeMachine) string {
+		a.cwd = filepath.Join(a.c.home, "src", "app")
+		gitCheckout(t, a.cwd, testOrigin)
+		older, newer := filepath.Join(b.c.home, "code", "app"), filepath.Join(b.c.home, "work", "app")
+		for i, dir := range []string{older, newer} {
+			gitCheckout(t, dir, "git@github.com:acme/app")
+			// When git last touched each checkout's index.
+			at := time.Now().Add(time.Duration(i-2) * time.Hour)
+			idx := filepath.Join(dir, ".git", "index")
+			if err := os.WriteFile(idx, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(idx, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.cwd = newer
+		return "checkout"
+	}},
 	{"no match", func(t *testing.T, a, b *resumeMachine) string {
 		a.cwd, b.cwd = filepath.Join(a.c.home, "src", "app"), filepath.Join(b.c.home, "elsewhere")
 		gitCheckout(t, a.cwd, testOrigin)
 		mkdir(t, b.cwd)
 		return ""
 	}},
+}
+
+// pathMapConfig gives machine m a config file with one path_map pair.
+func pathMapConfig(t *testing.T, m *resumeMachine, from, to string) {
+	t.Helper()
+	cfg := filepath.Join(m.home, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("path_map:\n  - "+from+"="+to+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.env = append(m.env, "OMPSYNC_CONFIG="+cfg)
+}
+
+// gitCell: machine a's folder is a checkout with an origin.
+func gitCell(c resumeCell) bool {
+	return c.name != "other home" && c.name != "path_map from the config file"
 }
 
 func resumeAnywhere(t *testing.T, mk newResumer) {
@@ -282,6 +326,9 @@ func resumeAnywhere(t *testing.T, mk newResumer) {
 			} else {
 				c.cwd = b.cwd
 			}
+			if how == "path_map" {
+				pathMapConfig(t, c, filepath.Join(a.c.home, "src"), filepath.Join(c.c.home, "work"))
+			}
 
 			a.work(ctx, model, newSession, "", "started on machine a", "ran-on-a")
 			aPath := a.session()
@@ -292,10 +339,9 @@ func resumeAnywhere(t *testing.T, mk newResumer) {
 			}
 			a.must("agent", "--once")
 			aBytes := readFile(t, aPath)
-			for _, m := range []*resumeMachine{a} {
-				if code, out := m.ompsync("ls", "--json"); code != 0 || !strings.Contains(out, "github.com/acme/app") && how != "home folder" {
-					t.Errorf("ls does not show the project: exit %d\n%s", code, out)
-				}
+			code, ls := a.ompsync("ls", "--json")
+			if code != 0 || strings.Contains(ls, "s3cr3t") || strings.Contains(testOrigin, "acme") && gitCell(cell) && !strings.Contains(ls, `"origin":"github.com/acme/app"`) {
+				t.Errorf("ls --json does not show the project's origin, or shows its credentials: exit %d\n%s", code, ls)
 			}
 			// Machine a's folders are not on the other machines.
 			backA := func() {}
@@ -329,6 +375,9 @@ func resumeAnywhere(t *testing.T, mk newResumer) {
 			if !strings.Contains(out, "placed a session from another machine") || !strings.Contains(out, how) {
 				t.Errorf("b: the pull does not say it placed the session by %q:\n%s", how, out)
 			}
+			if cell.name == "two checkouts" && !strings.Contains(out, "2 checkouts of github.com/acme/app here; took "+b.cwd+", used most recently") {
+				t.Errorf("b: the pull does not say which of two checkouts it took:\n%s", out)
+			}
 			b.work(ctx, model, continueLast, id, "continued on machine b", "ran-on-b")
 
 			// c restores it by id; the hint resumes it from the right folder.
@@ -337,8 +386,14 @@ func resumeAnywhere(t *testing.T, mk newResumer) {
 			if how != "same path" {
 				backB = away(t, filepath.Dir(b.cwd))
 			}
-			if dry := c.must("restore", "--dry-run", id[:8]); !strings.Contains(dry, "in "+c.cwd+" ("+how+")") {
-				t.Errorf("c: restore --dry-run does not say the session goes in %s (%s):\n%s", c.cwd, how, dry)
+			// The newest copy is b's: recorded under b's home in the folder
+			// c has under its own, so a path_map pair is not needed there.
+			cHow := how
+			if how == "path_map" {
+				cHow = "home folder"
+			}
+			if dry := c.must("restore", "--dry-run", id[:8]); !strings.Contains(dry, "in "+c.cwd+" ("+cHow+")") {
+				t.Errorf("c: restore --dry-run does not say the session goes in %s (%s):\n%s", c.cwd, cHow, dry)
 			}
 			out = c.must("restore", id[:8])
 			if want := "resume it with: cd " + c.cwd + " && " + c.c.st.Resume(id); !strings.Contains(out, want) {
