@@ -22,8 +22,8 @@ import (
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
-	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/project"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )

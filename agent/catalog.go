@@ -11,8 +11,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/project"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
 

@@ -42,16 +42,16 @@ type Config struct {
 	// Projects are where this machine's checkouts are looked for, and
 	// PathMap the FROM=TO folder pairs, for placing other machines'
 	// sessions (pull and restore).
-	Projects Projects
-	PathMap  []string
-	Log                         Log
-	Metrics                     Metrics
-	Encryption                  Encryption
-	Compaction                  Compaction
-	Retention                   Retention
-	Search                      Search
-	Restore                     Restore
-	File                        string // the config file actually read, "" if none
+	Projects   Projects
+	PathMap    []string
+	Log        Log
+	Metrics    Metrics
+	Encryption Encryption
+	Compaction Compaction
+	Retention  Retention
+	Search     Search
+	Restore    Restore
+	File       string // the config file actually read, "" if none
 
 	sources  map[string]Source
 	warnings []string

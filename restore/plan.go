@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/project"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )

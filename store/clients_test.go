@@ -141,9 +141,9 @@ func TestClientSidecarsIgnored(t *testing.T) {
 // project folder, as Claude Code names it; its name stays.
 func TestClaudeSessionRelMoves(t *testing.T) {
 	for cwd, want := range map[string]string{
-		"/home/bob/code/app": "projects/-home-bob-code-app/u.jsonl",
-		"":                   "projects/-Users-ana-src-api/u.jsonl",
-		`C:\Users\ana\app`: "projects/C--Users-ana-app/u.jsonl",
+		"/home/bob/code/app":           "projects/-home-bob-code-app/u.jsonl",
+		"":                             "projects/-Users-ana-src-api/u.jsonl",
+		`C:\Users\ana\app`:             "projects/C--Users-ana-app/u.jsonl",
 		"/" + strings.Repeat("x", 300): "projects/-Users-ana-src-api/u.jsonl",
 	} {
 		if got, err := Claude().SessionRel("projects/-Users-ana-src-api/u.jsonl", cwd, "/home/bob"); err != nil || got != want {
