@@ -299,7 +299,7 @@ func searchable(t *testing.T, m *clientMachine, id string) {
 		{"a third turn", "user"},
 		{"the tool said hello", "assistant"},
 		{"hello from a tool", "assistant/toolCall"},
-		{"hello from a tool", "toolResult/toolResult"},
+		{"hello from a tool", "toolResult"},
 	} {
 		code, out := m.run("-q", "grep", tc.pattern)
 		found := false
@@ -536,13 +536,13 @@ func TestClientFixturesGrepCat(t *testing.T) {
 		{"claude", "Run echo", []string{claudeID + `  "Run echo for me"  2ac1845a-3238-4053-a331-b6f25c817d82  user  ` + at + `  Run echo for me`}},
 		{"claude", "hello", []string{
 			claudeID + `  "Run echo for me"  30b267ab-f127-4a27-8d6c-38df2f46c446  assistant/toolCall  ` + at + `  Bash \{"command":"echo hello from a tool","description":"Say hello"\}`,
-			claudeID + `  "Run echo for me"  a9ee45b9-115b-4255-9a74-8b37e781695f  toolResult/toolResult  ` + at + `  hello from a tool`,
+			claudeID + `  "Run echo for me"  a9ee45b9-115b-4255-9a74-8b37e781695f  toolResult  ` + at + `  hello from a tool`,
 			claudeID + `  "Run echo for me"  5288621f-325d-49ed-8229-dcddffc44378  assistant  ` + at + `  The tool said hello\.`,
 		}},
 		{"codex", "Run echo", []string{codexID + `  "Run echo for me"  msg_01a23141-2f70-7200-82d4-3b89181b203b  user  ` + at + `  Run echo for me`}},
 		{"codex", "hello", []string{
 			codexID + `  "Run echo for me"  fc_0003  assistant/toolCall  ` + at + `  exec_command \{"cmd":"echo hello from a tool"\}`,
-			codexID + `  "Run echo for me"  fco_01a23141-2fe1-7701-bc1f-6bb278f500f0  toolResult/toolResult  ` + at + `  hello from a tool`,
+			codexID + `  "Run echo for me"  fco_01a23141-2fe1-7701-bc1f-6bb278f500f0  toolResult  ` + at + `  hello from a tool`,
 			codexID + `  "Run echo for me"  msg_0002  assistant  ` + at + `  The tool said hello\.`,
 		}},
 	} {

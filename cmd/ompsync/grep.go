@@ -138,9 +138,18 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 	return nil
 }
 
+// count is n and the noun, singular or plural.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // grepTotals says what was searched and what it cost.
 func grepTotals(rep *restore.GrepReport) string {
-	line := fmt.Sprintf("%d matches in %d sessions (%d copies; %d read from the remote, %s)", rep.Matches, rep.Sessions, rep.Copies, rep.Fetched, formatSize(rep.Bytes))
+	line := fmt.Sprintf("%s; %s searched (%s; %d read from the remote, %s)", count(rep.Matches, "match", "matches"),
+		count(rep.Sessions, "session", "sessions"), count(rep.Copies, "copy", "copies"), rep.Fetched, formatSize(rep.Bytes))
 	if rep.DeletedLeft > 0 {
 		line += fmt.Sprintf("; %d recorded as deleted not searched (add --include-deleted)", rep.DeletedLeft)
 	}
@@ -161,8 +170,8 @@ func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
 		entry = "-"
 	}
 	role := gm.Role
-	if gm.Kind != "text" {
-		role += "/" + gm.Kind
+	if gm.Kind != "text" && gm.Kind != gm.Role {
+		role += "/" + gm.Kind // a tool call in an assistant's entry
 	}
 	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, role, at, excerpt(gm.Text, m))
 	return err

@@ -27,8 +27,12 @@ func TestGrepCommand(t *testing.T) {
 	if !strings.HasPrefix(lines[0], ambIDs[1]+`  "title 1"  00000004  assistant  `) || !strings.HasSuffix(lines[0], "  line 3 of title 1") {
 		t.Errorf("first line %q", lines[0])
 	}
-	if !strings.Contains(r.stderr, "3 matches in 3 sessions (3 copies; 3 read from the remote") {
+	if !strings.Contains(r.stderr, "3 matches; 3 sessions searched (3 copies; 3 read from the remote") {
 		t.Errorf("totals: %q", r.stderr)
+	}
+	// One of each is said in the singular.
+	if r := e.run("grep", "line 3 of title 1", ambIDs[1]); r.code != 0 || !strings.Contains(r.stderr, "1 match; 1 session searched (1 copy; ") {
+		t.Errorf("one match: exit %d, totals %q", r.code, r.stderr)
 	}
 	// Again: nothing read.
 	if r := e.run("grep", "LINE 3", "-i"); r.code != 0 || strings.Count(r.stdout, "\n") != 3 || !strings.Contains(r.stderr, "0 read from the remote") {

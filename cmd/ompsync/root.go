@@ -309,11 +309,39 @@ func machineBeforeCommand(root *cobra.Command, args []string) error {
 	return nil
 }
 
+// unknownBeforeHelp: cobra answers "ompsync mcp --help" with the root's
+// help and exit 0, as if the command existed. An unknown command is a
+// usage error whatever flags follow it.
+func unknownBeforeHelp(root *cobra.Command, args []string) error {
+	if !slices.Contains(args, "--help") && !slices.Contains(args, "-h") {
+		return nil
+	}
+	c, rest, err := root.Find(args)
+	if err != nil || !c.HasAvailableSubCommands() {
+		return nil
+	}
+	fs := pflag.NewFlagSet(c.Name(), pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.AddFlagSet(c.Flags())
+	fs.AddFlagSet(c.InheritedFlags())
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	if fs.Lookup("help") == nil {
+		fs.BoolP("help", "h", false, "") // cobra adds its own only as it runs
+	}
+	if fs.Parse(rest) != nil || len(fs.Args()) == 0 {
+		return nil
+	}
+	return usagef(c, "%s", unknownSubcommand(c, fs.Args()))
+}
+
 // execute runs the command line and prints any error as one line.
 func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
 	var cmd *cobra.Command
 	err := machineBeforeCommand(root, args)
+	if err == nil {
+		err = unknownBeforeHelp(root, args)
+	}
 	if err == nil {
 		cmd, err = root.ExecuteContextC(ctx)
 	}
