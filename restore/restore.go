@@ -181,6 +181,9 @@ const (
 	NotFetched Action = "not-fetched"
 	// Failed: writing locally failed.
 	Failed Action = "failed"
+	// NoCopy: with At, no machine held a copy of the session then (it
+	// began later); nothing written.
+	NoCopy Action = "no-copy"
 )
 
 // Result is the outcome for one session.
@@ -443,6 +446,8 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 			res.Action, res.Error = Failed, err.Error()+" (no local file was touched; each was left as it was: free some space and restore again)"
 		case remote.Unanswered(err):
 			res.Action = NotFetched
+		case errors.Is(err, errNoCopy):
+			res.Action = NoCopy
 		}
 		return res
 	}

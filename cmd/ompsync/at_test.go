@@ -175,6 +175,11 @@ func pointInTime(t *testing.T, url string, s3 backend.S3Options, encrypted bool)
 	if r := laptop.run("cat", "--at", before, id); r.code != exitFailure || !strings.Contains(r.stderr, "held no copy of it at") || r.stdout != "" {
 		t.Errorf("cat --at before the first upload: exit %d, %q", r.code, r.stderr)
 	}
+	// A restore of then says there was no copy, not that one failed a check.
+	if r := laptop.run("restore", "--at", before, "--to", t.TempDir(), id); r.code != exitFailure || !strings.Contains(r.stdout+r.stderr, "no copy then") ||
+		!strings.Contains(r.stdout+r.stderr, "1 had no copy on the remote at that time") || strings.Contains(r.stdout+r.stderr, "failed a check") {
+		t.Errorf("restore --at before the first upload: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
 	if r := laptop.run("cat", "--at", "yesterday", id); r.code != exitUsage || !strings.Contains(r.stderr, "RFC 3339") {
 		t.Errorf("cat --at yesterday: exit %d, %q", r.code, r.stderr)
 	}

@@ -384,6 +384,7 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		restore.Retitled: "retitled",
 		restore.Merged:   "merged", restore.SkippedLive: "skipped", restore.Refused: "refused", restore.Failed: "failed",
 		restore.NotFetched: "not fetched",
+		restore.NoCopy:     "no copy then",
 		interrupted:        "interrupted",
 	}
 	if opts.DryRun {
@@ -468,6 +469,7 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 		{n[restore.Unchanged], "already up to date"},
 		{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
 		{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
+		{n[restore.NoCopy], "had no copy on the remote at that time (they began later; see 'ompsync history')"},
 		{n[restore.NotFetched], "not fetched: the remote did not answer, so nothing was written for them (restore again once it is reachable)"},
 		{n[restore.Failed], "failed to write here (see above)"},
 		{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
