@@ -644,10 +644,7 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 
 // backupName is the hidden name the pre-merge local file is kept under: omp
 // lists only *.jsonl and the agent skips hidden files.
-func (m *merger) backupName(rel string) string {
-	dir, base := filepathSplit(rel)
-	return dir + "." + base + ".pre-merge-" + m.now().UTC().Format("20060102T150405Z")
-}
+func (m *merger) backupName(rel string) string { return store.PreMergeName(rel, m.now()) }
 
 func filepathSplit(rel string) (dir, base string) {
 	i := strings.LastIndexByte(rel, '/')

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
@@ -150,5 +151,30 @@ func TestHostileProjectRefused(t *testing.T) {
 		if len(got.Sessions) != 0 || len(got.Refused) != 1 || !strings.Contains(got.Refused[0], "project") {
 			t.Errorf("project %+v: %d sessions, refused %q", id, len(got.Sessions), got.Refused)
 		}
+	}
+}
+
+// The local file a merge replaced is kept beside the session for
+// PreMergeKeep, then removed by the next restore or pull, which says so.
+func TestPreMergeFilesExpire(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	a := newMachine(t, r, "a")
+	rel := sessionPath("-w", f.id, 1)
+	a.write(rel, f.data, base)
+	a.backup()
+	old := store.PreMergeName(rel, time.Now().Add(-PreMergeKeep-time.Hour))
+	recent := store.PreMergeName(rel, time.Now().Add(-PreMergeKeep+time.Hour))
+	a.write(old, []byte("old\n"), base)
+	a.write(recent, []byte("recent\n"), base)
+	rep := a.restoreOK([]string{f.id}, Options{})
+	if _, err := os.Stat(a.path(old)); !os.IsNotExist(err) {
+		t.Errorf("a pre-merge file past %s is still there: %v", PreMergeKeepText, err)
+	}
+	if _, err := os.Stat(a.path(recent)); err != nil {
+		t.Errorf("a recent pre-merge file was removed: %v", err)
+	}
+	if len(rep.Cleanup) != 1 || !strings.Contains(rep.Cleanup[0], old) || !strings.Contains(rep.Cleanup[0], PreMergeKeepText) {
+		t.Errorf("cleanup said %q", rep.Cleanup)
 	}
 }

@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -485,11 +487,20 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	return res
 }
 
+// PreMergeKeep is how long the local file a merge replaced is kept beside
+// the merged session (.<name>.pre-merge-<time>), for the user to compare
+// or go back: a merge keeps every line of both, so after that it only
+// takes space. Said in README.
+const (
+	PreMergeKeep     = 30 * 24 * time.Hour
+	PreMergeKeepText = "30 days"
+)
+
 // sweepStale removes the temp files a killed restore or pull left in the
 // agent dir and its session folders (hidden and never backed up, but each
 // up to a session's size), once they are atomicfile.StaleAfter old, and
-// says what it did. The file system's clock is the one to compare with,
-// not opts.Now.
+// says what it did; and the pre-merge files older than PreMergeKeep. The
+// file system's clock is the one to compare with, not opts.Now.
 func sweepStale(opts Options, local *store.Local) []string {
 	now := time.Now()
 	removed, err := atomicfile.SweepStale(opts.AgentDir, now)
@@ -505,6 +516,20 @@ func sweepStale(opts Options, local *store.Local) []string {
 	for _, p := range removed {
 		opts.Logger.Info("removed a temp file an interrupted restore left", "path", p)
 		said = append(said, "removed a temp file an interrupted restore left: "+p)
+	}
+	for _, rel := range local.PreMerges() {
+		name := path.Base(rel)
+		at, _ := store.PreMergeTime(name)
+		if now.Sub(at) < PreMergeKeep {
+			continue
+		}
+		p := filepath.Join(opts.AgentDir, filepath.FromSlash(rel))
+		if rerr := os.Remove(p); rerr == nil {
+			opts.Logger.Info("removed the local copy a merge kept, past its "+PreMergeKeepText, "path", p)
+			said = append(said, fmt.Sprintf("removed %s, the local copy a merge kept on %s (kept %s)", rel, at.Format(time.DateOnly), PreMergeKeepText))
+		} else if !errors.Is(rerr, fs.ErrNotExist) {
+			err = cmp.Or(err, rerr)
+		}
 	}
 	if err != nil {
 		opts.Logger.Warn("cannot remove a temp file an interrupted restore left", "err", err)

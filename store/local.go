@@ -6,11 +6,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/repo"
@@ -30,6 +32,30 @@ type Local struct {
 	// temps are ompsync's own hidden temp files in the session folders
 	// (atomicfile.IsTemp), for a restore to sweep those a killed one left.
 	temps []string
+	// premerges are the local files a merge kept (PreMergeTime).
+	premerges []string
+}
+
+// preMerge marks the hidden copy a merge keeps of the local file it
+// replaced: .<name>.pre-merge-<UTC time>.
+const preMerge = ".pre-merge-"
+
+// PreMergeName is the hidden name the local file a merge replaced at t
+// is kept under, beside the session file rel.
+func PreMergeName(rel string, t time.Time) string {
+	dir, base := path.Split(rel)
+	return dir + "." + base + preMerge + t.UTC().Format("20060102T150405Z")
+}
+
+// PreMergeTime is when the merge that kept the file named name happened;
+// ok is false for any other name.
+func PreMergeTime(name string) (time.Time, bool) {
+	i := strings.LastIndex(name, preMerge)
+	if !strings.HasPrefix(name, ".") || i < 0 {
+		return time.Time{}, false
+	}
+	t, err := time.Parse("20060102T150405Z", name[i+len(preMerge):])
+	return t, err == nil
 }
 
 // ScanLocal lists the session files under the store's first root (omp's
@@ -53,6 +79,9 @@ func ScanLocal(st Store, agentDir string) (*Local, error) {
 			case strings.HasPrefix(f.Name(), "."):
 				if f.Type().IsRegular() && atomicfile.IsTemp(f.Name()) {
 					l.temps = append(l.temps, rel)
+				}
+				if _, ok := PreMergeTime(f.Name()); ok && f.Type().IsRegular() {
+					l.premerges = append(l.premerges, rel)
 				}
 			case f.IsDir():
 				// A folder whose files are artifacts holds no sessions.
@@ -84,6 +113,14 @@ func (l *Local) Temps() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.temps)
+}
+
+// PreMerges lists the files merges kept beside the sessions they
+// replaced, slash-separated and relative to the agent dir.
+func (l *Local) PreMerges() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.premerges)
 }
 
 // Find returns the local file of a session, or "".

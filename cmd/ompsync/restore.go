@@ -34,8 +34,8 @@ Each session is merged with the local file of the same id:
   - the local file is a prefix of the copy: the missing bytes are appended;
   - the copy is a prefix of the local file: nothing to do;
   - they diverged: merged by entry id, every line of both kept; the old local
-    file is kept beside it as a hidden .<name>.jsonl.pre-merge-<time> file.
-    Codex's lines carry no entry ids: the local file stays as it is and the
+    file is kept beside it as a hidden .<name>.jsonl.pre-merge-<time> file
+    for 30 days (then a restore or pull removes it, saying so). Codex's lines carry no entry ids: the local file stays as it is and the
     other machine's copy is written beside it as <name>.jsonl.<machine>.
 A machine's copy is its newest generation (--generation picks an older one;
 --at TIME the one current at that time, with the bytes uploaded by then);
