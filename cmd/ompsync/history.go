@@ -13,7 +13,7 @@ import (
 )
 
 type historyFlags struct {
-	asJSON, latest bool
+	asJSON, latest, wide bool
 	machine, agent string
 }
 
@@ -41,6 +41,7 @@ or 'ompsync cat --machine M --generation G'. Changes nothing.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the history as one JSON object")
+	fl.BoolVar(&f.wide, "wide", false, "print long titles, folders and paths whole")
 	fl.StringVar(&f.machine, "machine", "", "only this machine's copies")
 	addAgentFlag(fl, &f.agent)
 	addLatestFlag(fl, &f.latest)
@@ -71,7 +72,7 @@ func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error
 			return err
 		}
 	} else {
-		printHistory(a.stdout, h)
+		printHistory(a.stdout, h, f.wide)
 	}
 	for _, p := range h.Problems {
 		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
@@ -82,7 +83,7 @@ func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error
 	return nil
 }
 
-func printHistory(w io.Writer, h *restore.SessionHistory) {
+func printHistory(w io.Writer, h *restore.SessionHistory, wide bool) {
 	fmt.Fprintf(w, "session %s: %d copies\n", h.ID, len(h.Copies))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MACHINE\tGENERATION\tSTARTED\tWHY\tSIZE\tLAST UPLOAD\tSTATE\tTITLE\tPROJECT\tCWD\tPATH")
@@ -103,7 +104,8 @@ func printHistory(w io.Writer, h *restore.SessionHistory) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Machine, c.Generation, localTime(c.Started), why,
-			formatSize(c.Bytes), localTime(c.LastUpload), state, title, projectText(c.Project), cwd, path)
+			formatSize(c.Bytes), localTime(c.LastUpload), state, clip(title, titleWidth, wide), clipPath(projectText(c.Project), projectWidth, wide),
+			clipPath(cwd, folderWidth, wide), clipPath(path, pathWidth, wide))
 	}
 	tw.Flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,16 +15,18 @@ import (
 )
 
 func newLsCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, wide bool
 	var machine, agentName string
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the sessions the remote holds, newest first",
 		Long: `List every session the remote holds, newest first: its id, the agent that
-wrote it (omp, pi, claude, codex), title, working folder, file path under
-that agent's folder, the machines that hold it, its size, when it last
-changed, and its state (present, archived, or deleted: a deleted session
-stays on the remote and can be restored).
+wrote it (omp, pi, claude, codex), title, project (its git repository and
+the folder in it, or its folder under the home), working folder, the
+machines that hold it, its size, when it last changed, and its state
+(present, archived, or deleted: a deleted session stays on the remote and
+can be restored). Long titles and folders are cut to keep a line within 200
+columns; --wide prints them whole, with each session's file path.
 
 Reads only the machines' catalogs: one LIST and one GET per machine, however
 many sessions there are.`,
@@ -48,14 +51,23 @@ many sessions there are.`,
 				}
 			} else {
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tAGENT\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tPROJECT\tCWD\tPATH")
+				head := "ID\tAGENT\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tPROJECT\tCWD"
+				if wide {
+					head += "\tPATH"
+				}
+				fmt.Fprintln(tw, head)
 				for _, l := range list {
 					title := l.Title
 					if title == "" {
 						title = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
-						formatSize(l.Size), strings.Join(l.Machines, ","), oneLine(title), projectText(l.Project), l.Cwd, l.Path)
+					line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
+						formatSize(l.Size), clip(strings.Join(l.Machines, ","), machinesWidth, wide), clip(oneLine(title), titleWidth, wide),
+						clipPath(projectText(l.Project), projectWidth, wide), clipPath(cmp.Or(l.Cwd, "-"), folderWidth, wide))
+					if wide {
+						line += "\t" + l.Path
+					}
+					fmt.Fprintln(tw, line)
 				}
 				tw.Flush()
 			}
@@ -69,6 +81,7 @@ many sessions there are.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
+	cmd.Flags().BoolVar(&wide, "wide", false, "print every column whole, and each session's file path (a line may then be wider than the terminal)")
 	cmd.Flags().StringVar(&machine, "machine", "", "only the sessions this machine holds")
 	addAgentFlag(cmd.Flags(), &agentName)
 	return cmd

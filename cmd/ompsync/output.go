@@ -87,3 +87,32 @@ func (s *sessionBar) done() {
 	s.mu.Unlock()
 	bar.Done()
 }
+
+// Column widths of the ls, history and status tables without --wide: a line
+// stays within 200 columns, the rest of a long value cut with "…".
+const (
+	titleWidth    = 28
+	projectWidth  = 24
+	folderWidth   = 32
+	machinesWidth = 20
+	pathWidth     = 96
+)
+
+// clip cuts s to n runes, keeping its start (a title).
+func clip(s string, n int, wide bool) string {
+	r := []rune(s)
+	if wide || len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// clipPath cuts a path to n runes, keeping its end (the file or folder
+// name tells it apart).
+func clipPath(p string, n int, wide bool) string {
+	r := []rune(p)
+	if wide || len(r) <= n {
+		return p
+	}
+	return "…" + string(r[len(r)-n+1:])
+}

@@ -16,7 +16,7 @@ import (
 )
 
 func newStatusCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, wide bool
 	var maxLag time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -100,7 +100,7 @@ against it.`,
 					if !f.LastSynced.IsZero() {
 						synced = f.LastSynced.Local().Format(time.DateTime)
 					}
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", f.Path, f.LocalSize, f.Uploaded, synced, age)
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", clipPath(f.Path, pathWidth, wide), f.LocalSize, f.Uploaded, synced, age)
 				}
 				tw.Flush()
 			}
@@ -116,6 +116,7 @@ against it.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per file per line")
+	cmd.Flags().BoolVar(&wide, "wide", false, "print long paths whole")
 	cmd.Flags().DurationVar(&maxLag, "max-lag", 5*time.Minute, "exit 1 when a pending byte has waited longer than this")
 	return cmd
 }
