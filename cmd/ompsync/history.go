@@ -14,7 +14,7 @@ import (
 
 type historyFlags struct {
 	asJSON, latest, wide bool
-	machine, agent string
+	machine, agent       string
 }
 
 func newHistoryCmd(a *app) *cobra.Command {
