@@ -367,7 +367,14 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 				return err
 			}
 		}
-		opts.Ready = ready.Done
+		// The first pass ends with the totals line agent --once ends with:
+		// a new user sees that it ran, and what it found.
+		var ag *agent.Agent
+		prefix, report := agentPrefix(w, len(ws)), a.report()
+		opts.Ready = func() {
+			fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
+			ready.Done()
+		}
 		if reg != nil {
 			// Several agents' series are told apart by a label; one
 			// agent's are as they always were.
@@ -377,7 +384,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 			}
 			opts.Metrics = agent.NewMetrics(rg)
 		}
-		ag, err := agent.New(ar, opts)
+		ag, err = agent.New(ar, opts)
 		if err != nil {
 			return err
 		}

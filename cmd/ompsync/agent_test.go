@@ -51,6 +51,11 @@ func TestAgentOnceFailures(t *testing.T) {
 	cmd, first := m.start("agent")
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	waitUntil(t, "the first agent", func() bool { return strings.Contains(first.String(), "agent started") })
+	// Its first pass ends with the totals line, as agent --once's does.
+	waitUntil(t, "the first pass's totals", func() bool { return strings.Contains(first.String(), "first pass: ") })
+	if !strings.Contains(first.String(), "first pass: 1 file checked: 1 uploaded, 0 already up to date") {
+		t.Errorf("the first pass's totals:\n%s", first)
+	}
 	code, out = m.ompsync("agent", "--once")
 	if code != 1 || !strings.Contains(out, "another ompsync agent is running") {
 		t.Fatalf("second agent: exit %d\n%s", code, out)
