@@ -189,6 +189,15 @@ type Agent struct {
 	// only at a full scan, and a pass that had no event to follow is not
 	// up to date.
 	watchGaps atomic.Bool
+	// unwatched are the folders that could not be watched, polled every
+	// interval instead (under mu); watchWarned: the first was said.
+	unwatched   map[string]bool
+	watchWarned bool
+	// gapsPolled: Run polled the unwatched folders before this pass, so
+	// it missed no change for want of an event.
+	gapsPolled bool
+	// addWatch, when set (tests), replaces the watcher's Add.
+	addWatch func(dir string) error
 	// unchecked is what the remote's listing failed to let full passes
 	// check (confirmUploads).
 	unchecked unchecked
@@ -247,6 +256,11 @@ var ErrLocked = errors.New("another ompsync agent is running")
 // New opens the state dir (taking its lock) and loads the state. A damaged
 // state file is set aside and rebuilt from the remote.
 func New(r *repo.Repo, opts Options) (*Agent, error) {
+	if opts.Now != nil && opts.Metrics != nil {
+		opts.Metrics.mu.Lock()
+		opts.Metrics.now = opts.Now // the gauges' age on the agent's clock (tests)
+		opts.Metrics.mu.Unlock()
+	}
 	opts.setDefaults()
 	if opts.AgentDir == "" || opts.StateDir == "" || opts.Machine == "" {
 		return nil, errors.New("agent: agent dir, state dir and machine are required")
@@ -290,6 +304,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{}, pullIncomplete: map[string]bool{},
 	}
 	a.interval.Store(int64(opts.Interval))
+	a.outage.remote = opts.Remote
 	st, err := LoadState(opts.StateDir)
 	switch {
 	case err != nil:
@@ -515,7 +530,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if !remote.IsTransient(err) {
 			return err
 		}
-		a.outage.failed(a.log, err)
+		a.outage.failed(a.log, a.now(), err)
 		if !sleepCtx(ctx, a.outage.wait()) {
 			return a.stopDuringStart()
 		}
@@ -556,8 +571,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Info("upload interval changed", "interval", time.Duration(iv))
 		}
 		if !a.outage.ready(a.now()) {
+			a.updatePending() // what waits grows while the remote is away
 			continue
 		}
+		a.gapsPolled = a.pollUnwatched()
 		full := a.takeFullScan() || a.now().Sub(lastFull) >= a.opts.ReconcileInterval
 		if full {
 			lastFull = a.now()
@@ -568,7 +585,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			a.log.Debug("pass incomplete", "err", err)
 		}
-		a.maintain(ctx)
+		if down, _, _ := a.outage.state(); !down {
+			a.maintain(ctx) // not against a remote that is away
+		}
 		if full {
 			debug.FreeOSMemory() // a full scan leaves the garbage starting does
 		}
@@ -576,7 +595,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			lastPull = a.now()
 			if err := a.pull(ctx); err != nil && ctx.Err() == nil {
 				if remote.IsTransient(err) {
-					a.outage.failed(a.log, err)
+					a.outage.failed(a.log, a.now(), err)
 				} else {
 					a.log.Warn("pull failed; will retry", "err", err)
 				}
@@ -674,56 +693,6 @@ func (a *Agent) takeDirty() []string {
 	}
 	clear(a.dirty)
 	return out
-}
-
-// outage turns a run of transient remote failures into one log line when
-// the remote goes away, one when it is back, and a capped backoff between.
-type outage struct {
-	mu sync.Mutex
-	// once: a single run (agent --once), which stops at the failure
-	// rather than watching on.
-	once    bool
-	down    bool
-	backoff time.Duration
-	retryAt time.Time
-}
-
-func (o *outage) failed(log *slog.Logger, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.down {
-		if o.once {
-			log.Warn("remote unreachable", "err", err)
-		} else {
-			log.Warn("remote unreachable; watching on and retrying with backoff", "err", err)
-		}
-		o.down = true
-		o.backoff = time.Second
-	} else {
-		o.backoff = min(2*o.backoff, time.Minute)
-	}
-	o.retryAt = time.Now().Add(o.backoff)
-}
-
-func (o *outage) ok(log *slog.Logger) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.down {
-		log.Info("remote reachable again; catching up")
-		o.down = false
-	}
-}
-
-func (o *outage) ready(now time.Time) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return !o.down || !now.Before(o.retryAt)
-}
-
-func (o *outage) wait() time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.backoff
 }
 
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
