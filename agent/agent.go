@@ -189,6 +189,9 @@ type Agent struct {
 	// only at a full scan, and a pass that had no event to follow is not
 	// up to date.
 	watchGaps atomic.Bool
+	// replanned: a pass's planning changed a stream's path or state (a
+	// move, a restored file), which is saved even with nothing uploaded.
+	replanned atomic.Bool
 	// unwatched are the folders that could not be watched, polled every
 	// interval instead (under mu); watchWarned: the first was said.
 	unwatched   map[string]bool
@@ -637,14 +640,28 @@ func (a *Agent) flushWith(ctx context.Context) error {
 	return nil
 }
 
+// waitForAgentDir waits for a missing agent dir, saying once what it waits
+// for. An agent that pulls makes it (and its sessions folder) instead: on a
+// new machine the other machines' sessions are what it is for, and they
+// are not to wait until the client first runs here.
 func (a *Agent) waitForAgentDir(ctx context.Context) error {
 	said := false
 	for {
 		if fi, err := os.Stat(a.opts.AgentDir); err == nil && fi.IsDir() {
 			return nil
 		}
+		if a.opts.Pull {
+			sessions := a.abs(a.opts.Store.Roots()[0])
+			if err := os.MkdirAll(sessions, 0o700); err == nil {
+				a.log.Info("made the agent dir, to pull the other machines' sessions into it", "agent_dir", a.opts.AgentDir)
+				return nil
+			} else if !said {
+				a.log.Warn("cannot make the agent dir to pull into; waiting for it to appear", "agent_dir", a.opts.AgentDir, "err", err)
+				said = true
+			}
+		}
 		if !said {
-			a.log.Info("waiting for the agent dir to appear", "agent_dir", a.opts.AgentDir)
+			a.log.Info("waiting for the agent dir to appear ("+a.opts.Store.Name()+" makes it when first used); to bring this machine's and the others' sessions here now, run 'ompsync restore --all', or set sync.pull", "agent_dir", a.opts.AgentDir)
 			said = true
 		}
 		if !sleepCtx(ctx, time.Second) {

@@ -95,7 +95,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	a.listed = a.prefetchStale(ctx, jobs)
 	changed, err := a.runJobs(ctx, jobs, a.firstPassProgress(full, jobs))
 	a.listed = nil // this pass's view of the remote only
-	if len(a.state.Streams) > known {
+	if len(a.state.Streams) > known || a.replanned.Swap(false) {
 		// Saved even when nothing could be uploaded, so status counts a
 		// new file's pending age from when it was first seen.
 		changed = true

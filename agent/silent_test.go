@@ -6,6 +6,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
 )
 
 // downClient fails every request with a transient error while down is
@@ -234,4 +236,57 @@ func TestWatchFailurePolls(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.assertRemoteEquals(ompRel, ompID)
+}
+
+// A session deleted while the agent runs and then put back as restore does
+// (the same bytes, its old mtime) needs no upload, and is recorded as up
+// to date: status shows nothing pending once the agent ran a pass, rather
+// than a backlog that grows for ever.
+func TestRestoredFileIsUpToDate(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	e.opts.Interval = 50 * time.Millisecond
+	e.opts.ReconcileInterval = 200 * time.Millisecond
+	data := corpus(t, ompFile)
+	e.writeRename(ompRel, data)
+	e.runAgent()
+	waitFor(t, "first upload", func() bool { n, _ := e.remoteSize(ompID); return n == int64(len(data)) })
+	fi, err := os.Stat(e.path(ompRel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(e.path(ompRel)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deletion recorded", func() bool {
+		st, err := LoadState(e.stateDir)
+		if err != nil || st == nil {
+			return false
+		}
+		for _, f := range st.Streams {
+			if f.Path == ompRel && f.State == repo.StateDeleted {
+				return true
+			}
+		}
+		return false
+	})
+	e.writeRename(ompRel, data)
+	if err := os.Chtimes(e.path(ompRel), fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	restored := time.Now()
+	puts := len(e.client.takePutsKeep())
+	waitFor(t, "a pass after the restore", func() bool { return readUpToDate(e.stateDir).After(restored) })
+	// status --max-lag 30s, an hour later.
+	st, err := Status(StatusOptions{AgentDir: e.agentDir, StateDir: e.stateDir, Now: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range st {
+		if f.Pending > 0 && f.PendingAge > 30*time.Second {
+			t.Errorf("%s: %d bytes pending for %v (state %s) after the restored file was found on the remote", f.Path, f.Pending, f.PendingAge, f.State)
+		}
+	}
+	if got := chunkPuts(e.client.takePutsKeep()[puts:]); len(got) > 0 {
+		t.Errorf("the restored file was uploaded again: %v", got)
+	}
 }
