@@ -64,3 +64,39 @@ func TestStatusAfterDeleteAndRestore(t *testing.T) {
 		t.Fatalf("status --max-lag 1s after a restore and a pass: exit %d\n%s\nagent:\n%s", code, sout, out)
 	}
 }
+
+// prune exits 1 when it could not do what retention asks, and says why:
+// a machine with no catalog (a typo in machine), and expired sessions left
+// in the catalog because an agent holds the lock.
+func TestPruneSaysWhatItCouldNotDo(t *testing.T) {
+	url := "file://" + t.TempDir()
+	m := newMachineEnv(t, url, backend.S3Options{}, "laptop")
+	id := "01a113d2-be76-73c7-986b-d3ac6e3f0039"
+	p := m.newSession(id, entry("a1", "", "to be deleted"))
+	m.newSession("01a113d2-be76-73c7-986b-d3ac6e3f0040", entry("b1", "", "kept"))
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	typo := newMachineEnv(t, url, backend.S3Options{}, "lapt0p")
+	code, out := typo.ompsync("prune", "--retention-deleted", "1ms")
+	if code != 1 || !strings.Contains(out, `machine "lapt0p" has no catalog`) || !strings.Contains(out, "laptop") {
+		t.Fatalf("prune for a machine with no catalog: exit %d\n%s", code, out)
+	}
+
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once after the deletion: exit %d\n%s", code, out)
+	}
+	cmd, aout := m.start("agent", "--interval", "100ms")
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	waitUntil(t, "the agent started", func() bool { return strings.Contains(aout.String(), "agent started") })
+	code, out = m.ompsync("prune", "--retention-deleted", "1ms")
+	if code != 1 || !strings.Contains(out, "stay listed in the catalog") || !strings.Contains(out, "an agent is running") {
+		t.Fatalf("prune while an agent runs: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(out, "deleted ") {
+		t.Errorf("prune did not say what it deleted:\n%s", out)
+	}
+}
