@@ -22,6 +22,7 @@ import (
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
@@ -90,8 +91,16 @@ type Options struct {
 	// Ready, if set, is called once the agent watches and has made its
 	// first pass (systemd readiness).
 	Ready func()
+	// Notifier, if set, is told the backup's health after every pass
+	// and every tick that waits for the remote (package notify).
+	Notifier Notifier
 	// Now is the clock (tests).
 	Now func() time.Time
+}
+
+// Notifier is told how the backup is; it must not block.
+type Notifier interface {
+	Observe(now time.Time, h notify.Health)
 }
 
 func (o *Options) setDefaults() {
@@ -239,6 +248,15 @@ type Agent struct {
 	linksSaid map[string]bool
 
 	outage outage
+	// failSince is when passes began to fail (zero while they succeed),
+	// failMsg the first failure's error; lastGood: the last pass did not
+	// fail. Run's goroutine only.
+	failSince time.Time
+	failMsg   string
+	lastGood  bool
+	// pendingN bytes wait since pendingSince, as of updatePending.
+	pendingN     int64
+	pendingSince time.Time
 
 	// beforeRead, when set (tests), runs just before a chunk's bytes are
 	// read, after the stat and the checks: where a file can change under
@@ -539,6 +557,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	first := a.pass(ctx, true)
+	a.observe(first, true)
 	if err := first; err != nil && ctx.Err() == nil {
 		if errors.Is(err, ErrMachineInUse) {
 			return err
@@ -575,6 +594,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if !a.outage.ready(a.now()) {
 			a.updatePending() // what waits grows while the remote is away
+			a.observe(nil, false)
 			continue
 		}
 		a.gapsPolled = a.pollUnwatched()
@@ -582,11 +602,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		if full {
 			lastFull = a.now()
 		}
-		if err := a.pass(ctx, full); err != nil && ctx.Err() == nil {
+		err := a.pass(ctx, full)
+		if err != nil && ctx.Err() == nil {
 			if errors.Is(err, ErrMachineInUse) {
 				return err // another agent took the name: stop writing under it
 			}
 			a.log.Debug("pass incomplete", "err", err)
+		}
+		if ctx.Err() == nil {
+			a.observe(err, true)
 		}
 		if down, _, _ := a.outage.state(); !down {
 			a.maintain(ctx) // not against a remote that is away
@@ -608,6 +632,36 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// observe tells the notifier how the backup is after a pass (passed) that
+// ended with err, or a tick that waited for the remote.
+func (a *Agent) observe(err error, passed bool) {
+	now := a.now()
+	if passed {
+		a.lastGood = err == nil
+		switch {
+		case err == nil:
+			a.failSince, a.failMsg = time.Time{}, ""
+		case a.failSince.IsZero():
+			a.failSince, a.failMsg = now, err.Error()
+		}
+	}
+	if a.opts.Notifier == nil {
+		return
+	}
+	h := notify.Health{Good: a.lastGood, Pending: a.pendingN, PendingSince: a.pendingSince}
+	if !a.failSince.IsZero() {
+		h.Failing, h.FailingSince = a.failMsg, a.failSince
+	}
+	if down, since, why := a.outage.state(); down {
+		h.Good = false
+		h.Failing = "remote " + a.outage.name() + " unreachable: " + why
+		if h.FailingSince.IsZero() || since.Before(h.FailingSince) {
+			h.FailingSince = since
+		}
+	}
+	a.opts.Notifier.Observe(now, h)
 }
 
 // flush uploads everything settled after a stop signal.

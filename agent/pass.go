@@ -639,9 +639,8 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 
 // updatePending sets the pending gauges.
 func (a *Agent) updatePending() {
-	if a.metrics != nil {
-		a.metrics.pending(a.pendingBytes())
-	}
+	a.pendingN, a.pendingSince = a.pendingBytes()
+	a.metrics.pending(a.pendingN, a.pendingSince)
 }
 
 // pendingBytes is how many bytes of present files are not yet uploaded as

@@ -41,6 +41,7 @@ type Config struct {
 	Sync                        Sync
 	Log                         Log
 	Metrics                     Metrics
+	Notify                      Notify
 	Encryption                  Encryption
 	Compaction                  Compaction
 	Retention                   Retention
@@ -66,6 +67,12 @@ type Sync struct {
 	PullInterval time.Duration
 	Include      []string
 	Exclude      []string
+}
+
+// Notify configures the agent's alerts (package notify).
+type Notify struct {
+	URL, Command        string
+	Grace, PingInterval time.Duration
 }
 
 // Encryption configures client-side encryption (age). It is on when any

@@ -24,6 +24,7 @@ import (
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -351,6 +352,15 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		}
 		opts.Merger = restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: opts.Logger, maxMerge: cfg.Restore.MergeBytes()}
 		opts.Ready = ready.Done
+		source := ""
+		if len(ws) > 1 {
+			source = w.store.Name()
+		}
+		if n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
+			Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); n != nil {
+			opts.Notifier = n
+			go n.Run(ctx) // its own goroutine: a slow notifier never holds up the backup
+		}
 		if reg != nil {
 			// Several agents' series are told apart by a label; one
 			// agent's are as they always were.
