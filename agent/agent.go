@@ -552,6 +552,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return err
 		}
 		a.outage.failed(a.log, a.now(), err)
+		// No pass has looked at the files yet: every one is looked at.
+		a.setPending(a.pendingBytes(true))
+		a.observe(nil, false)
 		if !sleepCtx(ctx, a.outage.wait()) {
 			return a.stopDuringStart()
 		}

@@ -638,16 +638,18 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 }
 
 // updatePending sets the pending gauges.
-func (a *Agent) updatePending() {
-	a.pendingN, a.pendingSince = a.pendingBytes()
-	a.metrics.pending(a.pendingN, a.pendingSince)
+func (a *Agent) updatePending() { a.setPending(a.pendingBytes(false)) }
+
+func (a *Agent) setPending(n int64, since time.Time) {
+	a.pendingN, a.pendingSince = n, since
+	a.metrics.pending(n, since)
 }
 
 // pendingBytes is how many bytes of present files are not yet uploaded as
 // of their last stat, or of now for the paths that wait for a pass (what
 // changed while the remote was away), and since when the oldest of them
-// has waited.
-func (a *Agent) pendingBytes() (n int64, since time.Time) {
+// has waited. all stats every present file, as when no pass has looked.
+func (a *Agent) pendingBytes(all bool) (n int64, since time.Time) {
 	a.mu.Lock()
 	waiting := make(map[string]bool, len(a.dirty))
 	for rel := range a.dirty {
@@ -656,7 +658,7 @@ func (a *Agent) pendingBytes() (n int64, since time.Time) {
 	a.mu.Unlock()
 	for _, f := range a.state.Streams {
 		// A stream nothing of which is uploaded may have no size recorded.
-		if f.State != repo.StatePresent || !waiting[f.Path] && f.Offset > 0 && f.Size >= 0 && f.Size <= f.Offset {
+		if f.State != repo.StatePresent || !all && !waiting[f.Path] && f.Offset > 0 && f.Size >= 0 && f.Size <= f.Offset {
 			continue
 		}
 		fi, err := os.Stat(a.abs(f.Path))
