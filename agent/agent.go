@@ -22,6 +22,7 @@ import (
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -94,8 +95,16 @@ type Options struct {
 	// Ready, if set, is called once the agent watches and has made its
 	// first pass (systemd readiness).
 	Ready func()
+	// Notifier, if set, is told the backup's health after every pass
+	// and every tick that waits for the remote (package notify).
+	Notifier Notifier
 	// Now is the clock (tests).
 	Now func() time.Time
+}
+
+// Notifier is told how the backup is; it must not block.
+type Notifier interface {
+	Observe(now time.Time, h notify.Health)
 }
 
 func (o *Options) setDefaults() {
@@ -196,6 +205,18 @@ type Agent struct {
 	// only at a full scan, and a pass that had no event to follow is not
 	// up to date.
 	watchGaps atomic.Bool
+	// replanned: a pass's planning changed a stream's path or state (a
+	// move, a restored file), which is saved even with nothing uploaded.
+	replanned atomic.Bool
+	// unwatched are the folders that could not be watched, polled every
+	// interval instead (under mu); watchWarned: the first was said.
+	unwatched   map[string]bool
+	watchWarned bool
+	// gapsPolled: Run polled the unwatched folders before this pass, so
+	// it missed no change for want of an event.
+	gapsPolled bool
+	// addWatch, when set (tests), replaces the watcher's Add.
+	addWatch func(dir string) error
 	// unchecked is what the remote's listing failed to let full passes
 	// check (confirmUploads).
 	unchecked unchecked
@@ -239,6 +260,15 @@ type Agent struct {
 	linksSaid map[string]bool
 
 	outage outage
+	// failSince is when passes began to fail (zero while they succeed),
+	// failMsg the first failure's error; lastGood: the last pass did not
+	// fail. Run's goroutine only.
+	failSince time.Time
+	failMsg   string
+	lastGood  bool
+	// pendingN bytes wait since pendingSince, as of updatePending.
+	pendingN     int64
+	pendingSince time.Time
 
 	// beforeRead, when set (tests), runs just before a chunk's bytes are
 	// read, after the stat and the checks: where a file can change under
@@ -259,6 +289,11 @@ var ErrLocked = errors.New("another ompsync agent is running")
 // New opens the state dir (taking its lock) and loads the state. A damaged
 // state file is set aside and rebuilt from the remote.
 func New(r *repo.Repo, opts Options) (*Agent, error) {
+	if opts.Now != nil && opts.Metrics != nil {
+		opts.Metrics.mu.Lock()
+		opts.Metrics.now = opts.Now // the gauges' age on the agent's clock (tests)
+		opts.Metrics.mu.Unlock()
+	}
 	opts.setDefaults()
 	if opts.AgentDir == "" || opts.StateDir == "" || opts.Machine == "" {
 		return nil, errors.New("agent: agent dir, state dir and machine are required")
@@ -274,12 +309,14 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	opts.AgentDir = filepath.Clean(abs)
-	if opts.Pull {
+	sessions := filepath.Join(opts.AgentDir, opts.Store.Roots()[0])
+	if _, err := os.Stat(sessions); opts.Pull && isNotExist(err) {
 		// A new machine that pulls has no sessions folder yet: what the
 		// others uploaded goes into it now, not once the agent makes it.
-		if err := os.MkdirAll(filepath.Join(opts.AgentDir, opts.Store.Roots()[0]), 0o700); err != nil {
+		if err := os.MkdirAll(sessions, 0o700); err != nil {
 			return nil, fmt.Errorf("make the folder pulled sessions go to: %w", err)
 		}
+		opts.Logger.Info("made the agent dir, to pull the other machines' sessions into it", "agent_dir", opts.AgentDir)
 	}
 	if abs, err = filepath.Abs(opts.StateDir); err != nil {
 		return nil, err
@@ -309,6 +346,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{}, pullIncomplete: map[string]bool{}, projects: map[string]project.ID{}, placeNoted: map[string]bool{},
 	}
 	a.interval.Store(int64(opts.Interval))
+	a.outage.remote = opts.Remote
 	st, err := LoadState(opts.StateDir)
 	switch {
 	case err != nil:
@@ -541,12 +579,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		if !remote.IsTransient(err) {
 			return err
 		}
-		a.outage.failed(a.log, err)
+		a.outage.failed(a.log, a.now(), err)
+		// No pass has looked at the files yet: every one is looked at.
+		a.setPending(a.pendingBytes(true))
+		a.observe(nil, false)
 		if !sleepCtx(ctx, a.outage.wait()) {
 			return a.stopDuringStart()
 		}
 	}
 	first := a.pass(ctx, true)
+	a.observe(first, true)
 	if err := first; err != nil && ctx.Err() == nil {
 		if errors.Is(err, ErrMachineInUse) {
 			return err
@@ -582,19 +624,28 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Info("upload interval changed", "interval", time.Duration(iv))
 		}
 		if !a.outage.ready(a.now()) {
+			a.updatePending() // what waits grows while the remote is away
+			a.observe(nil, false)
 			continue
 		}
+		a.gapsPolled = a.pollUnwatched()
 		full := a.takeFullScan() || a.now().Sub(lastFull) >= a.opts.ReconcileInterval
 		if full {
 			lastFull = a.now()
 		}
-		if err := a.pass(ctx, full); err != nil && ctx.Err() == nil {
+		err := a.pass(ctx, full)
+		if err != nil && ctx.Err() == nil {
 			if errors.Is(err, ErrMachineInUse) {
 				return err // another agent took the name: stop writing under it
 			}
 			a.log.Debug("pass incomplete", "err", err)
 		}
-		a.maintain(ctx)
+		if ctx.Err() == nil {
+			a.observe(err, true)
+		}
+		if down, _, _ := a.outage.state(); !down {
+			a.maintain(ctx) // not against a remote that is away
+		}
 		if full {
 			debug.FreeOSMemory() // a full scan leaves the garbage starting does
 		}
@@ -603,7 +654,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if err := a.pull(ctx); err != nil && ctx.Err() == nil {
 				switch {
 				case remote.IsTransient(err):
-					a.outage.failed(a.log, err)
+					a.outage.failed(a.log, a.now(), err)
 				case errors.Is(err, errNotMerged):
 					a.log.Debug("pull incomplete", "err", err) // each session said at WARN
 				default:
@@ -615,6 +666,36 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// observe tells the notifier how the backup is after a pass (passed) that
+// ended with err, or a tick that waited for the remote.
+func (a *Agent) observe(err error, passed bool) {
+	now := a.now()
+	if passed {
+		a.lastGood = err == nil
+		switch {
+		case err == nil:
+			a.failSince, a.failMsg = time.Time{}, ""
+		case a.failSince.IsZero():
+			a.failSince, a.failMsg = now, err.Error()
+		}
+	}
+	if a.opts.Notifier == nil {
+		return
+	}
+	h := notify.Health{Good: a.lastGood, Pending: a.pendingN, PendingSince: a.pendingSince}
+	if !a.failSince.IsZero() {
+		h.Failing, h.FailingSince = a.failMsg, a.failSince
+	}
+	if down, since, why := a.outage.state(); down {
+		h.Good = false
+		h.Failing = "remote " + a.outage.name() + " unreachable: " + why
+		if h.FailingSince.IsZero() || since.Before(h.FailingSince) {
+			h.FailingSince = since
+		}
+	}
+	a.opts.Notifier.Observe(now, h)
 }
 
 // flush uploads everything settled after a stop signal.
@@ -647,6 +728,9 @@ func (a *Agent) flushWith(ctx context.Context) error {
 	return nil
 }
 
+// waitForAgentDir waits for a missing agent dir, saying once what it waits
+// for. (An agent that pulls made it in New: on a new machine the other
+// machines' sessions are what it is for.)
 func (a *Agent) waitForAgentDir(ctx context.Context) error {
 	said := false
 	for {
@@ -654,7 +738,7 @@ func (a *Agent) waitForAgentDir(ctx context.Context) error {
 			return nil
 		}
 		if !said {
-			a.log.Info("waiting for the agent dir to appear", "agent_dir", a.opts.AgentDir)
+			a.log.Info("waiting for the agent dir to appear ("+a.opts.Store.Name()+" makes it when first used); to bring this machine's and the others' sessions here now, run 'ompsync restore --all', or set sync.pull", "agent_dir", a.opts.AgentDir)
 			said = true
 		}
 		if !sleepCtx(ctx, time.Second) {
@@ -703,56 +787,6 @@ func (a *Agent) takeDirty() []string {
 	}
 	clear(a.dirty)
 	return out
-}
-
-// outage turns a run of transient remote failures into one log line when
-// the remote goes away, one when it is back, and a capped backoff between.
-type outage struct {
-	mu sync.Mutex
-	// once: a single run (agent --once), which stops at the failure
-	// rather than watching on.
-	once    bool
-	down    bool
-	backoff time.Duration
-	retryAt time.Time
-}
-
-func (o *outage) failed(log *slog.Logger, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.down {
-		if o.once {
-			log.Warn("remote unreachable", "err", err)
-		} else {
-			log.Warn("remote unreachable; watching on and retrying with backoff", "err", err)
-		}
-		o.down = true
-		o.backoff = time.Second
-	} else {
-		o.backoff = min(2*o.backoff, time.Minute)
-	}
-	o.retryAt = time.Now().Add(o.backoff)
-}
-
-func (o *outage) ok(log *slog.Logger) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.down {
-		log.Info("remote reachable again; catching up")
-		o.down = false
-	}
-}
-
-func (o *outage) ready(now time.Time) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return !o.down || !now.Before(o.retryAt)
-}
-
-func (o *outage) wait() time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.backoff
 }
 
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -33,9 +34,19 @@ func (a *Agent) maintain(ctx context.Context) {
 		done++
 		res, err := compact.Stream(ctx, a.repo, f.stream(a.opts.Machine), f.Generation, idle, a.opts.Compaction)
 		if err != nil {
-			a.log.Warn("compaction failed; will retry", "path", f.Path, "err", err)
+			if ctx.Err() != nil {
+				return
+			}
+			if remote.IsTransient(err) {
+				// The remote is away: said once as such (naming it), and
+				// no more compaction is tried until it answers.
+				a.outage.failed(a.log, a.now(), err)
+				return
+			}
+			a.problems.warn(a.log, now, "compaction of "+f.Path, "compaction failed; it is retried, the backup itself is not affected", err)
 			continue
 		}
+		a.problems.clear(a.log, "compaction of "+f.Path)
 		// A busy compaction leaves the newest small chunks for the idle one.
 		f.SmallChunks = 0
 		if !idle {

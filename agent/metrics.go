@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,26 +9,49 @@ import (
 
 // Metrics are the agent's Prometheus metrics. A nil *Metrics records nothing.
 type Metrics struct {
-	bytesPending    prometheus.Gauge
-	oldestPending   prometheus.Gauge
 	bytesUploaded   prometheus.Counter
 	objectsUploaded prometheus.Counter
 	uploadErrors    prometheus.Counter
 	catalogUpdates  prometheus.Counter
+
+	// The pending gauges are read when scraped: the bytes as of the last
+	// look (every pass, failed or not, and every tick of an outage), their
+	// age from now, so that it grows while nothing can be uploaded.
+	mu           sync.Mutex
+	pendingN     int64
+	pendingSince time.Time
+	now          func() time.Time
 }
 
 // NewMetrics registers the agent's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		bytesPending:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "ompsync_bytes_pending", Help: "Bytes written locally and not yet uploaded."}),
-		oldestPending:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "ompsync_oldest_pending_seconds", Help: "Seconds the oldest pending byte may have waited: since its file was last fully uploaded, or the agent was last up to date, whichever is later (0 when nothing is pending)."}),
 		bytesUploaded:   prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_uploaded_bytes_total", Help: "Bytes uploaded (as stored, after compression)."}),
 		objectsUploaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_uploaded_objects_total", Help: "Objects uploaded."}),
 		uploadErrors:    prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_upload_errors_total", Help: "Uploads that failed after retries."}),
 		catalogUpdates:  prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_catalog_updates_total", Help: "Catalog objects written."}),
+		now:             time.Now,
 	}
-	reg.MustRegister(m.bytesPending, m.oldestPending, m.bytesUploaded, m.objectsUploaded, m.uploadErrors, m.catalogUpdates)
+	bytesPending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ompsync_bytes_pending", Help: "Bytes written locally and not yet uploaded."},
+		func() float64 { n, _ := m.Pending(); return float64(n) })
+	oldestPending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ompsync_oldest_pending_seconds", Help: "Seconds the oldest pending byte may have waited: since its file was last fully uploaded, or the agent was last up to date, whichever is later (0 when nothing is pending)."},
+		func() float64 { _, age := m.Pending(); return age.Seconds() })
+	reg.MustRegister(bytesPending, oldestPending, m.bytesUploaded, m.objectsUploaded, m.uploadErrors, m.catalogUpdates)
 	return m
+}
+
+// Pending is what the pending gauges show now: the bytes not yet uploaded
+// and how long the oldest of them has waited.
+func (m *Metrics) Pending() (int64, time.Duration) {
+	if m == nil {
+		return 0, 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pendingN == 0 || m.pendingSince.IsZero() {
+		return m.pendingN, 0
+	}
+	return m.pendingN, max(m.now().Sub(m.pendingSince), 0)
 }
 
 func (m *Metrics) uploaded(bytes, objects int64) {
@@ -54,10 +78,7 @@ func (m *Metrics) pending(n int64, since time.Time) {
 	if m == nil {
 		return
 	}
-	m.bytesPending.Set(float64(n))
-	if n == 0 || since.IsZero() {
-		m.oldestPending.Set(0)
-	} else {
-		m.oldestPending.Set(time.Since(since).Seconds())
-	}
+	m.mu.Lock()
+	m.pendingN, m.pendingSince = n, since
+	m.mu.Unlock()
 }

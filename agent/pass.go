@@ -66,8 +66,21 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		a.markUpToDate(start, false)
 		return nil // idle: no stat, no encoding, no request
 	}
+	// The gauges follow every pass, failed ones included: an outage is
+	// when they matter.
+	defer a.updatePending()
 	if a.ownerCheckDue() {
 		if err := a.checkOwner(ctx); err != nil {
+			// What this pass took is looked at by the next one.
+			for _, rel := range rels {
+				a.markDirty(rel)
+			}
+			if full {
+				a.markFullScan()
+			}
+			if remote.IsTransient(err) {
+				a.outage.failed(a.log, a.now(), err)
+			}
 			return err
 		}
 	}
@@ -82,7 +95,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	a.listed = a.prefetchStale(ctx, jobs)
 	changed, err := a.runJobs(ctx, jobs, a.firstPassProgress(full, jobs))
 	a.listed = nil // this pass's view of the remote only
-	if len(a.state.Streams) > known {
+	if len(a.state.Streams) > known || a.replanned.Swap(false) {
 		// Saved even when nothing could be uploaded, so status counts a
 		// new file's pending age from when it was first seen.
 		changed = true
@@ -118,25 +131,28 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			a.log.Error("could not save state; the next start uploads the last batch again", "err", serr)
 		}
 	}
-	if cerr := a.putCatalog(ctx); cerr != nil {
+	cerr := a.putCatalog(ctx)
+	if cerr != nil {
 		switch {
 		case errors.Is(cerr, ErrMachineInUse):
 			return cerr // Run stops with it
 		case remote.IsTransient(cerr):
-			a.outage.failed(a.log, cerr)
+			a.outage.failed(a.log, a.now(), cerr)
 		case ctx.Err() == nil:
-			a.log.Error("catalog upload failed", "err", cerr)
+			a.problems.warn(a.log, a.now(), "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
 		}
 		if err == nil {
 			err = cerr
 		}
 	}
+	if cerr == nil {
+		a.problems.clear(a.log, "catalog of "+a.opts.Machine)
+	}
 	if err == nil {
 		a.markUpToDate(start, full)
 	}
-	a.metrics.pending(a.pendingBytes())
 	if err == nil {
-		a.outage.ok(a.log)
+		a.outage.ok(a.log, a.now())
 	}
 	return err
 }
@@ -220,6 +236,7 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 				a.tally.file(j.rel, res.objects > 0, err)
 			}
 			if err == nil {
+				a.problems.clear(a.log, "upload of "+j.rel)
 				return
 			}
 			if isNotExist(err) {
@@ -232,14 +249,14 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 			var pe *fs.PathError
 			switch {
 			case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
-				a.outage.failed(a.log, err)
+				a.outage.failed(a.log, a.now(), err)
 			case ctx.Err() != nil:
 			case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
 				// Unreadable here (EACCES, EIO), or too large: said once,
 				// then now and then.
 				a.problems.report(a.log, a.now(), a.abs(j.rel), err)
 			default:
-				a.log.Error("upload failed", "path", j.rel, "err", err)
+				a.problems.warn(a.log, a.now(), "upload of "+j.rel, "upload failed; it is retried every pass", err)
 			}
 			if firstErr == nil {
 				firstErr = err
@@ -620,12 +637,28 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 	return changed, verr
 }
 
+// updatePending sets the pending gauges.
+func (a *Agent) updatePending() { a.setPending(a.pendingBytes(false)) }
+
+func (a *Agent) setPending(n int64, since time.Time) {
+	a.pendingN, a.pendingSince = n, since
+	a.metrics.pending(n, since)
+}
+
 // pendingBytes is how many bytes of present files are not yet uploaded as
-// of their last stat, and since when the oldest of them has waited.
-func (a *Agent) pendingBytes() (n int64, since time.Time) {
+// of their last stat, or of now for the paths that wait for a pass (what
+// changed while the remote was away), and since when the oldest of them
+// has waited. all stats every present file, as when no pass has looked.
+func (a *Agent) pendingBytes(all bool) (n int64, since time.Time) {
+	a.mu.Lock()
+	waiting := make(map[string]bool, len(a.dirty))
+	for rel := range a.dirty {
+		waiting[rel] = true
+	}
+	a.mu.Unlock()
 	for _, f := range a.state.Streams {
 		// A stream nothing of which is uploaded may have no size recorded.
-		if f.State != repo.StatePresent || f.Offset > 0 && f.Size >= 0 && f.Size <= f.Offset {
+		if f.State != repo.StatePresent || !all && !waiting[f.Path] && f.Offset > 0 && f.Size >= 0 && f.Size <= f.Offset {
 			continue
 		}
 		fi, err := os.Stat(a.abs(f.Path))

@@ -20,6 +20,43 @@ type problems struct {
 	mu     sync.Mutex
 	paths  map[string]*problem
 	inPass map[string]bool // reported during the current full pass
+	// causes are failures that are not a path's (a compaction, a catalog
+	// put): warned of once, then now and then, until clear.
+	causes map[string]*problem
+}
+
+// warn says at WARN that what (a key such as "compaction of <path>")
+// failed with err: at its first failure, when its error changes, and then
+// once per problemRelog with a count; at debug in between.
+func (p *problems) warn(log *slog.Logger, now time.Time, what, msg string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.causes == nil {
+		p.causes = map[string]*problem{}
+	}
+	pr := p.causes[what]
+	if pr != nil && pr.msg == err.Error() {
+		pr.failed++
+		if now.Sub(pr.logged) < problemRelog {
+			log.Debug(msg, "what", what, "err", err)
+			return
+		}
+		log.Warn("still: "+msg, "what", what, "err", err, "failures", pr.failed, "since", pr.since.Format(time.RFC3339))
+		pr.logged, pr.failed = now, 0
+		return
+	}
+	p.causes[what] = &problem{msg: err.Error(), logged: now, since: now}
+	log.Warn(msg, "what", what, "err", err)
+}
+
+// clear says once that what, warned of, works again.
+func (p *problems) clear(log *slog.Logger, what string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.causes[what]; ok {
+		delete(p.causes, what)
+		log.Info("works again", "what", what)
+	}
 }
 
 type problem struct {
@@ -107,4 +144,89 @@ func (p *problems) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.paths)
+}
+
+// outageFix is what a user can do about an outage; the agent retries on
+// its own either way.
+const outageFix = "check the network, the remote's endpoint and that it is up; uploads resume by themselves once it answers"
+
+// outage turns a run of transient remote failures into one WARN when the
+// remote goes away (naming it and what to check), a reminder with a count
+// every problemRelog while it stays away, one INFO line when it is back,
+// and a capped backoff between tries.
+type outage struct {
+	mu sync.Mutex
+	// once: a single run (agent --once), which stops at the failure
+	// rather than watching on.
+	once bool
+	// remote names the remote in messages (never with credentials).
+	remote  string
+	down    bool
+	backoff time.Duration
+	retryAt time.Time
+	// since is when it went away, logged when it was last said, failures
+	// how many requests failed since then; lastErr the last failure.
+	since, logged time.Time
+	failures      int
+	lastErr       string
+}
+
+func (o *outage) name() string {
+	if o.remote == "" {
+		return "the remote"
+	}
+	return o.remote
+}
+
+func (o *outage) failed(log *slog.Logger, now time.Time, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lastErr = err.Error()
+	if !o.down {
+		msg := "remote unreachable; watching on and retrying with backoff"
+		if o.once {
+			msg = "remote unreachable"
+		}
+		log.Warn(msg, "remote", o.name(), "err", err, "fix", outageFix)
+		o.down, o.since, o.logged, o.failures = true, now, now, 0
+		o.backoff = time.Second
+	} else {
+		o.failures++
+		o.backoff = min(2*o.backoff, time.Minute)
+		if now.Sub(o.logged) >= problemRelog {
+			log.Warn("remote still unreachable; nothing is uploaded until it answers", "remote", o.name(),
+				"since", o.since.Format(time.RFC3339), "for", now.Sub(o.since).Round(time.Second).String(),
+				"failures", o.failures, "err", err, "fix", outageFix)
+			o.logged, o.failures = now, 0
+		}
+	}
+	o.retryAt = now.Add(o.backoff)
+}
+
+func (o *outage) ok(log *slog.Logger, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down {
+		log.Info("remote reachable again; catching up", "remote", o.name(), "down_for", now.Sub(o.since).Round(time.Second).String())
+		o.down = false
+	}
+}
+
+func (o *outage) ready(now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.down || !now.Before(o.retryAt)
+}
+
+func (o *outage) wait() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.backoff
+}
+
+// state says whether the remote is away, since when, and why.
+func (o *outage) state() (down bool, since time.Time, why string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.down, o.since, o.lastErr
 }

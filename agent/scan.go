@@ -347,9 +347,13 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *Fil
 		fst.Path = rel
 		fst.Changed = a.now().UTC()
 		fst.State = repo.StatePresent
+		a.replanned.Store(true)
 	case fst.State != repo.StatePresent:
+		// Back (a restore): saved even when the remote holds every byte
+		// and nothing is uploaded, or status would count it pending.
 		fst.State = repo.StatePresent
 		fst.Changed = a.now().UTC()
+		a.replanned.Store(true)
 	}
 	a.byPath[rel] = key
 	fst.Unseen = false

@@ -198,7 +198,7 @@ const upToDateSlack = time.Second
 // that loses it leaves an older time, which only makes status count
 // pending bytes from earlier).
 func (a *Agent) markUpToDate(passStart time.Time, full bool) {
-	if a.hasWork() || a.problems.count() > 0 || !full && a.watchGaps.Load() {
+	if a.hasWork() || a.problems.count() > 0 || !full && a.watchGaps.Load() && !a.gapsPolled {
 		return
 	}
 	at := passStart.Add(-upToDateSlack)

@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/ompsync/ompsync/store"
+	"golang.org/x/sys/unix"
 )
 
 // watcher turns fsnotify events into dirty paths. It is only a hint: the
@@ -60,12 +62,82 @@ func (w *watcher) addTree(dir string) {
 		if rel, ok := w.a.relOf(p); ok && !watchable(w.a.opts.Store, rel) {
 			return filepath.SkipDir
 		}
-		if err := w.w.Add(p); err != nil {
-			w.a.log.Debug("cannot watch folder; the reconcile scan covers it", "path", p, "err", err)
-			w.a.watchGaps.Store(true)
+		add := w.w.Add
+		if w.a.addWatch != nil {
+			add = w.a.addWatch
+		}
+		if err := add(p); err != nil {
+			w.a.unwatchable(p, err)
 		}
 		return nil
 	})
+}
+
+// watchFix is what raises the limit most watch failures hit.
+const watchFix = "raise the inotify limit: sudo sysctl fs.inotify.max_user_watches=524288 (and add it to /etc/sysctl.d/ to keep it)"
+
+// unwatchable records a folder that could not be watched: its changes are
+// then found by polling it every interval (pollUnwatched). The first such
+// folder is a WARN with the fix; the others are counted in it at debug.
+func (a *Agent) unwatchable(dir string, err error) {
+	a.mu.Lock()
+	if a.unwatched == nil {
+		a.unwatched = map[string]bool{}
+	}
+	a.unwatched[dir] = true
+	first := !a.watchWarned
+	a.watchWarned = true
+	a.mu.Unlock()
+	a.watchGaps.Store(true)
+	iv := time.Duration(a.interval.Load())
+	if !first {
+		a.log.Debug("cannot watch folder either; polling it", "path", dir, "err", err)
+		return
+	}
+	fix := "check the folder's permissions"
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EMFILE) {
+		fix = watchFix
+	}
+	a.log.Warn("cannot watch a folder for changes; polling it every interval instead, which costs a stat per file", "path", dir, "interval", iv, "err", err, "fix", fix)
+}
+
+// pollUnwatched marks dirty every file in the folders that could not be
+// watched, and the folders below them, so that each pass looks at them as
+// if an event had come: uploads from such a folder lag by an interval, as
+// from a watched one, not by the reconcile interval. It reports whether
+// there were any.
+func (a *Agent) pollUnwatched() bool {
+	a.mu.Lock()
+	dirs := make([]string, 0, len(a.unwatched))
+	for d := range a.unwatched {
+		dirs = append(dirs, d)
+	}
+	a.mu.Unlock()
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); isNotExist(err) {
+			a.mu.Lock()
+			delete(a.unwatched, dir) // gone; a new one gets its own watch (handle)
+			a.mu.Unlock()
+			continue
+		}
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			rel, ok := a.relOf(p)
+			if d.IsDir() {
+				if p != dir && (strings.HasPrefix(d.Name(), ".") || ok && !watchable(a.opts.Store, rel)) {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if ok && d.Type().IsRegular() && a.opts.Store.Classify(rel) != store.KindIgnored {
+				a.markDirty(rel)
+			}
+			return nil
+		})
+	}
+	return len(dirs) > 0
 }
 
 // watchable says whether a folder (relative to the agent dir) can hold

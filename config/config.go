@@ -46,6 +46,7 @@ type Config struct {
 	PathMap    []string
 	Log        Log
 	Metrics    Metrics
+	Notify     Notify
 	Encryption Encryption
 	Compaction Compaction
 	Retention  Retention
@@ -75,6 +76,12 @@ type Sync struct {
 	PullInterval time.Duration
 	Include      []string
 	Exclude      []string
+}
+
+// Notify configures the agent's alerts (package notify).
+type Notify struct {
+	URL, Command        string
+	Grace, PingInterval time.Duration
 }
 
 // Encryption configures client-side encryption (age). It is on when any

@@ -345,6 +345,32 @@ var keys = []key{
 		def:   static(""),
 		check: checkAddr,
 	},
+	{
+		name:   "notify.url",
+		help:   "a health-check URL (healthchecks.io, Uptime Kuma push, Cronitor): pinged after good passes, <url>/fail when the backup has been failing or behind longer than notify.grace; empty means off",
+		field:  func(c *Config) any { return &c.Notify.URL },
+		def:    static(""),
+		check:  checkNotifyURL,
+		redact: redactPartial, // the URL is the check's credential
+	},
+	{
+		name:  "notify.command",
+		help:  "a shell command run on failing, lagging, recovered and damaged events, with OMPSYNC_EVENT, OMPSYNC_MESSAGE and OMPSYNC_MACHINE set; empty means off",
+		field: func(c *Config) any { return &c.Notify.Command },
+		def:   static(""),
+	},
+	{
+		name:  "notify.grace",
+		help:  "how long the backup may fail or fall behind before notify.url and notify.command are told",
+		field: func(c *Config) any { return &c.Notify.Grace },
+		def:   static("15m"),
+	},
+	{
+		name:  "notify.ping_interval",
+		help:  "how often notify.url is pinged while the backup is healthy",
+		field: func(c *Config) any { return &c.Notify.PingInterval },
+		def:   static("1h"),
+	},
 }
 
 // EnvVar returns the environment variable for a key: OMPSYNC_ and the key
@@ -459,6 +485,18 @@ func checkRecipients(v any) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+func checkNotifyURL(v any) (any, error) {
+	s := v.(string)
+	if s == "" {
+		return s, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an http(s) URL; write it like https://hc-ping.com/<uuid>", s)
+	}
+	return strings.TrimSuffix(s, "/"), nil
 }
 
 func checkAddr(v any) (any, error) {

@@ -24,6 +24,7 @@ import (
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
@@ -374,6 +375,15 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		opts.Ready = func() {
 			fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
 			ready.Done()
+		}
+		source := ""
+		if len(ws) > 1 {
+			source = w.store.Name()
+		}
+		if n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
+			Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); n != nil {
+			opts.Notifier = n
+			go n.Run(ctx) // its own goroutine: a slow notifier never holds up the backup
 		}
 		if reg != nil {
 			// Several agents' series are told apart by a label; one

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
@@ -50,14 +53,28 @@ bytes go; --dry-run prints the same lines and deletes nothing.`,
 			if err != nil {
 				return err
 			}
+			if ret.Generations > 0 || ret.Deleted > 0 {
+				if err := machineCataloged(cmd.Context(), r, places, cfg.Machine); err != nil {
+					return err
+				}
+			}
+			var left []string
 			for _, pl := range places {
 				prefix := ""
 				if len(places) > 1 {
 					prefix = pl.Store.Name() + ": "
 				}
-				if err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun); err != nil {
+				why, err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
+				if err != nil {
 					return fmt.Errorf("%s%w", prefix, err)
 				}
+				if why != "" {
+					left = append(left, prefix+why)
+				}
+			}
+			if len(left) > 0 {
+				// Exit 0 says retention was applied; it was not all.
+				return errors.New(strings.Join(left, "; "))
 			}
 			return nil
 		},
@@ -67,10 +84,31 @@ bytes go; --dry-run prints the same lines and deletes nothing.`,
 	return cmd
 }
 
+// machineCataloged fails when no agent's repository holds a catalog of
+// machine: a typo in the machine setting would otherwise prune nothing and
+// exit 0.
+func machineCataloged(ctx context.Context, r *repo.Repo, places []restore.Place, machine string) error {
+	for _, pl := range places {
+		_, _, err := pl.Repo.GetCatalogParts(ctx, machine)
+		if err == nil || errors.Is(err, repo.ErrNoKey) {
+			return nil
+		}
+		if !errors.Is(err, remote.ErrNotFound) {
+			return fmt.Errorf("read the catalog of %s: %w", machine, err)
+		}
+	}
+	known, err := r.Machines(ctx)
+	if err != nil {
+		return fmt.Errorf("machine %q has no catalog on the remote: nothing to prune; is the machine setting right?", machine)
+	}
+	return fmt.Errorf("machine %q has no catalog on the remote: nothing to prune; is the machine setting right? The remote holds machines %s",
+		machine, strings.Join(known, ", "))
+}
+
 // pruneAgent prunes this machine's sessions of one agent (its repository
 // r, its store st, its agent's state dir); prefix names the agent in each
-// line.
-func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, st compact.Lines, stateDir, prefix string, ret compact.Retention, dryRun bool) error {
+// line. why, when not empty, is what of retention could not be done.
+func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, st compact.Lines, stateDir, prefix string, ret compact.Retention, dryRun bool) (why string, err error) {
 	rep, err := compact.Prune(cmd.Context(), r, st, cfg.Machine, ret, time.Now(), dryRun)
 	if rep != nil {
 		for _, it := range rep.Items {
@@ -82,29 +120,28 @@ func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, s
 		}
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	if dryRun {
 		fmt.Fprintf(a.stdout, "%sdry run: would delete %d objects, %s, of %d generations; nothing deleted\n", prefix, rep.Objects, formatSize(rep.Bytes), len(rep.Items))
-		return nil
+		return "", nil
 	}
 	fmt.Fprintf(a.stdout, "%sdeleted %d objects, %s, of %d generations\n", prefix, rep.Objects, formatSize(rep.Bytes), len(rep.Items))
 	if len(rep.Sessions) == 0 {
-		return nil
+		return "", nil
 	}
 	// The agent replaces the catalog from its state: only while no
 	// agent runs may the catalog be changed behind its back.
 	unlock, err := lockState(stateDir)
 	if err != nil {
-		fmt.Fprintf(a.stdout, "%s%d deleted sessions stay listed until the agent's next daily prune drops them (%v)\n", prefix, len(rep.Sessions), err)
-		return nil
+		return fmt.Sprintf("%d expired deleted sessions stay listed in the catalog (%v): the agent's daily prune drops them, or stop the agent and run prune again", len(rep.Sessions), err), nil
 	}
 	defer unlock()
 	if err := compact.DropSessions(cmd.Context(), r, cfg.Machine, rep.Sessions, time.Now()); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Fprintf(a.stdout, "%sremoved %d deleted sessions from the catalog\n", prefix, len(rep.Sessions))
-	return nil
+	return "", nil
 }
 
 // lockState takes the agent's lock on the state dir, which fails while an
