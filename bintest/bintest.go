@@ -12,10 +12,13 @@ import (
 	"testing"
 )
 
-// Build builds cmd/ompsync into dir and returns its path.
-func Build(dir string) (string, error) {
+// Build builds cmd/ompsync into dir and returns its path. flags go to go
+// build before the package (-ldflags, as the release script sets them).
+func Build(dir string, flags ...string) (string, error) {
 	bin := filepath.Join(dir, "ompsync")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/ompsync/ompsync/cmd/ompsync").CombinedOutput(); err != nil {
+	args := append([]string{"build", "-o", bin}, flags...)
+	args = append(args, "github.com/ompsync/ompsync/cmd/ompsync")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build ompsync: %v\n%s", err, out)
 	}
 	return bin, nil

@@ -171,6 +171,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newKeygenCmd(a),
 		newRekeyCmd(a),
 		newCompactCmd(a), newPruneCmd(a),
+		newManCmd(a),
 	)
 	prepare(a, root)
 	return root
