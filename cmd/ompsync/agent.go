@@ -373,7 +373,9 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		var ag *agent.Agent
 		prefix, report := agentPrefix(w, len(ws)), a.report()
 		opts.Ready = func() {
-			fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
+			if ctx.Err() == nil { // stopped: the stop's own line says what was done
+				fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
+			}
 			ready.Done()
 		}
 		source := ""

@@ -770,6 +770,10 @@ func TestRestoreInterrupted(t *testing.T) {
 	if strings.Contains(out.String(), "context canceled") || strings.Contains(out.String(), "refused") {
 		t.Errorf("the interruption shows as a failure:\n%s", out)
 	}
+	// The unfinished session is named once, in the error line.
+	if n := strings.Count(out.String(), slow); n != 1 {
+		t.Errorf("the unfinished session is named %d times:\n%s", n, out)
+	}
 	for _, p := range w.files[:2] {
 		got, _ := os.ReadFile(filepath.Join(to, strings.TrimPrefix(p, m.agentDir+"/")))
 		want, _ := os.ReadFile(p)

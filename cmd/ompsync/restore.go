@@ -393,6 +393,9 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 	}
 	said := map[string]bool{} // a note on a project's placement is said once
 	for _, res := range rep.Results {
+		if res.Action == interrupted {
+			continue // the error line names them, once
+		}
 		line := fmt.Sprintf("%-12s %s", verb[res.Action], res.ID)
 		if res.Path != "" {
 			line += "  " + res.Path
