@@ -249,13 +249,23 @@ func (m *Manager) Status(ctx context.Context) error {
 
 	if m.kind == systemd {
 		var problem error
-		for _, q := range []struct{ label, verb string }{{"Enabled:   ", "is-enabled"}, {"Active:    ", "is-active"}} {
-			cmd := m.systemctl(q.verb, UnitName).cmd
-			answer, err := m.query(ctx, cmd)
-			fmt.Fprintf(m.out, "%s%s\n", q.label, answer)
+		labels := []string{"Enabled:   ", "Active:    "}
+		answers := make([]string, len(labels))
+		for i, verb := range []string{"is-enabled", "is-active"} {
+			answer, err := m.query(ctx, m.systemctl(verb, UnitName).cmd)
+			answers[i] = answer
 			if err != nil && problem == nil {
 				problem = err
 			}
+		}
+		for i, label := range labels {
+			if problem != nil {
+				// One question systemd could not answer makes the
+				// other's answer (is-enabled reads files, and says
+				// "disabled" without a manager) no answer either.
+				answers[i] = "unknown"
+			}
+			fmt.Fprintf(m.out, "%s%s\n", label, answers[i])
 		}
 		if problem != nil {
 			// Without an answer from systemd nothing is known of the

@@ -300,6 +300,16 @@ func TestStatusSystemd(t *testing.T) {
 	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(first, "(differs from what \"ompsync service install\" would write now)") {
 		t.Errorf("status of a stale unit begins %q", first)
 	}
+
+	// No user manager (a login without one): is-enabled still reads the
+	// files and says "disabled", which nothing then knows; both unknown.
+	r.replies["systemctl --user is-enabled ompsync.service"] = reply{out: "disabled\n", code: 1}
+	r.replies["systemctl --user is-active ompsync.service"] = reply{out: "Failed to connect to bus: No medium found\n", code: 1}
+	out.Reset()
+	err := m.Status(ctx)
+	if err == nil || !strings.Contains(err.Error(), "cannot ask systemd") || !strings.Contains(out.String(), "Enabled:   unknown\nActive:    unknown\n") {
+		t.Errorf("status without a user manager: %v\n%s", err, out)
+	}
 }
 
 func macUser(t *testing.T) Options {
