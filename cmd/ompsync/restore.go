@@ -163,7 +163,11 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return err
 	}
 	opts.Placer = pl
-	unknown = append(unknown, scanned...)
+	for _, s := range scanned {
+		// Where the search for checkouts stopped short: worth knowing,
+		// not a failure of the restore.
+		fmt.Fprintf(a.stderr, "ompsync: note: %s\n", s)
+	}
 	opts.Parallel = cfg.Transfers
 	opts.MaxMergeSize = cfg.Restore.MergeBytes()
 	if f.to != "" {
