@@ -14,8 +14,8 @@ import (
 	"sync"
 
 	"github.com/ompsync/ompsync/compact"
-	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/project"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
