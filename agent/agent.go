@@ -331,7 +331,12 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	case err != nil:
 		a.log.Warn("local state is damaged: setting it aside and rebuilding it from the remote", "err", err)
 		aside := filepath.Join(opts.StateDir, stateFile+".damaged")
-		_ = os.Rename(filepath.Join(opts.StateDir, stateFile), aside)
+		if rerr := os.Rename(filepath.Join(opts.StateDir, stateFile), aside); rerr != nil {
+			// Left in place, it is read, found damaged and rebuilt at every
+			// start: a full check against the remote each time.
+			a.log.Warn("cannot set the damaged state aside; it is rebuilt at every start until it is moved",
+				"err", rerr, "fix", "remove or move "+filepath.Join(opts.StateDir, stateFile)+" by hand, and check the state dir's permissions")
+		}
 	case st == nil:
 		a.fresh = true // said by start, which knows whether the remote has this machine
 		a.log.Debug("no local state", "state_dir", opts.StateDir)
