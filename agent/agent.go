@@ -646,6 +646,15 @@ func (a *Agent) Run(ctx context.Context) error {
 // ended with err, or a tick that waited for the remote.
 func (a *Agent) observe(err error, passed bool) {
 	now := a.now()
+	if passed && err == nil {
+		// An idle pass looks at nothing: what only a full pass finds
+		// (a path that cannot be read, sessions that vanished) still is.
+		if perr := a.problems.err(); perr != nil {
+			err = perr
+		} else if !a.vanishLogged.IsZero() {
+			err = ErrVanished
+		}
+	}
 	if passed {
 		a.lastGood = err == nil
 		switch {
