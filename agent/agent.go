@@ -632,8 +632,10 @@ func (a *Agent) Run(ctx context.Context) error {
 				if remote.IsTransient(err) {
 					a.outage.failed(a.log, a.now(), err)
 				} else {
-					a.log.Warn("pull failed; will retry", "err", err)
+					a.problems.warn(a.log, a.now(), "pull", "pull failed; it is retried every pull interval", err)
 				}
+			} else if err == nil {
+				a.problems.clear(a.log, "pull")
 			}
 			if err := a.state.persist(a.opts.StateDir); err != nil {
 				a.log.Error("could not save state", "err", err)
