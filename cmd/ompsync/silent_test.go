@@ -181,3 +181,33 @@ func TestAgentOutageAlerts(t *testing.T) {
 		t.Error("the secret key is in the log")
 	}
 }
+
+// verify that finds damage tells notify.command, so that a verify run from
+// cron alerts as the agent does.
+func TestVerifyDamagedNotifies(t *testing.T) {
+	url := "file://" + t.TempDir()
+	m := newMachineEnv(t, url, backend.S3Options{}, "laptop")
+	id := "01a113d2-be76-73c7-986b-d3ac6e3f0042"
+	p := m.newSession(id, entry("a1", "", "first"))
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.appendSession(id, entry("a2", "a1", "second"))
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	damageLastChunk(t, url, id, int(fi.Size()))
+	events := filepath.Join(t.TempDir(), "events")
+	code, out := m.startWithWait([]string{`OMPSYNC_NOTIFY_COMMAND=echo "$OMPSYNC_EVENT $OMPSYNC_MACHINE $OMPSYNC_MESSAGE" > ` + events}, "verify")
+	if code != 1 {
+		t.Fatalf("verify of a damaged chunk: exit %d\n%s", code, out)
+	}
+	b, _ := os.ReadFile(events)
+	if !strings.HasPrefix(string(b), "damaged laptop verify found 1 of 1 sessions damaged") {
+		t.Fatalf("notify.command got %q\n%s", b, out)
+	}
+}
