@@ -33,6 +33,19 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte,
 // macOS.
 var ErrUnsupported = errors.New("running ompsync as a service is supported with systemd (Linux) and launchd (macOS)")
 
+// ScheduledTaskCommand is the schtasks command line that makes Windows'
+// Task Scheduler run the agent o describes at each logon of the user who
+// runs it: what `service install` tells a Windows user to run. /TR takes
+// the agent's command line as one argument, its own quotes escaped as \".
+func ScheduledTaskCommand(o Options) string {
+	q := func(s string) string { return `\"` + s + `\"` }
+	tr := q(o.Binary) + " agent"
+	if o.ConfigFile != "" {
+		tr += " --config " + q(o.ConfigFile)
+	}
+	return `schtasks /Create /TN ompsync /SC ONLOGON /RL LIMITED /F /TR "` + tr + `"`
+}
+
 // logLines is how much of the agent's log Status shows.
 const logLines = 20
 
@@ -61,6 +74,8 @@ func NewManager(goos string, o Options, r Runner, out io.Writer) (*Manager, erro
 		m.kind = systemd
 	case "darwin":
 		m.kind = launchd
+	case "windows":
+		return nil, fmt.Errorf("%s: %w; to run the agent at logon, create a scheduled task: %s", goos, ErrUnsupported, ScheduledTaskCommand(o))
 	default:
 		return nil, fmt.Errorf("%s: %w; run \"ompsync agent\" under your own service manager", goos, ErrUnsupported)
 	}

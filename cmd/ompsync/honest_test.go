@@ -592,9 +592,7 @@ func TestUnreadableFileSaidOnce(t *testing.T) {
 		"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + filepath.Join(home, "state"),
 		"OMPSYNC_REMOTE=file://" + remoteDir, "OMPSYNC_MACHINE=box",
 	}
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
+	runAs(cmd, cred)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
