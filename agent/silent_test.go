@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
@@ -222,7 +221,7 @@ func TestWatchFailurePolls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.addWatch = func(dir string) error { return fmt.Errorf("inotify_add_watch %s: %w", dir, unix.ENOSPC) }
+	a.addWatch = func(dir string) error { return fmt.Errorf("inotify_add_watch %s: %w", dir, syscall.ENOSPC) }
 	stop := startAgent(t, a)
 	waitFor(t, "first upload", func() bool { n, _ := e.remoteSize(ompID); return n == int64(len(e.read(ompRel))) })
 	out := logs.String()

@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/ompsync/ompsync/store"
-	"golang.org/x/sys/unix"
 )
 
 // watcher turns fsnotify events into dirty paths. It is only a hint: the
@@ -95,7 +95,7 @@ func (a *Agent) unwatchable(dir string, err error) {
 		return
 	}
 	fix := "check the folder's permissions"
-	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EMFILE) {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EMFILE) {
 		fix = watchFix
 	}
 	a.log.Warn("cannot watch a folder for changes; polling it every interval instead, which costs a stat per file", "path", dir, "interval", iv, "err", err, "fix", fix)

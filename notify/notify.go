@@ -16,10 +16,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -288,12 +286,8 @@ func (n *Notifier) post(ctx context.Context, u, body string) error {
 func (n *Notifier) run(ctx context.Context, d delivery) error {
 	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", n.opts.Command)
+	cmd := shellCommand(ctx, n.opts.Command)
 	cmd.Env = append(os.Environ(), "OMPSYNC_EVENT="+string(d.ev), "OMPSYNC_MESSAGE="+d.msg, "OMPSYNC_MACHINE="+n.opts.Machine)
-	// Its own process group, killed whole at the timeout: a child that
-	// hangs (a mailer, a sleep) does not outlive it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
