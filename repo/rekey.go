@@ -97,9 +97,25 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	if err != nil {
 		return prog, err
 	}
-	if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && opts.After == "" {
-		prog.Nothing = true
-		return prog, nil
+	if opts.After == "" {
+		// The marker's pending list is what writers said; the objects
+		// are what is there (a writer without the key may have put
+		// plaintext since): look at each one's first bytes.
+		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		if err != nil {
+			return prog, err
+		}
+		if scan.plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
+			cp := *nm
+			ce := *nm.Encryption
+			ce.Pending = sorted(append(slices.Clone(ce.Pending), PendingPlaintext))
+			cp.Encryption = &ce
+			nm, changed = &cp, true
+		}
+		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && scan.plain+scan.other == 0 {
+			prog.Nothing = true
+			return prog, nil
+		}
 	}
 	if changed {
 		// Before the marker changes, make sure the old objects open: a
@@ -110,6 +126,13 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		}
 		if err := r.WriteMarker(ctx, nm); err != nil {
 			return prog, err
+		}
+		if m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients) {
+			var from *Encryption
+			if m != nil {
+				from = m.Encryption
+			}
+			r.logRecipients(from, nm.Encryption, "rekey")
 		}
 	}
 
@@ -183,6 +206,14 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	}
 	done := *now
 	de := *now.Encryption
+	// What was pending is now revoked: no object is encrypted to it, and
+	// no writer may encrypt to it again.
+	for _, fp := range de.Pending {
+		if fp != PendingPlaintext && !slices.Contains(de.Recipients, fp) {
+			de.Removed = append(slices.Clone(de.Removed), fp)
+		}
+	}
+	de.Removed = sorted(de.Removed)
 	de.Pending = nil
 	de.PassphraseKey = keys.PassphraseKey
 	done.Encryption = &de
@@ -219,8 +250,19 @@ func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, 
 		}
 		return nm, true, nil
 	}
+	if err := refuseRevoked(m.Encryption, keys.Recipients); err != nil {
+		return nil, false, err
+	}
 	if sameSet(m.Encryption.Recipients, keys.Recipients) {
 		return m, false, nil
+	}
+	holds := false
+	for _, id := range keys.Identities {
+		holds = holds || slices.Contains(m.Encryption.Recipients, id)
+	}
+	if !holds {
+		return nil, false, fmt.Errorf("%w: only a holder of a current key (%s) may change the repository's recipients, and encryption.identity_file holds none",
+			ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
 	}
 	nm := *m
 	ne := *m.Encryption
@@ -481,4 +523,77 @@ func mutableObject(key string) bool {
 		return true
 	}
 	return slices.Contains([]string{"/meta", "/head"}, key[max(0, strings.LastIndexByte(key, '/')):])
+}
+
+// objectScan is what scanObjects found.
+type objectScan struct {
+	// plain counts objects that are not age-encrypted; other those
+	// encrypted to another number of recipients than the current ones.
+	plain, other int
+}
+
+// scanObjects reads the first bytes of every object under root: its age
+// header, if any, and the number of its recipient stanzas. An X25519
+// stanza does not name its recipient, so an object encrypted to as many
+// other keys passes; the marker's pending list covers those.
+func (r *Repo) scanObjects(ctx context.Context, recipients int) (objectScan, error) {
+	var scan objectScan
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
+		if err != nil {
+			return scan, fmt.Errorf("list %s: %w", root, err)
+		}
+		if _, ok := objectLimit(obj.Key, 0); !ok || obj.Size == 0 {
+			continue
+		}
+		n, err := r.stanzas(ctx, obj.Key)
+		switch {
+		case errors.Is(err, remote.ErrNotFound):
+		case err != nil:
+			return scan, err
+		case n == 0:
+			scan.plain++
+		case n != recipients:
+			scan.other++
+		}
+	}
+	return scan, nil
+}
+
+// maxAgeHeader bounds what stanzas reads of an object's age header: a
+// post-quantum stanza is about 1.6 KiB.
+const maxAgeHeader = 64 << 10
+
+// stanzas is the number of recipient stanzas of an age object's header;
+// 0 for an object that is not age-encrypted, -1 for a header longer than
+// maxAgeHeader.
+func (r *Repo) stanzas(ctx context.Context, key string) (int, error) {
+	rc, err := r.client.Get(ctx, key, 0, maxAgeHeader)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	br := bufio.NewReader(io.LimitReader(rc, maxAgeHeader))
+	line, err := br.ReadString('\n')
+	if line != AgeHeader {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("read %s: %w", key, err)
+		}
+		return 0, nil
+	}
+	n := 0
+	for {
+		line, err := br.ReadString('\n')
+		switch {
+		case strings.HasPrefix(line, "-> "):
+			n++
+		case strings.HasPrefix(line, "---"):
+			return n, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return -1, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", key, err)
+		}
+	}
 }
