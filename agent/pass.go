@@ -79,6 +79,21 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			jobs = append(jobs, j)
 		}
 	}
+	if len(jobs) > 0 || a.catalogStale {
+		// The repository may have been encrypted, or its keys changed,
+		// since the last batch: nothing goes up the old way.
+		if err := a.repo.CheckWriteNow(ctx); err != nil {
+			for _, j := range jobs {
+				a.markDirty(j.rel)
+			}
+			switch {
+			case remote.IsTransient(err):
+				a.outage.failed(a.log, err)
+			case a.refused.report(a.log, err):
+			}
+			return err
+		}
+	}
 	a.listed = a.prefetchStale(ctx, jobs)
 	changed, err := a.runJobs(ctx, jobs, a.firstPassProgress(full, jobs))
 	a.listed = nil // this pass's view of the remote only
@@ -124,6 +139,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			return cerr // Run stops with it
 		case remote.IsTransient(cerr):
 			a.outage.failed(a.log, cerr)
+		case a.refused.report(a.log, cerr):
 		case ctx.Err() == nil:
 			a.log.Error("catalog upload failed", "err", cerr)
 		}
@@ -137,6 +153,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	a.metrics.pending(a.pendingBytes())
 	if err == nil {
 		a.outage.ok(a.log)
+		a.refused.ok(a.log)
 	}
 	return err
 }
@@ -234,6 +251,7 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 			case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
 				a.outage.failed(a.log, err)
 			case ctx.Err() != nil:
+			case a.refused.report(a.log, err):
 			case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
 				// Unreadable here (EACCES, EIO), or too large: said once,
 				// then now and then.

@@ -161,23 +161,23 @@ func (r *Repo) SetLog(l *slog.Logger) {
 	r.log = l
 }
 
-// markerTTL is how long a writer trusts the marker it last read before it
+// MarkerTTL is how long a writer trusts the marker it last read before it
 // reads it again ahead of an upload: another machine may encrypt the
 // repository, or change its recipients, while this one runs.
-const markerTTL = 15 * time.Second
+const MarkerTTL = 15 * time.Second
 
 // CheckWrite refuses (ErrEncryptionMismatch) an upload this ompsync's
 // codec would make wrongly for the repository as its marker says now: any
 // object from a writer without encryption into an encrypted repository, or
 // one being converted; any object encrypted to other recipients than the
 // marker's, above all to a key a key change removed. Every put checks it,
-// with the marker read at most markerTTL ago; nothing is uploaded until the
+// with the marker read at most MarkerTTL ago; nothing is uploaded until the
 // configuration matches, and nothing local is dropped for it.
 func (r *Repo) CheckWrite(ctx context.Context) error {
 	r.mu.Lock()
 	m, known, at := r.marker, r.markerKnown, r.markerAt
 	r.mu.Unlock()
-	if !known || time.Since(at) >= markerTTL {
+	if !known || time.Since(at) >= MarkerTTL {
 		var err error
 		if m, err = r.ReadMarker(ctx); err != nil {
 			return err
@@ -203,6 +203,13 @@ func (r *Repo) CheckWrite(ctx context.Context) error {
 			ErrEncryptionMismatch, fingerprints(e.Recipients), fingerprints(k.Recipients))
 	}
 	return nil
+}
+
+// CheckWriteNow is CheckWrite with the marker read now: what a writer
+// calls before each batch of uploads.
+func (r *Repo) CheckWriteNow(ctx context.Context) error {
+	r.forgetMarker()
+	return r.CheckWrite(ctx)
 }
 
 // refuseRevoked refuses recipients to that include a key the marker lists

@@ -31,6 +31,11 @@ type RekeyOptions struct {
 	MaxBlobSize int64
 	// Force re-encrypts even when the marker says nothing is pending.
 	Force bool
+	// Settle is how long after it changes the marker rekey waits before
+	// its last look at the objects: a writer that read the marker just
+	// before (it trusts it for MarkerTTL) may still be putting an object
+	// encrypted the old way. 0 waits not.
+	Settle time.Duration
 }
 
 // RekeyProgress is how far a rekey has come.
@@ -117,6 +122,7 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 			return prog, nil
 		}
 	}
+	var settled time.Time
 	if changed {
 		// Before the marker changes, make sure the old objects open: a
 		// rekey without the old keys must not leave the marker claiming
@@ -127,6 +133,7 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		if err := r.WriteMarker(ctx, nm); err != nil {
 			return prog, err
 		}
+		settled = time.Now().Add(opts.Settle)
 		if m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients) {
 			var from *Encryption
 			if m != nil {
@@ -189,6 +196,44 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	if len(batch) > 0 {
 		if err := flush(); err != nil {
 			return prog, err
+		}
+	}
+	// The last look: objects put the old way while the pass ran, by
+	// writers that had not yet read the new marker.
+	if d := time.Until(settled); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return prog, ctx.Err()
+		case <-t.C:
+		}
+	}
+	for sweep := 0; ; sweep++ {
+		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		if err != nil {
+			return prog, err
+		}
+		if len(scan.keys) == 0 {
+			break
+		}
+		if sweep == 3 {
+			return prog, fmt.Errorf("rekey: %d object(s) are still not encrypted to %s after %d passes (first: %s): "+
+				"a machine without these keys is still writing; give it the keys (encryption.identity_file), restart it, and run 'ompsync rekey' again",
+				len(scan.keys), fingerprints(keys.Recipients), sweep+1, scan.keys[0])
+		}
+		for _, key := range scan.keys {
+			batch = append(batch, remote.ObjectInfo{Key: key})
+			if len(batch) == rekeyBatch {
+				if err := flush(); err != nil {
+					return prog, err
+				}
+			}
+		}
+		if len(batch) > 0 {
+			if err := flush(); err != nil {
+				return prog, err
+			}
 		}
 	}
 	if len(prog.Skipped) > 0 {
@@ -530,6 +575,8 @@ type objectScan struct {
 	// plain counts objects that are not age-encrypted; other those
 	// encrypted to another number of recipients than the current ones.
 	plain, other int
+	// keys are those objects' keys.
+	keys []string
 }
 
 // scanObjects reads the first bytes of every object under root: its age
@@ -552,8 +599,10 @@ func (r *Repo) scanObjects(ctx context.Context, recipients int) (objectScan, err
 			return scan, err
 		case n == 0:
 			scan.plain++
+			scan.keys = append(scan.keys, obj.Key)
 		case n != recipients:
 			scan.other++
+			scan.keys = append(scan.keys, obj.Key)
 		}
 	}
 	return scan, nil

@@ -164,7 +164,7 @@ func TestMixedRemoteCommands(t *testing.T) {
 		t.Errorf("encrypted agent into a plaintext remote: exit %d, %q", r.code, msg)
 	}
 
-	if r := enc.run("rekey"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") {
+	if r := enc.run("rekey", "--settle=0"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") {
 		t.Fatalf("rekey of a plaintext remote: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r := enc.run("rekey"); r.code != 0 || !strings.Contains(r.stdout, "nothing to rekey") {
@@ -252,7 +252,7 @@ func TestRekeySurvivesSIGKILL(t *testing.T) {
 				t.Fatalf("rekey did not finish after %d rounds:\n%s", round, out)
 			}
 			before := journalAfter(journal)
-			cmd, buf := m.startWith(extra, "rekey")
+			cmd, buf := m.startWith(extra, "rekey", "--settle=0")
 			// Kill as soon as this run has recorded progress of its own.
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
