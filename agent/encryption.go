@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/repo"
@@ -26,9 +27,14 @@ func (r *refusal) report(log *slog.Logger, err error) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if msg := err.Error(); msg != r.msg {
+	// The same for every file: the refusal without the upload it stopped.
+	msg := err.Error()
+	if i := strings.Index(msg, repo.ErrEncryptionMismatch.Error()); i >= 0 {
+		msg = msg[i:]
+	}
+	if msg != r.msg {
 		r.msg = msg
-		log.Warn("uploads stopped: "+msg+"; local state kept, nothing uploaded in the meantime", "err", err)
+		log.Warn("uploads stopped: " + msg + "; local state kept, nothing uploaded in the meantime")
 	}
 	return true
 }

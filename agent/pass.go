@@ -79,21 +79,10 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			jobs = append(jobs, j)
 		}
 	}
-	if len(jobs) > 0 || a.catalogStale {
-		// The repository may have been encrypted, or its keys changed,
-		// since the last batch: nothing goes up the old way.
-		if err := a.repo.CheckWriteNow(ctx); err != nil {
-			for _, j := range jobs {
-				a.markDirty(j.rel)
-			}
-			switch {
-			case remote.IsTransient(err):
-				a.outage.failed(a.log, err)
-			case a.refused.report(a.log, err):
-			}
-			return err
-		}
-	}
+	// The repository may have been encrypted, or its keys changed, since
+	// the last batch: its first put reads the marker again (an idle pass
+	// reads nothing), and nothing goes up the old way.
+	a.repo.RecheckBeforeWrite()
 	a.listed = a.prefetchStale(ctx, jobs)
 	changed, err := a.runJobs(ctx, jobs, a.firstPassProgress(full, jobs))
 	a.listed = nil // this pass's view of the remote only

@@ -151,7 +151,7 @@ func (r *Repo) setMarker(m *Marker) {
 func (r *Repo) forgetMarker() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.markerKnown = false
+	r.recheck = true
 }
 
 // SetLog makes r log every change of recipients it makes, at WARN.
@@ -175,9 +175,10 @@ const MarkerTTL = 15 * time.Second
 // configuration matches, and nothing local is dropped for it.
 func (r *Repo) CheckWrite(ctx context.Context) error {
 	r.mu.Lock()
-	m, known, at := r.marker, r.markerKnown, r.markerAt
+	m, known, at, recheck := r.marker, r.markerKnown, r.markerAt, r.recheck
+	r.recheck = false
 	r.mu.Unlock()
-	if !known || time.Since(at) >= MarkerTTL {
+	if !known || recheck || time.Since(at) >= MarkerTTL {
 		var err error
 		if m, err = r.ReadMarker(ctx); err != nil {
 			return err
@@ -205,11 +206,19 @@ func (r *Repo) CheckWrite(ctx context.Context) error {
 	return nil
 }
 
-// CheckWriteNow is CheckWrite with the marker read now: what a writer
-// calls before each batch of uploads.
+// CheckWriteNow is CheckWrite with the marker read now.
 func (r *Repo) CheckWriteNow(ctx context.Context) error {
-	r.forgetMarker()
+	r.RecheckBeforeWrite()
 	return r.CheckWrite(ctx)
+}
+
+// RecheckBeforeWrite makes the next CheckWrite, and so the next put, read
+// the marker again: what a writer calls before each batch of uploads. A
+// batch that puts nothing reads nothing.
+func (r *Repo) RecheckBeforeWrite() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recheck = true
 }
 
 // refuseRevoked refuses recipients to that include a key the marker lists

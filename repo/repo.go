@@ -29,6 +29,7 @@ type Repo struct {
 	marker      *Marker // as last read or written (nil: none)
 	markerKnown bool
 	markerAt    time.Time // when marker was last read or written
+	recheck     bool      // the next CheckWrite reads the marker
 
 	// log, when set, hears every change of recipients this Repo makes.
 	log *slog.Logger
