@@ -199,6 +199,7 @@ type Agent struct {
 	// problems are the paths that could not be read, reported once and
 	// then now and then.
 	problems problems
+	refused  refusal // uploads the repository's encryption refuses
 	// upToDate is when the agent was last up to date (markUpToDate).
 	upToDate time.Time
 	// watchGaps: a folder could not be watched, so a change in it shows
@@ -480,11 +481,21 @@ func (a *Agent) start(ctx context.Context) error {
 	if err := a.checkRemoteHolds(ctx); err != nil {
 		return err
 	}
+	a.repo.SetLog(a.log)
 	if err := a.repo.Init(ctx); err != nil {
 		return err
 	}
 	base, recent, err := a.repo.GetCatalogParts(ctx, a.opts.Machine)
 	switch {
+	case errors.Is(err, repo.ErrNotEncrypted):
+		// A plaintext catalog of this machine in an encrypted repository:
+		// written before this machine had the key (or by someone else).
+		// Its content is not trusted; the next catalog put replaces it,
+		// encrypted, from the local state.
+		a.log.Warn("this machine's catalog on the remote is not encrypted, as the repository now is; "+
+			"it is not read, and is replaced, encrypted, from the local state", "err", err)
+		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
+		return a.started(why, otherRepo)
 	case errors.Is(err, remote.ErrNotFound):
 		if a.fresh {
 			a.log.Info("first run: nothing of this machine is on the remote yet; backing up everything in the agent dir",

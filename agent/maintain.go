@@ -33,6 +33,9 @@ func (a *Agent) maintain(ctx context.Context) {
 		}
 		done++
 		res, err := compact.Stream(ctx, a.repo, f.stream(a.opts.Machine), f.Generation, idle, a.opts.Compaction)
+		if a.refused.report(a.log, err) {
+			break // the repository refuses every put alike: said once
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -75,7 +78,9 @@ func (a *Agent) maintain(ctx context.Context) {
 	a.state.changed.all = true
 	rep, err := compact.Prune(ctx, a.repo, a.opts.Store, a.opts.Machine, a.opts.Retention, now, false)
 	if err != nil {
-		a.log.Warn("retention failed; will retry tomorrow", "err", err)
+		if !a.refused.report(a.log, err) {
+			a.log.Warn("retention failed; will retry tomorrow", "err", err)
+		}
 		return
 	}
 	for _, id := range rep.Sessions {

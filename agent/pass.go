@@ -92,6 +92,10 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			jobs = append(jobs, j)
 		}
 	}
+	// The repository may have been encrypted, or its keys changed, since
+	// the last batch: its first put reads the marker again (an idle pass
+	// reads nothing), and nothing goes up the old way.
+	a.repo.RecheckBeforeWrite()
 	a.listed = a.prefetchStale(ctx, jobs)
 	changed, err := a.runJobs(ctx, jobs, a.firstPassProgress(full, jobs))
 	a.listed = nil // this pass's view of the remote only
@@ -138,6 +142,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 			return cerr // Run stops with it
 		case remote.IsTransient(cerr):
 			a.outage.failed(a.log, a.now(), cerr)
+		case a.refused.report(a.log, cerr):
 		case ctx.Err() == nil:
 			a.problems.warn(a.log, a.now(), "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
 		}
@@ -153,6 +158,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	}
 	if err == nil {
 		a.outage.ok(a.log, a.now())
+		a.refused.ok(a.log)
 	}
 	return err
 }
@@ -251,6 +257,7 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 			case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
 				a.outage.failed(a.log, a.now(), err)
 			case ctx.Err() != nil:
+			case a.refused.report(a.log, err):
 			case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
 				// Unreadable here (EACCES, EIO), or too large: said once,
 				// then now and then.

@@ -44,7 +44,7 @@ func (r *Repo) Agent(name string) (*Repo, error) {
 	}
 	sub := &Repo{client: agentClient{c: r.client, prefix: agentsPrefix + name + "/"}, codec: r.codec, refReads: r.refReads}
 	r.mu.Lock()
-	sub.marker, sub.markerKnown = r.marker, r.markerKnown
+	sub.marker, sub.markerKnown, sub.markerAt, sub.log = r.marker, r.markerKnown, r.markerAt, r.log
 	r.mu.Unlock()
 	return sub, nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,10 @@ type Encryption struct {
 	// before a key change may still be encrypted to, until 'ompsync rekey'
 	// finishes; PendingPlaintext means some objects are not encrypted yet.
 	Pending []string `json:"pending,omitempty"`
+	// Removed are fingerprints of recipients a key change took out and
+	// rekey finished with: revoked. No writer may encrypt to them again,
+	// and a writer configured with one is refused.
+	Removed []string `json:"removed,omitempty"`
 	// PassphraseKey is the passphrase mode's age identity, encrypted to the
 	// passphrase with age's scrypt recipient (armored).
 	PassphraseKey string `json:"passphrase_key,omitempty"`
@@ -138,7 +143,110 @@ func (r *Repo) WriteMarker(ctx context.Context, m *Marker) error {
 func (r *Repo) setMarker(m *Marker) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.marker, r.markerKnown = m, true
+	r.marker, r.markerKnown, r.markerAt = m, true, time.Now()
+}
+
+// forgetMarker makes the next write check read the marker again: a sign
+// (an age object read by a plaintext codec) that it may have changed.
+func (r *Repo) forgetMarker() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recheck = true
+}
+
+// SetLog makes r log every change of recipients it makes, at WARN.
+func (r *Repo) SetLog(l *slog.Logger) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = l
+}
+
+// MarkerTTL is how long a writer trusts the marker it last read before it
+// reads it again ahead of an upload: another machine may encrypt the
+// repository, or change its recipients, while this one runs.
+const MarkerTTL = 15 * time.Second
+
+// CheckWrite refuses (ErrEncryptionMismatch) an upload this ompsync's
+// codec would make wrongly for the repository as its marker says now: any
+// object from a writer without encryption into an encrypted repository, or
+// one being converted; any object encrypted to other recipients than the
+// marker's, above all to a key a key change removed. Every put checks it,
+// with the marker read at most MarkerTTL ago; nothing is uploaded until the
+// configuration matches, and nothing local is dropped for it.
+func (r *Repo) CheckWrite(ctx context.Context) error {
+	r.mu.Lock()
+	m, known, at, recheck := r.marker, r.markerKnown, r.markerAt, r.recheck
+	r.recheck = false
+	r.mu.Unlock()
+	if !known || recheck || time.Since(at) >= MarkerTTL {
+		var err error
+		if m, err = r.ReadMarker(ctx); err != nil {
+			return err
+		}
+	}
+	if m == nil || m.Encryption == nil {
+		return nil
+	}
+	e := m.Encryption
+	enc, ok := r.codec.(Encrypter)
+	if !ok {
+		return fmt.Errorf("%w: the repository is now encrypted (age, to %s) and this machine has no encryption configured; "+
+			"it uploads nothing until it has: set encryption.identity_file (or encryption.recipients) to a key of the repository, then restart the agent",
+			ErrEncryptionMismatch, fingerprints(e.Recipients))
+	}
+	k := enc.Keys()
+	if err := refuseRevoked(e, k.Recipients); err != nil {
+		return err
+	}
+	if !sameSet(e.Recipients, k.Recipients) {
+		return fmt.Errorf("%w: the repository's recipients are %s and this machine encrypts to %s; it uploads nothing until they match: "+
+			"set encryption.recipients to the repository's recipients (or run 'ompsync rekey' to change them, with an identity of a current one)",
+			ErrEncryptionMismatch, fingerprints(e.Recipients), fingerprints(k.Recipients))
+	}
+	return nil
+}
+
+// CheckWriteNow is CheckWrite with the marker read now.
+func (r *Repo) CheckWriteNow(ctx context.Context) error {
+	r.RecheckBeforeWrite()
+	return r.CheckWrite(ctx)
+}
+
+// RecheckBeforeWrite makes the next CheckWrite, and so the next put, read
+// the marker again: what a writer calls before each batch of uploads. A
+// batch that puts nothing reads nothing.
+func (r *Repo) RecheckBeforeWrite() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recheck = true
+}
+
+// refuseRevoked refuses recipients to that include a key the marker lists
+// as pending removal or removed: naming the key, never a secret.
+func refuseRevoked(e *Encryption, to []string) error {
+	for _, fp := range to {
+		if slices.Contains(e.Removed, fp) || (slices.Contains(e.Pending, fp) && !slices.Contains(e.Recipients, fp)) {
+			return fmt.Errorf("%w: this machine encrypts to key %s, which the repository's key change removed (its recipients are %s); "+
+				"take it out of encryption.recipients (and encryption.identity_file), and give this machine a current key",
+				ErrEncryptionMismatch, fp, fingerprints(e.Recipients))
+		}
+	}
+	return nil
+}
+
+// logRecipients logs a change of the repository's recipients at WARN.
+func (r *Repo) logRecipients(from, to *Encryption, why string) {
+	r.mu.Lock()
+	l := r.log
+	r.mu.Unlock()
+	if l == nil {
+		return
+	}
+	var before []string
+	if from != nil {
+		before = from.Recipients
+	}
+	l.Warn("repository recipients changed: "+why, "from", fingerprints(before), "to", fingerprints(to.Recipients), "pending", to.Pending)
 }
 
 // cachedMarker returns the marker last read or written, reading it if it
@@ -377,19 +485,26 @@ func NewID() string {
 }
 
 // adoptRecipients checks an encrypting writer against an encrypted marker.
+// Only a writer holding an identity of a current recipient may change the
+// recipients, and never back to a key a change removed: a machine with a
+// stale list would otherwise undo a revocation.
 func (r *Repo) adoptRecipients(ctx context.Context, m *Marker, k Keys) error {
 	e := m.Encryption
+	if err := refuseRevoked(e, k.Recipients); err != nil {
+		return err
+	}
 	if sameSet(e.Recipients, k.Recipients) {
 		return nil
 	}
 	holds := false
 	for _, id := range k.Identities {
-		holds = holds || slices.Contains(e.Recipients, id) || slices.Contains(e.Pending, id)
+		holds = holds || slices.Contains(e.Recipients, id)
 	}
-	if !holds && !subset(e.Recipients, k.Recipients) {
-		return fmt.Errorf("%w: the remote is encrypted to %s, this ompsync encrypts to %s and holds none of the repository's keys. "+
-			"Add the repository's recipients to encryption.recipients; or, to change keys, put an identity of the old recipients "+
-			"in encryption.identity_file and run 'ompsync rekey'", ErrEncryptionMismatch, fingerprints(e.Recipients), fingerprints(k.Recipients))
+	if !holds {
+		return fmt.Errorf("%w: the remote is encrypted to %s, this ompsync encrypts to %s and holds none of the current keys, "+
+			"and only a holder of a current key may change them. Set encryption.recipients to the repository's recipients; "+
+			"or, to change keys, put an identity of a current recipient in encryption.identity_file and run 'ompsync rekey'",
+			ErrEncryptionMismatch, fingerprints(e.Recipients), fingerprints(k.Recipients))
 	}
 	nm := *m
 	ne := *e
@@ -399,7 +514,11 @@ func (r *Repo) adoptRecipients(ctx context.Context, m *Marker, k Keys) error {
 		ne.PassphraseKey = k.PassphraseKey
 	}
 	nm.Encryption = &ne
-	return r.WriteMarker(ctx, &nm)
+	if err := r.WriteMarker(ctx, &nm); err != nil {
+		return err
+	}
+	r.logRecipients(e, &ne, "this machine's encryption.recipients differ; objects written before stay readable by the earlier keys until 'ompsync rekey'")
+	return nil
 }
 
 // RotatedPending is the Pending list after a change to recipients to: every

@@ -292,8 +292,16 @@ func TestInitKeyChange(t *testing.T) {
 	if !errors.Is(err, repo.ErrEncryptionMismatch) || !strings.Contains(err.Error(), a.fp) || !strings.Contains(err.Error(), "ompsync rekey") {
 		t.Fatalf("stranger's Init = %v", err)
 	}
-	// Adding a recipient needs no key.
-	if err := repo.New(c, codec(t, crypt.Options{Recipients: []string{a.recipient, b.recipient}})).Init(ctx); err != nil {
+	// Adding a recipient needs a current key: a writer with access to the
+	// bucket alone cannot make new objects readable to itself.
+	err = repo.New(c, codec(t, crypt.Options{Recipients: []string{a.recipient, x.recipient}})).Init(ctx)
+	if !errors.Is(err, repo.ErrEncryptionMismatch) || !strings.Contains(err.Error(), "only a holder of a current key") {
+		t.Fatalf("adding a recipient without a key: %v", err)
+	}
+	if m := marker(t, c); !slices.Equal(m.Encryption.Recipients, []string{a.fp}) {
+		t.Fatalf("a refused writer changed the recipients: %+v", m.Encryption)
+	}
+	if err := repo.New(c, codec(t, crypt.Options{Recipients: []string{a.recipient, b.recipient}, IdentityFile: a.file})).Init(ctx); err != nil {
 		t.Fatalf("adding a recipient: %v", err)
 	}
 	if m := marker(t, c); len(m.Encryption.Recipients) != 2 || len(m.Encryption.Pending) != 0 {
@@ -356,7 +364,7 @@ func TestRekey(t *testing.T) {
 	// Replace A by B. Without A's identity, rekey stops before changing anything.
 	before := snapshot(t, c)
 	_, err = repo.New(c, codec(t, crypt.Options{IdentityFile: b.file})).Rekey(ctx, repo.RekeyOptions{})
-	if !errors.Is(err, repo.ErrNoKey) || !strings.Contains(err.Error(), a.fp) {
+	if !errors.Is(err, repo.ErrEncryptionMismatch) || !strings.Contains(err.Error(), a.fp) {
 		t.Errorf("rekey without the old key: %v", err)
 	}
 	if !mapsEqual(before, snapshot(t, c)) {
@@ -472,7 +480,7 @@ func TestRekeyRecipientsChangedMeanwhile(t *testing.T) {
 		Progress: func(repo.RekeyProgress) error {
 			if !once {
 				once = true // an agent adds a recipient
-				return repo.New(c, codec(t, crypt.Options{Recipients: []string{b.recipient, x.recipient}})).Init(ctx)
+				return repo.New(c, codec(t, crypt.Options{Recipients: []string{b.recipient, x.recipient}, IdentityFile: b.file})).Init(ctx)
 			}
 			return nil
 		},

@@ -31,6 +31,11 @@ type RekeyOptions struct {
 	MaxBlobSize int64
 	// Force re-encrypts even when the marker says nothing is pending.
 	Force bool
+	// Settle is how long after it changes the marker rekey waits before
+	// its last look at the objects: a writer that read the marker just
+	// before (it trusts it for MarkerTTL) may still be putting an object
+	// encrypted the old way. 0 waits not.
+	Settle time.Duration
 }
 
 // RekeyProgress is how far a rekey has come.
@@ -97,19 +102,48 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	if err != nil {
 		return prog, err
 	}
-	if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && opts.After == "" {
-		prog.Nothing = true
-		return prog, nil
+	if opts.After == "" {
+		// The marker's pending list is what writers said; the objects
+		// are what is there (a writer without the key may have put
+		// plaintext since): look at each one's first bytes.
+		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		if err != nil {
+			return prog, err
+		}
+		if scan.plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
+			cp := *nm
+			ce := *nm.Encryption
+			ce.Pending = sorted(append(slices.Clone(ce.Pending), PendingPlaintext))
+			cp.Encryption = &ce
+			nm, changed = &cp, true
+		}
+		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && scan.plain+scan.other == 0 {
+			prog.Nothing = true
+			return prog, nil
+		}
 	}
+	var settled time.Time
 	if changed {
 		// Before the marker changes, make sure the old objects open: a
 		// rekey without the old keys must not leave the marker claiming
 		// recipients nothing was re-encrypted to.
-		if err := r.openFirst(ctx, opts.After, opts.MaxBlobSize); err != nil {
-			return prog, err
+		// (Plaintext found where the marker says none is pending changes
+		// only the pending list: nothing to check.)
+		if m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients) {
+			if err := r.openFirst(ctx, opts.After, opts.MaxBlobSize); err != nil {
+				return prog, err
+			}
 		}
 		if err := r.WriteMarker(ctx, nm); err != nil {
 			return prog, err
+		}
+		settled = time.Now().Add(opts.Settle)
+		if m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients) {
+			var from *Encryption
+			if m != nil {
+				from = m.Encryption
+			}
+			r.logRecipients(from, nm.Encryption, "rekey")
 		}
 	}
 
@@ -168,6 +202,44 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 			return prog, err
 		}
 	}
+	// The last look: objects put the old way while the pass ran, by
+	// writers that had not yet read the new marker.
+	if d := time.Until(settled); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return prog, ctx.Err()
+		case <-t.C:
+		}
+	}
+	for sweep := 0; ; sweep++ {
+		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		if err != nil {
+			return prog, err
+		}
+		if len(scan.keys) == 0 {
+			break
+		}
+		if sweep == 3 {
+			return prog, fmt.Errorf("rekey: %d object(s) are still not encrypted to %s after %d passes (first: %s): "+
+				"a machine without these keys is still writing; give it the keys (encryption.identity_file), restart it, and run 'ompsync rekey' again",
+				len(scan.keys), fingerprints(keys.Recipients), sweep+1, scan.keys[0])
+		}
+		for _, key := range scan.keys {
+			batch = append(batch, remote.ObjectInfo{Key: key})
+			if len(batch) == rekeyBatch {
+				if err := flush(); err != nil {
+					return prog, err
+				}
+			}
+		}
+		if len(batch) > 0 {
+			if err := flush(); err != nil {
+				return prog, err
+			}
+		}
+	}
 	if len(prog.Skipped) > 0 {
 		return prog, fmt.Errorf("rekey left %d object(s) it does not know as they were (first: %s); the marker still lists earlier keys as pending",
 			len(prog.Skipped), prog.Skipped[0])
@@ -183,6 +255,14 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	}
 	done := *now
 	de := *now.Encryption
+	// What was pending is now revoked: no object is encrypted to it, and
+	// no writer may encrypt to it again.
+	for _, fp := range de.Pending {
+		if fp != PendingPlaintext && !slices.Contains(de.Recipients, fp) {
+			de.Removed = append(slices.Clone(de.Removed), fp)
+		}
+	}
+	de.Removed = sorted(de.Removed)
 	de.Pending = nil
 	de.PassphraseKey = keys.PassphraseKey
 	done.Encryption = &de
@@ -219,8 +299,19 @@ func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, 
 		}
 		return nm, true, nil
 	}
+	if err := refuseRevoked(m.Encryption, keys.Recipients); err != nil {
+		return nil, false, err
+	}
 	if sameSet(m.Encryption.Recipients, keys.Recipients) {
 		return m, false, nil
+	}
+	holds := false
+	for _, id := range keys.Identities {
+		holds = holds || slices.Contains(m.Encryption.Recipients, id)
+	}
+	if !holds {
+		return nil, false, fmt.Errorf("%w: only a holder of a current key (%s) may change the repository's recipients, and encryption.identity_file holds none",
+			ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
 	}
 	nm := *m
 	ne := *m.Encryption
@@ -481,4 +572,81 @@ func mutableObject(key string) bool {
 		return true
 	}
 	return slices.Contains([]string{"/meta", "/head"}, key[max(0, strings.LastIndexByte(key, '/')):])
+}
+
+// objectScan is what scanObjects found.
+type objectScan struct {
+	// plain counts objects that are not age-encrypted; other those
+	// encrypted to another number of recipients than the current ones.
+	plain, other int
+	// keys are those objects' keys.
+	keys []string
+}
+
+// scanObjects reads the first bytes of every object under root: its age
+// header, if any, and the number of its recipient stanzas. An X25519
+// stanza does not name its recipient, so an object encrypted to as many
+// other keys passes; the marker's pending list covers those.
+func (r *Repo) scanObjects(ctx context.Context, recipients int) (objectScan, error) {
+	var scan objectScan
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
+		if err != nil {
+			return scan, fmt.Errorf("list %s: %w", root, err)
+		}
+		if _, ok := objectLimit(obj.Key, 0); !ok || obj.Size == 0 {
+			continue
+		}
+		n, err := r.stanzas(ctx, obj.Key)
+		switch {
+		case errors.Is(err, remote.ErrNotFound):
+		case err != nil:
+			return scan, err
+		case n == 0:
+			scan.plain++
+			scan.keys = append(scan.keys, obj.Key)
+		case n != recipients:
+			scan.other++
+			scan.keys = append(scan.keys, obj.Key)
+		}
+	}
+	return scan, nil
+}
+
+// maxAgeHeader bounds what stanzas reads of an object's age header: a
+// post-quantum stanza is about 1.6 KiB.
+const maxAgeHeader = 64 << 10
+
+// stanzas is the number of recipient stanzas of an age object's header;
+// 0 for an object that is not age-encrypted, -1 for a header longer than
+// maxAgeHeader.
+func (r *Repo) stanzas(ctx context.Context, key string) (int, error) {
+	rc, err := r.client.Get(ctx, key, 0, maxAgeHeader)
+	if err != nil {
+		return 0, err
+	}
+	defer rc.Close()
+	br := bufio.NewReader(io.LimitReader(rc, maxAgeHeader))
+	line, err := br.ReadString('\n')
+	if line != AgeHeader {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("read %s: %w", key, err)
+		}
+		return 0, nil
+	}
+	n := 0
+	for {
+		line, err := br.ReadString('\n')
+		switch {
+		case strings.HasPrefix(line, "-> "):
+			n++
+		case strings.HasPrefix(line, "---"):
+			return n, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return -1, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", key, err)
+		}
+	}
 }

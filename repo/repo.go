@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -27,6 +28,11 @@ type Repo struct {
 	mu          sync.Mutex
 	marker      *Marker // as last read or written (nil: none)
 	markerKnown bool
+	markerAt    time.Time // when marker was last read or written
+	recheck     bool      // the next CheckWrite reads the marker
+
+	// log, when set, hears every change of recipients this Repo makes.
+	log *slog.Logger
 
 	// refReads, when not 0, replaces maxRefReads (tests).
 	refReads int
@@ -81,6 +87,11 @@ func (r *Repo) getOpen(ctx context.Context, key string, limit int64) ([]byte, er
 // object; it is accepted only where the marker says plaintext belongs.
 func (r *Repo) open(ctx context.Context, key string, sealed []byte, limit int64) ([]byte, error) {
 	plain, err := r.codec.Open(sealed, limit)
+	if errors.Is(err, ErrNoKey) {
+		// An age object where this codec expected none: the repository
+		// may have been encrypted since the marker was read.
+		r.forgetMarker()
+	}
 	if errors.Is(err, ErrNotEncrypted) && r.plaintextAllowed(ctx) {
 		plain, err = (&Zstd{}).Open(sealed, limit)
 	}
@@ -91,6 +102,9 @@ func (r *Repo) open(ctx context.Context, key string, sealed []byte, limit int64)
 }
 
 func (r *Repo) putSealed(ctx context.Context, key string, plain []byte) error {
+	if err := r.CheckWrite(ctx); err != nil {
+		return err
+	}
 	sealed, err := r.codec.Seal(plain)
 	if err != nil {
 		return fmt.Errorf("seal %s: %w", key, err)
@@ -101,6 +115,9 @@ func (r *Repo) putSealed(ctx context.Context, key string, plain []byte) error {
 // PutChunk stores bytes [h.Start, h.End) of a generation; data must be exactly
 // that range. Its size on the remote is returned for accounting.
 func (r *Repo) PutChunk(ctx context.Context, s Stream, gen string, h ChunkHeader, data []byte) (int, error) {
+	if err := r.CheckWrite(ctx); err != nil {
+		return 0, err
+	}
 	sealed, err := r.codec.Seal(EncodeChunk(h, data))
 	if err != nil {
 		return 0, fmt.Errorf("seal chunk: %w", err)
@@ -356,6 +373,9 @@ func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 
 // PutBlob stores one of omp's content-addressed blobs unless it is there.
 func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, error) {
+	if err := r.CheckWrite(ctx); err != nil {
+		return 0, err
+	}
 	sealed, err := r.codec.Seal(data)
 	if err != nil {
 		return 0, fmt.Errorf("seal blob: %w", err)
@@ -374,6 +394,9 @@ func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, erro
 // gives fewer than size bytes is an error wrapping io.ErrUnexpectedEOF,
 // and nothing is uploaded. It returns the object's size.
 func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, size int64, tmpDir string) (int64, error) {
+	if err := r.CheckWrite(ctx); err != nil {
+		return 0, err
+	}
 	tmp, err := os.CreateTemp(tmpDir, ".blob-*.sealed")
 	if err != nil {
 		return 0, fmt.Errorf("seal blob: %w", err)
@@ -434,6 +457,9 @@ func (r *Repo) sealTo(f *os.File, src io.Reader, size int64) (int64, error) {
 // <sha256> (omp's hard link for image viewers): an empty object, since its
 // bytes are the blob's (docs/FORMAT.md, "blobs").
 func (r *Repo) PutBlobLink(ctx context.Context, name string) error {
+	if err := r.CheckWrite(ctx); err != nil {
+		return err
+	}
 	err := r.client.Put(ctx, BlobKey(name), nil, remote.PutOptions{IfAbsent: true})
 	if errors.Is(err, remote.ErrPreconditionFailed) {
 		return nil

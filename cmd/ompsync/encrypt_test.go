@@ -164,7 +164,7 @@ func TestMixedRemoteCommands(t *testing.T) {
 		t.Errorf("encrypted agent into a plaintext remote: exit %d, %q", r.code, msg)
 	}
 
-	if r := enc.run("rekey"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") {
+	if r := enc.run("rekey", "--settle=0"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") {
 		t.Fatalf("rekey of a plaintext remote: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r := enc.run("rekey"); r.code != 0 || !strings.Contains(r.stdout, "nothing to rekey") {
@@ -252,7 +252,7 @@ func TestRekeySurvivesSIGKILL(t *testing.T) {
 				t.Fatalf("rekey did not finish after %d rounds:\n%s", round, out)
 			}
 			before := journalAfter(journal)
-			cmd, buf := m.startWith(extra, "rekey")
+			cmd, buf := m.startWith(extra, "rekey", "--settle=0")
 			// Kill as soon as this run has recorded progress of its own.
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
@@ -396,3 +396,76 @@ func openClient(t *testing.T, url string, s3 backend.S3Options) remote.Client {
 
 // objects is every object on the remote, key -> bytes.
 func objects(t *testing.T, c remote.Client) map[string][]byte { return remotetest.Objects(t, c) }
+
+// Converting a remote two machines share, through the commands, after an
+// older ompsync on the desk left its catalog in plaintext in the encrypted
+// remote: the desk without the key is refused with what to set, given the
+// key it backs up (its plaintext catalog replaced, no delete by hand), rekey
+// finds the plaintext the marker does not list, --force does not fail, and
+// verify and ls exit 0 with every object encrypted.
+func TestSharedConversionCommands(t *testing.T) {
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	laptop := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
+	desk := newRestoreEnv(t, url, backend.S3Options{}, "desk")
+	files := corpusSessions(t)
+	for _, f := range files[:len(files)/2] {
+		laptop.write(f.rel, f.data, mtime0)
+	}
+	for _, f := range files[len(files)/2:] {
+		desk.write(f.rel, f.data, mtime0)
+	}
+	for _, e := range []*restoreEnv{laptop, desk} {
+		if r := e.run("agent", "--once"); r.code != 0 {
+			t.Fatalf("plaintext agent --once: %d %s", r.code, r.stderr)
+		}
+	}
+	c := openClient(t, url, backend.S3Options{})
+	plain := objects(t, c)
+	key, recipient := keygen(t, laptop.env, filepath.Join(t.TempDir(), "age.key"))
+	laptop.env["OMPSYNC_ENCRYPTION_IDENTITY_FILE"] = key
+	if r := laptop.run("rekey", "--settle=0"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") {
+		t.Fatalf("rekey: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r := desk.run("agent", "--once")
+	if msg := lastLine(r.stderr); r.code != exitFailure || !strings.Contains(msg, fp(t, recipient)) || !strings.Contains(msg, "encryption.identity_file") {
+		t.Errorf("the desk without the key: exit %d, %q", r.code, msg)
+	}
+	// What an older desk did: its catalog, in plaintext, over the encrypted one.
+	for k, v := range plain {
+		if strings.HasPrefix(k, "v1/machines/desk/") {
+			if err := c.Put(context.Background(), k, v, remote.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	desk.env["OMPSYNC_ENCRYPTION_IDENTITY_FILE"] = key
+	if r := desk.run("agent", "--once"); r.code != 0 {
+		t.Fatalf("the desk with the key: %d %s", r.code, r.stderr)
+	}
+	for k, v := range plain {
+		if strings.HasPrefix(k, "v1/machines/desk/") {
+			if err := c.Put(context.Background(), k, v, remote.PutOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r := laptop.run("rekey", "--settle=0"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") {
+		t.Errorf("rekey over plaintext the marker does not list: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := laptop.run("rekey", "--force", "--settle=0"); r.code != 0 {
+		t.Errorf("rekey --force: %d %q", r.code, r.stderr)
+	}
+	for k, v := range objects(t, c) {
+		if k != repo.MarkerKey && len(v) > 0 && !bytes.HasPrefix(v, []byte(repo.AgeHeader)) {
+			t.Errorf("%s not encrypted", k)
+		}
+	}
+	for _, args := range [][]string{{"verify"}, {"ls"}} {
+		if r := laptop.run(args...); r.code != 0 {
+			t.Errorf("%s: exit %d %s", args[0], r.code, r.stderr)
+		}
+	}
+	if r := desk.run("rekey"); r.code != 0 || !strings.Contains(r.stdout, "nothing to rekey") {
+		t.Errorf("rekey at the end: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}

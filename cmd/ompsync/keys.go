@@ -125,6 +125,7 @@ type rekeyJournal struct {
 
 func newRekeyCmd(a *app) *cobra.Command {
 	var force bool
+	var settle time.Duration
 	cmd := &cobra.Command{
 		Use:   "rekey",
 		Short: "Re-encrypt every object on the remote to the current keys",
@@ -145,6 +146,7 @@ func newRekeyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			r.SetLog(log)
 			enc, ok := r.Codec().(repo.Encrypter)
 			if !ok {
 				return errors.New("rekey: the codec does not encrypt")
@@ -162,8 +164,9 @@ func newRekeyCmd(a *app) *cobra.Command {
 			}
 			lastLog := 0
 			prog, err := r.Rekey(cmd.Context(), repo.RekeyOptions{
-				After: j.After,
-				Force: force,
+				After:  j.After,
+				Force:  force,
+				Settle: settle,
 				Progress: func(p repo.RekeyProgress) error {
 					j.After = p.After
 					b, _ := json.Marshal(j)
@@ -192,6 +195,11 @@ func newRekeyCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "re-encrypt every object even when the remote says none is pending")
+	// How long after changing the marker rekey looks at the objects a last
+	// time: writers trust the marker they read for repo.MarkerTTL. Tests
+	// lower it.
+	cmd.Flags().DurationVar(&settle, "settle", repo.MarkerTTL+5*time.Second, "wait this long after changing keys before the last look at the objects")
+	_ = cmd.Flags().MarkHidden("settle")
 	return cmd
 }
 
