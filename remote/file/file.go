@@ -5,8 +5,14 @@
 // fsynced, then renamed (or, for IfAbsent, hard-linked, which fails
 // atomically when the key exists) into place, and the folder is fsynced: a
 // crash leaves either the old object or the new one, never half of one.
-// Listings never show temp files, and keys are validated so they can never
-// name anything outside the folder.
+// Listings never show temp files.
+//
+// Every operation resolves its key inside the root through an os.Root
+// (openat with RESOLVE_BENEATH semantics), and refuses a key one of whose
+// components is a symbolic link, naming it: a link planted in a shared or
+// synced folder can never make a put write, a get read or a delete remove a
+// file elsewhere. The root's own path may run through links (a user's
+// ~/backup -> /mnt/nas/backup): that is where the user pointed ompsync.
 package file
 
 import (
@@ -16,9 +22,11 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,9 +47,9 @@ const lockName = tmpPrefix + "lock"
 // it is never an object, and it would keep its folder from being pruned.
 // A put still writing one is younger; one that fails to go (a read-only
 // folder) is left for a writer's listing.
-func removeStale(p string) {
-	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) >= atomicfile.StaleAfter {
-		_ = os.Remove(p)
+func removeStale(r *os.Root, p string) {
+	if fi, err := r.Lstat(p); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) >= atomicfile.StaleAfter {
+		_ = r.Remove(p)
 	}
 }
 
@@ -72,41 +80,90 @@ func New(dir string) (*Client, error) {
 	return &Client{root: abs, opened: fi}, nil
 }
 
-// checkRoot refuses an operation when the root is gone or is another
-// folder than the one opened: what a put would write there would be on
-// the disk below an unmounted one, and a listing there would show every
-// object lost. Transient: once the disk is back, the same calls work.
-func (c *Client) checkRoot(op, key string) error {
-	fi, err := os.Stat(c.root)
-	if err == nil && os.SameFile(fi, c.opened) {
-		return nil
+// openRoot opens the root for one operation, which resolves every path
+// through it so nothing outside the root is reached. It refuses when the
+// root is gone or is another folder than the one New opened: what a put
+// would write there would be on the disk below an unmounted one, and a
+// listing there would show every object lost. Transient: once the disk is
+// back, the same calls work. Opening per operation (not once in New) keeps
+// that check on the folder at the path now, not on a handle to a folder
+// since unmounted.
+func (c *Client) openRoot(op, key string) (*os.Root, error) {
+	r, err := os.OpenRoot(c.root)
+	if err == nil {
+		fi, serr := r.Stat(".")
+		if serr == nil && os.SameFile(fi, c.opened) {
+			return r, nil
+		}
+		r.Close()
 	}
 	why := "is gone"
 	if err == nil {
 		why = "is not the folder it was when ompsync started"
 	}
-	return &remote.Error{Op: op, Key: key, Transient: true,
+	return nil, &remote.Error{Op: op, Key: key, Transient: true,
 		Err: fmt.Errorf("remote folder %s %s: is its disk unmounted? Nothing is read or written there until it is back", c.root, why)}
+}
+
+// noLinks refuses key when one of its components that exists is a symbolic
+// link. The os.Root already keeps every access inside the root; this makes
+// a link inside it an error that names it rather than an object read,
+// replaced or deleted through it.
+func noLinks(r *os.Root, op, key string) error {
+	for i := 0; i <= len(key); i++ {
+		if i < len(key) && key[i] != '/' {
+			continue
+		}
+		fi, err := r.Lstat(filepath.FromSlash(key[:i]))
+		if err != nil {
+			return nil // missing (or unreadable): the operation says what
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return linkError(op, key, key[:i])
+		}
+		if !fi.IsDir() {
+			return nil
+		}
+	}
+	return nil
+}
+
+// linkError names the link as a key path relative to the remote.
+func linkError(op, key, link string) error {
+	return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%q in the remote folder is a symbolic link: ompsync does not follow links there (a link could lead a read, write or delete outside the folder); replace it with the file or folder it points to, or remove it", link)}
 }
 
 // Root returns the folder the client stores into.
 func (c *Client) Root() string { return c.root }
 
-// check validates key and ctx before an operation.
-func (c *Client) check(ctx context.Context, op, key string) error {
+// check validates key and ctx before an operation and opens the root for
+// it; the caller closes the root.
+func (c *Client) check(ctx context.Context, op, key string) (*os.Root, error) {
 	if err := remote.CheckOp(ctx, op, key); err != nil {
-		return err
+		return nil, err
 	}
 	for seg := range strings.SplitSeq(key, "/") {
 		if strings.HasPrefix(seg, tmpPrefix) {
-			return &remote.Error{Op: op, Key: key, Err: errors.New("key segments must not start with " + tmpPrefix)}
+			return nil, &remote.Error{Op: op, Key: key, Err: errors.New("key segments must not start with " + tmpPrefix)}
 		}
 	}
-	return c.checkRoot(op, key)
+	r, err := c.openRoot(op, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := noLinks(r, op, key); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
-func (c *Client) path(key string) string {
-	return filepath.Join(c.root, filepath.FromSlash(key))
+// path is key's path relative to the root.
+func path(key string) string {
+	if key == "" {
+		return "."
+	}
+	return filepath.FromSlash(key)
 }
 
 // fail wraps a file system error. Paths are made relative to the root so
@@ -135,7 +192,7 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.P
 // checked against a first pass over r as they are copied, as a server
 // checks a checksum: a source that changed in between stores nothing.
 func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
-	if err := c.check(ctx, "put", key); err != nil {
+	if err := remote.CheckOp(ctx, "put", key); err != nil {
 		return err
 	}
 	sums, err := remote.SumsFor(ctx, r, size, false, opts.Sums)
@@ -150,16 +207,19 @@ func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size 
 
 // put writes what write writes to a temp file, then moves it to key.
 func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, write func(*os.File) error) error {
-	if err := c.check(ctx, "put", key); err != nil {
+	r, err := c.check(ctx, "put", key)
+	if err != nil {
 		return err
 	}
-	p := c.path(key)
+	defer r.Close()
+	p := path(key)
 	dir := filepath.Dir(p)
 	var f *os.File
+	var tmp string
 	for try := 0; ; try++ {
-		err := c.mkdirs(dir)
+		err := mkdirs(r, dir)
 		if err == nil {
-			f, err = os.CreateTemp(dir, tmpPrefix+"*")
+			f, tmp, err = createTemp(r, dir)
 		}
 		if err == nil {
 			break
@@ -169,9 +229,8 @@ func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, wr
 			return fail("put", key, conflictHint(err))
 		}
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a rename; clears the temp file otherwise
-	err := write(f)
+	defer r.Remove(tmp) // no-op after a rename; clears the temp file otherwise
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -187,19 +246,19 @@ func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, wr
 	if opts.IfAbsent {
 		// link(2) fails with EEXIST if the name exists: the check and the
 		// write are one atomic step.
-		if err := os.Link(tmp, p); err != nil {
+		if err := r.Link(tmp, p); err != nil {
 			if errors.Is(err, fs.ErrExist) {
-				if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
+				if fi, serr := r.Lstat(p); serr == nil && fi.IsDir() {
 					return fail("put", key, errors.New("a folder of other keys has this name"))
 				}
 				return &remote.Error{Op: "put", Key: key, Err: remote.ErrPreconditionFailed}
 			}
 			return fail("put", key, err)
 		}
-	} else if err := c.replace(tmp, p, key, opts.IfMatch); err != nil {
+	} else if err := replace(r, tmp, p, key, opts.IfMatch); err != nil {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(r, dir); err != nil {
 		return fail("put", key, err)
 	}
 	return nil
@@ -209,24 +268,27 @@ func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, wr
 // remote's lock, which an IfMatch put holds from its check of the object's
 // ETag to its rename: no other replacement slips between the two, in this
 // process or another.
-func (c *Client) replace(tmp, p, key, ifMatch string) error {
-	if _, err := os.Lstat(p); err == nil || ifMatch != "" {
-		unlock, err := lockRoot(c.root)
+func replace(r *os.Root, tmp, p, key, ifMatch string) error {
+	if _, err := r.Lstat(p); err == nil || ifMatch != "" {
+		unlock, err := lockRoot(r)
 		if err != nil {
 			return fail("put", key, err)
 		}
 		defer unlock()
 	}
 	if ifMatch != "" {
-		fi, err := os.Stat(p)
+		fi, err := r.Lstat(p)
 		if err != nil {
 			return notFound("put", key, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return linkError("put", key, key)
 		}
 		if tag := etag(fi); tag == "" || tag != ifMatch {
 			return &remote.Error{Op: "put", Key: key, Err: remote.ErrPreconditionFailed}
 		}
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := r.Rename(tmp, p); err != nil {
 		return fail("put", key, conflictHint(err))
 	}
 	return nil
@@ -240,33 +302,46 @@ func conflictHint(err error) error {
 	return err
 }
 
+// createTemp creates a new temp file in dir below the root, as
+// os.CreateTemp does (which an os.Root lacks).
+func createTemp(r *os.Root, dir string) (*os.File, string, error) {
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, tmpPrefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) && try < 10000 {
+			continue
+		}
+		return f, name, err
+	}
+}
+
 // mkdirs creates dir and its missing parents (mode 0700) below the root,
 // fsyncing each parent so the new folder survives a crash.
-func (c *Client) mkdirs(dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
+func mkdirs(r *os.Root, dir string) error {
+	if fi, err := r.Lstat(dir); err == nil {
 		if !fi.IsDir() {
 			return syscall.ENOTDIR
 		}
 		return nil
 	}
 	var missing []string
-	for d := dir; d != c.root; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
+	for d := dir; d != "." && d != string(filepath.Separator); d = filepath.Dir(d) {
+		if _, err := r.Lstat(d); err == nil {
 			break
 		}
 		missing = append(missing, d)
 	}
 	for _, d := range slices.Backward(missing) {
-		if err := os.Mkdir(d, 0o700); err != nil {
+		if err := r.Mkdir(d, 0o700); err != nil {
 			if !errors.Is(err, fs.ErrExist) {
 				return err
 			}
-			if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			if fi, err := r.Lstat(d); err != nil || !fi.IsDir() {
 				return syscall.ENOTDIR
 			}
 			continue
 		}
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := syncDir(r, filepath.Dir(d)); err != nil {
 			return err
 		}
 	}
@@ -275,8 +350,8 @@ func (c *Client) mkdirs(dir string) error {
 
 // syncDir makes a folder's entries durable. Some file systems cannot fsync
 // a folder; that is not worth failing a write for.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(r *os.Root, dir string) error {
+	d, err := r.Open(dir)
 	if err != nil {
 		return err
 	}
@@ -293,13 +368,15 @@ func syncDir(dir string) error {
 // Get opens key for reading from offset; length < 0 reads to the end.
 // Reading past the end yields no bytes.
 func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if err := c.check(ctx, "get", key); err != nil {
-		return nil, err
-	}
 	if offset < 0 {
 		return nil, &remote.Error{Op: "get", Key: key, Err: errors.New("negative offset")}
 	}
-	f, err := os.Open(c.path(key))
+	r, err := c.check(ctx, "get", key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close() // f stays open without it
+	f, err := r.Open(path(key))
 	if err != nil {
 		return nil, notFound("get", key, err)
 	}
@@ -337,10 +414,12 @@ func notFound(op, key string, err error) error {
 
 // Stat returns key's size and modification time.
 func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error) {
-	if err := c.check(ctx, "stat", key); err != nil {
+	r, err := c.check(ctx, "stat", key)
+	if err != nil {
 		return remote.ObjectInfo{}, err
 	}
-	fi, err := os.Stat(c.path(key))
+	defer r.Close()
+	fi, err := r.Stat(path(key))
 	if err != nil {
 		return remote.ObjectInfo{}, notFound("stat", key, err)
 	}
@@ -352,11 +431,13 @@ func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error
 
 // Delete removes key and then every folder it leaves empty, up to the root.
 func (c *Client) Delete(ctx context.Context, key string) error {
-	if err := c.check(ctx, "delete", key); err != nil {
+	r, err := c.check(ctx, "delete", key)
+	if err != nil {
 		return err
 	}
-	p := c.path(key)
-	fi, err := os.Lstat(p)
+	defer r.Close()
+	p := path(key)
+	fi, err := r.Lstat(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil
@@ -366,14 +447,14 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	if fi.IsDir() {
 		return nil // a folder of other keys; there is no object by this name
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := r.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fail("delete", key, err)
 	}
 	dir := filepath.Dir(p)
-	for dir != c.root && os.Remove(dir) == nil {
+	for dir != "." && r.Remove(dir) == nil {
 		dir = filepath.Dir(dir)
 	}
-	if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := syncDir(r, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fail("delete", key, err)
 	}
 	return nil
@@ -391,11 +472,13 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
 			return
 		}
-		if err := c.checkRoot("list", prefix); err != nil {
+		r, err := c.openRoot("list", prefix)
+		if err != nil {
 			yield(remote.ObjectInfo{}, err)
 			return
 		}
-		l := lister{c: c, ctx: ctx, prefix: prefix, opts: opts, yield: yield}
+		defer r.Close()
+		l := lister{r: r, ctx: ctx, prefix: prefix, opts: opts, yield: yield}
 		base := prefix[:strings.LastIndex(prefix, "/")+1] // the folder the prefix is in
 		if err := l.walk(base, l.emit); err != nil && !errors.Is(err, errStop) {
 			yield(remote.ObjectInfo{}, err)
@@ -406,7 +489,7 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 var errStop = errors.New("stop listing")
 
 type lister struct {
-	c      *Client
+	r      *os.Root
 	ctx    context.Context
 	prefix string
 	opts   remote.ListOptions
@@ -417,13 +500,14 @@ type lister struct {
 type entry struct {
 	key   string // full key; folders end in "/"
 	dir   bool
+	link  bool // a symbolic link: an error where it sorts
 	entry fs.DirEntry
 }
 
 // walk calls visit for every object under the folder dirKey ("" or "a/b/")
 // that can match the prefix and StartAfter, in key order.
 func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) error) error {
-	des, err := os.ReadDir(l.c.path(dirKey))
+	des, err := readDir(l.r, path(strings.TrimSuffix(dirKey, "/")))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // nothing under this prefix; or it vanished under a Delete
@@ -435,7 +519,7 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 		name := de.Name()
 		if strings.HasPrefix(name, tmpPrefix) {
 			if name != lockName && de.Type().IsRegular() {
-				removeStale(filepath.Join(l.c.path(dirKey), name))
+				removeStale(l.r, path(dirKey+name))
 			}
 			continue
 		}
@@ -444,8 +528,12 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 			ents = append(ents, entry{key: dirKey + name + "/", dir: true, entry: de})
 		case de.Type().IsRegular():
 			ents = append(ents, entry{key: dirKey + name, entry: de})
+		case de.Type()&fs.ModeSymlink != 0:
+			// A link is never followed, and skipping it silently would make
+			// what it stands for look lost: the listing fails at it.
+			ents = append(ents, entry{key: dirKey + name, link: true, entry: de})
 		}
-		// Symlinks and other special files are not objects.
+		// Other special files (sockets, fifos) are not objects.
 	}
 	slices.SortFunc(ents, func(a, b entry) int { return strings.Compare(a.key, b.key) })
 	for _, e := range ents {
@@ -454,6 +542,12 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 		}
 		if !strings.HasPrefix(e.key, l.prefix) && !(e.dir && strings.HasPrefix(l.prefix, e.key)) {
 			continue
+		}
+		if e.link {
+			if !strings.HasPrefix(e.key, l.prefix) || e.key <= l.opts.StartAfter {
+				continue
+			}
+			return linkError("list", l.prefix, e.key)
 		}
 		if !e.dir {
 			if err := visit(e.key, e.entry); err != nil {
@@ -558,4 +652,16 @@ func (l *lister) emit(key string, de fs.DirEntry) error {
 		return errStop
 	}
 	return nil
+}
+
+// readDir reads the folder p below the root, sorted by name.
+func readDir(r *os.Root, p string) ([]fs.DirEntry, error) {
+	f, err := r.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	des, err := f.ReadDir(-1)
+	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return des, err
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -183,16 +185,140 @@ func TestNoEscape(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(c.Root(), "link")); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"../x", "a/../../x", "/etc/passwd"} {
+	for _, k := range []string{"../x", "a/../../x", "/etc/passwd", "link/x"} {
 		if err := c.Put(t.Context(), k, []byte("x"), remote.PutOptions{}); err == nil {
 			t.Errorf("put %q: no error", k)
 		}
 	}
-	if got := remotetest.Keys(t, c, "", remote.ListOptions{}); len(got) != 0 {
-		t.Errorf("list shows %q through a symlink", got)
+	for _, err := range c.List(t.Context(), "", remote.ListOptions{}) {
+		if err == nil || !strings.Contains(err.Error(), `"link"`) {
+			t.Errorf("list through a symlink = %v, want an error naming it", err)
+		}
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Errorf("files appeared outside the folder: %v", ents)
+	}
+}
+
+// snapshot records every file under dir with its bytes.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			m[rel] = "dir"
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		m[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Symlinks planted inside a shared remote folder, at a chunk, a catalog
+// and a machine's folder: no operation reads, writes or deletes a byte
+// outside the folder, and each error names the link. The root's own path
+// runs through a symlinked parent, which the user chose, and works.
+func TestPlantedSymlinks(t *testing.T) {
+	ctx := t.Context()
+	top := t.TempDir()
+	real := filepath.Join(top, "nas", "backup")
+	outside := filepath.Join(top, "outside")
+	for _, d := range []string{real, filepath.Join(outside, "machine")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range map[string]string{"chunk": "secret chunk", "catalog": "secret catalog", "machine/catalog": "other catalog"} {
+		if err := os.WriteFile(filepath.Join(outside, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The configured root is reached through a symlinked parent.
+	if err := os.Symlink(filepath.Join(top, "nas"), filepath.Join(top, "mnt")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := file.New(filepath.Join(top, "mnt", "backup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	remotetest.Put(t, c, "v1/machines/m1/catalog", []byte("ok"))
+	if got := remotetest.Get(t, c, "v1/machines/m1/catalog", 0, -1); string(got) != "ok" {
+		t.Fatalf("through a symlinked parent: get = %q", got)
+	}
+	chunk := "v1/sessions/s1/m1/session/1/0-10"
+	catalog := "v1/machines/m2/catalog"
+	machine := "v1/machines/m3"
+	plant := map[string]string{chunk: "chunk", catalog: "catalog", machine: "machine"}
+	for key, target := range plant {
+		p := filepath.Join(real, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(outside, target), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := snapshot(t, outside)
+	cases := []struct{ key, link string }{
+		{chunk, chunk},
+		{catalog, catalog},
+		{machine + "/catalog", machine},
+		{machine + "/recent", machine},
+	}
+	for _, tc := range cases {
+		named := func(what string, err error) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), strconv.Quote(tc.link)+" in the remote folder is a symbolic link") {
+				t.Errorf("%s %s = %v, want an error naming %q", what, tc.key, err, tc.link)
+			}
+			if err != nil && strings.Contains(err.Error(), top) {
+				t.Errorf("%s %s: the error shows the machine's paths: %v", what, tc.key, err)
+			}
+		}
+		rc, err := c.Get(ctx, tc.key, 0, -1)
+		if err == nil {
+			rc.Close()
+		}
+		named("get", err)
+		_, err = c.Stat(ctx, tc.key)
+		named("stat", err)
+		named("put", c.Put(ctx, tc.key, []byte("overwritten"), remote.PutOptions{}))
+		named("put if absent", c.Put(ctx, tc.key, []byte("overwritten"), remote.PutOptions{IfAbsent: true}))
+		named("put if match", c.Put(ctx, tc.key, []byte("overwritten"), remote.PutOptions{IfMatch: "x"}))
+		named("delete", c.Delete(ctx, tc.key))
+	}
+	for _, prefix := range []string{"", "v1/machines/", "v1/sessions/s1/"} {
+		var listErr error
+		for _, err := range c.List(ctx, prefix, remote.ListOptions{}) {
+			if err != nil {
+				listErr = err
+			}
+		}
+		if listErr == nil || !strings.Contains(listErr.Error(), "is a symbolic link") {
+			t.Errorf("list %q = %v, want an error naming a link", prefix, listErr)
+		}
+	}
+	if after := snapshot(t, outside); !maps.Equal(before, after) {
+		t.Errorf("files outside the remote changed:\nbefore %q\nafter  %q", before, after)
+	}
+	for key := range plant {
+		if fi, err := os.Lstat(filepath.Join(real, filepath.FromSlash(key))); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("the link at %s was removed or replaced: %v", key, err)
+		}
+	}
+	// The rest of the remote still works.
+	remotetest.Put(t, c, "v1/machines/m1/recent", []byte("r"))
+	if err := c.Delete(ctx, "v1/machines/m1/recent"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 )
 
 // lockRoot takes the remote's lock (flock, which other processes and
 // machines sharing the folder over NFS honour too) and returns its release.
-func lockRoot(root string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(root, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+func lockRoot(r *os.Root) (func(), error) {
+	f, err := r.OpenFile(lockName, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
