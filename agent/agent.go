@@ -352,7 +352,12 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	case err != nil:
 		a.log.Warn("local state is damaged: setting it aside and rebuilding it from the remote", "err", err)
 		aside := filepath.Join(opts.StateDir, stateFile+".damaged")
-		_ = os.Rename(filepath.Join(opts.StateDir, stateFile), aside)
+		if rerr := os.Rename(filepath.Join(opts.StateDir, stateFile), aside); rerr != nil {
+			// Left in place, it is read, found damaged and rebuilt at every
+			// start: a full check against the remote each time.
+			a.log.Warn("cannot set the damaged state aside; it is rebuilt at every start until it is moved",
+				"err", rerr, "fix", "remove or move "+filepath.Join(opts.StateDir, stateFile)+" by hand, and check the state dir's permissions")
+		}
 	case st == nil:
 		a.fresh = true // said by start, which knows whether the remote has this machine
 		a.log.Debug("no local state", "state_dir", opts.StateDir)
@@ -658,8 +663,10 @@ func (a *Agent) Run(ctx context.Context) error {
 				case errors.Is(err, errNotMerged):
 					a.log.Debug("pull incomplete", "err", err) // each session said at WARN
 				default:
-					a.log.Warn("pull failed; will retry", "err", err)
+					a.problems.warn(a.log, a.now(), "pull", "pull failed; it is retried every pull interval", err)
 				}
+			} else if err == nil {
+				a.problems.clear(a.log, "pull")
 			}
 			if err := a.state.persist(a.opts.StateDir); err != nil {
 				a.log.Error("could not save state", "err", err)
@@ -672,6 +679,15 @@ func (a *Agent) Run(ctx context.Context) error {
 // ended with err, or a tick that waited for the remote.
 func (a *Agent) observe(err error, passed bool) {
 	now := a.now()
+	if passed && err == nil {
+		// An idle pass looks at nothing: what only a full pass finds
+		// (a path that cannot be read, sessions that vanished) still is.
+		if perr := a.problems.err(); perr != nil {
+			err = perr
+		} else if !a.vanishLogged.IsZero() {
+			err = ErrVanished
+		}
+	}
 	if passed {
 		a.lastGood = err == nil
 		switch {

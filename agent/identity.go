@@ -253,8 +253,8 @@ func (a *Agent) checkOwner(ctx context.Context) error {
 	case errors.Is(err, remote.ErrNotFound), errors.Is(err, repo.ErrNoKey):
 		// Lost (confirmCatalog puts it again), or unreadable with only the
 		// recipients' keys: nothing says another agent wrote it.
-	case err != nil && remote.IsTransient(err):
-		return err
+	case err != nil && (remote.IsTransient(err) || ctx.Err() != nil):
+		return err // a stop signal's cancel is no failure to report
 	case err != nil:
 		a.log.Warn("cannot read who last wrote this machine's catalog; checking again later", "err", err)
 	case a.foreign(w):

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -146,6 +147,9 @@ func TestOwnerCheckOutageIsSaid(t *testing.T) {
 	e.opts.Now = clk.Now
 	e.opts.Interval = 20 * time.Millisecond
 	e.opts.Remote = "s3://backups/ompsync"
+	// Idle compaction falls due during the outage: it must not WARN at
+	// every tick, as it did.
+	e.opts.Compaction = compact.Policy{Idle: time.Minute}
 	reg := prometheus.NewRegistry()
 	e.opts.Metrics = NewMetrics(reg)
 	e.writeRename(ompRel, corpus(t, ompFile))
@@ -184,6 +188,9 @@ func TestOwnerCheckOutageIsSaid(t *testing.T) {
 	})
 	if out := logs.String(); strings.Count(out, `msg="remote unreachable`) != 1 || !strings.Contains(out, "failures=") {
 		t.Errorf("want one first WARN and a reminder with a count:\n%s", out)
+	}
+	if out := logs.String(); strings.Contains(out, "compaction failed") {
+		t.Errorf("compaction failures logged during an outage the remote's WARN already says:\n%s", out)
 	}
 
 	dc.down.Store(false)
@@ -288,5 +295,32 @@ func TestRestoredFileIsUpToDate(t *testing.T) {
 	}
 	if got := chunkPuts(e.client.takePutsKeep()[puts:]); len(got) > 0 {
 		t.Errorf("the restored file was uploaded again: %v", got)
+	}
+}
+
+// A failure that is not a path's (a compaction, a pull, a catalog put) is
+// a WARN once, at debug while it lasts, a reminder with a count every
+// problemRelog, and one line when it works again.
+func TestProblemsWarnOnceThenRemind(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	var p problems
+	t0 := time.Now()
+	err := fmt.Errorf("put v1/x: AccessDenied")
+	for i := range 150 { // a tick every 2s for 5 minutes
+		p.warn(log, t0.Add(time.Duration(i)*2*time.Second), "compaction of a.jsonl", "compaction failed", err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 {
+		t.Fatalf("%d WARN lines in 5 minutes of failures, want 1:\n%s", n, out)
+	}
+	p.warn(log, t0.Add(problemRelog+time.Second), "compaction of a.jsonl", "compaction failed", err)
+	if out := logs.String(); !strings.Contains(out, `msg="still: compaction failed"`) || !strings.Contains(out, "failures=150") {
+		t.Fatalf("no reminder with a count:\n%s", out)
+	}
+	p.clear(log, "compaction of a.jsonl")
+	p.clear(log, "compaction of a.jsonl")
+	if n := strings.Count(logs.String(), "works again"); n != 1 {
+		t.Fatalf("%d recovery lines, want 1:\n%s", n, logs.String())
 	}
 }

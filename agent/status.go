@@ -12,10 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
@@ -233,8 +230,7 @@ func Running(stateDir string) bool {
 	if err != nil || pid <= 0 {
 		return false
 	}
-	err = unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
+	return processAlive(pid)
 }
 
 // Origin is the remote a state describes: Remote as the agent was told it
@@ -258,15 +254,4 @@ func StateOrigin(stateDir string) (Origin, error) {
 		return Origin{}, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
 	}
 	return Origin{Remote: st.Remote, RepoID: st.RepoID}, nil
-}
-
-// changedAt is the later of a file's mtime and ctime: a file renamed into
-// place or given an old mtime (as restore does) changed when that happened.
-func changedAt(fi fs.FileInfo) time.Time {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		if c := ctimeOf(st); c.After(fi.ModTime()) {
-			return c
-		}
-	}
-	return fi.ModTime()
 }

@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ompsync/ompsync/repo"
@@ -64,13 +62,6 @@ func copyFull(w io.Writer, src source, off, n int64) error {
 		err = fmt.Errorf("%w: %d of %d bytes at offset %d", errFileChanged, got, n, off)
 	}
 	return err
-}
-
-func inodeOf(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Ino)
-	}
-	return 0
 }
 
 func hashHex(b []byte) string {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 )
 
@@ -81,7 +82,7 @@ func writeTemp(name string, write func(*os.File) error, opts Options) error {
 	}
 	if opts.Exclusive {
 		err = place(tmp.Name(), name)
-	} else if err = os.Rename(tmp.Name(), name); err != nil {
+	} else if err = replace(tmp.Name(), name); err != nil {
 		err = fmt.Errorf("rename into %s: %w", name, err)
 	}
 	if err != nil || opts.NoDirSync {
@@ -109,8 +110,12 @@ func place(tmp, name string) error {
 	return nil
 }
 
-// SyncDir makes a folder's entries durable.
+// SyncDir makes a folder's entries durable. (On Windows, where a folder
+// cannot be flushed, NTFS's journal keeps them: it does nothing.)
 func SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open folder: %w", err)

@@ -83,8 +83,8 @@ func (o *Ompsync) RunProgram(ctx context.Context, bin string, args ...string) ([
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			o.peak.Store(ru.Maxrss << 10) // KiB on Linux
+		if rss := peakRSS(cmd.ProcessState); rss > 0 {
+			o.peak.Store(rss)
 		}
 	}
 	if err != nil {

@@ -338,15 +338,17 @@ type command struct {
 
 func commandsFor(h Remote) []command {
 	cmds := []command{
-		{name: "restore", machine: "victim", exit: 1},
+		// A restore keeps the checkouts it found (projects.roots) in the
+		// state dir, as a cache.
+		{name: "restore", machine: "victim", writes: []string{"state"}, exit: 1},
 		{name: "verify", machine: "victim", exit: 1},
 		{name: "pull", machine: "victim", writes: []string{"state", "remote"}, exit: 0},
 		{name: "compact", machine: EvilMachine, writes: []string{"remote"}, exit: -1},
 	}
 	if !h.Catalog {
-		cmds = append(cmds, command{name: "restore one", machine: "victim", exit: 1})
+		cmds = append(cmds, command{name: "restore one", machine: "victim", writes: []string{"state"}, exit: 1})
 		if !h.Recorded {
-			cmds = append(cmds, command{name: "restore at", machine: "victim", exit: 1})
+			cmds = append(cmds, command{name: "restore at", machine: "victim", writes: []string{"state"}, exit: 1})
 		}
 		if !h.Blob {
 			cmds = append(cmds, command{name: "cat", machine: "victim", exit: 1})

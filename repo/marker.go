@@ -453,19 +453,29 @@ func (r *Repo) firstObject(ctx context.Context) (string, error) {
 // and a file system's lost+found do not count. One delimited listing,
 // stopped at the first such name.
 func (r *Repo) refuseForeign(ctx context.Context) error {
+	name, err := r.Foreign(ctx)
+	if err != nil || name == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%q is there): ompsync makes a repository only where there is nothing else. "+
+		"Set remote to a new or empty folder (a folder inside this one), or to a bucket or prefix of its own (s3://bucket/ompsync)",
+		ErrForeignData, name)
+}
+
+// Foreign is the first name at the remote's top that is not ompsync's
+// (hidden names and lost+found aside), "" when there is none.
+func (r *Repo) Foreign(ctx context.Context) (string, error) {
 	for obj, err := range r.client.List(ctx, "", remote.ListOptions{Delimiter: "/", FirstPage: 64}) {
 		if err != nil {
-			return fmt.Errorf("list the remote: %w", err)
+			return "", fmt.Errorf("list the remote: %w", err)
 		}
 		name := obj.Key
 		if name == MarkerKey || name == root || strings.HasPrefix(name, ".") || name == "lost+found/" {
 			continue
 		}
-		return fmt.Errorf("%w (%q is there): ompsync makes a repository only where there is nothing else. "+
-			"Set remote to a new or empty folder (a folder inside this one), or to a bucket or prefix of its own (s3://bucket/ompsync)",
-			ErrForeignData, name)
+		return name, nil
 	}
-	return nil
+	return "", nil
 }
 
 // isAge reports whether an object starts with the age header.

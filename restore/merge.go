@@ -646,11 +646,6 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 // lists only *.jsonl and the agent skips hidden files.
 func (m *merger) backupName(rel string) string { return store.PreMergeName(rel, m.now()) }
 
-func filepathSplit(rel string) (dir, base string) {
-	i := strings.LastIndexByte(rel, '/')
-	return rel[:i+1], rel[i+1:]
-}
-
 // write carries out one planned write and returns the backup it made. A
 // file it creates is durable once its folder is synced: by write, or, when
 // later is set, by Run, which later tells (and which then also syncs and

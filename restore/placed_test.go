@@ -58,6 +58,16 @@ func TestPlacedElsewhereStaysOneSession(t *testing.T) {
 	}
 	b.backup()
 	gen := catalogEntry(t, r, "linux", f.id).Generation
+	// verify on B compares A's copy in B's form: the same file, not diverged.
+	checks, _, err := Verify(t.Context(), r, []string{f.id}, Options{AgentDir: b.agentDir})
+	if err != nil || len(checks) != 1 || !checks[0].OK() {
+		t.Fatalf("verify on B: %v %+v", err, checks)
+	}
+	for _, cc := range checks[0].Copies {
+		if cc.Newest && cc.Stream == repo.SessionStream && cc.Local != LocalSame {
+			t.Errorf("verify on B: machine %s's copy compares %q with B's placed file, want %q", cc.Machine, cc.Local, LocalSame)
+		}
+	}
 
 	// B goes on with the session; its new line goes back to A as an append.
 	line := `{"type":"message","id":"b0b0b0b0","parentId":"e4bb7a2c","timestamp":"2026-10-08T10:00:00.000Z","message":{"role":"user","content":"more from linux"}}` + "\n"

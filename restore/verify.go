@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
@@ -186,6 +187,12 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 	}
 	refs := map[string]bool{}
 	sawSession := false
+	if localRel != "" {
+		// Each machine's copy is compared in this machine's form: the
+		// folders it records rewritten for the local file's (as restore
+		// writes them), so a session placed here is the same, not diverged.
+		t.cwd = headerCwd(opts.Store, abs(opts.AgentDir, localRel))
+	}
 	for _, inv := range invs {
 		s := inv.Stream
 		name := s.Name
@@ -225,6 +232,7 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			// it goes by: a few buffers whatever the generation's size.
 			var cmp *localCmp
 			var scan *scanWriter
+			var mapped *project.Rewriter
 			st, err := streamGeneration(ctx, r, s, g, limit, func() io.Writer {
 				if cmp != nil {
 					cmp.close() // an attempt before
@@ -233,9 +241,17 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 					return io.Discard
 				}
 				cmp = openLocalCmp(opts.AgentDir, localPath)
-				scan = &scanWriter{w: cmp, refs: map[string]bool{}}
+				var w io.Writer = cmp
+				if m := t.mapping(s); !m.Identity() {
+					mapped = m.Writer(cmp)
+					w = mapped
+				}
+				scan = &scanWriter{w: w, refs: map[string]bool{}}
 				return scan
 			})
+			if err == nil && mapped != nil {
+				err = mapped.Close()
+			}
 			if cmp != nil {
 				cmp.close()
 			}

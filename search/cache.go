@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
 )
@@ -74,7 +72,7 @@ func OpenCache(dir string, maxBytes int64) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("search cache: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("search cache: lock: %w", err)
 	}

@@ -33,6 +33,19 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte,
 // macOS.
 var ErrUnsupported = errors.New("running ompsync as a service is supported with systemd (Linux) and launchd (macOS)")
 
+// ScheduledTaskCommand is the schtasks command line that makes Windows'
+// Task Scheduler run the agent o describes at each logon of the user who
+// runs it: what `service install` tells a Windows user to run. /TR takes
+// the agent's command line as one argument, its own quotes escaped as \".
+func ScheduledTaskCommand(o Options) string {
+	q := func(s string) string { return `\"` + s + `\"` }
+	tr := q(o.Binary) + " agent"
+	if o.ConfigFile != "" {
+		tr += " --config " + q(o.ConfigFile)
+	}
+	return `schtasks /Create /TN ompsync /SC ONLOGON /RL LIMITED /F /TR "` + tr + `"`
+}
+
 // logLines is how much of the agent's log Status shows.
 const logLines = 20
 
@@ -61,6 +74,8 @@ func NewManager(goos string, o Options, r Runner, out io.Writer) (*Manager, erro
 		m.kind = systemd
 	case "darwin":
 		m.kind = launchd
+	case "windows":
+		return nil, fmt.Errorf("%s: %w; to run the agent at logon, create a scheduled task: %s", goos, ErrUnsupported, ScheduledTaskCommand(o))
 	default:
 		return nil, fmt.Errorf("%s: %w; run \"ompsync agent\" under your own service manager", goos, ErrUnsupported)
 	}
@@ -249,13 +264,23 @@ func (m *Manager) Status(ctx context.Context) error {
 
 	if m.kind == systemd {
 		var problem error
-		for _, q := range []struct{ label, verb string }{{"Enabled:   ", "is-enabled"}, {"Active:    ", "is-active"}} {
-			cmd := m.systemctl(q.verb, UnitName).cmd
-			answer, err := m.query(ctx, cmd)
-			fmt.Fprintf(m.out, "%s%s\n", q.label, answer)
+		labels := []string{"Enabled:   ", "Active:    "}
+		answers := make([]string, len(labels))
+		for i, verb := range []string{"is-enabled", "is-active"} {
+			answer, err := m.query(ctx, m.systemctl(verb, UnitName).cmd)
+			answers[i] = answer
 			if err != nil && problem == nil {
 				problem = err
 			}
+		}
+		for i, label := range labels {
+			if problem != nil {
+				// One question systemd could not answer makes the
+				// other's answer (is-enabled reads files, and says
+				// "disabled" without a manager) no answer either.
+				answers[i] = "unknown"
+			}
+			fmt.Fprintf(m.out, "%s%s\n", label, answers[i])
 		}
 		if problem != nil {
 			// Without an answer from systemd nothing is known of the

@@ -300,6 +300,16 @@ func TestStatusSystemd(t *testing.T) {
 	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(first, "(differs from what \"ompsync service install\" would write now)") {
 		t.Errorf("status of a stale unit begins %q", first)
 	}
+
+	// No user manager (a login without one): is-enabled still reads the
+	// files and says "disabled", which nothing then knows; both unknown.
+	r.replies["systemctl --user is-enabled ompsync.service"] = reply{out: "disabled\n", code: 1}
+	r.replies["systemctl --user is-active ompsync.service"] = reply{out: "Failed to connect to bus: No medium found\n", code: 1}
+	out.Reset()
+	err := m.Status(ctx)
+	if err == nil || !strings.Contains(err.Error(), "cannot ask systemd") || !strings.Contains(out.String(), "Enabled:   unknown\nActive:    unknown\n") {
+		t.Errorf("status without a user manager: %v\n%s", err, out)
+	}
 }
 
 func macUser(t *testing.T) Options {
@@ -467,9 +477,28 @@ func TestStatusLaunchd(t *testing.T) {
 }
 
 func TestUnsupportedOS(t *testing.T) {
-	_, err := NewManager("windows", plain, &fakeRunner{}, &bytes.Buffer{})
-	if !errors.Is(err, ErrUnsupported) || !strings.HasPrefix(err.Error(), "windows: ") {
-		t.Errorf("NewManager(windows) error = %v", err)
+	_, err := NewManager("plan9", plain, &fakeRunner{}, &bytes.Buffer{})
+	if !errors.Is(err, ErrUnsupported) || !strings.HasPrefix(err.Error(), "plan9: ") {
+		t.Errorf("NewManager(plan9) error = %v", err)
+	}
+}
+
+// On Windows, install says what to run instead: the Task Scheduler command
+// for the binary and config file in use, paths with spaces quoted as
+// schtasks wants them inside /TR, on one line.
+func TestWindowsScheduledTask(t *testing.T) {
+	o := Options{Binary: `C:\Program Files\ompsync\ompsync.exe`, ConfigFile: `C:\Users\Ann Lee\ompsync.yaml`, Home: `C:\Users\Ann Lee`}
+	want := `schtasks /Create /TN ompsync /SC ONLOGON /RL LIMITED /F /TR "\"C:\Program Files\ompsync\ompsync.exe\" agent --config \"C:\Users\Ann Lee\ompsync.yaml\""`
+	if got := ScheduledTaskCommand(o); got != want {
+		t.Errorf("ScheduledTaskCommand =\n%s\nwant\n%s", got, want)
+	}
+	o.ConfigFile = ""
+	if got, want := ScheduledTaskCommand(o), `schtasks /Create /TN ompsync /SC ONLOGON /RL LIMITED /F /TR "\"C:\Program Files\ompsync\ompsync.exe\" agent"`; got != want {
+		t.Errorf("without a config file: %s\nwant %s", got, want)
+	}
+	_, err := NewManager("windows", o, &fakeRunner{}, &bytes.Buffer{})
+	if !errors.Is(err, ErrUnsupported) || !strings.HasSuffix(err.Error(), ScheduledTaskCommand(o)) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("NewManager(windows) error = %v; want one line ending with the schtasks command", err)
 	}
 }
 

@@ -267,19 +267,6 @@ func sameDiskNote(cfg *config.Config, ws []watched) string {
 	return ""
 }
 
-// deviceOf is the file system that holds path.
-func deviceOf(path string) (uint64, bool) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return uint64(st.Dev), true // an int32 on darwin
-}
-
 // missingFolder says that an agent's folder is not there, and how to set it.
 func missingFolder(w watched) error {
 	if w.store.Name() == repo.DefaultAgent {
@@ -373,7 +360,9 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		var ag *agent.Agent
 		prefix, report := agentPrefix(w, len(ws)), a.report()
 		opts.Ready = func() {
-			fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
+			if ctx.Err() == nil { // stopped: the stop's own line says what was done
+				fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
+			}
 			ready.Done()
 		}
 		source := ""

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // agent --once fails clearly, with exit 1, when there is nothing to back up
@@ -105,5 +107,38 @@ func TestAgentRefusesSessionDirElsewhere(t *testing.T) {
 	env["PI_CODING_AGENT_SESSION_DIR"] = filepath.Join(agentDir, "sessions") + "/"
 	if r := runWith(t, env, args...); r.code != 0 {
 		t.Fatalf("the variable naming agent_dir/sessions: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// Ctrl-C during a first run's first pass: the agent stops, uploads what is
+// settled and exits 0, with no WARN for the requests the stop cut off and
+// no first-pass totals that would count them as failed.
+func TestAgentStoppedInFirstPass(t *testing.T) {
+	srv := remotetest.SharedServer(t)
+	bucket := srv.NewBucket(t)
+	// Chunk uploads wait at the gate: the first pass is under way.
+	g := newGate(t, srv.Endpoint, func(r *http.Request) bool {
+		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/sessions/")
+	})
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, g.URL), "first")
+	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 83, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.step()
+	cmd, out := m.start("agent")
+	<-g.held
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	g.release()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agent after Ctrl-C: %v\n%s", err, out)
+	}
+	if strings.Contains(out.String(), "level=WARN") || strings.Contains(out.String(), "first pass: ") {
+		t.Errorf("a stopped first pass warns or counts what the stop cut off:\n%s", out)
+	}
+	if !strings.Contains(out.String(), "stopped; everything settled is uploaded") {
+		t.Errorf("the stop does not say everything settled is uploaded:\n%s", out)
 	}
 }

@@ -376,6 +376,19 @@ func TestNoRepository(t *testing.T) {
 				t.Errorf("%s: error line\n%q, want\n%q", args, line, want)
 			}
 		}
+		// A remote of other data: readers say so, and do not suggest the
+		// agent, which refuses to back up beside it.
+		if strings.HasPrefix(url, "file://") {
+			other := filepath.Join(t.TempDir(), "home")
+			writeFile(t, filepath.Join(other, "Documents", "notes.txt"), "mine\n", 0o600)
+			o := newMachineEnv(t, "file://"+other, s3, "typo")
+			want := "ompsync: no ompsync repository at " + other + `: it holds other data ("Documents/" is there); check remote (env OMPSYNC_REMOTE): a backup goes to a folder, bucket or prefix of its own`
+			for _, args := range readers {
+				if line := failsWith(t, o, "", args...); line != want {
+					t.Errorf("%s on other data: error line\n%q, want\n%q", args, line, want)
+				}
+			}
+		}
 		p := filepath.Join(m.agentDir, "sessions", "-w", "2026-11-30T00-00-00-000Z_019a0000-0000-7000-8000-00000000ab01.jsonl")
 		writeFile(t, p, titleSlotLine("")+`{"type":"session","version":3,"id":"019a0000-0000-7000-8000-00000000ab01","timestamp":"2026-11-30T00:00:00Z","cwd":"/w"}`+"\n", 0o600)
 		old := time.Now().Add(-time.Hour) // not a file omp is writing
@@ -579,9 +592,7 @@ func TestUnreadableFileSaidOnce(t *testing.T) {
 		"OMPSYNC_AGENT_DIR=" + agentDir, "OMPSYNC_STATE_DIR=" + filepath.Join(home, "state"),
 		"OMPSYNC_REMOTE=file://" + remoteDir, "OMPSYNC_MACHINE=box",
 	}
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	}
+	runAs(cmd, cred)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -769,6 +780,10 @@ func TestRestoreInterrupted(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "context canceled") || strings.Contains(out.String(), "refused") {
 		t.Errorf("the interruption shows as a failure:\n%s", out)
+	}
+	// The unfinished session is named once, in the error line.
+	if n := strings.Count(out.String(), slow); n != 1 {
+		t.Errorf("the unfinished session is named %d times:\n%s", n, out)
 	}
 	for _, p := range w.files[:2] {
 		got, _ := os.ReadFile(filepath.Join(to, strings.TrimPrefix(p, m.agentDir+"/")))

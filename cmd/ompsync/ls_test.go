@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -31,5 +33,26 @@ func TestLsWide(t *testing.T) {
 	r = e.mustRun("ls", "--wide")
 	if !strings.Contains(r.stdout, cwd) || !strings.Contains(r.stdout, strings.TrimSpace(title)) || !strings.Contains(r.stdout, rel) || !strings.Contains(r.stdout, "PATH") {
 		t.Errorf("ls --wide does not print every column whole:\n%s", r.stdout)
+	}
+}
+
+// A projects.roots folder that cannot be searched is named in a note; the
+// restore itself is done, exit 0. A path_map pair that is not one is a
+// configuration error naming the key.
+func TestProjectsRootsUnreadable(t *testing.T) {
+	url, _ := ambiguousRemote(t)
+	e := newRestoreEnv(t, url, backend.S3Options{}, "desktop")
+	notDir := filepath.Join(t.TempDir(), "plain-file")
+	if err := os.WriteFile(notDir, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.env["OMPSYNC_PROJECTS_ROOTS"] = notDir
+	r := e.run("restore", "--all")
+	if r.code != 0 || !strings.Contains(r.stderr, "ompsync: note: projects.roots: 1 folders under "+notDir+" could not be read") {
+		t.Errorf("restore with an unreadable projects.roots: exit %d\n%s", r.code, r.stderr)
+	}
+	e.env["OMPSYNC_PATH_MAP"] = "relative=/x"
+	if r := e.run("restore", "--all"); r.code != exitUsage && r.code != exitFailure || !strings.Contains(r.stderr, "path_map") || !strings.Contains(r.stderr, "not an absolute folder") {
+		t.Errorf("a bad path_map: exit %d\n%s", r.code, r.stderr)
 	}
 }

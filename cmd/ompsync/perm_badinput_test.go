@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 import (
@@ -68,6 +70,13 @@ func unprivileged(t *testing.T) (dir, bin string, cred *syscall.Credential) {
 		t.Skipf("running as root but cannot switch to uid %d to test unreadable files: %v %s", nobody, err, out)
 	}
 	return dir, bin, cred
+}
+
+// runAs makes cmd run as the user cred names (nil: this one).
+func runAs(cmd *exec.Cmd, cred *syscall.Credential) {
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 }
 
 // chownAll gives the tree under dir to the unprivileged user.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
+	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/remote"
@@ -154,12 +154,12 @@ func lockState(dir string) (unlock func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := agent.TryLockFile(f); err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, agent.ErrLocked) {
 			return nil, errors.New("an agent is running")
 		}
-		return nil, fmt.Errorf("lock state dir: %w", err)
+		return nil, err
 	}
 	return func() { f.Close() }, nil
 }

@@ -183,6 +183,12 @@ func checkRepository(ctx context.Context, cfg *config.Config, r *repo.Repo) erro
 			}
 			return nil
 		}
+		if name, err := r.Foreign(ctx); err == nil && name != "" {
+			// The agent refuses to make a repository beside other data:
+			// no use suggesting it.
+			return fmt.Errorf("no ompsync repository at %s: it holds other data (%q is there); check remote (%s): a backup goes to a folder, bucket or prefix of its own",
+				remoteAt(cfg), name, cfg.Source("remote"))
+		}
 		return noRepository(cfg, "it holds no ompsync.json and no backups")
 	}
 	return r.CheckMarker(marker)
@@ -191,11 +197,15 @@ func checkRepository(ctx context.Context, cfg *config.Config, r *repo.Repo) erro
 // noRepository says that the configured remote holds no repository, and
 // where the setting came from.
 func noRepository(cfg *config.Config, why string) error {
-	at := cfg.Remote
+	return fmt.Errorf("no ompsync repository at %s: %s; check remote (%s), or run 'ompsync agent' to back up there first", remoteAt(cfg), why, cfg.Source("remote"))
+}
+
+// remoteAt names the remote as the user knows it: a folder's path.
+func remoteAt(cfg *config.Config) string {
 	if loc, err := remote.ParseURL(cfg.Remote); err == nil && loc.Scheme == "file" {
-		at = loc.Dir
+		return loc.Dir
 	}
-	return fmt.Errorf("no ompsync repository at %s: %s; check remote (%s), or run 'ompsync agent' to back up there first", at, why, cfg.Source("remote"))
+	return cfg.Remote
 }
 
 // remoteName is the remote as the state records it and messages name it:

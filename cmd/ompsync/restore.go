@@ -163,7 +163,11 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 		return err
 	}
 	opts.Placer = pl
-	unknown = append(unknown, scanned...)
+	for _, s := range scanned {
+		// Where the search for checkouts stopped short: worth knowing,
+		// not a failure of the restore.
+		fmt.Fprintf(a.stderr, "ompsync: note: %s\n", s)
+	}
 	opts.Parallel = cfg.Transfers
 	opts.MaxMergeSize = cfg.Restore.MergeBytes()
 	if f.to != "" {
@@ -393,6 +397,9 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 	}
 	said := map[string]bool{} // a note on a project's placement is said once
 	for _, res := range rep.Results {
+		if res.Action == interrupted {
+			continue // the error line names them, once
+		}
 		line := fmt.Sprintf("%-12s %s", verb[res.Action], res.ID)
 		if res.Path != "" {
 			line += "  " + res.Path

@@ -426,14 +426,17 @@ func resumeAnywhere(t *testing.T, mk newResumer) {
 				t.Errorf("a: b's work came back as a merge, not an append: %v", pre)
 			}
 			a.work(ctx, model, continueLast, id, "back on machine a", "ran-on-a-again")
-			// Nothing of the origin's credentials reached the remote.
+			// Nothing of the origin's credentials reached the remote (ls
+			// --json above reads its catalogs decoded), nor any state dir.
 			remoteDir := strings.TrimPrefix(url, "file://")
-			_ = filepath.WalkDir(remoteDir, func(p string, d os.DirEntry, err error) error {
-				if err == nil && d.Type().IsRegular() && bytes.Contains(readFile(t, p), []byte("s3cr3t-t0ken")) {
-					t.Errorf("the origin's credentials are in %s", p)
-				}
-				return nil
-			})
+			for _, dir := range []string{remoteDir, filepath.Join(a.home, "state"), filepath.Join(b.home, "state")} {
+				_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+					if err == nil && d.Type().IsRegular() && bytes.Contains(readFile(t, p), []byte("s3cr3t-t0ken")) {
+						t.Errorf("the origin's credentials are in %s", p)
+					}
+					return nil
+				})
+			}
 		})
 	}
 }

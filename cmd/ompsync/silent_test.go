@@ -2,14 +2,21 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // Pull on a new machine starts as soon as it is configured: the agent
@@ -98,5 +105,109 @@ func TestPruneSaysWhatItCouldNotDo(t *testing.T) {
 	}
 	if !strings.Contains(out, "deleted ") {
 		t.Errorf("prune did not say what it deleted:\n%s", out)
+	}
+}
+
+// The real binary against versitygw that stops while the agent runs: a
+// WARN naming the remote, the pending gauges scraped with the bytes that
+// wait and an age that grows, notify.command and notify.url (a listener
+// on 127.0.0.1) told "failing" after notify.grace and "recovered" once the
+// server is back; everything uploaded after it.
+func TestAgentOutageAlerts(t *testing.T) {
+	srv := remotetest.StartServer(t)
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, srv.Endpoint), "laptop")
+	var mu sync.Mutex
+	var hits []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		hits = append(hits, r.URL.Path+" "+string(b))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	hooked := func(prefix string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, prefix) })
+	}
+	events := filepath.Join(t.TempDir(), "events")
+	evented := func(ev string) bool {
+		b, _ := os.ReadFile(events)
+		return strings.Contains(string(b), ev+" laptop ")
+	}
+	addr := freeAddr(t)
+	scrape := func(name string) float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for l := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), name+" "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				return f
+			}
+		}
+		return -1
+	}
+	id := "01a113d2-be76-73c7-986b-d3ac6e3f0041"
+	m.newSession(id, entry("a1", "", "before the outage"))
+	cmd, out := m.startWith([]string{
+		"OMPSYNC_NOTIFY_URL=" + hook.URL + "/ping/check",
+		`OMPSYNC_NOTIFY_COMMAND=echo "$OMPSYNC_EVENT $OMPSYNC_MACHINE $OMPSYNC_MESSAGE" >> ` + events,
+		"OMPSYNC_NOTIFY_GRACE=2s",
+		"OMPSYNC_S3_ENDPOINT=" + srv.Endpoint,
+	}, "agent", "--interval", "200ms", "--metrics-addr", addr)
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	r := openTestRepo(t, m.remote, m.s3)
+	waitUntil(t, "the first upload", func() bool { return remoteSize(t, r, id, "laptop") == int64(len(m.readSession(id))) })
+	waitUntil(t, "the first ping", func() bool { return hooked("/ping/check ") })
+
+	srv.Stop()
+	m.appendSession(id, entry("a2", "a1", "while the server is down"))
+	waitUntil(t, "a WARN naming the remote", func() bool {
+		return strings.Contains(out.String(), `level=WARN msg="remote unreachable`) && strings.Contains(out.String(), "remote="+m.remote)
+	})
+	waitUntil(t, "the pending bytes scraped", func() bool { return scrape("ompsync_bytes_pending") > 0 })
+	age := scrape("ompsync_oldest_pending_seconds")
+	waitUntil(t, "a growing age", func() bool { return scrape("ompsync_oldest_pending_seconds") >= age+1 })
+	waitUntil(t, "failing to the URL and the command", func() bool { return hooked("/ping/check/fail backup failing") && evented("failing") })
+
+	srv.Start(t)
+	waitUntil(t, "recovered to the URL and the command", func() bool { return hooked("/ping/check backup recovered") && evented("recovered") })
+	waitUntil(t, "everything uploaded", func() bool { return remoteSize(t, r, id, "laptop") == int64(len(m.readSession(id))) })
+	if strings.Contains(out.String(), srv.SecretKey) {
+		t.Error("the secret key is in the log")
+	}
+}
+
+// verify that finds damage tells notify.command, so that a verify run from
+// cron alerts as the agent does.
+func TestVerifyDamagedNotifies(t *testing.T) {
+	url := "file://" + t.TempDir()
+	m := newMachineEnv(t, url, backend.S3Options{}, "laptop")
+	id := "01a113d2-be76-73c7-986b-d3ac6e3f0042"
+	p := m.newSession(id, entry("a1", "", "first"))
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.appendSession(id, entry("a2", "a1", "second"))
+	if code, out := m.ompsync("agent", "--once"); code != 0 {
+		t.Fatalf("agent --once: exit %d\n%s", code, out)
+	}
+	damageLastChunk(t, url, id, int(fi.Size()))
+	events := filepath.Join(t.TempDir(), "events")
+	code, out := m.startWithWait([]string{`OMPSYNC_NOTIFY_COMMAND=echo "$OMPSYNC_EVENT $OMPSYNC_MACHINE $OMPSYNC_MESSAGE" > ` + events}, "verify")
+	if code != 1 {
+		t.Fatalf("verify of a damaged chunk: exit %d\n%s", code, out)
+	}
+	b, _ := os.ReadFile(events)
+	if !strings.HasPrefix(string(b), "damaged laptop verify found 1 of 1 sessions damaged") {
+		t.Fatalf("notify.command got %q\n%s", b, out)
 	}
 }

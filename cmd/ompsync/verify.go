@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
@@ -81,6 +86,9 @@ known of it, so run verify again once the remote is reachable).`,
 			for _, p := range problems {
 				fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
 			}
+			if bad > 0 {
+				notifyDamaged(cfg, a.stderr, fmt.Sprintf("verify found %d of %d sessions damaged on the remote; run 'ompsync verify' to see which", bad, len(checks)))
+			}
 			switch {
 			case bad > 0:
 				return fmt.Errorf("%d of %d sessions have problems on the remote (see above)", bad, len(checks))
@@ -144,4 +152,19 @@ func printChecks(a *app, checks []restore.Check) {
 			fmt.Fprintf(a.stdout, "          note: %s\n", n)
 		}
 	}
+}
+
+// notifyDamaged tells notify.url and notify.command (when set) that part of
+// the backup is damaged: a verify run from cron then alerts as the agent
+// does. Delivery is bounded by the notifier's timeout.
+func notifyDamaged(cfg *config.Config, stderr io.Writer, msg string) {
+	n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Logger: cfg.Logger(stderr)})
+	if n == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	n.Report(notify.Damaged, msg)
+	n.Flush(notify.DefaultTimeout + time.Second)
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -284,14 +283,12 @@ func TestListUnreadableFolder(t *testing.T) {
 	fillUnreadable(t, remoteDir)
 	cmd := exec.Command(bin, "-test.run", "^TestListUnreadableFolder$", "-test.v")
 	cmd.Env = []string{asNobodyEnv + "=" + remoteDir, "HOME=" + top}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	asNobody(cmd)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestListUnreadableFolder")) {
 		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }
-
-const nobody = 65534
 
 // unreadableRemote is a remote folder with an object and a folder this
 // user cannot read.

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -144,15 +143,6 @@ func (h *Home) Command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
-}
-
-// killGroup ends omp and what it started (tool shells share its group).
-func killGroup(cmd *exec.Cmd) error {
-	if cmd.Process == nil {
-		return nil
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	return cmd.Process.Kill()
 }
 
 // Run runs omp with args and returns what it printed. err is non-nil when

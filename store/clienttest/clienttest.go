@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -106,13 +105,7 @@ func (h *home) command(ctx context.Context, name string, args ...string) *exec.C
 	cmd.Dir = h.Cwd
 	cmd.Env = append([]string(nil), h.env...)
 	cmd.SysProcAttr = procAttr()
-	cmd.Cancel = func() error {
-		if cmd.Process == nil {
-			return nil
-		}
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		return cmd.Process.Kill()
-	}
+	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command ompsync-bench measures ompsync against `rclone copy` and a
 // whole-file re-uploader on a private versitygw, and prints one table.
 //
