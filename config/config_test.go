@@ -286,7 +286,7 @@ func TestUnknownEnvVariable(t *testing.T) {
 		name, value string
 		want        []string // "" in want: loads
 	}{
-		{"OMPSYNC_REMOT", "s3://bucket", []string{"OMPSYNC_REMOT is set", "did you mean OMPSYNC_REMOTE?", "README, Configuration"}},
+		{"OMPSYNC_REMOT", "s3://bucket", []string{"OMPSYNC_REMOT is set", "did you mean OMPSYNC_REMOTE?", "docs/CONFIG.md"}},
 		{"OMPSYNC_S3_ENDPONT", "http://127.0.0.1:9000", []string{"OMPSYNC_S3_ENDPONT", "did you mean OMPSYNC_S3_ENDPOINT?"}},
 		{"OMPSYNC_BUCKET", "my-bucket", []string{"OMPSYNC_BUCKET is set, but no setting has that name; correct or unset it"}},
 		{"OMPSYNC_REMOT", "", nil},             // empty counts as unset
@@ -339,7 +339,7 @@ func TestUnknownKey(t *testing.T) {
 		{"remote: s3://bucket\nremtoe: x\n", []string{`unknown key "remtoe"`, ":2", `did you mean "remote"?`}},
 		{"s3:\n  client: aws\n  bucket: b\n", []string{`unknown key "s3.bucket"`, ":3"}},
 		{"client: minio\n", []string{`unknown key "client"`, `did you mean "s3.client"?`}},
-		{"zzzzzzzz: 1\n", []string{`unknown key "zzzzzzzz"`, "README, Configuration", "config init --path FILE"}},
+		{"zzzzzzzz: 1\n", []string{`unknown key "zzzzzzzz"`, "docs/CONFIG.md", "config init --path FILE"}},
 		{"s3: minio\n", []string{"s3 holds keys", "s3.client", ":1"}},
 		{"log:\n  level: info\n  colour: red\n", []string{`unknown key "log.colour"`}},
 	}
@@ -786,25 +786,42 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// TestREADMEDocumentsEveryKey keeps the README's configuration reference in
-// step with the key table.
-func TestREADMEDocumentsEveryKey(t *testing.T) {
-	data, err := os.ReadFile("../README.md")
+// TestConfigDocDocumentsEveryKey checks that docs/CONFIG.md, the user's
+// reference, has a row for every key, between the generated markers.
+// (cmd/ompsync's TestConfigDocUpToDate checks the rows are what the generator
+// writes, flags included.)
+func TestConfigDocDocumentsEveryKey(t *testing.T) {
+	data, err := os.ReadFile("../docs/CONFIG.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ref, ok := strings.Cut(string(data), "\n## Configuration")
+	_, ref, ok := strings.Cut(string(data), DocBegin)
 	if !ok {
-		t.Fatal("README.md has no ## Configuration section")
+		t.Fatalf("docs/CONFIG.md has no line %q", DocBegin)
 	}
-	if i := strings.Index(ref, "\n## "); i >= 0 {
-		ref = ref[:i]
+	ref, _, ok = strings.Cut(ref, DocEnd)
+	if !ok {
+		t.Fatalf("docs/CONFIG.md has no line %q", DocEnd)
 	}
 	for _, k := range keys {
 		row := fmt.Sprintf("| `%s` | `%s` |", k.name, EnvVar(k.name))
 		if !strings.Contains(ref, row) {
-			t.Errorf("README configuration table has no row starting %q", row)
+			t.Errorf("docs/CONFIG.md key table has no row starting %q; run: go run ./cmd/ompsync config doc --write docs/CONFIG.md", row)
 		}
+	}
+}
+
+func TestReplaceDoc(t *testing.T) {
+	file := "intro\n" + DocBegin + "\nold table\n" + DocEnd + "\nnotes\n"
+	got, err := ReplaceDoc(file, "new table\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "intro\n" + DocBegin + "\nnew table\n" + DocEnd + "\nnotes\n"; got != want {
+		t.Errorf("ReplaceDoc = %q, want %q", got, want)
+	}
+	if _, err := ReplaceDoc("no markers\n", "t"); err == nil || !strings.Contains(err.Error(), DocBegin) {
+		t.Errorf("ReplaceDoc without markers: err = %v, want one naming the missing line", err)
 	}
 }
 

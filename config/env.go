@@ -203,7 +203,7 @@ func checkEnvNames(names []string, e *environ) error {
 		if s := suggest(strings.ToLower(strings.TrimPrefix(name, "OMPSYNC_"))); s != "" {
 			msg += fmt.Sprintf(" (did you mean %s?)", EnvVar(s))
 		}
-		return fmt.Errorf("%s; correct or unset it (README, Configuration, lists every setting and its variable)", msg)
+		return fmt.Errorf("%s; correct or unset it (docs/CONFIG.md lists every setting and its variable)", msg)
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func (fv *fileValues) walk(path, prefix string, m *yaml.Node) error {
 		if s := suggest(name); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
-		return fmt.Errorf("%s; remove it (README, Configuration, lists every key; 'ompsync config init --path FILE' writes them all to FILE)", msg)
+		return fmt.Errorf("%s; remove it (docs/CONFIG.md lists every key; 'ompsync config init --path FILE' writes them all to FILE)", msg)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ Every key can be set in the config file, in the environment (OMPSYNC_ + the key
 upper-cased with dots as underscores) and, for the global flags, on the command
 line; flags win over the environment, which wins over the file.`,
 	}
-	c.AddCommand(newConfigShowCmd(a), newConfigInitCmd(a))
+	c.AddCommand(newConfigShowCmd(a), newConfigInitCmd(a), newConfigDocCmd(a))
 	return c
 }
 
@@ -214,4 +214,61 @@ func writePrivate(path string, data []byte, force bool) error {
 		return fmt.Errorf("replace config file: %w", err)
 	}
 	return nil
+}
+
+// newConfigDocCmd writes the key table of docs/CONFIG.md from the key table in
+// package config and the flags the commands define, so the document never
+// drifts from the code (TestConfigDocUpToDate checks it).
+func newConfigDocCmd(a *app) *cobra.Command {
+	var write string
+	c := &cobra.Command{
+		Use:    "doc",
+		Short:  "Print the configuration key table of docs/CONFIG.md",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			table := config.Doc(keyFlags(cmd.Root()))
+			if write == "" {
+				_, err := fmt.Fprint(a.stdout, table)
+				return err
+			}
+			old, err := os.ReadFile(write)
+			if err != nil {
+				return fmt.Errorf("config doc: %w", err)
+			}
+			updated, err := config.ReplaceDoc(string(old), table)
+			if err != nil {
+				return fmt.Errorf("config doc: %s: %w", write, err)
+			}
+			return os.WriteFile(write, []byte(updated), 0o644)
+		},
+	}
+	c.Flags().StringVar(&write, "write", "", "replace the generated table in this file (docs/CONFIG.md) instead of printing it")
+	return c
+}
+
+// keyFlags returns, for a configuration key, the flag that sets it and the
+// commands that take it, as the flag column of docs/CONFIG.md.
+func keyFlags(root *cobra.Command) func(key string) string {
+	return func(key string) string {
+		name := config.FlagName(key)
+		if root.PersistentFlags().Lookup(name) != nil {
+			return "`--" + name + "` (every command)"
+		}
+		var cmds []string
+		var walk func(c *cobra.Command)
+		walk = func(c *cobra.Command) {
+			for _, sub := range c.Commands() {
+				if sub.Flags().Lookup(name) != nil {
+					cmds = append(cmds, strings.TrimPrefix(sub.CommandPath(), root.Name()+" "))
+				}
+				walk(sub)
+			}
+		}
+		walk(root)
+		if len(cmds) == 0 {
+			return ""
+		}
+		return "`--" + name + "` (" + strings.Join(cmds, ", ") + ")"
+	}
 }
