@@ -3,6 +3,7 @@ package project
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,5 +240,25 @@ func TestParseMap(t *testing.T) {
 	}
 	if _, ok := m.apply(`C:\Users\anabel`); ok {
 		t.Error("a sibling folder was mapped")
+	}
+}
+
+// BenchmarkMappingWriter: what rewriting a copy's cwd costs a restore or
+// pull that places it elsewhere (Claude Code's lines each hold one; omp's
+// only the header): the corpus-like line shape, 64 KiB writes.
+func BenchmarkMappingWriter(b *testing.B) {
+	line := []byte(`{"parentUuid":"a","cwd":"/home/alice/src/app","sessionId":"s","type":"assistant","message":{"content":"` + strings.Repeat("x", 900) + `"}}` + "\n")
+	var data []byte
+	for len(data) < 4<<20 {
+		data = append(data, line...)
+	}
+	m := Mapping{From: "/home/alice/src/app", To: "/home/bob/code/app"}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		w := m.Writer(io.Discard)
+		for off := 0; off < len(data); off += 64 << 10 {
+			w.Write(data[off:min(off+64<<10, len(data))])
+		}
+		w.Close()
 	}
 }
