@@ -657,15 +657,5 @@ func sorted(s []string) []string {
 
 func sameSet(a, b []string) bool { return slices.Equal(sorted(a), sorted(b)) }
 
-// subset reports whether every element of a is in b.
-func subset(a, b []string) bool {
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
-}
-
 // Codec is the codec the repository seals and opens with.
 func (r *Repo) Codec() Codec { return r.codec }
