@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -171,7 +172,7 @@ func LoadIndex(ctx context.Context, stateDir string, roots []string, lim Limits)
 	p := filepath.Join(stateDir, CacheFile)
 	if b, err := readLimited(p, 16<<20); err == nil {
 		var x Index
-		if json.Unmarshal(b, &x) == nil && time.Since(x.Scanned) < CacheAge && slicesEqual(x.Roots, roots) {
+		if json.Unmarshal(b, &x) == nil && time.Since(x.Scanned) < CacheAge && slices.Equal(x.Roots, roots) {
 			return &x
 		}
 	}
@@ -182,16 +183,4 @@ func LoadIndex(ctx context.Context, stateDir string, roots []string, lim Limits)
 		}
 	}
 	return x
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
