@@ -173,9 +173,16 @@ func (m *machine) supervise(args []string, chaos bool, rng *lockedRand, st *stat
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			failf(m.t, "agent on %s did not stop within 30s of SIGTERM", m.name)
+			// SIGQUIT makes the Go runtime print every goroutine into
+			// the log: where the stop hangs.
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			failf(m.t, "agent on %s did not stop within 30s of SIGTERM; its goroutines are in its log", m.name)
 		}
 		fmt.Fprintf(m.log, "=== ended\n")
 		if strings.Contains(tail.String(), "panic:") {

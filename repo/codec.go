@@ -103,25 +103,53 @@ func (z *Zstd) Seal(plain []byte) ([]byte, error) {
 }
 
 // SealWriter compresses what is written to it into one zstd frame on w,
-// with the options Seal uses for an object of size bytes. Its encoder is
-// its own: Seal's are shared, and a stream's encoder holds state.
+// with the options Seal uses for an object of size bytes. A small object
+// is gathered and sealed by Seal's shared encoder: a new encoder with the
+// dictionary builds 10 MB of tables first (10 ms of CPU a blob, which held
+// a stopping agent past its deadline). A larger one gets an encoder of its
+// own, since a stream's encoder holds state.
 func (z *Zstd) SealWriter(w io.Writer, size int64) (io.WriteCloser, error) {
+	if size < smallObject {
+		return &smallWriter{z: z, w: w, buf: make([]byte, 0, size)}, nil
+	}
 	// A 2 MiB window: the encoder holds two of them (6 MiB in all, not the
 	// 10 of Seal's 4 MiB), and blobs, mostly images, gain nothing from a
 	// longer one. (Its lower-memory mode would copy the window at every
 	// 128 KiB block: four times slower.)
-	opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(streamWindow)}
-	if size < smallObject {
-		opts = []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
-			zstd.WithWindowSize(smallObject), zstd.WithEncoderDict(dictOMP1)}
-	}
-	enc, err := zstd.NewWriter(nil, opts...)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithWindowSize(streamWindow))
 	if err != nil {
 		return nil, fmt.Errorf("zstd: %w", err)
 	}
 	// The frame records its size, as Seal's do; Close checks it.
 	enc.ResetContentSize(w, size)
 	return &zstdWriter{enc: enc, want: size}, nil
+}
+
+// smallWriter gathers an object under smallObject and seals it on Close.
+type smallWriter struct {
+	z   *Zstd
+	w   io.Writer
+	buf []byte
+}
+
+func (s *smallWriter) Write(p []byte) (int, error) {
+	if len(s.buf)+len(p) > cap(s.buf) {
+		return 0, fmt.Errorf("zstd: more than the %d bytes announced", cap(s.buf))
+	}
+	s.buf = append(s.buf, p...)
+	return len(p), nil
+}
+
+func (s *smallWriter) Close() error {
+	if len(s.buf) != cap(s.buf) {
+		return fmt.Errorf("zstd: %d bytes written, %d announced", len(s.buf), cap(s.buf))
+	}
+	sealed, err := s.z.Seal(s.buf)
+	if err != nil {
+		return err
+	}
+	_, err = s.w.Write(sealed)
+	return err
 }
 
 // zstdWriter is a frame being written; it counts what it is given, since
