@@ -342,6 +342,24 @@ func readHeader(br *bufio.Reader, c ChunkRef, drain bool) (ChunkHeader, error) {
 	return parseHeader(line[:len(line)-1], c.Start, c.End)
 }
 
+// UploadedAt is when the last bytes of chunk c reached the remote: its
+// newest upload mark, or, for a chunk written without marks, the listing's
+// modification time. A rekey or a compaction rewrites objects, not marks.
+func (r *Repo) UploadedAt(ctx context.Context, s Stream, gen string, c ChunkRef) (time.Time, error) {
+	h, err := r.chunkHeader(ctx, s, gen, c)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var at int64
+	for _, m := range h.Uploaded {
+		at = max(at, m.At)
+	}
+	if at == 0 {
+		return c.ModTime, nil
+	}
+	return time.UnixMilli(at).UTC(), nil
+}
+
 // chunkHeader reads only the header line of chunk c: the object is opened
 // as a stream and closed after its first line, so finding a generation's
 // meta in its first chunk costs the first block of a chunk of any size.

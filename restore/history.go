@@ -39,8 +39,9 @@ type Copy struct {
 	Cwd   string `json:"cwd,omitempty"`
 	// Project is the project the machine recorded cwd in (its catalog's).
 	Project *project.ID `json:"project,omitempty"`
-	// LastUpload is the newest modification time the listing shows for
-	// its objects (a compaction's, when it merged chunks since).
+	// LastUpload is when its last bytes were uploaded: the last chunk's
+	// upload mark, or else the newest modification time the listing shows
+	// for its objects (a rekey's or compaction's, when one rewrote them).
 	LastUpload time.Time `json:"last_upload"`
 	// Current is the machine's newest complete generation, the one a
 	// restore takes; State is then what the machine's catalog says of the
@@ -143,6 +144,13 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 			c.Path, c.Cwd = m.Path, m.Cwd
 		}
 	}
+	if picked, _ := repo.Cover(g.Chunks); len(picked) > 0 {
+		last := picked[len(picked)-1]
+		var at time.Time
+		if err := retry(ctx, func() (err error) { at, err = r.UploadedAt(ctx, s, g.Name, last); return err }); err == nil {
+			c.LastUpload = at
+		}
+	}
 	if !title {
 		return problems
 	}
@@ -185,7 +193,7 @@ func generationTime(name string) time.Time {
 }
 
 // lastUpload is the newest modification time among a generation's
-// objects.
+// objects: what LastUpload is until the last chunk's marks are read.
 func lastUpload(g *repo.Generation) time.Time {
 	t := g.MetaModTime
 	if g.HeadModTime.After(t) {

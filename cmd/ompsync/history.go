@@ -26,7 +26,8 @@ func newHistoryCmd(a *app) *cobra.Command {
 generation (a run in which the file only grew; omp's rewrites, a file that
 shrank or changed in place begin a new one, and the old one is kept until
 retention removes it), with when it began and why, its size, title and path,
-when it was last uploaded (the newest modification time the listing shows),
+when its last bytes were uploaded (as the upload marks say: a rekey or a
+compaction that rewrote the objects since does not change it),
 and whether it is the machine's current copy and what that machine's catalog
 says of the session (present, deleted, archived).
 
@@ -84,7 +85,7 @@ func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error
 }
 
 func printHistory(w io.Writer, h *restore.SessionHistory, wide bool) {
-	fmt.Fprintf(w, "session %s: %d copies\n", h.ID, len(h.Copies))
+	fmt.Fprintf(w, "session %s: %s\n", h.ID, count(len(h.Copies), "copy", "copies"))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MACHINE\tGENERATION\tSTARTED\tWHY\tSIZE\tLAST UPLOAD\tSTATE\tTITLE\tPROJECT\tCWD\tPATH")
 	for _, c := range h.Copies {

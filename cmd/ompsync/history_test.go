@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/restore"
@@ -17,7 +19,7 @@ func TestHistoryCommand(t *testing.T) {
 		t.Fatalf("history: exit %d, %q", r.code, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != 3 || lines[0] != "session "+ambIDs[0]+": 1 copies" || !strings.HasPrefix(lines[1], "MACHINE") {
+	if len(lines) != 3 || lines[0] != "session "+ambIDs[0]+": 1 copy" || !strings.HasPrefix(lines[1], "MACHINE") {
 		t.Fatalf("history output:\n%s", r.stdout)
 	}
 	for _, want := range []string{"laptop", " new ", "current", "title 0", rels[0]} {
@@ -41,5 +43,33 @@ func TestHistoryCommand(t *testing.T) {
 	}
 	if r := e.run("history"); r.code != exitUsage {
 		t.Errorf("history without a prefix: exit %d", r.code)
+	}
+}
+
+// A rekey rewrites every object of the remote; history still says when the
+// session's bytes were uploaded, as their upload marks do, not when the
+// rekey rewrote them.
+func TestHistoryLastUploadSurvivesRekey(t *testing.T) {
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	e := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
+	f := corpusSessions(t)[0]
+	e.write(f.rel, f.data, mtime0)
+	before := time.Now().Truncate(time.Millisecond) // marks are in milliseconds
+	if r := e.run("agent", "--once"); r.code != 0 {
+		t.Fatalf("agent --once: %d %s", r.code, r.stderr)
+	}
+	after := time.Now()
+	key, _ := keygen(t, e.env, filepath.Join(t.TempDir(), "age.key"))
+	e.env["OMPSYNC_ENCRYPTION_IDENTITY_FILE"] = key
+	if r := e.run("rekey", "--settle=0"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") {
+		t.Fatalf("rekey: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r := e.run("history", "--json", f.id)
+	var h restore.SessionHistory
+	if err := json.Unmarshal([]byte(r.stdout), &h); r.code != 0 || err != nil || len(h.Copies) != 1 {
+		t.Fatalf("history --json: exit %d, %v, %q", r.code, err, r.stderr)
+	}
+	if at := h.Copies[0].LastUpload; at.Before(before) || at.After(after) {
+		t.Errorf("last upload %v after a rekey; the upload was between %v and %v", at, before, after)
 	}
 }
