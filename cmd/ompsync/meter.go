@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"iter"
@@ -128,6 +129,16 @@ func (c meteredCodec) Open(sealed []byte, limit int64) ([]byte, error) {
 	b, err := c.Codec.Open(sealed, limit)
 	c.opened.Add(int64(len(b)))
 	return b, err
+}
+
+// OpenReader counts as its plaintext is read: a restore streams every
+// chunk through it, and its progress is these bytes.
+func (c meteredCodec) OpenReader(sealed *bufio.Reader, limit int64) (io.ReadCloser, error) {
+	rc, err := c.Codec.OpenReader(sealed, limit)
+	if err != nil {
+		return nil, err
+	}
+	return countingBody{rc, c.opened}, nil
 }
 
 type meteredEncrypter struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -99,11 +100,17 @@ func TestProgress(t *testing.T) {
 		t.Errorf("a brand-new setup is not called the first run:\n%s", out)
 	}
 
-	g = newGate(t, srv.Endpoint, holdChunks)
+	// The third session's chunks held: the bar shows the other two done,
+	// and the bytes they brought.
+	held := fmt.Sprintf("/0190%04x-0000-7000-8000-%012x/", 2, 71)
+	g = newGate(t, srv.Endpoint, func(r *http.Request) bool { return holdChunks(r) && strings.Contains(r.URL.Path, held) })
 	m = machine(g)
-	code, out = onTerminal(t, m, g, "/3 sessions", "restore", "--all", "--to", filepath.Join(t.TempDir(), "restored"))
+	code, out = onTerminal(t, m, g, "2/3 sessions", "restore", "--all", "--to", filepath.Join(t.TempDir(), "restored"))
 	if code != 0 || !strings.Contains(out, "3 restored") || !strings.Contains(out, "B/") || !strings.Contains(out, " left") {
 		t.Fatalf("restore on a terminal: exit %d, want 0, a bar with sessions and bytes, and the totals:\n%q", code, out)
+	}
+	if frame := out[strings.Index(out, "2/3 sessions"):]; strings.HasPrefix(frame, "2/3 sessions  0 B/") {
+		t.Errorf("restore's bar counts no bytes with two sessions of three restored:\n%q", out)
 	}
 	g = newGate(t, srv.Endpoint, holdChunks)
 	m = machine(g)
