@@ -376,18 +376,21 @@ func TestBlobsAndArtifacts(t *testing.T) {
 	})
 }
 
-// 10: bytes are bytes: malformed lines, unknown types, invalid UTF-8, a 20 MB
-// line, an empty file, a file with only a title slot.
+// 10: bytes are bytes: malformed lines, unknown types, invalid UTF-8, a
+// line five chunks long, an empty file, a file with only a title slot.
 func TestOddFiles(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c remote.Client) {
 		e := newEnv(t, c)
+		// The line is five chunks long, as 20 MB is of the default 4 MiB
+		// chunk; both scaled down (20 MB took two minutes under -race).
+		e.opts.ChunkSize = 64 << 10
 		malformed := corpus(t, "pi-v3-SYNTHETIC-malformed-and-unknown-lines_agentsview.jsonl")
 		malformed = append(malformed, []byte("\xff\xfe not utf-8 {{{\n")...)
 		files := map[string][]byte{
 			"sessions/--Users-alice-code-my-project--/2025-01-01T10-00-00-000Z_pi-test-session-uuid.jsonl": malformed,
 			"sessions/-big/2026-01-01T00-00-00-000Z_0000big0-0000-0000-0000-000000000000.jsonl": append(
 				[]byte(`{"type":"session","version":3,"id":"0000big0-0000-0000-0000-000000000000","timestamp":"x","cwd":"/x"}`+"\n"),
-				append(append([]byte(`{"type":"message","id":"a","text":"`), bytes.Repeat([]byte("y"), 20<<20)...), '"', '}', '\n')...),
+				append(append([]byte(`{"type":"message","id":"a","text":"`), bytes.Repeat([]byte("y"), 5*64<<10)...), '"', '}', '\n')...),
 			"sessions/-empty/2026-01-01T00-00-00-000Z_empty000-0000-0000-0000-000000000000.jsonl": {},
 			"sessions/-slot/2026-01-01T00-00-00-000Z_slot0000-0000-0000-0000-000000000000.jsonl":  titleSlot(""),
 		}
