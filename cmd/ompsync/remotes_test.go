@@ -7,7 +7,12 @@ import (
 	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
-// forEachRemote runs f against every kind of remote.
+// forEachRemote runs f against every kind of remote, side by side: each
+// on a remote of its own, mostly waiting on processes and servers, which
+// made these tests most of the package's time one after the other.
 func forEachRemote(t *testing.T, f func(t *testing.T, url string, s3 backend.S3Options)) {
-	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) { f(t, b.URL, b.S3) })
+	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel()
+		f(t, b.URL, b.S3)
+	})
 }
