@@ -10,6 +10,7 @@ import (
 
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/session"
@@ -79,7 +80,7 @@ nothing, and running it again finishes the job.`,
 				streams++
 				pl := s.Plan
 				if dryRun {
-					fmt.Fprintf(a.stdout, "%s: would merge %d of %d chunks (%s)", where, pl.Merge.Chunks, pl.Chunks, formatSize(pl.Merge.End-pl.Merge.Start))
+					fmt.Fprintf(a.stdout, "%s: would merge %d of %d chunks (%s)", where, pl.Merge.Chunks, pl.Chunks, progress.Size(pl.Merge.End-pl.Merge.Start))
 					if pl.Redundant > 0 {
 						fmt.Fprintf(a.stdout, ", remove %d redundant", pl.Redundant)
 					}
@@ -88,14 +89,14 @@ nothing, and running it again finishes the job.`,
 					continue
 				}
 				res := s.Result
-				fmt.Fprintf(a.stdout, "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, formatSize(res.Uploaded))
+				fmt.Fprintf(a.stdout, "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, progress.Size(res.Uploaded))
 				before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
 			}
 			if dryRun {
 				fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", countSessions(rep), rep.Sessions)
 			} else {
 				fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
-					streams, rep.Sessions, before, after, formatSize(uploaded), skipped)
+					streams, rep.Sessions, before, after, progress.Size(uploaded), skipped)
 			}
 			switch {
 			case len(rep.Unmatched) > 0:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/search"
 )
@@ -149,7 +150,7 @@ func count(n int, one, many string) string {
 // grepTotals says what was searched and what it cost.
 func grepTotals(rep *restore.GrepReport) string {
 	line := fmt.Sprintf("%s; %s searched (%s; %d read from the remote, %s)", count(rep.Matches, "match", "matches"),
-		count(rep.Sessions, "session", "sessions"), count(rep.Copies, "copy", "copies"), rep.Fetched, formatSize(rep.Bytes))
+		count(rep.Sessions, "session", "sessions"), count(rep.Copies, "copy", "copies"), rep.Fetched, progress.Size(rep.Bytes))
 	if rep.DeletedLeft > 0 {
 		line += fmt.Sprintf("; %d recorded as deleted not searched (add --include-deleted)", rep.DeletedLeft)
 	}

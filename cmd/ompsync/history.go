@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/restore"
 )
 
@@ -105,7 +106,7 @@ func printHistory(w io.Writer, h *restore.SessionHistory, wide bool) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Machine, c.Generation, localTime(c.Started), why,
-			formatSize(c.Bytes), localTime(c.LastUpload), state, clip(title, titleWidth, wide), clipPath(projectText(c.Project), projectWidth, wide),
+			progress.Size(c.Bytes), localTime(c.LastUpload), state, clip(title, titleWidth, wide), clipPath(projectText(c.Project), projectWidth, wide),
 			clipPath(cwd, folderWidth, wide), clipPath(path, pathWidth, wide))
 	}
 	tw.Flush()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/restore"
 )
@@ -62,7 +63,7 @@ many sessions there are.`,
 						title = "-"
 					}
 					line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
-						formatSize(l.Size), clip(strings.Join(l.Machines, ","), machinesWidth, wide), clip(oneLine(title), titleWidth, wide),
+						progress.Size(l.Size), clip(strings.Join(l.Machines, ","), machinesWidth, wide), clip(oneLine(title), titleWidth, wide),
 						clipPath(projectText(l.Project), projectWidth, wide), clipPath(cmp.Or(l.Cwd, "-"), folderWidth, wide))
 					if wide {
 						line += "\t" + l.Path

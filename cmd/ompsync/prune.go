@@ -14,6 +14,7 @@ import (
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
@@ -113,7 +114,7 @@ func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, s
 	if rep != nil {
 		for _, it := range rep.Items {
 			fmt.Fprintf(a.stdout, "%s%s %s generation %s: %s %s: %d objects, %s\n", prefix, it.Stream.SessionID, it.Stream.Name,
-				it.Generation, it.Reason, it.Since.Local().Format(time.DateOnly), len(it.Keys), formatSize(it.Bytes))
+				it.Generation, it.Reason, it.Since.Local().Format(time.DateOnly), len(it.Keys), progress.Size(it.Bytes))
 		}
 		for _, k := range rep.Kept {
 			fmt.Fprintf(a.stdout, "%s%s %s generation %s: kept, %s\n", prefix, k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
@@ -123,10 +124,10 @@ func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, s
 		return "", err
 	}
 	if dryRun {
-		fmt.Fprintf(a.stdout, "%sdry run: would delete %d objects, %s, of %d generations; nothing deleted\n", prefix, rep.Objects, formatSize(rep.Bytes), len(rep.Items))
+		fmt.Fprintf(a.stdout, "%sdry run: would delete %d objects, %s, of %d generations; nothing deleted\n", prefix, rep.Objects, progress.Size(rep.Bytes), len(rep.Items))
 		return "", nil
 	}
-	fmt.Fprintf(a.stdout, "%sdeleted %d objects, %s, of %d generations\n", prefix, rep.Objects, formatSize(rep.Bytes), len(rep.Items))
+	fmt.Fprintf(a.stdout, "%sdeleted %d objects, %s, of %d generations\n", prefix, rep.Objects, progress.Size(rep.Bytes), len(rep.Items))
 	if len(rep.Sessions) == 0 {
 		return "", nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
@@ -412,7 +413,7 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		}
 		switch res.Action {
 		case restore.Created, restore.Appended, restore.Merged:
-			line += fmt.Sprintf("  %s from %s", formatSize(res.Bytes), strings.Join(res.Machines, ", "))
+			line += fmt.Sprintf("  %s from %s", progress.Size(res.Bytes), strings.Join(res.Machines, ", "))
 		}
 		if res.Artifacts > 0 || res.Blobs > 0 {
 			line += fmt.Sprintf(" (+%d artifact files, %d blobs)", res.Artifacts, res.Blobs)
@@ -487,17 +488,4 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 		}
 	}
 	return line
-}
-
-func formatSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

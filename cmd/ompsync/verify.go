@@ -13,6 +13,7 @@ import (
 
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/notify"
+	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
@@ -137,7 +138,7 @@ func printChecks(a *app, checks []restore.Check) {
 		if gens == 1 {
 			plural = ""
 		}
-		fmt.Fprintf(a.stdout, "%-9s %s  %s  %d generation%s, %s checked", status, c.ID, c.Path, gens, plural, formatSize(bytes))
+		fmt.Fprintf(a.stdout, "%-9s %s  %s  %d generation%s, %s checked", status, c.ID, c.Path, gens, plural, progress.Size(bytes))
 		if len(rel) > 0 {
 			fmt.Fprintf(a.stdout, "; %s", strings.Join(rel, ", "))
 		}
