@@ -547,7 +547,33 @@ type restoreMerger struct {
 	agentDir string
 	log      *slog.Logger
 	maxMerge int64 // restore.max_merge_size
-	placer   *project.Placer
+	places   *placeCache
+}
+
+// placeCache is the pull's placer, its index of checkouts read again once
+// older than project.CacheAge: an agent runs for weeks, and a checkout
+// cloned meanwhile is where its project's sessions belong.
+type placeCache struct {
+	mu       sync.Mutex
+	stateDir string
+	roots    []string
+	pl       *project.Placer
+	log      *slog.Logger
+}
+
+func (c *placeCache) placer(ctx context.Context) *project.Placer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.pl.Index.Scanned) < project.CacheAge {
+		return c.pl
+	}
+	pl := *c.pl // restores under way keep the placer they have
+	pl.Index = project.LoadIndex(ctx, c.stateDir, c.roots, project.DefaultLimits())
+	for _, p := range pl.Index.Problems {
+		c.log.Debug("pull: " + p) // said at WARN at start-up
+	}
+	c.pl = &pl
+	return c.pl
 }
 
 // newMerger is the pull's merger for watched agent w: restore's merge, and
@@ -561,14 +587,15 @@ func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w watched
 	for _, p := range problems {
 		log.Warn("pull: " + p)
 	}
-	return restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: log, maxMerge: cfg.Restore.MergeBytes(), placer: pl}, nil
+	places := &placeCache{stateDir: cfg.StateDir, roots: cfg.Projects.Roots, pl: pl, log: log}
+	return restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: log, maxMerge: cfg.Restore.MergeBytes(), places: places}, nil
 }
 
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
 	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
 		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, HashWritten: true, MaxMergeSize: m.maxMerge,
-		Placer: m.placer,
+		Placer: m.places.placer(ctx),
 	})
 	if err != nil {
 		return agent.Merged{}, err
