@@ -34,7 +34,14 @@ type GrepOptions struct {
 	maxLine int
 	// maxHeld and maxLines replace grepHeld and grepMaxLines (tests).
 	maxHeld, maxLines int
+	// now is the clock (tests).
+	now func() time.Time
 }
+
+// olderRelist is how long the older generations a search found of a
+// session stand before it lists the session again: retention removes
+// them, and a search should not find lines the remote no longer keeps.
+const olderRelist = 24 * time.Hour
 
 // GrepMatch is one line of a session that matches, found once however
 // many copies hold it.
@@ -49,8 +56,11 @@ type GrepMatch struct {
 	Kind    string    `json:"kind"`
 	Time    time.Time `json:"time,omitzero"`
 	Text    string    `json:"text"`
-	// Machines hold the line.
+	// Machines hold the line: in their current copy, or, when Older,
+	// only in an older one (a session rewritten smaller or cut since,
+	// whose older generation the remote still keeps).
 	Machines []string `json:"machines"`
+	Older    bool     `json:"older,omitempty"`
 	// State is the session's (present, archived, deleted).
 	State string `json:"state"`
 }
@@ -83,6 +93,17 @@ type grepCopy struct {
 	// leftOut are its lines too long to index, when not in the cache.
 	leftOut []search.LeftLine
 	fresh   bool
+	// older: e names an older generation of the machine's (e.Size its
+	// bytes), searched beside the current copy.
+	older bool
+}
+
+// key is the copy's name in the search cache.
+func (c *grepCopy) key() string {
+	if c.older {
+		return search.OlderCopy(c.e.machine, c.e.Generation)
+	}
+	return c.e.machine
 }
 
 // grepSpool is one unlinked temp file that holds, one after the other,
@@ -164,6 +185,9 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 		}
 		return strings.Compare(a.id, b.id)
 	})
+	if opts.now == nil {
+		opts.now = time.Now
+	}
 	copies := make([][]*grepCopy, len(targets))
 	var stale []*target
 	staleAt := map[*target]int{}
@@ -176,12 +200,32 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 					return nil, err
 				}
 			}
-			if c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size {
+			if c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() {
 				c.fresh, needs = true, true
 			}
 			copies[i] = append(copies[i], c)
 		}
-		rep.Copies += len(t.entries)
+		if opts.Cache != nil && !needs {
+			// Older generations never change: as the last listing found
+			// them, for a day.
+			older, err := opts.Cache.Older(t.id)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range copies[i] {
+				if len(older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist {
+					c.fresh, needs = true, true
+				}
+			}
+			for _, st := range older {
+				if needs {
+					break // listed again: grepFetch adds them
+				}
+				if e := t.entry(st.Machine[:strings.IndexByte(st.Machine, '@')]); e != nil && e.Generation != st.Generation {
+					copies[i] = append(copies[i], &grepCopy{e: machineEntry{e.machine, repo.CatalogEntry{Generation: st.Generation, Size: st.Offset}}, st: st, older: true})
+				}
+			}
+		}
 		if needs {
 			staleAt[t] = i
 			stale = append(stale, t)
@@ -197,15 +241,19 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	lo := o
 	lo.All = false
 	eachTarget(ctx, r, stale, len(p.sessions), lo, func(_ int, t *target, listed *repo.SessionObjects) {
-		fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed, spool)
+		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed, spool)
 		mu.Lock()
 		defer mu.Unlock()
+		copies[staleAt[t]] = cs
 		rep.Fetched += fetched
 		rep.Bytes += n
 		rep.Problems = append(rep.Problems, problems...)
 	})
 	if err := ctx.Err(); err != nil {
 		return rep, err
+	}
+	for _, cs := range copies {
+		rep.Copies += len(cs)
 	}
 	maxLine := int64(opts.maxLine)
 	if maxLine <= 0 {
@@ -233,16 +281,20 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 }
 
 // grepFetch brings the stale copies of t up to date: reads what they lack
-// and indexes it, into the cache or c.recs. It returns the copies read,
-// the bytes that took, and the problems.
-func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects, spool *grepSpool) (int, int64, []string) {
+// and indexes it, into the cache or c.recs, and adds the older
+// generations the listing shows, read once. It returns t's copies, how
+// many were read, the bytes that took, and the problems.
+func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects, spool *grepSpool) ([]*grepCopy, int, int64, []string) {
 	var problems []string
 	fetched := 0
 	var bytes int64
 	for attempt := 1; ; attempt++ {
 		invs, err := inventory(ctx, r, t.id, opts.Options, listed)
 		if err != nil {
-			return 0, 0, []string{fmt.Sprintf("session %s: list: %v", t.id, err)}
+			return copies, 0, 0, []string{fmt.Sprintf("session %s: list: %v", t.id, err)}
+		}
+		if copies, err = olderCopies(t, copies, invs, opts.Cache); err != nil {
+			return copies, 0, 0, []string{fmt.Sprintf("session %s: %v", t.id, err)}
 		}
 		retryList := false
 		problems = problems[:0]
@@ -263,10 +315,56 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 			}
 		}
 		if !retryList {
-			return fetched, bytes, problems
+			return copies, fetched, bytes, problems
 		}
 		listed = nil
 	}
+}
+
+// olderCopies is copies with t's older generations as invs list them: the
+// complete generations of a machine with a current copy that are not that
+// copy. One the cache holds whole is not read again; one retention removed
+// is forgotten.
+func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, cache *search.Cache) ([]*grepCopy, error) {
+	copies = slices.DeleteFunc(copies, func(c *grepCopy) bool { return c.older })
+	listed := map[string]bool{}
+	for _, inv := range invs {
+		e := t.entry(inv.Stream.Machine)
+		if inv.Stream.Name != repo.SessionStream || e == nil {
+			continue
+		}
+		for _, g := range inv.Generations {
+			if !g.HasMeta || g.Name == e.Generation {
+				continue
+			}
+			_, end := repo.Cover(g.Chunks)
+			c := &grepCopy{e: machineEntry{e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true}
+			listed[c.key()] = true
+			if cache != nil {
+				st, err := cache.State(t.id, c.key())
+				if err != nil {
+					return copies, err
+				}
+				c.st = st
+			}
+			c.fresh = c.st == nil || c.st.Generation != g.Name || c.st.Offset < end
+			copies = append(copies, c)
+		}
+	}
+	if cache != nil {
+		older, err := cache.Older(t.id)
+		if err != nil {
+			return copies, err
+		}
+		for _, st := range older {
+			if !listed[st.Machine] {
+				if err := cache.Remove(t.id, st.Machine); err != nil {
+					return copies, err
+				}
+			}
+		}
+	}
+	return copies, nil
 }
 
 // grepUpdate reads one copy from where the cache left off, or from the
@@ -277,6 +375,14 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 	for _, inv := range invs {
 		if inv.Stream.Machine == c.e.machine && inv.Stream.Name == repo.SessionStream {
 			g = inv.Newest()
+			if c.older {
+				g = nil
+				for _, og := range inv.Generations {
+					if og.Name == c.e.Generation {
+						g = og
+					}
+				}
+			}
 		}
 	}
 	if g == nil {
@@ -293,12 +399,12 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 		x    *search.Indexer
 	)
 	err := retry(ctx, func() (err error) {
-		if p, err = beginRecords(opts.Cache, t.id, c.e.machine, from); err != nil {
+		if p, err = beginRecords(opts.Cache, t.id, c.key(), from); err != nil {
 			return err
 		}
 		if p == nil { // the cached records are gone: indexed anew
 			from = nil
-			if p, err = beginRecords(opts.Cache, t.id, c.e.machine, nil); err != nil {
+			if p, err = beginRecords(opts.Cache, t.id, c.key(), nil); err != nil {
 				return err
 			}
 		}
@@ -324,7 +430,10 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 		return 0, err
 	}
 	n := tail.End - tail.From
-	st := &search.CopyState{Session: t.id, Machine: c.e.machine, Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
+	st := &search.CopyState{Session: t.id, Machine: c.key(), Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
+	if !c.older {
+		st.Listed = opts.now().UTC()
+	}
 	st.LeftOut = x.LeftOut()
 	if from != nil {
 		st.LeftOut = append(slices.Clone(from.LeftOut), st.LeftOut...)
@@ -541,22 +650,27 @@ func scanCopy(c *grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, 
 	return opts.Pattern.ScanFrom(recs, since, bufs, f)
 }
 
-// machines names the copies that hold line, in the copies' order.
-func (r *grepResult) machines(line grepLine, copies []*grepCopy) []string {
-	var out []string
-	for i, c := range copies[:min(len(copies), 64)] {
+// machines names the machines whose current copies hold line, in the
+// copies' order; or, when none does, those whose older copies do (older).
+func (r *grepResult) machines(line grepLine, copies []*grepCopy) (names []string, older bool) {
+	var held []int
+	for i := range copies[:min(len(copies), 64)] {
 		if line.copies&(1<<i) != 0 {
-			out = append(out, c.e.machine)
+			held = append(held, i)
 		}
 	}
 	if line.more > 0 {
 		more := slices.Clone(r.more[line.more-1])
 		slices.Sort(more)
-		for _, i := range more {
-			out = append(out, copies[i].e.machine)
+		held = append(held, more...)
+	}
+	older = !slices.ContainsFunc(held, func(i int) bool { return !copies[i].older })
+	for _, i := range held {
+		if copies[i].older == older && !slices.Contains(names, copies[i].e.machine) {
+			names = append(names, copies[i].e.machine)
 		}
 	}
-	return out
+	return names, older
 }
 
 // emit prints the session's matches in order: those held, or, spilled,
@@ -564,7 +678,7 @@ func (r *grepResult) machines(line grepLine, copies []*grepCopy) []string {
 func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, emit func(GrepMatch) error) error {
 	if !r.spilled {
 		for i, m := range r.out {
-			m.Machines = r.machines(r.lines[r.keys[i]], copies)
+			m.Machines, m.Older = r.machines(r.lines[r.keys[i]], copies)
 			if err := emit(m); err != nil {
 				return err
 			}
@@ -588,8 +702,10 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since
 			line.printed = true
 			r.lines[k] = line
 			printed++
-			err = emit(GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
-				Time: rec.Time(), Text: rec.Text, Machines: r.machines(line, copies), State: l.State})
+			m := GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
+				Time: rec.Time(), Text: rec.Text, State: l.State}
+			m.Machines, m.Older = r.machines(line, copies)
+			err = emit(m)
 		})
 		if err != nil {
 			return err

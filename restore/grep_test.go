@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/search"
@@ -170,8 +171,10 @@ func TestGrep(t *testing.T) {
 	}
 }
 
-// A rewritten session is read again whole; what the cache had of its old
-// generation is not searched.
+// A rewritten session is read again whole, and its older generation,
+// which the remote keeps, is searched too: a line only it holds is found,
+// marked older, and a later search finds it in the cache without reading
+// the remote; once retention removes the generation, it is not found.
 func TestGrepRewritten(t *testing.T) {
 	r := fileRemote(t)
 	m := newMachine(t, r, "desk")
@@ -189,11 +192,51 @@ func TestGrepRewritten(t *testing.T) {
 	}
 	m.replace(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "NEW-WORDS")...), base)
 	m.backup()
-	if got, rep := grep(t, r, "OLD-WORDS", cache, Options{}); len(got) != 0 || rep.Fetched != 1 {
-		t.Errorf("the old generation's words: %+v, %+v", got, rep)
+	for _, run := range []string{"first", "cached"} {
+		got, rep := grep(t, r, "OLD-WORDS", cache, Options{})
+		if len(got) != 1 || !got[0].Older || fmt.Sprint(got[0].Machines) != "[desk]" || rep.Copies != 2 {
+			t.Errorf("%s search of the old generation's words: %+v, %+v", run, got, rep)
+		}
+		if want := map[string]int{"first": 2, "cached": 0}[run]; rep.Fetched != want {
+			t.Errorf("%s search read %d copies, want %d", run, rep.Fetched, want)
+		}
 	}
-	if got, _ := grep(t, r, "NEW-WORDS", cache, Options{}); len(got) != 1 {
-		t.Errorf("the new generation's words: %d matches", len(got))
+	if got, _ := grep(t, r, "NEW-WORDS", cache, Options{}); len(got) != 1 || got[0].Older {
+		t.Errorf("the new generation's words: %+v", got)
+	}
+	if got, _ := grep(t, r, "OLD-WORDS", nil, Options{}); len(got) != 1 || !got[0].Older {
+		t.Errorf("without a cache, the old generation's words: %+v", got)
+	}
+
+	// Retention removes the old generation: a day on, the session is
+	// listed again, and its words are gone.
+	s := repo.Stream{SessionID: id, Machine: "desk", Name: repo.SessionStream}
+	h, _, err := History(context.Background(), r, id, Options{})
+	if err != nil || len(h.Copies) != 2 || h.Copies[0].Current {
+		t.Fatalf("history: %+v, %v", h, err)
+	}
+	ctx := context.Background()
+	for obj, err := range r.Client().List(ctx, s.GenPrefix(h.Copies[0].Generation), remote.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Client().Delete(ctx, obj.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2, _ := search.Compile(search.Pattern{Text: "OLD-WORDS"})
+	for _, tc := range []struct {
+		later time.Duration
+		want  int
+	}{{time.Hour, 1}, {25 * time.Hour, 0}} {
+		var got []GrepMatch
+		_, err := Grep(ctx, r, nil, GrepOptions{Pattern: m2, Cache: cache, now: func() time.Time { return time.Now().Add(tc.later) }}, func(gm GrepMatch) error {
+			got = append(got, gm)
+			return nil
+		})
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%v after retention removed the old generation: %d matches (%v), want %d", tc.later, len(got), err, tc.want)
+		}
 	}
 }
 

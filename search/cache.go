@@ -17,7 +17,8 @@ import (
 
 // Cache keeps the records of session copies under a folder of the state
 // dir, one copy (a session on one machine) per pair of files:
-// <session>/<machine>.json, what was indexed (the generation, how many of
+// <session>/<machine>.json (<machine>@<generation>.json for an older
+// generation), what was indexed (the generation, how many of
 // its bytes, the running stream hash there), and <machine>.txt, the
 // records, to which a grown session's new records are appended. It is
 // bounded: Evict removes the copies used longest ago until the records fit
@@ -52,6 +53,9 @@ type CopyState struct {
 	Version int `json:"version,omitempty"`
 	// LeftOut are the lines of the copy too long to index.
 	LeftOut []LeftLine `json:"left_out,omitempty"`
+	// Listed is when a search last listed the session's objects and so
+	// found its older generations (each kept as an OlderCopy).
+	Listed time.Time `json:"listed,omitzero"`
 }
 
 // recordsVersion changes when the same session bytes index into other
@@ -85,8 +89,21 @@ func (c *Cache) Close() error { return c.lock.Close() }
 // MaxBytes is the bound on the records the cache keeps.
 func (c *Cache) MaxBytes() int64 { return c.max }
 
+// OlderCopy is the cache's name for machine's older generation gen, kept
+// beside its current copy: a generation that is not the newest never
+// grows. ("@" is in no machine's name.)
+func OlderCopy(machine, gen string) string { return machine + "@" + gen }
+
+// validCopy reports whether name is a machine's, or an OlderCopy's.
+func validCopy(name string) bool {
+	if m, gen, ok := strings.Cut(name, "@"); ok {
+		return repo.ValidMachine(m) && repo.ValidGeneration(gen)
+	}
+	return repo.ValidMachine(name)
+}
+
 func (c *Cache) paths(id, machine string) (state, records string, err error) {
-	if !session.ValidID(id) || !repo.ValidMachine(machine) {
+	if !session.ValidID(id) || !validCopy(machine) {
 		return "", "", fmt.Errorf("search cache: unsafe session %q or machine %q", id, machine)
 	}
 	base := filepath.Join(c.dir, id, machine)
@@ -131,6 +148,36 @@ func (c *Cache) saveState(path string, st *CopyState) error {
 		return fmt.Errorf("search cache: %w", err)
 	}
 	return nil
+}
+
+// Older returns what the cache holds of the session's older generations
+// (OlderCopy), on every machine.
+func (c *Cache) Older(id string) ([]*CopyState, error) {
+	if !session.ValidID(id) {
+		return nil, fmt.Errorf("search cache: unsafe session %q", id)
+	}
+	files, err := os.ReadDir(filepath.Join(c.dir, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("search cache: %w", err)
+	}
+	var out []*CopyState
+	for _, f := range files {
+		name, ok := strings.CutSuffix(f.Name(), ".json")
+		if !ok || !strings.Contains(name, "@") {
+			continue
+		}
+		st, err := c.State(id, name)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			out = append(out, st)
+		}
+	}
+	return out, nil
 }
 
 // Remove forgets a copy.

@@ -34,7 +34,10 @@ regular expression (RE2); a match is within one line of text.
 
 One line per match: session id, title, entry id, role, time and the matching
 text. A line that several copies hold (the same session on two machines) is
-printed once. Sessions recorded as deleted on every machine are searched with
+printed once. Older copies the remote keeps (a session rewritten smaller, or
+cut, keeps its older generation until retention removes it) are searched too,
+and a line only they hold is marked [older copy] ("older": true with --json);
+'ompsync history' lists them, and 'restore --generation' brings one back. Sessions recorded as deleted on every machine are searched with
 --include-deleted.
 
 What is read is kept in a cache under state_dir/search, bounded by
@@ -174,7 +177,11 @@ func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
 	if gm.Kind != "text" && gm.Kind != gm.Role {
 		role += "/" + gm.Kind // a tool call in an assistant's entry
 	}
-	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, role, at, excerpt(gm.Text, m))
+	text := excerpt(gm.Text, m)
+	if gm.Older {
+		text = "[older copy] " + text
+	}
+	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, role, at, text)
 	return err
 }
 

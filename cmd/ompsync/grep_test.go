@@ -168,3 +168,31 @@ func TestGrepDamaged(t *testing.T) {
 		t.Errorf("grep left %v", left)
 	}
 }
+
+// A line only an older copy holds (omp rewrote the session smaller, as
+// its pruning does) is found, marked as the older copy's, in text and
+// JSON; a line the current copy holds is not marked.
+func TestGrepOlderCopy(t *testing.T) {
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	e := newRestoreEnv(t, url, backend.S3Options{}, "desk")
+	id := "019a0007-0000-7000-8000-0000000000aa"
+	rel := "sessions/-w/2026-10-07T00-45-40-000Z_" + id + ".jsonl"
+	head := string(synthSession(id, "/home/u/w", "pruned later", 2))
+	e.write(rel, []byte(head+messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "the PRUNED-WORDS")), mtime0)
+	e.mustRun("agent", "--once")
+	e.replaceFile(rel, []byte(head+messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "[pruned] KEPT-WORDS")))
+	e.mustRun("agent", "--once")
+
+	r := e.run("grep", "PRUNED-WORDS")
+	if r.code != 0 || !strings.Contains(r.stdout, "[older copy] the PRUNED-WORDS") || !strings.Contains(r.stderr, "2 copies") {
+		t.Errorf("grep of a line only the older copy holds: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.run("grep", "--json", "PRUNED-WORDS")
+	var gm restore.GrepMatch
+	if err := json.Unmarshal([]byte(r.stdout), &gm); r.code != 0 || err != nil || !gm.Older || gm.Session != id {
+		t.Errorf("grep --json: exit %d, %+v %v", r.code, gm, err)
+	}
+	if r := e.run("grep", "KEPT-WORDS"); r.code != 0 || strings.Contains(r.stdout, "older copy") {
+		t.Errorf("grep of the current copy's line: exit %d\n%s", r.code, r.stdout)
+	}
+}
