@@ -205,25 +205,16 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 			}
 			copies[i] = append(copies[i], c)
 		}
-		if opts.Cache != nil && !needs {
+		for _, c := range copies[i] {
 			// Older generations never change: as the last listing found
 			// them, for a day.
-			older, err := opts.Cache.Older(t.id)
-			if err != nil {
+			if !c.fresh && len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist {
+				c.fresh, needs = true, true
+			}
+		}
+		if !needs {
+			if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
 				return nil, err
-			}
-			for _, c := range copies[i] {
-				if len(older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist {
-					c.fresh, needs = true, true
-				}
-			}
-			for _, st := range older {
-				if needs {
-					break // listed again: grepFetch adds them
-				}
-				if e := t.entry(st.Machine[:strings.IndexByte(st.Machine, '@')]); e != nil && e.Generation != st.Generation {
-					copies[i] = append(copies[i], &grepCopy{e: machineEntry{e.machine, repo.CatalogEntry{Generation: st.Generation, Size: st.Offset}}, st: st, older: true})
-				}
 			}
 		}
 		if needs {
@@ -321,6 +312,23 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 	}
 }
 
+// cachedOlder is copies with the older generations their cached states
+// name, as the cache holds them.
+func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) ([]*grepCopy, error) {
+	for _, c := range copies {
+		for _, gen := range c.st.Older {
+			st, err := cache.State(id, search.OlderCopy(c.e.machine, gen))
+			if err != nil {
+				return nil, err
+			}
+			if st != nil {
+				copies = append(copies, &grepCopy{e: machineEntry{c.e.machine, repo.CatalogEntry{Generation: gen, Size: st.Offset}}, st: st, older: true})
+			}
+		}
+	}
+	return copies, nil
+}
+
 // olderCopies is copies with t's older generations as invs list them: the
 // complete generations of a machine with a current copy that are not that
 // copy. One the cache holds whole is not read again; one retention removed
@@ -372,16 +380,21 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 // the spool when the copy's records are more than the cache holds.
 func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs []*repo.StreamInventory, opts GrepOptions, spool *grepSpool) (int64, error) {
 	var g *repo.Generation
+	var older []string // the machine's other complete generations
 	for _, inv := range invs {
-		if inv.Stream.Machine == c.e.machine && inv.Stream.Name == repo.SessionStream {
-			g = inv.Newest()
-			if c.older {
-				g = nil
-				for _, og := range inv.Generations {
-					if og.Name == c.e.Generation {
-						g = og
-					}
-				}
+		if inv.Stream.Machine != c.e.machine || inv.Stream.Name != repo.SessionStream {
+			continue
+		}
+		g = inv.Newest()
+		if c.older {
+			g = nil
+		}
+		for _, og := range inv.Generations {
+			switch {
+			case c.older && og.Name == c.e.Generation:
+				g = og
+			case og.HasMeta && og.Name != c.e.Generation:
+				older = append(older, og.Name)
 			}
 		}
 	}
@@ -432,7 +445,7 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 	n := tail.End - tail.From
 	st := &search.CopyState{Session: t.id, Machine: c.key(), Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
 	if !c.older {
-		st.Listed = opts.now().UTC()
+		st.Listed, st.Older = opts.now().UTC(), older
 	}
 	st.LeftOut = x.LeftOut()
 	if from != nil {

@@ -53,9 +53,11 @@ type CopyState struct {
 	Version int `json:"version,omitempty"`
 	// LeftOut are the lines of the copy too long to index.
 	LeftOut []LeftLine `json:"left_out,omitempty"`
-	// Listed is when a search last listed the session's objects and so
-	// found its older generations (each kept as an OlderCopy).
+	// Listed is when a search last listed the session's objects, and
+	// Older the machine's older generations it found (each kept as an
+	// OlderCopy).
 	Listed time.Time `json:"listed,omitzero"`
+	Older  []string  `json:"older,omitempty"`
 }
 
 // recordsVersion changes when the same session bytes index into other
