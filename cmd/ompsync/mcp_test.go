@@ -217,3 +217,26 @@ func unwrap(t *testing.T, text string) []byte {
 	}
 	return []byte(text)
 }
+
+// mcp.redact false returns what the session holds; an unreachable remote
+// is a tool error of one line.
+func TestMCPRedactOffAndNoRemote(t *testing.T) {
+	url := "file://" + t.TempDir() + "/remote"
+	e := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
+	e.write("sessions/-p/2026-10-07T00-45-40-000Z_"+mcpID+".jsonl", mcpSession(mcpID, "recall test", 4), mtime0)
+	e.mustRun("agent", "--once")
+	e.env["OMPSYNC_MCP_REDACT"] = "false"
+	text, isErr := call(t, mcpClient(t, e.env), "search", map[string]any{"pattern": "AWS_SECRET"})
+	if isErr || !strings.Contains(text, mcpSecret) || strings.Contains(text, "redacted") {
+		t.Errorf("mcp.redact false: error %v, %s", isErr, text)
+	}
+
+	e.env["OMPSYNC_REMOTE"] = "file://" + t.TempDir() + "/nothing-here"
+	cs := mcpClient(t, e.env)
+	for tool, args := range map[string]map[string]any{"search": {"pattern": "x"}, "list_sessions": {}, "read_session": {"id": "019b"}, "session_history": {"id": "019b"}} {
+		text, isErr := call(t, cs, tool, args)
+		if !isErr || !strings.Contains(text, "nothing-here") || strings.Contains(text, "\n") {
+			t.Errorf("%s on a missing remote: error %v, %q", tool, isErr, text)
+		}
+	}
+}
