@@ -52,7 +52,7 @@ func NewServer(src Source, version string) *mcp.Server {
 const (
 	SearchHelp  = `Search the text of every coding-agent session ever backed up, on every machine (including sessions deleted locally): what users and models wrote, reasoning, tool calls and results. Use it to recall past work ("what did we decide about X"). pattern is a fixed string, or a Go RE2 regular expression with regexp=true; filter by agent (omp, pi, claude, codex), project (substring), machine, since/until (RFC 3339 or a duration back from now like 7d). Returns matches (session id, title, project, time, role, entry id, snippet) and the total; a result holds at most 32 KiB: pass next_cursor back as cursor for the next page. Cost: the first search reads every session from the remote (a LIST and GET per machine, then each copy's chunks); later ones read only the catalogs and new chunks, through the local cache.`
 	ListHelp    = `List the backed-up sessions of every machine, newest first: id, agent, title, project, machines, size, last change, state (present, archived, deleted). Filters as search. At most 32 KiB a result; pass next_cursor back as cursor. Cost: one LIST and one GET per machine, however many sessions.`
-	ReadHelp    = `Read one backed-up session as a readable transcript (time, role, text of each entry; tool calls summed up), by id or id prefix (from search or list_sessions). At most 32 KiB a result, from line (0 first) or from a few lines before the first line holding around (a search match's snippet, or any text); pass next_line back as line to continue. Cost: the session's copies are fetched whole and verified (its size in bytes from the remote).`
+	ReadHelp    = `Read one backed-up session as a readable transcript (time, [entry id], role, text of each entry; tool calls summed up), by id or id prefix (from search or list_sessions). At most 32 KiB a result, from line (0 first) or from a few lines before the first line holding around (an entry id from search, or any text); pass next_line back as line to continue. Cost: the session's copies are fetched whole and verified (its size in bytes from the remote).`
 	HistoryHelp = `The copies the backup holds of one session: per machine and generation, when each began and why, size, last upload, and whether it is current; at most 32 KiB, the newest copies kept. Cost: one LIST and one GET per machine and the session's meta objects.`
 )
 
@@ -278,7 +278,7 @@ type ReadIn struct {
 	Agent   string `json:"agent,omitempty" jsonschema:"the agent whose session it is, when ids of two agents meet"`
 	Machine string `json:"machine,omitempty" jsonschema:"that machine's copy alone"`
 	Line    int    `json:"line,omitempty" jsonschema:"the transcript line to start at (0 first); next_line of the previous result"`
-	Around  string `json:"around,omitempty" jsonschema:"start a few lines before the first line holding this text (a search match's snippet)"`
+	Around  string `json:"around,omitempty" jsonschema:"start a few lines before the first line holding this text: an entry id from search, or any text"`
 }
 
 // before is how many lines a window around a line starts before it.
@@ -369,7 +369,7 @@ func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*m
 	}
 	defer pr.Close()
 	w := &window{in: in, from: in.Line}
-	if err := pr.Transcript(w, transcript.RenderOptions{}); err != nil && !errors.Is(err, errFull) {
+	if err := pr.Transcript(w, transcript.RenderOptions{EntryIDs: true}); err != nil && !errors.Is(err, errFull) {
 		return nil, nil, err
 	}
 	if !w.stopped && len(w.partial) > 0 {

@@ -149,8 +149,8 @@ func TestMCPCommand(t *testing.T) {
 			}
 			assertMasked(t, text)
 		}
-		text, isErr := call(t, cs, "read_session", map[string]any{"id": mcpID[:13], "around": "line 2 of recall test"})
-		if isErr || !strings.Contains(text, "line 2 of recall test") || !strings.Contains(text, `"next_line":`) || len(text) > recall.Budget {
+		text, isErr := call(t, cs, "read_session", map[string]any{"id": mcpID[:13], "around": "00000003"})
+		if isErr || !strings.Contains(text, "[00000003]  user: line 2 of recall test") || !strings.Contains(text, `"next_line":`) || len(text) > recall.Budget {
 			t.Errorf("read_session around: error %v, %d bytes, %.300s", isErr, len(text), text)
 		}
 		assertMasked(t, text)
