@@ -225,6 +225,10 @@ func TestMCPRedactOffAndNoRemote(t *testing.T) {
 	e := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
 	e.write("sessions/-p/2026-10-07T00-45-40-000Z_"+mcpID+".jsonl", mcpSession(mcpID, "recall test", 4), mtime0)
 	e.mustRun("agent", "--once")
+	// --help names each tool and what it costs.
+	if r := e.run("mcp", "--help"); r.code != 0 || !strings.Contains(r.stdout, "session_history") || strings.Count(r.stdout, "Cost:") != 4 {
+		t.Errorf("mcp --help: exit %d, %s", r.code, r.stdout)
+	}
 	e.env["OMPSYNC_MCP_REDACT"] = "false"
 	text, isErr := call(t, mcpClient(t, e.env), "search", map[string]any{"pattern": "AWS_SECRET"})
 	if isErr || !strings.Contains(text, mcpSecret) || strings.Contains(text, "redacted") {
