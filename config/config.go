@@ -51,6 +51,7 @@ type Config struct {
 	Compaction Compaction
 	Retention  Retention
 	Search     Search
+	MCP        MCP
 	Restore    Restore
 	File       string // the config file actually read, "" if none
 
@@ -101,6 +102,12 @@ func (e Encryption) Enabled() bool {
 type Compaction struct {
 	Idle      time.Duration
 	MaxChunks int
+}
+
+// MCP configures ompsync mcp.
+type MCP struct {
+	// Redact masks what looks like a credential in results.
+	Redact bool
 }
 
 // Search configures ompsync grep's local cache.

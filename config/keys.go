@@ -318,6 +318,12 @@ var keys = []key{
 		check: checkSize,
 	},
 	{
+		name:  "mcp.redact",
+		help:  "ompsync mcp masks strings in what it returns that look like credentials (AWS access keys and the secrets beside them, GitHub tokens, sk- API keys, PEM private keys), counting them in each result, so a search does not paste a key into a new conversation",
+		field: func(c *Config) any { return &c.MCP.Redact },
+		def:   static("true"),
+	},
+	{
 		name:  "restore.max_merge_size",
 		help:  "how much memory restore and pull may give the index that merges a session's copies that went on apart line by line: 192 bytes a line of every copy (twice where copies hold an entry in other bytes) and the longest line, never the copies themselves, which are read through (256MiB is about 1.4 million lines, two copies of some 350 MiB each), e.g. 1GiB; past it the session is not merged and the error says so",
 		field: func(c *Config) any { return &c.Restore.MaxMergeSize },

@@ -246,3 +246,29 @@ func (m *Matcher) Index(text string) int {
 	}
 	return max(i, 0)
 }
+
+// Excerpt is text, tabs as spaces, or when longer than width runes the
+// part around its first match: a minified file a tool read is one line.
+func (m *Matcher) Excerpt(text string, width int) string {
+	text = strings.ReplaceAll(text, "\t", " ")
+	if utf8.RuneCountInString(text) <= width {
+		return text
+	}
+	at := max(0, m.Index(text))
+	from := max(0, at-width/4)
+	for from > 0 && !utf8.RuneStart(text[from]) {
+		from--
+	}
+	to := min(len(text), from+width)
+	for to < len(text) && !utf8.RuneStart(text[to]) {
+		to++
+	}
+	out := text[from:to]
+	if from > 0 {
+		out = "..." + out
+	}
+	if to < len(text) {
+		out += "..."
+	}
+	return out
+}

@@ -20,6 +20,9 @@ type RenderOptions struct {
 	Location *time.Location
 	// Format reads the session's lines (nil: OMP).
 	Format Format
+	// EntryIDs puts each entry's id in brackets after its time, on its
+	// first line (ompsync mcp: a reader can go to an entry search named).
+	EntryIDs bool
 	// Heading is the first line, naming the session; when empty, it is
 	// read from an omp or pi header, if the file starts with one.
 	Heading string
@@ -93,7 +96,7 @@ func RenderFrom(w io.Writer, r io.Reader, opts RenderOptions) error {
 			fmt.Fprintf(bw, "-  (line %d: %d MiB, more than the %d MiB a transcript shows of one line; left out)\n", n, long>>20, maxLine>>20)
 		} else if len(line) > 0 || err == nil { // every line Entries reads
 			if e, ok := format.Text(line, n); ok {
-				writeEntry(bw, e, loc, opts.Thinking)
+				writeEntry(bw, e, loc, opts.Thinking, opts.EntryIDs)
 			}
 		}
 		if err == io.EOF {
@@ -132,10 +135,13 @@ func readLine(br *bufio.Reader, buf []byte) (line []byte, long int64, err error)
 
 // writeEntry writes one entry's parts, a line each (a text's further lines
 // indented under it).
-func writeEntry(bw *bufio.Writer, e Entry, loc *time.Location, thinking bool) {
+func writeEntry(bw *bufio.Writer, e Entry, loc *time.Location, thinking, ids bool) {
 	at := "-"
 	if !e.Time.IsZero() {
 		at = e.Time.In(loc).Format(time.DateTime)
+	}
+	if ids && e.ID != "" {
+		at += "  [" + e.ID + "]"
 	}
 	for _, p := range e.Parts {
 		var head, body string

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -177,36 +175,10 @@ func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
 	if gm.Kind != "text" && gm.Kind != gm.Role {
 		role += "/" + gm.Kind // a tool call in an assistant's entry
 	}
-	text := excerpt(gm.Text, m)
+	text := m.Excerpt(gm.Text, matchWidth)
 	if gm.Older {
 		text = "[older copy] " + text
 	}
 	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, role, at, text)
 	return err
-}
-
-// excerpt is text, or when longer than matchWidth the part around its
-// first match.
-func excerpt(text string, m *search.Matcher) string {
-	text = strings.ReplaceAll(text, "\t", " ")
-	if utf8.RuneCountInString(text) <= matchWidth {
-		return text
-	}
-	at := m.Index(text)
-	from := max(0, at-matchWidth/4)
-	for from > 0 && !utf8.RuneStart(text[from]) {
-		from--
-	}
-	to := min(len(text), from+matchWidth)
-	for to < len(text) && !utf8.RuneStart(text[to]) {
-		to++
-	}
-	out := text[from:to]
-	if from > 0 {
-		out = "..." + out
-	}
-	if to < len(text) {
-		out += "..."
-	}
-	return out
 }

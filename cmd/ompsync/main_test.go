@@ -112,7 +112,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--machine", "desk", "restore", "--all"}, []string{`--machine before "restore" names this machine`, `put it after "restore"`}},
 		{[]string{"--remote", "file:///x", "--machine=desk", "ls"}, []string{`--machine before "ls"`}},
 		// An unknown command asked for help is still unknown.
-		{[]string{"mcp", "--help"}, []string{`unknown command "mcp"`, "see 'ompsync --help'"}},
+		{[]string{"serve", "--help"}, []string{`unknown command "serve"`, "see 'ompsync --help'"}},
 		{[]string{"--remote", "file:///x", "resotre", "-h"}, []string{`unknown command "resotre"`, `did you mean "restore"?`}},
 		{[]string{"service", "bogus", "--help"}, []string{`unknown command "bogus"`, "see 'ompsync service --help'"}},
 	}

@@ -167,7 +167,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newAgentCmd(a),
 		newStatusCmd(a),
 		newLsCmd(a), newRestoreCmd(a), newVerifyCmd(a),
-		newHistoryCmd(a), newCatCmd(a), newGrepCmd(a),
+		newHistoryCmd(a), newCatCmd(a), newGrepCmd(a), newMCPCmd(a),
 		newKeygenCmd(a),
 		newRekeyCmd(a),
 		newCompactCmd(a), newPruneCmd(a),

@@ -1,0 +1,464 @@
+// Package recall serves the backup to coding agents over MCP, read-only:
+// its tools are thin layers over what ompsync grep, ls, cat --text and
+// history read, with the same remote, decryption, cache and bounds.
+package recall
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/search"
+	"github.com/ompsync/ompsync/transcript"
+)
+
+// Budget bounds the text of one tool result, in bytes.
+const Budget = 32 << 10
+
+// snippetWidth bounds a match's snippet, in runes (as grep's line).
+const snippetWidth = 200
+
+// Source is how the tools reach the remote.
+type Source struct {
+	// Places opens the remote's agents (of one agent, when set).
+	Places func(ctx context.Context, machine, agent string) ([]restore.Place, []string, error)
+	// Cache opens an agent's search cache (nil, nil: none).
+	Cache        func(agent string) (*search.Cache, error)
+	Parallel     int
+	MaxMergeSize int64
+	// Redact masks what looks like a credential (mcp.redact).
+	Redact bool
+}
+
+// NewServer is the MCP server with the four tools.
+func NewServer(src Source, version string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "ompsync", Version: version}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "search", Description: SearchHelp}, src.search)
+	mcp.AddTool(s, &mcp.Tool{Name: "list_sessions", Description: ListHelp}, src.list)
+	mcp.AddTool(s, &mcp.Tool{Name: "read_session", Description: ReadHelp}, src.read)
+	mcp.AddTool(s, &mcp.Tool{Name: "session_history", Description: HistoryHelp}, src.history)
+	return s
+}
+
+// The tools' descriptions, also printed by ompsync mcp --help.
+const (
+	SearchHelp  = `Search the text of every coding-agent session ever backed up, on every machine (including sessions deleted locally): what users and models wrote, reasoning, tool calls and results. Use it to recall past work ("what did we decide about X"). pattern is a fixed string, or a Go RE2 regular expression with regexp=true; filter by agent (omp, pi, claude, codex), project (substring), machine, since/until (RFC 3339 or a duration back from now like 7d). Returns matches (session id, title, project, time, role, entry id, snippet) and the total; a result holds at most 32 KiB: pass next_cursor back as cursor for the next page. Cost: the first search reads every session from the remote (a LIST and GET per machine, then each copy's chunks); later ones read only the catalogs and new chunks, through the local cache.`
+	ListHelp    = `List the backed-up sessions of every machine, newest first: id, agent, title, project, machines, size, last change, state (present, archived, deleted). Filters as search. At most 32 KiB a result; pass next_cursor back as cursor. Cost: one LIST and one GET per machine, however many sessions.`
+	ReadHelp    = `Read one backed-up session as a readable transcript (time, [entry id], role, text of each entry; tool calls summed up), by id or id prefix (from search or list_sessions). At most 32 KiB a result, from line (0 first) or from a few lines before the first line holding around (an entry id from search, or any text); pass next_line back as line to continue. Cost: the session's copies are fetched whole and verified (its size in bytes from the remote).`
+	HistoryHelp = `The copies the backup holds of one session: per machine and generation, when each began and why, size, last upload, and whether it is current; at most 32 KiB, the newest copies kept. Cost: one LIST and one GET per machine and the session's meta objects.`
+)
+
+// Filter narrows search and list_sessions.
+type Filter struct {
+	Agent   string `json:"agent,omitempty" jsonschema:"only this agent's sessions: omp, pi, claude or codex"`
+	Project string `json:"project,omitempty" jsonschema:"only sessions whose project contains this text"`
+	Machine string `json:"machine,omitempty" jsonschema:"only this machine's copies"`
+	Since   string `json:"since,omitempty" jsonschema:"from this time on: RFC 3339 or a duration back from now (3h, 7d)"`
+	Until   string `json:"until,omitempty" jsonschema:"up to this time: RFC 3339 or a duration back from now"`
+	Cursor  string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page"`
+}
+
+// SearchIn is search's input.
+type SearchIn struct {
+	Pattern    string `json:"pattern" jsonschema:"the text to find (a fixed string unless regexp)"`
+	Regexp     bool   `json:"regexp,omitempty" jsonschema:"pattern is a Go RE2 regular expression"`
+	IgnoreCase bool   `json:"ignore_case,omitempty" jsonschema:"match without regard to case"`
+	Filter
+}
+
+// Match is one matching line.
+type Match struct {
+	Session string    `json:"session"`
+	Agent   string    `json:"agent,omitempty"`
+	Title   string    `json:"title,omitempty"`
+	Project string    `json:"project,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
+	Role    string    `json:"role"`
+	Entry   string    `json:"entry,omitempty"`
+	Snippet string    `json:"snippet"`
+	// Older: only an older copy of the session holds this line (a rewrite
+	// or a compaction replaced it since).
+	Older bool `json:"older,omitempty"`
+}
+
+type filter struct {
+	since, until time.Time
+	cursor       int
+}
+
+func (f Filter) parse() (filter, error) {
+	var out filter
+	var err error
+	now := time.Now()
+	if f.Since != "" {
+		if out.since, err = restore.ParseAt(f.Since, now); err != nil {
+			return out, fmt.Errorf("since: %w", err)
+		}
+	}
+	if f.Until != "" {
+		if out.until, err = restore.ParseAt(f.Until, now); err != nil {
+			return out, fmt.Errorf("until: %w", err)
+		}
+	}
+	if f.Cursor != "" {
+		if out.cursor, err = strconv.Atoi(f.Cursor); err != nil || out.cursor < 0 {
+			return out, fmt.Errorf("cursor %q: pass next_cursor of the previous result, or none", f.Cursor)
+		}
+	}
+	return out, nil
+}
+
+func (f filter) in(t time.Time) bool {
+	return (f.since.IsZero() || !t.Before(f.since)) && (f.until.IsZero() || !t.After(f.until))
+}
+
+// projects maps each session (agent/id) to its project, read from the
+// catalogs (what ls reads), with the sessions' list.
+func projects(list []restore.Listing) map[string]string {
+	m := make(map[string]string, len(list))
+	for _, l := range list {
+		if l.Project != nil {
+			m[l.Agent+"/"+l.ID] = l.Project.String()
+		}
+	}
+	return m
+}
+
+func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn) (*mcp.CallToolResult, any, error) {
+	if in.Pattern == "" {
+		return nil, nil, errors.New("pattern is empty: give the text to find")
+	}
+	f, err := in.parse()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := search.Compile(search.Pattern{Text: in.Pattern, IgnoreCase: in.IgnoreCase, Regexp: in.Regexp})
+	if err != nil {
+		return nil, nil, fmt.Errorf("pattern: %w", err)
+	}
+	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, more, err := restore.ListAll(ctx, places, in.Machine)
+	if err != nil {
+		return nil, nil, err
+	}
+	problems = append(problems, more...)
+	proj := projects(list)
+	var caches []*search.Cache
+	defer func() {
+		for _, c := range caches {
+			c.Close()
+		}
+	}()
+	cacheOf := func(agent string) (*search.Cache, error) {
+		if s.Cache == nil {
+			return nil, nil
+		}
+		c, err := s.Cache(agent)
+		if c != nil {
+			caches = append(caches, c)
+		}
+		return c, err
+	}
+	opts := restore.GrepOptions{Pattern: m, Since: f.since}
+	opts.Options = restore.Options{Machine: in.Machine, IncludeDeleted: true, Parallel: s.Parallel}
+	var page []Match
+	total, size, next := 0, 0, -1
+	emit := func(gm restore.GrepMatch) error {
+		p := proj[gm.Agent+"/"+gm.Session]
+		if !f.in(gm.Time) || (in.Project != "" && !strings.Contains(p, in.Project)) {
+			return nil
+		}
+		total++
+		if total-1 < f.cursor || next >= 0 {
+			return nil
+		}
+		role := gm.Role
+		if gm.Kind != "text" && gm.Kind != gm.Role {
+			role += "/" + gm.Kind
+		}
+		mt := Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: role, Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older}
+		b, _ := json.Marshal(mt)
+		if size+len(b) > Budget-1024 { // room for the envelope
+			next = total - 1
+			return nil
+		}
+		size += len(b)
+		page = append(page, mt)
+		return nil
+	}
+	rep, err := restore.GrepAll(ctx, places, nil, opts, cacheOf, emit)
+	if err != nil {
+		return nil, nil, err
+	}
+	problems = append(problems, rep.Problems...)
+	out := struct {
+		Total      int      `json:"total"`
+		Matches    []Match  `json:"matches"`
+		NextCursor string   `json:"next_cursor,omitempty"`
+		Problems   []string `json:"problems,omitempty"`
+	}{Total: total, Matches: page, Problems: problems}
+	if next >= 0 {
+		out.NextCursor = strconv.Itoa(next)
+	}
+	return s.result(out)
+}
+
+// Session is one session of list_sessions.
+type Session struct {
+	ID       string    `json:"id"`
+	Agent    string    `json:"agent"`
+	Title    string    `json:"title,omitempty"`
+	Project  string    `json:"project,omitempty"`
+	Machines []string  `json:"machines"`
+	Size     int64     `json:"size"`
+	Mtime    time.Time `json:"last_change"`
+	State    string    `json:"state"`
+}
+
+func (s Source) list(ctx context.Context, _ *mcp.CallToolRequest, in Filter) (*mcp.CallToolResult, any, error) {
+	f, err := in.parse()
+	if err != nil {
+		return nil, nil, err
+	}
+	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, more, err := restore.ListAll(ctx, places, in.Machine)
+	if err != nil {
+		return nil, nil, err
+	}
+	problems = append(problems, more...)
+	var page []Session
+	total, size, next := 0, 0, -1
+	for _, l := range list {
+		p := ""
+		if l.Project != nil {
+			p = l.Project.String()
+		}
+		if !f.in(l.Mtime) || (in.Project != "" && !strings.Contains(p, in.Project)) {
+			continue
+		}
+		total++
+		if total-1 < f.cursor || next >= 0 {
+			continue
+		}
+		se := Session{ID: l.ID, Agent: l.Agent, Title: l.Title, Project: p, Machines: l.Machines, Size: l.Size, Mtime: l.Mtime, State: l.State}
+		b, _ := json.Marshal(se)
+		if size+len(b) > Budget-1024 {
+			next = total - 1
+			continue
+		}
+		size += len(b)
+		page = append(page, se)
+	}
+	out := struct {
+		Total      int       `json:"total"`
+		Sessions   []Session `json:"sessions"`
+		NextCursor string    `json:"next_cursor,omitempty"`
+		Problems   []string  `json:"problems,omitempty"`
+	}{Total: total, Sessions: page, Problems: problems}
+	if next >= 0 {
+		out.NextCursor = strconv.Itoa(next)
+	}
+	return s.result(out)
+}
+
+// ReadIn is read_session's input.
+type ReadIn struct {
+	ID      string `json:"id" jsonschema:"the session's id or a prefix of it"`
+	Agent   string `json:"agent,omitempty" jsonschema:"the agent whose session it is, when ids of two agents meet"`
+	Machine string `json:"machine,omitempty" jsonschema:"that machine's copy alone"`
+	Line    int    `json:"line,omitempty" jsonschema:"the transcript line to start at (0 first); next_line of the previous result"`
+	Around  string `json:"around,omitempty" jsonschema:"start a few lines before the first line holding this text: an entry id from search, or any text"`
+}
+
+// before is how many lines a window around a line starts before it.
+const before = 5
+
+// errFull stops rendering a transcript past the budget.
+var errFull = errors.New("budget reached")
+
+// window keeps the transcript lines of one page.
+type window struct {
+	in             ReadIn
+	line, from     int
+	partial        []byte
+	out            bytes.Buffer
+	next           int
+	ring           []string
+	found, stopped bool
+}
+
+func (w *window) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.partial = append(w.partial, p...)
+			break
+		}
+		w.partial = append(w.partial, p[:i+1]...)
+		p = p[i+1:]
+		if err := w.take(string(w.partial)); err != nil {
+			return 0, err
+		}
+		w.partial = w.partial[:0]
+	}
+	return n, nil
+}
+
+func (w *window) take(l string) error {
+	defer func() { w.line++ }()
+	if w.in.Around != "" && !w.found {
+		if !strings.Contains(l, w.in.Around) {
+			w.ring = append(w.ring, l)
+			if len(w.ring) > before {
+				w.ring = w.ring[1:]
+			}
+			return nil
+		}
+		w.found = true
+		w.from = w.line - len(w.ring)
+		for _, r := range w.ring {
+			w.out.WriteString(r)
+		}
+	} else if w.in.Around == "" && w.line < w.in.Line {
+		return nil
+	}
+	if w.out.Len()+len(l) > Budget-1024 && w.out.Len() > 0 {
+		w.next, w.stopped = w.line, true
+		return errFull
+	}
+	if len(l) > Budget-1024 {
+		l = l[:Budget-1024] + "...\n"
+	}
+	w.out.WriteString(l)
+	return nil
+}
+
+func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*mcp.CallToolResult, any, error) {
+	if in.ID == "" {
+		return nil, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
+	}
+	if in.Line < 0 {
+		return nil, nil, errors.New("line is negative: give 0 or next_line of the previous result")
+	}
+	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := restore.Options{Machine: in.Machine, Parallel: s.Parallel, MaxMergeSize: s.MaxMergeSize}
+	pl, id, err := restore.Find(ctx, places, in.ID, opts)
+	if err != nil {
+		return nil, nil, oneLine(err)
+	}
+	opts.Store = pl.Store
+	pr, more, err := restore.Cat(ctx, pl.Repo, id, opts)
+	problems = append(problems, more...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pr.Close()
+	w := &window{in: in, from: in.Line}
+	if err := pr.Transcript(w, transcript.RenderOptions{EntryIDs: true}); err != nil && !errors.Is(err, errFull) {
+		return nil, nil, err
+	}
+	if !w.stopped && len(w.partial) > 0 {
+		_ = w.take(string(w.partial))
+	}
+	if in.Around != "" && !w.found {
+		return nil, nil, fmt.Errorf("no line of session %s holds %q: search for it first, or read from a line", id, in.Around)
+	}
+	out := struct {
+		Session    string   `json:"session"`
+		Agent      string   `json:"agent"`
+		FromLine   int      `json:"from_line"`
+		Transcript string   `json:"transcript"`
+		NextLine   int      `json:"next_line,omitempty"`
+		Problems   []string `json:"problems,omitempty"`
+	}{Session: id, Agent: pl.Store.Name(), FromLine: w.from, Transcript: w.out.String(), Problems: problems}
+	if w.stopped {
+		out.NextLine = w.next
+	}
+	return s.result(out)
+}
+
+// HistoryIn is session_history's input.
+type HistoryIn struct {
+	ID      string `json:"id" jsonschema:"the session's id or a prefix of it"`
+	Agent   string `json:"agent,omitempty" jsonschema:"the agent whose session it is"`
+	Machine string `json:"machine,omitempty" jsonschema:"only this machine's copies"`
+}
+
+func (s Source) history(ctx context.Context, _ *mcp.CallToolRequest, in HistoryIn) (*mcp.CallToolResult, any, error) {
+	if in.ID == "" {
+		return nil, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
+	}
+	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := restore.Options{Machine: in.Machine, Parallel: s.Parallel}
+	pl, id, err := restore.Find(ctx, places, in.ID, opts)
+	if err != nil {
+		return nil, nil, oneLine(err)
+	}
+	opts.Store = pl.Store
+	h, more, err := restore.History(ctx, pl.Repo, id, opts)
+	problems = append(problems, more...)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A long history keeps its newest copies within the budget.
+	for {
+		b, _ := json.Marshal(h)
+		if len(b) < Budget-1024 || len(h.Copies) <= 1 {
+			break
+		}
+		h.Copies = h.Copies[1:]
+		problems = append(problems[:0:0], append(problems, "older copies left out to stay within 32 KiB")...)
+	}
+	out := struct {
+		History  *restore.SessionHistory `json:"history"`
+		Problems []string                `json:"problems,omitempty"`
+	}{h, problems}
+	return s.result(out)
+}
+
+// result is v as JSON text, credentials masked when s.Redact.
+func (s Source) result(v any) (*mcp.CallToolResult, any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	text := string(b)
+	if s.Redact {
+		var n int
+		text, n = Redact(text)
+		if n > 0 {
+			text = fmt.Sprintf(`{"redacted":%d,"result":%s}`, n, text)
+		}
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
+}
+
+// oneLine is err's first line: an ambiguous prefix names its candidates
+// on one.
+func oneLine(err error) error {
+	if i := strings.IndexByte(err.Error(), '\n'); i >= 0 {
+		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	return err
+}
