@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // lockDir takes an exclusive lock on the state dir's lock file (flock;
@@ -43,4 +45,58 @@ func TryLockFile(f *os.File) error {
 		return fmt.Errorf("lock state dir: %w", err)
 	}
 	return nil
+}
+
+// maintenanceLock names the lock file held by whatever deletes this
+// machine's objects on the remote: the agent's compaction and retention,
+// and the compact, prune and rekey commands. Two of them at once could
+// each take a chunk the other has just verified and relies on.
+const maintenanceLock = "maintenance.lock"
+
+// tryLockMaintenance takes the state dir's maintenance lock without
+// waiting; ok is false while another process holds it.
+func tryLockMaintenance(dir string) (unlock func(), ok bool, err error) {
+	f, err := os.OpenFile(filepath.Join(dir, maintenanceLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, false, fmt.Errorf("open maintenance lock: %w", err)
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		if errors.Is(err, errWouldBlock) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("take maintenance lock: %w", err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, true, nil
+}
+
+// LockMaintenance takes the state dir's maintenance lock, waiting while
+// another maintainer holds it (the agent's compaction ends by itself);
+// waiting is called once, with the holder's pid, when it has to wait.
+// A state dir that does not exist yet is made: the lock must exist for
+// an agent started meanwhile to see it.
+func LockMaintenance(ctx context.Context, dir string, waiting func(pid string)) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("make state dir: %w", err)
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for said := false; ; {
+		unlock, ok, err := tryLockMaintenance(dir)
+		if ok || err != nil {
+			return unlock, err
+		}
+		if !said && waiting != nil {
+			b, _ := os.ReadFile(filepath.Join(dir, maintenanceLock))
+			waiting(strings.TrimSpace(string(b)))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }

@@ -19,6 +19,33 @@ const maxCompactionsPerTick = 2
 func (a *Agent) maintain(ctx context.Context) {
 	now := a.now()
 	done := 0
+	var unlock func()
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
+	// locked takes the maintenance lock before the first object is
+	// deleted, so a compact, prune or rekey run from a shell or cron
+	// and this agent never delete at once; held by one, this tick's
+	// maintenance waits for a later tick.
+	locked := func() bool {
+		if unlock != nil {
+			return true
+		}
+		u, ok, err := tryLockMaintenance(a.opts.StateDir)
+		if err != nil {
+			a.problems.warn(a.log, now, "maintenance lock", "compaction and retention wait: the maintenance lock cannot be taken; check the state dir's permissions", err)
+			return false
+		}
+		a.problems.clear(a.log, "maintenance lock")
+		if !ok {
+			a.log.Debug("compaction and retention wait for another ompsync command holding the maintenance lock")
+			return false
+		}
+		unlock = u
+		return true
+	}
 	for _, f := range a.state.Streams {
 		if done >= maxCompactionsPerTick || ctx.Err() != nil {
 			break
@@ -30,6 +57,9 @@ func (a *Agent) maintain(ctx context.Context) {
 		idle := !f.IdleCompacted && f.SmallChunks > 0 && now.Sub(f.SyncedAt) >= a.opts.Compaction.Idle
 		if !busy && !idle {
 			continue
+		}
+		if !locked() {
+			return
 		}
 		done++
 		res, err := compact.Stream(ctx, a.repo, f.stream(a.opts.Machine), f.Generation, idle, a.opts.Compaction)
@@ -71,7 +101,7 @@ func (a *Agent) maintain(ctx context.Context) {
 		a.state.changed.all = true
 		return
 	}
-	if now.Sub(a.state.LastPrune) < 24*time.Hour {
+	if now.Sub(a.state.LastPrune) < 24*time.Hour || !locked() {
 		return
 	}
 	a.state.LastPrune = now

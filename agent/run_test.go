@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +165,40 @@ func (e *env) remoteSize(id string) (int64, error) {
 		}
 	}
 	return 0, nil
+}
+
+// While another ompsync command holds the maintenance lock (a compact or
+// prune from cron), the agent uploads but does not compact; it compacts
+// once the lock is free.
+func TestCompactionWaitsForTheMaintenanceLock(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	var logs lockedBuffer
+	e.opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.opts.Interval = 20 * time.Millisecond
+	e.opts.Compaction = compact.Policy{Idle: 50 * time.Millisecond}
+	unlock, err := LockMaintenance(context.Background(), e.stateDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.writeRename(ompRel, corpus(t, ompFile))
+	e.runAgent()
+	for i := range 4 {
+		e.appendTo(ompRel, entryLine(fmt.Sprintf("m%07d", i), "", "while locked"))
+		want := int64(len(e.read(ompRel)))
+		waitFor(t, "the append uploaded", func() bool { n, _ := e.remoteSize(ompID); return n == want })
+	}
+	waitFor(t, "compaction waiting for the lock", func() bool {
+		return strings.Contains(logs.String(), "compaction and retention wait for another ompsync command holding the maintenance lock")
+	})
+	n, put := len(e.generations(ompID, repo.SessionStream)[0].Chunks), len(chunkPuts(e.client.takePutsKeep()))
+	if n < 3 || n != put {
+		t.Fatalf("%d chunks of %d put while the lock was held: compacted anyway", n, put)
+	}
+	unlock()
+	waitFor(t, "compaction once the lock is free", func() bool {
+		return len(e.generations(ompID, repo.SessionStream)[0].Chunks) < n
+	})
+	e.assertRemoteEquals(ompRel, ompID)
 }
 
 // The running agent compacts a busy stream's small chunks as it goes, and

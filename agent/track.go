@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -399,7 +400,7 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 			return n, objects, err
 		}
 		objects += metaPut
-		stored, err := a.repo.PutChunk(ctx, s, fst.Generation, hdr, data)
+		stored, err := a.repo.PutChunk(ctx, s, fst.Generation, hdr, data, remote.PutOptions{})
 		if err != nil {
 			return n, objects, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, start, stop, err)
 		}
@@ -501,7 +502,7 @@ func (a *Agent) uploadPulled(ctx context.Context, fst *FileState, src source, h 
 	_, err = a.firstChunkMeta(ctx, fst, &hdr)
 	var stored int
 	if err == nil {
-		stored, err = a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, hdr, nil)
+		stored, err = a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, hdr, nil, remote.PutOptions{})
 		if err != nil {
 			err = fmt.Errorf("upload %s [%d, %d): %w", fst.Path, p.Start, p.End, err)
 		}

@@ -413,7 +413,7 @@ func TestRedundantChunks(t *testing.T) {
 	end := int64(len(w.data))
 	bad := append([]byte{}, w.data[10:20]...)
 	bad[0] ^= 1
-	if _, err := r.PutChunk(ctx, w.s, w.gen, repo.ChunkHeader{Start: 10, End: 20, SHA256: repo.HashHex(bad)}, bad); err != nil {
+	if _, err := r.PutChunk(ctx, w.s, w.gen, repo.ChunkHeader{Start: 10, End: 20, SHA256: repo.HashHex(bad)}, bad, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Stream(ctx, r, w.s, w.gen, true, Policy{})

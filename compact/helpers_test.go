@@ -97,7 +97,7 @@ func (w *writer) append(ctx context.Context, b []byte) error {
 		m := w.metaOf()
 		hdr.Meta, w.meta = &m, true
 	}
-	if _, err := w.r.PutChunk(ctx, w.s, w.gen, hdr, b); err != nil {
+	if _, err := w.r.PutChunk(ctx, w.s, w.gen, hdr, b, remote.PutOptions{}); err != nil {
 		return err
 	}
 	return w.putMeta(ctx)
@@ -113,7 +113,7 @@ func (w *writer) appendRef(ctx context.Context, b []byte, src *writer) error {
 	w.grow(b)
 	hdr := repo.ChunkHeader{Start: start, End: int64(len(w.data)), HashFrom: w.hashFrom, SHA256: repo.HashHex(b), StreamSHA256: hex.EncodeToString(w.h.Sum(nil)),
 		Ref: &repo.ChunkSource{Machine: src.s.Machine, Generation: src.gen}}
-	if _, err := w.r.PutChunk(ctx, w.s, w.gen, hdr, nil); err != nil {
+	if _, err := w.r.PutChunk(ctx, w.s, w.gen, hdr, nil, remote.PutOptions{}); err != nil {
 		return err
 	}
 	return w.putMeta(ctx)
@@ -128,7 +128,7 @@ func (w *writer) reupload(ctx context.Context, from int64) error {
 	}
 	b := w.data[from:end]
 	hdr := repo.ChunkHeader{Start: from, End: end, HashFrom: w.hashFrom, SHA256: repo.HashHex(b), StreamSHA256: hex.EncodeToString(w.h.Sum(nil))}
-	_, err := w.r.PutChunk(ctx, w.s, w.gen, hdr, b)
+	_, err := w.r.PutChunk(ctx, w.s, w.gen, hdr, b, remote.PutOptions{})
 	return err
 }
 

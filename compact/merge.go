@@ -185,20 +185,30 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 		// merged chunk takes the place of the one it copies it from.
 		hdr.Meta = run[0].h.Meta
 	}
-	stored, err := r.PutChunk(ctx, s, gen, hdr, data)
-	if err != nil {
+	// Only if absent: a chunk already under the key (left by an
+	// interrupted run) is checked as this one would be, and never
+	// deleted by this run, which did not write it.
+	stored, err := r.PutChunk(ctx, s, gen, hdr, data, remote.PutOptions{IfAbsent: true})
+	created := err == nil
+	if err != nil && !errors.Is(err, remote.ErrPreconditionFailed) {
 		return res, fmt.Errorf("write merged chunk %s: %w", repo.ChunkName(a, b), err)
 	}
-	res.Written, res.Merged, res.Uploaded, res.Rewritten = 1, len(run), int64(stored), b-a
+	if created {
+		res.Written, res.Merged, res.Uploaded, res.Rewritten = 1, len(run), int64(stored), b-a
+	}
 	got, back, err := r.GetChunk(ctx, s, gen, a, b)
-	if err == nil && (got.Ref != nil || got.SHA256 != hdr.SHA256 || got.StreamSHA256 != hdr.StreamSHA256 || got.HashFrom != hashFrom || !bytes.Equal(back, data) || !sameMeta(got.Meta, hdr.Meta)) {
+	differs := err == nil && (got.Ref != nil || got.SHA256 != hdr.SHA256 || got.StreamSHA256 != hdr.StreamSHA256 || got.HashFrom != hashFrom || !bytes.Equal(back, data) || !sameMeta(got.Meta, hdr.Meta))
+	if differs {
 		err = errors.New("it reads back different")
 	}
 	if err != nil {
-		// A merged chunk that does not read back would hide the good
-		// chunks under it (readers take the chunk reaching furthest), so it
-		// goes, unless they are gone (another compaction finished first).
-		if sourcesLeft(ctx, r, s, gen, run) {
+		// A merged chunk proved to read back different would hide the
+		// good chunks under it (readers take the chunk reaching
+		// furthest), so it goes: if this run wrote it and the chunks it
+		// replaces are all still there. One that could not be read is
+		// left for the next run to check; deleting it could take a chunk
+		// another maintainer has just verified and relies on.
+		if created && differs && sourcesLeft(ctx, r, s, gen, run) {
 			if derr := r.Client().Delete(ctx, s.ChunkKey(gen, a, b)); derr != nil {
 				err = fmt.Errorf("%w (and removing it failed: %v)", err, derr)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -109,21 +110,49 @@ func prune(ctx context.Context, r *repo.Repo, lines Lines, machine string, ret R
 			return rep, err
 		}
 	}
+	if !dryRun {
+		return rep, deleteItems(ctx, r, machine, rep)
+	}
 	for _, it := range rep.Items {
 		rep.Objects += len(it.Keys)
 		rep.Bytes += it.Bytes
 	}
-	if dryRun {
-		return rep, nil
-	}
-	for _, it := range rep.Items {
+	return rep, nil
+}
+
+// deleteItems deletes what rep plans to. Planning reads other machines'
+// references minutes before: each generation's are read again just before
+// its objects go, so one another machine began to refer to meanwhile
+// (pulled while prune ran) is kept.
+func deleteItems(ctx context.Context, r *repo.Repo, machine string, rep *PruneReport) error {
+	planned := rep.Items
+	rep.Items = planned[:0:0]
+	keptSessions := map[string]bool{}
+	for _, it := range planned {
+		streams, err := listSession(ctx, r, it.Stream.SessionID, "")
+		if err != nil {
+			return err
+		}
+		refs, err := referenced(ctx, r, streams, machine, it.Stream.Name)
+		if err != nil {
+			return fmt.Errorf("prune %s generation %s: cannot check other machines' references: %w", it.Stream.Prefix(), it.Generation, err)
+		}
+		if by := refs[it.Generation]; by != "" {
+			rep.Kept = append(rep.Kept, Kept{it.Stream, it.Generation, "referenced by machine " + by})
+			keptSessions[it.Stream.SessionID] = true
+			continue
+		}
 		for _, k := range it.Keys {
 			if err := r.Client().Delete(ctx, k); err != nil {
-				return rep, fmt.Errorf("prune %s generation %s: %w", it.Stream.Prefix(), it.Generation, err)
+				return fmt.Errorf("prune %s generation %s: %w", it.Stream.Prefix(), it.Generation, err)
 			}
 		}
+		rep.Items = append(rep.Items, it)
+		rep.Objects += len(it.Keys)
+		rep.Bytes += it.Bytes
 	}
-	return rep, nil
+	rep.Sessions = slices.DeleteFunc(rep.Sessions, func(id string) bool { return keptSessions[id] })
+	return nil
 }
 
 type candidate struct {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/bintest"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -344,7 +345,7 @@ func writeBigSession(b *testing.B, dir string, size int64) bigSession {
 		uploaded = uploaded.Add(time.Minute)
 		end := off + int64(len(data))
 		hdr := repo.ChunkHeader{Start: off, End: end, SHA256: repo.HashHex(data), StreamSHA256: hex.EncodeToString(hs.Sum(nil)), Uploaded: repo.UploadMark(end, uploaded)}
-		if _, err := r.PutChunk(ctx, s, gen, hdr, data); err != nil {
+		if _, err := r.PutChunk(ctx, s, gen, hdr, data, remote.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		off = end

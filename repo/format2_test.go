@@ -182,7 +182,7 @@ func putFirstChunk(t *testing.T, r *repo.Repo, meta *repo.Meta, n int) []byte {
 	rand.Read(data)
 	sum := repo.HashHex(data)
 	h := repo.ChunkHeader{Start: 0, End: int64(n), SHA256: sum, StreamSHA256: sum, Meta: meta}
-	if _, err := r.PutChunk(context.Background(), stream, gen, h, data); err != nil {
+	if _, err := r.PutChunk(context.Background(), stream, gen, h, data, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return data

@@ -34,7 +34,7 @@ func TestInventoryAllMatchesInventory(t *testing.T) {
 	}
 	// An overlapping chunk, and keys no Inventory of a session parses.
 	s := Stream{SessionID: "1bbb", Machine: "desk", Name: SessionStream}
-	if _, err := r.PutChunk(ctx, s, "0000000000000001", ChunkHeader{Start: 0, End: 390, SHA256: HashHex(data[:390]), StreamSHA256: HashHex(data[:390])}, data[:390]); err != nil {
+	if _, err := r.PutChunk(ctx, s, "0000000000000001", ChunkHeader{Start: 0, End: 390, SHA256: HashHex(data[:390]), StreamSHA256: HashHex(data[:390])}, data[:390], remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	put := func(key string) {

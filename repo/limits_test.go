@@ -22,7 +22,7 @@ func putRef(t *testing.T, r *Repo, s Stream, gen string, data []byte, start, end
 	h := sha256.New()
 	h.Write(data[:end])
 	hdr := ChunkHeader{Start: start, End: end, SHA256: HashHex(data[start:end]), StreamSHA256: hex.EncodeToString(h.Sum(nil)), Ref: &ChunkSource{Machine: machine, Generation: src}}
-	if _, err := r.PutChunk(context.Background(), s, gen, hdr, nil); err != nil {
+	if _, err := r.PutChunk(context.Background(), s, gen, hdr, nil, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

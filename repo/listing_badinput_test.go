@@ -142,7 +142,7 @@ func TestGarbageListingsReference(t *testing.T) {
 	data := []byte("a line\n")
 	hdr := ChunkHeader{Start: 0, End: int64(len(data)), SHA256: HashHex(data), StreamSHA256: HashHex(data),
 		Ref: &ChunkSource{Machine: "desktop", Generation: "0000000000000009"}}
-	if _, err := base.PutChunk(t.Context(), s, "0000000000000001", hdr, nil); err != nil {
+	if _, err := base.PutChunk(t.Context(), s, "0000000000000001", hdr, nil, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := base.PutMeta(t.Context(), s, Meta{SessionID: garbageID, Machine: "laptop", Stream: SessionStream, Generation: "0000000000000001", Path: "sessions/-w/x.jsonl"}); err != nil {

@@ -84,7 +84,7 @@ func writeSession(t testing.TB, r *repo.Repo, chunks int) []byte {
 		start := int64(len(data))
 		data = append(data, line...)
 		h := repo.ChunkHeader{Start: start, End: int64(len(data)), SHA256: repo.HashHex(line), StreamSHA256: repo.HashHex(data)}
-		if _, err := r.PutChunk(ctx, stream, gen, h, line); err != nil {
+		if _, err := r.PutChunk(ctx, stream, gen, h, line, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

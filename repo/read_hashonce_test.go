@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/session"
 )
 
@@ -30,7 +31,7 @@ func putGen(t *testing.T, r *Repo, s Stream, gen string, data []byte, hashFrom i
 			h.Write(data[from:end])
 		}
 		hdr := ChunkHeader{Start: start, End: end, HashFrom: hashFrom, SHA256: HashHex(data[start:end]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
-		if _, err := r.PutChunk(ctx, s, gen, hdr, data[start:end]); err != nil {
+		if _, err := r.PutChunk(ctx, s, gen, hdr, data[start:end], remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		start = end
@@ -101,7 +102,7 @@ func TestReadGenerationHashOnceSameBytes(t *testing.T) {
 	// A chunk uploaded again over a range already held, and a new title.
 	h := sha256.New()
 	h.Write(slot[session.TitleSlotSize:1000])
-	if _, err := r.PutChunk(ctx, s, "0000000000000001", ChunkHeader{Start: 400, End: 1000, HashFrom: session.TitleSlotSize, SHA256: HashHex(slot[400:1000]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}, slot[400:1000]); err != nil {
+	if _, err := r.PutChunk(ctx, s, "0000000000000001", ChunkHeader{Start: 400, End: 1000, HashFrom: session.TitleSlotSize, SHA256: HashHex(slot[400:1000]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}, slot[400:1000], remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	head := bytes.Replace(slot[:session.TitleSlotSize], []byte("a title"), []byte("renamed"), 1)
@@ -120,7 +121,7 @@ func TestReadGenerationHashOnceSameBytes(t *testing.T) {
 	lap := Stream{SessionID: "abc", Machine: "laptop", Name: SessionStream}
 	h = sha256.New()
 	h.Write(plain)
-	if _, err := r.PutChunk(ctx, lap, "00000000000000a1", ChunkHeader{Start: 0, End: int64(len(plain)), SHA256: HashHex(plain), StreamSHA256: hex.EncodeToString(h.Sum(nil)), Ref: &ChunkSource{Machine: "desk", Generation: "00000000000000d1"}}, nil); err != nil {
+	if _, err := r.PutChunk(ctx, lap, "00000000000000a1", ChunkHeader{Start: 0, End: int64(len(plain)), SHA256: HashHex(plain), StreamSHA256: hex.EncodeToString(h.Sum(nil)), Ref: &ChunkSource{Machine: "desk", Generation: "00000000000000d1"}}, nil, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.PutMeta(ctx, lap, Meta{SessionID: "abc", Machine: "laptop", Stream: SessionStream, Generation: "00000000000000a1", Path: "sessions/-x/a.jsonl"}); err != nil {
@@ -156,7 +157,7 @@ func TestReadGenerationHashOnceRefusesDamage(t *testing.T) {
 		if stream != "" {
 			hdr.StreamSHA256 = stream
 		}
-		if _, err := r.PutChunk(ctx, s, gen, hdr, body); err != nil {
+		if _, err := r.PutChunk(ctx, s, gen, hdr, body, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

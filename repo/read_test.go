@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 )
 
@@ -32,7 +33,7 @@ func writeGen(t *testing.T, r *Repo, s Stream, gen string, data []byte, cuts ...
 	for _, end := range append(cuts, int64(len(data))) {
 		h.Write(data[start:end])
 		hdr := ChunkHeader{Start: start, End: end, SHA256: HashHex(data[start:end]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
-		if _, err := r.PutChunk(ctx, s, gen, hdr, data[start:end]); err != nil {
+		if _, err := r.PutChunk(ctx, s, gen, hdr, data[start:end], remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		start = end
@@ -68,7 +69,7 @@ func TestReadGenerationOverlapsAndGaps(t *testing.T) {
 	// An overlapping chunk, as after a crash that re-uploaded a range.
 	h := sha256.New()
 	h.Write(data[:910])
-	if _, err := r.PutChunk(context.Background(), s, "0000000000000001", ChunkHeader{Start: 130, End: 910, SHA256: HashHex(data[130:910]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}, data[130:910]); err != nil {
+	if _, err := r.PutChunk(context.Background(), s, "0000000000000001", ChunkHeader{Start: 130, End: 910, SHA256: HashHex(data[130:910]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}, data[130:910], remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := read(t, r, s)
@@ -107,7 +108,7 @@ func TestReferenceChunks(t *testing.T) {
 		if ref == nil {
 			body = mine[start:end]
 		}
-		if _, err := r.PutChunk(ctx, a, "00000000000000a1", hdr, body); err != nil {
+		if _, err := r.PutChunk(ctx, a, "00000000000000a1", hdr, body, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,7 +143,7 @@ func TestReferenceCycleRefused(t *testing.T) {
 		h := sha256.New()
 		h.Write(data)
 		hdr := ChunkHeader{Start: 0, End: 2, SHA256: HashHex(data), StreamSHA256: hex.EncodeToString(h.Sum(nil)), Ref: &ChunkSource{Machine: other, Generation: "0000000000000001"}}
-		if _, err := r.PutChunk(ctx, s, "0000000000000001", hdr, nil); err != nil {
+		if _, err := r.PutChunk(ctx, s, "0000000000000001", hdr, nil, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		r.PutMeta(ctx, s, Meta{SessionID: "abc", Machine: m, Stream: SessionStream, Generation: "0000000000000001", Path: "sessions/-x/a.jsonl"})

@@ -79,7 +79,7 @@ func TestStreamGenerationFrom(t *testing.T) {
 			bad[len(bad)-5] ^= 1
 			end := int64(len(tc.data))
 			hdr := ChunkHeader{Start: 910, End: end, HashFrom: tc.hashFrom, SHA256: HashHex(tc.data[910:]), StreamSHA256: HashHex(tc.data[tc.hashFrom:])}
-			if _, err := r.PutChunk(ctx, s, gen, hdr, bad); err != nil {
+			if _, err := r.PutChunk(ctx, s, gen, hdr, bad, remote.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := readFrom(r, s, newest(t, r, s), first.End, first.HashState); err == nil {
@@ -112,7 +112,7 @@ func putChunks(t *testing.T, r *Repo, s Stream, gen string, data []byte, hashFro
 	for i := 0; i+1 < len(cuts); i++ {
 		a, b := cuts[i], cuts[i+1]
 		hdr := ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: HashHex(data[a:b]), StreamSHA256: HashHex(data[hashFrom:b])}
-		if _, err := r.PutChunk(context.Background(), s, gen, hdr, data[a:b]); err != nil {
+		if _, err := r.PutChunk(context.Background(), s, gen, hdr, data[a:b], remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -113,8 +113,10 @@ func (r *Repo) putSealed(ctx context.Context, key string, plain []byte) error {
 }
 
 // PutChunk stores bytes [h.Start, h.End) of a generation; data must be exactly
-// that range. Its size on the remote is returned for accounting.
-func (r *Repo) PutChunk(ctx context.Context, s Stream, gen string, h ChunkHeader, data []byte) (int, error) {
+// that range. Its size on the remote is returned for accounting. With
+// opts.IfAbsent a chunk already under the key is left as it is
+// (remote.ErrPreconditionFailed).
+func (r *Repo) PutChunk(ctx context.Context, s Stream, gen string, h ChunkHeader, data []byte, opts remote.PutOptions) (int, error) {
 	if err := r.CheckWrite(ctx); err != nil {
 		return 0, err
 	}
@@ -122,7 +124,7 @@ func (r *Repo) PutChunk(ctx context.Context, s Stream, gen string, h ChunkHeader
 	if err != nil {
 		return 0, fmt.Errorf("seal chunk: %w", err)
 	}
-	if err := r.client.Put(ctx, s.ChunkKey(gen, h.Start, h.End), sealed, remote.PutOptions{}); err != nil {
+	if err := r.client.Put(ctx, s.ChunkKey(gen, h.Start, h.End), sealed, opts); err != nil {
 		return 0, err
 	}
 	return len(sealed), nil

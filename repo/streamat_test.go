@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ompsync/ompsync/remote"
 )
 
 // writeMarked writes a generation of data in chunks ending at ends, each
@@ -27,7 +29,7 @@ func writeMarked(t *testing.T, r *Repo, s Stream, gen string, data []byte, hashF
 		if start <= damage && damage < end {
 			body[damage-start] ^= 1
 		}
-		if _, err := r.PutChunk(ctx, s, gen, hdr, body); err != nil {
+		if _, err := r.PutChunk(ctx, s, gen, hdr, body, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		start = end

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/compact"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -126,7 +127,7 @@ func TestRestoreAtWithoutMarks(t *testing.T) {
 			t.Fatalf("chunk %d: %v, marks %v", i, err, h.Uploaded)
 		}
 		h.Uploaded = nil
-		if _, err := r.PutChunk(ctx, s, g.Name, h, body); err != nil {
+		if _, err := r.PutChunk(ctx, s, g.Name, h, body, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		mt := listed.Add(time.Duration(i) * time.Hour)

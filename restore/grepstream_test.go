@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/search"
 	"github.com/ompsync/ompsync/session"
@@ -184,7 +185,7 @@ func TestGrepDamagedCopy(t *testing.T) {
 	start, end := int64(len(old)+len(good)), int64(len(full))
 	h := sha256.Sum256(full[session.SlotLen(full):])
 	hdr := repo.ChunkHeader{Start: start, End: end, SHA256: repo.HashHex(full[start:]), StreamSHA256: hex.EncodeToString(h[:])}
-	if _, err := r.PutChunk(context.Background(), s, gen, hdr, damaged); err != nil {
+	if _, err := r.PutChunk(context.Background(), s, gen, hdr, damaged, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	catalog(len(full))

@@ -182,7 +182,7 @@ func TestHistory(t *testing.T) {
 	s := repo.Stream{SessionID: id, Machine: "desk", Name: repo.SessionStream}
 	gen := repo.NewGeneration(steps[6].at.Add(time.Minute).UnixNano())
 	data := steps[4].copies["desk"][256:300]
-	if _, err := r.PutChunk(context.Background(), s, gen, repo.ChunkHeader{Start: 256, End: 300, HashFrom: 256, SHA256: repo.HashHex(data), StreamSHA256: repo.HashHex(data)}, data); err != nil {
+	if _, err := r.PutChunk(context.Background(), s, gen, repo.ChunkHeader{Start: 256, End: 300, HashFrom: 256, SHA256: repo.HashHex(data), StreamSHA256: repo.HashHex(data)}, data, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Client().Put(context.Background(), s.MetaKey(h.Copies[0].Generation), []byte("not a meta"), remote.PutOptions{}); err != nil {

@@ -34,7 +34,7 @@ func putSession(t *testing.T, r *repo.Repo, machine, id, rel string, data []byte
 			h.Write(chunk[max(from, 0):])
 		}
 		hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(chunk), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
-		if _, err := r.PutChunk(ctx, s, gen, hdr, chunk); err != nil {
+		if _, err := r.PutChunk(ctx, s, gen, hdr, chunk, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
 )
@@ -195,7 +196,7 @@ func TestRestoreFailingMidwayLeavesLocalCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.PutChunk(context.Background(), s, gen, hdr, bad); err != nil {
+	if _, err := r.PutChunk(context.Background(), s, gen, hdr, bad, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -117,7 +118,7 @@ func damageLastChunk(t *testing.T, url, id string, first int) string {
 		t.Fatal(err)
 	}
 	body[len(body)/2] ^= 1
-	if _, err := rp.PutChunk(ctx, invs[0].Stream, g.Name, hdr, body); err != nil {
+	if _, err := rp.PutChunk(ctx, invs[0].Stream, g.Name, hdr, body, remote.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return repo.ChunkName(last.Start, last.End)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/progress"
@@ -32,7 +33,9 @@ agent, every generation of them, or those whose id starts with one of the
 given prefixes.
 A merged chunk is read back and checked against the chunks it replaces
 before they are deleted; interrupting the command at any point loses
-nothing, and running it again finishes the job.`,
+nothing, and running it again finishes the job. While the agent (or another
+compact, prune or rekey) is compacting this machine's backups, it waits for
+it, saying so.`,
 		Example: `  ompsync compact --dry-run
   ompsync compact 0199a3f2`,
 		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
@@ -125,7 +128,14 @@ func compactAgents(cmd *cobra.Command, r *repo.Repo, cfg *config.Config, prefixe
 	var first error
 	found := 0
 	for _, pl := range places {
+		unlock := func() {}
+		if !dryRun {
+			if unlock, err = lockMaintenance(cmd, stateDirOf(cfg, pl.Store.Name())); err != nil {
+				return nil, err
+			}
+		}
 		rep, err := compact.Machine(cmd.Context(), pl.Repo, cfg.Machine, prefixes, p, dryRun)
+		unlock()
 		if err != nil {
 			if len(places) > 1 && strings.Contains(err.Error(), "has no catalog") {
 				first = cmp.Or(first, err)
@@ -159,4 +169,13 @@ func countSessions(rep *compact.MachineReport) int {
 		}
 	}
 	return len(seen)
+}
+
+// lockMaintenance takes the maintenance lock of an agent's state dir, which
+// its agent holds while it compacts or prunes: two maintainers deleting at
+// once could each delete a chunk the other relies on. It waits, saying so.
+func lockMaintenance(cmd *cobra.Command, stateDir string) (unlock func(), err error) {
+	return agent.LockMaintenance(cmd.Context(), stateDir, func(pid string) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ompsync: waiting for ompsync (pid %s) to finish compacting or pruning this machine's backups\n", pid)
+	})
 }

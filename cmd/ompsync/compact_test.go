@@ -6,12 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
@@ -28,7 +32,7 @@ func putGeneration(t *testing.T, r *repo.Repo, s repo.Stream, gen string, data [
 		end := int64(len(data) * i / n)
 		h.Write(data[start:end])
 		hdr := repo.ChunkHeader{Start: start, End: end, SHA256: repo.HashHex(data[start:end]), StreamSHA256: hex.EncodeToString(h.Sum(nil))}
-		if _, err := r.PutChunk(ctx, s, gen, hdr, data[start:end]); err != nil {
+		if _, err := r.PutChunk(ctx, s, gen, hdr, data[start:end], remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		start = end
@@ -139,5 +143,80 @@ func TestCompactAndPruneCommands(t *testing.T) {
 	}
 	if res := runWith(t, env, "prune", "--retention-generations", "0"); res.code != 0 || !strings.Contains(res.stdout, "deleted 0 objects") {
 		t.Fatalf("prune with retention 0: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// signalWriter collects what is written and closes seen once it holds want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+// compact and prune from a shell or cron wait while the agent compacts or
+// prunes (it holds the maintenance lock), saying so, and delete nothing
+// until it is done; then they run.
+func TestMaintenanceOneAtATime(t *testing.T) {
+	dir := t.TempDir()
+	client, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := repo.New(client, repo.NewZstd())
+	id := "0199a3f2-7d1c-7000-8000-000000000002"
+	s := repo.Stream{SessionID: id, Machine: "laptop", Name: repo.SessionStream}
+	var data []byte
+	for i := range 100 {
+		data = fmt.Appendf(data, `{"type":"message","n":%d}`+"\n", i)
+	}
+	gen := repo.NewGeneration(time.Now().Add(-time.Hour).UnixNano())
+	putGeneration(t, r, s, gen, data, 20)
+	if _, err := r.PutCatalog(context.Background(), repo.Catalog{Machine: "laptop", Sessions: []repo.CatalogEntry{
+		{ID: id, Path: "sessions/-work/x_" + id + ".jsonl", Generation: gen, Size: int64(len(data)), State: repo.StatePresent},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	env, home := newEnv(t)
+	env["OMPSYNC_REMOTE"] = "file://" + dir
+	env["OMPSYNC_MACHINE"] = "laptop"
+	env["OMPSYNC_STATE_DIR"] = filepath.Join(home, "state")
+
+	for _, args := range [][]string{{"compact"}, {"prune", "--retention-generations", "1h"}} {
+		unlock, err := agent.LockMaintenance(context.Background(), env["OMPSYNC_STATE_DIR"], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := remoteKeys(t, client)
+		stderr := &signalWriter{want: "waiting for ompsync (pid " + strconv.Itoa(os.Getpid()) + ") to finish compacting or pruning", seen: make(chan struct{})}
+		var stdout bytes.Buffer
+		code := make(chan int, 1)
+		go func() { code <- run(args, &stdout, stderr, env.environ()) }()
+		select {
+		case <-stderr.seen:
+		case c := <-code:
+			t.Fatalf("%s ran beside the lock's holder: exit %d\n%s%s", args[0], c, stdout.String(), stderr.buf.String())
+		}
+		if !slices.Equal(remoteKeys(t, client), before) {
+			t.Fatalf("%s changed the remote while waiting", args[0])
+		}
+		unlock()
+		if c := <-code; c != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", args[0], c, stdout.String(), stderr.buf.String())
+		}
+		if args[0] == "compact" && !strings.Contains(stdout.String(), "20 chunks -> 1") {
+			t.Fatalf("compact after the wait:\n%s", stdout.String())
+		}
 	}
 }

@@ -162,6 +162,12 @@ func newRekeyCmd(a *app) *cobra.Command {
 			if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 				return fmt.Errorf("create state dir: %w", err)
 			}
+			// The agent's compaction deletes chunks rekey may be rewriting.
+			unlock, err := lockMaintenance(cmd, cfg.StateDir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
 			lastLog := 0
 			prog, err := r.Rekey(cmd.Context(), repo.RekeyOptions{
 				After:  j.After,

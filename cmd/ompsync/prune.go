@@ -37,7 +37,9 @@ sessions (the machine setting):
 
 A generation another machine's copy still refers to stays. The agent prunes
 once a day by itself. Each line names a generation and how many objects and
-bytes go; --dry-run prints the same lines and deletes nothing.`,
+bytes go; --dry-run prints the same lines and deletes nothing. While the
+agent (or another compact, prune or rekey) is compacting or pruning this
+machine's backups, it waits for it, saying so.`,
 		Example: `  ompsync prune --dry-run
   ompsync prune --retention-generations 168h`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -110,6 +112,13 @@ func machineCataloged(ctx context.Context, r *repo.Repo, places []restore.Place,
 // r, its store st, its agent's state dir); prefix names the agent in each
 // line. why, when not empty, is what of retention could not be done.
 func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, st compact.Lines, stateDir, prefix string, ret compact.Retention, dryRun bool) (why string, err error) {
+	if !dryRun {
+		unlock, err := lockMaintenance(cmd, stateDir)
+		if err != nil {
+			return "", err
+		}
+		defer unlock()
+	}
 	rep, err := compact.Prune(cmd.Context(), r, st, cfg.Machine, ret, time.Now(), dryRun)
 	if rep != nil {
 		for _, it := range rep.Items {
