@@ -52,6 +52,11 @@ func scan(self int, suffixes []string) (*Snapshot, error) {
 func procCommand(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(b) == 0 {
+		// Empty for a moment around an exec, and for kernel threads:
+		// the name the kernel keeps still says who it is.
+		if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && len(comm) > 1 {
+			return strings.TrimSpace(string(comm))
+		}
 		return "(command unknown)"
 	}
 	return shortCommand(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"))

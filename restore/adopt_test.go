@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/mergeref"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
 )
@@ -72,7 +73,7 @@ func TestRestoreDryRunMerge(t *testing.T) {
 	b := newMachine(t, r, "laptop")
 	b.write(rel, mine, base.Add(-time.Hour))
 	before := snapshot(t, b.agentDir)
-	want, err := session.Merge(mine, theirs)
+	want, err := mergeref.OMP(mine, theirs)
 	if err != nil {
 		t.Fatal(err)
 	}

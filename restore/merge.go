@@ -179,8 +179,8 @@ func newerSlot(head []byte, heads [][]byte, f format) []byte {
 	return append([]byte(nil), s...)
 }
 
-// mergeLines merges copies that diverged line by line (the merge of
-// session.Format.Merge, or a copy that holds every line, a merge made
+// mergeLines merges copies that diverged line by line (the merge rule of
+// session.Format, or a copy that holds every line, a merge made
 // elsewhere, adopted) without holding them: a first pass reads each copy
 // once into an index of its lines (session.Index: tens of bytes a line,
 // never the lines, within maxMerge), a second reads each line back and

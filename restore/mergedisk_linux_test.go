@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/internal/testkit/mergeref"
 	"github.com/ompsync/ompsync/tmpfstest"
 )
 
 // A merge of diverged copies on a disk that fills up leaves the local file
 // exactly as it was, whether the disk is too full for the merge's temp
 // file or only for the pre-merge copy kept beside; with space the same
-// restore merges to session.Merge's bytes.
+// restore merges to the reference merge's bytes.
 func TestRestoreMergeOnFullDisk(t *testing.T) {
 	f := corpus(t)[0]
 	common, _ := grown(f.data, spillAt*3/2, "f2")
@@ -71,7 +71,7 @@ func TestRestoreMergeOnFullDisk(t *testing.T) {
 	}
 
 	res := b.restoreOK([]string{f.id[:8]}, Options{}).Results[0]
-	want, err := session.Merge(mine, theirs)
+	want, err := mergeref.OMP(mine, theirs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/mergeref"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
@@ -299,12 +300,12 @@ func TestRestoreMergeBounded(t *testing.T) {
 	noTempFiles(t, b.agentDir)
 
 	res = b.restoreOK([]string{f.id}, Options{MaxMergeSize: need}).Results[0]
-	want, err := session.Merge(mine, theirs)
+	want, err := mergeref.OMP(mine, theirs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := b.read(rel); res.Action != Merged || !bytes.Equal(got, want) {
-		t.Fatalf("merge within the bound: %+v, %d bytes, want session.Merge's %d", res, len(got), len(want))
+		t.Fatalf("merge within the bound: %+v, %d bytes, want the reference merge's %d", res, len(got), len(want))
 	}
 	if got := b.read(res.Backup); !bytes.Equal(got, mine) {
 		t.Fatalf("the pre-merge file holds %d bytes, want the local file's %d", len(got), len(mine))
@@ -314,7 +315,7 @@ func TestRestoreMergeBounded(t *testing.T) {
 
 // Copies that diverged and are larger together than the old in-memory
 // bound (128 MiB of copies) merge with the default options, line by line through
-// temp files, to the bytes session.Merge gives in memory; the pre-merge
+// temp files, to the bytes the reference merge gives in memory; the pre-merge
 // local file is kept beside, byte for byte, and no temp file is left.
 func TestRestoreMergesPastOldBound(t *testing.T) {
 	if testing.Short() {
@@ -334,7 +335,7 @@ func TestRestoreMergesPastOldBound(t *testing.T) {
 	b := newMachine(t, r, "laptop")
 	b.write(rel, mine, base.Add(-time.Hour))
 	res := b.restoreOK([]string{f.id}, Options{}).Results[0]
-	want, err := session.Merge(mine, theirs)
+	want, err := mergeref.OMP(mine, theirs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +343,7 @@ func TestRestoreMergesPastOldBound(t *testing.T) {
 		t.Fatalf("restore: %+v, want merged, %d bytes", res, len(want))
 	}
 	if got := b.read(rel); !bytes.Equal(got, want) {
-		t.Fatalf("the merge holds %d bytes, not session.Merge's %d", len(got), len(want))
+		t.Fatalf("the merge holds %d bytes, not the reference merge's %d", len(got), len(want))
 	}
 	if got := b.read(res.Backup); !bytes.Equal(got, mine) {
 		t.Fatal("the pre-merge file is not the local file as it was")

@@ -1,4 +1,4 @@
-package session
+package session_test
 
 import (
 	"bytes"
@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ompsync/ompsync/internal/testkit/mergeref"
+	"github.com/ompsync/ompsync/session"
 )
 
 // makeSlot builds a 256-byte title slot as omp writes it.
@@ -21,12 +24,12 @@ func makeSlot(t testing.TB, title string, at time.Time) []byte {
 		Title     string `json:"title"`
 		UpdatedAt string `json:"updatedAt"`
 	}{"title", 1, title, at.UTC().Format("2006-01-02T15:04:05.000Z")})
-	pad := TitleSlotSize - 1 - len(head) - len(`,"pad":""`)
+	pad := session.TitleSlotSize - 1 - len(head) - len(`,"pad":""`)
 	if pad < 0 {
 		t.Fatalf("title %q too long for a slot", title)
 	}
 	s := string(head[:len(head)-1]) + `,"pad":"` + strings.Repeat(" ", pad) + `"}` + "\n"
-	if len(s) != TitleSlotSize {
+	if len(s) != session.TitleSlotSize {
 		t.Fatalf("slot is %d bytes", len(s))
 	}
 	return []byte(s)
@@ -46,8 +49,8 @@ func entryLine(id, parent string, at time.Time, text string) string {
 func splitOut(t testing.TB, b []byte) ([]byte, []string) {
 	t.Helper()
 	var slot []byte
-	if _, ok := ParseTitleSlot(b); ok {
-		slot, b = b[:TitleSlotSize], b[TitleSlotSize:]
+	if _, ok := session.ParseTitleSlot(b); ok {
+		slot, b = b[:session.TitleSlotSize], b[session.TitleSlotSize:]
 	}
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		t.Fatalf("merged output does not end with a newline")
@@ -59,8 +62,8 @@ func splitOut(t testing.TB, b []byte) ([]byte, []string) {
 }
 
 func copyLines(b []byte) []string {
-	if _, ok := ParseTitleSlot(b); ok {
-		b = b[TitleSlotSize:]
+	if _, ok := session.ParseTitleSlot(b); ok {
+		b = b[session.TitleSlotSize:]
 	}
 	if len(b) == 0 {
 		return nil
@@ -82,7 +85,7 @@ func TestMergeTwoBranches(t *testing.T) {
 	local := string(slotOld) + strings.Join([]string{header, e1, e2, l1}, "\n") + "\n"
 	remote := string(slotNew) + strings.Join([]string{header, e1, e2, d1, d2}, "\n") + "\n"
 
-	got, err := Merge([]byte(local), []byte(remote))
+	got, err := mergeref.OMP([]byte(local), []byte(remote))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +94,7 @@ func TestMergeTwoBranches(t *testing.T) {
 		t.Fatalf("merge:\n%s\nwant:\n%s", got, want)
 	}
 	// The order of the arguments changes only which copy gives the header.
-	got2, _ := Merge([]byte(remote), []byte(local))
+	got2, _ := mergeref.OMP([]byte(remote), []byte(local))
 	if string(got2) != want {
 		t.Fatalf("merge (remote first):\n%s\nwant:\n%s", got2, want)
 	}
@@ -102,7 +105,7 @@ func TestMergeKeepsOddLines(t *testing.T) {
 	e1 := entryLine("aaaa0001", "", t0.Add(time.Second), "one")
 	a := header + "\n" + e1 + "\nnot json\n" + entryLine("aaaa0002", "aaaa0001", t0.Add(2*time.Second), "a") + "\n{\"type\":\"message\",\"id\":\"half"
 	b := header + "\n" + e1 + "\nnot json\nnot json\n" + entryLine("bbbb0002", "aaaa0001", t0.Add(3*time.Second), "b") + "\n"
-	got, err := Merge([]byte(a), []byte(b))
+	got, err := mergeref.OMP([]byte(a), []byte(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +130,7 @@ func TestMergeSameIDOtherTime(t *testing.T) {
 	e1 := entryLine("aaaa0001", "", t0, "one")
 	a := entryLine("deadbeef", "aaaa0001", t0.Add(time.Minute), "laptop")
 	b := entryLine("deadbeef", "aaaa0001", t0.Add(2*time.Minute), "desktop")
-	got, _ := Merge([]byte(header+"\n"+e1+"\n"+a+"\n"), []byte(header+"\n"+e1+"\n"+b+"\n"))
+	got, _ := mergeref.OMP([]byte(header+"\n"+e1+"\n"+a+"\n"), []byte(header+"\n"+e1+"\n"+b+"\n"))
 	if _, lines := splitOut(t, got); len(lines) != 4 {
 		t.Fatalf("merged %d lines, want 4: %q", len(lines), lines)
 	}
@@ -137,7 +140,7 @@ func TestMergeRewrittenEntryKeepsFirstCopy(t *testing.T) {
 	header := `{"type":"session","version":3,"id":"s","timestamp":"2026-10-07T00:45:40.000Z","cwd":"/w"}`
 	long := entryLine("aaaa0001", "", t0, strings.Repeat("tool output ", 20))
 	pruned := entryLine("aaaa0001", "", t0, "[pruned]")
-	got, _ := Merge([]byte(header+"\n"+long+"\n"), []byte(header+"\n"+pruned+"\n"))
+	got, _ := mergeref.OMP([]byte(header+"\n"+long+"\n"), []byte(header+"\n"+pruned+"\n"))
 	if string(got) != header+"\n"+long+"\n" {
 		t.Fatalf("merge kept %q", got)
 	}
@@ -150,7 +153,7 @@ func TestMergeChildBeforeParent(t *testing.T) {
 	p := entryLine("pppp0001", "", t0, "parent")
 	x := entryLine("xxxx0001", "yyyy0001", t0, "x")
 	y := entryLine("yyyy0001", "xxxx0001", t0, "y")
-	got, _ := Merge([]byte(c+"\n"+p+"\n"), []byte(x+"\n"+y+"\n"))
+	got, _ := mergeref.OMP([]byte(c+"\n"+p+"\n"), []byte(x+"\n"+y+"\n"))
 	_, lines := splitOut(t, got)
 	if len(lines) != 4 {
 		t.Fatalf("lines: %q", lines)
@@ -179,14 +182,14 @@ func TestMergeOneCopyIsIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Merge(b)
+		got, err := mergeref.OMP(b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, b) {
 			t.Errorf("%s: Merge of one copy changed it", filepath.Base(f))
 		}
-		got, _ = Merge(b, b, b)
+		got, _ = mergeref.OMP(b, b, b)
 		if !bytes.Equal(got, b) {
 			t.Errorf("%s: Merge of three equal copies changed it", filepath.Base(f))
 		}
@@ -285,8 +288,8 @@ func genHistory(t testing.TB, r *rand.Rand, n int, skew bool) history {
 	for _, m := range ms {
 		h.copies = append(h.copies, []byte(string(m.slot)+strings.Join(m.lines, "\n")+"\n"))
 		for _, l := range m.lines {
-			if e, ok := ParseEntry([]byte(l)); ok && e.ID != "" && parseTime(e.Timestamp).After(newestAt) {
-				newestAt, h.newest = parseTime(e.Timestamp), l
+			if e, ok := session.ParseEntry([]byte(l)); ok && e.ID != "" && session.ParseTime(e.Timestamp).After(newestAt) {
+				newestAt, h.newest = session.ParseTime(e.Timestamp), l
 			}
 		}
 		if m.slot != nil && (h.title == nil || mustSlotTime(t, m.slot).After(mustSlotTime(t, h.title))) {
@@ -297,11 +300,11 @@ func genHistory(t testing.TB, r *rand.Rand, n int, skew bool) history {
 }
 
 func mustSlotTime(t testing.TB, slot []byte) time.Time {
-	s, ok := ParseTitleSlot(slot)
+	s, ok := session.ParseTitleSlot(slot)
 	if !ok {
 		t.Fatalf("not a slot: %q", slot)
 	}
-	return parseTime(s.UpdatedAt)
+	return session.ParseTime(s.UpdatedAt)
 }
 
 // checkMerge asserts what must hold for any merge of histories whose lines
@@ -312,7 +315,7 @@ func checkMerge(t *testing.T, copies [][]byte, got []byte) {
 	in := map[string]bool{}
 	hasSlot := false
 	for _, c := range copies {
-		if _, ok := ParseTitleSlot(c); ok {
+		if _, ok := session.ParseTitleSlot(c); ok {
 			hasSlot = true
 		}
 		for _, l := range copyLines(c) {
@@ -332,7 +335,7 @@ func checkMerge(t *testing.T, copies [][]byte, got []byte) {
 			t.Fatalf("output repeats line %q", l)
 		}
 		pos[l] = i
-		if e, ok := ParseEntry([]byte(l)); ok && e.ID != "" {
+		if e, ok := session.ParseEntry([]byte(l)); ok && e.ID != "" {
 			byID[e.ID] = i
 		}
 	}
@@ -342,7 +345,7 @@ func checkMerge(t *testing.T, copies [][]byte, got []byte) {
 		}
 	}
 	for i, l := range lines {
-		e, ok := ParseEntry([]byte(l))
+		e, ok := session.ParseEntry([]byte(l))
 		if !ok || e.ParentID == nil {
 			continue
 		}
@@ -350,7 +353,7 @@ func checkMerge(t *testing.T, copies [][]byte, got []byte) {
 			t.Fatalf("entry %s (line %d) comes before its parent (line %d)", e.ID, i, p)
 		}
 	}
-	if e, ok := ParseEntry([]byte(lines[0])); !ok || e.Type != "session" {
+	if e, ok := session.ParseEntry([]byte(lines[0])); !ok || e.Type != "session" {
 		t.Fatalf("first line is not the header: %q", lines[0])
 	}
 }
@@ -362,7 +365,7 @@ func TestMergeProperties(t *testing.T) {
 				for seed := range uint64(200) {
 					r := rand.New(rand.NewPCG(seed, uint64(n)))
 					h := genHistory(t, r, n, skew)
-					got, err := Merge(h.copies...)
+					got, err := mergeref.OMP(h.copies...)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -374,7 +377,7 @@ func TestMergeProperties(t *testing.T) {
 						_, lines := splitOut(t, got)
 						last := ""
 						for _, l := range lines {
-							if e, ok := ParseEntry([]byte(l)); ok && e.ID != "" {
+							if e, ok := session.ParseEntry([]byte(l)); ok && e.ID != "" {
 								last = l
 							}
 						}
@@ -390,7 +393,7 @@ func TestMergeProperties(t *testing.T) {
 					for i, c := range h.copies {
 						rev[len(rev)-1-i] = c
 					}
-					got2, _ := Merge(rev...)
+					got2, _ := mergeref.OMP(rev...)
 					checkMerge(t, rev, got2)
 				}
 			})
@@ -405,16 +408,16 @@ func FuzzMerge(f *testing.F) {
 	f.Add(append(makeSlot(f, "x", t0), header+e1...), []byte(header+"garbage\n\n\n"+e1))
 	f.Add([]byte(entryLine("a", "b", t0, "")+"\n"+entryLine("b", "a", t0, "")), []byte("{}\n{\"id\":1}\n"))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		got, err := Merge(a, b)
+		got, err := mergeref.OMP(a, b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The streamed merge writes the same bytes, with and without slots.
-		checkStreamed(t, OMPFormat(), a, b)
-		checkStreamed(t, Format{Entry: ParseEntry}, a, b)
+		checkStreamed(t, session.OMPFormat(), a, b)
+		checkStreamed(t, session.Format{Entry: session.ParseEntry}, a, b)
 		hasSlot := false
 		for _, c := range [][]byte{a, b} {
-			if _, ok := ParseTitleSlot(c); ok {
+			if _, ok := session.ParseTitleSlot(c); ok {
 				hasSlot = true
 			}
 		}
@@ -471,7 +474,7 @@ func BenchmarkMerge(b *testing.B) {
 	other := append(bytes.Clone(data[:half]), entryLine("bbbb0001", "", t0, "other machine")+"\n"...)
 	b.SetBytes(int64(len(data) + len(other)))
 	for b.Loop() {
-		if _, err := Merge(data, other); err != nil {
+		if _, err := mergeref.OMP(data, other); err != nil {
 			b.Fatal(err)
 		}
 	}

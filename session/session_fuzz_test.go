@@ -1,4 +1,4 @@
-package session
+package session_test
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ompsync/ompsync/internal/testkit/mergeref"
+	"github.com/ompsync/ompsync/session"
 )
 
 // corpusSeeds adds the first lines of the real session files as seeds.
@@ -43,20 +46,20 @@ func FuzzParseTitleSlot(f *testing.F) {
 		f.Add(l)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ts, ok := ParseTitleSlot(b)
+		ts, ok := session.ParseTitleSlot(b)
 		if !ok {
-			if SlotLen(b) != 0 {
-				t.Fatalf("SlotLen = %d for bytes that are no slot", SlotLen(b))
+			if session.SlotLen(b) != 0 {
+				t.Fatalf("SlotLen = %d for bytes that are no slot", session.SlotLen(b))
 			}
 			return
 		}
-		if len(b) < TitleSlotSize || b[TitleSlotSize-1] != '\n' {
+		if len(b) < session.TitleSlotSize || b[session.TitleSlotSize-1] != '\n' {
 			t.Fatalf("slot accepted without 256 bytes ending in a newline: %q", b)
 		}
-		if SlotLen(b) != TitleSlotSize {
-			t.Fatalf("SlotLen = %d for a slot", SlotLen(b))
+		if session.SlotLen(b) != session.TitleSlotSize {
+			t.Fatalf("SlotLen = %d for a slot", session.SlotLen(b))
 		}
-		again, ok := ParseTitleSlot(append(bytes.Clone(b[:TitleSlotSize]), "trailing bytes\n"...))
+		again, ok := session.ParseTitleSlot(append(bytes.Clone(b[:session.TitleSlotSize]), "trailing bytes\n"...))
 		if !ok || again != ts {
 			t.Fatalf("the slot depends on bytes after it: %+v then %+v", ts, again)
 		}
@@ -76,23 +79,23 @@ func FuzzReadHeader(f *testing.F) {
 		f.Add(l)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, slot, err := ReadHeader(b)
+		h, slot, err := session.ReadHeader(b)
 		if err != nil {
-			if err != ErrNoHeader {
-				t.Fatalf("error %v is not ErrNoHeader", err)
+			if err != session.ErrNoHeader {
+				t.Fatalf("error %v is not session.ErrNoHeader", err)
 			}
 			return
 		}
 		if h.Type != "session" {
 			t.Fatalf("header of type %q", h.Type)
 		}
-		rest := b[SlotLen(b):]
+		rest := b[session.SlotLen(b):]
 		nl := bytes.IndexByte(rest, '\n')
 		if nl < 0 {
 			t.Fatal("header read from a line without its newline")
 		}
-		end := SlotLen(b) + nl + 1
-		h2, slot2, err := ReadHeader(append(bytes.Clone(b[:end]), "garbage after the header"...))
+		end := session.SlotLen(b) + nl + 1
+		h2, slot2, err := session.ReadHeader(append(bytes.Clone(b[:end]), "garbage after the header"...))
 		if err != nil || h2 != h || slot2 != slot {
 			t.Fatalf("the header depends on bytes after it: %+v %v", h2, err)
 		}
@@ -112,9 +115,9 @@ func FuzzParseEntry(f *testing.F) {
 		f.Add(bytes.TrimSuffix(l, []byte("\n")))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		e, ok := ParseEntry(line)
+		e, ok := session.ParseEntry(line)
 		if !ok {
-			if e != (Entry{}) {
+			if e != (session.Entry{}) {
 				t.Fatalf("a line that does not parse yields %+v", e)
 			}
 		} else if !json.Valid(line) {
@@ -124,11 +127,11 @@ func FuzzParseEntry(f *testing.F) {
 		if bytes.IndexByte(line, '\n') >= 0 {
 			return
 		}
-		out, err := Merge(append(bytes.Clone(line), '\n'))
+		out, err := mergeref.OMP(append(bytes.Clone(line), '\n'))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, slot := ParseTitleSlot(out); !slot && !bytes.Equal(out, append(bytes.Clone(line), '\n')) {
+		if _, slot := session.ParseTitleSlot(out); !slot && !bytes.Equal(out, append(bytes.Clone(line), '\n')) {
 			t.Fatalf("merge of one line %q gave %q", line, out)
 		}
 	})
@@ -150,14 +153,14 @@ func FuzzMergeThree(f *testing.F) {
 	f.Add([]byte(entryLine("aaaa0001", "", t0, "pruned")+"\n"), []byte(e1), []byte(e1+e1))
 	f.Fuzz(func(t *testing.T, a, b, c []byte) {
 		copies := [][]byte{a, b, c}
-		got, err := Merge(copies...)
+		got, err := mergeref.OMP(copies...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkStreamed(t, OMPFormat(), copies...)
+		checkStreamed(t, session.OMPFormat(), copies...)
 		hasSlot := false
 		for _, cp := range copies {
-			if _, ok := ParseTitleSlot(cp); ok {
+			if _, ok := session.ParseTitleSlot(cp); ok {
 				hasSlot = true
 			}
 		}
@@ -172,7 +175,7 @@ func FuzzMergeThree(f *testing.F) {
 		}
 		// key is how the merge rule knows a line.
 		key := func(l string) string {
-			if e, ok := ParseEntry([]byte(l)); ok && e.ID != "" {
+			if e, ok := session.ParseEntry([]byte(l)); ok && e.ID != "" {
 				return "entry " + e.ID + " " + e.Timestamp
 			}
 			return "line " + l

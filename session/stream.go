@@ -541,7 +541,7 @@ func (h *rankHeap32) Pop() any {
 	return x
 }
 
-// MergeTo writes the merge of the copies to w (Merge's bytes), through an
+// MergeTo writes the merge of the copies to w (the rule on Format), through an
 // Index within budget, and returns the bytes written.
 func (f Format) MergeTo(w io.Writer, budget int64, srcs ...Source) (int64, error) {
 	x, err := f.NewIndex(budget, srcs...)

@@ -1,4 +1,4 @@
-package session
+package session_test
 
 import (
 	"bytes"
@@ -13,17 +13,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ompsync/ompsync/internal/testkit/mergeref"
+	"github.com/ompsync/ompsync/session"
 )
 
 // checkStreamed asserts that the streamed merge of copies writes exactly
 // Merge's bytes, and that Holds says which copies hold every line.
-func checkStreamed(t testing.TB, f Format, copies ...[]byte) {
+func checkStreamed(t testing.TB, f session.Format, copies ...[]byte) {
 	t.Helper()
-	want, err := f.Merge(copies...)
+	want, err := mergeref.Merge(f, copies...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := f.NewIndex(1<<40, ByteSources(copies...)...)
+	x, err := f.NewIndex(1<<40, session.ByteSources(copies...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +45,7 @@ func checkStreamed(t testing.TB, f Format, copies ...[]byte) {
 		counts[i] = map[string]int{}
 		body := c
 		if f.Slot {
-			body = c[SlotLen(c):]
+			body = c[session.SlotLen(c):]
 		}
 		if len(body) > 0 {
 			for _, l := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
@@ -68,14 +71,14 @@ func TestStreamedMergeEqualsMerge(t *testing.T) {
 			for seed := range uint64(200) {
 				r := rand.New(rand.NewPCG(seed, uint64(n)))
 				h := genHistory(t, r, n, skew)
-				checkStreamed(t, OMPFormat(), h.copies...)
+				checkStreamed(t, session.OMPFormat(), h.copies...)
 				rev := make([][]byte, len(h.copies))
 				for i, c := range h.copies {
 					rev[len(rev)-1-i] = c
 				}
-				checkStreamed(t, OMPFormat(), rev...)
+				checkStreamed(t, session.OMPFormat(), rev...)
 				// A format without title slots reads the slot as a line.
-				checkStreamed(t, Format{Entry: ParseEntry}, h.copies...)
+				checkStreamed(t, session.Format{Entry: session.ParseEntry}, h.copies...)
 			}
 		}
 	}
@@ -95,11 +98,11 @@ func TestStreamedMergeCorpus(t *testing.T) {
 		}
 		half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
 		other := append(bytes.Clone(data[:half]), entryLine("bbbb0001", "", t0, "other machine")+"\n"...)
-		checkStreamed(t, OMPFormat(), data, other)
-		checkStreamed(t, OMPFormat(), other, data)
-		checkStreamed(t, OMPFormat(), data, data[:half], other)
+		checkStreamed(t, session.OMPFormat(), data, other)
+		checkStreamed(t, session.OMPFormat(), other, data)
+		checkStreamed(t, session.OMPFormat(), data, data[:half], other)
 		pruned := bytes.Replace(data, []byte(`"text"`), []byte(`"TEXT"`), 1)
-		checkStreamed(t, OMPFormat(), pruned, other, data)
+		checkStreamed(t, session.OMPFormat(), pruned, other, data)
 	}
 }
 
@@ -124,11 +127,11 @@ func TestStreamedMergeEdges(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			checkStreamed(t, OMPFormat(), c...)
-			checkStreamed(t, Format{Entry: ParseEntry}, c...)
+			checkStreamed(t, session.OMPFormat(), c...)
+			checkStreamed(t, session.Format{Entry: session.ParseEntry}, c...)
 		})
 	}
-	if _, err := OMPFormat().NewIndex(1 << 20); err == nil {
+	if _, err := session.OMPFormat().NewIndex(1 << 20); err == nil {
 		t.Fatal("no copies: no error")
 	}
 }
@@ -144,39 +147,39 @@ func TestIndexBounds(t *testing.T) {
 	a := []byte(b.String())
 	other := append(bytes.Clone(a), entryLine("ffff0001", "000003e7", t0.Add(time.Hour), "there")+"\n"...)
 	mine := append(bytes.Clone(a), entryLine("eeee0001", "000003e7", t0.Add(time.Hour), "here")+"\n"...)
-	var lim *IndexLimitError
-	if _, err := OMPFormat().NewIndex(1500*LineCost, ByteSources(mine, other)...); !errors.As(err, &lim) || lim.Lines <= 1001 || lim.Lines > 1501 || lim.Budget != 1500*LineCost {
+	var lim *session.IndexLimitError
+	if _, err := session.OMPFormat().NewIndex(1500*session.LineCost, session.ByteSources(mine, other)...); !errors.As(err, &lim) || lim.Lines <= 1001 || lim.Lines > 1501 || lim.Budget != 1500*session.LineCost {
 		t.Fatalf("over the budget: %v", err)
 	}
-	if _, err := OMPFormat().NewIndex(2002*LineCost+1<<10, ByteSources(mine, other)...); err != nil {
+	if _, err := session.OMPFormat().NewIndex(2002*session.LineCost+1<<10, session.ByteSources(mine, other)...); err != nil {
 		t.Fatalf("within the budget: %v", err)
 	}
 	// A copy that holds every entry in other bytes (rewritten) costs
 	// twice: the same budget no longer does.
 	rewritten := bytes.ReplaceAll(other, []byte(`"text":"x"`), []byte(`"text":"y"`))
-	if _, err := OMPFormat().NewIndex(2002*LineCost+1<<10, ByteSources(mine, rewritten)...); !errors.As(err, &lim) {
+	if _, err := session.OMPFormat().NewIndex(2002*session.LineCost+1<<10, session.ByteSources(mine, rewritten)...); !errors.As(err, &lim) {
 		t.Fatalf("rewritten entries within the budget of as many lines: %v", err)
 	}
-	if _, err := OMPFormat().NewIndex(3002*LineCost+1<<10, ByteSources(mine, rewritten)...); err != nil {
+	if _, err := session.OMPFormat().NewIndex(3002*session.LineCost+1<<10, session.ByteSources(mine, rewritten)...); err != nil {
 		t.Fatalf("rewritten entries within twice the budget: %v", err)
 	}
 	long := []byte(strings.Repeat("z", 1<<20) + "\n")
-	if _, err := OMPFormat().NewIndex(1<<20, ByteSources(long)...); !errors.As(err, &lim) {
+	if _, err := session.OMPFormat().NewIndex(1<<20, session.ByteSources(long)...); !errors.As(err, &lim) {
 		t.Fatalf("a line longer than the budget: %v", err)
 	}
 
 	changing := bytes.Clone(other)
-	x, err := OMPFormat().NewIndex(1<<30, ByteSources(mine, changing)...)
+	x, err := session.OMPFormat().NewIndex(1<<30, session.ByteSources(mine, changing)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	copy(changing[len(changing)-20:], "CHANGED")
-	if _, err := x.WriteTo(&bytes.Buffer{}); !errors.Is(err, ErrSourceChanged) {
+	if _, err := x.WriteTo(&bytes.Buffer{}); !errors.Is(err, session.ErrSourceChanged) {
 		t.Fatalf("a copy changed under the merge: %v", err)
 	}
-	short := ByteSources(mine, other)
+	short := session.ByteSources(mine, other)
 	short[1].Size += 10
-	if _, err := OMPFormat().NewIndex(1<<30, short...); !errors.Is(err, ErrSourceChanged) {
+	if _, err := session.OMPFormat().NewIndex(1<<30, short...); !errors.Is(err, session.ErrSourceChanged) {
 		t.Fatalf("a copy shorter than its size: %v", err)
 	}
 }
@@ -199,17 +202,17 @@ func TestIndexLineCost(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	var peak int64
-	x, err := OMPFormat().newIndex(1<<40, func() {
+	x, err := session.OMPFormat().NewIndexHooked(1<<40, func() {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		peak = max(peak, int64(after.HeapAlloc)-int64(before.HeapAlloc))
-	}, ByteSources(a, other)...)
+	}, session.ByteSources(a, other)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d lines read: at most %d bytes held, %d a line", read, peak, peak/read)
-	if peak/read > LineCost {
-		t.Errorf("the index holds %d bytes a line, more than LineCost (%d)", peak/read, LineCost)
+	if peak/read > session.LineCost {
+		t.Errorf("the index holds %d bytes a line, more than session.LineCost (%d)", peak/read, session.LineCost)
 	}
 	runtime.KeepAlive(x)
 }
@@ -241,7 +244,7 @@ func TestStreamedMergeDisputes(t *testing.T) {
 			}
 			copies[i] = []byte(b.String())
 		}
-		checkStreamed(t, OMPFormat(), copies...)
+		checkStreamed(t, session.OMPFormat(), copies...)
 	}
 }
 
@@ -259,7 +262,7 @@ func BenchmarkMergeStreamed(b *testing.B) {
 	other := append(bytes.Clone(data[:half]), entryLine("bbbb0001", "", t0, "other machine")+"\n"...)
 	b.SetBytes(int64(len(data) + len(other)))
 	for b.Loop() {
-		if _, err := OMPFormat().MergeTo(io.Discard, 1<<30, ByteSources(data, other)...); err != nil {
+		if _, err := session.OMPFormat().MergeTo(io.Discard, 1<<30, session.ByteSources(data, other)...); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,7 +13,6 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -43,24 +42,6 @@ type Info struct {
 	ID    string // the session id the file names itself by, "" when none
 	Cwd   string // the folder the agent ran in
 	Title string
-}
-
-// ErrNoEntryIDs is Merge's answer for a format whose lines carry no entry
-// ids: two copies that went on in different places cannot be merged line
-// by line.
-var ErrNoEntryIDs = errors.New("the format has no entry ids to merge by")
-
-// Merge combines copies of one session file of s that went on in
-// different places, in memory, by s's MergeFormat: every line of each is
-// kept, the first copy's bytes win. A format without entry ids answers
-// ErrNoEntryIDs. Restore merges large copies through session.Index
-// instead, the same bytes without holding them.
-func Merge(s Store, copies ...[]byte) ([]byte, error) {
-	f, ok := s.MergeFormat()
-	if !ok {
-		return nil, ErrNoEntryIDs
-	}
-	return f.Merge(copies...)
 }
 
 // Store is one coding agent's session store. Paths are slash-separated and
@@ -93,9 +74,9 @@ type Store interface {
 	// NewestSlot is the newest title slot among copies (nil for none).
 	NewestSlot(copies [][]byte) []byte
 	// MergeFormat is how copies of a session file that went on in
-	// different places are merged line by line (session.Format.Merge's
-	// rule with its entry ids and title slot, streamed by
-	// session.Index); ok is false for a format without entry ids, whose
+	// different places are merged line by line (session.Format's rule
+	// with its entry ids and title slot, streamed by session.Index); ok
+	// is false for a format without entry ids, whose
 	// copies cannot be merged.
 	MergeFormat() (f session.Format, ok bool)
 	// EntryKey is what a merge knows the line (without its newline) by when
