@@ -172,29 +172,17 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 	}
 	opts := restore.GrepOptions{Pattern: m, Since: f.since}
 	opts.Options = restore.Options{Machine: in.Machine, IncludeDeleted: true, Parallel: s.Parallel}
-	var page []Match
-	total, size, next := 0, 0, -1
+	pg := &page[Match]{cursor: f.cursor}
 	emit := func(gm restore.GrepMatch) error {
 		p := proj[gm.Agent+"/"+gm.Session]
-		if !f.in(gm.Time) || (in.Project != "" && !strings.Contains(p, in.Project)) {
-			return nil
-		}
-		total++
-		if total-1 < f.cursor || next >= 0 {
+		if !f.in(gm.Time) || (in.Project != "" && !strings.Contains(p, in.Project)) || !pg.take() {
 			return nil
 		}
 		role := gm.Role
 		if gm.Kind != "text" && gm.Kind != gm.Role {
 			role += "/" + gm.Kind
 		}
-		mt := Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: role, Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older}
-		b, _ := json.Marshal(mt)
-		if size+len(b) > Budget-1024 { // room for the envelope
-			next = total - 1
-			return nil
-		}
-		size += len(b)
-		page = append(page, mt)
+		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: role, Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older})
 		return nil
 	}
 	rep, err := restore.GrepAll(ctx, places, nil, opts, cacheOf, emit)
@@ -202,16 +190,45 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 		return nil, nil, err
 	}
 	problems = append(problems, rep.Problems...)
-	out := struct {
+	return s.result(struct {
 		Total      int      `json:"total"`
 		Matches    []Match  `json:"matches"`
 		NextCursor string   `json:"next_cursor,omitempty"`
 		Problems   []string `json:"problems,omitempty"`
-	}{Total: total, Matches: page, Problems: problems}
-	if next >= 0 {
-		out.NextCursor = strconv.Itoa(next)
+	}{pg.total, pg.items, pg.nextCursor(), problems})
+}
+
+// page is one page of a paged result: the results from cursor on that fit
+// in Budget, and the count of all.
+type page[T any] struct {
+	items                     []T
+	cursor, total, size, next int // next: 1 + the index of the first result left out, 0 for none
+}
+
+// take counts a result and says whether it belongs on this page.
+func (p *page[T]) take() bool {
+	p.total++
+	return p.total > p.cursor && p.next == 0
+}
+
+// add puts a taken result on the page, or ends the page before it when it
+// does not fit (with room for the envelope).
+func (p *page[T]) add(item T) {
+	b, _ := json.Marshal(item)
+	if p.size+len(b) > Budget-1024 {
+		p.next = p.total
+		return
 	}
-	return s.result(out)
+	p.size += len(b)
+	p.items = append(p.items, item)
+}
+
+// nextCursor is the cursor of the next page, "" after the last.
+func (p *page[T]) nextCursor() string {
+	if p.next == 0 {
+		return ""
+	}
+	return strconv.Itoa(p.next - 1)
 }
 
 // Session is one session of list_sessions.
@@ -240,39 +257,22 @@ func (s Source) list(ctx context.Context, _ *mcp.CallToolRequest, in Filter) (*m
 		return nil, nil, err
 	}
 	problems = append(problems, more...)
-	var page []Session
-	total, size, next := 0, 0, -1
+	pg := &page[Session]{cursor: f.cursor}
 	for _, l := range list {
 		p := ""
 		if l.Project != nil {
 			p = l.Project.String()
 		}
-		if !f.in(l.Mtime) || (in.Project != "" && !strings.Contains(p, in.Project)) {
-			continue
+		if f.in(l.Mtime) && (in.Project == "" || strings.Contains(p, in.Project)) && pg.take() {
+			pg.add(Session{ID: l.ID, Agent: l.Agent, Title: l.Title, Project: p, Machines: l.Machines, Size: l.Size, Mtime: l.Mtime, State: l.State})
 		}
-		total++
-		if total-1 < f.cursor || next >= 0 {
-			continue
-		}
-		se := Session{ID: l.ID, Agent: l.Agent, Title: l.Title, Project: p, Machines: l.Machines, Size: l.Size, Mtime: l.Mtime, State: l.State}
-		b, _ := json.Marshal(se)
-		if size+len(b) > Budget-1024 {
-			next = total - 1
-			continue
-		}
-		size += len(b)
-		page = append(page, se)
 	}
-	out := struct {
+	return s.result(struct {
 		Total      int       `json:"total"`
 		Sessions   []Session `json:"sessions"`
 		NextCursor string    `json:"next_cursor,omitempty"`
 		Problems   []string  `json:"problems,omitempty"`
-	}{Total: total, Sessions: page, Problems: problems}
-	if next >= 0 {
-		out.NextCursor = strconv.Itoa(next)
-	}
-	return s.result(out)
+	}{pg.total, pg.items, pg.nextCursor(), problems})
 }
 
 // ReadIn is read_session's input.
