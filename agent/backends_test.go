@@ -3,9 +3,9 @@ package agent
 import (
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 func TestMain(m *testing.M) { remotetest.Main(m) }

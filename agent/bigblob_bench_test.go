@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ompsync/ompsync/bintest"
 	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/internal/testkit/bintest"
 	"github.com/ompsync/ompsync/repo"
 )
 

@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/faultproxy"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/faultproxy"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )

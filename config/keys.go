@@ -547,7 +547,7 @@ func Lookup(name string) (KeyInfo, bool) {
 	}, true
 }
 
-// DefaultTransfers is measured on a shaped line (bench/run.sh -phases
+// DefaultTransfers is measured on a shaped line (internal/testkit/bench/run.sh -phases
 // line, docs/BENCHMARKS.md): enough requests in flight to fill 50 Mbit/s
 // at 30 ms with sessions of a few tens of KB each.
 const DefaultTransfers = "16"

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )

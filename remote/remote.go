@@ -4,7 +4,7 @@
 //
 // Drivers live one folder per backend: remote/file (a local folder, the
 // embedded default), remote/s3 (aws-sdk-go-v2) and remote/minio (minio-go).
-// Every driver passes the same conformance suite in remote/remotetest.
+// Every driver passes the same conformance suite in internal/testkit/remotetest.
 package remote
 
 import (

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // SumsFor keeps the first pass's checksums for later tries: a try that

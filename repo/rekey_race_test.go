@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/crypt"
-	"github.com/ompsync/ompsync/remote/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/repo"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ompsync/ompsync/tmpfstest"
+	"github.com/ompsync/ompsync/internal/testkit/tmpfstest"
 )
 
 // Appending to a shorter local copy on a disk that fills up leaves the file

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/file"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/search"
 	"github.com/ompsync/ompsync/session"

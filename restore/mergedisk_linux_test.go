@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/internal/testkit/mergeref"
-	"github.com/ompsync/ompsync/tmpfstest"
+	"github.com/ompsync/ompsync/internal/testkit/tmpfstest"
 )
 
 // A merge of diverged copies on a disk that fills up leaves the local file

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // agent --once fails clearly, with exit 1, when there is nothing to back up

@@ -15,15 +15,15 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/ompsync/ompsync/internal/testkit/clienttest"
+	"github.com/ompsync/ompsync/internal/testkit/omptest"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/restore"
-	"github.com/ompsync/ompsync/session/omptest"
 	"github.com/ompsync/ompsync/store"
-	"github.com/ompsync/ompsync/store/clienttest"
 )
 
-// These tests let the real pi, Claude Code and Codex (store/clienttest:
+// These tests let the real pi, Claude Code and Codex (internal/testkit/clienttest:
 // npm, against the fake model on 127.0.0.1) write every session file, and
 // check what ompsync backs up and restores against them, as the real-omp
 // tests do for omp.

@@ -16,9 +16,9 @@ import (
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
 )
 

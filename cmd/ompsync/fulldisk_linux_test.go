@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/tmpfstest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/tmpfstest"
 )
 
 // A running `agent --pull` whose agent dir fills up while it pulls another

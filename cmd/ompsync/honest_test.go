@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/internal/testkit/faultproxy"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/faultproxy"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // gate is a proxy in front of an S3 server that holds the requests it is

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/tmpfstest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/tmpfstest"
 )
 
 // The three identities of issue 14, through the real binary, on every

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/clienttest"
+	"github.com/ompsync/ompsync/internal/testkit/omptest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/session/omptest"
-	"github.com/ompsync/ompsync/store/clienttest"
 )
 
 // The real Claude Code, configured with ompsync mcp, recalls a session

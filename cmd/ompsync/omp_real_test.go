@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/omptest"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/session"
-	"github.com/ompsync/ompsync/session/omptest"
 	"github.com/ompsync/ompsync/store"
 )
 

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ompsync/ompsync/bintest"
-	"github.com/ompsync/ompsync/remote/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/bintest"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 )
 
 // ompsyncBin is the ompsync binary the tests run as a process, built once

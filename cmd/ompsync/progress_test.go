@@ -13,8 +13,8 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // onTerminal runs ompsync args on a pseudo-terminal, waits until its

@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // forEachRemote runs f against every kind of remote, side by side: each

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/clienttest"
+	"github.com/ompsync/ompsync/internal/testkit/omptest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/session/omptest"
 	"github.com/ompsync/ompsync/store"
-	"github.com/ompsync/ompsync/store/clienttest"
 )
 
 // These tests continue a session on another machine with the real

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // Pull on a new machine starts as soon as it is configured: the agent

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ompsync/ompsync/remote/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/session"
 )
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/faultproxy"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/faultproxy"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 // A remote that answers its catalogs and listings but then no more (every

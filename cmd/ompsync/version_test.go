@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ompsync/ompsync/bintest"
+	"github.com/ompsync/ompsync/internal/testkit/bintest"
 )
 
 // A release build (deploy/release.sh) sets the version and commit with

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/remote/minio"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/remote/s3"
 )
 

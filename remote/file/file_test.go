@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 func newClient(t *testing.T) *file.Client {

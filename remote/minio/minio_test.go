@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/minio"
-	"github.com/ompsync/ompsync/remote/remotetest"
 )
 
 func TestMain(m *testing.M) { remotetest.Main(m) }

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
-	"github.com/ompsync/ompsync/remote/remotetest"
 	"github.com/ompsync/ompsync/remote/s3"
 )
 
