@@ -26,6 +26,7 @@ import (
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 )
 
@@ -302,7 +303,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	if opts.Pull && opts.Merger == nil {
 		return nil, errors.New("agent: pull needs a merger")
 	}
-	if !repo.ValidMachine(opts.Machine) {
+	if !safename.Machine(opts.Machine) {
 		return nil, fmt.Errorf("machine name %q is not a safe path segment (use letters, digits, '.', '_' and '-')", opts.Machine)
 	}
 	abs, err := filepath.Abs(opts.AgentDir)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 )
 
@@ -301,7 +302,7 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 		if link, err = a.isBlobLink(rel, blob); err != nil {
 			return syncResult{}, err
 		}
-	} else if !repo.ValidSessionID(name) {
+	} else if !safename.SessionID(name) {
 		a.log.Warn("blob name is not a safe object name; skipping", "path", rel)
 		return syncResult{}, nil
 	}

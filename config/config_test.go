@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // testEnv is a fake environment: tests never touch the process's own.
@@ -432,10 +433,10 @@ func TestBadValues(t *testing.T) {
 		{file: "remote: /mnt/backup\n",
 			want: []string{"remote (file ", "/mnt/backup", remote.AcceptedForms}},
 		{env: map[string]string{"OMPSYNC_MACHINE": "my/laptop"},
-			want: []string{"machine", `"my/laptop"`, MachineRule}},
-		{env: map[string]string{"OMPSYNC_MACHINE": ".."}, want: []string{"machine", MachineRule}},
-		{env: map[string]string{"OMPSYNC_MACHINE": longName}, want: []string{"machine", MachineRule}},
-		{file: "machine: \"\"\n", want: []string{"machine", MachineRule}},
+			want: []string{"machine", `"my/laptop"`, safename.MachineRule}},
+		{env: map[string]string{"OMPSYNC_MACHINE": ".."}, want: []string{"machine", safename.MachineRule}},
+		{env: map[string]string{"OMPSYNC_MACHINE": longName}, want: []string{"machine", safename.MachineRule}},
+		{file: "machine: \"\"\n", want: []string{"machine", safename.MachineRule}},
 		{env: map[string]string{"OMPSYNC_S3_ENDPOINT": "minio:9000"},
 			want: []string{"s3.endpoint", "http://127.0.0.1:9000"}},
 		{env: map[string]string{"OMPSYNC_S3_ENDPOINT": "https://user:pw@s3.example.com"},

@@ -7,6 +7,8 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+
+	"github.com/ompsync/ompsync/safename"
 )
 
 // environ is the process environment as Load sees it: injected in tests so
@@ -126,8 +128,8 @@ func defaultMachine(e *environ) (string, error) {
 		return "", fmt.Errorf("cannot read the host name (%v): set machine", err)
 	}
 	m := SanitizeMachine(h)
-	if !ValidMachine(m) {
-		return "", fmt.Errorf("host name %q gives no usable machine name: set machine to %s", h, MachineRule)
+	if !safename.Machine(m) {
+		return "", fmt.Errorf("host name %q gives no usable machine name: set machine to %s", h, safename.MachineRule)
 	}
 	return m, nil
 }
@@ -137,7 +139,7 @@ func defaultMachine(e *environ) (string, error) {
 func SanitizeMachine(h string) string {
 	b := []byte(strings.TrimSpace(h))
 	for i, c := range b {
-		if !machineByte(c) {
+		if !safename.MachineByte(c) {
 			b[i] = '-'
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // redaction says how much of a value config show may print.
@@ -428,31 +429,10 @@ func checkRemote(v any) (any, error) {
 	return loc.String(), nil
 }
 
-// MachineRule is quoted in messages about bad machine names.
-const MachineRule = `1-64 characters of A-Z a-z 0-9 . _ -, not "." or ".."`
-
-// ValidMachine reports whether s can name a machine: it becomes one path
-// segment of every object key the machine writes.
-func ValidMachine(s string) bool {
-	if len(s) == 0 || len(s) > 64 || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !machineByte(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func machineByte(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-'
-}
-
 func checkMachine(v any) (any, error) {
 	s := v.(string)
-	if !ValidMachine(s) {
-		return nil, fmt.Errorf("%q is not a usable machine name; use %s", s, MachineRule)
+	if !safename.Machine(s) {
+		return nil, fmt.Errorf("%q is not a usable machine name; use %s", s, safename.MachineRule)
 	}
 	return s, nil
 }

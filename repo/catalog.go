@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/project"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // Session states in a catalog.
@@ -177,7 +178,7 @@ func checkCatalogHeader(what string, v int, machine string) error {
 	if v != 1 {
 		return fmt.Errorf("%s: unknown version %d", what, v)
 	}
-	if !ValidMachine(machine) {
+	if !safename.Machine(machine) {
 		return fmt.Errorf("%s: unsafe machine name %q", what, machine)
 	}
 	return nil
@@ -186,9 +187,9 @@ func checkCatalogHeader(what string, v int, machine string) error {
 // entryProblem says what makes a catalog entry unsafe, or "".
 func entryProblem(e CatalogEntry) string {
 	switch {
-	case !ValidSessionID(e.ID):
+	case !safename.SessionID(e.ID):
 		return fmt.Sprintf("unsafe session id %q", e.ID)
-	case !SafeRelPath(e.Path):
+	case !safename.RelPath(e.Path):
 		return fmt.Sprintf("session %s has unsafe path %q", e.ID, e.Path)
 	case e.Generation != "" && !ValidGeneration(e.Generation):
 		return fmt.Sprintf("session %s has bad generation %q", e.ID, e.Generation)

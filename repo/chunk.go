@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/ompsync/ompsync/safename"
 )
 
 // ChunkHeader is the first line of a chunk's plaintext; the raw bytes follow.
@@ -137,7 +139,7 @@ func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte
 			return h, nil, fmt.Errorf("chunk %s: header says [%d, %d)", ChunkName(start, end), h.Start, h.End)
 		case len(data) != 0:
 			return h, nil, fmt.Errorf("chunk %s: a reference chunk holds bytes", ChunkName(start, end))
-		case !ValidMachine(h.Ref.Machine) || !ValidGeneration(h.Ref.Generation):
+		case !safename.Machine(h.Ref.Machine) || !ValidGeneration(h.Ref.Generation):
 			return h, nil, fmt.Errorf("chunk %s: bad reference", ChunkName(start, end))
 		}
 		return h, nil, nil
@@ -186,7 +188,7 @@ func HeaderMeta(s Stream, gen string, h ChunkHeader) (Meta, error) {
 	}
 	m.Path = DecodePath(m.Path)
 	switch {
-	case !SafeRelPath(m.Path):
+	case !safename.RelPath(m.Path):
 		return Meta{}, fmt.Errorf("%s: first chunk's meta: unsafe path %q", where, m.Path)
 	case m.SessionID != s.SessionID || m.Machine != s.Machine || m.Stream != s.Name || m.Generation != gen:
 		return Meta{}, fmt.Errorf("%s: first chunk's meta describes another generation (session %q, machine %q, stream %q, generation %q)",

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/ompsync/ompsync/safename"
 )
 
 func seedChunk(data []byte, start int64, hashFrom int64) []byte {
@@ -38,7 +40,7 @@ func FuzzDecodeChunk(f *testing.F) {
 			t.Fatalf("accepted header %+v for [%d, %d)", h, start, end)
 		}
 		if h.Ref != nil {
-			if len(data) != 0 || !ValidMachine(h.Ref.Machine) || !ValidGeneration(h.Ref.Generation) {
+			if len(data) != 0 || !safename.Machine(h.Ref.Machine) || !ValidGeneration(h.Ref.Generation) {
 				t.Fatalf("accepted reference %+v with %d bytes", h.Ref, len(data))
 			}
 			return
@@ -135,7 +137,7 @@ func FuzzDecodeMeta(f *testing.F) {
 		if m.V != 1 {
 			t.Fatalf("accepted meta version %d", m.V)
 		}
-		if !SafeRelPath(m.Path) || !inside(m.Path) {
+		if !safename.RelPath(m.Path) || !inside(m.Path) {
 			t.Fatalf("accepted unsafe path %q", m.Path)
 		}
 	})
@@ -164,11 +166,11 @@ func FuzzDecodeCatalog(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.V != 1 || !ValidMachine(c.Machine) {
+		if c.V != 1 || !safename.Machine(c.Machine) {
 			t.Fatalf("accepted catalog v%d of machine %q", c.V, c.Machine)
 		}
 		for _, e := range c.Sessions {
-			if !ValidSessionID(e.ID) || !SafeRelPath(e.Path) || !inside(e.Path) {
+			if !safename.SessionID(e.ID) || !safename.RelPath(e.Path) || !inside(e.Path) {
 				t.Fatalf("accepted entry with id %q path %q", e.ID, e.Path)
 			}
 			if e.Generation != "" && !ValidGeneration(e.Generation) {
@@ -211,7 +213,7 @@ func FuzzDecodeRecent(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !ValidMachine(c.Machine) {
+		if !safename.Machine(c.Machine) {
 			t.Fatalf("accepted machine %q", c.Machine)
 		}
 		for _, e := range c.Sessions {
@@ -277,7 +279,7 @@ func FuzzArtifactPath(f *testing.F) {
 		if !ok {
 			return
 		}
-		if !SafeRelPath(rel) || !inside(rel) || !inside("sessions/d/x/"+rel) {
+		if !safename.RelPath(rel) || !inside(rel) || !inside("sessions/d/x/"+rel) {
 			t.Fatalf("ArtifactPath(%q) = %q leaves its folder", stream, rel)
 		}
 		if again, ok := ArtifactPath(ArtifactStream(rel)); !ok || again != rel {

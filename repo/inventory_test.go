@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // InventoryAll yields, for every session, exactly what Inventory returns
@@ -112,7 +113,7 @@ func TestInventoryAllGarbage(t *testing.T) {
 						continue
 					}
 					for _, inv := range so.Streams {
-						if inv.Stream.SessionID != so.ID || !ValidMachine(inv.Stream.Machine) {
+						if inv.Stream.SessionID != so.ID || !safename.Machine(inv.Stream.Machine) {
 							t.Errorf("session %s: stream %+v", so.ID, inv.Stream)
 						}
 						for _, g := range inv.Generations {

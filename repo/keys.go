@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ompsync/ompsync/safename"
 )
 
 // FormatVersion is the format a repository created empty gets; readers
@@ -64,7 +66,7 @@ func ArtifactPath(stream string) (string, bool) {
 		return "", false
 	}
 	rel, err := url.PathUnescape(esc)
-	if err != nil || !SafeRelPath(rel) {
+	if err != nil || !safename.RelPath(rel) {
 		return "", false
 	}
 	return rel, true
@@ -145,10 +147,10 @@ func ParseSessionKey(key string) (ObjectRef, error) {
 	}
 	ref.Stream.SessionID, ref.Stream.Machine = parts[0], parts[1]
 	ref.Generation, ref.Object = tail[0], tail[1]
-	if !ValidSessionID(ref.Stream.SessionID) {
+	if !safename.SessionID(ref.Stream.SessionID) {
 		return ObjectRef{}, fmt.Errorf("key %q: unsafe session id", key)
 	}
-	if !ValidMachine(ref.Stream.Machine) {
+	if !safename.Machine(ref.Stream.Machine) {
 		return ObjectRef{}, fmt.Errorf("key %q: unsafe machine name", key)
 	}
 	if !ValidGeneration(ref.Generation) {
@@ -164,21 +166,6 @@ func ParseSessionKey(key string) (ObjectRef, error) {
 		ref.Start, ref.End = s, e
 	}
 	return ref, nil
-}
-
-// ValidSessionID reports whether id is safe as a session id: one path
-// segment and one key segment of 1-128 characters of [A-Za-z0-9_-].
-func ValidSessionID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // BlobName reports whether name is a blob's name: the SHA-256 of its
@@ -211,20 +198,6 @@ func BlobLink(name string) (blob, ext string, ok bool) {
 	return blob, ext, true
 }
 
-// ValidMachine: machine names are one safe path segment.
-func ValidMachine(m string) bool {
-	if m == "" || len(m) > 64 || m == "." || m == ".." {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
 // NewGeneration names a generation by its start time, so that names sort in
 // the order the generations began on one machine.
 func NewGeneration(unixNano int64) string { return fmt.Sprintf("%016x", unixNano) }
@@ -237,21 +210,6 @@ func ValidGeneration(g string) bool {
 	for i := 0; i < len(g); i++ {
 		c := g[i]
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// SafeRelPath reports whether a slash-separated relative path stays inside the
-// folder it is joined to: no absolute path, no "." or ".." or empty segment,
-// no NUL or backslash.
-func SafeRelPath(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\x00\\") {
-		return false
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == "" || seg == "." || seg == ".." {
 			return false
 		}
 	}
@@ -284,7 +242,7 @@ func EncodePath(p string) string {
 }
 
 // DecodePath reverses EncodePath. A marked path that does not decode is
-// returned as recorded, which SafeRelPath refuses (it holds NUL).
+// returned as recorded, which safename.RelPath refuses (it holds NUL).
 func DecodePath(s string) string {
 	rest, ok := strings.CutPrefix(s, rawPathMark)
 	if !ok {

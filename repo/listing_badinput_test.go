@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // garbageLister is a remote whose listings are damaged or hostile: every
@@ -87,7 +88,7 @@ func TestGarbageListingsInventory(t *testing.T) {
 				return
 			}
 			for _, inv := range invs {
-				if inv.Stream.SessionID != garbageID || !ValidMachine(inv.Stream.Machine) {
+				if inv.Stream.SessionID != garbageID || !safename.Machine(inv.Stream.Machine) {
 					t.Errorf("inventory names stream %+v", inv.Stream)
 				}
 				if inv.Stream.Name != SessionStream {
@@ -125,7 +126,7 @@ func TestGarbageListingsMachines(t *testing.T) {
 			mustNotPanic(t, "Machines", func() {
 				ms, err := r.Machines(t.Context())
 				for _, m := range ms {
-					if !ValidMachine(m) {
+					if !safename.Machine(m) {
 						t.Errorf("Machines yields %q (err %v)", m, err)
 					}
 				}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/ompsync/ompsync/safename"
 )
 
 // HeadSize is the size of a title slot: the hash_from of a generation that
@@ -65,7 +67,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 		return Meta{}, fmt.Errorf("meta: unknown version %d", m.V)
 	}
 	m.Path = DecodePath(m.Path)
-	if !SafeRelPath(m.Path) {
+	if !safename.RelPath(m.Path) {
 		return Meta{}, fmt.Errorf("meta: unsafe path %q", m.Path)
 	}
 	return m, nil

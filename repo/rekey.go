@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // RekeyOptions configure Rekey.
@@ -546,7 +547,7 @@ func objectLimit(key string, maxBlob int64) (int64, bool) {
 	key = layoutKey(key)
 	if rest, ok := strings.CutPrefix(key, MachinesPrefix()); ok {
 		m, leaf, _ := strings.Cut(rest, "/")
-		return MaxCatalogSize, (leaf == "catalog" || leaf == "recent") && ValidMachine(m)
+		return MaxCatalogSize, (leaf == "catalog" || leaf == "recent") && safename.Machine(m)
 	}
 	if name, ok := strings.CutPrefix(key, root+"blobs/"); ok {
 		return maxBlob, name != "" && !strings.Contains(name, "/")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // Repo reads and writes the repository layout on a remote through a codec.
@@ -363,7 +364,7 @@ func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 			continue
 		}
 		rest, ok := strings.CutPrefix(obj.Key, MachinesPrefix())
-		if m := strings.TrimSuffix(rest, "/"); ok && ValidMachine(m) {
+		if m := strings.TrimSuffix(rest, "/"); ok && safename.Machine(m) {
 			out = append(out, m)
 		}
 		if len(out) > MaxMachines {

@@ -14,6 +14,7 @@ import (
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 )
 
@@ -113,7 +114,7 @@ func (p *planner) blobMtimes() map[string]time.Time {
 func readCatalogs(ctx context.Context, r *repo.Repo, machine string, parallel int) ([]repo.Catalog, []string, error) {
 	var machines []string
 	if machine != "" {
-		if !repo.ValidMachine(machine) {
+		if !safename.Machine(machine) {
 			return nil, nil, fmt.Errorf("machine name %q is not valid", machine)
 		}
 		machines = []string{machine}

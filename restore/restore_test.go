@@ -18,6 +18,7 @@ import (
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/store"
 )
@@ -1055,7 +1056,7 @@ func FuzzSessionRel(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if !repo.SafeRelPath(rel) || st.Classify(rel) != store.KindSession {
+			if !safename.RelPath(rel) || st.Classify(rel) != store.KindSession {
 				t.Fatalf("%s: %q placed in %q gave %q", st.Name(), p, cwd, rel)
 			}
 			parts := strings.Split(rel, "/")

@@ -17,6 +17,7 @@ import (
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 )
 
@@ -144,7 +145,7 @@ func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []
 			return []string{fmt.Sprintf("the listing of the sessions on the remote goes on past %d names; not followed further", seen-1)}
 		}
 		id := strings.TrimSuffix(strings.TrimPrefix(obj.Key, repo.SessionsPrefix()), "/")
-		if !obj.Prefix || !repo.ValidSessionID(id) || known[id] != nil {
+		if !obj.Prefix || !safename.SessionID(id) || known[id] != nil {
 			continue
 		}
 		ids = append(ids, id)

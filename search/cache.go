@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // Cache keeps the records of session copies under a folder of the state
@@ -99,13 +99,13 @@ func OlderCopy(machine, gen string) string { return machine + "@" + gen }
 // validCopy reports whether name is a machine's, or an OlderCopy's.
 func validCopy(name string) bool {
 	if m, gen, ok := strings.Cut(name, "@"); ok {
-		return repo.ValidMachine(m) && repo.ValidGeneration(gen)
+		return safename.Machine(m) && repo.ValidGeneration(gen)
 	}
-	return repo.ValidMachine(name)
+	return safename.Machine(name)
 }
 
 func (c *Cache) paths(id, machine string) (state, records string, err error) {
-	if !session.ValidID(id) || !validCopy(machine) {
+	if !safename.SessionID(id) || !validCopy(machine) {
 		return "", "", fmt.Errorf("search cache: unsafe session %q or machine %q", id, machine)
 	}
 	base := filepath.Join(c.dir, id, machine)
@@ -155,7 +155,7 @@ func (c *Cache) saveState(path string, st *CopyState) error {
 // Older returns what the cache holds of the session's older generations
 // (OlderCopy), on every machine.
 func (c *Cache) Older(id string) ([]*CopyState, error) {
-	if !session.ValidID(id) {
+	if !safename.SessionID(id) {
 		return nil, fmt.Errorf("search cache: unsafe session %q", id)
 	}
 	files, err := os.ReadDir(filepath.Join(c.dir, id))

@@ -80,22 +80,6 @@ func ReadHeader(b []byte) (Header, TitleSlot, error) {
 	return h, slot, nil
 }
 
-// ValidID reports whether id is safe to use as a single path segment and an
-// object key segment: 1-128 characters of [A-Za-z0-9_-], the rule of
-// repo.ValidSessionID.
-func ValidID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // Entry is the part of an entry line that ompsync reads: enough to order a
 // merge. Everything else stays in the raw line.
 type Entry struct {

@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/transcript"
 )
@@ -40,9 +40,9 @@ func (claude) Classify(rel string) Kind {
 		return KindIgnored
 	}
 	switch {
-	case len(parts) == 3 && strings.HasSuffix(parts[2], ".jsonl") && repo.ValidSessionID(strings.TrimSuffix(parts[2], ".jsonl")):
+	case len(parts) == 3 && strings.HasSuffix(parts[2], ".jsonl") && safename.SessionID(strings.TrimSuffix(parts[2], ".jsonl")):
 		return KindSession
-	case len(parts) >= 4 && repo.ValidSessionID(parts[2]):
+	case len(parts) >= 4 && safename.SessionID(parts[2]):
 		return KindArtifact
 	}
 	return KindIgnored
@@ -55,7 +55,7 @@ func (c claude) SessionID(rel string, _ []byte) string {
 
 func (claude) IDFromName(name string) (string, bool) {
 	id := strings.TrimSuffix(path.Base(name), ".jsonl")
-	return id, repo.ValidSessionID(id)
+	return id, safename.SessionID(id)
 }
 
 // claudeLine is what ompsync reads of one of Claude Code's lines.
@@ -165,7 +165,7 @@ func (c claude) Artifact(rel string) (string, string, bool) {
 }
 
 func (c claude) ArtifactRel(sessionRel, inner string) (string, bool) {
-	if !repo.SafeRelPath(inner) {
+	if !safename.RelPath(inner) {
 		return "", false
 	}
 	out := strings.TrimSuffix(sessionRel, ".jsonl") + "/" + inner
@@ -177,7 +177,7 @@ func (c claude) ArtifactRel(sessionRel, inner string) (string, bool) {
 // longer than 200 characters ends in a hash of the path (Bun's), which
 // ompsync cannot make: such a session keeps its recorded folder.
 func (c claude) SessionRel(p, cwd, _ string) (string, error) {
-	if !repo.SafeRelPath(p) || c.Classify(p) != KindSession {
+	if !safename.RelPath(p) || c.Classify(p) != KindSession {
 		return "", fmt.Errorf("recorded path %q is not a session file under projects/", p)
 	}
 	dir := claudeDir(cwd)

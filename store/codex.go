@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/transcript"
 )
@@ -100,7 +100,7 @@ type codexLine struct {
 }
 
 func (c codex) SessionID(rel string, head []byte) string {
-	if info, ok := c.Describe(head); ok && repo.ValidSessionID(info.ID) {
+	if info, ok := c.Describe(head); ok && safename.SessionID(info.ID) {
 		return info.ID
 	}
 	id, _ := c.IDFromName(rel)
@@ -172,7 +172,7 @@ func (codex) ArchiveOf(live string) string { return live + ".zst" }
 
 // SessionRel: rollouts are named by date, not by cwd; nothing to map.
 func (c codex) SessionRel(p, _, _ string) (string, error) {
-	if !repo.SafeRelPath(p) || c.Classify(p) != KindSession {
+	if !safename.RelPath(p) || c.Classify(p) != KindSession {
 		return "", fmt.Errorf("recorded path %q is not a Codex rollout under sessions/ or archived_sessions/", p)
 	}
 	return p, nil
@@ -180,7 +180,7 @@ func (c codex) SessionRel(p, _, _ string) (string, error) {
 
 // Beside: <name>.jsonl.<machine>.
 func (codex) Beside(rel, machine string) (string, bool) {
-	if !repo.ValidMachine(machine) {
+	if !safename.Machine(machine) {
 		return "", false
 	}
 	return rel + "." + machine, true

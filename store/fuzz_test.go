@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/transcript"
 )
 
@@ -40,7 +40,7 @@ func FuzzClassify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rel string) {
 		for _, s := range Known() {
 			k := s.Classify(rel)
-			if id, ok := s.IDFromName(rel); ok && !repo.ValidSessionID(id) {
+			if id, ok := s.IDFromName(rel); ok && !safename.SessionID(id) {
 				t.Fatalf("%s: IDFromName(%q) = %q, not a valid id", s.Name(), rel, id)
 			}
 			if k == KindIgnored {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
-	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // maxSessionDepth is how deep below a store's first root session files
@@ -91,7 +91,7 @@ func ScanLocal(st Store, agentDir string) (*Local, error) {
 					}
 				}
 			case f.Type().IsRegular() && st.Classify(rel) == KindSession:
-				if id := st.SessionID(rel, readHead(absPath(agentDir, rel))); repo.ValidSessionID(id) {
+				if id := st.SessionID(rel, readHead(absPath(agentDir, rel))); safename.SessionID(id) {
 					l.byID[id] = append(l.byID[id], rel)
 				}
 			}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/transcript"
 )
@@ -97,7 +97,7 @@ func (f family) Classify(rel string) Kind {
 }
 
 func (f family) SessionID(rel string, head []byte) string {
-	if h, _, err := session.ReadHeader(head); err == nil && repo.ValidSessionID(h.ID) {
+	if h, _, err := session.ReadHeader(head); err == nil && safename.SessionID(h.ID) {
 		return h.ID
 	}
 	if id, ok := f.IDFromName(rel); ok {
@@ -117,7 +117,7 @@ func (f family) IDFromName(name string) (string, bool) {
 		return "", false
 	}
 	id := name[i+1:]
-	return id, repo.ValidSessionID(id)
+	return id, safename.SessionID(id)
 }
 
 func (f family) Describe(head []byte) (Info, bool) {
@@ -205,7 +205,7 @@ func (f family) Artifact(rel string) (string, string, bool) {
 
 // ArtifactRel: in the folder named like the session file without .jsonl.
 func (f family) ArtifactRel(sessionRel, inner string) (string, bool) {
-	if !repo.SafeRelPath(inner) || !strings.HasPrefix(sessionRel, "sessions/") {
+	if !safename.RelPath(inner) || !strings.HasPrefix(sessionRel, "sessions/") {
 		return "", false
 	}
 	out := strings.TrimSuffix(sessionRel, ".jsonl") + "/" + inner
@@ -236,7 +236,7 @@ func (f family) ArchiveOf(live string) string {
 
 // SessionRel: sessions/<folder>/<name>.jsonl, the folder cwd's (CwdDir).
 func (f family) SessionRel(p, cwd, home string) (string, error) {
-	if !repo.SafeRelPath(p) || f.Classify(p) != KindSession {
+	if !safename.RelPath(p) || f.Classify(p) != KindSession {
 		return "", fmt.Errorf("recorded path %q is not a session file under sessions/", p)
 	}
 	if cwd == "" {
@@ -250,7 +250,7 @@ func (f family) SessionRel(p, cwd, home string) (string, error) {
 // checkMoved refuses a session path that moving a session turned into
 // something else than a session path (a folder named "..", say).
 func checkMoved(s Store, p, out string) (string, error) {
-	if !repo.SafeRelPath(out) || s.Classify(out) != KindSession {
+	if !safename.RelPath(out) || s.Classify(out) != KindSession {
 		return "", fmt.Errorf("placing %q gives %q, which is not a session path", p, out)
 	}
 	return out, nil

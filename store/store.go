@@ -159,7 +159,7 @@ func cleanParts(rel string) []string {
 	}
 	for _, p := range parts {
 		// NUL is in no real name, and no agent puts a backslash in one: a
-		// reader refuses to restore either (repo.SafeRelPath).
+		// reader refuses to restore either (safename.RelPath).
 		if p == "" || strings.HasPrefix(p, ".") || strings.ContainsAny(p, "\x00\\") {
 			return nil
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
-	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/safename"
 )
 
 func newCompactCmd(a *app) *cobra.Command {
@@ -40,7 +40,7 @@ it, saying so.`,
   ompsync compact 0199a3f2`,
 		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
 			for _, p := range args {
-				if !session.ValidID(p) {
+				if !safename.SessionID(p) {
 					return usagef(cmd, "%q is not a session id prefix (letters, digits, - and _)", p)
 				}
 			}

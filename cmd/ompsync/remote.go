@@ -15,6 +15,7 @@ import (
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/safename"
 )
 
 // openRepo opens the configured remote as an ompsync repository, with the
@@ -102,7 +103,7 @@ func (a *app) meters() *meter {
 // the configuration, open the remote for reading. also, when set, runs
 // while the marker is read (readMetered).
 func (a *app) readRemote(cmd *cobra.Command, machine string, also func(context.Context, *repo.Repo) error) (*config.Config, *repo.Repo, error) {
-	if machine != "" && !repo.ValidMachine(machine) {
+	if machine != "" && !safename.Machine(machine) {
 		return nil, nil, usagef(cmd, "--machine %q is not a machine name", machine)
 	}
 	cfg, err := a.config()
