@@ -57,6 +57,9 @@ type Options struct {
 	PullInclude, PullExclude []string
 	// Merger merges pulled sessions (required with Pull).
 	Merger Merger
+	// ReadBackBytes is about how much of what this machine uploaded Run
+	// reads back from the remote each day, every hash checked (0: none).
+	ReadBackBytes int64
 	// Compaction says when Run compacts this machine's streams; Retention
 	// what it prunes once a day (zero: keep everything).
 	Compaction compact.Policy
@@ -662,6 +665,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if down, _, _ := a.outage.state(); !down {
 			a.maintain(ctx) // not against a remote that is away
+			a.readBack(ctx)
 		}
 		if full {
 			debug.FreeOSMemory() // a full scan leaves the garbage starting does

@@ -196,6 +196,10 @@ type State struct {
 	Seen map[string]string `json:"seen,omitempty"`
 	// LastPrune is when retention last ran.
 	LastPrune time.Time `json:"last_prune"`
+	// ReadBackAt is when the daily read-back last ran, and ReadBackAfter
+	// the key of the last stream it read: the next goes on after it.
+	ReadBackAt    time.Time `json:"read_back_at,omitzero"`
+	ReadBackAfter string    `json:"read_back_after,omitempty"`
 	// BlobsConfirmedAt is when the remote's blobs were last listed.
 	BlobsConfirmedAt time.Time `json:"blobs_confirmed_at"`
 	// JournalSeq names the journal that amends this file.

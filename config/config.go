@@ -53,6 +53,7 @@ type Config struct {
 	Search     Search
 	MCP        MCP
 	Restore    Restore
+	Verify     Verify
 	File       string // the config file actually read, "" if none
 
 	sources  map[string]Source
@@ -102,6 +103,19 @@ func (e Encryption) Enabled() bool {
 type Compaction struct {
 	Idle      time.Duration
 	MaxChunks int
+}
+
+// Verify configures the agent's own check of its backup.
+type Verify struct {
+	// DailyRead is how much the agent reads back each day, as written
+	// (see ParseSize).
+	DailyRead string
+}
+
+// DailyReadBytes is DailyRead in bytes.
+func (v Verify) DailyReadBytes() int64 {
+	n, _ := ParseSize(v.DailyRead) // checked when loaded
+	return n
 }
 
 // MCP configures ompsync mcp.

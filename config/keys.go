@@ -319,6 +319,13 @@ var keys = []key{
 		check: checkSize,
 	},
 	{
+		name:  "verify.daily_read",
+		help:  "how much of what this machine uploaded the agent reads back from the remote each day, every hash checked, going on each day where the last stopped, so all of it is read within (bytes backed up / this) days (2 GiB at 128MiB: 16 days); damage is a WARN and a damaged alert; 0 reads nothing",
+		field: func(c *Config) any { return &c.Verify.DailyRead },
+		def:   static("128MiB"),
+		check: checkSize,
+	},
+	{
 		name:  "mcp.redact",
 		help:  "ompsync mcp masks strings in what it returns that look like credentials (AWS access keys and the secrets beside them, GitHub tokens, sk- API keys, PEM private keys), counting them in each result, so a search does not paste a key into a new conversation",
 		field: func(c *Config) any { return &c.MCP.Redact },

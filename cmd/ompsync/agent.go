@@ -171,9 +171,10 @@ func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
 		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
 		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
-		Compaction: compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
-		Retention:  compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
-		Parallel:   cfg.Transfers,
+		Compaction:    compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
+		Retention:     compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
+		ReadBackBytes: cfg.Verify.DailyReadBytes(),
+		Parallel:      cfg.Transfers,
 	}
 }
 
