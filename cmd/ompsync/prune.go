@@ -67,7 +67,7 @@ bytes go; --dry-run prints the same lines and deletes nothing.`,
 				}
 				why, err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
 				if err != nil {
-					return fmt.Errorf("%s%w", prefix, err)
+					return fmt.Errorf("%s%w", prefix, noDelete(err))
 				}
 				if why != "" {
 					left = append(left, prefix+why)

@@ -366,6 +366,8 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
 	case code == "PreconditionFailed", status == http.StatusPreconditionFailed:
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrPreconditionFailed}
+	case remote.Denied(status, code):
+		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%w (s3 answered HTTP %d %s)", remote.ErrAccessDenied, status, code)}
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) || status != 0 {
