@@ -80,7 +80,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	switch {
 	case cfg.AccessKeyID != "" && cfg.SecretAccessKey != "":
-		opts.Creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, "")
+		opts.Creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
 	case cfg.AccessKeyID != "" || cfg.SecretAccessKey != "":
 		return nil, errors.New("minio: give both access key id and secret access key, or neither")
 	default:

@@ -76,7 +76,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, errors.New("s3: give both access key id and secret access key, or neither")
 		}
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)))
 	} else if endpoint != nil {
 		// A self-hosted server has no instance roles: asking the EC2
 		// metadata service would only wait for an answer that never comes.
