@@ -34,11 +34,13 @@ func AuthError(code string) error {
 }
 
 // Denied reports whether an S3 error answer refuses the operation to the
-// credentials (a policy without it): AccessDenied, or a 403 without a code
-// (HEAD answers have no body). Wrong keys are AuthError's; a skewed clock
-// (RequestTimeTooSkewed, also 403) is neither.
+// credentials (a policy without it): AccessDenied, or a 403 with no code
+// of its own (a HEAD answer has no body: the aws SDK names it Forbidden,
+// minio-go AccessDenied, so there a wrong secret looks the same). Wrong
+// keys are otherwise AuthError's; a skewed clock (RequestTimeTooSkewed,
+// also 403) is neither.
 func Denied(status int, code string) bool {
-	return code == "AccessDenied" || status == http.StatusForbidden && code == ""
+	return code == "AccessDenied" || status == http.StatusForbidden && (code == "" || code == "Forbidden")
 }
 
 // NotS3 is the setup error for an endpoint whose answer is not S3's, such
