@@ -204,6 +204,9 @@ type Agent struct {
 	// then now and then.
 	problems problems
 	refused  refusal // uploads the repository's encryption refuses
+	// noDelete: the remote refused this machine's key a delete, so
+	// maintain leaves compaction and retention to another machine.
+	noDelete bool
 	// upToDate is when the agent was last up to date (markUpToDate).
 	upToDate time.Time
 	// watchGaps: a folder could not be watched, so a change in it shows

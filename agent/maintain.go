@@ -17,6 +17,9 @@ const maxCompactionsPerTick = 2
 // since the last compaction) or idle (no upload for Compaction.Idle), and
 // applies retention once a day. It runs between upload passes.
 func (a *Agent) maintain(ctx context.Context) {
+	if a.noDelete {
+		return
+	}
 	now := a.now()
 	done := 0
 	var unlock func()
@@ -66,6 +69,9 @@ func (a *Agent) maintain(ctx context.Context) {
 		if a.refused.report(a.log, err) {
 			break // the repository refuses every put alike: said once
 		}
+		if a.deletesDenied(err) {
+			return
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -108,7 +114,7 @@ func (a *Agent) maintain(ctx context.Context) {
 	a.state.changed.all = true
 	rep, err := compact.Prune(ctx, a.repo, a.opts.Store, a.opts.Machine, a.opts.Retention, now, false)
 	if err != nil {
-		if !a.refused.report(a.log, err) {
+		if !a.refused.report(a.log, err) && !a.deletesDenied(err) {
 			a.log.Warn("retention failed; will retry tomorrow", "err", err)
 		}
 		return

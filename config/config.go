@@ -66,6 +66,7 @@ type S3 struct {
 	PathStyle                    bool
 	CAFile                       string
 	AccessKeyID, SecretAccessKey string
+	SessionToken                 string
 }
 
 // Sync configures pulling other machines' sessions.
@@ -679,8 +680,9 @@ func (c *Config) LeveledLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 
 // String keeps the secret key out of %v, %+v and log lines.
 func (s S3) String() string {
-	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
-		s.Client, s.Endpoint, s.Region, s.PathStyle, s.CAFile, redactedIfSet(s.AccessKeyID, partial), redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted }))
+	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s}",
+		s.Client, s.Endpoint, s.Region, s.PathStyle, s.CAFile, redactedIfSet(s.AccessKeyID, partial), redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted }),
+		redactedIfSet(s.SessionToken, func(string) string { return Redacted }))
 }
 
 // GoString keeps the secret key out of %#v.
@@ -696,6 +698,7 @@ func (s S3) LogValue() slog.Value {
 		slog.String("ca_file", s.CAFile),
 		slog.String("access_key_id", redactedIfSet(s.AccessKeyID, partial)),
 		slog.String("secret_access_key", redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted })),
+		slog.String("session_token", redactedIfSet(s.SessionToken, func(string) string { return Redacted })),
 	)
 }
 
@@ -706,6 +709,7 @@ func (s S3) MarshalJSON() ([]byte, error) {
 	p := plain(s)
 	p.AccessKeyID = redactedIfSet(s.AccessKeyID, partial)
 	p.SecretAccessKey = redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted })
+	p.SessionToken = redactedIfSet(s.SessionToken, func(string) string { return Redacted })
 	return json.Marshal(p)
 }
 

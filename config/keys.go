@@ -222,6 +222,13 @@ var keys = []key{
 		redact: redactFull,
 	},
 	{
+		name:   "s3.session_token",
+		help:   "S3 session token of temporary credentials (STS), with the access key id and secret key; empty means AWS_SESSION_TOKEN from the environment when those come from there",
+		field:  func(c *Config) any { return &c.S3.SessionToken },
+		def:    static(""),
+		redact: redactFull,
+	},
+	{
 		name:  "sync.pull",
 		help:  "also pull sessions other machines uploaded into agent_dir",
 		field: func(c *Config) any { return &c.Sync.Pull },

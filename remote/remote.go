@@ -108,6 +108,11 @@ var (
 	// ErrEndlessListing: a listing page says more follows but gives no new
 	// continuation token; following it would never end.
 	ErrEndlessListing = errors.New("the server says the listing goes on but gives no new continuation token")
+	// ErrAccessDenied: the server refused the operation to these
+	// credentials (S3 AccessDenied, HTTP 403). A key may be allowed to
+	// write and not to delete (against a stolen machine or ransomware),
+	// so callers test for it to leave the work to a machine whose key may.
+	ErrAccessDenied = errors.New("access denied to this key")
 )
 
 // Error wraps a driver error with the operation and key, and whether retrying
@@ -162,3 +167,12 @@ func (b *contextBody) Read(p []byte) (int, error) {
 }
 
 func (b *contextBody) Close() error { return b.rc.Close() }
+
+// DeleteDenied reports whether err is the server refusing these
+// credentials a delete (ErrAccessDenied from a delete): a key allowed to
+// write and not to delete, which must leave compaction and retention to
+// another machine's key.
+func DeleteDenied(err error) bool {
+	var re *Error
+	return errors.Is(err, ErrAccessDenied) && errors.As(err, &re) && re.Op == "delete"
+}

@@ -41,6 +41,8 @@ type S3Config struct {
 	// default chain: environment, shared profiles, instance roles.
 	AccessKeyID     string
 	SecretAccessKey string
+	// SessionToken goes with them for temporary (STS) credentials.
+	SessionToken string
 	// HTTPClient replaces the driver's HTTP client (tests, proxies). Nil
 	// means the driver's default, which honours AWS_CA_BUNDLE for the aws
 	// driver.

@@ -3,6 +3,7 @@ package remote
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // SetupError is a failure that means the remote's settings are wrong (an
@@ -30,6 +31,16 @@ func AuthError(code string) error {
 		return ErrWrongSecret
 	}
 	return nil
+}
+
+// Denied reports whether an S3 error answer refuses the operation to the
+// credentials (a policy without it): AccessDenied, or a 403 with no code
+// of its own (a HEAD answer has no body: the aws SDK names it Forbidden,
+// minio-go AccessDenied, so there a wrong secret looks the same). Wrong
+// keys are otherwise AuthError's; a skewed clock (RequestTimeTooSkewed,
+// also 403) is neither.
+func Denied(status int, code string) bool {
+	return code == "AccessDenied" || status == http.StatusForbidden && (code == "" || code == "Forbidden")
 }
 
 // NotS3 is the setup error for an endpoint whose answer is not S3's, such

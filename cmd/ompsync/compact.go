@@ -12,6 +12,7 @@ import (
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/progress"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/safename"
@@ -67,9 +68,14 @@ it, saying so.`,
 				return err
 			}
 			var before, after, streams, failed, skipped int
+			denied := false
 			var uploaded int64
 			for _, s := range rep.Streams {
 				where := fmt.Sprintf("%s %s generation %s", s.Stream.SessionID, s.Stream.Name, s.Generation)
+				if remote.DeleteDenied(s.Err) {
+					denied = true
+					continue
+				}
 				if s.Err != nil {
 					failed++
 					fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(s.Err.Error()))
@@ -94,6 +100,9 @@ it, saying so.`,
 				res := s.Result
 				fmt.Fprintf(a.stdout, "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, progress.Size(res.Uploaded))
 				before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
+			}
+			if denied {
+				return errNoDelete
 			}
 			if dryRun {
 				fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", countSessions(rep), rep.Sessions)

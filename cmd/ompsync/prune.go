@@ -69,7 +69,7 @@ machine's backups, it waits for it, saying so.`,
 				}
 				why, err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
 				if err != nil {
-					return fmt.Errorf("%s%w", prefix, err)
+					return fmt.Errorf("%s%w", prefix, noDelete(err))
 				}
 				if why != "" {
 					left = append(left, prefix+why)

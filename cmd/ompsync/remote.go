@@ -37,6 +37,7 @@ func openMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo,
 		CAFile:          cfg.S3.CAFile,
 		AccessKeyID:     cfg.S3.AccessKeyID,
 		SecretAccessKey: cfg.S3.SecretAccessKey,
+		SessionToken:    cfg.S3.SessionToken,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)

@@ -39,6 +39,8 @@ type S3Options struct {
 	// AccessKeyID and SecretAccessKey; empty means the default AWS chain.
 	AccessKeyID     string
 	SecretAccessKey string
+	// SessionToken goes with them for temporary (STS) credentials.
+	SessionToken string
 }
 
 // String leaves the secret out, so options can be printed or logged.
@@ -89,6 +91,7 @@ func OpenRaw(ctx context.Context, raw string, opts S3Options) (remote.Client, er
 			CAFile:          opts.CAFile,
 			AccessKeyID:     opts.AccessKeyID,
 			SecretAccessKey: opts.SecretAccessKey,
+			SessionToken:    opts.SessionToken,
 		}
 		switch opts.Client {
 		case "", ClientAWS:

@@ -80,7 +80,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	switch {
 	case cfg.AccessKeyID != "" && cfg.SecretAccessKey != "":
-		opts.Creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, "")
+		opts.Creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
 	case cfg.AccessKeyID != "" || cfg.SecretAccessKey != "":
 		return nil, errors.New("minio: give both access key id and secret access key, or neither")
 	default:
@@ -356,6 +356,8 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
 	case er.Code == "PreconditionFailed", er.StatusCode == http.StatusPreconditionFailed:
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrPreconditionFailed}
+	case remote.Denied(er.StatusCode, er.Code):
+		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%w (s3 answered HTTP %d %s)", remote.ErrAccessDenied, er.StatusCode, er.Code)}
 	case er.StatusCode != 0 || er.Code != "":
 		msg := fmt.Sprintf("s3 answered HTTP %d %s: %s", er.StatusCode, er.Code, er.Message)
 		return &remote.Error{Op: op, Key: key, Transient: remote.HTTPTransient(er.StatusCode, er.Code), Err: errors.New(msg)}

@@ -76,7 +76,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, errors.New("s3: give both access key id and secret access key, or neither")
 		}
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(
-			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, "")))
+			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)))
 	} else if endpoint != nil {
 		// A self-hosted server has no instance roles: asking the EC2
 		// metadata service would only wait for an answer that never comes.
@@ -366,6 +366,8 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
 	case code == "PreconditionFailed", status == http.StatusPreconditionFailed:
 		return &remote.Error{Op: op, Key: key, Err: remote.ErrPreconditionFailed}
+	case remote.Denied(status, code):
+		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%w (s3 answered HTTP %d %s)", remote.ErrAccessDenied, status, code)}
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) || status != 0 {

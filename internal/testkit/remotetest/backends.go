@@ -69,14 +69,7 @@ func s3Backends(t *testing.T, srv *Server, name string) []Backend {
 			Name:   name + client,
 			Server: srv.Kind,
 			URL:    "s3://" + srv.NewBucket(t),
-			S3: backend.S3Options{
-				Client:          client,
-				Endpoint:        srv.Endpoint,
-				Region:          "us-east-1",
-				PathStyle:       true,
-				AccessKeyID:     srv.AccessKey,
-				SecretAccessKey: srv.SecretKey,
-			},
+			S3:     AdminKey(srv, client),
 		})
 	}
 	return bs

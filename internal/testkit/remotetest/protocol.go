@@ -74,6 +74,7 @@ func RunS3Protocol(t *testing.T, open func(t *testing.T, cfg remote.S3Config) re
 		permanent
 		notFound
 		precondition
+		denied // permanent, and ErrAccessDenied: a key without the permission
 	)
 	for _, tc := range []struct {
 		status int
@@ -85,7 +86,7 @@ func RunS3Protocol(t *testing.T, open func(t *testing.T, cfg remote.S3Config) re
 		{502, "", transient},
 		{429, "TooManyRequests", transient},
 		{400, "RequestTimeout", transient},
-		{403, "AccessDenied", permanent},
+		{403, "AccessDenied", denied},
 		{403, "SignatureDoesNotMatch", permanent},
 		{400, "InvalidArgument", permanent},
 		{404, "NoSuchKey", notFound},
@@ -101,7 +102,7 @@ func RunS3Protocol(t *testing.T, open func(t *testing.T, cfg remote.S3Config) re
 			if statusTells := tc.status >= 500 || tc.status == 429 || tc.want != transient; statusTells && tc.want != precondition {
 				_, errs["stat"] = c.Stat(ctx, "k/obj")
 			}
-			if tc.want == transient || tc.want == permanent {
+			if tc.want == transient || tc.want == permanent || tc.want == denied {
 				for _, err := range c.List(ctx, "k/", remote.ListOptions{}) {
 					errs["list"] = err
 				}
@@ -125,7 +126,15 @@ func RunS3Protocol(t *testing.T, open func(t *testing.T, cfg remote.S3Config) re
 					t.Errorf("%s: %v is not ErrNotFound", op, err)
 				case tc.want == precondition && op == "put" && !errors.Is(err, remote.ErrPreconditionFailed):
 					t.Errorf("%s: %v is not ErrPreconditionFailed", op, err)
-				case tc.want == permanent && (errors.Is(err, remote.ErrNotFound) || errors.Is(err, remote.ErrPreconditionFailed)):
+				case tc.want == denied && !errors.Is(err, remote.ErrAccessDenied):
+					t.Errorf("%s: %v is not ErrAccessDenied", op, err)
+				case tc.want == denied && op == "delete" && !remote.DeleteDenied(err):
+					t.Errorf("%s: %v is not DeleteDenied", op, err)
+				case tc.want == denied && op != "delete" && remote.DeleteDenied(err):
+					t.Errorf("%s: %v is DeleteDenied", op, err)
+				case tc.want == permanent && (errors.Is(err, remote.ErrNotFound) || errors.Is(err, remote.ErrPreconditionFailed)),
+					// A HEAD's 403 has no code: it is taken as a denial.
+					tc.want == permanent && errors.Is(err, remote.ErrAccessDenied) && (op != "stat" || tc.status != 403):
 					t.Errorf("%s: %v maps %d %s to a sentinel", op, err, tc.status, tc.code)
 				}
 			}
