@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,10 @@ func TestVerifyRepairChunk(t *testing.T) {
 	m.mustRun(0, "verify")
 	to := t.TempDir()
 	m.mustRun(0, "restore", "--all", "--to", to)
+	rel, _ := filepath.Rel(m.agentDir, m.sessionFile(id))
+	if got := readFile(t, filepath.Join(to, rel)); !bytes.Equal(got, m.readSession(id)) {
+		t.Errorf("the restore after the repair differs from the local file")
+	}
 
 	flip(chunks[1])
 	local := m.sessionFile(id)
