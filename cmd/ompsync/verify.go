@@ -58,7 +58,7 @@ known of it, so run verify again once the remote is reachable).`,
 			if err != nil {
 				return err
 			}
-			if repair && repairChunks(cmd.Context(), a, cfg.Machine, places, checks) {
+			if repair && repairChunks(cmd.Context(), a, asJSON, cfg.Machine, places, checks) {
 				// Verified again: the exit status says what the remote holds now.
 				checks, problems, err = restore.VerifyAll(cmd.Context(), places, args, restore.Options{Machine: machine, Parallel: cfg.Transfers})
 				problems = append(problems, unknown...)
@@ -189,8 +189,12 @@ func notifyDamaged(cfg *config.Config, stderr io.Writer, msg string) {
 // repairChunks puts back what it can of the damaged sessions' chunks of
 // this machine's stream and says on stderr what it did; it reports whether
 // it put anything.
-func repairChunks(ctx context.Context, a *app, machine string, places []restore.Place, checks []restore.Check) bool {
+func repairChunks(ctx context.Context, a *app, asJSON bool, machine string, places []restore.Place, checks []restore.Check) bool {
 	put := false
+	out := a.stdout
+	if asJSON {
+		out = a.stderr // standard output stays one object per session
+	}
 	for _, c := range checks {
 		if !c.Damaged() {
 			continue
@@ -206,9 +210,9 @@ func repairChunks(ctx context.Context, a *app, machine string, places []restore.
 			for _, d := range ds {
 				if d.Repaired {
 					put = true
-					fmt.Fprintf(a.stdout, "repaired  %s: put %s back from the local file (bytes %d-%d)\n", c.ID, d.Key, d.Start, d.End)
+					fmt.Fprintf(out, "repaired  %s: put %s back from the local file (bytes %d-%d)\n", c.ID, d.Key, d.Start, d.End)
 				} else {
-					fmt.Fprintf(a.stdout, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
+					fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
 				}
 			}
 		}
