@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 )
 
 func newVerifyCmd(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, repair bool
 	var machine, agentName string
 	cmd := &cobra.Command{
 		Use:   "verify [ID-PREFIX...]",
@@ -29,7 +30,13 @@ too, when none are given) from the remote, check every chunk's hash, the
 running stream hashes and that no stream has a gap, check the blobs the
 sessions reference, and compare the newest copies with the local files
 (same, behind: the remote has more, ahead: not yet uploaded, diverged, or
-missing). Changes nothing, locally or on the remote.
+missing). Changes nothing, locally or on the remote, unless --repair.
+
+With --repair, a damaged chunk of this machine's newest copy of a session is
+put again from the local file when the local bytes still hash to what the
+remote records (an intact later chunk's stream hash proves them); then
+everything is verified again. What cannot be repaired (the local file
+changed too, another machine's object) is printed with what to do.
 
 Exit status 1 when anything on the remote is damaged or missing (DAMAGED), or
 could not be read because the remote did not answer (UNCHECKED: nothing is
@@ -50,6 +57,14 @@ known of it, so run verify again once the remote is reachable).`,
 			problems = append(problems, unknown...)
 			if err != nil {
 				return err
+			}
+			if repair && repairChunks(cmd.Context(), a, asJSON, cfg.Machine, places, checks) {
+				// Verified again: the exit status says what the remote holds now.
+				checks, problems, err = restore.VerifyAll(cmd.Context(), places, args, restore.Options{Machine: machine, Parallel: cfg.Transfers})
+				problems = append(problems, unknown...)
+				if err != nil {
+					return err
+				}
 			}
 			bad, unchecked := 0, 0
 			for _, c := range checks {
@@ -103,6 +118,7 @@ known of it, so run verify again once the remote is reachable).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
 	cmd.Flags().StringVar(&machine, "machine", "", "check only this machine's copies")
+	cmd.Flags().BoolVar(&repair, "repair", false, "put damaged chunks of this machine's sessions back from the local files, then verify again")
 	addAgentFlag(cmd.Flags(), &agentName)
 	return cmd
 }
@@ -168,4 +184,38 @@ func notifyDamaged(cfg *config.Config, stderr io.Writer, msg string) {
 	go n.Run(ctx)
 	n.Report(notify.Damaged, msg)
 	n.Flush(notify.DefaultTimeout + time.Second)
+}
+
+// repairChunks puts back what it can of the damaged sessions' chunks of
+// this machine's stream and says on stderr what it did; it reports whether
+// it put anything.
+func repairChunks(ctx context.Context, a *app, asJSON bool, machine string, places []restore.Place, checks []restore.Check) bool {
+	put := false
+	out := a.stdout
+	if asJSON {
+		out = a.stderr // standard output stays one object per session
+	}
+	for _, c := range checks {
+		if !c.Damaged() {
+			continue
+		}
+		for _, pl := range places {
+			if pl.Store.Name() != c.Agent {
+				continue
+			}
+			ds, err := restore.RepairChunks(ctx, pl.Repo, machine, c.ID, filepath.Join(pl.Dir, filepath.FromSlash(c.Path)))
+			if err != nil {
+				fmt.Fprintf(a.stderr, "ompsync: repair session %s: %v\n", c.ID, err)
+			}
+			for _, d := range ds {
+				if d.Repaired {
+					put = true
+					fmt.Fprintf(out, "repaired  %s: put %s back from the local file (bytes %d-%d)\n", c.ID, d.Key, d.Start, d.End)
+				} else {
+					fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
+				}
+			}
+		}
+	}
+	return put
 }

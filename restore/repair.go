@@ -1,0 +1,109 @@
+package restore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/repo"
+)
+
+// Damage is one object of a machine's stream that failed its check, what it
+// should hold and whether it was put back.
+type Damage struct {
+	Key string `json:"key"`
+	// Problem says what is wrong with it (a failed hash, unreadable).
+	Problem string `json:"problem"`
+	Start   int64  `json:"start"`
+	End     int64  `json:"end"`
+	// Repaired says it was put again from the local file; otherwise Why
+	// says why not and what to do.
+	Repaired bool   `json:"repaired"`
+	Why      string `json:"why,omitempty"`
+}
+
+// RepairChunks checks every chunk of machine's newest session generation of
+// session id and puts a damaged one again from the local file at local
+// (absolute) when the local bytes are proven to be the generation's: an
+// intact chunk ending at or after the damage carries the stream hash of
+// bytes [HashFrom, End), and the local file's bytes must hash to it. The
+// put goes through repo.PutChunk, so encryption and the codec apply.
+//
+// A chunk missing from the listing (a gap) is not found here: verify
+// reports it.
+func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) ([]Damage, error) {
+	invs, err := r.Inventory(ctx, id, machine)
+	if err != nil {
+		return nil, err
+	}
+	var out []Damage
+	for _, inv := range invs {
+		if inv.Stream.Name != repo.SessionStream {
+			continue
+		}
+		g := inv.Newest()
+		if g == nil {
+			continue
+		}
+		var bad []repo.ChunkRef
+		var proof *repo.ChunkHeader
+		for _, c := range g.Chunks {
+			h, _, err := r.GetChunk(ctx, inv.Stream, g.Name, c.Start, c.End)
+			switch {
+			case remote.Unanswered(err):
+				return out, err
+			case err != nil:
+				bad = append(bad, c)
+			case h.Ref == nil && (proof == nil || h.End > proof.End):
+				proof = &h
+			}
+		}
+		for _, c := range bad {
+			d := Damage{Key: inv.Stream.ChunkKey(g.Name, c.Start, c.End), Problem: "unreadable or its hash fails", Start: c.Start, End: c.End}
+			d.Repaired, d.Why = repairChunk(ctx, r, inv.Stream, g, c, proof, local)
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// repairChunk puts chunk c again from the local file when proof (the
+// furthest intact chunk) shows the local bytes are the generation's.
+func repairChunk(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c repo.ChunkRef, proof *repo.ChunkHeader, local string) (bool, string) {
+	if proof == nil || proof.End < c.End {
+		return false, "no intact later chunk proves the local bytes; run 'ompsync agent --once' to upload the file as a new copy"
+	}
+	if c.Start == 0 && g.MetaInChunk {
+		return false, "the chunk at 0 carries the generation's meta; run 'ompsync agent --once' to upload the file as a new copy"
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		return false, fmt.Sprintf("the local copy cannot be read (%v); restore the session from another machine's copy", err)
+	}
+	defer f.Close()
+	sum := sha256.New()
+	if _, err := io.Copy(sum, io.NewSectionReader(f, proof.HashFrom, proof.End-proof.HashFrom)); err != nil || hex.EncodeToString(sum.Sum(nil)) != proof.StreamSHA256 {
+		return false, "the local copy changed too: its bytes no longer hash to what the remote records; nothing was written; run 'ompsync agent --once' to upload it as a new copy"
+	}
+	data := make([]byte, c.End-c.Start)
+	if _, err := f.ReadAt(data, c.Start); err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Sprintf("read the local copy: %v", err)
+	}
+	h := repo.ChunkHeader{V: proof.V, Start: c.Start, End: c.End, HashFrom: proof.HashFrom, SHA256: repo.HashHex(data)}
+	if c.End > proof.HashFrom {
+		sum.Reset()
+		if _, err := io.Copy(sum, io.NewSectionReader(f, proof.HashFrom, c.End-proof.HashFrom)); err != nil {
+			return false, fmt.Sprintf("read the local copy: %v", err)
+		}
+		h.StreamSHA256 = hex.EncodeToString(sum.Sum(nil))
+	}
+	if _, err := r.PutChunk(ctx, s, g.Name, h, data, remote.PutOptions{}); err != nil {
+		return false, fmt.Sprintf("put it again: %v", err)
+	}
+	return true, ""
+}
