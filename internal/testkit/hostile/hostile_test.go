@@ -343,7 +343,7 @@ func commandsFor(h Remote) []command {
 		{name: "restore", machine: "victim", writes: []string{"state"}, exit: 1},
 		{name: "verify", machine: "victim", exit: 1},
 		{name: "pull", machine: "victim", writes: []string{"state", "remote"}, exit: 0},
-		{name: "compact", machine: EvilMachine, writes: []string{"remote"}, exit: -1},
+		{name: "compact", machine: EvilMachine, writes: []string{"remote", "state/maintenance.lock"}, exit: -1},
 	}
 	if !h.Catalog {
 		cmds = append(cmds, command{name: "restore one", machine: "victim", writes: []string{"state"}, exit: 1})
