@@ -11,6 +11,7 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,18 @@ func eachRepo(t *testing.T, f func(t *testing.T, r *repo.Repo)) {
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
 		f(t, repo.New(b.Client, repo.NewZstd()))
 	})
+}
+
+// networkIndex numbers the S3 remotes eachRepo runs (0-3), so that a test
+// sampling its cases can give each remote different ones.
+func networkIndex(t *testing.T) int {
+	for i, name := range []string{"s3-aws", "s3-minio", "minio-aws", "minio-minio"} {
+		if strings.HasSuffix(t.Name(), "/"+name) {
+			return i
+		}
+	}
+	t.Fatalf("%s: not one of eachRepo's S3 remotes", t.Name())
+	return 0
 }
 
 func fileRepo(t testing.TB) *repo.Repo {

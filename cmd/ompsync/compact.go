@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -47,88 +48,95 @@ it, saying so.`,
 			}
 			return nil
 		}),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			r, err := readRepo(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			p := compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks}
-			if cfg.Source("compaction.idle").Kind != config.FromFlag {
-				// Asked for by hand: the sessions are taken as finished,
-				// whenever they were last written (--compaction-idle
-				// applies the agent's rule instead).
-				p.Idle = time.Nanosecond
-			}
-			rep, err := compactAgents(cmd, r, cfg, args, p, dryRun)
-			if err != nil {
-				return err
-			}
-			var before, after, streams, failed, skipped int
-			denied := false
-			var uploaded int64
-			for _, s := range rep.Streams {
-				where := fmt.Sprintf("%s %s generation %s", s.Stream.SessionID, s.Stream.Name, s.Generation)
-				if remote.DeleteDenied(s.Err) {
-					denied = true
-					continue
-				}
-				if s.Err != nil {
-					failed++
-					fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(s.Err.Error()))
-					continue
-				}
-				if s.Skipped != "" {
-					skipped++
-					fmt.Fprintf(a.stdout, "%s: %s\n", where, s.Skipped)
-					continue
-				}
-				streams++
-				pl := s.Plan
-				if dryRun {
-					fmt.Fprintf(a.stdout, "%s: would merge %d of %d chunks (%s)", where, pl.Merge.Chunks, pl.Chunks, progress.Size(pl.Merge.End-pl.Merge.Start))
-					if pl.Redundant > 0 {
-						fmt.Fprintf(a.stdout, ", remove %d redundant", pl.Redundant)
-					}
-					fmt.Fprintln(a.stdout)
-					before += pl.Chunks
-					continue
-				}
-				res := s.Result
-				fmt.Fprintf(a.stdout, "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, progress.Size(res.Uploaded))
-				before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
-			}
-			if denied {
-				return errNoDelete
-			}
-			if dryRun {
-				fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", countSessions(rep), rep.Sessions)
-			} else {
-				fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
-					streams, rep.Sessions, before, after, progress.Size(uploaded), skipped)
-			}
-			switch {
-			case len(rep.Unmatched) > 0:
-				return fmt.Errorf("no session of machine %s starts with %q", cfg.Machine, rep.Unmatched[0])
-			case failed > 0:
-				return fmt.Errorf("%d generations could not be compacted (see above); what was merged is safe", failed)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runCompact(cmd.Context(), args, dryRun) },
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be merged; change nothing")
 	addKeyFlags(cmd.Flags(), "compaction.idle", "compaction.max_chunks")
 	return cmd
 }
 
+func (a *app) runCompact(ctx context.Context, prefixes []string, dryRun bool) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	r, err := readRepo(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	p := compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks}
+	if cfg.Source("compaction.idle").Kind != config.FromFlag {
+		// Asked for by hand: the sessions are taken as finished, whenever
+		// they were last written (--compaction-idle applies the agent's
+		// rule instead).
+		p.Idle = time.Nanosecond
+	}
+	rep, err := a.compactAgents(ctx, r, cfg, prefixes, p, dryRun)
+	if err != nil {
+		return err
+	}
+	if err := a.printCompaction(rep, dryRun); err != nil {
+		return err
+	}
+	if len(rep.Unmatched) > 0 {
+		return fmt.Errorf("no session of machine %s starts with %q", cfg.Machine, rep.Unmatched[0])
+	}
+	return nil
+}
+
+// printCompaction prints a line per generation and the totals; its error
+// says what could not be done.
+func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
+	var before, after, streams, failed, skipped int
+	denied := false
+	var uploaded int64
+	for _, s := range rep.Streams {
+		where := fmt.Sprintf("%s %s generation %s", s.Stream.SessionID, s.Stream.Name, s.Generation)
+		switch {
+		case remote.DeleteDenied(s.Err):
+			denied = true
+		case s.Err != nil:
+			failed++
+			fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(s.Err.Error()))
+		case s.Skipped != "":
+			skipped++
+			fmt.Fprintf(a.stdout, "%s: %s\n", where, s.Skipped)
+		case dryRun:
+			streams++
+			pl := s.Plan
+			fmt.Fprintf(a.stdout, "%s: would merge %d of %d chunks (%s)", where, pl.Merge.Chunks, pl.Chunks, progress.Size(pl.Merge.End-pl.Merge.Start))
+			if pl.Redundant > 0 {
+				fmt.Fprintf(a.stdout, ", remove %d redundant", pl.Redundant)
+			}
+			fmt.Fprintln(a.stdout)
+			before += pl.Chunks
+		default:
+			streams++
+			res := s.Result
+			fmt.Fprintf(a.stdout, "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, progress.Size(res.Uploaded))
+			before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
+		}
+	}
+	if denied {
+		return errNoDelete
+	}
+	if dryRun {
+		fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", countSessions(rep), rep.Sessions)
+	} else {
+		fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
+			streams, rep.Sessions, before, after, progress.Size(uploaded), skipped)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d generations could not be compacted (see above); what was merged is safe", failed)
+	}
+	return nil
+}
+
 // compactAgents compacts this machine's sessions of every agent the
 // remote holds, as one report: a prefix is unmatched when no agent's
 // session starts with it.
-func compactAgents(cmd *cobra.Command, r *repo.Repo, cfg *config.Config, prefixes []string, p compact.Policy, dryRun bool) (*compact.MachineReport, error) {
-	places, _, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
+func (a *app) compactAgents(ctx context.Context, r *repo.Repo, cfg *config.Config, prefixes []string, p compact.Policy, dryRun bool) (*compact.MachineReport, error) {
+	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +147,11 @@ func compactAgents(cmd *cobra.Command, r *repo.Repo, cfg *config.Config, prefixe
 	for _, pl := range places {
 		unlock := func() {}
 		if !dryRun {
-			if unlock, err = lockMaintenance(cmd, stateDirOf(cfg, pl.Store.Name())); err != nil {
+			if unlock, err = a.lockMaintenance(ctx, stateDirOf(cfg, pl.Store.Name())); err != nil {
 				return nil, err
 			}
 		}
-		rep, err := compact.Machine(cmd.Context(), pl.Repo, cfg.Machine, prefixes, p, dryRun)
+		rep, err := compact.Machine(ctx, pl.Repo, cfg.Machine, prefixes, p, dryRun)
 		unlock()
 		if err != nil {
 			if len(places) > 1 && strings.Contains(err.Error(), "has no catalog") {
@@ -183,8 +191,8 @@ func countSessions(rep *compact.MachineReport) int {
 // lockMaintenance takes the maintenance lock of an agent's state dir, which
 // its agent holds while it compacts or prunes: two maintainers deleting at
 // once could each delete a chunk the other relies on. It waits, saying so.
-func lockMaintenance(cmd *cobra.Command, stateDir string) (unlock func(), err error) {
-	return agent.LockMaintenance(cmd.Context(), stateDir, func(pid string) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ompsync: waiting for ompsync (pid %s) to finish compacting or pruning this machine's backups\n", pid)
+func (a *app) lockMaintenance(ctx context.Context, stateDir string) (unlock func(), err error) {
+	return agent.LockMaintenance(ctx, stateDir, func(pid string) {
+		fmt.Fprintf(a.stderr, "ompsync: waiting for ompsync (pid %s) to finish compacting or pruning this machine's backups\n", pid)
 	})
 }

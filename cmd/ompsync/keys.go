@@ -163,7 +163,7 @@ func newRekeyCmd(a *app) *cobra.Command {
 				return fmt.Errorf("create state dir: %w", err)
 			}
 			// The agent's compaction deletes chunks rekey may be rewriting.
-			unlock, err := lockMaintenance(cmd, cfg.StateDir)
+			unlock, err := a.lockMaintenance(cmd.Context(), cfg.StateDir)
 			if err != nil {
 				return err
 			}

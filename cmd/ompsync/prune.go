@@ -113,7 +113,7 @@ func machineCataloged(ctx context.Context, r *repo.Repo, places []restore.Place,
 // line. why, when not empty, is what of retention could not be done.
 func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, st compact.Lines, stateDir, prefix string, ret compact.Retention, dryRun bool) (why string, err error) {
 	if !dryRun {
-		unlock, err := lockMaintenance(cmd, stateDir)
+		unlock, err := a.lockMaintenance(cmd.Context(), stateDir)
 		if err != nil {
 			return "", err
 		}

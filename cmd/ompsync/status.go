@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -15,9 +16,13 @@ import (
 	"github.com/ompsync/ompsync/repo"
 )
 
+type statusOptions struct {
+	json, wide bool
+	maxLag     time.Duration
+}
+
 func newStatusCmd(a *app) *cobra.Command {
-	var asJSON, wide bool
-	var maxLag time.Duration
+	var o statusOptions
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show how far the backup of each watched file is behind",
@@ -39,86 +44,109 @@ is known to be uploaded to this one until the agent has checked every file
 against it.`,
 		Example: `  ompsync status
   ompsync status --json --max-lag 10m`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			ws, err := backedUp(cfg)
-			if err != nil {
-				return err
-			}
-			var files []agent.FileStatus
-			for _, w := range ws {
-				fs, err := agent.Status(agent.StatusOptions{AgentDir: w.dir, StateDir: stateDirOf(cfg, w.store.Name()), Store: w.store,
-					Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
-				if err != nil {
-					return agentErr(w, len(ws), err)
-				}
-				if len(ws) > 1 { // paths of several agents: each under its folder
-					for i := range fs {
-						fs[i].Path = w.store.Name() + ":" + fs[i].Path
-					}
-				}
-				files = append(files, fs...)
-				// Files uploaded to another remote are not uploaded to this one.
-				if err := a.checkStateRemote(cmd.Context(), cfg, stateDirOf(cfg, w.store.Name())); err != nil {
-					return agentErr(w, len(ws), err)
-				}
-			}
-			var behind, unfinished int
-			for _, f := range files {
-				if f.Pending > 0 && f.PendingAge > maxLag {
-					behind++
-					if f.UnfinishedLine {
-						unfinished++
-					}
-				}
-			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, f := range files {
-					if err := enc.Encode(f); err != nil {
-						return err
-					}
-				}
-			} else {
-				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "PATH\tLOCAL\tUPLOADED\tLAST SYNCED\tPENDING FOR")
-				for _, f := range files {
-					age := "-"
-					if f.Pending > 0 {
-						age = f.PendingAge.Truncate(time.Second).String()
-					}
-					if f.UnfinishedLine {
-						age += " (last line unfinished)"
-					}
-					synced := "never"
-					if f.State == agent.StateNew {
-						synced = "not recorded yet"
-					}
-					if !f.LastSynced.IsZero() {
-						synced = f.LastSynced.Local().Format(time.DateTime)
-					}
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", clipPath(f.Path, pathWidth, wide), f.LocalSize, f.Uploaded, synced, age)
-				}
-				tw.Flush()
-			}
-			switch {
-			case behind > 0 && unfinished == behind:
-				// Not the agent's or the remote's doing: the writer's.
-				return fmt.Errorf("%d file(s) end in a line without its newline, pending for more than %s: ompsync uploads whole lines, "+
-					"so it waits for the program writing the file to finish it; one that stays means that program stopped mid-line", behind, maxLag)
-			case behind > 0:
-				return fmt.Errorf("%d file(s) have bytes pending for more than %s: is the agent running and the remote reachable?", behind, maxLag)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runStatus(cmd.Context(), o) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per file per line")
-	cmd.Flags().BoolVar(&wide, "wide", false, "print long paths whole")
-	cmd.Flags().DurationVar(&maxLag, "max-lag", 5*time.Minute, "exit 1 when a pending byte has waited longer than this")
+	cmd.Flags().BoolVar(&o.json, "json", false, "one JSON object per file per line")
+	cmd.Flags().BoolVar(&o.wide, "wide", false, "print long paths whole")
+	cmd.Flags().DurationVar(&o.maxLag, "max-lag", 5*time.Minute, "exit 1 when a pending byte has waited longer than this")
 	return cmd
+}
+
+func (a *app) runStatus(ctx context.Context, o statusOptions) error {
+	files, err := a.statusFiles(ctx)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(a.stdout)
+		for _, f := range files {
+			if err := enc.Encode(f); err != nil {
+				return err
+			}
+		}
+	} else {
+		printStatus(a.stdout, files, o.wide)
+	}
+	return lagError(files, o.maxLag)
+}
+
+// statusFiles is every watched file of every agent backed up, from the
+// agents' state, checked to describe the configured remote.
+func (a *app) statusFiles(ctx context.Context) ([]agent.FileStatus, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	ws, err := backedUp(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var files []agent.FileStatus
+	for _, w := range ws {
+		stateDir := stateDirOf(cfg, w.store.Name())
+		fs, err := agent.Status(agent.StatusOptions{AgentDir: w.dir, StateDir: stateDir, Store: w.store,
+			Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
+		if err != nil {
+			return nil, agentErr(w, len(ws), err)
+		}
+		if len(ws) > 1 { // paths of several agents: each under its folder
+			for i := range fs {
+				fs[i].Path = w.store.Name() + ":" + fs[i].Path
+			}
+		}
+		files = append(files, fs...)
+		// Files uploaded to another remote are not uploaded to this one.
+		if err := a.checkStateRemote(ctx, cfg, stateDir); err != nil {
+			return nil, agentErr(w, len(ws), err)
+		}
+	}
+	return files, nil
+}
+
+func printStatus(w io.Writer, files []agent.FileStatus, wide bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tLOCAL\tUPLOADED\tLAST SYNCED\tPENDING FOR")
+	for _, f := range files {
+		age := "-"
+		if f.Pending > 0 {
+			age = f.PendingAge.Truncate(time.Second).String()
+		}
+		if f.UnfinishedLine {
+			age += " (last line unfinished)"
+		}
+		synced := "never"
+		if f.State == agent.StateNew {
+			synced = "not recorded yet"
+		}
+		if !f.LastSynced.IsZero() {
+			synced = f.LastSynced.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", clipPath(f.Path, pathWidth, wide), f.LocalSize, f.Uploaded, synced, age)
+	}
+	tw.Flush()
+}
+
+// lagError is status's exit: an error when a file's oldest pending byte
+// has waited longer than maxLag, naming whose doing it likely is.
+func lagError(files []agent.FileStatus, maxLag time.Duration) error {
+	var behind, unfinished int
+	for _, f := range files {
+		if f.Pending > 0 && f.PendingAge > maxLag {
+			behind++
+			if f.UnfinishedLine {
+				unfinished++
+			}
+		}
+	}
+	switch {
+	case behind > 0 && unfinished == behind:
+		// Not the agent's or the remote's doing: the writer's.
+		return fmt.Errorf("%d file(s) end in a line without its newline, pending for more than %s: ompsync uploads whole lines, "+
+			"so it waits for the program writing the file to finish it; one that stays means that program stopped mid-line", behind, maxLag)
+	case behind > 0:
+		return fmt.Errorf("%d file(s) have bytes pending for more than %s: is the agent running and the remote reachable?", behind, maxLag)
+	}
+	return nil
 }
 
 // checkStateRemote fails when the agent's state describes another remote
