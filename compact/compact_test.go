@@ -149,7 +149,7 @@ func TestRandomSequences(t *testing.T) {
 	eachRepo(t, func(t *testing.T, r *repo.Repo) {
 		steps, seeds, first := 80, 3, 0
 		if !strings.HasSuffix(t.Name(), "/file") {
-			steps, seeds = 40, 2 // a network round trip per operation
+			steps, seeds = 40, 2          // a network round trip per operation
 			first = 3 + 2*networkIndex(t) // each remote its own sequences
 		}
 		if race.Enabled {
