@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -400,7 +401,7 @@ func Remotes() []Remote {
 		{Name: "format 2: first chunk's meta names another session", Want: "describes another generation", Compacts: true, build: func(b *builder) error {
 			return b.format2Bad(&repo.Meta{SessionID: GoodID, Machine: EvilMachine, Stream: repo.SessionStream, Path: GoodRel, Created: at})
 		}},
-		{Name: "endless listing", Want: "the listing goes on past", Compacts: true, Listing: endlessListing, build: func(b *builder) error {
+		{Name: "endless listing", Want: "the listing goes on past", Compacts: true, Listing: endlessListing(), build: func(b *builder) error {
 			_, _, _, err := b.bad("x", 0)
 			return err
 		}},
@@ -468,30 +469,41 @@ func (b *builder) chain(machines []string, loop bool) error {
 
 // endlessListing answers every LIST that reaches the bad session (its own
 // prefix, or all sessions) with a page of new keys under it and a new
-// continuation token, forever.
-func endlessListing(r *http.Request, body []byte) []byte {
-	q := r.URL.Query()
-	if r.Method != http.MethodGet || q.Get("list-type") != "2" {
-		return body
+// continuation token, forever. Pages are made once and kept: every command
+// of the test lists the same ones, and making them under the race
+// detector cost more than the commands reading them.
+func endlessListing() func(r *http.Request, body []byte) []byte {
+	var pages sync.Map // prefix and page number -> []byte
+	return func(r *http.Request, body []byte) []byte {
+		q := r.URL.Query()
+		if r.Method != http.MethodGet || q.Get("list-type") != "2" {
+			return body
+		}
+		prefix := q.Get("prefix")
+		if prefix != repo.SessionsPrefix() && prefix != repo.SessionPrefix(BadID) && !strings.HasPrefix(prefix, repo.SessionPrefix(BadID)) {
+			return body
+		}
+		page := 0
+		if tok := q.Get("continuation-token"); tok != "" {
+			fmt.Sscanf(tok, "page%d", &page)
+		}
+		key := fmt.Sprintf("%d %s", page, prefix)
+		if p, ok := pages.Load(key); ok {
+			return p.([]byte)
+		}
+		s := stream(EvilMachine, BadID)
+		var out strings.Builder
+		fmt.Fprintf(&out, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>%s</Prefix><KeyCount>1000</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>page%d</NextContinuationToken>`, xmlEscape(prefix), page+1)
+		for i := range 1000 {
+			start := int64(page*1000+i) * 10
+			fmt.Fprintf(&out, `<Contents><Key>%s</Key><LastModified>2026-11-30T00:00:00.000Z</LastModified><ETag>"x"</ETag><Size>100</Size><StorageClass>STANDARD</StorageClass></Contents>`,
+				xmlEscape(s.ChunkKey("18ecbc17b1295105", start, start+10)))
+		}
+		out.WriteString(`</ListBucketResult>`)
+		p := []byte(out.String())
+		pages.Store(key, p)
+		return p
 	}
-	prefix := q.Get("prefix")
-	if prefix != repo.SessionsPrefix() && prefix != repo.SessionPrefix(BadID) && !strings.HasPrefix(prefix, repo.SessionPrefix(BadID)) {
-		return body
-	}
-	page := 0
-	if tok := q.Get("continuation-token"); tok != "" {
-		fmt.Sscanf(tok, "page%d", &page)
-	}
-	s := stream(EvilMachine, BadID)
-	var out strings.Builder
-	fmt.Fprintf(&out, `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>%s</Prefix><KeyCount>1000</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>page%d</NextContinuationToken>`, xmlEscape(prefix), page+1)
-	for i := range 1000 {
-		start := int64(page*1000+i) * 10
-		fmt.Fprintf(&out, `<Contents><Key>%s</Key><LastModified>2026-11-30T00:00:00.000Z</LastModified><ETag>"x"</ETag><Size>100</Size><StorageClass>STANDARD</StorageClass></Contents>`,
-			xmlEscape(s.ChunkKey("18ecbc17b1295105", start, start+10)))
-	}
-	out.WriteString(`</ListBucketResult>`)
-	return []byte(out.String())
 }
 
 func xmlEscape(s string) string {
