@@ -322,9 +322,6 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log.Debug("agent starting", "pid", os.Getpid())
-	// A stop signal during start-up is Run's to handle (it finishes
-	// start-up and flushes), so opening, which makes at most a request or
-	// two of its own, is not cut short by it.
 	m := a.meters()
 	m.log = log
 	var reg *prometheus.Registry
@@ -334,6 +331,9 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		reg.MustRegister(retries)
 		m.onRetry = retries.Inc
 	}
+	// A stop signal during start-up is Run's to handle (it finishes
+	// start-up and flushes), so opening, which makes at most a request or
+	// two of its own, is not cut short by it.
 	r, err := openMetered(context.WithoutCancel(ctx), cfg, m)
 	if err != nil {
 		return err
@@ -342,54 +342,12 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	defer bar.done()
 	var ready sync.WaitGroup
 	ready.Add(len(ws))
-	agents := make([]*agent.Agent, len(ws))
-	for i, w := range ws {
-		opts, ar, err := storeOptions(agentOptions(cfg, log, idf), cfg, r, w, len(ws))
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			opts.Progress = bar.update
-		}
-		if opts.Pull {
-			if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
-				return err
-			}
-		}
-		// The first pass ends with the totals line agent --once ends with:
-		// a new user sees that it ran, and what it found.
-		var ag *agent.Agent
-		prefix, report := agentPrefix(w, len(ws)), a.report()
-		opts.Ready = func() {
-			if ctx.Err() == nil { // stopped: the stop's own line says what was done
-				fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
-			}
-			ready.Done()
-		}
-		source := ""
-		if len(ws) > 1 {
-			source = w.store.Name()
-		}
-		if n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
-			Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); n != nil {
-			opts.Notifier = n
-			go n.Run(ctx) // its own goroutine: a slow notifier never holds up the backup
-		}
-		if reg != nil {
-			// Several agents' series are told apart by a label; one
-			// agent's are as they always were.
-			var rg prometheus.Registerer = reg
-			if len(ws) > 1 {
-				rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.store.Name()}, reg)
-			}
-			opts.Metrics = agent.NewMetrics(rg)
-		}
-		ag, err = agent.New(ar, opts)
-		if err != nil {
-			return err
-		}
+	agents, err := a.newAgents(ctx, cfg, idf, r, ws, agentWiring{log: log, reg: reg, bar: bar, ready: &ready})
+	for _, ag := range agents {
 		defer ag.Close()
-		agents[i] = ag
+	}
+	if err != nil {
+		return err
 	}
 	if reg != nil {
 		srv, err := serveMetrics(cfg.Metrics.Addr, reg)
@@ -405,10 +363,84 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 			log.Warn("could not tell the service manager the agent is ready", "err", err)
 		}
 	}()
+	defer a.reloadOnSIGHUP(ctx, agents, log, level)()
+	for _, w := range ws {
+		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
+	}
+	if note := sameDiskNote(cfg, ws); note != "" {
+		log.Info(note)
+	}
+	return stoppedEarly(ctx, runAll(ctx, agents, ws))
+}
 
+// agentWiring is what the agents of one process share: the log, the
+// metrics registry (nil: none), the first pass's progress bar and the
+// readiness the service manager is told of.
+type agentWiring struct {
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	bar   *passBarState
+	ready *sync.WaitGroup
+}
+
+// newAgents makes an agent for each watched folder. It returns those made
+// so far with an error, for the caller to close.
+func (a *app) newAgents(ctx context.Context, cfg *config.Config, idf identityFlags, r *repo.Repo, ws []watched, wr agentWiring) ([]*agent.Agent, error) {
+	var agents []*agent.Agent
+	for i, w := range ws {
+		opts, ar, err := storeOptions(agentOptions(cfg, wr.log, idf), cfg, r, w, len(ws))
+		if err != nil {
+			return agents, err
+		}
+		if i == 0 {
+			opts.Progress = wr.bar.update
+		}
+		if opts.Pull {
+			if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
+				return agents, err
+			}
+		}
+		// The first pass ends with the totals line agent --once ends with:
+		// a new user sees that it ran, and what it found.
+		var ag *agent.Agent
+		prefix, report := agentPrefix(w, len(ws)), a.report()
+		opts.Ready = func() {
+			if ctx.Err() == nil { // stopped: the stop's own line says what was done
+				fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
+			}
+			wr.ready.Done()
+		}
+		source := ""
+		if len(ws) > 1 {
+			source = w.store.Name()
+		}
+		if n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
+			Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); n != nil {
+			opts.Notifier = n
+			go n.Run(ctx) // its own goroutine: a slow notifier never holds up the backup
+		}
+		if wr.reg != nil {
+			// Several agents' series are told apart by a label; one
+			// agent's are as they always were.
+			var rg prometheus.Registerer = wr.reg
+			if len(ws) > 1 {
+				rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.store.Name()}, wr.reg)
+			}
+			opts.Metrics = agent.NewMetrics(rg)
+		}
+		if ag, err = agent.New(ar, opts); err != nil {
+			return agents, err
+		}
+		agents = append(agents, ag)
+	}
+	return agents, nil
+}
+
+// reloadOnSIGHUP reloads the agents' settings on SIGHUP, telling the
+// service manager, until ctx ends. The function returned stops it.
+func (a *app) reloadOnSIGHUP(ctx context.Context, agents []*agent.Agent, log *slog.Logger, level *slog.LevelVar) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
@@ -422,17 +454,16 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 			}
 		}
 	}()
-	for _, w := range ws {
-		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
-	}
-	if note := sameDiskNote(cfg, ws); note != "" {
-		log.Info(note)
-	}
+	return func() { signal.Stop(hup) }
+}
+
+// runAll runs the agents until ctx ends. One agent that stops (its machine
+// name taken, say) stops the others: the process says what went wrong and
+// exits, as with one.
+func runAll(ctx context.Context, agents []*agent.Agent, ws []watched) error {
 	if len(agents) == 1 {
-		return stoppedEarly(ctx, agents[0].Run(ctx))
+		return agents[0].Run(ctx)
 	}
-	// One agent that stops (its machine name taken, say) stops the others:
-	// the process says what went wrong and exits, as with one.
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := make([]error, len(agents))
@@ -448,7 +479,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 		}()
 	}
 	wg.Wait()
-	return stoppedEarly(ctx, errors.Join(errs...))
+	return errors.Join(errs...)
 }
 
 // stoppedEarly: an agent stopped by a signal says itself what it left

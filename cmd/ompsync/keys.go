@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,70 +135,7 @@ func newRekeyCmd(a *app) *cobra.Command {
   cat new.key old.key > ~/.config/ompsync/age.key
   OMPSYNC_ENCRYPTION_RECIPIENTS=age1new... ompsync rekey`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			if !cfg.Encryption.Enabled() {
-				return errors.New("rekey encrypts to the configured keys, and none are: set encryption.recipients, encryption.identity_file or encryption.passphrase_file")
-			}
-			log := cfg.Logger(a.stderr)
-			r, err := openRepo(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			r.SetLog(log)
-			enc, ok := r.Codec().(repo.Encrypter)
-			if !ok {
-				return errors.New("rekey: the codec does not encrypt")
-			}
-			target := slices.Sorted(slices.Values(enc.Keys().Recipients))
-			journalPath := filepath.Join(cfg.StateDir, "rekey.json")
-			var j rekeyJournal
-			if b, err := os.ReadFile(journalPath); err == nil && json.Unmarshal(b, &j) == nil && slices.Equal(j.Recipients, target) {
-				log.Info("resuming an interrupted rekey", "after", j.After)
-			} else {
-				j = rekeyJournal{Recipients: target}
-			}
-			if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-				return fmt.Errorf("create state dir: %w", err)
-			}
-			// The agent's compaction deletes chunks rekey may be rewriting.
-			unlock, err := a.lockMaintenance(cmd.Context(), cfg.StateDir)
-			if err != nil {
-				return err
-			}
-			defer unlock()
-			lastLog := 0
-			prog, err := r.Rekey(cmd.Context(), repo.RekeyOptions{
-				After:  j.After,
-				Force:  force,
-				Settle: settle,
-				Progress: func(p repo.RekeyProgress) error {
-					j.After = p.After
-					b, _ := json.Marshal(j)
-					if p.Objects-lastLog >= 1000 {
-						lastLog = p.Objects
-						log.Info("rekey progress", "objects", p.Objects, "after", p.After)
-					}
-					return atomicfile.Write(journalPath, b, atomicfile.Options{})
-				},
-			})
-			if errors.Is(err, repo.ErrRecipientsChanged) {
-				os.Remove(journalPath) // start over next time
-			}
-			if err != nil {
-				return err
-			}
-			if err := os.Remove(journalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			if prog.Nothing {
-				fmt.Fprintf(a.stdout, "nothing to rekey: every object is already encrypted to %s (--force re-encrypts anyway)\n", joinFPs(target))
-				return nil
-			}
-			fmt.Fprintf(a.stdout, "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, joinFPs(target))
-			return nil
+			return a.runRekey(cmd.Context(), repo.RekeyOptions{Force: force, Settle: settle})
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "re-encrypt every object even when the remote says none is pending")
@@ -207,6 +145,72 @@ func newRekeyCmd(a *app) *cobra.Command {
 	cmd.Flags().DurationVar(&settle, "settle", repo.MarkerTTL+5*time.Second, "wait this long after changing keys before the last look at the objects")
 	_ = cmd.Flags().MarkHidden("settle")
 	return cmd
+}
+
+// runRekey re-encrypts the remote to the configured keys, resuming from
+// the state dir's journal when an earlier run with the same keys stopped.
+func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	if !cfg.Encryption.Enabled() {
+		return errors.New("rekey encrypts to the configured keys, and none are: set encryption.recipients, encryption.identity_file or encryption.passphrase_file")
+	}
+	log := cfg.Logger(a.stderr)
+	r, err := openRepo(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	r.SetLog(log)
+	enc, ok := r.Codec().(repo.Encrypter)
+	if !ok {
+		return errors.New("rekey: the codec does not encrypt")
+	}
+	target := slices.Sorted(slices.Values(enc.Keys().Recipients))
+	journalPath := filepath.Join(cfg.StateDir, "rekey.json")
+	var j rekeyJournal
+	if b, err := os.ReadFile(journalPath); err == nil && json.Unmarshal(b, &j) == nil && slices.Equal(j.Recipients, target) {
+		log.Info("resuming an interrupted rekey", "after", j.After)
+	} else {
+		j = rekeyJournal{Recipients: target}
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	// The agent's compaction deletes chunks rekey may be rewriting.
+	unlock, err := a.lockMaintenance(ctx, cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	lastLog := 0
+	opts.After = j.After
+	opts.Progress = func(p repo.RekeyProgress) error {
+		j.After = p.After
+		b, _ := json.Marshal(j)
+		if p.Objects-lastLog >= 1000 {
+			lastLog = p.Objects
+			log.Info("rekey progress", "objects", p.Objects, "after", p.After)
+		}
+		return atomicfile.Write(journalPath, b, atomicfile.Options{})
+	}
+	prog, err := r.Rekey(ctx, opts)
+	if errors.Is(err, repo.ErrRecipientsChanged) {
+		os.Remove(journalPath) // start over next time
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(journalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if prog.Nothing {
+		fmt.Fprintf(a.stdout, "nothing to rekey: every object is already encrypted to %s (--force re-encrypts anyway)\n", joinFPs(target))
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, joinFPs(target))
+	return nil
 }
 
 func joinFPs(fps []string) string {

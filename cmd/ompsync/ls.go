@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,26 +52,7 @@ many sessions there are.`,
 					}
 				}
 			} else {
-				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-				head := "ID\tAGENT\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tPROJECT\tCWD"
-				if wide {
-					head += "\tPATH"
-				}
-				fmt.Fprintln(tw, head)
-				for _, l := range list {
-					title := l.Title
-					if title == "" {
-						title = "-"
-					}
-					line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
-						progress.Size(l.Size), clip(strings.Join(l.Machines, ","), machinesWidth, wide), clip(oneLine(title), titleWidth, wide),
-						clipPath(projectText(l.Project), projectWidth, wide), clipPath(cmp.Or(l.Cwd, "-"), folderWidth, wide))
-					if wide {
-						line += "\t" + l.Path
-					}
-					fmt.Fprintln(tw, line)
-				}
-				tw.Flush()
+				printSessions(a.stdout, list, wide)
 			}
 			for _, p := range problems {
 				fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
@@ -96,4 +78,29 @@ func projectText(p *project.ID) string {
 		return "-"
 	}
 	return p.String()
+}
+
+// printSessions is ls's table: a line per session, columns clipped to keep
+// a line within 200 columns unless wide.
+func printSessions(w io.Writer, list []restore.Listing, wide bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := "ID\tAGENT\tLAST CHANGE\tSTATE\tSIZE\tMACHINES\tTITLE\tPROJECT\tCWD"
+	if wide {
+		head += "\tPATH"
+	}
+	fmt.Fprintln(tw, head)
+	for _, l := range list {
+		title := l.Title
+		if title == "" {
+			title = "-"
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
+			progress.Size(l.Size), clip(strings.Join(l.Machines, ","), machinesWidth, wide), clip(oneLine(title), titleWidth, wide),
+			clipPath(projectText(l.Project), projectWidth, wide), clipPath(cmp.Or(l.Cwd, "-"), folderWidth, wide))
+		if wide {
+			line += "\t" + l.Path
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
 }
