@@ -85,23 +85,74 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		opts.MaxBlobSize = 512 << 20
 	}
 	keys := enc.Keys()
+	if err := opensWhatItSeals(enc); err != nil {
+		return prog, err
+	}
+	settled, nothing, err := r.rekeyStart(ctx, opts, keys)
+	if err != nil || nothing {
+		prog.Nothing = nothing
+		return prog, err
+	}
+	run := &rekeyRun{r: r, opts: opts, prog: RekeyProgress{After: opts.After}}
+	for obj, err := range r.client.List(ctx, root, remote.ListOptions{StartAfter: opts.After}) {
+		if err != nil {
+			return run.prog, fmt.Errorf("list %s: %w", root, err)
+		}
+		if err := run.add(ctx, obj.Key); err != nil {
+			return run.prog, err
+		}
+	}
+	if err := run.flush(ctx); err != nil {
+		return run.prog, err
+	}
+	// The last look: objects put the old way while the pass ran, by
+	// writers that had not yet read the new marker.
+	if d := time.Until(settled); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return run.prog, ctx.Err()
+		case <-t.C:
+		}
+	}
+	if err := r.rekeySweep(ctx, run, keys); err != nil {
+		return run.prog, err
+	}
+	if len(run.prog.Skipped) > 0 {
+		return run.prog, fmt.Errorf("rekey left %d object(s) it does not know as they were (first: %s); the marker still lists earlier keys as pending",
+			len(run.prog.Skipped), run.prog.Skipped[0])
+	}
+	return run.prog, r.rekeyDone(ctx, keys)
+}
+
+// opensWhatItSeals refuses a codec that cannot open what it writes: rekey
+// writes only what it can check.
+func opensWhatItSeals(enc Encrypter) error {
 	probe := []byte("ompsync rekey probe")
 	sealed, err := enc.Seal(probe)
 	if err != nil {
-		return prog, fmt.Errorf("rekey: %w", err)
+		return fmt.Errorf("rekey: %w", err)
 	}
 	if got, err := enc.Open(sealed, int64(len(probe))); err != nil || !bytes.Equal(got, probe) {
-		return prog, fmt.Errorf("rekey writes only what it can check, and no configured identity opens what it writes: "+
-			"put the identity of one of the recipients (%s) in encryption.identity_file", strings.Join(keys.Recipients, ", "))
+		return fmt.Errorf("rekey writes only what it can check, and no configured identity opens what it writes: "+
+			"put the identity of one of the recipients (%s) in encryption.identity_file", strings.Join(enc.Keys().Recipients, ", "))
 	}
+	return nil
+}
 
+// rekeyStart writes the marker for a rekey to keys, when it changes, and
+// says when writers will all have read it (settled), or that there is
+// nothing to do: a fresh run (no opts.After) that finds every object
+// encrypted to keys and the marker saying so.
+func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (settled time.Time, nothing bool, err error) {
 	m, err := r.ReadMarker(ctx)
 	if err != nil {
-		return prog, err
+		return settled, false, err
 	}
 	nm, changed, err := r.rekeyMarker(ctx, m, keys)
 	if err != nil {
-		return prog, err
+		return settled, false, err
 	}
 	if opts.After == "" {
 		// The marker's pending list is what writers said; the objects
@@ -109,7 +160,7 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		// plaintext since): look at each one's first bytes.
 		scan, err := r.scanObjects(ctx, len(keys.Recipients))
 		if err != nil {
-			return prog, err
+			return settled, false, err
 		}
 		if scan.plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
 			cp := *nm
@@ -119,140 +170,73 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 			nm, changed = &cp, true
 		}
 		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && scan.plain+scan.other == 0 {
-			prog.Nothing = true
-			return prog, nil
+			return settled, true, nil
 		}
 	}
-	var settled time.Time
-	if changed {
-		// Before the marker changes, make sure the old objects open: a
-		// rekey without the old keys must not leave the marker claiming
-		// recipients nothing was re-encrypted to.
-		// (Plaintext found where the marker says none is pending changes
-		// only the pending list: nothing to check.)
-		if m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients) {
-			if err := r.openFirst(ctx, opts.After, opts.MaxBlobSize); err != nil {
-				return prog, err
-			}
-		}
-		if err := r.WriteMarker(ctx, nm); err != nil {
-			return prog, err
-		}
-		settled = time.Now().Add(opts.Settle)
-		if m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients) {
-			var from *Encryption
-			if m != nil {
-				from = m.Encryption
-			}
-			r.logRecipients(from, nm.Encryption, "rekey")
+	if !changed {
+		return settled, false, nil
+	}
+	// Before the marker changes, make sure the old objects open: a rekey
+	// without the old keys must not leave the marker claiming recipients
+	// nothing was re-encrypted to. (Plaintext found where the marker says
+	// none is pending changes only the pending list: nothing to check.)
+	newRecipients := m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients)
+	if newRecipients {
+		if err := r.openFirst(ctx, opts.After, opts.MaxBlobSize); err != nil {
+			return settled, false, err
 		}
 	}
+	if err := r.WriteMarker(ctx, nm); err != nil {
+		return settled, false, err
+	}
+	if newRecipients {
+		var from *Encryption
+		if m != nil {
+			from = m.Encryption
+		}
+		r.logRecipients(from, nm.Encryption, "rekey")
+	}
+	return time.Now().Add(opts.Settle), false, nil
+}
 
-	prog.After = opts.After
-	var mu sync.Mutex
-	batch := make([]remote.ObjectInfo, 0, rekeyBatch)
-	flush := func() error {
-		bctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		var wg sync.WaitGroup
-		var firstErr error
-		sem := make(chan struct{}, opts.Parallel)
-		for _, obj := range batch {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				n, skipped, err := r.reseal(bctx, obj.Key, opts.MaxBlobSize)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err != nil && firstErr == nil:
-					firstErr = err
-					cancel()
-				case skipped:
-					prog.Skipped = append(prog.Skipped, obj.Key)
-				case err == nil:
-					prog.Objects++
-					prog.Bytes += int64(n)
-				}
-			})
-		}
-		wg.Wait()
-		if firstErr != nil {
-			return firstErr
-		}
-		prog.After = batch[len(batch)-1].Key
-		batch = batch[:0]
-		if opts.Progress != nil {
-			return opts.Progress(prog)
-		}
-		return nil
-	}
-	for obj, err := range r.client.List(ctx, root, remote.ListOptions{StartAfter: opts.After}) {
-		if err != nil {
-			return prog, fmt.Errorf("list %s: %w", root, err)
-		}
-		batch = append(batch, obj)
-		if len(batch) == rekeyBatch {
-			if err := flush(); err != nil {
-				return prog, err
-			}
-		}
-	}
-	if len(batch) > 0 {
-		if err := flush(); err != nil {
-			return prog, err
-		}
-	}
-	// The last look: objects put the old way while the pass ran, by
-	// writers that had not yet read the new marker.
-	if d := time.Until(settled); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return prog, ctx.Err()
-		case <-t.C:
-		}
-	}
+// rekeySweep re-encrypts what a last look finds not yet encrypted to keys,
+// a few times: a machine still writing the old way fails it.
+func (r *Repo) rekeySweep(ctx context.Context, run *rekeyRun, keys Keys) error {
 	for sweep := 0; ; sweep++ {
 		scan, err := r.scanObjects(ctx, len(keys.Recipients))
 		if err != nil {
-			return prog, err
+			return err
 		}
 		if len(scan.keys) == 0 {
-			break
+			return nil
 		}
 		if sweep == 3 {
-			return prog, fmt.Errorf("rekey: %d object(s) are still not encrypted to %s after %d passes (first: %s): "+
+			return fmt.Errorf("rekey: %d object(s) are still not encrypted to %s after %d passes (first: %s): "+
 				"a machine without these keys is still writing; give it the keys (encryption.identity_file), restart it, and run 'ompsync rekey' again",
 				len(scan.keys), fingerprints(keys.Recipients), sweep+1, scan.keys[0])
 		}
 		for _, key := range scan.keys {
-			batch = append(batch, remote.ObjectInfo{Key: key})
-			if len(batch) == rekeyBatch {
-				if err := flush(); err != nil {
-					return prog, err
-				}
+			if err := run.add(ctx, key); err != nil {
+				return err
 			}
 		}
-		if len(batch) > 0 {
-			if err := flush(); err != nil {
-				return prog, err
-			}
+		if err := run.flush(ctx); err != nil {
+			return err
 		}
 	}
-	if len(prog.Skipped) > 0 {
-		return prog, fmt.Errorf("rekey left %d object(s) it does not know as they were (first: %s); the marker still lists earlier keys as pending",
-			len(prog.Skipped), prog.Skipped[0])
-	}
+}
+
+// rekeyDone records in the marker that nothing is pending: what was is
+// now revoked.
+func (r *Repo) rekeyDone(ctx context.Context, keys Keys) error {
 	// A writer with yet other recipients may have changed the marker
 	// meanwhile; its objects are not done, so the pending list stays.
 	now, err := r.ReadMarker(ctx)
 	if err != nil {
-		return prog, err
+		return err
 	}
 	if now == nil || now.Encryption == nil || !sameSet(now.Encryption.Recipients, keys.Recipients) {
-		return prog, ErrRecipientsChanged
+		return ErrRecipientsChanged
 	}
 	done := *now
 	de := *now.Encryption
@@ -267,10 +251,67 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	de.Pending = nil
 	de.PassphraseKey = keys.PassphraseKey
 	done.Encryption = &de
-	if err := r.WriteMarker(ctx, &done); err != nil {
-		return prog, err
+	return r.WriteMarker(ctx, &done)
+}
+
+// rekeyRun re-encrypts objects in batches of rekeyBatch, opts.Parallel at
+// a time, reporting progress after each batch (where a resumed run starts).
+type rekeyRun struct {
+	r     *Repo
+	opts  RekeyOptions
+	prog  RekeyProgress
+	batch []string
+}
+
+// add queues an object, re-encrypting the batch once it is full.
+func (k *rekeyRun) add(ctx context.Context, key string) error {
+	k.batch = append(k.batch, key)
+	if len(k.batch) < rekeyBatch {
+		return nil
 	}
-	return prog, nil
+	return k.flush(ctx)
+}
+
+// flush re-encrypts the queued objects.
+func (k *rekeyRun) flush(ctx context.Context) error {
+	if len(k.batch) == 0 {
+		return nil
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	sem := make(chan struct{}, k.opts.Parallel)
+	for _, key := range k.batch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			n, skipped, err := k.r.reseal(bctx, key, k.opts.MaxBlobSize)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && firstErr == nil:
+				firstErr = err
+				cancel()
+			case skipped:
+				k.prog.Skipped = append(k.prog.Skipped, key)
+			case err == nil:
+				k.prog.Objects++
+				k.prog.Bytes += int64(n)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	k.prog.After = k.batch[len(k.batch)-1]
+	k.batch = k.batch[:0]
+	if k.opts.Progress != nil {
+		return k.opts.Progress(k.prog)
+	}
+	return nil
 }
 
 // rekeyMarker is the marker for a rekey to keys: keys' recipients, with
