@@ -6,15 +6,54 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ompsync/ompsync/store"
 )
 
 // AgentNames are the coding agents whose sessions ompsync knows, omp first
 // (the names of package store's stores).
-func AgentNames() []string { return []string{"omp", "pi", "claude", "codex"} }
+func AgentNames() []string {
+	var names []string
+	for _, s := range store.Known() {
+		names = append(names, s.Name())
+	}
+	return names
+}
 
-// Folders are the folders of the agents other than omp (omp's is agent_dir).
-type Folders struct {
-	Pi, Claude, Codex string
+// folderKeys are the keys of the folders of the agents other than omp
+// (omp's is agent_dir): <name>.dir, its default from the agent's Home.
+func folderKeys() []key {
+	var out []key
+	for _, s := range store.Known() {
+		name, h := s.Name(), s.Home()
+		if name == "omp" {
+			continue
+		}
+		k := name + ".dir"
+		out = append(out, key{
+			name: k,
+			help: fmt.Sprintf("%s; sessions are under <%s>/%s (default: $%s, else ~/%s)",
+				h.Title, k, s.Roots()[0], h.Env, h.Dir),
+			field:   func(c *Config) any { return c.folder(name) },
+			def:     envOrHome(h.Env, h.Dir),
+			derived: true,
+			path:    true,
+		})
+	}
+	return out
+}
+
+// folder is where the <name>.dir key's value is kept.
+func (c *Config) folder(name string) *string {
+	if c.folders == nil {
+		c.folders = map[string]*string{}
+	}
+	p, ok := c.folders[name]
+	if !ok {
+		p = new(string)
+		c.folders[name] = p
+	}
+	return p
 }
 
 // AgentFolder is one agent and the folder its sessions live in.
@@ -24,15 +63,11 @@ type AgentFolder struct {
 
 // AgentDirOf is the configured folder of the agent called name.
 func (c *Config) AgentDirOf(name string) string {
-	switch name {
-	case "omp":
+	if name == "omp" {
 		return c.AgentDir
-	case "pi":
-		return c.Folders.Pi
-	case "claude":
-		return c.Folders.Claude
-	case "codex":
-		return c.Folders.Codex
+	}
+	if p := c.folders[name]; p != nil {
+		return *p
 	}
 	return ""
 }

@@ -50,8 +50,8 @@ func TestBackedUpAgents(t *testing.T) {
 	if got := backedUp(t, c); !slices.Equal(got, []string{"omp=" + shared, "codex=" + filepath.Join(home, ".codex")}) {
 		t.Errorf("shared folder: %v", got)
 	}
-	if c.Folders.Claude != filepath.Join(home, "cc") {
-		t.Errorf("claude.dir %q does not follow CLAUDE_CONFIG_DIR", c.Folders.Claude)
+	if c.AgentDirOf("claude") != filepath.Join(home, "cc") {
+		t.Errorf("claude.dir %q does not follow CLAUDE_CONFIG_DIR", c.AgentDirOf("claude"))
 	}
 
 	// Listed, the agents are taken as they are, in order; the same folder

@@ -31,9 +31,9 @@ import (
 type Config struct {
 	AgentDir, Remote, StateDir, Machine string
 	// Agents are the agents to back up (empty: every known one whose
-	// folder exists; see BackedUp), Folders the folders of those but omp.
+	// folder exists; see BackedUp); AgentDirOf gives each one's folder.
 	Agents                      []string
-	Folders                     Folders
+	folders                     map[string]*string // <agent>.dir: see folder
 	Interval, ReconcileInterval time.Duration
 	Transfers                   int
 	Include, Exclude            []string

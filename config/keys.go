@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +74,11 @@ func static(s string) func(*environ) (string, error) {
 
 // keys is the table of every configuration key, in the order config show and
 // config init list them.
-var keys = []key{
+var keys = slices.Concat(agentKeys, folderKeys(), otherKeys)
+
+// agentKeys are omp's folder and the agents to back up; folderKeys the
+// other agents' folders, one for each of package store's stores.
+var agentKeys = []key{
 	{
 		name:    "agent_dir",
 		help:    "omp's agent folder; sessions are under <agent_dir>/sessions (default: $PI_CODING_AGENT_DIR, else $XDG_DATA_HOME/omp when it exists, as omp uses it, else ~/.omp/agent)",
@@ -89,30 +94,9 @@ var keys = []key{
 		def:   static(""),
 		check: checkAgents,
 	},
-	{
-		name:    "pi.dir",
-		help:    "pi's agent folder; sessions are under <pi.dir>/sessions (default: $PI_CODING_AGENT_DIR, else ~/.pi/agent)",
-		field:   func(c *Config) any { return &c.Folders.Pi },
-		def:     envOrHome("PI_CODING_AGENT_DIR", ".pi/agent"),
-		derived: true,
-		path:    true,
-	},
-	{
-		name:    "claude.dir",
-		help:    "Claude Code's folder; sessions are under <claude.dir>/projects (default: $CLAUDE_CONFIG_DIR, else ~/.claude)",
-		field:   func(c *Config) any { return &c.Folders.Claude },
-		def:     envOrHome("CLAUDE_CONFIG_DIR", ".claude"),
-		derived: true,
-		path:    true,
-	},
-	{
-		name:    "codex.dir",
-		help:    "Codex's folder; sessions are under <codex.dir>/sessions (default: $CODEX_HOME, else ~/.codex)",
-		field:   func(c *Config) any { return &c.Folders.Codex },
-		def:     envOrHome("CODEX_HOME", ".codex"),
-		derived: true,
-		path:    true,
-	},
+}
+
+var otherKeys = []key{
 	{
 		name:    "remote",
 		help:    "where backups go: " + remote.AcceptedForms + " (a folder's parent must exist: a disk not mounted is refused, not filled)",

@@ -32,6 +32,10 @@ type claude struct{}
 
 func (claude) Name() string { return "claude" }
 
+func (claude) Home() Home {
+	return Home{Title: "Claude Code's folder", Env: "CLAUDE_CONFIG_DIR", Dir: ".claude"}
+}
+
 func (claude) Roots() []string { return []string{"projects"} }
 
 func (claude) Classify(rel string) Kind {

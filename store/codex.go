@@ -30,6 +30,8 @@ type codex struct{}
 
 func (codex) Name() string { return "codex" }
 
+func (codex) Home() Home { return Home{Title: "Codex's folder", Env: "CODEX_HOME", Dir: ".codex"} }
+
 func (codex) Roots() []string { return []string{"sessions", "archived_sessions"} }
 
 func (codex) Classify(rel string) Kind {

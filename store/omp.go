@@ -32,6 +32,9 @@ func OMP() Store {
 		marker:  "/agent.db",
 		homeRel: true,
 		resume:  "omp --resume",
+		// omp's agent_dir has a default of its own (config's
+		// defaultAgentDir): omp also looks under $XDG_DATA_HOME.
+		home: Home{Title: "omp's agent folder", Env: "PI_CODING_AGENT_DIR", Dir: ".omp/agent"},
 	}
 }
 
@@ -49,7 +52,10 @@ type family struct {
 	// omp); otherwise always "--<abs>--" (pi, older omp).
 	homeRel bool
 	resume  string
+	home    Home
 }
+
+func (f family) Home() Home { return f.home }
 
 func (f family) Name() string { return f.name }
 

@@ -15,5 +15,6 @@ func Pi() Store {
 		name:    "pi",
 		secrets: []string{"auth.json"},
 		resume:  "pi --session",
+		home:    Home{Title: "pi's agent folder", Env: "PI_CODING_AGENT_DIR", Dir: ".pi/agent"},
 	}
 }

@@ -50,6 +50,9 @@ type Store interface {
 	// Name names the agent in configuration, on the remote and in output:
 	// "omp", "pi", "claude", "codex".
 	Name() string
+	// Home is where the agent keeps its files unless configured
+	// otherwise: config's <name>.dir key follows from it.
+	Home() Home
 	// Roots are the folders below the store's folder that hold what is
 	// backed up. Nothing outside them is read.
 	Roots() []string
@@ -122,6 +125,14 @@ type Store interface {
 }
 
 // Known lists every store ompsync knows, omp first.
+// Home is an agent's folder as the agent finds it itself: the folder an
+// environment variable names, else one under the home folder.
+type Home struct {
+	Title string // what the folder is, for help: "pi's agent folder"
+	Env   string // the variable the agent reads: "PI_CODING_AGENT_DIR"
+	Dir   string // else this folder under the home folder, slash-separated
+}
+
 func Known() []Store { return []Store{OMP(), Pi(), Claude(), Codex()} }
 
 // ByName returns the known store of that name.
