@@ -250,10 +250,7 @@ func TestMetaInFirstChunk(t *testing.T) {
 		t.Fatalf("GenerationMeta read %d stored bytes of a 4 MiB chunk: more than its header", n)
 	}
 	for _, every := range []bool{false, true} {
-		as, err := r.ReadGeneration(ctx, stream, g, 1<<30)
-		if !every {
-			as, err = r.ReadGenerationHashOnce(ctx, stream, g, 1<<30)
-		}
+		as, err := r.ReadGenerationRef(ctx, stream, g, 1<<30, every)
 		if err != nil || !bytes.Equal(as.Data, data) || as.Meta.Path != validMeta().Path {
 			t.Fatalf("read every=%v: %v", every, err)
 		}

@@ -41,7 +41,8 @@ func putGen(t *testing.T, r *Repo, s Stream, gen string, data []byte, hashFrom i
 	}
 }
 
-// readBoth reads the newest generation of s both ways.
+// readBoth streams the newest generation of s both ways: every hash
+// checked, and each byte hashed once.
 func readBoth(t *testing.T, r *Repo, s Stream) (every, once []byte, errEvery, errOnce error) {
 	t.Helper()
 	ctx := context.Background()
@@ -53,14 +54,17 @@ func readBoth(t *testing.T, r *Repo, s Stream) (every, once []byte, errEvery, er
 		if inv.Stream != s {
 			continue
 		}
-		a, errEvery := r.ReadGeneration(ctx, s, inv.Newest(), 1<<30)
-		b, errOnce := r.ReadGenerationHashOnce(ctx, s, inv.Newest(), 1<<30)
-		if a != nil {
-			every = a.Data
+		stream := func(every bool) ([]byte, error) {
+			var b bytes.Buffer
+			st, err := r.StreamGeneration(ctx, s, inv.Newest(), 1<<30, &b, every)
+			if err != nil {
+				return nil, err
+			}
+			copy(b.Bytes(), st.Head)
+			return b.Bytes(), nil
 		}
-		if b != nil {
-			once = b.Data
-		}
+		every, errEvery = stream(true)
+		once, errOnce = stream(false)
 		return every, once, errEvery, errOnce
 	}
 	t.Fatal("no stream")

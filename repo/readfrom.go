@@ -149,8 +149,8 @@ func (r *Repo) streamChunkFrom(ctx context.Context, s Stream, gen string, c Chun
 	}
 	if hex.EncodeToString(h.Sum(nil)) != hdr.StreamSHA256 {
 		if own == nil && hdr.Ref == nil {
-			// Say whether the chunk itself is damaged, as
-			// ReadGenerationHashOnce does: read it again whole.
+			// Say whether the chunk itself is damaged: read it again
+			// whole.
 			if _, _, err := r.GetChunk(ctx, s, gen, c.Start, c.End); err != nil {
 				return err
 			}

@@ -31,11 +31,18 @@ type Streamed struct {
 	Uploaded time.Time
 }
 
-// StreamGeneration reassembles a generation as ReadGenerationHashOnce does
-// (ReadGeneration with every), refusing the same damage, but writes its
-// bytes to w as they arrive instead of returning them: memory stays a few
-// buffers whatever the generation's size (a reference's range, at most a
-// chunk, is resolved in memory). Bytes written before an error must not be
+// StreamGeneration reassembles a generation and writes its bytes to w as
+// they arrive, verifying the running stream hash at every chunk boundary,
+// which also proves that the chunks belong together. With every, each
+// chunk's own hash is checked too (an audit: verify); without, each byte
+// is hashed once: a chunk's own hash is checked where no stream hash
+// covers its bytes (a generation of one chunk, bytes before hash_from),
+// and when a stream hash fails, to say whether the chunk itself is
+// damaged. Referenced bytes are always checked against the reference
+// chunk's hash. Memory stays a few buffers whatever the generation's size
+// (a reference's range, at most a chunk, is resolved in memory); the
+// in-memory reference reader of the tests (FuzzStreamGeneration) refuses
+// the same damage. Bytes written before an error must not be
 // trusted: a caller writes to a temp file and keeps it only on nil. The
 // head object is returned, not laid over, since w is written in order.
 func (r *Repo) StreamGeneration(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool) (Streamed, error) {
@@ -180,9 +187,9 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 			case hdr.HashFrom != hashFrom:
 				return fmt.Errorf("chunk %s: hash_from %d, the chunks before say %d", ChunkName(c.Start, c.End), hdr.HashFrom, hashFrom)
 			}
-			// A chunk's own hash where no stream hash covers its bytes
-			// (as ReadGenerationHashOnce has it), or everywhere with
-			// every; referenced bytes were checked as resolved.
+			// A chunk's own hash where no stream hash covers its bytes,
+			// or everywhere with every; referenced bytes were checked
+			// as resolved.
 			var own hash.Hash
 			if hdr.Ref == nil && (every || single || c.Start < hashFrom) {
 				own = sha256.New()
@@ -236,8 +243,8 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 			}
 			if hex.EncodeToString(stream.Sum(nil)) != hdr.StreamSHA256 {
 				if own == nil && hdr.Ref == nil {
-					// Say whether the chunk itself is damaged, as
-					// ReadGenerationHashOnce does: read it again whole.
+					// Say whether the chunk itself is damaged: read it
+					// again whole.
 					if _, _, err := r.GetChunk(ctx, s, g.Name, c.Start, c.End); err != nil {
 						return err
 					}

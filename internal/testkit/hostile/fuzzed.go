@@ -2,13 +2,18 @@ package hostile
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -246,3 +251,28 @@ func (f *fuzzInput) take(n int) []byte {
 func (f *fuzzInput) byte() byte  { return f.take(1)[0] }
 func (f *fuzzInput) u32() uint32 { return binary.LittleEndian.Uint32(f.take(4)) }
 func (f *fuzzInput) u64() uint64 { return binary.LittleEndian.Uint64(f.take(8)) }
+
+// fastPut writes a file remote's objects without fsyncs: hostile remotes
+// of thousands of objects are built in a second.
+type fastPut struct {
+	remote.Client
+	dir string
+}
+
+func (f fastPut) Put(_ context.Context, key string, data []byte, _ remote.PutOptions) error {
+	p := filepath.Join(f.dir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o600)
+}
+
+// NewFastRemote is a folder remote in dir whose puts skip the fsyncs, for
+// fuzzing: a hostile remote is built for every input.
+func NewFastRemote(dir string) (remote.Client, error) {
+	c, err := file.New(dir)
+	if err != nil {
+		return nil, err
+	}
+	return fastPut{c, dir}, nil
+}

@@ -415,7 +415,7 @@ func TestHostileRemotes(t *testing.T) {
 // 5,000 chunks of a reference bomb) took most of a run.
 func buildFileRemote(t *testing.T, h Remote) string {
 	t.Helper()
-	rc := newFastRemote(t)
+	rc := fastRemote(t)
 	if err := h.Build(t.Context(), rc); err != nil {
 		t.Fatal(err)
 	}
