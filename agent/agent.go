@@ -516,6 +516,12 @@ func (a *Agent) start(ctx context.Context) error {
 		a.log.Warn("cannot read this machine's catalog without the private key; a lost local state cannot be rebuilt from the remote", "err", err)
 		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
 		return a.started(why, otherRepo)
+	case err != nil && !a.fresh && catalogDamaged(err):
+		// The local state is what the catalog said: it is written again
+		// from it (verify --repair relies on this).
+		a.log.Warn("this machine's catalog on the remote is damaged; it is not read, and is written again from the local state", "err", err)
+		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
+		return a.started(why, otherRepo)
 	case err != nil:
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
@@ -551,6 +557,14 @@ func (a *Agent) start(ctx context.Context) error {
 	err = a.started(why, otherRepo)
 	a.seedFromCatalog(cat)
 	return err
+}
+
+// catalogDamaged says err, reading this machine's catalog, is damage to
+// its bytes: not a remote that did not answer, nor a key that cannot open
+// it (which must never lead to writing over it).
+func catalogDamaged(err error) bool {
+	return !remote.Unanswered(err) && !errors.Is(err, repo.ErrNoKey) && !errors.Is(err, repo.ErrEncryptionMismatch) &&
+		!errors.Is(err, remote.ErrAccessDenied)
 }
 
 // started reconciles a state that cannot be trusted on this remote and

@@ -107,3 +107,40 @@ func repairChunk(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Gener
 	}
 	return true, ""
 }
+
+// RepairBlob puts the blob name, damaged or missing on the remote, again
+// from the local file blobs/<name> under agentDir, only when its bytes
+// hash to the name (the blob's proof); the put is the agent's (PutBlobFrom:
+// sealed as the repository is). A damaged object is deleted first, since
+// a blob is written only where absent.
+func RepairBlob(ctx context.Context, r *repo.Repo, agentDir, name string) Damage {
+	d := Damage{Key: repo.BlobKey(name), Problem: "damaged or missing"}
+	f, err := os.Open(abs(agentDir, "blobs/"+name))
+	if err != nil {
+		d.Why = fmt.Sprintf("the blob is not on this machine (%v); restore the sessions that use it from another machine's copy", err)
+		return d
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		d.Why = fmt.Sprintf("read the local blob: %v", err)
+		return d
+	}
+	sum := sha256.New()
+	if _, err := io.Copy(sum, f); err != nil || hex.EncodeToString(sum.Sum(nil)) != name {
+		d.Why = "the local copy changed too: its bytes no longer hash to the blob's name; nothing was written; restore the blob from another machine's copy"
+		return d
+	}
+	switch err := r.Client().Delete(ctx, d.Key); {
+	case err == nil, errors.Is(err, remote.ErrNotFound):
+	default:
+		d.Why = fmt.Sprintf("remove the damaged blob: %v; delete %s with a key that may delete, then run 'ompsync verify --repair' again", err, d.Key)
+		return d
+	}
+	if _, err := r.PutBlobFrom(ctx, name, f, fi.Size(), ""); err != nil {
+		d.Why = fmt.Sprintf("put it again: %v; run 'ompsync verify --repair' again", err)
+		return d
+	}
+	d.Repaired = true
+	return d
+}

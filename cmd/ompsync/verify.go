@@ -15,6 +15,7 @@ import (
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/progress"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
@@ -55,10 +56,12 @@ known of it, so run verify again once the remote is reachable).`,
 			})
 			bar.done()
 			problems = append(problems, unknown...)
-			if err != nil {
+			// Every catalog refused is an error: with --repair, this
+			// machine's is written again before it is one.
+			if err != nil && (!repair || remote.Unanswered(err)) {
 				return err
 			}
-			if repair && repairChunks(cmd.Context(), a, asJSON, cfg.Machine, places, checks) {
+			if repair && repairDamage(cmd.Context(), a, asJSON, cfg, places, checks, err != nil || len(problems) > 0) {
 				// Verified again: the exit status says what the remote holds now.
 				checks, problems, err = restore.VerifyAll(cmd.Context(), places, args, restore.Options{Machine: machine, Parallel: cfg.Transfers})
 				problems = append(problems, unknown...)
@@ -186,36 +189,54 @@ func notifyDamaged(cfg *config.Config, stderr io.Writer, msg string) {
 	n.Flush(notify.DefaultTimeout + time.Second)
 }
 
-// repairChunks puts back what it can of the damaged sessions' chunks of
-// this machine's stream and says on stderr what it did; it reports whether
-// it put anything.
-func repairChunks(ctx context.Context, a *app, asJSON bool, machine string, places []restore.Place, checks []restore.Check) bool {
-	put := false
+// repairDamage puts back what it can of this machine's damaged objects and
+// says what it did; it reports whether it tried anything (then verify runs
+// again). A damaged chunk and a damaged or missing blob are put from the
+// local file when its bytes are proven (restore.RepairChunks, RepairBlob);
+// what the remote lost (a chunk, the catalog) is put by one agent pass,
+// which checks every upload against a listing and rewinds to the first
+// missing byte when the local file still hashes to what was uploaded, and
+// writes a damaged catalog again from its state.
+func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, places []restore.Place, checks []restore.Check, catalogProblems bool) bool {
 	out := a.stdout
 	if asJSON {
 		out = a.stderr // standard output stays one object per session
 	}
+	damaged := catalogProblems
 	for _, c := range checks {
 		if !c.Damaged() {
 			continue
 		}
+		damaged = true
 		for _, pl := range places {
 			if pl.Store.Name() != c.Agent {
 				continue
 			}
-			ds, err := restore.RepairChunks(ctx, pl.Repo, machine, c.ID, filepath.Join(pl.Dir, filepath.FromSlash(c.Path)))
+			ds, err := restore.RepairChunks(ctx, pl.Repo, cfg.Machine, c.ID, filepath.Join(pl.Dir, filepath.FromSlash(c.Path)))
 			if err != nil {
 				fmt.Fprintf(a.stderr, "ompsync: repair session %s: %v\n", c.ID, err)
 			}
+			for _, n := range c.Blobs {
+				ds = append(ds, restore.RepairBlob(ctx, pl.Repo, pl.Dir, n))
+			}
 			for _, d := range ds {
 				if d.Repaired {
-					put = true
-					fmt.Fprintf(out, "repaired  %s: put %s back from the local file (bytes %d-%d)\n", c.ID, d.Key, d.Start, d.End)
+					fmt.Fprintf(out, "repaired  %s: put %s back from the local file\n", c.ID, d.Key)
 				} else {
 					fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
 				}
 			}
 		}
 	}
-	return put
+	if !damaged {
+		return false
+	}
+	// The agent pass reports on stderr, as its log does: standard output
+	// stays verify's.
+	pass := *a
+	pass.stdout = a.stderr
+	if err := runAgentOnce(ctx, &pass, cfg, identityFlags{}); err != nil {
+		fmt.Fprintf(a.stderr, "ompsync: repair what the remote lost: %v\n", err)
+	}
+	return true
 }
