@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -34,8 +36,10 @@ type Damage struct {
 // bytes [HashFrom, End), and the local file's bytes must hash to it. The
 // put goes through repo.PutChunk, so encryption and the codec apply.
 //
-// A chunk missing from the listing (a gap) is not found here: verify
-// reports it.
+// A range no listed chunk holds, below the furthest chunk's end (a chunk
+// deleted), is put again the same way; one past the furthest end (the
+// last chunk lost) has no later chunk to prove it: the agent's pass puts
+// it, its state holding the stream hash of what it uploaded.
 func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) ([]Damage, error) {
 	invs, err := r.Inventory(ctx, id, machine)
 	if err != nil {
@@ -68,8 +72,35 @@ func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) 
 			d.Repaired, d.Why = repairChunk(ctx, r, inv.Stream, g, c, proof, local)
 			out = append(out, d)
 		}
+		for _, c := range gaps(g.Chunks) {
+			d := Damage{Key: inv.Stream.ChunkKey(g.Name, c.Start, c.End), Problem: "missing", Start: c.Start, End: c.End}
+			d.Repaired, d.Why = repairChunk(ctx, r, inv.Stream, g, c, proof, local)
+			out = append(out, d)
+		}
 	}
 	return out, nil
+}
+
+// gaps is the ranges below the furthest chunk end that no chunk holds.
+func gaps(chunks []repo.ChunkRef) []repo.ChunkRef {
+	var out []repo.ChunkRef
+	end := repo.MaxEnd(chunks)
+	for {
+		_, covered := repo.Cover(chunks)
+		if covered >= end {
+			return out
+		}
+		next := end
+		for _, c := range chunks {
+			if c.Start > covered {
+				next = min(next, c.Start)
+			}
+		}
+		gap := repo.ChunkRef{Start: covered, End: next}
+		out = append(out, gap)
+		chunks = append(slices.Clone(chunks), gap)
+		slices.SortFunc(chunks, func(a, b repo.ChunkRef) int { return cmp.Compare(a.Start, b.Start) })
+	}
 }
 
 // repairChunk puts chunk c again from the local file when proof (the

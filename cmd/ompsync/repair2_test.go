@@ -37,28 +37,43 @@ func TestVerifyRepair(t *testing.T) {
 			name   string
 			damage func(t *testing.T, c remote.Client, chunks []string) string // the key damaged
 			local  bool                                                        // change the local bytes too
+			enc    bool                                                        // an encrypted repository
 		}{
-			{"flipped-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, false},
-			{"deleted-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, false},
-			{"deleted-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[0]) }, false},
-			{"deleted-last-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[len(ch)-1]) }, false},
+			{"flipped-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, false, false},
+			{"deleted-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, false, false},
+			{"deleted-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[0]) }, false, false},
+			{"deleted-last-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[len(ch)-1]) }, false, false},
 			{"damaged-catalog", func(t *testing.T, c remote.Client, ch []string) string {
 				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/machines/laptop/catalog")
-			}, false},
+			}, false, false},
 			{"deleted-catalog", func(t *testing.T, c remote.Client, ch []string) string {
 				return deleteKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/machines/laptop/catalog")
-			}, false},
+			}, false, false},
 			{"deleted-blob", func(t *testing.T, c remote.Client, ch []string) string {
 				return deleteKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/blobs/"+blob)
-			}, false},
+			}, false, false},
 			{"flipped-blob", func(t *testing.T, c remote.Client, ch []string) string {
 				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/blobs/"+blob)
-			}, false},
-			{"local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, true},
+			}, false, false},
+			{"local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, true, false},
+			{"deleted-chunk-local-changed", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, true, false},
+			{"encrypted-flipped-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, false, true},
+			{"encrypted-deleted-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, false, true},
+			{"encrypted-flipped-blob", func(t *testing.T, c remote.Client, ch []string) string {
+				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/blobs/"+blob)
+			}, false, true},
+			{"encrypted-damaged-catalog", func(t *testing.T, c remote.Client, ch []string) string {
+				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/machines/laptop/catalog")
+			}, false, true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				url := b.URL + "/" + tc.name
 				m := newMachineEnv(t, url, b.S3, "laptop")
+				if tc.enc {
+					key := filepath.Join(t.TempDir(), "age.key")
+					m.mustRun(0, "keygen", "--out", key)
+					m.env = []string{"OMPSYNC_ENCRYPTION_IDENTITY_FILE=" + key}
+				}
 				writeFile(t, filepath.Join(m.agentDir, "blobs", blob), string(blobData), 0o600)
 				m.newSession(id, entry("0000e9b1", "", "first, with blob:sha256:"+blob))
 				m.mustRun(0, "agent", "--once")
@@ -87,19 +102,31 @@ func TestVerifyRepair(t *testing.T) {
 					body := readFile(t, local)
 					body[len(body)/2] ^= 1
 					writeFile(t, local, string(body), 0o600)
-					stored := getKey(t, b.Client, key)
-					if out := m.mustRun(1, "verify", "--repair"); !strings.Contains(out, "NOT REPAIRED "+id) || !strings.Contains(out, "local copy changed") {
-						t.Errorf("verify --repair with the local copy changed:\n%s", out)
+					stored, _ := getStored(b.Client, key)
+					out := m.mustRun(1, "verify", "--repair")
+					if !strings.Contains(out, "NOT REPAIRED "+id+": "+key[len(tc.name)+1:]+": the local copy changed too") {
+						t.Errorf("verify --repair with the local copy changed says nothing of it:\n%s", out)
 					}
-					if !bytes.Equal(getKey(t, b.Client, key), stored) {
-						t.Errorf("verify --repair wrote over %s with other bytes", key)
+					if after, _ := getStored(b.Client, key); !bytes.Equal(after, stored) {
+						t.Errorf("verify --repair wrote %s with other bytes", key)
 					}
 					m.mustRun(1, "verify")
 					return
 				}
 				m.mustRun(0, "verify", "--repair")
 				m.mustRun(0, "verify")
+				if tc.enc {
+					for obj, err := range b.Client.List(ctx, tc.name+"/v1/", remote.ListOptions{}) {
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := getKey(t, b.Client, obj.Key); !bytes.HasPrefix(got, []byte("age-encryption.org/v1\n")) {
+							t.Errorf("%s is not encrypted after the repair", obj.Key)
+						}
+					}
+				}
 				other := newMachineEnv(t, url, b.S3, "desk")
+				other.env = m.env
 				to := t.TempDir()
 				other.mustRun(0, "restore", "--all", "--to", to)
 				rel, _ := filepath.Rel(m.agentDir, m.sessionFile(id))
@@ -112,6 +139,17 @@ func TestVerifyRepair(t *testing.T) {
 			})
 		}
 	})
+}
+
+// getStored is the stored bytes of key (nil and an error when there is
+// none).
+func getStored(c remote.Client, key string) ([]byte, error) {
+	rc, err := c.Get(context.Background(), key, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // getKey is the stored bytes of key.

@@ -33,11 +33,15 @@ sessions reference, and compare the newest copies with the local files
 (same, behind: the remote has more, ahead: not yet uploaded, diverged, or
 missing). Changes nothing, locally or on the remote, unless --repair.
 
-With --repair, a damaged chunk of this machine's newest copy of a session is
-put again from the local file when the local bytes still hash to what the
-remote records (an intact later chunk's stream hash proves them); then
-everything is verified again. What cannot be repaired (the local file
-changed too, another machine's object) is printed with what to do.
+With --repair, what is damaged or missing of this machine's backup is put
+again from the local files when their bytes still hash to what the remote
+records: a chunk flipped or deleted (an intact later chunk's stream hash
+proves the bytes), a blob (its bytes hash to its name), and, through one
+'agent --once' pass, a lost last or first chunk (the agent's state proves
+the bytes) and this machine's catalog, damaged or lost (written again from
+the agent's state). Then everything is verified again. What cannot be
+repaired (the local file changed too, another machine's object) is one
+NOT REPAIRED line saying what to do; nothing is written over it.
 
 Exit status 1 when anything on the remote is damaged or missing (DAMAGED), or
 could not be read because the remote did not answer (UNCHECKED: nothing is
@@ -121,7 +125,7 @@ known of it, so run verify again once the remote is reachable).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
 	cmd.Flags().StringVar(&machine, "machine", "", "check only this machine's copies")
-	cmd.Flags().BoolVar(&repair, "repair", false, "put damaged chunks of this machine's sessions back from the local files, then verify again")
+	cmd.Flags().BoolVar(&repair, "repair", false, "put damaged or missing objects of this machine (chunks, blobs, its catalog) back from the local files, then verify again")
 	addAgentFlag(cmd.Flags(), &agentName)
 	return cmd
 }
