@@ -47,6 +47,11 @@ type Options struct {
 	// re-hashed, and checked to be still on the remote (Once checks it
 	// all). Default 24h.
 	AuditInterval time.Duration
+	// Damaged are keys of this machine's chunks that verify --repair found
+	// damaged and could not prove from a later chunk: Once's check of the
+	// uploads takes them as lost, so it puts them again from the local
+	// file when the file still hashes to what was uploaded.
+	Damaged map[string]bool
 	// Include and Exclude are globs over paths relative to AgentDir.
 	Include, Exclude []string
 	// Pull makes Run also merge what other machines uploaded, every

@@ -27,6 +27,10 @@ type Damage struct {
 	// says why not and what to do.
 	Repaired bool   `json:"repaired"`
 	Why      string `json:"why,omitempty"`
+	// Unproven: no intact later chunk proves the local bytes (the last
+	// chunk); only the agent's state can, in its pass
+	// (agent.Options.Damaged).
+	Unproven bool `json:"unproven,omitempty"`
 }
 
 // RepairChunks checks every chunk of machine's newest session generation of
@@ -54,7 +58,7 @@ func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) 
 		if g == nil {
 			continue
 		}
-		var bad []repo.ChunkRef
+		var bad, intact []repo.ChunkRef
 		var proof *repo.ChunkHeader
 		for _, c := range g.Chunks {
 			h, _, err := r.GetChunk(ctx, inv.Stream, g.Name, c.Start, c.End)
@@ -63,22 +67,31 @@ func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) 
 				return out, err
 			case err != nil:
 				bad = append(bad, c)
+				continue
 			case h.Ref == nil && (proof == nil || h.End > proof.End):
 				proof = &h
 			}
+			intact = append(intact, c)
 		}
 		for _, c := range bad {
-			d := Damage{Key: inv.Stream.ChunkKey(g.Name, c.Start, c.End), Problem: "unreadable or its hash fails", Start: c.Start, End: c.End}
-			d.Repaired, d.Why = repairChunk(ctx, r, inv.Stream, g, c, proof, local)
-			out = append(out, d)
+			if slices.ContainsFunc(intact, func(i repo.ChunkRef) bool { return i.Start <= c.Start && i.End >= c.End }) {
+				continue // inside an intact chunk: readers never take it
+			}
+			out = append(out, fix(ctx, r, inv.Stream, g, c, "unreadable or its hash fails", proof, local))
 		}
 		for _, c := range gaps(g.Chunks) {
-			d := Damage{Key: inv.Stream.ChunkKey(g.Name, c.Start, c.End), Problem: "missing", Start: c.Start, End: c.End}
-			d.Repaired, d.Why = repairChunk(ctx, r, inv.Stream, g, c, proof, local)
-			out = append(out, d)
+			out = append(out, fix(ctx, r, inv.Stream, g, c, "missing", proof, local))
 		}
 	}
 	return out, nil
+}
+
+// fix is the Damage of chunk c, put again when proof proves it.
+func fix(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c repo.ChunkRef, problem string, proof *repo.ChunkHeader, local string) Damage {
+	d := Damage{Key: s.ChunkKey(g.Name, c.Start, c.End), Problem: problem, Start: c.Start, End: c.End}
+	d.Unproven = (proof == nil || proof.End < c.End) && (c.Start > 0 || !g.MetaInChunk)
+	d.Repaired, d.Why = repairChunk(ctx, r, s, g, c, proof, local)
+	return d
 }
 
 // gaps is the ranges below the furthest chunk end that no chunk holds.
@@ -106,11 +119,11 @@ func gaps(chunks []repo.ChunkRef) []repo.ChunkRef {
 // repairChunk puts chunk c again from the local file when proof (the
 // furthest intact chunk) shows the local bytes are the generation's.
 func repairChunk(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c repo.ChunkRef, proof *repo.ChunkHeader, local string) (bool, string) {
-	if proof == nil || proof.End < c.End {
-		return false, "no intact later chunk proves the local bytes; run 'ompsync agent --once' to upload the file as a new copy"
-	}
 	if c.Start == 0 && g.MetaInChunk {
-		return false, "the chunk at 0 carries the generation's meta; run 'ompsync agent --once' to upload the file as a new copy"
+		return false, "the chunk at 0 carries the generation's meta, which nothing else holds; delete this object and run 'ompsync verify --repair' again: the agent's pass puts the copy back from the local file"
+	}
+	if proof == nil || proof.End < c.End {
+		return false, "no intact later chunk proves the local bytes; the agent's pass (verify --repair runs one) puts it again when its state does"
 	}
 	f, err := os.Open(local)
 	if err != nil {
@@ -174,4 +187,15 @@ func RepairBlob(ctx context.Context, r *repo.Repo, agentDir, name string) Damage
 	}
 	d.Repaired = true
 	return d
+}
+
+// ChunkSound reports whether the chunk at key (one of RepairChunks'
+// Damage keys) now reads with every hash checked.
+func ChunkSound(ctx context.Context, r *repo.Repo, key string) bool {
+	ref, err := repo.ParseSessionKey(key)
+	if err != nil {
+		return false
+	}
+	_, _, err = r.GetChunk(ctx, ref.Stream, ref.Generation, ref.Start, ref.End)
+	return err == nil
 }

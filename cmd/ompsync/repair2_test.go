@@ -56,6 +56,8 @@ func TestVerifyRepair(t *testing.T) {
 				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/blobs/"+blob)
 			}, false, false},
 			{"local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, true, false},
+			{"flipped-last-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[len(ch)-1]) }, false, false},
+			{"flipped-last-chunk-local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[len(ch)-1]) }, true, false},
 			{"deleted-chunk-local-changed", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, true, false},
 			{"encrypted-flipped-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, false, true},
 			{"encrypted-deleted-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, false, true},
@@ -104,7 +106,7 @@ func TestVerifyRepair(t *testing.T) {
 					writeFile(t, local, string(body), 0o600)
 					stored, _ := getStored(b.Client, key)
 					out := m.mustRun(1, "verify", "--repair")
-					if !strings.Contains(out, "NOT REPAIRED "+id+": "+key[len(tc.name)+1:]+": the local copy changed too") {
+					if line := lineWith(out, "NOT REPAIRED "+id+": "+key[len(tc.name)+1:]+": "); !strings.Contains(line, "local copy changed too") {
 						t.Errorf("verify --repair with the local copy changed says nothing of it:\n%s", out)
 					}
 					if after, _ := getStored(b.Client, key); !bytes.Equal(after, stored) {
@@ -139,6 +141,16 @@ func TestVerifyRepair(t *testing.T) {
 			})
 		}
 	})
+}
+
+// lineWith is the line of out that holds s ("" for none).
+func lineWith(out, s string) string {
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
 }
 
 // getStored is the stored bytes of key (nil and an error when there is

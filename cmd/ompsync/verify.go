@@ -37,8 +37,8 @@ With --repair, what is damaged or missing of this machine's backup is put
 again from the local files when their bytes still hash to what the remote
 records: a chunk flipped or deleted (an intact later chunk's stream hash
 proves the bytes), a blob (its bytes hash to its name), and, through one
-'agent --once' pass, a lost last or first chunk (the agent's state proves
-the bytes) and this machine's catalog, damaged or lost (written again from
+'agent --once' pass, a damaged or lost last chunk and a lost first chunk
+(the agent's state proves the bytes) and this machine's catalog, damaged or lost (written again from
 the agent's state). Then everything is verified again. What cannot be
 repaired (the local file changed too, another machine's object) is one
 NOT REPAIRED line saying what to do; nothing is written over it.
@@ -207,6 +207,8 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 		out = a.stderr // standard output stays one object per session
 	}
 	damaged := catalogProblems
+	unproven := map[string]bool{} // damaged chunks nothing later proves: the agent's pass
+	var recheck []func()          // what the pass is to have put, read again after it
 	for _, c := range checks {
 		if !c.Damaged() {
 			continue
@@ -224,6 +226,16 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 				ds = append(ds, restore.RepairBlob(ctx, pl.Repo, pl.Dir, n))
 			}
 			for _, d := range ds {
+				if d.Unproven {
+					unproven[d.Key] = true
+					recheck = append(recheck, func() {
+						if d.Problem == "missing" || restore.ChunkSound(ctx, pl.Repo, d.Key) {
+							return // put back (a gap the pass left is verify's to say)
+						}
+						fmt.Fprintf(out, "NOT REPAIRED %s: %s: nothing proves the local bytes (the local copy changed too since it was uploaded, or is gone); nothing was written over it; the agent backs the local file up as a new copy\n", c.ID, d.Key)
+					})
+					continue
+				}
 				if d.Repaired {
 					fmt.Fprintf(out, "repaired  %s: put %s back from the local file\n", c.ID, d.Key)
 				} else {
@@ -239,8 +251,11 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 	// stays verify's.
 	pass := *a
 	pass.stdout = a.stderr
-	if err := runAgentOnce(ctx, &pass, cfg, identityFlags{}); err != nil {
+	if err := runAgentOnce(ctx, &pass, cfg, identityFlags{damaged: unproven}); err != nil {
 		fmt.Fprintf(a.stderr, "ompsync: repair what the remote lost: %v\n", err)
+	}
+	for _, f := range recheck {
+		f()
 	}
 	return true
 }
