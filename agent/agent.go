@@ -47,6 +47,11 @@ type Options struct {
 	// re-hashed, and checked to be still on the remote (Once checks it
 	// all). Default 24h.
 	AuditInterval time.Duration
+	// Damaged are keys of this machine's chunks that verify --repair found
+	// damaged and could not prove from a later chunk: Once's check of the
+	// uploads takes them as lost, so it puts them again from the local
+	// file when the file still hashes to what was uploaded.
+	Damaged map[string]bool
 	// Include and Exclude are globs over paths relative to AgentDir.
 	Include, Exclude []string
 	// Pull makes Run also merge what other machines uploaded, every
@@ -516,6 +521,12 @@ func (a *Agent) start(ctx context.Context) error {
 		a.log.Warn("cannot read this machine's catalog without the private key; a lost local state cannot be rebuilt from the remote", "err", err)
 		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
 		return a.started(why, otherRepo)
+	case err != nil && !a.fresh && catalogDamaged(err):
+		// The local state is what the catalog said: it is written again
+		// from it (verify --repair relies on this).
+		a.log.Warn("this machine's catalog on the remote is damaged; it is not read, and is written again from the local state", "err", err)
+		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
+		return a.started(why, otherRepo)
 	case err != nil:
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}
@@ -551,6 +562,14 @@ func (a *Agent) start(ctx context.Context) error {
 	err = a.started(why, otherRepo)
 	a.seedFromCatalog(cat)
 	return err
+}
+
+// catalogDamaged says err, reading this machine's catalog, is damage to
+// its bytes: not a remote that did not answer, nor a key that cannot open
+// it (which must never lead to writing over it).
+func catalogDamaged(err error) bool {
+	return !remote.Unanswered(err) && !errors.Is(err, repo.ErrNoKey) && !errors.Is(err, repo.ErrEncryptionMismatch) &&
+		!errors.Is(err, remote.ErrAccessDenied)
 }
 
 // started reconciles a state that cannot be trusted on this remote and

@@ -67,6 +67,11 @@ func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) erro
 		if g == nil {
 			return nil
 		}
+		usable := a.withoutDamaged(inv.Stream, *g)
+		if !usable.HasMeta {
+			return nil // its first chunk damaged: confirm puts it again
+		}
+		g = &usable
 		if _, covered := repo.Cover(g.Chunks); g.Name == fst.Generation && covered == fst.Offset {
 			return nil
 		}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -247,6 +248,7 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 // (metaObject: a meta object among it), and rewinds f to what the remote
 // still holds.
 func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation, metaObject bool) error {
+	g = a.withoutDamaged(f.stream(a.opts.Machine), g)
 	chunks, hasMeta, hasHead := g.Chunks, g.HasMeta, g.HasHead
 	if f.HeadUnconfirmed && hasHead {
 		// A head is replaced in place: a lost put of a retitle leaves the
@@ -298,6 +300,19 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 	}
 	f.SlotHash = "" // the head may be gone too: put it again
 	return a.rewind(f, min(covered, f.Offset))
+}
+
+// withoutDamaged is g without the chunks Options.Damaged names, as if the
+// remote had lost them, so that they are put again as lost ones are.
+func (a *Agent) withoutDamaged(s repo.Stream, g repo.Generation) repo.Generation {
+	if len(a.opts.Damaged) == 0 {
+		return g
+	}
+	g.Chunks = slices.DeleteFunc(slices.Clone(g.Chunks), func(c repo.ChunkRef) bool { return a.opts.Damaged[s.ChunkKey(g.Name, c.Start, c.End)] })
+	if g.MetaInChunk && !slices.ContainsFunc(g.Chunks, func(c repo.ChunkRef) bool { return c.Start == 0 }) {
+		g.HasMeta = false // its first chunk, which carried the meta, is damaged
+	}
+	return g
 }
 
 // headIsSlot reads f's head object back and reports whether it holds the

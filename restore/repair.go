@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -25,6 +27,10 @@ type Damage struct {
 	// says why not and what to do.
 	Repaired bool   `json:"repaired"`
 	Why      string `json:"why,omitempty"`
+	// Unproven: no intact later chunk proves the local bytes (the last
+	// chunk); only the agent's state can, in its pass
+	// (agent.Options.Damaged).
+	Unproven bool `json:"unproven,omitempty"`
 }
 
 // RepairChunks checks every chunk of machine's newest session generation of
@@ -34,8 +40,10 @@ type Damage struct {
 // bytes [HashFrom, End), and the local file's bytes must hash to it. The
 // put goes through repo.PutChunk, so encryption and the codec apply.
 //
-// A chunk missing from the listing (a gap) is not found here: verify
-// reports it.
+// A range no listed chunk holds, below the furthest chunk's end (a chunk
+// deleted), is put again the same way; one past the furthest end (the
+// last chunk lost) has no later chunk to prove it: the agent's pass puts
+// it, its state holding the stream hash of what it uploaded.
 func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) ([]Damage, error) {
 	invs, err := r.Inventory(ctx, id, machine)
 	if err != nil {
@@ -50,7 +58,7 @@ func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) 
 		if g == nil {
 			continue
 		}
-		var bad []repo.ChunkRef
+		var bad, intact []repo.ChunkRef
 		var proof *repo.ChunkHeader
 		for _, c := range g.Chunks {
 			h, _, err := r.GetChunk(ctx, inv.Stream, g.Name, c.Start, c.End)
@@ -59,27 +67,63 @@ func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) 
 				return out, err
 			case err != nil:
 				bad = append(bad, c)
+				continue
 			case h.Ref == nil && (proof == nil || h.End > proof.End):
 				proof = &h
 			}
+			intact = append(intact, c)
 		}
 		for _, c := range bad {
-			d := Damage{Key: inv.Stream.ChunkKey(g.Name, c.Start, c.End), Problem: "unreadable or its hash fails", Start: c.Start, End: c.End}
-			d.Repaired, d.Why = repairChunk(ctx, r, inv.Stream, g, c, proof, local)
-			out = append(out, d)
+			if slices.ContainsFunc(intact, func(i repo.ChunkRef) bool { return i.Start <= c.Start && i.End >= c.End }) {
+				continue // inside an intact chunk: readers never take it
+			}
+			out = append(out, fix(ctx, r, inv.Stream, g, c, "unreadable or its hash fails", proof, local))
+		}
+		for _, c := range gaps(g.Chunks) {
+			out = append(out, fix(ctx, r, inv.Stream, g, c, "missing", proof, local))
 		}
 	}
 	return out, nil
 }
 
+// fix is the Damage of chunk c, put again when proof proves it.
+func fix(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c repo.ChunkRef, problem string, proof *repo.ChunkHeader, local string) Damage {
+	d := Damage{Key: s.ChunkKey(g.Name, c.Start, c.End), Problem: problem, Start: c.Start, End: c.End}
+	d.Unproven = (proof == nil || proof.End < c.End) && (c.Start > 0 || !g.MetaInChunk)
+	d.Repaired, d.Why = repairChunk(ctx, r, s, g, c, proof, local)
+	return d
+}
+
+// gaps is the ranges below the furthest chunk end that no chunk holds.
+func gaps(chunks []repo.ChunkRef) []repo.ChunkRef {
+	var out []repo.ChunkRef
+	end := repo.MaxEnd(chunks)
+	for {
+		_, covered := repo.Cover(chunks)
+		if covered >= end {
+			return out
+		}
+		next := end
+		for _, c := range chunks {
+			if c.Start > covered {
+				next = min(next, c.Start)
+			}
+		}
+		gap := repo.ChunkRef{Start: covered, End: next}
+		out = append(out, gap)
+		chunks = append(slices.Clone(chunks), gap)
+		slices.SortFunc(chunks, func(a, b repo.ChunkRef) int { return cmp.Compare(a.Start, b.Start) })
+	}
+}
+
 // repairChunk puts chunk c again from the local file when proof (the
 // furthest intact chunk) shows the local bytes are the generation's.
 func repairChunk(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c repo.ChunkRef, proof *repo.ChunkHeader, local string) (bool, string) {
-	if proof == nil || proof.End < c.End {
-		return false, "no intact later chunk proves the local bytes; run 'ompsync agent --once' to upload the file as a new copy"
-	}
 	if c.Start == 0 && g.MetaInChunk {
-		return false, "the chunk at 0 carries the generation's meta; run 'ompsync agent --once' to upload the file as a new copy"
+		return false, "the chunk at 0 carries the generation's meta, which nothing else holds; delete this object and run 'ompsync verify --repair' again: the agent's pass puts the copy back from the local file"
+	}
+	if proof == nil || proof.End < c.End {
+		return false, "no intact later chunk proves the local bytes; the agent's pass (verify --repair runs one) puts it again when its state does"
 	}
 	f, err := os.Open(local)
 	if err != nil {
@@ -106,4 +150,52 @@ func repairChunk(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Gener
 		return false, fmt.Sprintf("put it again: %v", err)
 	}
 	return true, ""
+}
+
+// RepairBlob puts the blob name, damaged or missing on the remote, again
+// from the local file blobs/<name> under agentDir, only when its bytes
+// hash to the name (the blob's proof); the put is the agent's (PutBlobFrom:
+// sealed as the repository is). A damaged object is deleted first, since
+// a blob is written only where absent.
+func RepairBlob(ctx context.Context, r *repo.Repo, agentDir, name string) Damage {
+	d := Damage{Key: repo.BlobKey(name), Problem: "damaged or missing"}
+	f, err := os.Open(abs(agentDir, "blobs/"+name))
+	if err != nil {
+		d.Why = fmt.Sprintf("the blob is not on this machine (%v); restore the sessions that use it from another machine's copy", err)
+		return d
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		d.Why = fmt.Sprintf("read the local blob: %v", err)
+		return d
+	}
+	sum := sha256.New()
+	if _, err := io.Copy(sum, f); err != nil || hex.EncodeToString(sum.Sum(nil)) != name {
+		d.Why = "the local copy changed too: its bytes no longer hash to the blob's name; nothing was written; restore the blob from another machine's copy"
+		return d
+	}
+	switch err := r.Client().Delete(ctx, d.Key); {
+	case err == nil, errors.Is(err, remote.ErrNotFound):
+	default:
+		d.Why = fmt.Sprintf("remove the damaged blob: %v; delete %s with a key that may delete, then run 'ompsync verify --repair' again", err, d.Key)
+		return d
+	}
+	if _, err := r.PutBlobFrom(ctx, name, f, fi.Size(), ""); err != nil {
+		d.Why = fmt.Sprintf("put it again: %v; run 'ompsync verify --repair' again", err)
+		return d
+	}
+	d.Repaired = true
+	return d
+}
+
+// ChunkSound reports whether the chunk at key (one of RepairChunks'
+// Damage keys) now reads with every hash checked.
+func ChunkSound(ctx context.Context, r *repo.Repo, key string) bool {
+	ref, err := repo.ParseSessionKey(key)
+	if err != nil {
+		return false
+	}
+	_, _, err = r.GetChunk(ctx, ref.Stream, ref.Generation, ref.Start, ref.End)
+	return err == nil
 }

@@ -1,9 +1,11 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +74,21 @@ func TestRepairChunks(t *testing.T) {
 			t.Fatalf("verify after the repair: %+v", checks)
 		}
 
+		// A chunk deleted: the gap is put again from the local file.
+		if err := r.Client().Delete(ctx, s.ChunkKey(g.Name, mid.Start, mid.End)); err != nil {
+			t.Fatal(err)
+		}
+		if checks, _, _ := Verify(ctx, r, nil, Options{AgentDir: m.agentDir}); len(checks) != 1 || !checks[0].Damaged() {
+			t.Fatalf("verify after the delete: %+v", checks)
+		}
+		ds, err = RepairChunks(ctx, r, "laptop", f.id, m.path(rel))
+		if err != nil || len(ds) != 1 || !ds[0].Repaired || ds[0].Problem != "missing" || ds[0].Start != mid.Start || ds[0].End != mid.End {
+			t.Fatalf("repair of the deleted chunk: %v %+v", err, ds)
+		}
+		if checks, _, _ := Verify(ctx, r, nil, Options{AgentDir: m.agentDir}); len(checks) != 1 || !checks[0].OK() {
+			t.Fatalf("verify after the repair of the deleted chunk: %+v", checks)
+		}
+
 		// The local bytes of the damaged range changed too: not repaired.
 		flipObject(t, r.Client(), s.ChunkKey(g.Name, mid.Start, mid.End))
 		b := m.read(rel)
@@ -85,6 +102,65 @@ func TestRepairChunks(t *testing.T) {
 		}
 		if checks, _, _ := Verify(ctx, r, nil, Options{AgentDir: m.agentDir}); len(checks) != 1 || !checks[0].Damaged() {
 			t.Fatalf("verify after the refused repair: %+v", checks)
+		}
+	})
+}
+
+// TestRepairBlob: a blob flipped or deleted on the remote is put again from
+// the local file, which hashes to its name; one whose local bytes changed
+// is reported and the remote object left as it was.
+func TestRepairBlob(t *testing.T) {
+	eachRemote(t, func(t *testing.T, r *repo.Repo) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		data := []byte("a blob omp stored")
+		name := repo.HashHex(data)
+		if err := os.MkdirAll(filepath.Join(dir, "blobs"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "blobs", name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.PutBlob(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+		for _, damage := range []func(){
+			func() { flipObject(t, r.Client(), repo.BlobKey(name)) },
+			func() {
+				if err := r.Client().Delete(ctx, repo.BlobKey(name)); err != nil {
+					t.Fatal(err)
+				}
+			},
+		} {
+			damage()
+			if d := RepairBlob(ctx, r, dir, name); !d.Repaired {
+				t.Fatalf("repair: %+v", d)
+			}
+			if got, err := r.GetBlob(ctx, name, 1<<20); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("the blob after the repair: %q %v", got, err)
+			}
+		}
+		flipObject(t, r.Client(), repo.BlobKey(name))
+		rc, err := r.Client().Get(ctx, repo.BlobKey(name), 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, _ := io.ReadAll(rc)
+		rc.Close()
+		if err := os.WriteFile(filepath.Join(dir, "blobs", name), []byte("other bytes"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if d := RepairBlob(ctx, r, dir, name); d.Repaired || !strings.Contains(d.Why, "local copy changed too") {
+			t.Fatalf("repair with the local blob changed: %+v", d)
+		}
+		rc, err = r.Client().Get(ctx, repo.BlobKey(name), 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := io.ReadAll(rc)
+		rc.Close()
+		if !bytes.Equal(after, stored) {
+			t.Error("the refused repair changed the remote blob")
 		}
 	})
 }

@@ -46,6 +46,9 @@ type Check struct {
 	// there is not known, sound or damaged.
 	Unchecked []string `json:"unchecked,omitempty"`
 	Notes     []string `json:"notes,omitempty"`
+	// Blobs are the referenced blobs that are damaged, or missing from
+	// the remote while on disk here: what verify --repair puts back.
+	Blobs []string `json:"-"`
 }
 
 // CopyCheck is one verified generation of one stream.
@@ -281,6 +284,13 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			}
 			c.Copies = append(c.Copies, cc)
 		}
+		if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Size > 0 && e.State != repo.StateDeleted {
+			// A generation without its first chunk is one readers skip, and
+			// restore would take an older copy or none: the catalog's is lost.
+			if g := inv.Find(e.Generation); g == nil || !g.HasMeta {
+				c.Problems = append(c.Problems, fmt.Sprintf("machine %s: the generation %s its catalog names is not complete on the remote (its first chunk or its meta is missing)", s.Machine, e.Generation))
+			}
+		}
 		if shrunk != nil && longest != nil {
 			// Damage to either copy is a problem above already.
 			if n, err := compact.FirstLacking(ctx, r, opts.Store, s, shrunk, longest); err == nil && n > 0 {
@@ -304,11 +314,13 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 			// A gap in the backup only if this agent dir has the blob.
 			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+n)); err == nil {
 				c.Problems = append(c.Problems, fmt.Sprintf("blob %s is referenced and on disk but not on the remote", n))
+				c.Blobs = append(c.Blobs, n)
 			} else {
 				c.Notes = append(c.Notes, fmt.Sprintf("blob %s is referenced but neither on the remote nor on disk", n))
 			}
 		case s.problem != "":
 			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", t.id, s.problem))
+			c.Blobs = append(c.Blobs, n)
 		}
 	}
 	return c

@@ -92,6 +92,9 @@ const agentExample = `  # back up to the default local folder (~/.local/share/om
 // configuration keys, since neither should stay on.
 type identityFlags struct {
 	takeOver, confirmDeletions bool
+	// damaged: chunk keys verify --repair leaves to the agent's pass (not
+	// a flag).
+	damaged map[string]bool
 }
 
 func newAgentCmd(a *app) *cobra.Command {
@@ -166,7 +169,7 @@ func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent
 	return agent.Options{
 		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine, Remote: remoteName(cfg),
 		Store:           store.OMP(),
-		TakeOverMachine: idf.takeOver, ConfirmDeletions: idf.confirmDeletions,
+		TakeOverMachine: idf.takeOver, ConfirmDeletions: idf.confirmDeletions, Damaged: idf.damaged,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
 		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,

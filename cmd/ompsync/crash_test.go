@@ -27,6 +27,7 @@ type machineEnv struct {
 	remote   string
 	s3       backend.S3Options
 	machine  string
+	env      []string // more of its environment (an identity file)
 }
 
 func newMachineEnv(t *testing.T, remoteURL string, s3 backend.S3Options, machine string) *machineEnv {
@@ -62,7 +63,7 @@ func (m *machineEnv) environ() []string {
 	if v, ok := os.LookupEnv("AWS_CA_BUNDLE"); ok {
 		env = append(env, "AWS_CA_BUNDLE="+v)
 	}
-	return env
+	return append(env, m.env...)
 }
 
 // start runs `ompsync args...` as a process of this machine.

@@ -15,6 +15,7 @@ import (
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/progress"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
@@ -32,11 +33,15 @@ sessions reference, and compare the newest copies with the local files
 (same, behind: the remote has more, ahead: not yet uploaded, diverged, or
 missing). Changes nothing, locally or on the remote, unless --repair.
 
-With --repair, a damaged chunk of this machine's newest copy of a session is
-put again from the local file when the local bytes still hash to what the
-remote records (an intact later chunk's stream hash proves them); then
-everything is verified again. What cannot be repaired (the local file
-changed too, another machine's object) is printed with what to do.
+With --repair, what is damaged or missing of this machine's backup is put
+again from the local files when their bytes still hash to what the remote
+records: a chunk flipped or deleted (an intact later chunk's stream hash
+proves the bytes), a blob (its bytes hash to its name), and, through one
+'agent --once' pass, a damaged or lost last chunk and a lost first chunk
+(the agent's state proves the bytes) and this machine's catalog, damaged or lost (written again from
+the agent's state). Then everything is verified again. What cannot be
+repaired (the local file changed too, another machine's object) is one
+NOT REPAIRED line saying what to do; nothing is written over it.
 
 Exit status 1 when anything on the remote is damaged or missing (DAMAGED), or
 could not be read because the remote did not answer (UNCHECKED: nothing is
@@ -55,10 +60,12 @@ known of it, so run verify again once the remote is reachable).`,
 			})
 			bar.done()
 			problems = append(problems, unknown...)
-			if err != nil {
+			// Every catalog refused is an error: with --repair, this
+			// machine's is written again before it is one.
+			if err != nil && (!repair || remote.Unanswered(err)) {
 				return err
 			}
-			if repair && repairChunks(cmd.Context(), a, asJSON, cfg.Machine, places, checks) {
+			if repair && repairDamage(cmd.Context(), a, asJSON, cfg, places, checks, err != nil || len(problems) > 0) {
 				// Verified again: the exit status says what the remote holds now.
 				checks, problems, err = restore.VerifyAll(cmd.Context(), places, args, restore.Options{Machine: machine, Parallel: cfg.Transfers})
 				problems = append(problems, unknown...)
@@ -118,7 +125,7 @@ known of it, so run verify again once the remote is reachable).`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
 	cmd.Flags().StringVar(&machine, "machine", "", "check only this machine's copies")
-	cmd.Flags().BoolVar(&repair, "repair", false, "put damaged chunks of this machine's sessions back from the local files, then verify again")
+	cmd.Flags().BoolVar(&repair, "repair", false, "put damaged or missing objects of this machine (chunks, blobs, its catalog) back from the local files, then verify again")
 	addAgentFlag(cmd.Flags(), &agentName)
 	return cmd
 }
@@ -186,36 +193,69 @@ func notifyDamaged(cfg *config.Config, stderr io.Writer, msg string) {
 	n.Flush(notify.DefaultTimeout + time.Second)
 }
 
-// repairChunks puts back what it can of the damaged sessions' chunks of
-// this machine's stream and says on stderr what it did; it reports whether
-// it put anything.
-func repairChunks(ctx context.Context, a *app, asJSON bool, machine string, places []restore.Place, checks []restore.Check) bool {
-	put := false
+// repairDamage puts back what it can of this machine's damaged objects and
+// says what it did; it reports whether it tried anything (then verify runs
+// again). A damaged chunk and a damaged or missing blob are put from the
+// local file when its bytes are proven (restore.RepairChunks, RepairBlob);
+// what the remote lost (a chunk, the catalog) is put by one agent pass,
+// which checks every upload against a listing and rewinds to the first
+// missing byte when the local file still hashes to what was uploaded, and
+// writes a damaged catalog again from its state.
+func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, places []restore.Place, checks []restore.Check, catalogProblems bool) bool {
 	out := a.stdout
 	if asJSON {
 		out = a.stderr // standard output stays one object per session
 	}
+	damaged := catalogProblems
+	unproven := map[string]bool{} // damaged chunks nothing later proves: the agent's pass
+	var recheck []func()          // what the pass is to have put, read again after it
 	for _, c := range checks {
 		if !c.Damaged() {
 			continue
 		}
+		damaged = true
 		for _, pl := range places {
 			if pl.Store.Name() != c.Agent {
 				continue
 			}
-			ds, err := restore.RepairChunks(ctx, pl.Repo, machine, c.ID, filepath.Join(pl.Dir, filepath.FromSlash(c.Path)))
+			ds, err := restore.RepairChunks(ctx, pl.Repo, cfg.Machine, c.ID, filepath.Join(pl.Dir, filepath.FromSlash(c.Path)))
 			if err != nil {
 				fmt.Fprintf(a.stderr, "ompsync: repair session %s: %v\n", c.ID, err)
 			}
+			for _, n := range c.Blobs {
+				ds = append(ds, restore.RepairBlob(ctx, pl.Repo, pl.Dir, n))
+			}
 			for _, d := range ds {
+				if d.Unproven {
+					unproven[d.Key] = true
+					recheck = append(recheck, func() {
+						if d.Problem == "missing" || restore.ChunkSound(ctx, pl.Repo, d.Key) {
+							return // put back (a gap the pass left is verify's to say)
+						}
+						fmt.Fprintf(out, "NOT REPAIRED %s: %s: nothing proves the local bytes (the local copy changed too since it was uploaded, or is gone); nothing was written over it; the agent backs the local file up as a new copy\n", c.ID, d.Key)
+					})
+					continue
+				}
 				if d.Repaired {
-					put = true
-					fmt.Fprintf(out, "repaired  %s: put %s back from the local file (bytes %d-%d)\n", c.ID, d.Key, d.Start, d.End)
+					fmt.Fprintf(out, "repaired  %s: put %s back from the local file\n", c.ID, d.Key)
 				} else {
 					fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
 				}
 			}
 		}
 	}
-	return put
+	if !damaged {
+		return false
+	}
+	// The agent pass reports on stderr, as its log does: standard output
+	// stays verify's.
+	pass := *a
+	pass.stdout = a.stderr
+	if err := runAgentOnce(ctx, &pass, cfg, identityFlags{damaged: unproven}); err != nil {
+		fmt.Fprintf(a.stderr, "ompsync: repair what the remote lost: %v\n", err)
+	}
+	for _, f := range recheck {
+		f()
+	}
+	return true
 }

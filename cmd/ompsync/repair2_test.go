@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/remote"
+)
+
+// TestVerifyRepair damages this machine's objects on the folder remote and
+// on an S3 server (a flipped chunk, a deleted chunk, the first and the last
+// chunk deleted, a damaged and a deleted catalog, a deleted and a flipped
+// blob): verify exits 1, verify --repair exits 0, verify exits 0 after,
+// and another machine restores the local bytes. A flipped chunk whose
+// local bytes changed too is reported (exit 1) and the object is left as
+// it was.
+func TestVerifyRepair(t *testing.T) {
+	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		if b.Name != "file" && b.Name != "s3-aws" {
+			return // one S3 server and client is enough here
+		}
+		t.Parallel()
+		ctx := context.Background()
+		blobData := []byte("an image omp stored\n")
+		sum := sha256.Sum256(blobData)
+		blob := hex.EncodeToString(sum[:])
+		const id = "019ad000-0000-7000-8000-0000000e9b17"
+		for _, tc := range []struct {
+			name   string
+			damage func(t *testing.T, c remote.Client, chunks []string) string // the key damaged
+			local  bool                                                        // change the local bytes too
+			enc    bool                                                        // an encrypted repository
+		}{
+			{"flipped-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, false, false},
+			{"deleted-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, false, false},
+			{"deleted-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[0]) }, false, false},
+			{"deleted-last-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[len(ch)-1]) }, false, false},
+			{"damaged-catalog", func(t *testing.T, c remote.Client, ch []string) string {
+				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/machines/laptop/catalog")
+			}, false, false},
+			{"deleted-catalog", func(t *testing.T, c remote.Client, ch []string) string {
+				return deleteKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/machines/laptop/catalog")
+			}, false, false},
+			{"deleted-blob", func(t *testing.T, c remote.Client, ch []string) string {
+				return deleteKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/blobs/"+blob)
+			}, false, false},
+			{"flipped-blob", func(t *testing.T, c remote.Client, ch []string) string {
+				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/blobs/"+blob)
+			}, false, false},
+			{"local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, true, false},
+			{"flipped-last-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[len(ch)-1]) }, false, false},
+			{"flipped-last-chunk-local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[len(ch)-1]) }, true, false},
+			{"deleted-chunk-local-changed", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, true, false},
+			{"encrypted-flipped-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, false, true},
+			{"encrypted-deleted-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, false, true},
+			{"encrypted-flipped-blob", func(t *testing.T, c remote.Client, ch []string) string {
+				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/blobs/"+blob)
+			}, false, true},
+			{"encrypted-damaged-catalog", func(t *testing.T, c remote.Client, ch []string) string {
+				return flipKey(t, c, strings.Split(ch[0], "/v1/")[0]+"/v1/machines/laptop/catalog")
+			}, false, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				url := b.URL + "/" + tc.name
+				m := newMachineEnv(t, url, b.S3, "laptop")
+				if tc.enc {
+					key := filepath.Join(t.TempDir(), "age.key")
+					m.mustRun(0, "keygen", "--out", key)
+					m.env = []string{"OMPSYNC_ENCRYPTION_IDENTITY_FILE=" + key}
+				}
+				writeFile(t, filepath.Join(m.agentDir, "blobs", blob), string(blobData), 0o600)
+				m.newSession(id, entry("0000e9b1", "", "first, with blob:sha256:"+blob))
+				m.mustRun(0, "agent", "--once")
+				m.appendSession(id, entry("0000e9b2", "0000e9b1", "second"))
+				m.mustRun(0, "agent", "--once")
+				m.appendSession(id, entry("0000e9b3", "0000e9b2", "third"))
+				m.mustRun(0, "agent", "--once")
+
+				var chunks []string
+				for obj, err := range b.Client.List(ctx, tc.name+"/v1/sessions/"+id+"/laptop/session/", remote.ListOptions{}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if base := obj.Key[strings.LastIndex(obj.Key, "/")+1:]; strings.Contains(base, "-") {
+						chunks = append(chunks, obj.Key)
+					}
+				}
+				slices.Sort(chunks)
+				if len(chunks) != 3 {
+					t.Fatalf("want 3 chunks on the remote, got %v", chunks)
+				}
+				key := tc.damage(t, b.Client, chunks)
+				m.mustRun(1, "verify")
+				if tc.local {
+					local := m.sessionFile(id)
+					body := readFile(t, local)
+					body[len(body)/2] ^= 1
+					writeFile(t, local, string(body), 0o600)
+					stored, _ := getStored(b.Client, key)
+					out := m.mustRun(1, "verify", "--repair")
+					if line := lineWith(out, "NOT REPAIRED "+id+": "+key[len(tc.name)+1:]+": "); !strings.Contains(line, "local copy changed too") {
+						t.Errorf("verify --repair with the local copy changed says nothing of it:\n%s", out)
+					}
+					if after, _ := getStored(b.Client, key); !bytes.Equal(after, stored) {
+						t.Errorf("verify --repair wrote %s with other bytes", key)
+					}
+					m.mustRun(1, "verify")
+					return
+				}
+				m.mustRun(0, "verify", "--repair")
+				m.mustRun(0, "verify")
+				if tc.enc {
+					for obj, err := range b.Client.List(ctx, tc.name+"/v1/", remote.ListOptions{}) {
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := getKey(t, b.Client, obj.Key); !bytes.HasPrefix(got, []byte("age-encryption.org/v1\n")) {
+							t.Errorf("%s is not encrypted after the repair", obj.Key)
+						}
+					}
+				}
+				other := newMachineEnv(t, url, b.S3, "desk")
+				other.env = m.env
+				to := t.TempDir()
+				other.mustRun(0, "restore", "--all", "--to", to)
+				rel, _ := filepath.Rel(m.agentDir, m.sessionFile(id))
+				if got := readFile(t, filepath.Join(to, rel)); !bytes.Equal(got, m.readSession(id)) {
+					t.Errorf("the restore on another machine differs from the local file:\n%s\n%s", got, m.readSession(id))
+				}
+				if got := readFile(t, filepath.Join(to, "blobs", blob)); !bytes.Equal(got, blobData) {
+					t.Errorf("the restored blob differs: %q", got)
+				}
+			})
+		}
+	})
+}
+
+// lineWith is the line of out that holds s ("" for none).
+func lineWith(out, s string) string {
+	for l := range strings.Lines(out) {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}
+
+// getStored is the stored bytes of key (nil and an error when there is
+// none).
+func getStored(c remote.Client, key string) ([]byte, error) {
+	rc, err := c.Get(context.Background(), key, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// getKey is the stored bytes of key.
+func getKey(t *testing.T, c remote.Client, key string) []byte {
+	t.Helper()
+	rc, err := c.Get(context.Background(), key, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// flipKey flips a byte in the middle of the object at key.
+func flipKey(t *testing.T, c remote.Client, key string) string {
+	t.Helper()
+	b := getKey(t, c, key)
+	b[len(b)/2] ^= 0xff
+	if err := c.Put(context.Background(), key, b, remote.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func deleteKey(t *testing.T, c remote.Client, key string) string {
+	t.Helper()
+	if err := c.Delete(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
