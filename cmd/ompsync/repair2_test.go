@@ -167,12 +167,7 @@ func getStored(c remote.Client, key string) ([]byte, error) {
 // getKey is the stored bytes of key.
 func getKey(t *testing.T, c remote.Client, key string) []byte {
 	t.Helper()
-	rc, err := c.Get(context.Background(), key, 0, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	b, err := getStored(c, key)
 	if err != nil {
 		t.Fatal(err)
 	}
