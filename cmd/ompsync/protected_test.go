@@ -121,6 +121,28 @@ func TestProtectedBucket(t *testing.T) {
 					t.Errorf("the drivers' listing is not the server's current objects:\nlisted  %q\ncurrent %q", listed, cur)
 				}
 
+				if kind == remotetest.BucketLocked {
+					// A deleted chunk's kept version cannot be destroyed
+					// even with the root key while its retention runs.
+					v := keptVersion(t, remotetest.Versions(t, srv, bucket), gone[0])
+					err := remotetest.DeleteVersion(t, srv, bucket, gone[0], v)
+					if err == nil {
+						t.Errorf("deleting the kept version of %s under GOVERNANCE retention succeeded", gone[0])
+					}
+				}
+
+				// The backup goes on: desk's next change reaches the puller.
+				grown := append(slices.Clone(files[0].data), files[0].data[bytes.IndexByte(files[0].data, '\n')+1:]...)
+				desk.write(files[0].rel, grown, mtime0.Add(time.Hour))
+				for _, e := range []*restoreEnv{desk, puller} {
+					if r := e.run("agent", "--once"); r.code != 0 {
+						t.Fatalf("agent --once on %s after compact and prune: %d %s", e.env["OMPSYNC_MACHINE"], r.code, r.stderr)
+					}
+				}
+				if got, err := os.ReadFile(puller.path(files[0].rel)); err != nil || !bytes.Equal(got, grown) {
+					t.Errorf("pulled %s after compact and prune: %v, %d bytes, want %d", files[0].rel, err, len(got), len(grown))
+				}
+
 				// Everything restores and verifies after compaction.
 				if err := os.Remove(laptop.path(rel)); err != nil && !os.IsNotExist(err) {
 					t.Fatal(err)
@@ -131,7 +153,7 @@ func TestProtectedBucket(t *testing.T) {
 				if got, err := os.ReadFile(laptop.path(rel)); err != nil || !bytes.Equal(got, data) {
 					t.Fatalf("restored after compact and prune: %v, %d bytes, want %d", err, len(got), len(data))
 				}
-				for _, e := range []*restoreEnv{desk, laptop} {
+				for _, e := range []*restoreEnv{desk, puller, laptop} {
 					if r := e.run("verify"); r.code != 0 {
 						t.Errorf("verify on %s: exit %d\n%s%s", e.env["OMPSYNC_MACHINE"], r.code, r.stdout, r.stderr)
 					}
@@ -139,6 +161,18 @@ func TestProtectedBucket(t *testing.T) {
 			})
 		}
 	}
+}
+
+// keptVersion returns the id of the newest object version of key.
+func keptVersion(t *testing.T, vs []remotetest.Version, key string) string {
+	t.Helper()
+	for _, v := range vs {
+		if v.Key == key && !v.DeleteMarker {
+			return v.VersionID
+		}
+	}
+	t.Fatalf("no version of %s kept", key)
+	return ""
 }
 
 // versionsByKey sorts a bucket's versions: the keys whose newest version is

@@ -121,3 +121,13 @@ func Retention(t testing.TB, srv *Server, bucket, key, versionID string) (string
 	}
 	return m, u
 }
+
+// DeleteVersion deletes one version of key in bucket on the MinIO server
+// srv for good, as ransomware holding the root key would try, without
+// bypassing a GOVERNANCE retention.
+func DeleteVersion(t testing.TB, srv *Server, bucket, key, versionID string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return adminClient(t, srv).RemoveObject(ctx, bucket, key, mc.RemoveObjectOptions{VersionID: versionID})
+}
