@@ -164,6 +164,10 @@ func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []
 		}
 		ids = slices.DeleteFunc(ids, func(id string) bool { return named[id] })
 	}
+	// On a versioned bucket MinIO's delimiter listing still names the
+	// folder of a session prune removed whole (it holds delete markers
+	// only): a session is uncataloged only if an object is there.
+	ids = slices.DeleteFunc(ids, func(id string) bool { return !hasObject(ctx, r.Client(), repo.SessionsPrefix()+id+"/") })
 	n := len(ids)
 	if n == 0 {
 		return nil
@@ -456,4 +460,13 @@ func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limi
 	b.seen[name] = s
 	b.mu.Unlock()
 	return s
+}
+
+// hasObject reports whether a listing of prefix yields an object; a failed
+// listing counts as one, so a problem is never hidden.
+func hasObject(ctx context.Context, c remote.Client, prefix string) bool {
+	for range c.List(ctx, prefix, remote.ListOptions{FirstPage: 1}) {
+		return true
+	}
+	return false
 }
