@@ -69,8 +69,9 @@ func TestProtectedBucket(t *testing.T) {
 				}
 				if kind == remotetest.BucketLocked {
 					// What the agent put is locked: the default retention
-					// applied, so the drivers' puts carried what the server
-					// asks of a locked bucket (Content-MD5).
+					// applied. (MinIO takes the signed SHA-256 as well; that
+					// every put carries the Content-MD5 AWS requires here
+					// the protocol test checks.)
 					v := remotetest.Versions(t, srv, bucket)
 					if len(v) == 0 {
 						t.Fatal("no versions in the locked bucket")
