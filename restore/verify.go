@@ -167,7 +167,12 @@ func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []
 	// On a versioned bucket MinIO's delimiter listing still names the
 	// folder of a session prune removed whole (it holds delete markers
 	// only): a session is uncataloged only if an object is there.
-	ids = slices.DeleteFunc(ids, func(id string) bool { return !hasObject(ctx, r.Client(), repo.SessionsPrefix()+id+"/") })
+	// only: a session is uncataloged only if an object is there (a failed
+	// listing keeps it, so no problem is hidden).
+	ids = slices.DeleteFunc(ids, func(id string) bool {
+		ok, err := remote.AnyObject(ctx, r.Client(), repo.SessionsPrefix()+id+"/")
+		return !ok && err == nil
+	})
 	n := len(ids)
 	if n == 0 {
 		return nil
@@ -460,13 +465,4 @@ func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limi
 	b.seen[name] = s
 	b.mu.Unlock()
 	return s
-}
-
-// hasObject reports whether a listing of prefix yields an object; a failed
-// listing counts as one, so a problem is never hidden.
-func hasObject(ctx context.Context, c remote.Client, prefix string) bool {
-	for range c.List(ctx, prefix, remote.ListOptions{FirstPage: 1}) {
-		return true
-	}
-	return false
 }
