@@ -176,3 +176,13 @@ func DeleteDenied(err error) bool {
 	var re *Error
 	return errors.Is(err, ErrAccessDenied) && errors.As(err, &re) && re.Op == "delete"
 }
+
+// AnyObject reports whether an object's key starts with prefix. A folder a
+// delimiter listing names may hold none: on a versioned bucket MinIO still
+// names one whose objects are all deleted (only delete markers are left).
+func AnyObject(ctx context.Context, c Client, prefix string) (bool, error) {
+	for _, err := range c.List(ctx, prefix, ListOptions{FirstPage: 1}) {
+		return err == nil, err
+	}
+	return false, nil
+}

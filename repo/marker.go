@@ -592,6 +592,14 @@ func (r *Repo) Foreign(ctx context.Context) (string, error) {
 		if name == MarkerKey || name == root || strings.HasPrefix(name, ".") || name == "lost+found/" {
 			continue
 		}
+		if obj.Prefix {
+			// A folder of deleted objects (a versioned bucket) is empty.
+			if ok, err := remote.AnyObject(ctx, r.client, name); err != nil {
+				return "", fmt.Errorf("list the remote: %w", err)
+			} else if !ok {
+				continue
+			}
+		}
 		return name, nil
 	}
 	return "", nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -79,23 +80,7 @@ func TestNoDeleteKey(t *testing.T) {
 
 			// A stream of many chunks and a superseded generation, for
 			// compact and prune to work on.
-			r := repo.New(ac, repo.NewZstd())
-			id := "0199a3f2-7d1c-7000-8000-00000000d0d0"
-			rel := "sessions/-work/x_" + id + ".jsonl"
-			s := repo.Stream{SessionID: id, Machine: "laptop", Name: repo.SessionStream}
-			var data []byte
-			for i := range 400 {
-				data = fmt.Appendf(data, `{"type":"message","n":%d,"text":"%s"}`+"\n", i, strings.Repeat("x", i%50))
-			}
-			old := repo.NewGeneration(time.Now().Add(-40 * 24 * time.Hour).UnixNano())
-			cur := repo.NewGeneration(time.Now().Add(-35 * 24 * time.Hour).UnixNano())
-			putGeneration(t, r, s, old, data[:bytes.LastIndexByte(data[:1000], '\n')+1], 3)
-			putGeneration(t, r, s, cur, data, 20)
-			if _, err := r.PutCatalog(ctx, repo.Catalog{Machine: "laptop", Sessions: []repo.CatalogEntry{
-				{ID: id, Path: rel, Generation: cur, Size: int64(len(data)), State: repo.StatePresent},
-			}}); err != nil {
-				t.Fatal(err)
-			}
+			id, rel, data := putCompactable(t, ac, "laptop")
 			laptop := env(limited, "laptop")
 			for _, cmd := range []string{"compact", "prune"} {
 				res := laptop.run(cmd)
@@ -143,4 +128,29 @@ func containsPart(keys []string, part string) bool {
 		}
 	}
 	return false
+}
+
+// putCompactable puts, for machine, a session stream of 20 chunks and a
+// superseded generation 40 days old, listed in machine's catalog: work for
+// compact (the chunks) and prune (the old generation). It returns the
+// session's id, path and bytes.
+func putCompactable(t *testing.T, c remote.Client, machine string) (id, rel string, data []byte) {
+	t.Helper()
+	r := repo.New(c, repo.NewZstd())
+	id = "0199a3f2-7d1c-7000-8000-00000000d0d0"
+	rel = "sessions/-work/x_" + id + ".jsonl"
+	s := repo.Stream{SessionID: id, Machine: machine, Name: repo.SessionStream}
+	for i := range 400 {
+		data = fmt.Appendf(data, `{"type":"message","n":%d,"text":"%s"}`+"\n", i, strings.Repeat("x", i%50))
+	}
+	old := repo.NewGeneration(time.Now().Add(-40 * 24 * time.Hour).UnixNano())
+	cur := repo.NewGeneration(time.Now().Add(-35 * 24 * time.Hour).UnixNano())
+	putGeneration(t, r, s, old, data[:bytes.LastIndexByte(data[:1000], '\n')+1], 3)
+	putGeneration(t, r, s, cur, data, 20)
+	if _, err := r.PutCatalog(context.Background(), repo.Catalog{Machine: machine, Sessions: []repo.CatalogEntry{
+		{ID: id, Path: rel, Generation: cur, Size: int64(len(data)), State: repo.StatePresent},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return id, rel, data
 }
