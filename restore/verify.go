@@ -169,8 +169,7 @@ func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []
 	}
 	// On a versioned bucket MinIO's delimiter listing still names the
 	// folder of a session prune removed whole (it holds delete markers
-	// only): a session is uncataloged only if an object is there.
-	// only: a session is uncataloged only if an object is there (a failed
+	// only): a session is uncataloged only if an object is there (a failed
 	// listing keeps it, so no problem is hidden).
 	ids = slices.DeleteFunc(ids, func(id string) bool {
 		ok, err := remote.AnyObject(ctx, r.Client(), repo.SessionsPrefix()+id+"/")
