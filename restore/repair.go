@@ -97,23 +97,14 @@ func fix(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c
 // gaps is the ranges below the furthest chunk end that no chunk holds.
 func gaps(chunks []repo.ChunkRef) []repo.ChunkRef {
 	var out []repo.ChunkRef
-	end := repo.MaxEnd(chunks)
-	for {
-		_, covered := repo.Cover(chunks)
-		if covered >= end {
-			return out
+	covered := int64(0)
+	for _, c := range slices.SortedFunc(slices.Values(chunks), func(a, b repo.ChunkRef) int { return cmp.Compare(a.Start, b.Start) }) {
+		if c.Start > covered {
+			out = append(out, repo.ChunkRef{Start: covered, End: c.Start})
 		}
-		next := end
-		for _, c := range chunks {
-			if c.Start > covered {
-				next = min(next, c.Start)
-			}
-		}
-		gap := repo.ChunkRef{Start: covered, End: next}
-		out = append(out, gap)
-		chunks = append(slices.Clone(chunks), gap)
-		slices.SortFunc(chunks, func(a, b repo.ChunkRef) int { return cmp.Compare(a.Start, b.Start) })
+		covered = max(covered, c.End)
 	}
+	return out
 }
 
 // repairChunk puts chunk c again from the local file when proof (the
