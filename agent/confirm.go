@@ -390,6 +390,7 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 		return err
 	}
 	f.Offset, f.HashState, f.Confirmed = offset, state, offset
+	f.rewound = offset == 0
 	return nil
 }
 

@@ -99,6 +99,12 @@ type FileState struct {
 	// stale: loaded from disk, and not yet checked against the remote,
 	// which may hold more than the state says (checkStale).
 	stale bool
+	// rewound: Offset went back to 0 in this generation after its local
+	// bytes were proven (rewind): the first chunk goes up again under
+	// this generation rather than a new one, so a damaged one is
+	// replaced. Not saved: after a restart a new generation is the safe
+	// choice.
+	rewound bool
 }
 
 // onDisk is f as the state file records it: paths whose bytes are not

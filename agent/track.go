@@ -150,6 +150,9 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 				"path", fst.Path, "backed_up_bytes", fst.Offset, "bytes", size, "old_generation", fst.Generation,
 				"to_get_it_back", "ompsync restore --generation "+fst.Generation+" "+fst.SessionID)
 		}
+	case fst.rewound:
+		// Back at 0 in this generation, its bytes just proven (rewind):
+		// its first chunk, lost or damaged, goes up again under it.
 	case fst.Offset == 0:
 		// Nothing of this generation is up: its first upload failed, or
 		// the file has no whole line yet. It starts again from the file
@@ -184,6 +187,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 			reason = "changed in place"
 		}
 	}
+	fst.rewound = false // one try: a failed put may have landed other bytes
 	if reason != "" {
 		if err := a.startGeneration(fst, src, reason); err != nil {
 			return res, err

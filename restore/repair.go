@@ -89,8 +89,12 @@ func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) 
 // fix is the Damage of chunk c, put again when proof proves it.
 func fix(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c repo.ChunkRef, problem string, proof *repo.ChunkHeader, local string) Damage {
 	d := Damage{Key: s.ChunkKey(g.Name, c.Start, c.End), Problem: problem, Start: c.Start, End: c.End}
-	d.Unproven = (proof == nil || proof.End < c.End) && (c.Start > 0 || !g.MetaInChunk)
-	d.Repaired, d.Why = repairChunk(ctx, r, s, g, c, proof, local)
+	// The chunk at 0 carries the generation's meta, which only the
+	// agent's state holds whole: its pass puts that chunk again.
+	d.Unproven = proof == nil || proof.End < c.End || (c.Start == 0 && g.MetaInChunk)
+	if !d.Unproven {
+		d.Repaired, d.Why = repairChunk(ctx, r, s, g, c, proof, local)
+	}
 	return d
 }
 
@@ -110,12 +114,6 @@ func gaps(chunks []repo.ChunkRef) []repo.ChunkRef {
 // repairChunk puts chunk c again from the local file when proof (the
 // furthest intact chunk) shows the local bytes are the generation's.
 func repairChunk(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, c repo.ChunkRef, proof *repo.ChunkHeader, local string) (bool, string) {
-	if c.Start == 0 && g.MetaInChunk {
-		return false, "the chunk at 0 carries the generation's meta, which nothing else holds; delete this object and run 'ompsync verify --repair' again: the agent's pass puts the copy back from the local file"
-	}
-	if proof == nil || proof.End < c.End {
-		return false, "no intact later chunk proves the local bytes; the agent's pass (verify --repair runs one) puts it again when its state does"
-	}
 	f, err := os.Open(local)
 	if err != nil {
 		return false, fmt.Sprintf("the local copy cannot be read (%v); restore the session from another machine's copy", err)
@@ -180,13 +178,40 @@ func RepairBlob(ctx context.Context, r *repo.Repo, agentDir, name string) Damage
 	return d
 }
 
-// ChunkSound reports whether the chunk at key (one of RepairChunks'
-// Damage keys) now reads with every hash checked.
-func ChunkSound(ctx context.Context, r *repo.Repo, key string) bool {
+// Mended reports whether the bytes of the chunk at key (one of
+// RepairChunks' Damage keys) now read, every hash checked: from that key,
+// or from an intact chunk of its generation that holds its range (the
+// agent's pass puts the chunk at 0 again as far as the file reaches).
+func Mended(ctx context.Context, r *repo.Repo, key string) bool {
 	ref, err := repo.ParseSessionKey(key)
 	if err != nil {
 		return false
 	}
-	_, _, err = r.GetChunk(ctx, ref.Stream, ref.Generation, ref.Start, ref.End)
-	return err == nil
+	start, end, ok := repo.ParseChunkName(ref.Object)
+	if !ok {
+		return false
+	}
+	invs, err := r.Inventory(ctx, ref.Stream.SessionID, ref.Stream.Machine)
+	if err != nil {
+		return false
+	}
+	for _, inv := range invs {
+		if inv.Stream != ref.Stream {
+			continue
+		}
+		for _, g := range inv.Generations {
+			if g.Name != ref.Generation {
+				continue
+			}
+			for _, c := range g.Chunks {
+				if c.Start > start || c.End < end {
+					continue
+				}
+				if _, _, err := r.GetChunk(ctx, ref.Stream, g.Name, c.Start, c.End); err == nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

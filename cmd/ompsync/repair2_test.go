@@ -16,8 +16,8 @@ import (
 )
 
 // TestVerifyRepair damages this machine's objects on the folder remote and
-// on an S3 server (a flipped chunk, a deleted chunk, the first and the last
-// chunk deleted, a damaged and a deleted catalog, a deleted and a flipped
+// on an S3 server (a flipped chunk, a deleted chunk, the first chunk
+// flipped or deleted, the last chunk deleted, a damaged and a deleted catalog, a deleted and a flipped
 // blob): verify exits 1, verify --repair exits 0, verify exits 0 after,
 // and another machine restores the local bytes. A flipped chunk whose
 // local bytes changed too is reported (exit 1) and the object is left as
@@ -41,6 +41,9 @@ func TestVerifyRepair(t *testing.T) {
 		}{
 			{"flipped-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[1]) }, false, false},
 			{"deleted-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[1]) }, false, false},
+			{"flipped-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[0]) }, false, false},
+			{"flipped-first-chunk-local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[0]) }, true, false},
+			{"encrypted-flipped-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[0]) }, false, true},
 			{"deleted-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[0]) }, false, false},
 			{"deleted-last-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[len(ch)-1]) }, false, false},
 			{"damaged-catalog", func(t *testing.T, c remote.Client, ch []string) string {
@@ -115,7 +118,9 @@ func TestVerifyRepair(t *testing.T) {
 					m.mustRun(1, "verify")
 					return
 				}
-				m.mustRun(0, "verify", "--repair")
+				if out := m.mustRun(0, "verify", "--repair"); strings.Contains(out, "NOT REPAIRED") {
+					t.Errorf("verify --repair repaired everything but says otherwise:\n%s", out)
+				}
 				m.mustRun(0, "verify")
 				if tc.enc {
 					for obj, err := range b.Client.List(ctx, tc.name+"/v1/", remote.ListOptions{}) {

@@ -37,8 +37,8 @@ With --repair, what is damaged or missing of this machine's backup is put
 again from the local files when their bytes still hash to what the remote
 records: a chunk flipped or deleted (an intact later chunk's stream hash
 proves the bytes), a blob (its bytes hash to its name), and, through one
-'agent --once' pass, a damaged or lost last chunk and a lost first chunk
-(the agent's state proves the bytes) and this machine's catalog, damaged or lost (written again from
+'agent --once' pass, a damaged or lost first or last chunk (the agent's
+state proves the bytes) and this machine's catalog, damaged or lost (written again from
 the agent's state). Then everything is verified again. What cannot be
 repaired (the local file changed too, another machine's object) is one
 NOT REPAIRED line saying what to do; nothing is written over it.
@@ -229,8 +229,8 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 				if d.Unproven {
 					unproven[d.Key] = true
 					recheck = append(recheck, func() {
-						if d.Problem == "missing" || restore.ChunkSound(ctx, pl.Repo, d.Key) {
-							return // put back (a gap the pass left is verify's to say)
+						if restore.Mended(ctx, pl.Repo, d.Key) {
+							return
 						}
 						fmt.Fprintf(out, "NOT REPAIRED %s: %s: nothing proves the local bytes (the local copy changed too since it was uploaded, or is gone); nothing was written over it; the agent backs the local file up as a new copy\n", c.ID, d.Key)
 					})
