@@ -13,6 +13,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // Damage is one object of a machine's stream that failed its check, what it
@@ -33,27 +34,36 @@ type Damage struct {
 	Unproven bool `json:"unproven,omitempty"`
 }
 
-// RepairChunks checks every chunk of machine's newest session generation of
-// session id and puts a damaged one again from the local file at local
-// (absolute) when the local bytes are proven to be the generation's: an
-// intact chunk ending at or after the damage carries the stream hash of
-// bytes [HashFrom, End), and the local file's bytes must hash to it. The
-// put goes through repo.PutChunk, so encryption and the codec apply.
+// RepairChunks checks every chunk of machine's newest generation of each
+// stream of session id (the session file at sessionRel under agentDir,
+// and its artifacts) and puts a damaged one again from the local file
+// when the local bytes are proven to be the generation's: an intact chunk
+// ending at or after the damage carries the stream hash of bytes
+// [HashFrom, End), and the local file's bytes must hash to it. The put
+// goes through repo.PutChunk, so encryption and the codec apply.
 //
 // A range no listed chunk holds, below the furthest chunk's end (a chunk
 // deleted), is put again the same way; one past the furthest end (the
 // last chunk lost) has no later chunk to prove it: the agent's pass puts
 // it, its state holding the stream hash of what it uploaded.
-func RepairChunks(ctx context.Context, r *repo.Repo, machine, id, local string) ([]Damage, error) {
+func RepairChunks(ctx context.Context, r *repo.Repo, st store.Store, agentDir, machine, id, sessionRel string) ([]Damage, error) {
 	invs, err := r.Inventory(ctx, id, machine)
 	if err != nil {
 		return nil, err
 	}
 	var out []Damage
 	for _, inv := range invs {
+		rel := sessionRel
 		if inv.Stream.Name != repo.SessionStream {
-			continue
+			inner, ok := repo.ArtifactPath(inv.Stream.Name)
+			if ok {
+				rel, ok = st.ArtifactRel(sessionRel, inner)
+			}
+			if !ok {
+				continue // no local file to prove it by: verify says so
+			}
 		}
+		local := abs(agentDir, rel)
 		g := inv.Newest()
 		if g == nil {
 			continue

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // flipObject flips a byte in the middle of the stored object at key.
@@ -66,7 +67,7 @@ func TestRepairChunks(t *testing.T) {
 		if checks, _, _ := Verify(ctx, r, nil, Options{AgentDir: m.agentDir}); len(checks) != 1 || !checks[0].Damaged() {
 			t.Fatalf("verify after the flip: %+v", checks)
 		}
-		ds, err := RepairChunks(ctx, r, "laptop", f.id, m.path(rel))
+		ds, err := RepairChunks(ctx, r, store.OMP(), m.agentDir, "laptop", f.id, rel)
 		if err != nil || len(ds) != 1 || !ds[0].Repaired {
 			t.Fatalf("repair: %v %+v", err, ds)
 		}
@@ -81,7 +82,7 @@ func TestRepairChunks(t *testing.T) {
 		if checks, _, _ := Verify(ctx, r, nil, Options{AgentDir: m.agentDir}); len(checks) != 1 || !checks[0].Damaged() {
 			t.Fatalf("verify after the delete: %+v", checks)
 		}
-		ds, err = RepairChunks(ctx, r, "laptop", f.id, m.path(rel))
+		ds, err = RepairChunks(ctx, r, store.OMP(), m.agentDir, "laptop", f.id, rel)
 		if err != nil || len(ds) != 1 || !ds[0].Repaired || ds[0].Problem != "missing" || ds[0].Start != mid.Start || ds[0].End != mid.End {
 			t.Fatalf("repair of the deleted chunk: %v %+v", err, ds)
 		}
@@ -96,7 +97,7 @@ func TestRepairChunks(t *testing.T) {
 		if err := os.WriteFile(m.path(rel), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ds, err = RepairChunks(ctx, r, "laptop", f.id, m.path(rel))
+		ds, err = RepairChunks(ctx, r, store.OMP(), m.agentDir, "laptop", f.id, rel)
 		if err != nil || len(ds) != 1 || ds[0].Repaired || !strings.Contains(ds[0].Why, "local copy changed") {
 			t.Fatalf("repair of a changed local copy: %v %+v", err, ds)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
@@ -17,7 +18,8 @@ import (
 
 // TestVerifyRepair damages this machine's objects on the folder remote and
 // on an S3 server (a flipped chunk, a deleted chunk, the first chunk
-// flipped or deleted, the last chunk deleted, a damaged and a deleted catalog, a deleted and a flipped
+// flipped or deleted, the last chunk deleted, an artifact's chunk
+// flipped, a damaged and a deleted catalog, a deleted and a flipped
 // blob): verify exits 1, verify --repair exits 0, verify exits 0 after,
 // and another machine restores the local bytes. A flipped chunk whose
 // local bytes changed too is reported (exit 1) and the object is left as
@@ -44,6 +46,9 @@ func TestVerifyRepair(t *testing.T) {
 			{"flipped-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[0]) }, false, false},
 			{"flipped-first-chunk-local-changed", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[0]) }, true, false},
 			{"encrypted-flipped-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return flipKey(t, c, ch[0]) }, false, true},
+			{"flipped-artifact-chunk", func(t *testing.T, c remote.Client, ch []string) string {
+				return flipKey(t, c, artifactChunks(t, c, ch[0])[1])
+			}, false, false},
 			{"deleted-first-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[0]) }, false, false},
 			{"deleted-last-chunk", func(t *testing.T, c remote.Client, ch []string) string { return deleteKey(t, c, ch[len(ch)-1]) }, false, false},
 			{"damaged-catalog", func(t *testing.T, c remote.Client, ch []string) string {
@@ -81,10 +86,16 @@ func TestVerifyRepair(t *testing.T) {
 				}
 				writeFile(t, filepath.Join(m.agentDir, "blobs", blob), string(blobData), 0o600)
 				m.newSession(id, entry("0000e9b1", "", "first, with blob:sha256:"+blob))
-				m.mustRun(0, "agent", "--once")
-				m.appendSession(id, entry("0000e9b2", "0000e9b1", "second"))
-				m.mustRun(0, "agent", "--once")
-				m.appendSession(id, entry("0000e9b3", "0000e9b2", "third"))
+				artifact := strings.TrimSuffix(m.sessionFile(id), ".jsonl") + "/1.bash.log"
+				var artifactData []byte
+				for i, e := range []string{"second", "third", ""} {
+					artifactData = fmt.Appendf(artifactData, "output %d of a tool omp ran\n", i)
+					writeFile(t, artifact, string(artifactData), 0o600)
+					m.mustRun(0, "agent", "--once")
+					if e != "" {
+						m.appendSession(id, entry(fmt.Sprintf("0000e9b%d", i+2), fmt.Sprintf("0000e9b%d", i+1), e))
+					}
+				}
 				m.mustRun(0, "agent", "--once")
 
 				var chunks []string
@@ -139,6 +150,9 @@ func TestVerifyRepair(t *testing.T) {
 				rel, _ := filepath.Rel(m.agentDir, m.sessionFile(id))
 				if got := readFile(t, filepath.Join(to, rel)); !bytes.Equal(got, m.readSession(id)) {
 					t.Errorf("the restore on another machine differs from the local file:\n%s\n%s", got, m.readSession(id))
+				}
+				if got := readFile(t, filepath.Join(to, rel[:len(rel)-len(".jsonl")], "1.bash.log")); !bytes.Equal(got, artifactData) {
+					t.Errorf("the restored artifact differs: %q", got)
 				}
 				if got := readFile(t, filepath.Join(to, "blobs", blob)); !bytes.Equal(got, blobData) {
 					t.Errorf("the restored blob differs: %q", got)
@@ -196,4 +210,24 @@ func deleteKey(t *testing.T, c remote.Client, key string) string {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// artifactChunks is the sorted chunk keys of the artifact streams of the
+// session whose chunk key is sessionChunk.
+func artifactChunks(t *testing.T, c remote.Client, sessionChunk string) []string {
+	t.Helper()
+	var out []string
+	for obj, err := range c.List(context.Background(), sessionChunk[:strings.Index(sessionChunk, "/session/")]+"/artifacts/", remote.ListOptions{}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if base := obj.Key[strings.LastIndex(obj.Key, "/")+1:]; strings.Contains(base, "-") {
+			out = append(out, obj.Key)
+		}
+	}
+	slices.Sort(out)
+	if len(out) < 2 {
+		t.Fatalf("want 2 or more artifact chunks on the remote, got %v", out)
+	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -218,7 +217,7 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 			if pl.Store.Name() != c.Agent {
 				continue
 			}
-			ds, err := restore.RepairChunks(ctx, pl.Repo, cfg.Machine, c.ID, filepath.Join(pl.Dir, filepath.FromSlash(c.Path)))
+			ds, err := restore.RepairChunks(ctx, pl.Repo, pl.Store, pl.Dir, cfg.Machine, c.ID, c.Path)
 			if err != nil {
 				fmt.Fprintf(a.stderr, "ompsync: repair session %s: %v\n", c.ID, err)
 			}
