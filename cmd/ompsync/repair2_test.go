@@ -14,6 +14,8 @@ import (
 
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
+	"github.com/ompsync/ompsync/remote/file"
 )
 
 // TestVerifyRepair damages this machine's objects on the folder remote and
@@ -230,4 +232,60 @@ func artifactChunks(t *testing.T, c remote.Client, sessionChunk string) []string
 		t.Fatalf("want 2 or more artifact chunks on the remote, got %v", out)
 	}
 	return out
+}
+
+// TestVerifyRepairSaysWhatItCannot: a damaged copy that no local file
+// proves (an older copy of this machine's, another machine's) is one NOT
+// REPAIRED line each, saying what to do; verify --repair exits 1 and the
+// objects stay as they were.
+func TestVerifyRepairSaysWhatItCannot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	client, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mine, theirs = "019ad000-0000-7000-8000-0000000e9c01", "019ad000-0000-7000-8000-0000000e9c02"
+	laptop := newMachineEnv(t, "file://"+dir, backend.S3Options{}, "laptop")
+	laptop.newSession(mine, entry("0000e9c1", "", "first"), entry("0000e9c2", "0000e9c1", "second"))
+	laptop.mustRun(0, "agent", "--once")
+	laptop.newSession(mine, entry("0000e9c1", "", "first")) // shorter: a new copy
+	laptop.mustRun(0, "agent", "--once")
+	desk := newMachineEnv(t, "file://"+dir, backend.S3Options{}, "desk")
+	desk.newSession(theirs, entry("0000e9c3", "", "on the desk"))
+	desk.mustRun(0, "agent", "--once")
+
+	chunksOf := func(id, machine string) []string {
+		var keys []string
+		for obj, err := range client.List(ctx, "v1/sessions/"+id+"/"+machine+"/session/", remote.ListOptions{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if base := obj.Key[strings.LastIndex(obj.Key, "/")+1:]; strings.Contains(base, "-") {
+				keys = append(keys, obj.Key)
+			}
+		}
+		slices.Sort(keys) // generations are named by time: the older first
+		return keys
+	}
+	older, other := flipKey(t, client, chunksOf(mine, "laptop")[0]), flipKey(t, client, chunksOf(theirs, "desk")[0])
+	olderGen := strings.Split(older, "/")[5]
+	stored := map[string][]byte{older: getKey(t, client, older), other: getKey(t, client, other)}
+
+	laptop.mustRun(1, "verify")
+	out := laptop.mustRun(1, "verify", "--repair")
+	for _, want := range []string{
+		"NOT REPAIRED " + mine + ": an older copy of session (generation " + olderGen + "): the local file no longer holds its bytes",
+		"NOT REPAIRED " + theirs + ": machine desk's copy of session (generation " + strings.Split(other, "/")[5] + "): only that machine holds its bytes; run 'ompsync verify --repair' there",
+	} {
+		if lineWith(out, want) == "" {
+			t.Errorf("verify --repair does not say %q:\n%s", want, out)
+		}
+	}
+	for key, b := range stored {
+		if !bytes.Equal(getKey(t, client, key), b) {
+			t.Errorf("verify --repair wrote over %s", key)
+		}
+	}
 }

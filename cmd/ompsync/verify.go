@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -224,6 +225,9 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 			for _, n := range c.Blobs {
 				ds = append(ds, restore.RepairBlob(ctx, pl.Repo, pl.Dir, n))
 			}
+			for _, l := range unrepairable(c, cfg.Machine) {
+				fmt.Fprintln(out, l)
+			}
 			for _, d := range ds {
 				if d.Unproven {
 					unproven[d.Key] = true
@@ -257,4 +261,24 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 		f()
 	}
 	return true
+}
+
+// unrepairable is a NOT REPAIRED line for each damaged copy of c that no
+// local file can prove: another machine's, or an older copy of this
+// machine's, whose bytes the local file no longer holds.
+func unrepairable(c restore.Check, machine string) []string {
+	var out []string
+	for _, cc := range c.Copies {
+		if cc.Error == "" || slices.Contains(c.Unchecked, cc.Error) || (cc.Machine == machine && cc.Newest) {
+			continue
+		}
+		what := fmt.Sprintf("machine %s's copy of %s (generation %s)", cc.Machine, cc.Stream, cc.Generation)
+		why := "only that machine holds its bytes; run 'ompsync verify --repair' there"
+		if cc.Machine == machine {
+			what = fmt.Sprintf("an older copy of %s (generation %s)", cc.Stream, cc.Generation)
+			why = "the local file no longer holds its bytes, so nothing proves them; nothing was written; 'ompsync prune' drops it when retention allows"
+		}
+		out = append(out, fmt.Sprintf("NOT REPAIRED %s: %s: %s", c.ID, what, why))
+	}
+	return out
 }
