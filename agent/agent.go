@@ -521,12 +521,31 @@ func (a *Agent) start(ctx context.Context) error {
 		a.log.Warn("cannot read this machine's catalog without the private key; a lost local state cannot be rebuilt from the remote", "err", err)
 		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
 		return a.started(why, otherRepo)
-	case err != nil && !a.fresh && catalogDamaged(err):
+	case err != nil && catalogDamaged(err):
 		// The local state is what the catalog said: it is written again
-		// from it (verify --repair relies on this).
-		a.log.Warn("this machine's catalog on the remote is damaged; it is not read, and is written again from the local state", "err", err)
+		// from it (verify --repair relies on this). Without one, from the
+		// local files, as after a lost catalog: its bytes say nothing.
+		if a.fresh {
+			a.log.Warn("this machine's catalog on the remote is damaged and there is no local state to write it again from; "+
+				"it is written again from a listing of what this machine uploaded", "err", err)
+		} else {
+			a.log.Warn("this machine's catalog on the remote is damaged; it is not read, and is written again from the local state", "err", err)
+		}
+		// Who wrote it last the small recent object may still say: the
+		// name is claimed as after a catalog read.
+		if w, at, werr := a.repo.CatalogWriter(ctx, a.opts.Machine); werr == nil {
+			if err := a.claimMachine(w, at); err != nil {
+				return err
+			}
+		}
 		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
-		return a.started(why, otherRepo)
+		err = a.started(why, otherRepo)
+		if a.fresh && err == nil {
+			var cat repo.Catalog
+			cat, err = a.catalogFromListing(ctx)
+			a.seedFromCatalog(cat)
+		}
+		return err
 	case err != nil:
 		return fmt.Errorf("read this machine's catalog: %w", err)
 	}

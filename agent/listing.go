@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/ompsync/ompsync/repo"
 )
@@ -49,4 +50,33 @@ func (a *Agent) listSessions(ctx context.Context, ids map[string]bool) listing {
 		}
 	}
 	return out
+}
+
+// catalogFromListing is this machine's catalog as a listing of its
+// sessions shows it, for a catalog that is damaged with no state to write
+// it again from: each session's newest copy, present (what the lost
+// catalog said of it, deleted or archived, is not known: kept is the safe
+// guess). One paged LIST of every session and one header or meta read per
+// session.
+func (a *Agent) catalogFromListing(ctx context.Context) (repo.Catalog, error) {
+	cat := repo.Catalog{Machine: a.opts.Machine}
+	for so, err := range a.repo.InventoryAll(ctx, a.opts.Machine, 0) {
+		if err != nil {
+			return cat, fmt.Errorf("list what this machine uploaded, to write its damaged catalog again: %w", err)
+		}
+		for _, inv := range so.Streams {
+			g := inv.Newest()
+			if so.Err != nil || inv.Stream.Name != repo.SessionStream || g == nil {
+				continue
+			}
+			m, err := a.repo.GenerationMeta(ctx, inv.Stream, g)
+			if err != nil {
+				a.log.Warn("a session's newest copy has no readable meta; it stays on the remote, in no catalog", "session", so.ID, "err", err)
+				continue
+			}
+			_, size := repo.Cover(g.Chunks)
+			cat.Sessions = append(cat.Sessions, repo.CatalogEntry{ID: so.ID, Path: m.Path, Cwd: m.Cwd, Generation: g.Name, Size: size, State: repo.StatePresent})
+		}
+	}
+	return cat, nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -287,5 +288,44 @@ func TestVerifyRepairSaysWhatItCannot(t *testing.T) {
 		if !bytes.Equal(getKey(t, client, key), b) {
 			t.Errorf("verify --repair wrote over %s", key)
 		}
+	}
+}
+
+// TestVerifyRepairCatalogWithoutState: this machine's catalog damaged and
+// its local state lost too: verify --repair writes the catalog again from
+// a listing of what this machine uploaded (exit 0), so a session deleted
+// here before, which only the lost catalog listed, is still restored by
+// id.
+func TestVerifyRepairCatalogWithoutState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	client, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const kept, gone = "019ad000-0000-7000-8000-0000000e9d01", "019ad000-0000-7000-8000-0000000e9d02"
+	m := newMachineEnv(t, "file://"+dir, backend.S3Options{}, "laptop")
+	m.newSession(kept, entry("0000e9d1", "", "kept"))
+	m.newSession(gone, entry("0000e9d2", "", "deleted here"))
+	m.mustRun(0, "agent", "--once")
+	want := m.readSession(gone)
+	if err := os.Remove(m.sessionFile(gone)); err != nil {
+		t.Fatal(err)
+	}
+	m.mustRun(0, "agent", "--once")
+	flipKey(t, client, "v1/machines/laptop/catalog")
+	if err := os.RemoveAll(filepath.Join(m.home, "state")); err != nil {
+		t.Fatal(err)
+	}
+	m.mustRun(1, "verify")
+	if out := m.mustRun(0, "verify", "--repair"); !strings.Contains(out, "no local state to write it again from") {
+		t.Errorf("verify --repair does not say how it wrote the catalog again:\n%s", out)
+	}
+	m.mustRun(0, "verify")
+	to := t.TempDir()
+	m.mustRun(0, "restore", gone, "--to", to)
+	matches, _ := filepath.Glob(filepath.Join(to, "sessions", "*", "*_"+gone+".jsonl"))
+	if len(matches) != 1 || !bytes.Equal(readFile(t, matches[0]), want) {
+		t.Errorf("restore by id of the session the lost catalog listed: %v", matches)
 	}
 }

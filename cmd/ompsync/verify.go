@@ -35,13 +35,15 @@ missing). Changes nothing, locally or on the remote, unless --repair.
 
 With --repair, what is damaged or missing of this machine's backup is put
 again from the local files when their bytes still hash to what the remote
-records: a chunk flipped or deleted (an intact later chunk's stream hash
-proves the bytes), a blob (its bytes hash to its name), and, through one
-'agent --once' pass, a damaged or lost first or last chunk (the agent's
-state proves the bytes) and this machine's catalog, damaged or lost (written again from
-the agent's state). Then everything is verified again. What cannot be
-repaired (the local file changed too, another machine's object) is one
-NOT REPAIRED line saying what to do; nothing is written over it.
+records: a chunk of a session or an artifact flipped or deleted (an intact
+later chunk's stream hash proves the bytes), a blob (its bytes hash to its
+name), and, through one 'agent --once' pass, a damaged or lost first or
+last chunk (the agent's state proves the bytes) and this machine's
+catalog, damaged or lost (written again from the agent's state, or with
+none from a listing of what this machine uploaded). Then everything is
+verified again. What cannot be repaired (the local file changed too,
+another machine's copy, an older copy) is one NOT REPAIRED line saying
+what to do; nothing is written over it.
 
 Exit status 1 when anything on the remote is damaged or missing (DAMAGED), or
 could not be read because the remote did not answer (UNCHECKED: nothing is
