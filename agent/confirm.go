@@ -215,10 +215,6 @@ func listedGeneration(invs []*repo.StreamInventory, f *FileState) repo.Generatio
 func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 	s := f.stream(a.opts.Machine)
 	g := repo.Generation{Name: f.Generation}
-	format, err := a.repo.Format(ctx)
-	if err != nil {
-		return err
-	}
 	meta := false
 	prefix := s.GenPrefix(f.Generation)
 	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
@@ -240,7 +236,7 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 			g.Chunks = append(g.Chunks, repo.ChunkRef{Start: cs, End: ce})
 		}
 	}
-	g.Complete(format, meta)
+	g.Complete(meta)
 	return a.confirmFrom(ctx, f, g, meta)
 }
 
@@ -271,7 +267,7 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 		f.MetaUnconfirmed = false
 	}
 	if f.MetaObject && !metaObject && hasMeta {
-		// Format 2: the first chunk still makes the generation complete,
+		// The first chunk still makes the generation complete,
 		// but names the path it had then; the meta object of the move
 		// goes up again with the next sync.
 		a.log.Warn("the remote lost the meta object it had acknowledged; uploading it again", "path", f.Path)

@@ -54,11 +54,11 @@ type FileState struct {
 	State         string    `json:"state"`
 	Changed       time.Time `json:"changed"`
 	// MetaPath is the path the remote's meta records: its meta object,
-	// or in format 2 the header of its first chunk.
+	// or else the header of its first chunk.
 	MetaPath string `json:"meta_path,omitempty"`
-	// MetaObject: this generation's meta object was put (always in format
-	// 1; in format 2 after a move), so a listing without one means the
-	// remote lost it, even where the first chunk makes it complete.
+	// MetaObject: this generation's meta object was put (after a move),
+	// so a listing without one means the remote lost it, even where the
+	// first chunk makes it complete.
 	MetaObject bool `json:"meta_object,omitempty"`
 	// Verified is when the whole uploaded prefix was last re-hashed.
 	Verified time.Time `json:"verified"`

@@ -296,7 +296,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 	fst.HashState = nil
 	fst.TailHash = ""
 	fst.SlotHash = ""
-	fst.MetaPath = "" // written with the first chunk (in it, in format 2)
+	fst.MetaPath = "" // written in the first chunk's header
 	fst.MetaObject, fst.MetaUnconfirmed = false, false
 	fst.Verified = time.Now().UTC()
 	if fst.HashFrom > 0 {
@@ -423,20 +423,13 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 }
 
 // firstChunkMeta gives the header of a chunk at offset 0 its generation's
-// meta in a format-2 repository: the one PUT of a new session, its meta
-// with it (docs/FORMAT.md, "Streams and generations"). A meta too large
+// meta: the one PUT of a new session, its meta with it (docs/FORMAT.md,
+// "Streams and generations"). A meta too large
 // for the header goes first as its own object, so a listed chunk at 0
 // always has its meta. It returns the objects it put (0 or 1).
 func (a *Agent) firstChunkMeta(ctx context.Context, fst *FileState, hdr *repo.ChunkHeader) (int64, error) {
 	if hdr.Start != 0 {
 		return 0, nil
-	}
-	format, err := a.repo.Format(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("upload %s: %w", fst.Path, err)
-	}
-	if format < 2 {
-		return 0, nil // format 1: the meta object after the chunk (committed)
 	}
 	if m := a.meta(fst); repo.MetaFits(*hdr, m) {
 		hdr.Meta = &m
@@ -451,9 +444,8 @@ func (a *Agent) firstChunkMeta(ctx context.Context, fst *FileState, hdr *repo.Ch
 // committed records that the chunk ending at stop is on the remote.
 func (a *Agent) committed(ctx context.Context, fst *FileState, src source, h hash.Hash, stop int64) error {
 	if fst.MetaPath != fst.Path {
-		// Format 1: the first chunk of a generation exists before its
-		// meta, so a generation with meta always has bytes to restore.
-		// Either format: the file moved since its meta was written.
+		// The file moved since its meta was written (or a meta too
+		// large for the header went first: putMeta is then a no-op).
 		if err := a.putMeta(ctx, fst); err != nil {
 			return err
 		}

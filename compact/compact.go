@@ -119,10 +119,6 @@ func listGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, gen string
 		}
 		g.add(obj, obj.Key[len(prefix):])
 	}
-	format, err := r.Format(ctx) // after the listing, as repo.Inventory takes it
-	if err != nil {
-		return nil, err
-	}
-	g.sort(format)
+	g.sort()
 	return g, nil
 }

@@ -42,15 +42,15 @@ func (g *generation) add(obj remote.ObjectInfo, name string) {
 	}
 }
 
-// sort sorts the chunks and applies format's rule of a complete
+// sort sorts the chunks and applies the format's rule of a complete
 // generation (repo.Generation.Complete).
-func (g *generation) sort(format int) {
+func (g *generation) sort() {
 	sort.Slice(g.chunks, func(i, j int) bool {
 		a, b := g.chunks[i], g.chunks[j]
 		return a.Start < b.Start || a.Start == b.Start && a.End < b.End
 	})
 	rg := repo.Generation{Chunks: g.refs()}
-	rg.Complete(format, g.meta != nil)
+	rg.Complete(g.meta != nil)
 	g.complete, g.metaInChunk = rg.HasMeta, rg.MetaInChunk
 }
 
@@ -74,8 +74,8 @@ func (g *generation) newest() time.Time {
 }
 
 // keys lists the generation's objects in the order they are deleted: meta
-// first, then the chunks from offset 0 (in format 2 a chunk at 0 makes it
-// complete), so that an interrupted delete leaves a generation readers
+// first, then the chunks from offset 0 (a chunk at 0 makes it complete),
+// so that an interrupted delete leaves a generation readers
 // ignore rather than one with a gap.
 func (g *generation) keys(s repo.Stream) (keys []string, bytes int64) {
 	if g.meta != nil {
@@ -162,15 +162,10 @@ func listSession(ctx context.Context, r *repo.Repo, id, machine string) ([]*stre
 		}
 		g.add(obj, ref.Object)
 	}
-	// The format after the listing, as repo.Inventory takes it.
-	format, err := r.Format(ctx)
-	if err != nil {
-		return nil, err
-	}
 	for _, st := range order {
 		sort.Slice(st.gens, func(i, j int) bool { return st.gens[i].name < st.gens[j].name })
 		for _, g := range st.gens {
-			g.sort(format)
+			g.sort()
 		}
 	}
 	sort.Slice(order, func(i, j int) bool {

@@ -181,7 +181,7 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 	}
 	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256, Uploaded: marks, Mtime: mtime}
 	if a == 0 {
-		// In format 2 the chunk at 0 carries the generation's meta; the
+		// The chunk at 0 carries the generation's meta; the
 		// merged chunk takes the place of the one it copies it from.
 		hdr.Meta = run[0].h.Meta
 	}

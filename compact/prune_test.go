@@ -27,11 +27,19 @@ func TestPrune(t *testing.T) {
 		now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 		rng := rand.New(rand.NewPCG(21, 22))
 		gen := func(age time.Duration) string { return repo.NewGeneration(now.Add(-age).UnixNano()) }
+		// write puts a generation; without meta, one whose upload was cut
+		// off before its first chunk landed: incomplete.
 		write := func(s repo.Stream, g string, meta bool) *writer {
 			w := newWriter(r, s, g, 0)
 			w.meta = !meta // putMeta runs only when meta is wanted
 			for range 3 {
 				if err := w.append(ctx, lines(rng, 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !meta {
+				first := chunksOf(t, r, s, g)[0]
+				if err := r.Client().Delete(ctx, s.ChunkKey(g, first.Start, first.End)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -41,8 +49,8 @@ func TestPrune(t *testing.T) {
 			return repo.Stream{SessionID: id, Machine: "laptop", Name: repo.ArtifactStream("subagents/0-Task.jsonl")}
 		}
 		keep := map[string]*writer{} // must still read after prune
-		// A session rewritten three times, with an upload interrupted
-		// before its meta in between and one in progress.
+		// A session rewritten three times, with an upload cut off before
+		// its first chunk in between and one in progress.
 		s := session("rewritten", "laptop")
 		g1 := write(s, gen(100*day), true)
 		if err := r.PutHead(ctx, s, g1.gen, make([]byte, 256)); err != nil {
@@ -153,7 +161,7 @@ func TestPrune(t *testing.T) {
 		}
 		for name, w := range keep {
 			if name == "inprogress" {
-				if n := len(chunksOf(t, r, w.s, w.gen)); n != 3 {
+				if n := len(chunksOf(t, r, w.s, w.gen)); n != 2 { // its first never landed
 					t.Fatalf("the upload in progress lost chunks: %d left", n)
 				}
 				continue

@@ -32,7 +32,7 @@ func ValidAgent(name string) bool {
 }
 
 // Agent is the repository of one agent's sessions: r itself for omp, else
-// the same format-1 layout under v1/agents/<name>/ (docs/FORMAT.md,
+// the same layout under v1/agents/<name>/ (docs/FORMAT.md,
 // "Agents"), which readers before other agents never list. It shares r's
 // remote, codec and marker.
 func (r *Repo) Agent(name string) (*Repo, error) {

@@ -80,7 +80,7 @@ type CatalogEntry struct {
 	Cwd  string `json:"cwd,omitempty"`
 	// Project is the project the backing-up machine found cwd in: its
 	// repository's origin, the folder inside it and under the home
-	// (format 1 compatible addition; docs/FORMAT.md).
+	// (a compatible addition; docs/FORMAT.md).
 	Project    *project.ID `json:"project,omitempty"`
 	Title      string      `json:"title,omitempty"`
 	Generation string      `json:"generation"`

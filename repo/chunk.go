@@ -38,9 +38,9 @@ type ChunkHeader struct {
 	// chunks leave it out (the catalog records theirs). Readers before it
 	// ignore the member.
 	Mtime time.Time `json:"mtime,omitzero"`
-	// Meta, in format 2, is the generation's meta in a chunk starting at
-	// offset 0, so a new generation costs one PUT: a generation without
-	// a meta object takes this. Format 1 never writes it.
+	// Meta is the generation's meta in a chunk starting at offset 0, so a
+	// new generation costs one PUT: a generation without a meta object
+	// takes this.
 	Meta *Meta `json:"meta,omitempty"`
 }
 

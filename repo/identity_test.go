@@ -37,7 +37,7 @@ func TestMarkerID(t *testing.T) {
 	}
 }
 
-// A marker written before ids (format 1 without "id") gets one from the
+// A marker without an id (as before ids, or edited by hand) gets one from the
 // first writer, which keeps everything else it says; readers never add one.
 func TestMarkerIDAddedToOldMarker(t *testing.T) {
 	ctx := context.Background()
@@ -85,7 +85,7 @@ func TestMarkerBadIDRefused(t *testing.T) {
 	ctx := context.Background()
 	c := newRemote(t)
 	for _, id := range []string{"../x", strings.Repeat("a", 65), "ABCDEF", "id with space"} {
-		b, _ := json.Marshal(map[string]any{"format": 1, "created": time.Now(), "id": id})
+		b, _ := json.Marshal(map[string]any{"format": 2, "created": time.Now(), "id": id})
 		if err := c.Put(ctx, repo.MarkerKey, b, remote.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -66,8 +66,8 @@ func (b *inventory) add(ref ObjectRef, obj remote.ObjectInfo) error {
 }
 
 // sorted returns the streams by machine, then name; generations oldest
-// first, complete by format's rule; chunks by start, then end.
-func (b *inventory) sorted(format int) []*StreamInventory {
+// first, complete or not (Complete); chunks by start, then end.
+func (b *inventory) sorted() []*StreamInventory {
 	out := make([]*StreamInventory, 0, len(b.streams))
 	for _, inv := range b.streams {
 		sort.Slice(inv.Generations, func(i, j int) bool { return inv.Generations[i].Name < inv.Generations[j].Name })
@@ -76,7 +76,7 @@ func (b *inventory) sorted(format int) []*StreamInventory {
 				a, b := g.Chunks[i], g.Chunks[j]
 				return a.Start < b.Start || a.Start == b.Start && a.End < b.End
 			})
-			g.Complete(format, b.meta[g])
+			g.Complete(b.meta[g])
 		}
 		out = append(out, inv)
 	}
@@ -128,15 +128,8 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string, first int) iter
 			}
 			open = false
 			done[cur.ID] = true
-			// The format once the session is listed, as Inventory has it
-			// (a GET only while the remote has no marker).
-			format, err := r.Format(ctx)
-			if err != nil {
-				yield(SessionObjects{}, err)
-				return false
-			}
 			if cur.Err == nil {
-				cur.Streams = b.sorted(format)
+				cur.Streams = b.sorted()
 			}
 			return yield(cur, nil)
 		}

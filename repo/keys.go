@@ -14,16 +14,12 @@ import (
 	"github.com/ompsync/ompsync/safename"
 )
 
-// FormatVersion is the format a repository created empty gets; readers
-// take formats MinFormat to FormatVersion. Format 2 keeps format 1's key
-// layout (the "v1/" folder names the layout): a generation's first chunk
-// carries its meta, so a new session costs one PUT (docs/FORMAT.md).
+// FormatVersion is the repository format this ompsync reads and writes,
+// the only one (docs/FORMAT.md): a generation's first chunk carries its
+// meta, so a new session costs one PUT. Format 1, which put the meta as
+// an object of its own, was written only by development builds before
+// 0.1.0 and is refused. The "v1/" folder names the key layout.
 const FormatVersion = 2
-
-// MinFormat is the oldest format this ompsync reads and writes: format-1
-// repositories stay format 1, never upgraded in place, since an older
-// ompsync would not see format-2 generations.
-const MinFormat = 1
 
 const (
 	root = "v1/"

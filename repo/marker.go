@@ -113,8 +113,12 @@ func (r *Repo) ReadMarker(ctx context.Context) (*Marker, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("repository marker %s is damaged: %w", MarkerKey, err)
 	}
-	if m.Format < MinFormat || m.Format > FormatVersion {
-		return nil, fmt.Errorf("repository has format %d; this ompsync reads formats %d and %d: upgrade ompsync", m.Format, MinFormat, FormatVersion)
+	switch {
+	case m.Format == 1:
+		return nil, fmt.Errorf("repository has format 1, written by a development build of ompsync before 0.1.0; this ompsync reads format %d only: "+
+			"back up to a new, empty remote (another bucket, prefix or folder: the agent uploads every local session again), and restore from this one with the build that wrote it", FormatVersion)
+	case m.Format != FormatVersion:
+		return nil, fmt.Errorf("repository has format %d; this ompsync reads format %d: upgrade ompsync", m.Format, FormatVersion)
 	}
 	if m.ID != "" && !ValidID(m.ID) {
 		return nil, fmt.Errorf("repository marker %s is damaged: id %q is not 1-64 lower-case hex digits", MarkerKey, m.ID)
@@ -306,11 +310,7 @@ func (r *Repo) prepare(ctx context.Context) error {
 						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
 				}
 			}
-			format, err := r.newFormat(ctx, m, first)
-			if err != nil {
-				return err
-			}
-			nm := &Marker{Format: format, Created: time.Now().UTC(), ID: NewID()}
+			nm := &Marker{Format: FormatVersion, Created: time.Now().UTC(), ID: NewID()}
 			if m != nil {
 				nm.Created = m.Created
 				if m.ID != "" {
@@ -345,85 +345,6 @@ func (r *Repo) prepare(ctx context.Context) error {
 		}
 		return r.adoptRecipients(ctx, m, enc.Keys())
 	}
-}
-
-// newFormat is the format of a marker written over m (nil: none) on a
-// remote whose first object under v1/ is first: a rewrite keeps m's; a
-// repository created empty gets FormatVersion; a marker lost over data
-// takes the data's format (dataFormat).
-func (r *Repo) newFormat(ctx context.Context, m *Marker, first string) (int, error) {
-	switch {
-	case m != nil:
-		return m.Format, nil
-	case first == "":
-		return FormatVersion, nil
-	}
-	return r.dataFormat(ctx)
-}
-
-// maxFormatProbe bounds the keys dataFormat lists to find a first chunk.
-const maxFormatProbe = 100_000
-
-// dataFormat is the format of data whose marker was lost: 2 when the
-// header of the first chunk at offset 0 a listing of v1/ names carries a
-// meta (only format-2 writers put one there, and they put it in every
-// chunk at 0), else 1. One listing (of at most maxFormatProbe keys) and
-// one header: read by format 1's rule, a format-2 repository would show
-// none of its sessions that never moved.
-func (r *Repo) dataFormat(ctx context.Context) (int, error) {
-	n := 0
-	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
-		if err != nil {
-			return 0, fmt.Errorf("list %s: %w", root, err)
-		}
-		if n++; n > maxFormatProbe {
-			break
-		}
-		ref, err := ParseSessionKey(layoutKey(obj.Key))
-		if err != nil || ref.Object == "meta" || ref.Object == "head" || ref.Start != 0 {
-			continue
-		}
-		sub := r
-		if rest, ok := strings.CutPrefix(obj.Key, agentsPrefix); ok {
-			name, _, _ := strings.Cut(rest, "/")
-			if sub, err = r.Agent(name); err != nil {
-				continue
-			}
-		}
-		h, err := sub.chunkHeader(ctx, ref.Stream, ref.Generation, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size})
-		if err != nil {
-			return 0, fmt.Errorf("the marker %s is gone; reading a chunk to tell the data's format: %w", MarkerKey, err)
-		}
-		if h.Meta != nil {
-			return 2, nil
-		}
-		return MinFormat, nil
-	}
-	return MinFormat, nil // no chunk: blobs alone read alike in both
-}
-
-// Format is the repository's format as its marker says, read once and
-// cached: what rule makes a generation complete (Generation.HasMeta), and
-// whether a writer puts a generation's meta in its first chunk. A remote
-// without a marker is read by format 1's rule (data without a marker can
-// only be format 1's; an empty one holds no generation). No marker is
-// not cached: another machine's first backup may make the remote format 2
-// while this process reads it, and a format-2 marker comes before any of
-// its objects.
-func (r *Repo) Format(ctx context.Context) (int, error) {
-	r.mu.Lock()
-	m, known := r.marker, r.markerKnown
-	r.mu.Unlock()
-	if !known || m == nil {
-		var err error
-		if m, err = r.ReadMarker(ctx); err != nil {
-			return 0, err
-		}
-	}
-	if m == nil {
-		return MinFormat, nil
-	}
-	return m.Format, nil
 }
 
 // ensureID gives a marker written before repository ids one. The drivers

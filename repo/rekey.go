@@ -323,13 +323,7 @@ func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, 
 			return nil, false, err
 		}
 		has := first != ""
-		// The format is the marker's, or for a marker lost over data
-		// the data's: rekey changes keys, never the format.
-		format, err := r.newFormat(ctx, m, first)
-		if err != nil {
-			return nil, false, err
-		}
-		nm := &Marker{Format: format, ID: NewID(), Encryption: &Encryption{Scheme: SchemeAge, Recipients: sorted(keys.Recipients), PassphraseKey: keys.PassphraseKey}}
+		nm := &Marker{Format: FormatVersion, ID: NewID(), Encryption: &Encryption{Scheme: SchemeAge, Recipients: sorted(keys.Recipients), PassphraseKey: keys.PassphraseKey}}
 		if m != nil {
 			nm.Created = m.Created
 			if m.ID != "" {

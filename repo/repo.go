@@ -518,14 +518,13 @@ func (r *Repo) HasBlob(ctx context.Context, name string) (bool, error) {
 // Generation is what the remote holds of one generation of a stream.
 type Generation struct {
 	Name string
-	// HasMeta says the generation is complete, its meta known: a meta
-	// object is listed (format 1), or a chunk starting at offset 0
-	// (format 2).
+	// HasMeta says the generation is complete, its meta known: a chunk
+	// starting at offset 0 is listed.
 	HasMeta bool
-	// MetaInChunk says HasMeta holds by a chunk at 0 alone (format 2): no
-	// meta object is listed, and the meta is the header's of the chunk
-	// Cover takes at 0, which a reader checks (HeaderMeta) when it reads
-	// that chunk; one without it is damage.
+	// MetaInChunk says no meta object is listed (the session never
+	// moved): the meta is the header's of the chunk Cover takes at 0,
+	// which a reader checks (HeaderMeta) when it reads that chunk; one
+	// without it is damage.
 	MetaInChunk bool
 	HasHead     bool
 	Chunks      []ChunkRef // sorted by start, then end
@@ -536,19 +535,15 @@ type Generation struct {
 	MetaModTime, HeadModTime time.Time
 }
 
-// Complete applies format's rule to a generation listed with (meta) or
-// without its meta object, its chunks sorted. In format 2 a chunk at
-// offset 0 makes it complete, the meta in that chunk's header unless a
-// meta object is listed; a meta object without a chunk at 0 does not (a
-// meta too large for a header is put before the first chunk, and a crash
-// between the two leaves it alone): every complete generation has bytes,
-// as in format 1, where the meta object is put after the first chunk.
-// Code that lists a generation itself calls it, as Inventory does.
-func (g *Generation) Complete(format int, meta bool) {
-	g.HasMeta, g.MetaInChunk = meta, false
-	if format < 2 {
-		return
-	}
+// Complete applies the format's rule to a generation listed with (meta) or
+// without its meta object, its chunks sorted: a chunk at offset 0 makes it
+// complete, the meta in that chunk's header unless a meta object is
+// listed; a meta object without a chunk at 0 does not (a meta too large
+// for a header is put before the first chunk, and a crash between the two
+// leaves it alone): every complete generation has bytes. Code that lists
+// a generation itself calls it, as Inventory does.
+func (g *Generation) Complete(meta bool) {
+	g.MetaInChunk = false
 	picked, _ := Cover(g.Chunks)
 	g.HasMeta = len(picked) > 0 && picked[0].Start == 0
 	if g.HasMeta && !meta {
@@ -616,14 +611,7 @@ func (r *Repo) Inventory(ctx context.Context, sessionID, machine string) ([]*Str
 			return nil, err
 		}
 	}
-	// The format after the listing: a remote that had no marker may have
-	// got one meanwhile, and a format-2 marker is written before any
-	// object it rules.
-	format, err := r.Format(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return b.sorted(format), nil
+	return b.sorted(), nil
 }
 
 // Cover picks the fewest chunks that cover [0, end) of a generation, from the

@@ -122,7 +122,7 @@ func Fuzzed(input []byte) (Remote, *FuzzWant) {
 		if catalogBomb {
 			return b.raw(repo.CatalogKey(EvilMachine), rleBomb([]byte(`{"v":1,"machine":"evil","sessions":[`), int64(in.u32()%(96<<20))))
 		}
-		// Read last, so inputs from before format 2 build what they did.
+		// Read last, so older corpus inputs build what they did.
 		if err := b.format2(s, gen, data[:bounds[1]], in.byte()%4); err != nil {
 			return err
 		}
@@ -164,8 +164,8 @@ func (w *FuzzWant) Allows(b []byte) bool {
 	return slices.Contains(w.lost, n)
 }
 
-// format2 makes the repository format 2 by its marker, for mode 1-3 (0:
-// format 1, no marker). Mode 2 moves the meta of s's generation gen into
+// format2 writes the repository's marker, for mode 1-3 (0: no marker,
+// which reads alike). Mode 2 moves the meta of s's generation gen into
 // its first chunk (first, the bytes [0, len(first))), written again over
 // whatever damage it holds; mode 3 deletes the meta object alone, so the
 // first chunk carries no meta, which readers must refuse.

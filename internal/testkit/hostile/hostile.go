@@ -395,10 +395,10 @@ func Remotes() []Remote {
 			}
 			return b.catalog(EvilMachine, repo.CatalogEntry{ID: BadID, Path: "sessions/../../../outside/x.jsonl", Generation: gen, Size: int64(len(data)), Mtime: at, State: repo.StatePresent, Changed: at})
 		}},
-		{Name: "format 2: first chunk without meta", Want: "carries no meta", Compacts: true, build: func(b *builder) error {
+		{Name: "first chunk without meta", Want: "carries no meta", Compacts: true, build: func(b *builder) error {
 			return b.format2Bad(nil)
 		}},
-		{Name: "format 2: first chunk's meta names another session", Want: "describes another generation", Compacts: true, build: func(b *builder) error {
+		{Name: "first chunk's meta names another session", Want: "describes another generation", Compacts: true, build: func(b *builder) error {
 			return b.format2Bad(&repo.Meta{SessionID: GoodID, Machine: EvilMachine, Stream: repo.SessionStream, Path: GoodRel, Created: at})
 		}},
 		{Name: "endless listing", Want: "the listing goes on past", Compacts: true, Listing: endlessListing(), build: func(b *builder) error {
@@ -408,10 +408,10 @@ func Remotes() []Remote {
 	}
 }
 
-// format2Bad makes the repository format 2 (its marker) and writes the
-// bad session with no meta object: complete by its chunk at 0, whose
-// header carries meta (nil: none), which readers must refuse. The good
-// session keeps its meta object, which format 2 reads as format 1 does.
+// format2Bad writes the repository's marker and the bad session with no
+// meta object: complete by its chunk at 0, whose header carries meta (nil:
+// none), which readers must refuse. The good session keeps its meta
+// object, which readers take over the header's.
 func (b *builder) format2Bad(meta *repo.Meta) error {
 	if err := b.raw(repo.MarkerKey, []byte(`{"format":2,"created":"2026-10-07T01:02:03Z"}`)); err != nil {
 		return err

@@ -25,18 +25,9 @@ func writeMarker(t *testing.T, c remote.Client, format int) {
 	}
 }
 
-func formatOf(t *testing.T, r *repo.Repo) int {
-	t.Helper()
-	f, err := r.Format(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-// A repository created empty is format 2; a marker written over data that
-// lost its marker takes the data's format; every marker rewritten keeps
-// its format.
+// A repository created empty, and a marker written again over data that
+// lost it, are format 2; every marker rewritten (an id added, encryption)
+// stays format 2.
 func TestFormatOfMarker(t *testing.T) {
 	ctx := context.Background()
 	c := newRemote(t)
@@ -44,100 +35,83 @@ func TestFormatOfMarker(t *testing.T) {
 	if err := r.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := marker(t, c); m.Format != 2 || formatOf(t, r) != 2 {
+	if m := marker(t, c); m.Format != 2 {
 		t.Fatalf("new repository: marker %+v, want format 2", m)
 	}
 
-	lost := newRemote(t)
-	if err := lost.Put(ctx, stream.MetaKey(gen), []byte("x"), remote.PutOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := repo.New(lost, repo.NewZstd()).Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if m := marker(t, lost); m.Format != 1 {
-		t.Fatalf("marker written over data with no chunk: %+v, want format 1", m)
-	}
-
-	// A marker lost over data takes the data's format: its first chunk's
-	// header says it (a format-1 chunk carries no meta), for omp's
-	// sessions and for another agent's alike.
-	for _, tc := range []struct {
-		name   string
-		agent  string
-		meta   *repo.Meta
-		format int
-	}{
-		{"format-1 data", repo.DefaultAgent, nil, 1},
-		{"format-2 data", repo.DefaultAgent, validMeta(), 2},
-		{"format-2 data of pi alone", "pi", validMeta(), 2},
-	} {
+	// A marker lost over data: the data is read by the one rule, for
+	// omp's sessions and for another agent's alike.
+	for _, agent := range []string{repo.DefaultAgent, "pi"} {
 		c := newRemote(t)
-		w, err := repo.New(c, repo.NewZstd()).Agent(tc.agent)
+		w, err := repo.New(c, repo.NewZstd()).Agent(agent)
 		if err != nil {
 			t.Fatal(err)
 		}
-		putFirstChunk(t, w, tc.meta, 300)
-		r := repo.New(c, repo.NewZstd())
-		if err := r.Init(ctx); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
+		putFirstChunk(t, w, validMeta(), 300)
+		if err := repo.New(c, repo.NewZstd()).Init(ctx); err != nil {
+			t.Fatalf("%s: %v", agent, err)
 		}
-		if m := marker(t, c); m.Format != tc.format {
-			t.Fatalf("%s: marker written over it %+v, want format %d", tc.name, m, tc.format)
+		if m := marker(t, c); m.Format != 2 {
+			t.Fatalf("%s: marker written over data %+v, want format 2", agent, m)
 		}
-		ar, err := repo.New(c, repo.NewZstd()).Agent(tc.agent)
+		ar, err := repo.New(c, repo.NewZstd()).Agent(agent)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g := onlyGeneration(t, ar); tc.meta != nil && (g == nil || !g.HasMeta) {
-			t.Errorf("%s: the generation is not complete once the marker is back: %+v", tc.name, g)
+		if g := onlyGeneration(t, ar); g == nil || !g.HasMeta {
+			t.Errorf("%s: the generation is not complete once the marker is back: %+v", agent, g)
 		}
 	}
 
 	old := newRemote(t)
-	writeMarker(t, old, 1) // no id: Init rewrites it with one
+	writeMarker(t, old, 2) // no id: Init rewrites it with one
 	if err := repo.New(old, repo.NewZstd()).Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := marker(t, old); m.Format != 1 || m.ID == "" {
-		t.Fatalf("format-1 marker given an id: %+v, want format 1", m)
+	if m := marker(t, old); m.Format != 2 || m.ID == "" {
+		t.Fatalf("marker given an id: %+v, want format 2", m)
 	}
 	// Encrypting an empty plaintext repository replaces its marker.
 	k := newKey(t)
 	if err := repo.New(old, codec(t, crypt.Options{IdentityFile: k.file})).Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := marker(t, old); m.Format != 1 || m.Encryption == nil {
-		t.Fatalf("format-1 marker encrypted: %+v, want format 1", m)
+	if m := marker(t, old); m.Format != 2 || m.Encryption == nil {
+		t.Fatalf("marker encrypted: %+v, want format 2", m)
 	}
 }
 
-func TestFormat3Refused(t *testing.T) {
+// A format this ompsync does not read is refused by every reader and
+// writer, with what to do: format 1 (development builds before 0.1.0)
+// and a later format alike.
+func TestOtherFormatsRefused(t *testing.T) {
 	ctx := context.Background()
-	c := newRemote(t)
-	writeMarker(t, c, 3)
-	r := repo.New(c, repo.NewZstd())
-	const want = "repository has format 3; this ompsync reads formats 1 and 2: upgrade ompsync"
-	if _, err := r.ReadMarker(ctx); err == nil || err.Error() != want {
-		t.Fatalf("ReadMarker: %v, want %q", err, want)
-	}
-	if err := r.Init(ctx); err == nil || err.Error() != want {
-		t.Fatalf("Init: %v, want %q", err, want)
-	}
-	if _, err := r.Inventory(ctx, stream.SessionID, ""); err == nil || err.Error() != want {
-		t.Fatalf("Inventory: %v, want %q", err, want)
+	for format, want := range map[int]string{
+		1: "repository has format 1, written by a development build of ompsync before 0.1.0; this ompsync reads format 2 only: back up to a new, empty remote",
+		3: "repository has format 3; this ompsync reads format 2: upgrade ompsync",
+	} {
+		c := newRemote(t)
+		writeMarker(t, c, format)
+		r := repo.New(c, repo.NewZstd())
+		if _, err := r.ReadMarker(ctx); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("ReadMarker: %v, want %q", err, want)
+		}
+		if err := r.Init(ctx); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("Init: %v, want %q", err, want)
+		}
+		if err := r.Check(ctx); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("Check (every reading command's first step): %v, want %q", err, want)
+		}
 	}
 }
 
-// rekey changes keys, never the format: format 2 stays 2, format 1 stays 1,
-// and a meta carried in a first chunk reads after its re-encryption.
+// rekey changes keys, never the format, and a meta carried in a first
+// chunk reads after its re-encryption.
 func TestRekeyKeepsFormat(t *testing.T) {
 	ctx := context.Background()
-	for _, format := range []int{1, 2} {
+	{
+		const format = 2
 		c := newRemote(t)
-		if format == 1 {
-			writeMarker(t, c, 1)
-		}
 		r := repo.New(c, repo.NewZstd())
 		if err := r.Init(ctx); err != nil {
 			t.Fatal(err)
@@ -152,12 +126,6 @@ func TestRekeyKeepsFormat(t *testing.T) {
 		}
 		rk := repo.New(c, codec(t, crypt.Options{IdentityFile: k.file}))
 		g := onlyGeneration(t, rk)
-		if format == 1 {
-			if g != nil && g.HasMeta {
-				t.Fatalf("format 1: a generation without a meta object is complete: %+v", g)
-			}
-			continue
-		}
 		m, err := rk.GenerationMeta(ctx, stream, g)
 		if err != nil || m.Path != validMeta().Path {
 			t.Fatalf("meta after rekey: %+v, %v", m, err)
@@ -226,7 +194,7 @@ func (b countedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// In format 2 a chunk at 0 alone makes a generation complete; its meta is
+// A chunk at 0 alone makes a generation complete; its meta is
 // the chunk's header's, read by every reader with the chunk and by
 // GenerationMeta from the header alone.
 func TestMetaInFirstChunk(t *testing.T) {
@@ -272,19 +240,7 @@ func TestMetaInFirstChunk(t *testing.T) {
 	}
 }
 
-// A format-1 repository takes only meta objects: a chunk at 0 with a meta
-// in its header, and no meta object, is an upload cut off before its meta.
-func TestFormat1IgnoresChunkMeta(t *testing.T) {
-	c := newRemote(t)
-	writeMarker(t, c, 1)
-	r := repo.New(c, repo.NewZstd())
-	putFirstChunk(t, r, validMeta(), 100)
-	if g := onlyGeneration(t, r); g == nil || g.HasMeta || g.MetaInChunk {
-		t.Fatalf("format 1: %+v, want incomplete", g)
-	}
-}
-
-// A format-2 generation without a meta object whose chunk at 0 carries no
+// A generation without a meta object whose chunk at 0 carries no
 // meta, or a meta that is not this generation's, fails every reader with
 // an error naming it.
 func TestMetaInFirstChunkDamage(t *testing.T) {
@@ -386,9 +342,9 @@ func TestChunkHeaderLimits(t *testing.T) {
 }
 
 // Another agent's folder follows the repository's format: its generations
-// are complete by their first chunk in format 2 too, whether the marker was
-// read before the agent's repository was made or by it.
-func TestFormat2AgentFolder(t *testing.T) {
+// are complete by their first chunk too, whether the marker was read
+// before the agent's repository was made or by it.
+func TestAgentFolderFormat(t *testing.T) {
 	ctx := context.Background()
 	c := newRemote(t)
 	r := repo.New(c, repo.NewZstd())
@@ -421,8 +377,8 @@ func TestFormat2AgentFolder(t *testing.T) {
 	}
 }
 
-// A reader that found no marker (an empty remote) takes a format-2
-// generation written after it looked: no marker is never cached as format 1.
+// A reader that found no marker (an empty remote) takes a generation
+// written after it looked.
 func TestFormatReadAgainWithoutMarker(t *testing.T) {
 	ctx := context.Background()
 	c := newRemote(t)
@@ -448,10 +404,9 @@ func TestFormatReadAgainWithoutMarker(t *testing.T) {
 	}
 }
 
-// In format 2 a meta object alone, with no chunk at 0 (the meta too large
-// for a header is put first, and the agent died before the chunk), is no
-// generation: the older one stays the newest, as a format-1 generation
-// without its meta object is ignored.
+// A meta object alone, with no chunk at 0 (the meta too large for a header
+// is put first, and the agent died before the chunk), is no generation:
+// the older one stays the newest.
 func TestMetaObjectAloneIncomplete(t *testing.T) {
 	ctx := context.Background()
 	c := newRemote(t)

@@ -100,43 +100,7 @@ func TestFirstBackupOnePutPerSession(t *testing.T) {
 	})
 }
 
-// A repository whose marker says format 1 stays format 1: the agent puts
-// each session's meta object after its first chunk, and no chunk header
-// carries a meta an older reader would not know.
-func TestFormat1RepositoryKeepsMetaObjects(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, c remote.Client) {
-		ctx := context.Background()
-		if err := c.Put(ctx, repo.MarkerKey, []byte(`{"format":1,"created":"2026-10-07T00:00:00Z"}`), remote.PutOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		e := newEnv(t, c)
-		const n = 5
-		ids, rels := newSessions(e, n)
-		e.once()
-		chunks, metas, _ := putKinds(e.client.takePuts())
-		if len(chunks) != n || len(metas) != n {
-			t.Fatalf("first backup into format 1 put %d chunks and %d meta objects, want %d of each", len(chunks), len(metas), n)
-		}
-		m, err := e.repo.ReadMarker(ctx)
-		if err != nil || m == nil || m.Format != 1 {
-			t.Fatalf("marker %+v, %v: want format 1 still", m, err)
-		}
-		for i, id := range ids {
-			e.assertRemoteEquals(rels[i], id)
-			g := e.generations(id, repo.SessionStream)[0]
-			if g.MetaInChunk {
-				t.Fatalf("session %s: complete by its chunk in a format-1 repository", id)
-			}
-			s := repo.Stream{SessionID: id, Machine: e.machine, Name: repo.SessionStream}
-			h, _, err := e.repo.GetChunk(ctx, s, g.Name, g.Chunks[0].Start, g.Chunks[0].End)
-			if err != nil || h.Meta != nil {
-				t.Fatalf("session %s: first chunk's header %+v, %v: want no meta", id, h, err)
-			}
-		}
-	})
-}
-
-// A session that moves after its first chunk (format 2) gets a meta
+// A session that moves after its first chunk gets a meta
 // object, and its path wins over the one in the chunk.
 func TestFormat2MovedSessionMetaObject(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c remote.Client) {
