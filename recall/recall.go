@@ -144,15 +144,10 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pattern: %w", err)
 	}
-	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	places, list, problems, err := s.listed(ctx, in.Machine, in.Agent)
 	if err != nil {
 		return nil, nil, err
 	}
-	list, more, err := restore.ListAll(ctx, places, in.Machine)
-	if err != nil {
-		return nil, nil, err
-	}
-	problems = append(problems, more...)
 	proj := projects(list)
 	var caches []*search.Cache
 	defer func() {
@@ -243,20 +238,26 @@ type Session struct {
 	State    string    `json:"state"`
 }
 
+// listed opens the remote's agents and lists their sessions, with the
+// problems of both steps.
+func (s Source) listed(ctx context.Context, machine, agent string) ([]restore.Place, []restore.Listing, []string, error) {
+	places, problems, err := s.Places(ctx, machine, agent)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	list, more, err := restore.ListAll(ctx, places, machine)
+	return places, list, append(problems, more...), err
+}
+
 func (s Source) list(ctx context.Context, _ *mcp.CallToolRequest, in Filter) (*mcp.CallToolResult, any, error) {
 	f, err := in.parse()
 	if err != nil {
 		return nil, nil, err
 	}
-	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	_, list, problems, err := s.listed(ctx, in.Machine, in.Agent)
 	if err != nil {
 		return nil, nil, err
 	}
-	list, more, err := restore.ListAll(ctx, places, in.Machine)
-	if err != nil {
-		return nil, nil, err
-	}
-	problems = append(problems, more...)
 	pg := &page[Session]{cursor: f.cursor}
 	for _, l := range list {
 		p := ""
