@@ -523,8 +523,8 @@ func (a *Agent) start(ctx context.Context) error {
 		return a.started(why, otherRepo)
 	case err != nil && catalogDamaged(err):
 		// The local state is what the catalog said: it is written again
-		// from it (verify --repair relies on this). Without one, from the
-		// local files, as after a lost catalog: its bytes say nothing.
+		// from it (verify --repair relies on this). Without one, from a
+		// listing of what this machine uploaded: its bytes say nothing.
 		if a.fresh {
 			a.log.Warn("this machine's catalog on the remote is damaged and there is no local state to write it again from; "+
 				"it is written again from a listing of what this machine uploaded", "err", err)

@@ -64,9 +64,13 @@ func (a *Agent) catalogFromListing(ctx context.Context) (repo.Catalog, error) {
 		if err != nil {
 			return cat, fmt.Errorf("list what this machine uploaded, to write its damaged catalog again: %w", err)
 		}
+		if so.Err != nil {
+			a.log.Warn("a session's listing holds a key that does not parse; it stays on the remote, in no catalog", "session", so.ID, "err", so.Err)
+			continue
+		}
 		for _, inv := range so.Streams {
 			g := inv.Newest()
-			if so.Err != nil || inv.Stream.Name != repo.SessionStream || g == nil {
+			if inv.Stream.Name != repo.SessionStream || g == nil {
 				continue
 			}
 			m, err := a.repo.GenerationMeta(ctx, inv.Stream, g)
