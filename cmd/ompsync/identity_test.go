@@ -100,6 +100,7 @@ func restoredAll(t *testing.T, m *machineEnv, want map[string][]byte) {
 // against the new remote, says why in one line, and uploads what it lacks;
 // the new remote then restores every file byte for byte.
 func TestSwitchRemoteSameStateDir(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
@@ -179,6 +180,7 @@ func ageCatalog(t *testing.T, r *repo.Repo, machine string, d time.Duration) {
 // deleted, and restore --all brings every session back byte for byte,
 // after which the agent goes on from the remote copies.
 func TestNewLaptopSameName(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
@@ -241,6 +243,7 @@ func TestNewLaptopSameName(t *testing.T) {
 // fixes, and changes nothing on the remote; the first goes on. Taken over
 // on purpose, the first is the one refused, and nothing of it is deleted.
 func TestTwoMachinesOneName(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}

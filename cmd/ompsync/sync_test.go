@@ -178,6 +178,7 @@ func hasLines(lines ...string) func([]byte) bool {
 }
 
 func TestSyncTwoAndThreeMachines(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
@@ -264,6 +265,7 @@ func TestSyncTwoAndThreeMachines(t *testing.T) {
 // An agent killed with SIGKILL in the middle of pulling leaves no damaged
 // file, and the next run completes the merge.
 func TestSyncSIGKILLMidPull(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
