@@ -46,6 +46,7 @@ func TestHistoryAndPointInTime(t *testing.T) {
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		for _, encrypted := range []bool{false, true} {
 			t.Run(fmt.Sprintf("encrypted=%v", encrypted), func(t *testing.T) {
+				t.Parallel() // each under a prefix of its own
 				pointInTime(t, url+map[bool]string{false: "/plain", true: "/enc"}[encrypted], s3, encrypted)
 			})
 		}

@@ -105,6 +105,7 @@ func TestSwitchRemoteSameStateDir(t *testing.T) {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		m := newMachineEnv(t, "file://"+filepath.Join(t.TempDir(), "first"), backend.S3Options{}, "laptop")
 		want := m.writeSessions(0, 3)
 		m.mustRun(0, "agent", "--once")
@@ -185,6 +186,7 @@ func TestNewLaptopSameName(t *testing.T) {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		old := newMachineEnv(t, b.URL, b.S3, "laptop")
 		want := old.writeSessions(0, 6)
 		old.mustRun(0, "agent", "--once")
@@ -248,6 +250,7 @@ func TestTwoMachinesOneName(t *testing.T) {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		first := newMachineEnv(t, b.URL, b.S3, "box")
 		firstWant := first.writeSessions(0, 2)
 		cmd, log := first.start("agent", "--interval", "100ms", "--reconcile-interval", "300ms")

@@ -183,6 +183,7 @@ func TestSyncTwoAndThreeMachines(t *testing.T) {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		c := newSyncCluster(t, b, "laptop", "desk", "box")
 		laptop, desk, box := c.machines[0], c.machines[1], c.machines[2]
 		const id = "019a0000-0000-7000-8000-00000000abcd"
@@ -270,6 +271,7 @@ func TestSyncSIGKILLMidPull(t *testing.T) {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		c := newSyncCluster(t, b, "laptop", "desk")
 		laptop, desk := c.machines[0], c.machines[1]
 		var ids []string
