@@ -84,6 +84,7 @@ func filesUnder(t *testing.T, home string) map[string][]byte {
 // byte; a prefix finds a session whatever agent wrote it; nothing an agent
 // keeps beside its sessions leaves the machine.
 func TestEveryAgentBackedUpAndRestored(t *testing.T) {
+	t.Parallel()
 	remoteDir := filepath.Join(t.TempDir(), "remote")
 	url := "file://" + remoteDir
 	laptop := newRestoreEnv(t, url, backend.S3Options{}, "laptop")

@@ -22,6 +22,7 @@ import (
 // for byte (artifacts with their mtimes), beside the session files under
 // sessions/.
 func TestArchivedArtifactsBackedUp(t *testing.T) {
+	t.Parallel()
 	e := newRestoreEnv(t, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "laptop")
 	files := corpusSessions(t)
 	if len(files) < 3 {

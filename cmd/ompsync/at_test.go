@@ -42,9 +42,11 @@ func (e *restoreEnv) mustRun(args ...string) result {
 // copy; at a time between each step and the next, restore --at and cat
 // --at give exactly the bytes the backup held then.
 func TestHistoryAndPointInTime(t *testing.T) {
+	t.Parallel()
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		for _, encrypted := range []bool{false, true} {
 			t.Run(fmt.Sprintf("encrypted=%v", encrypted), func(t *testing.T) {
+				t.Parallel() // each under a prefix of its own
 				pointInTime(t, url+map[bool]string{false: "/plain", true: "/enc"}[encrypted], s3, encrypted)
 			})
 		}

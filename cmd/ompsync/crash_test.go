@@ -209,6 +209,7 @@ func remoteCopy(t *testing.T, r *repo.Repo, id, machine string) []byte {
 // The agent is killed with SIGKILL at random moments while sessions grow and
 // restarted; afterwards the remote reassembles every file byte for byte.
 func TestAgentSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}

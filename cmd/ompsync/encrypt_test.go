@@ -93,6 +93,7 @@ func TestKeygen(t *testing.T) {
 // remote that shows nothing of what was said, list and restore without the
 // key (refused, nothing written) and with it (every byte back).
 func TestEncryptedCommands(t *testing.T) {
+	t.Parallel()
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		e := newRestoreEnv(t, url, s3, "laptop")
 		key, recipient := keygen(t, e.env, filepath.Join(t.TempDir(), "age.key"))
@@ -147,6 +148,7 @@ func TestEncryptedCommands(t *testing.T) {
 // Mixed remotes through the commands: each refusal says what to do, and
 // rekey is the way from plaintext to encrypted.
 func TestMixedRemoteCommands(t *testing.T) {
+	t.Parallel()
 	url := "file://" + filepath.Join(t.TempDir(), "remote")
 	e := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
 	files := corpusSessions(t)
@@ -196,6 +198,7 @@ func TestMixedRemoteCommands(t *testing.T) {
 // key A to key B, and resumed; afterwards key B alone opens every object and
 // every session reassembles byte for byte.
 func TestRekeySurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
@@ -404,6 +407,7 @@ func objects(t *testing.T, c remote.Client) map[string][]byte { return remotetes
 // finds the plaintext the marker does not list, --force does not fail, and
 // verify and ls exit 0 with every object encrypted.
 func TestSharedConversionCommands(t *testing.T) {
+	t.Parallel()
 	url := "file://" + filepath.Join(t.TempDir(), "remote")
 	laptop := newRestoreEnv(t, url, backend.S3Options{}, "laptop")
 	desk := newRestoreEnv(t, url, backend.S3Options{}, "desk")

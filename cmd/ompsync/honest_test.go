@@ -164,6 +164,7 @@ func failsWith(t *testing.T, m *machineEnv, want string, args ...string) string 
 // A wrong access key id, or a wrong secret, is said as such, with the
 // settings to check, by every command that reads or writes the remote.
 func TestWrongAccessKey(t *testing.T) {
+	t.Parallel()
 	s3Clients(t, func(t *testing.T, srv *remotetest.Server, client string) {
 		bucket := srv.NewBucket(t)
 		for _, tc := range []struct{ name, id, secret, want string }{
@@ -284,6 +285,7 @@ func TestNoCredentials(t *testing.T) {
 // A server with a private CA: refused with the key to set, trusted once
 // s3.ca_file or AWS_CA_BUNDLE names the CA, by both clients.
 func TestPrivateCA(t *testing.T) {
+	t.Parallel()
 	s3Clients(t, func(t *testing.T, srv *remotetest.Server, client string) {
 		target, _ := url.Parse(srv.Endpoint)
 		proxy := httputil.NewSingleHostReverseProxy(target)
@@ -337,6 +339,7 @@ func TestPrivateCA(t *testing.T) {
 // A mistyped remote is no repository: ls, verify, restore, compact and
 // prune say so and exit 1, and create nothing; only the agent starts one.
 func TestNoRepository(t *testing.T) {
+	t.Parallel()
 	readers := [][]string{{"ls"}, {"verify"}, {"restore", "--all"}, {"compact"}, {"prune", "--dry-run"}}
 	t.Run("missing folder", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "remote-typo")
@@ -409,6 +412,7 @@ func TestNoRepository(t *testing.T) {
 // compact by hand right after the last upload merges what it is asked to;
 // where there is nothing to merge it says so per generation.
 func TestCompactByHand(t *testing.T) {
+	t.Parallel()
 	m := newMachineEnv(t, "file://"+t.TempDir(), backend.S3Options{}, "compacty")
 	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 21, 1)
 	if err != nil {
@@ -469,6 +473,7 @@ func statusJSON(t *testing.T, m *machineEnv, args ...string) (int, map[string]ag
 // status counts its pending age from when the agent first saw it, and
 // fails past --max-lag; so does the oldest-pending metric.
 func TestStatusNeverUploaded(t *testing.T) {
+	t.Parallel()
 	srv := remotetest.StartServer(t)
 	bucket := srv.NewBucket(t)
 	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "laggy")
@@ -564,6 +569,7 @@ func TestStatusDuringFirstPass(t *testing.T) {
 // line for it while the other sessions go on being uploaded, not one per
 // pass.
 func TestUnreadableFileSaidOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
@@ -808,6 +814,7 @@ func TestRestoreInterrupted(t *testing.T) {
 // stopped while they wait for the remote); the agent itself exits 0 on a
 // stop signal once it has flushed (TestSIGTERMFlushes).
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	srv := remotetest.SharedServer(t)
 	bucket := srv.NewBucket(t)
 	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "codes")
@@ -903,6 +910,7 @@ func TestQuiet(t *testing.T) {
 // alone while it is young (another restore may be writing it), and a
 // restore once it is a day old removes it.
 func TestRestoreKilledLeavesNothingHalfWritten(t *testing.T) {
+	t.Parallel()
 	srv := remotetest.SharedServer(t)
 	bucket := srv.NewBucket(t)
 	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "killy")
@@ -1029,6 +1037,7 @@ func TestRestoreKilledLeavesNothingHalfWritten(t *testing.T) {
 // recorded yet, pending since the restore put it there, not since its mtime
 // of days ago: no alarm, exit 0. Past --max-lag, the alarm is true again.
 func TestStatusAfterRestoreOfDeletedSession(t *testing.T) {
+	t.Parallel()
 	m := newMachineEnv(t, "file://"+filepath.Join(t.TempDir(), "remote"), backend.S3Options{}, "laptop")
 	const id = "01a113d2-be76-73c7-986b-d3ac6e3fbb83"
 	rel := "sessions/-work/2026-10-07T00-45-40-854Z_" + id + ".jsonl"

@@ -100,10 +100,12 @@ func restoredAll(t *testing.T, m *machineEnv, want map[string][]byte) {
 // against the new remote, says why in one line, and uploads what it lacks;
 // the new remote then restores every file byte for byte.
 func TestSwitchRemoteSameStateDir(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		m := newMachineEnv(t, "file://"+filepath.Join(t.TempDir(), "first"), backend.S3Options{}, "laptop")
 		want := m.writeSessions(0, 3)
 		m.mustRun(0, "agent", "--once")
@@ -179,10 +181,12 @@ func ageCatalog(t *testing.T, r *repo.Repo, machine string, d time.Duration) {
 // deleted, and restore --all brings every session back byte for byte,
 // after which the agent goes on from the remote copies.
 func TestNewLaptopSameName(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		old := newMachineEnv(t, b.URL, b.S3, "laptop")
 		want := old.writeSessions(0, 6)
 		old.mustRun(0, "agent", "--once")
@@ -241,10 +245,12 @@ func TestNewLaptopSameName(t *testing.T) {
 // fixes, and changes nothing on the remote; the first goes on. Taken over
 // on purpose, the first is the one refused, and nothing of it is deleted.
 func TestTwoMachinesOneName(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		first := newMachineEnv(t, b.URL, b.S3, "box")
 		firstWant := first.writeSessions(0, 2)
 		cmd, log := first.start("agent", "--interval", "100ms", "--reconcile-interval", "300ms")

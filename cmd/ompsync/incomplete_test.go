@@ -16,6 +16,7 @@ import (
 // remote lost) exits 1 with a line that says so: "restored" would be a
 // backup that says safe when it is not.
 func TestRestoreIncompleteExitsNonZero(t *testing.T) {
+	t.Parallel()
 	remoteDir := filepath.Join(t.TempDir(), "remote")
 	m := newMachineEnv(t, "file://"+remoteDir, backend.S3Options{}, "laptop")
 	blob := []byte("\x89PNG an image the remote will lose")

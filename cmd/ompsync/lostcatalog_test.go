@@ -13,6 +13,7 @@ import (
 // still there) is not a machine with nothing: ls, restore --all and verify
 // each exit 1 naming it and what to do, instead of an empty table and 0.
 func TestLostCatalogIsNotNothing(t *testing.T) {
+	t.Parallel()
 	remoteDir := filepath.Join(t.TempDir(), "remote")
 	m := newMachineEnv(t, "file://"+remoteDir, backend.S3Options{}, "laptop")
 	m.newSession("019ad000-0000-7000-8000-00000000ca7a", entry("0000ca7a", "", "a session whose catalog goes"))

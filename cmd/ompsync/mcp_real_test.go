@@ -18,6 +18,7 @@ import (
 // another machine backed up and then deleted: its model calls search for a
 // marker and gets the session id and the line in the tool result.
 func TestRealClaudeMCPSearch(t *testing.T) {
+	t.Parallel()
 	c := clienttest.FindClaude(t)
 	url := "file://" + t.TempDir() + "/remote"
 	laptop := newRestoreEnv(t, url, backend.S3Options{}, "laptop")

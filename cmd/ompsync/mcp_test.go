@@ -82,6 +82,7 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any)
 // real remote: results within the budget, a huge match set paged, bad
 // arguments tool errors, credentials masked.
 func TestMCPCommand(t *testing.T) {
+	t.Parallel()
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		e := newRestoreEnv(t, url, s3, "laptop")
 		const n = 3000 // about 100 KiB of matches: four pages at least

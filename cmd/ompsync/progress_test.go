@@ -67,6 +67,7 @@ func noBar(t *testing.T, what, out string) {
 // bytes of the total), restore (sessions and bytes), verify (sessions, and
 // the bytes checked); never without a terminal, with --json or with -q.
 func TestProgress(t *testing.T) {
+	t.Parallel()
 	srv := remotetest.SharedServer(t)
 	bucket := srv.NewBucket(t)
 	// The sessions' objects, not the marker or catalogs that start-up and

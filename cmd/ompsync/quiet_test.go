@@ -88,6 +88,7 @@ func TestFileRemoteUnmounted(t *testing.T) {
 // the agent exits non-zero with one line saying what was not uploaded;
 // with the remote back, the next start uploads the rest.
 func TestSIGTERMFlushFails(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}

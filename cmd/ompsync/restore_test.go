@@ -101,6 +101,7 @@ var mtime0 = time.Date(2026, 10, 7, 1, 2, 3, 456789000, time.UTC)
 // The commands a user runs on their worst day, on every kind of remote:
 // back up, lose a session, find it with ls, restore it by a prefix, verify.
 func TestRestoreCommands(t *testing.T) {
+	t.Parallel()
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		e := newRestoreEnv(t, url, s3, "laptop")
 		files := corpusSessions(t)
@@ -160,6 +161,7 @@ func TestRestoreCommands(t *testing.T) {
 }
 
 func TestRestoreCommandExitCodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	url := "file://" + filepath.Join(dir, "remote")
 	e := newRestoreEnv(t, url, backend.S3Options{}, "laptop")

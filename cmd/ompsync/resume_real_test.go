@@ -442,17 +442,21 @@ func resumeAnywhere(t *testing.T, mk newResumer) {
 }
 
 func TestRealOmpResumeAnywhere(t *testing.T) {
+	t.Parallel()
 	resumeAnywhere(t, ompResumer(omptest.Find(t)))
 }
 
 func TestRealPiResumeAnywhere(t *testing.T) {
+	t.Parallel()
 	resumeAnywhere(t, piResumer(clienttest.FindPi(t)))
 }
 
 func TestRealClaudeResumeAnywhere(t *testing.T) {
+	t.Parallel()
 	resumeAnywhere(t, claudeResumer(clienttest.FindClaude(t)))
 }
 
 func TestRealCodexResumeAnywhere(t *testing.T) {
+	t.Parallel()
 	resumeAnywhere(t, codexResumer(clienttest.FindCodex(t)))
 }

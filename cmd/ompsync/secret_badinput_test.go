@@ -105,6 +105,7 @@ func freeAddr(t *testing.T) string {
 // SIGQUIT, stores in its state or uploads, whether the remote works, is
 // down, or refuses the key.
 func TestSecretsNeverShown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}

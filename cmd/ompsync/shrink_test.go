@@ -54,6 +54,7 @@ func (e *restoreEnv) generations(id string) (gens []restore.CopyCheck, notes []s
 // generation keeps it, and prune --dry-run says why; restore --generation
 // gives the complete bytes back.
 func TestShrunkSessionKeepsItsCompleteCopy(t *testing.T) {
+	t.Parallel()
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		e, c := shrinkEnv(t, url, s3)
 		var stub []byte
@@ -117,6 +118,7 @@ func TestShrunkSessionKeepsItsCompleteCopy(t *testing.T) {
 // title slot rewritten) leaves nothing retention keeps: the superseded
 // generation goes.
 func TestRewrittenSessionStillPruned(t *testing.T) {
+	t.Parallel()
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		e, c := shrinkEnv(t, url, s3)
 		rewritten := bytes.Replace(c.data, []byte(`"title":"`), []byte(`"title":"Re: `), 1)

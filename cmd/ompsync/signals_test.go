@@ -28,6 +28,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // SIGTERM while sessions grow: the agent exits 0 and every settled line is
 // on the remote afterwards, though its interval had not come round.
 func TestSIGTERMFlushes(t *testing.T) {
+	t.Parallel()
 	forEachRemote(t, func(t *testing.T, url string, s3 backend.S3Options) {
 		m := newMachineEnv(t, url, s3, "termy")
 		w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 3, 3)

@@ -114,6 +114,7 @@ func TestPruneSaysWhatItCouldNotDo(t *testing.T) {
 // on 127.0.0.1) told "failing" after notify.grace and "recovered" once the
 // server is back; everything uploaded after it.
 func TestAgentOutageAlerts(t *testing.T) {
+	t.Parallel()
 	srv := remotetest.StartServer(t)
 	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, srv.Endpoint), "laptop")
 	var mu sync.Mutex

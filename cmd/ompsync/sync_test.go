@@ -178,10 +178,12 @@ func hasLines(lines ...string) func([]byte) bool {
 }
 
 func TestSyncTwoAndThreeMachines(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		c := newSyncCluster(t, b, "laptop", "desk", "box")
 		laptop, desk, box := c.machines[0], c.machines[1], c.machines[2]
 		const id = "019a0000-0000-7000-8000-00000000abcd"
@@ -264,10 +266,12 @@ func TestSyncTwoAndThreeMachines(t *testing.T) {
 // An agent killed with SIGKILL in the middle of pulling leaves no damaged
 // file, and the next run completes the merge.
 func TestSyncSIGKILLMidPull(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		t.Parallel() // each backend is a remote of its own
 		c := newSyncCluster(t, b, "laptop", "desk")
 		laptop, desk := c.machines[0], c.machines[1]
 		var ids []string

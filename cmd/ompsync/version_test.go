@@ -11,6 +11,7 @@ import (
 // A release build (deploy/release.sh) sets the version and commit with
 // -ldflags -X; `ompsync version` and --version print them as given.
 func TestVersionOfReleaseBuild(t *testing.T) {
+	t.Parallel()
 	const commit = "0123456789abcdef0123456789abcdef01234567"
 	bin, err := bintest.Build(t.TempDir(), "-ldflags", "-X main.version=v9.8.7 -X main.commit="+commit)
 	if err != nil {
