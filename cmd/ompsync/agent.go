@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -188,10 +189,8 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
-	for _, w := range ws {
-		if _, err := os.Stat(w.dir); err != nil {
-			return missingFolder(w)
-		}
+	if err := missingFolder(ws); err != nil {
+		return err
 	}
 	m := a.meters()
 	m.log = log
@@ -199,45 +198,18 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
-	if note := sameDiskNote(cfg, ws); note != "" {
-		log.Info(note)
-	}
+	logSameDisk(log, cfg, ws)
 	var failed []string
 	for _, w := range ws {
-		opts, ar, err := storeOptions(agentOptions(cfg, log, idf), cfg, r, w, len(ws))
+		passErr, err := a.oncePass(ctx, cfg, agentOptions(cfg, log, idf), r, w, len(ws), out)
 		if err != nil {
 			return err
 		}
-		if opts.Pull {
-			if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
-				return err
-			}
-		}
-		bar := passBar(out)
-		opts.Progress = bar.update
-		ag, err := agent.New(ar, opts)
-		if err != nil {
-			bar.done()
-			return err
-		}
-		err = ag.Once(ctx)
-		bar.done()
-		ag.Close()
-		if errors.Is(err, agent.ErrMachineInUse) {
-			return err // says it all: nothing was backed up
-		}
-		totals := ag.Totals()
-		if err != nil {
-			// What the pass did before it stopped, not what a finished one
-			// found: "0 files checked" alone reads as nothing to do.
-			totals = "incomplete: " + totals
-		}
-		fmt.Fprintln(a.report(), agentPrefix(w, len(ws))+totals)
-		if err != nil {
+		if passErr != nil {
 			if len(ws) == 1 {
-				return fmt.Errorf("backup pass incomplete: %w", err)
+				return fmt.Errorf("backup pass incomplete: %w", passErr)
 			}
-			failed = append(failed, fmt.Sprintf("%s: %v", w.store.Name(), err))
+			failed = append(failed, fmt.Sprintf("%s: %v", w.store.Name(), passErr))
 		}
 		if ctx.Err() != nil {
 			break
@@ -249,30 +221,74 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	return ctx.Err()
 }
 
-// sameDiskNote says, of a file remote on the disk of a watched folder, what
+// oncePass runs one agent's pass and prints its totals: passErr is the
+// pass's own failure, err one that stops every agent.
+func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Options, r *repo.Repo, w watched, n int, out *progress.Output) (passErr, err error) {
+	opts, ar, err := storeOptions(opts, cfg, r, w, n)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Pull {
+		if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
+			return nil, err
+		}
+	}
+	bar := passBar(out)
+	opts.Progress = bar.update
+	ag, err := agent.New(ar, opts)
+	if err != nil {
+		bar.done()
+		return nil, err
+	}
+	err = ag.Once(ctx)
+	bar.done()
+	ag.Close()
+	if errors.Is(err, agent.ErrMachineInUse) {
+		return nil, err // says it all: nothing was backed up
+	}
+	totals := ag.Totals()
+	if err != nil {
+		// What the pass did before it stopped, not what a finished one
+		// found: "0 files checked" alone reads as nothing to do.
+		totals = "incomplete: " + totals
+	}
+	fmt.Fprintln(a.report(), agentPrefix(w, n)+totals)
+	return err, nil
+}
+
+// logSameDisk says, of a file remote on the disk of a watched folder, what
 // such a copy keeps: a session deleted or damaged, not the sessions of a
 // disk that fails or is lost. A user who left the default remote should
-// know before trusting it with that. "" for any other remote.
-func sameDiskNote(cfg *config.Config, ws []watched) string {
+// know before trusting it with that. Nothing for any other remote.
+func logSameDisk(log *slog.Logger, cfg *config.Config, ws []watched) {
 	loc, err := remote.ParseURL(cfg.Remote)
 	if err != nil || loc.Scheme != "file" {
-		return ""
+		return
 	}
 	rdev, ok := deviceOf(loc.Dir)
 	if !ok {
-		return ""
+		return
 	}
 	for _, w := range ws {
 		if dev, ok := deviceOf(w.dir); ok && dev == rdev {
-			return fmt.Sprintf("the remote folder %s is on the same disk (file system) as %s: it keeps sessions that are deleted or damaged, "+
-				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", loc.Dir, w.dir)
+			log.Info(fmt.Sprintf("the remote folder %s is on the same disk (file system) as %s: it keeps sessions that are deleted or damaged, "+
+				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", loc.Dir, w.dir))
+			return
 		}
 	}
-	return ""
 }
 
-// missingFolder says that an agent's folder is not there, and how to set it.
-func missingFolder(w watched) error {
+// missingFolder says of the first agent's folder that is not there how to
+// set it; nil when all are there.
+func missingFolder(ws []watched) error {
+	i := slices.IndexFunc(ws, func(w watched) bool {
+		_, err := os.Stat(w.dir)
+		return err != nil
+	})
+	if i < 0 {
+		return nil
+	}
+	w := ws[i]
 	if w.store.Name() == repo.DefaultAgent {
 		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", w.dir)
 	}
@@ -310,14 +326,27 @@ func storeOptions(opts agent.Options, cfg *config.Config, r *repo.Repo, w watche
 // headroom. GOMEMLIMIT overrides it.
 const defaultMemoryLimit = 40 << 20
 
+// agentMemory sets the agent's memory limit unless GOMEMLIMIT does.
+func (a *app) agentMemory() {
+	if _, ok := a.env("GOMEMLIMIT"); !ok {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
+}
+
+// logStarted logs each agent's start, and a remote on a watched disk.
+func logStarted(log *slog.Logger, cfg *config.Config, ws []watched) {
+	for _, w := range ws {
+		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
+	}
+	logSameDisk(log, cfg, ws)
+}
+
 func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	level := new(slog.LevelVar)
 	level.Set(a.logLevel(cfg))
 	out := a.output(false)
 	log := cfg.LeveledLogger(out, level)
-	if _, ok := a.env("GOMEMLIMIT"); !ok {
-		debug.SetMemoryLimit(defaultMemoryLimit)
-	}
+	a.agentMemory()
 	ws, err := backedUp(cfg)
 	if err != nil {
 		return err
@@ -327,13 +356,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	log.Debug("agent starting", "pid", os.Getpid())
 	m := a.meters()
 	m.log = log
-	var reg *prometheus.Registry
-	if cfg.Metrics.Addr != "" {
-		reg = prometheus.NewRegistry()
-		retries := prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_remote_retries_total", Help: "Remote requests tried again after a transient failure."})
-		reg.MustRegister(retries)
-		m.onRetry = retries.Inc
-	}
+	reg := metricsRegistry(cfg, m)
 	// A stop signal during start-up is Run's to handle (it finishes
 	// start-up and flushes), so opening, which makes at most a request or
 	// two of its own, is not cut short by it.
@@ -352,27 +375,14 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	if err != nil {
 		return err
 	}
-	if reg != nil {
-		srv, err := serveMetrics(cfg.Metrics.Addr, reg)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		log.Info("serving metrics", "addr", cfg.Metrics.Addr)
+	closeMetrics, err := serveMetrics(cfg.Metrics.Addr, reg, log)
+	if err != nil {
+		return err
 	}
-	go func() {
-		ready.Wait()
-		if err := service.NotifyReady(); err != nil {
-			log.Warn("could not tell the service manager the agent is ready", "err", err)
-		}
-	}()
+	defer closeMetrics()
+	go notifyReady(&ready, log)
 	defer a.reloadOnSIGHUP(ctx, agents, log, level)()
-	for _, w := range ws {
-		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
-	}
-	if note := sameDiskNote(cfg, ws); note != "" {
-		log.Info(note)
-	}
+	logStarted(log, cfg, ws)
 	return stoppedEarly(ctx, runAll(ctx, agents, ws))
 }
 
@@ -516,7 +526,34 @@ func (a *app) reload(agents []*agent.Agent, log *slog.Logger, level *slog.LevelV
 	level.Set(now)
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
+// metricsRegistry is the agent's metrics registry, counting m's retries;
+// nil when metrics.addr is not set.
+func metricsRegistry(cfg *config.Config, m *meter) *prometheus.Registry {
+	if cfg.Metrics.Addr == "" {
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	retries := prometheus.NewCounter(prometheus.CounterOpts{Name: "ompsync_remote_retries_total", Help: "Remote requests tried again after a transient failure."})
+	reg.MustRegister(retries)
+	m.onRetry = retries.Inc
+	return reg
+}
+
+// notifyReady tells the service manager the agent is ready once every
+// agent's first pass is done.
+func notifyReady(ready *sync.WaitGroup, log *slog.Logger) {
+	ready.Wait()
+	if err := service.NotifyReady(); err != nil {
+		log.Warn("could not tell the service manager the agent is ready", "err", err)
+	}
+}
+
+// serveMetrics serves reg on addr until the function returned is called;
+// with reg nil, nothing.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (closeFn func(), err error) {
+	if reg == nil {
+		return func() {}, nil
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics.addr %s: %w", addr, err)
@@ -529,7 +566,8 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 			slog.Error("metrics server stopped", "err", err)
 		}
 	}()
-	return srv, nil
+	log.Info("serving metrics", "addr", addr)
+	return func() { srv.Close() }, nil
 }
 
 // passBarState draws the agent's first pass: files and bytes done.

@@ -77,9 +77,7 @@ func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
 	opts.Store = pl.Store
 	pr, more, err := restore.Cat(cmd.Context(), pl.Repo, id, opts)
 	problems = append(problems, more...)
-	for _, p := range problems {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-	}
+	a.warn(problems)
 	if err != nil {
 		return err
 	}

@@ -119,50 +119,83 @@ out, so that the file does not pin it. It goes to the config file in use (--conf
 its folder 0700). An existing file is kept unless --force is given.`,
 		Example: `  ompsync config init
   ompsync config init --path ./ompsync.yaml --force`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := a.loadOptions()
-			if path != "" {
-				opts.ConfigFile = path
-			}
-			target, _, err := config.FilePath(opts)
-			if err != nil {
-				return err
-			}
-			data, err := config.Starter(opts)
-			if err != nil {
-				return fmt.Errorf("config init: %w", err)
-			}
-			if err := writePrivate(target, data, force); err != nil {
-				return err
-			}
-			// The starter must load as written; check before telling the user
-			// it is ready, without the OMPSYNC_ variables, which are not in it.
-			lookup := opts.LookupEnv
-			if lookup == nil {
-				lookup = os.LookupEnv
-			}
-			check := config.LoadOptions{ConfigFile: target, Hostname: opts.Hostname,
-				LookupEnv: func(k string) (string, bool) {
-					if strings.HasPrefix(k, "OMPSYNC_") {
-						return "", false
-					}
-					return lookup(k)
-				}}
-			if _, err := config.Load(check); err != nil {
-				var ke *config.KeyError
-				if errors.As(err, &ke) && ke.Source.Kind == config.FromDefault {
-					// no default here (an odd host name): the user must fill it in
-					return fmt.Errorf("wrote %s, but set %s in it first: %w", target, ke.Key, err)
-				}
-				return fmt.Errorf("wrote %s but it does not load (please report this): %w", target, err)
-			}
-			fmt.Fprintf(a.stdout, "wrote %s; edit it, then check it with 'ompsync config show'\n", target)
-			return nil
+		RunE: func(*cobra.Command, []string) error {
+			return a.runConfigInit(path, force)
 		},
 	}
 	c.Flags().BoolVar(&force, "force", false, "replace an existing file")
 	c.Flags().StringVar(&path, "path", "", "write here instead of the config file in use")
 	return c
+}
+
+// runConfigInit writes the starter config to path (or the file in use)
+// and checks that it loads.
+func (a *app) runConfigInit(path string, force bool) error {
+	opts := a.loadOptions()
+	if path != "" {
+		opts.ConfigFile = path
+	}
+	target, _, err := config.FilePath(opts)
+	if err != nil {
+		return err
+	}
+	data, err := config.Starter(opts)
+	if err != nil {
+		return fmt.Errorf("config init: %w", err)
+	}
+	if err := writePrivate(target, data, force); err != nil {
+		return err
+	}
+	if err := checkStarter(opts, target); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "wrote %s; edit it, then check it with 'ompsync config show'\n", target)
+	return nil
+}
+
+// checkStarter loads the starter as written before the user is told it is
+// ready, without the OMPSYNC_ variables, which are not in it.
+func checkStarter(opts config.LoadOptions, target string) error {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	check := config.LoadOptions{ConfigFile: target, Hostname: opts.Hostname,
+		LookupEnv: func(k string) (string, bool) {
+			if strings.HasPrefix(k, "OMPSYNC_") {
+				return "", false
+			}
+			return lookup(k)
+		}}
+	if _, err := config.Load(check); err != nil {
+		var ke *config.KeyError
+		if errors.As(err, &ke) && ke.Source.Kind == config.FromDefault {
+			// no default here (an odd host name): the user must fill it in
+			return fmt.Errorf("wrote %s, but set %s in it first: %w", target, ke.Key, err)
+		}
+		return fmt.Errorf("wrote %s but it does not load (please report this): %w", target, err)
+	}
+	return nil
+}
+
+// createConfig writes data to a new file path, mode 0600; an existing file is
+// an error.
+func createConfig(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s already exists; keep it, or run 'ompsync config init --force' to replace it", path)
+	}
+	if err != nil {
+		return fmt.Errorf("create config file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write config file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write config file: %w", err)
+	}
+	return nil
 }
 
 // writePrivate writes data to path with mode 0600, creating its folder with
@@ -175,21 +208,7 @@ func writePrivate(path string, data []byte, force bool) error {
 		return fmt.Errorf("create config folder: %w", err)
 	}
 	if !force {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s already exists; keep it, or run 'ompsync config init --force' to replace it", path)
-		}
-		if err != nil {
-			return fmt.Errorf("create config file: %w", err)
-		}
-		if _, err := f.Write(data); err != nil {
-			f.Close()
-			return fmt.Errorf("write config file: %w", err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("write config file: %w", err)
-		}
-		return nil
+		return createConfig(path, data)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a folder; give a file path", path)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/search"
@@ -19,12 +20,7 @@ type grepFlags struct {
 	since, machine, agent                              string
 }
 
-func newGrepCmd(a *app) *cobra.Command {
-	var f grepFlags
-	cmd := &cobra.Command{
-		Use:   "grep PATTERN [ID-PREFIX...]",
-		Short: "Search the text of every session on the remote",
-		Long: `Search the text of every session the remote holds (those the prefixes name,
+const grepLong = `Search the text of every session the remote holds (those the prefixes name,
 when given), every machine's copy, decrypting on this machine: what users and
 the model wrote, the model's reasoning, tool calls and their results,
 compaction summaries. PATTERN is a fixed string, or with --regexp a Go
@@ -50,7 +46,14 @@ chunks verified before the damage, and no line is printed before every copy
 was read.
 
 Exit status 0 when a line matched, 1 when none did or a copy could not be
-read (as grep does).`,
+read (as grep does).`
+
+func newGrepCmd(a *app) *cobra.Command {
+	var f grepFlags
+	cmd := &cobra.Command{
+		Use:   "grep PATTERN [ID-PREFIX...]",
+		Short: "Search the text of every session on the remote",
+		Long:  grepLong,
 		Example: `  ompsync grep 'connection refused'
   ompsync grep -i --since 7d retry 019a
   ompsync grep --regexp 'TODO\((\w+)\)' --json | jq -r .session`,
@@ -72,58 +75,29 @@ read (as grep does).`,
 }
 
 func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes []string) error {
-	m, err := search.Compile(search.Pattern{Text: pattern, IgnoreCase: f.ignoreCase, Regexp: f.regexp})
+	opts, err := grepOptions(cmd, f, pattern)
 	if err != nil {
-		return usagef(cmd, "%v", err)
-	}
-	opts := restore.GrepOptions{Pattern: m}
-	if f.since != "" {
-		if opts.Since, err = restore.ParseAt(f.since, time.Now()); err != nil {
-			return usagef(cmd, "--since: %v", err)
-		}
+		return err
 	}
 	cfg, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
-	for _, p := range problems {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-	}
+	a.warn(problems)
 	opts.Options = restore.Options{Machine: f.machine, IncludeDeleted: f.includeDeleted, Latest: f.latest, Choose: a.chooser(), Parallel: cfg.Transfers}
-	// Each agent's cache sits in its state dir: session ids of two agents
-	// may meet.
-	var caches []*search.Cache
-	defer func() {
-		for _, c := range caches {
-			c.Close()
-		}
-	}()
-	cacheOf := func(agent string) (*search.Cache, error) {
-		n := cfg.Search.CacheBytes()
-		if n <= 0 {
-			return nil, nil
-		}
-		c, err := search.OpenCache(filepath.Join(stateDirOf(cfg, agent), "search"), n)
-		if c != nil {
-			caches = append(caches, c)
-		}
-		return c, err
-	}
+	caches := &grepCaches{cfg: cfg}
+	defer caches.close()
 	enc := json.NewEncoder(a.stdout)
 	emit := func(gm restore.GrepMatch) error {
 		if f.asJSON {
 			return enc.Encode(gm)
 		}
-		return printMatch(a.stdout, gm, m)
+		return printMatch(a.stdout, gm, opts.Pattern)
 	}
-	rep, err := restore.GrepAll(cmd.Context(), places, prefixes, opts, cacheOf, emit)
+	rep, err := restore.GrepAll(cmd.Context(), places, prefixes, opts, caches.of, emit)
 	if rep != nil {
-		for _, l := range rep.LeftOut {
-			fmt.Fprintf(a.stderr, "ompsync: %s\n", l)
-		}
-		for _, p := range rep.Problems {
-			fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-		}
+		a.warn(rep.LeftOut)
+		a.warn(rep.Problems)
 	}
 	if err != nil {
 		return err
@@ -138,6 +112,47 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 		return fmt.Errorf("no line matches")
 	}
 	return nil
+}
+
+// grepOptions are the pattern and --since, checked.
+func grepOptions(cmd *cobra.Command, f grepFlags, pattern string) (restore.GrepOptions, error) {
+	m, err := search.Compile(search.Pattern{Text: pattern, IgnoreCase: f.ignoreCase, Regexp: f.regexp})
+	if err != nil {
+		return restore.GrepOptions{}, usagef(cmd, "%v", err)
+	}
+	opts := restore.GrepOptions{Pattern: m}
+	if f.since != "" {
+		if opts.Since, err = restore.ParseAt(f.since, time.Now()); err != nil {
+			return opts, usagef(cmd, "--since: %v", err)
+		}
+	}
+	return opts, nil
+}
+
+// grepCaches are the search caches grep opened: each agent's sits in its
+// state dir, since session ids of two agents may meet.
+type grepCaches struct {
+	cfg  *config.Config
+	open []*search.Cache
+}
+
+// of is agent's cache; nil when search.cache_size turns caching off.
+func (g *grepCaches) of(agent string) (*search.Cache, error) {
+	n := g.cfg.Search.CacheBytes()
+	if n <= 0 {
+		return nil, nil
+	}
+	c, err := search.OpenCache(filepath.Join(stateDirOf(g.cfg, agent), "search"), n)
+	if c != nil {
+		g.open = append(g.open, c)
+	}
+	return c, err
+}
+
+func (g *grepCaches) close() {
+	for _, c := range g.open {
+		c.Close()
+	}
 }
 
 // count is n and the noun, singular or plural.

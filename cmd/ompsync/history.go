@@ -63,9 +63,7 @@ func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error
 	opts.Store = pl.Store
 	h, more, err := restore.History(cmd.Context(), pl.Repo, id, opts)
 	problems = append(problems, more...)
-	for _, p := range problems {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-	}
+	a.warn(problems)
 	if err != nil {
 		return err
 	}
@@ -76,9 +74,7 @@ func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error
 	} else {
 		printHistory(a.stdout, h, f.wide)
 	}
-	for _, p := range h.Problems {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-	}
+	a.warn(h.Problems)
 	if len(h.Problems) > 0 || len(problems) > 0 {
 		return fmt.Errorf("the remote has problems (see above); the history is incomplete")
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,13 +15,7 @@ import (
 	"github.com/ompsync/ompsync/restore"
 )
 
-func newLsCmd(a *app) *cobra.Command {
-	var asJSON, wide bool
-	var machine, agentName string
-	cmd := &cobra.Command{
-		Use:   "ls",
-		Short: "List the sessions the remote holds, newest first",
-		Long: `List every session the remote holds, newest first: its id, the agent that
+const lsLong = `List every session the remote holds, newest first: its id, the agent that
 wrote it (omp, pi, claude, codex), title, project (its git repository and
 the folder in it, or its folder under the home), working folder, the
 machines that hold it, its size, when it last changed, and its state
@@ -31,43 +24,55 @@ can be restored). Long titles and folders are cut to keep a line within 200
 columns; --wide prints them whole, with each session's file path.
 
 Reads only the machines' catalogs: one LIST and one GET per machine, however
-many sessions there are.`,
+many sessions there are.`
+
+type lsFlags struct {
+	asJSON, wide   bool
+	machine, agent string
+}
+
+func newLsCmd(a *app) *cobra.Command {
+	var f lsFlags
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the sessions the remote holds, newest first",
+		Long:  lsLong,
 		Example: `  ompsync ls
   ompsync ls --machine laptop --json | jq -r .id`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, places, problems, err := a.readPlaces(cmd, machine, agentName)
-			if err != nil {
-				return err
-			}
-			list, more, err := restore.ListAll(cmd.Context(), places, machine)
-			if err != nil {
-				return err
-			}
-			problems = append(problems, more...)
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, l := range list {
-					if err := enc.Encode(l); err != nil {
-						return err
-					}
-				}
-			} else {
-				printSessions(a.stdout, list, wide)
-			}
-			for _, p := range problems {
-				fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-			}
-			if len(problems) > 0 {
-				return fmt.Errorf("some catalogs could not be read; the list is incomplete")
-			}
-			return nil
+			return runLs(cmd, a, f)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
-	cmd.Flags().BoolVar(&wide, "wide", false, "print every column whole, and each session's file path (a line may then be wider than the terminal)")
-	cmd.Flags().StringVar(&machine, "machine", "", "only the sessions this machine holds")
-	addAgentFlag(cmd.Flags(), &agentName)
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
+	cmd.Flags().BoolVar(&f.wide, "wide", false, "print every column whole, and each session's file path (a line may then be wider than the terminal)")
+	cmd.Flags().StringVar(&f.machine, "machine", "", "only the sessions this machine holds")
+	addAgentFlag(cmd.Flags(), &f.agent)
 	return cmd
+}
+
+func runLs(cmd *cobra.Command, a *app, f lsFlags) error {
+	_, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
+	if err != nil {
+		return err
+	}
+	list, more, err := restore.ListAll(cmd.Context(), places, f.machine)
+	if err != nil {
+		return err
+	}
+	problems = append(problems, more...)
+	if f.asJSON {
+		err = jsonLines(a.stdout, list)
+	} else {
+		printSessions(a.stdout, list, f.wide)
+	}
+	if err != nil {
+		return err
+	}
+	a.warn(problems)
+	if len(problems) > 0 {
+		return fmt.Errorf("some catalogs could not be read; the list is incomplete")
+	}
+	return nil
 }
 
 // projectText is a session's project as ls and history show it: its

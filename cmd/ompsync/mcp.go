@@ -12,11 +12,7 @@ import (
 	"github.com/ompsync/ompsync/search"
 )
 
-func newMCPCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "mcp",
-		Short: "Serve the backup to coding agents over MCP (stdio, read-only)",
-		Long: `Serve every session the remote holds, on every machine, to a coding agent
+const mcpLong = `Serve every session the remote holds, on every machine, to a coding agent
 as a Model Context Protocol server on stdin and stdout, read-only: the agent
 can search past sessions and read them, decrypted on this machine, as
 'ompsync grep', 'ls', 'cat --text' and 'history' do (the same remote, keys,
@@ -29,7 +25,13 @@ Tools, and what each costs on a large backup:
   search           ` + recall.SearchHelp + `
   list_sessions    ` + recall.ListHelp + `
   read_session     ` + recall.ReadHelp + `
-  session_history  ` + recall.HistoryHelp,
+  session_history  ` + recall.HistoryHelp
+
+func newMCPCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "mcp",
+		Short:   "Serve the backup to coding agents over MCP (stdio, read-only)",
+		Long:    mcpLong,
 		Example: `  claude mcp add ompsync -- ompsync mcp`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

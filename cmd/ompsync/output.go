@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -31,6 +33,24 @@ func (a *app) report() io.Writer {
 		return io.Discard
 	}
 	return a.stdout
+}
+
+// warn prints each line on standard error after "ompsync: ".
+func (a *app) warn(lines []string) {
+	for _, l := range lines {
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", l)
+	}
+}
+
+// jsonLines writes one JSON object per item per line.
+func jsonLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sessionBar draws restore's and verify's progress: sessions done of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,12 +21,7 @@ import (
 	"github.com/ompsync/ompsync/restore"
 )
 
-func newPruneCmd(a *app) *cobra.Command {
-	var dryRun bool
-	cmd := &cobra.Command{
-		Use:   "prune",
-		Short: "Delete what retention no longer keeps of this machine's backups",
-		Long: `Delete from the remote what retention no longer keeps of this machine's
+const pruneLong = `Delete from the remote what retention no longer keeps of this machine's
 sessions (the machine setting):
 
   - generations superseded longer than retention.generations ago (an older
@@ -39,52 +35,63 @@ A generation another machine's copy still refers to stays. The agent prunes
 once a day by itself. Each line names a generation and how many objects and
 bytes go; --dry-run prints the same lines and deletes nothing. While the
 agent (or another compact, prune or rekey) is compacting or pruning this
-machine's backups, it waits for it, saying so.`,
+machine's backups, it waits for it, saying so.`
+
+func newPruneCmd(a *app) *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Delete what retention no longer keeps of this machine's backups",
+		Long:  pruneLong,
 		Example: `  ompsync prune --dry-run
   ompsync prune --retention-generations 168h`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			r, err := readRepo(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}
-			places, _, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
-			if err != nil {
-				return err
-			}
-			if ret.Generations > 0 || ret.Deleted > 0 {
-				if err := machineCataloged(cmd.Context(), r, places, cfg.Machine); err != nil {
-					return err
-				}
-			}
-			var left []string
-			for _, pl := range places {
-				prefix := ""
-				if len(places) > 1 {
-					prefix = pl.Store.Name() + ": "
-				}
-				why, err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
-				if err != nil {
-					return fmt.Errorf("%s%w", prefix, noDelete(err))
-				}
-				if why != "" {
-					left = append(left, prefix+why)
-				}
-			}
-			if len(left) > 0 {
-				// Exit 0 says retention was applied; it was not all.
-				return errors.New(strings.Join(left, "; "))
-			}
-			return nil
+			return runPrune(cmd, a, dryRun)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be deleted; delete nothing")
 	addKeyFlags(cmd.Flags(), "retention.generations", "retention.deleted")
 	return cmd
+}
+
+func runPrune(cmd *cobra.Command, a *app, dryRun bool) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	r, err := readRepo(cmd.Context(), cfg)
+	if err != nil {
+		return err
+	}
+	ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}
+	places, _, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
+	if err != nil {
+		return err
+	}
+	if ret.Generations > 0 || ret.Deleted > 0 {
+		if err := machineCataloged(cmd.Context(), r, places, cfg.Machine); err != nil {
+			return err
+		}
+	}
+	var left []string
+	for _, pl := range places {
+		prefix := ""
+		if len(places) > 1 {
+			prefix = pl.Store.Name() + ": "
+		}
+		why, err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
+		if err != nil {
+			return fmt.Errorf("%s%w", prefix, noDelete(err))
+		}
+		if why != "" {
+			left = append(left, prefix+why)
+		}
+	}
+	if len(left) > 0 {
+		// Exit 0 says retention was applied; it was not all.
+		return errors.New(strings.Join(left, "; "))
+	}
+	return nil
 }
 
 // machineCataloged fails when no agent's repository holds a catalog of
@@ -120,15 +127,7 @@ func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, s
 		defer unlock()
 	}
 	rep, err := compact.Prune(cmd.Context(), r, st, cfg.Machine, ret, time.Now(), dryRun)
-	if rep != nil {
-		for _, it := range rep.Items {
-			fmt.Fprintf(a.stdout, "%s%s %s generation %s: %s %s: %d objects, %s\n", prefix, it.Stream.SessionID, it.Stream.Name,
-				it.Generation, it.Reason, it.Since.Local().Format(time.DateOnly), len(it.Keys), progress.Size(it.Bytes))
-		}
-		for _, k := range rep.Kept {
-			fmt.Fprintf(a.stdout, "%s%s %s generation %s: kept, %s\n", prefix, k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
-		}
-	}
+	printPrune(a.stdout, rep, prefix)
 	if err != nil {
 		return "", err
 	}
@@ -152,6 +151,20 @@ func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, s
 	}
 	fmt.Fprintf(a.stdout, "%sremoved %d deleted sessions from the catalog\n", prefix, len(rep.Sessions))
 	return "", nil
+}
+
+// printPrune is a line per generation prune deletes or keeps.
+func printPrune(w io.Writer, rep *compact.PruneReport, prefix string) {
+	if rep == nil {
+		return
+	}
+	for _, it := range rep.Items {
+		fmt.Fprintf(w, "%s%s %s generation %s: %s %s: %d objects, %s\n", prefix, it.Stream.SessionID, it.Stream.Name,
+			it.Generation, it.Reason, it.Since.Local().Format(time.DateOnly), len(it.Keys), progress.Size(it.Bytes))
+	}
+	for _, k := range rep.Kept {
+		fmt.Fprintf(w, "%s%s %s generation %s: kept, %s\n", prefix, k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
+	}
 }
 
 // lockState takes the agent's lock on the state dir, which fails while an

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -139,47 +138,13 @@ func (a *app) restoreMemory() {
 }
 
 func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error {
-	opts := restore.Options{
-		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
-		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
-		Latest: f.latest, Choose: a.chooser(),
-	}
-	if f.generation != "" && !repo.ValidGeneration(f.generation) {
-		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
-	}
-	if err := parseAt(cmd, f.at, &opts.At); err != nil {
-		return err
-	}
-	for _, s := range f.pathMap {
-		if _, err := project.ParseMap(s); err != nil {
-			return usagef(cmd, "--path-map: %v", err)
-		}
-	}
-	cfg, places, unknown, err := a.readPlaces(cmd, f.machine, f.agent)
+	opts, err := restoreOptions(cmd, a, f)
 	if err != nil {
 		return err
 	}
-	pl, scanned, err := placer(cmd.Context(), cfg, f.pathMap)
+	places, args, unknown, err := a.restorePlaces(cmd, f, args, &opts)
 	if err != nil {
 		return err
-	}
-	opts.Placer = pl
-	for _, s := range scanned {
-		// Where the search for checkouts stopped short: worth knowing,
-		// not a failure of the restore.
-		fmt.Fprintf(a.stderr, "ompsync: note: %s\n", s)
-	}
-	opts.Parallel = cfg.Transfers
-	opts.MaxMergeSize = cfg.Restore.MergeBytes()
-	if f.to != "" {
-		to, err := filepath.Abs(f.to)
-		if err != nil {
-			return err
-		}
-		if places, args, err = placeOf(cmd, places, args, opts); err != nil {
-			return err
-		}
-		places[0].Dir = to
 	}
 	a.restoreMemory()
 	bar := a.sessionBar(f.asJSON, "")
@@ -191,40 +156,101 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 	}
 	rep.Problems = append(rep.Problems, unknown...)
 	stopped := markInterrupted(cmd.Context(), rep)
-	if f.asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, res := range rep.Results {
-			if err := enc.Encode(res); err != nil {
-				return err
-			}
-		}
-		// Standard output stays one object per session.
-		if !a.quiet {
-			fmt.Fprintln(a.stderr, restoreTotals(rep, opts))
-		}
-	} else {
-		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
-		fmt.Fprintln(a.report(), restoreTotals(rep, opts))
-		if f.to == "" {
-			if hint := resumeHint(rep, opts); hint != "" {
-				fmt.Fprintln(a.report(), hint)
-			}
-		}
-	}
-	// Standard output of --json stays one object per session.
-	notes := a.report()
-	if f.asJSON && !a.quiet {
-		notes = a.stderr
-	}
-	for _, c := range rep.Cleanup {
-		fmt.Fprintln(notes, c)
-	}
-	for _, p := range rep.Problems {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+	if err := a.writeRestore(rep, opts, f); err != nil {
+		return err
 	}
 	if stopped > 0 {
 		return interruptedRestore(rep, stopped)
 	}
+	return restoreFailure(rep)
+}
+
+// restorePlaces reads the remote's places to restore from, and where each
+// session goes: the placer, the settings and --to in opts, and the ids
+// --to found for the prefixes. unknown are the remote's problems so far.
+func (a *app) restorePlaces(cmd *cobra.Command, f restoreFlags, args []string, opts *restore.Options) (places []restore.Place, ids, unknown []string, err error) {
+	cfg, places, unknown, err := a.readPlaces(cmd, f.machine, f.agent)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pl, scanned, err := placer(cmd.Context(), cfg, f.pathMap)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts.Placer = pl
+	for _, s := range scanned {
+		// Where the search for checkouts stopped short: worth knowing,
+		// not a failure of the restore.
+		fmt.Fprintf(a.stderr, "ompsync: note: %s\n", s)
+	}
+	opts.Parallel = cfg.Transfers
+	opts.MaxMergeSize = cfg.Restore.MergeBytes()
+	if f.to == "" {
+		return places, args, unknown, nil
+	}
+	to, err := filepath.Abs(f.to)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if places, args, err = placeOf(cmd, places, args, *opts); err != nil {
+		return nil, nil, nil, err
+	}
+	places[0].Dir = to
+	return places, args, unknown, nil
+}
+
+// restoreOptions checks the flags that need no remote and turns them into
+// restore's options.
+func restoreOptions(cmd *cobra.Command, a *app, f restoreFlags) (restore.Options, error) {
+	opts := restore.Options{
+		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
+		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
+		Latest: f.latest, Choose: a.chooser(),
+	}
+	if f.generation != "" && !repo.ValidGeneration(f.generation) {
+		return opts, usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
+	}
+	if err := parseAt(cmd, f.at, &opts.At); err != nil {
+		return opts, err
+	}
+	for _, s := range f.pathMap {
+		if _, err := project.ParseMap(s); err != nil {
+			return opts, usagef(cmd, "--path-map: %v", err)
+		}
+	}
+	return opts, nil
+}
+
+// writeRestore prints a restore's report: its sessions (or JSON lines),
+// totals, hint, cleanup notes and problems.
+func (a *app) writeRestore(rep *restore.Report, opts restore.Options, f restoreFlags) error {
+	// Standard output of --json stays one object per session.
+	notes := a.report()
+	if f.asJSON {
+		if err := jsonLines(a.stdout, rep.Results); err != nil {
+			return err
+		}
+		if !a.quiet {
+			notes = a.stderr
+			fmt.Fprintln(a.stderr, restoreTotals(rep, opts))
+		}
+	} else {
+		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
+		fmt.Fprintln(notes, restoreTotals(rep, opts))
+		if hint := resumeHint(rep, opts); hint != "" && f.to == "" {
+			fmt.Fprintln(notes, hint)
+		}
+	}
+	for _, c := range rep.Cleanup {
+		fmt.Fprintln(notes, c)
+	}
+	a.warn(rep.Problems)
+	return nil
+}
+
+// restoreFailure is the error a restore ends with when a session was not
+// restored whole, or the remote has problems; nil when all went well.
+func restoreFailure(rep *restore.Report) error {
 	bad, incomplete, unanswered := 0, 0, 0
 	for _, res := range rep.Results {
 		switch {
@@ -383,7 +409,8 @@ func shellQuote(p string) string {
 	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
 }
 
-func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
+// restoreVerbs name each action in printRestore's lines.
+func restoreVerbs(dryRun bool) map[restore.Action]string {
 	verb := map[restore.Action]string{
 		restore.Created: "created", restore.Appended: "appended", restore.Unchanged: "unchanged",
 		restore.Retitled: "retitled",
@@ -392,33 +419,21 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		restore.NoCopy:     "no copy then",
 		interrupted:        "interrupted",
 	}
-	if opts.DryRun {
+	if dryRun {
 		verb[restore.Created], verb[restore.Appended], verb[restore.Merged] = "would create", "would append", "would merge"
 		verb[restore.Retitled] = "would retitle"
 	}
+	return verb
+}
+
+func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
+	verb := restoreVerbs(opts.DryRun)
 	said := map[string]bool{} // a note on a project's placement is said once
 	for _, res := range rep.Results {
 		if res.Action == interrupted {
 			continue // the error line names them, once
 		}
-		line := fmt.Sprintf("%-12s %s", verb[res.Action], res.ID)
-		if res.Path != "" {
-			line += "  " + res.Path
-		}
-		if opts.DryRun && res.Cwd != "" {
-			line += fmt.Sprintf("  in %s (%s)", res.Cwd, res.Placed)
-		}
-		if res.Agent != "" && res.Agent != repo.DefaultAgent {
-			line += "  (" + res.Agent + ")"
-		}
-		switch res.Action {
-		case restore.Created, restore.Appended, restore.Merged:
-			line += fmt.Sprintf("  %s from %s", progress.Size(res.Bytes), strings.Join(res.Machines, ", "))
-		}
-		if res.Artifacts > 0 || res.Blobs > 0 {
-			line += fmt.Sprintf(" (+%d artifact files, %d blobs)", res.Artifacts, res.Blobs)
-		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, restoreLine(res, verb[res.Action], opts.DryRun))
 		if res.Backup != "" {
 			fmt.Fprintf(w, "             the local file before the merge is kept as %s\n", res.Backup)
 		}
@@ -438,6 +453,28 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 	if rep.Blobs > 0 {
 		fmt.Fprintf(w, "%d more blobs restored\n", rep.Blobs)
 	}
+}
+
+// restoreLine is a session's first line in printRestore.
+func restoreLine(res restore.Result, verb string, dryRun bool) string {
+	line := fmt.Sprintf("%-12s %s", verb, res.ID)
+	if res.Path != "" {
+		line += "  " + res.Path
+	}
+	if dryRun && res.Cwd != "" {
+		line += fmt.Sprintf("  in %s (%s)", res.Cwd, res.Placed)
+	}
+	if res.Agent != "" && res.Agent != repo.DefaultAgent {
+		line += "  (" + res.Agent + ")"
+	}
+	switch res.Action {
+	case restore.Created, restore.Appended, restore.Merged:
+		line += fmt.Sprintf("  %s from %s", progress.Size(res.Bytes), strings.Join(res.Machines, ", "))
+	}
+	if res.Artifacts > 0 || res.Blobs > 0 {
+		line += fmt.Sprintf(" (+%d artifact files, %d blobs)", res.Artifacts, res.Blobs)
+	}
+	return line
 }
 
 // restoreTotals is the line a restore ends with, so one that restores
@@ -470,6 +507,13 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 	if len(how) > 0 {
 		line += " (" + strings.Join(how, ", ") + ")"
 	}
+	return line + restoreLeft(n, incomplete, rep.DeletedLeft)
+}
+
+// restoreLeft is the end of restoreTotals' line: the sessions not
+// restored, and why.
+func restoreLeft(n map[restore.Action]int, incomplete, deletedLeft int) string {
+	line := ""
 	for _, p := range []struct {
 		n    int
 		what string
@@ -481,7 +525,7 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 		{n[restore.NotFetched], "not fetched: the remote did not answer, so nothing was written for them (restore again once it is reachable)"},
 		{n[restore.Failed], "failed to write here (see above)"},
 		{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
-		{rep.DeletedLeft, "recorded as deleted (add --include-deleted)"},
+		{deletedLeft, "recorded as deleted (add --include-deleted)"},
 	} {
 		if p.n > 0 {
 			line += fmt.Sprintf("; %d %s", p.n, p.what)

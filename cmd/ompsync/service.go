@@ -69,12 +69,7 @@ file, or to install it by hand or with your own tooling.`,
 	return c
 }
 
-func newServiceInstallCmd(a *app) *cobra.Command {
-	var dryRun bool
-	c := &cobra.Command{
-		Use:   "install",
-		Short: "Install the agent as a user service and start it",
-		Long: `Install the agent as a user service and start it now and at every login.
+const serviceInstallLong = `Install the agent as a user service and start it now and at every login.
 
 Linux: writes ~/.config/systemd/user/ompsync.service, then runs
   systemctl --user daemon-reload
@@ -83,7 +78,14 @@ macOS: writes ~/Library/LaunchAgents/io.github.ompsync.agent.plist, then runs
   launchctl bootout, enable and bootstrap for gui/<uid>
 
 Running it again is safe: a changed file is replaced and the agent restarted,
-an identical one is left alone. Run it again after moving the binary.`,
+an identical one is left alone. Run it again after moving the binary.`
+
+func newServiceInstallCmd(a *app) *cobra.Command {
+	var dryRun bool
+	c := &cobra.Command{
+		Use:   "install",
+		Short: "Install the agent as a user service and start it",
+		Long:  serviceInstallLong,
 		Example: `  ompsync service install --dry-run
   ompsync --config ~/ompsync.yaml service install`,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -58,11 +57,8 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 		return err
 	}
 	if o.json {
-		enc := json.NewEncoder(a.stdout)
-		for _, f := range files {
-			if err := enc.Encode(f); err != nil {
-				return err
-			}
+		if err := jsonLines(a.stdout, files); err != nil {
+			return err
 		}
 	} else {
 		printStatus(a.stdout, files, o.wide)
