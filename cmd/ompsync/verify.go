@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -20,13 +19,7 @@ import (
 	"github.com/ompsync/ompsync/restore"
 )
 
-func newVerifyCmd(a *app) *cobra.Command {
-	var asJSON, repair bool
-	var machine, agentName string
-	cmd := &cobra.Command{
-		Use:   "verify [ID-PREFIX...]",
-		Short: "Check the backup: reassemble, verify hashes, compare with local files",
-		Long: `Reassemble every generation of the given sessions (all sessions, deleted ones
+const verifyLong = `Reassemble every generation of the given sessions (all sessions, deleted ones
 too, when none are given) from the remote, check every chunk's hash, the
 running stream hashes and that no stream has a gap, check the blobs the
 sessions reference, and compare the newest copies with the local files
@@ -47,89 +40,111 @@ what to do; nothing is written over it.
 
 Exit status 1 when anything on the remote is damaged or missing (DAMAGED), or
 could not be read because the remote did not answer (UNCHECKED: nothing is
-known of it, so run verify again once the remote is reachable).`,
+known of it, so run verify again once the remote is reachable).`
+
+type verifyOptions struct {
+	asJSON, repair bool
+	machine, agent string
+	prefixes       []string
+}
+
+func newVerifyCmd(a *app) *cobra.Command {
+	var o verifyOptions
+	cmd := &cobra.Command{
+		Use:   "verify [ID-PREFIX...]",
+		Short: "Check the backup: reassemble, verify hashes, compare with local files",
+		Long:  verifyLong,
 		Example: `  ompsync verify
   ompsync verify 01a113d2 --json`,
 		Args: idPrefixes(0, cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, places, unknown, err := a.readPlaces(cmd, machine, agentName)
-			if err != nil {
-				return err
-			}
-			bar := a.sessionBar(asJSON, "checked")
-			checks, problems, err := restore.VerifyAll(cmd.Context(), places, args, restore.Options{
-				Machine: machine, Progress: bar.update, Parallel: cfg.Transfers,
-			})
-			bar.done()
-			problems = append(problems, unknown...)
-			// Every catalog refused is an error: with --repair, this
-			// machine's is written again before it is one.
-			if err != nil && (!repair || remote.Unanswered(err)) {
-				return err
-			}
-			if repair && repairDamage(cmd.Context(), a, asJSON, cfg, places, checks, err != nil || len(problems) > 0) {
-				// Verified again: the exit status says what the remote holds now.
-				checks, problems, err = restore.VerifyAll(cmd.Context(), places, args, restore.Options{Machine: machine, Parallel: cfg.Transfers})
-				problems = append(problems, unknown...)
-				if err != nil {
-					return err
-				}
-			}
-			bad, unchecked := 0, 0
-			for _, c := range checks {
-				switch {
-				case c.Damaged():
-					bad++
-				case !c.OK():
-					unchecked++
-				}
-			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, c := range checks {
-					if err := enc.Encode(c); err != nil {
-						return err
-					}
-				}
-			} else {
-				printChecks(a, checks)
-			}
-			totals := fmt.Sprintf("%d sessions checked: %d ok", len(checks), len(checks)-bad-unchecked)
-			if bad > 0 {
-				totals += fmt.Sprintf("; %d DAMAGED (see above)", bad)
-			}
-			if unchecked > 0 {
-				totals += fmt.Sprintf("; %d not checked: the remote did not answer (see above)", unchecked)
-			}
-			switch {
-			case a.quiet:
-			case asJSON:
-				fmt.Fprintln(a.stderr, totals) // standard output stays one object per session
-			default:
-				fmt.Fprintln(a.stdout, totals)
-			}
-			for _, p := range problems {
-				fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-			}
-			if bad > 0 {
-				notifyDamaged(cfg, a.stderr, fmt.Sprintf("verify found %d of %d sessions damaged on the remote; run 'ompsync verify' to see which", bad, len(checks)))
-			}
-			switch {
-			case bad > 0:
-				return fmt.Errorf("%d of %d sessions have problems on the remote (see above)", bad, len(checks))
-			case unchecked > 0:
-				return fmt.Errorf("%d of %d sessions could not be checked: the remote did not answer (see above); nothing was found damaged: run 'ompsync verify' again once it is reachable", unchecked, len(checks))
-			case len(problems) > 0:
-				return fmt.Errorf("some catalogs could not be read")
-			}
-			return nil
+			o.prefixes = args
+			return runVerify(cmd, a, o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per session per line")
-	cmd.Flags().StringVar(&machine, "machine", "", "check only this machine's copies")
-	cmd.Flags().BoolVar(&repair, "repair", false, "put damaged or missing objects of this machine (chunks, blobs, its catalog) back from the local files, then verify again")
-	addAgentFlag(cmd.Flags(), &agentName)
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print one JSON object per session per line")
+	cmd.Flags().StringVar(&o.machine, "machine", "", "check only this machine's copies")
+	cmd.Flags().BoolVar(&o.repair, "repair", false, "put damaged or missing objects of this machine (chunks, blobs, its catalog) back from the local files, then verify again")
+	addAgentFlag(cmd.Flags(), &o.agent)
 	return cmd
+}
+
+// runVerify checks the sessions, repairs with --repair and verifies again,
+// then says what the remote holds.
+func runVerify(cmd *cobra.Command, a *app, o verifyOptions) error {
+	ctx := cmd.Context()
+	cfg, places, unknown, err := a.readPlaces(cmd, o.machine, o.agent)
+	if err != nil {
+		return err
+	}
+	bar := a.sessionBar(o.asJSON, "checked")
+	opts := restore.Options{Machine: o.machine, Parallel: cfg.Transfers}
+	checks, problems, err := restore.VerifyAll(ctx, places, o.prefixes, restore.Options{Machine: o.machine, Progress: bar.update, Parallel: cfg.Transfers})
+	bar.done()
+	problems = append(problems, unknown...)
+	// Every catalog refused is an error: with --repair, this machine's is
+	// written again before it is one.
+	if err != nil && (!o.repair || remote.Unanswered(err)) {
+		return err
+	}
+	if o.repair && repairDamage(ctx, a, o.asJSON, cfg, places, checks, err != nil || len(problems) > 0) {
+		// Verified again: the exit status says what the remote holds now.
+		if checks, problems, err = restore.VerifyAll(ctx, places, o.prefixes, opts); err != nil {
+			return err
+		}
+		problems = append(problems, unknown...)
+	}
+	if o.asJSON {
+		if err := jsonLines(a.stdout, checks); err != nil {
+			return err
+		}
+	} else {
+		printChecks(a, checks)
+	}
+	return verifyOutcome(a, cfg, checks, problems, o.asJSON)
+}
+
+// verifyOutcome prints the totals and the problems, alerts when anything
+// is damaged, and is the exit status.
+func verifyOutcome(a *app, cfg *config.Config, checks []restore.Check, problems []string, asJSON bool) error {
+	bad, unchecked := 0, 0
+	for _, c := range checks {
+		switch {
+		case c.Damaged():
+			bad++
+		case !c.OK():
+			unchecked++
+		}
+	}
+	totals := fmt.Sprintf("%d sessions checked: %d ok", len(checks), len(checks)-bad-unchecked)
+	if bad > 0 {
+		totals += fmt.Sprintf("; %d DAMAGED (see above)", bad)
+	}
+	if unchecked > 0 {
+		totals += fmt.Sprintf("; %d not checked: the remote did not answer (see above)", unchecked)
+	}
+	switch {
+	case a.quiet:
+	case asJSON:
+		fmt.Fprintln(a.stderr, totals) // standard output stays one object per session
+	default:
+		fmt.Fprintln(a.stdout, totals)
+	}
+	for _, p := range problems {
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
+	}
+	if bad > 0 {
+		notifyDamaged(cfg, a.stderr, fmt.Sprintf("verify found %d of %d sessions damaged on the remote; run 'ompsync verify' to see which", bad, len(checks)))
+	}
+	switch {
+	case bad > 0:
+		return fmt.Errorf("%d of %d sessions have problems on the remote (see above)", bad, len(checks))
+	case unchecked > 0:
+		return fmt.Errorf("%d of %d sessions could not be checked: the remote did not answer (see above); nothing was found damaged: run 'ompsync verify' again once it is reachable", unchecked, len(checks))
+	case len(problems) > 0:
+		return fmt.Errorf("some catalogs could not be read")
+	}
+	return nil
 }
 
 func printChecks(a *app, checks []restore.Check) {
