@@ -27,7 +27,7 @@ import (
 	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/project"
-	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
@@ -254,7 +254,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 // disk that fails or is lost. A user who left the default remote should
 // know before trusting it with that. "" for any other remote.
 func sameDiskNote(cfg *config.Config, ws []watched) string {
-	loc, err := remote.ParseURL(cfg.Remote)
+	loc, err := backend.ParseURL(cfg.Remote)
 	if err != nil || loc.Scheme != "file" {
 		return ""
 	}

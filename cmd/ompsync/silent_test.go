@@ -115,7 +115,7 @@ func TestPruneSaysWhatItCouldNotDo(t *testing.T) {
 // server is back; everything uploaded after it.
 func TestAgentOutageAlerts(t *testing.T) {
 	srv := remotetest.StartServer(t)
-	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, srv.Endpoint), "laptop")
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, "", srv.Endpoint), "laptop")
 	var mu sync.Mutex
 	var hits []string
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
