@@ -75,7 +75,10 @@ func static(s string) func(*environ) (string, error) {
 
 // keys is the table of every configuration key, in the order config show and
 // config init list them.
-var keys = slices.Concat(agentKeys, folderKeys(), otherKeys, s3Keys(), laterKeys)
+// The s3 keys are left out when backend's table has no S3 driver.
+var keys = slices.DeleteFunc(slices.Concat(agentKeys, folderKeys(), otherKeys), func(k key) bool {
+	return strings.HasPrefix(k.name, "s3.") && len(backend.Clients("s3")) == 0
+})
 
 // agentKeys are omp's folder and the agents to back up; folderKeys the
 // other agents' folders, one for each of package store's stores.
@@ -155,10 +158,64 @@ var otherKeys = []key{
 		def:   static(""),
 		check: checkGlobs,
 	},
-}
-
-// laterKeys follow the s3 keys.
-var laterKeys = []key{
+	{
+		name:  "s3.client",
+		help:  "the S3 library: " + clientHelp(),
+		field: func(c *Config) any { return &c.S3.Client },
+		def:   func(*environ) (string, error) { return backend.Clients("s3")[0], nil },
+		enum:  backend.Clients("s3"),
+	},
+	{
+		name:  "s3.endpoint",
+		help:  "URL of an S3-compatible server, e.g. https://minio.example.com:9000; empty means AWS",
+		field: func(c *Config) any { return &c.S3.Endpoint },
+		def:   static(""),
+		check: checkEndpoint,
+	},
+	{
+		name:  "s3.region",
+		help:  "the bucket's region, e.g. eu-west-1; empty leaves it to the S3 client (AWS_REGION and the like)",
+		field: func(c *Config) any { return &c.S3.Region },
+		def:   static(""),
+	},
+	{
+		name:  "s3.path_style",
+		help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true; an s3.endpoint that is an IP address or localhost always does, and defaults to it)",
+		field: func(c *Config) any { return &c.S3.PathStyle },
+		def:   static("false"),
+		// Pinned false, it refused the endpoint 127.0.0.1 set later.
+		derived: true,
+	},
+	{
+		name:     "s3.ca_file",
+		help:     "file of the certificate authorities (PEM) to trust for an https s3.endpoint with a private CA (default: $AWS_CA_BUNDLE)",
+		field:    func(c *Config) any { return &c.S3.CAFile },
+		def:      func(e *environ) (string, error) { v, _ := e.defaultFrom("AWS_CA_BUNDLE"); return v, nil },
+		derived:  true,
+		path:     true,
+		optional: true,
+	},
+	{
+		name:   "s3.access_key_id",
+		help:   "S3 access key id; empty means AWS_ACCESS_KEY_ID from the environment",
+		field:  func(c *Config) any { return &c.S3.AccessKeyID },
+		def:    static(""),
+		redact: redactPartial,
+	},
+	{
+		name:   "s3.secret_access_key",
+		help:   "S3 secret key; empty means AWS_SECRET_ACCESS_KEY from the environment",
+		field:  func(c *Config) any { return &c.S3.SecretAccessKey },
+		def:    static(""),
+		redact: redactFull,
+	},
+	{
+		name:   "s3.session_token",
+		help:   "S3 session token of temporary credentials (STS), with the access key id and secret key; empty means AWS_SESSION_TOKEN from the environment when those come from there",
+		field:  func(c *Config) any { return &c.S3.SessionToken },
+		def:    static(""),
+		redact: redactFull,
+	},
 	{
 		name:  "sync.pull",
 		help:  "also pull sessions other machines uploaded into agent_dir",
@@ -325,79 +382,15 @@ var laterKeys = []key{
 	},
 }
 
-// s3Keys configure the s3 scheme's backends, when there are any; the
-// s3.client values and their help come from backend's table.
-func s3Keys() []key {
-	clients := backend.Clients("s3")
-	if len(clients) == 0 {
-		return nil
-	}
+// clientHelp names the s3.client values and their libraries.
+func clientHelp() string {
 	var libs []string
 	for _, b := range backend.Backends() {
-		if b.Scheme == "s3" {
+		if b.Scheme == "s3" && b.Client != "" {
 			libs = append(libs, b.Client+" ("+b.Library+")")
 		}
 	}
-	return []key{
-		{
-			name:  "s3.client",
-			help:  "the S3 library: " + strings.Join(libs, " or "),
-			field: func(c *Config) any { return &c.S3.Client },
-			def:   static(clients[0]),
-			enum:  clients,
-		},
-		{
-			name:  "s3.endpoint",
-			help:  "URL of an S3-compatible server, e.g. https://minio.example.com:9000; empty means AWS",
-			field: func(c *Config) any { return &c.S3.Endpoint },
-			def:   static(""),
-			check: checkEndpoint,
-		},
-		{
-			name:  "s3.region",
-			help:  "the bucket's region, e.g. eu-west-1; empty leaves it to the S3 client (AWS_REGION and the like)",
-			field: func(c *Config) any { return &c.S3.Region },
-			def:   static(""),
-		},
-		{
-			name:  "s3.path_style",
-			help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true; an s3.endpoint that is an IP address or localhost always does, and defaults to it)",
-			field: func(c *Config) any { return &c.S3.PathStyle },
-			def:   static("false"),
-			// Pinned false, it refused the endpoint 127.0.0.1 set later.
-			derived: true,
-		},
-		{
-			name:     "s3.ca_file",
-			help:     "file of the certificate authorities (PEM) to trust for an https s3.endpoint with a private CA (default: $AWS_CA_BUNDLE)",
-			field:    func(c *Config) any { return &c.S3.CAFile },
-			def:      func(e *environ) (string, error) { v, _ := e.defaultFrom("AWS_CA_BUNDLE"); return v, nil },
-			derived:  true,
-			path:     true,
-			optional: true,
-		},
-		{
-			name:   "s3.access_key_id",
-			help:   "S3 access key id; empty means AWS_ACCESS_KEY_ID from the environment",
-			field:  func(c *Config) any { return &c.S3.AccessKeyID },
-			def:    static(""),
-			redact: redactPartial,
-		},
-		{
-			name:   "s3.secret_access_key",
-			help:   "S3 secret key; empty means AWS_SECRET_ACCESS_KEY from the environment",
-			field:  func(c *Config) any { return &c.S3.SecretAccessKey },
-			def:    static(""),
-			redact: redactFull,
-		},
-		{
-			name:   "s3.session_token",
-			help:   "S3 session token of temporary credentials (STS), with the access key id and secret key; empty means AWS_SESSION_TOKEN from the environment when those come from there",
-			field:  func(c *Config) any { return &c.S3.SessionToken },
-			def:    static(""),
-			redact: redactFull,
-		},
-	}
+	return strings.Join(libs, " or ")
 }
 
 // EnvVar returns the environment variable for a key: OMPSYNC_ and the key

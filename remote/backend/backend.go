@@ -119,8 +119,3 @@ func Clients(scheme string) []string {
 	}
 	return out
 }
-
-// Serves reports whether a backend serves scheme.
-func Serves(scheme string) bool {
-	return slices.ContainsFunc(backends, func(b remote.Backend) bool { return b.Scheme == scheme })
-}

@@ -35,10 +35,7 @@ type Backend struct {
 func Backends(t *testing.T) []Backend {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "remote")
-	var bs []Backend
-	if backend.Serves("file") {
-		bs = append(bs, Backend{Name: "file", URL: "file://" + dir})
-	}
+	bs := []Backend{{Name: "file", URL: "file://" + dir}}
 	if os.Getenv(EnvEndpoint) == "" {
 		for _, client := range backend.Clients("s3") {
 			t.Run("s3-"+client, func(t *testing.T) { skipOrFail(t, howToRun) })
