@@ -576,7 +576,7 @@ func TestAgentLostAcknowledgedObjects(t *testing.T) {
 // requests, not one per object.
 func TestAgentDroppedPutReconciled(t *testing.T) {
 	srv := remotetest.SharedServer(t)
-	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+	for _, client := range backend.Clients("s3") {
 		t.Run(client, func(t *testing.T) {
 			p, err := faultproxy.Start(srv.Endpoint, faultproxy.Config{})
 			if err != nil {

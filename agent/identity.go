@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -80,7 +81,7 @@ func (a *Agent) checkRemoteHolds(ctx context.Context) error {
 	if st.RepoID == "" || st.Remote == "" || st.Remote != a.opts.Remote {
 		return nil
 	}
-	loc, err := remote.ParseURL(st.Remote)
+	loc, err := backend.ParseURL(st.Remote)
 	if err != nil || loc.Scheme != "file" {
 		return nil
 	}

@@ -79,7 +79,7 @@ func TestOutageIsSaidAndAlerted(t *testing.T) {
 		t.Run(when, func(t *testing.T) {
 			srv := remotetest.StartServer(t)
 			raw, err := backend.OpenRaw(t.Context(), "s3://"+srv.NewBucket(t), backend.S3Options{
-				Client: backend.ClientAWS, Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
+				Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
 				AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
 			})
 			if err != nil {

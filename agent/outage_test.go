@@ -37,7 +37,7 @@ func (l *lockedBuffer) String() string {
 // watching, its memory stays bounded, it says so once each way, and it
 // catches up with nothing lost.
 func TestRemoteOutage(t *testing.T) {
-	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+	for _, client := range backend.Clients("s3") {
 		t.Run(client, func(t *testing.T) {
 			srv := remotetest.StartServer(t)
 			raw, err := backend.OpenRaw(t.Context(), "s3://"+srv.NewBucket(t), backend.S3Options{
@@ -65,7 +65,7 @@ func TestRemoteOutage(t *testing.T) {
 			line := strings.Repeat("o", 64<<10)
 			var peak uint64
 			lines := 768
-			if client != backend.ClientAWS {
+			if client != backend.Clients("s3")[0] {
 				lines = 96
 			}
 			for i := range lines {

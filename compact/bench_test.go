@@ -77,7 +77,7 @@ func benchBackends(b *testing.B) []benchBackend {
 	}
 	srv := remotetest.SharedServer(b)
 	s3, err := backend.Open(context.Background(), "s3://"+srv.NewBucket(b), backend.S3Options{
-		Client: backend.ClientAWS, Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
+		Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
 		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
 	})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/safename"
 )
 
@@ -423,15 +423,15 @@ func TestBadValues(t *testing.T) {
 		{file: "s3:\n  path_style: yes\n",
 			want: []string{"s3.path_style", `"yes" is not a boolean`}},
 		{env: map[string]string{"OMPSYNC_S3_CLIENT": "boto"},
-			want: []string{"s3.client", `"boto" is not one of aws, minio`}},
+			want: []string{"s3.client", `"boto" is not one of ` + strings.Join(backend.Clients("s3"), ", ")}},
 		{file: "log:\n  level: loud\n",
 			want: []string{"log.level", `"loud" is not one of debug, info, warn, error`}},
 		{env: map[string]string{"OMPSYNC_LOG_FORMAT": "xml"},
 			want: []string{"log.format", "text, json"}},
 		{env: map[string]string{"OMPSYNC_REMOTE": "http://example.com/x"},
-			want: []string{"remote (env OMPSYNC_REMOTE)", "http://example.com/x", remote.AcceptedForms}},
+			want: []string{"remote (env OMPSYNC_REMOTE)", "http://example.com/x", backend.AcceptedForms()}},
 		{file: "remote: /mnt/backup\n",
-			want: []string{"remote (file ", "/mnt/backup", remote.AcceptedForms}},
+			want: []string{"remote (file ", "/mnt/backup", backend.AcceptedForms()}},
 		{env: map[string]string{"OMPSYNC_MACHINE": "my/laptop"},
 			want: []string{"machine", `"my/laptop"`, safename.MachineRule}},
 		{env: map[string]string{"OMPSYNC_MACHINE": ".."}, want: []string{"machine", safename.MachineRule}},

@@ -14,6 +14,7 @@ import (
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/safename"
 )
 
@@ -74,7 +75,10 @@ func static(s string) func(*environ) (string, error) {
 
 // keys is the table of every configuration key, in the order config show and
 // config init list them.
-var keys = slices.Concat(agentKeys, folderKeys(), otherKeys)
+// The s3 keys are left out when backend's table has no S3 driver.
+var keys = slices.DeleteFunc(slices.Concat(agentKeys, folderKeys(), otherKeys), func(k key) bool {
+	return strings.HasPrefix(k.name, "s3.") && len(backend.Clients("s3")) == 0
+})
 
 // agentKeys are omp's folder and the agents to back up; folderKeys the
 // other agents' folders, one for each of package store's stores.
@@ -99,7 +103,7 @@ var agentKeys = []key{
 var otherKeys = []key{
 	{
 		name:    "remote",
-		help:    "where backups go: " + remote.AcceptedForms + " (a folder's parent must exist: a disk not mounted is refused, not filled)",
+		help:    "where backups go: " + backend.AcceptedForms() + " (a folder's parent must exist: a disk not mounted is refused, not filled)",
 		field:   func(c *Config) any { return &c.Remote },
 		def:     defaultRemote,
 		derived: true,
@@ -156,10 +160,10 @@ var otherKeys = []key{
 	},
 	{
 		name:  "s3.client",
-		help:  "the S3 library: aws (aws-sdk-go-v2) or minio (minio-go)",
+		help:  "the S3 library: " + clientHelp(),
 		field: func(c *Config) any { return &c.S3.Client },
-		def:   static("aws"),
-		enum:  []string{"aws", "minio"},
+		def:   func(*environ) (string, error) { return backend.Clients("s3")[0], nil },
+		enum:  backend.Clients("s3"),
 	},
 	{
 		name:  "s3.endpoint",
@@ -378,6 +382,17 @@ var otherKeys = []key{
 	},
 }
 
+// clientHelp names the s3.client values and their libraries.
+func clientHelp() string {
+	var libs []string
+	for _, b := range backend.Backends() {
+		if b.Scheme == "s3" && b.Client != "" {
+			libs = append(libs, b.Client+" ("+b.Library+")")
+		}
+	}
+	return strings.Join(libs, " or ")
+}
+
 // EnvVar returns the environment variable for a key: OMPSYNC_ and the key
 // upper-cased with dots turned into underscores (s3.client -> OMPSYNC_S3_CLIENT).
 func EnvVar(key string) string {
@@ -420,7 +435,7 @@ func isSection(name string) bool {
 }
 
 func checkRemote(v any) (any, error) {
-	loc, err := remote.ParseURL(v.(string))
+	loc, err := backend.ParseURL(v.(string))
 	if err != nil {
 		return nil, err
 	}

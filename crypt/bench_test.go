@@ -130,7 +130,7 @@ func BenchmarkUpload(b *testing.B) {
 		}{"s3-aws", func(b *testing.B) remote.Client {
 			srv := remotetest.SharedServer(b)
 			c, err := backend.Open(context.Background(), "s3://"+srv.NewBucket(b), backend.S3Options{
-				Client: backend.ClientAWS, Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
+				Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
 				AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
 			})
 			if err != nil {

@@ -19,6 +19,9 @@ const IdleConnsPerHost = 64
 
 // S3Config configures an S3 driver (remote/s3 or remote/minio).
 type S3Config struct {
+	// Client is the s3.client value that picked the driver, "" for the
+	// default (see remote/backend).
+	Client string
 	// Bucket holds the objects.
 	Bucket string
 	// Prefix, when set, is prepended to every key ("a/b" stores key k as
@@ -125,8 +128,8 @@ func (c S3Config) String() string {
 	if c.SecretAccessKey != "" {
 		secret = "[redacted]"
 	}
-	return fmt.Sprintf("{Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
-		c.Bucket, c.Prefix, c.Endpoint, c.Region, c.PathStyle, c.CAFile, c.AccessKeyID, secret)
+	return fmt.Sprintf("{Client:%s Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
+		c.Client, c.Bucket, c.Prefix, c.Endpoint, c.Region, c.PathStyle, c.CAFile, c.AccessKeyID, secret)
 }
 
 // GoString keeps %#v from printing the secret too.

@@ -1,16 +1,16 @@
 package remote
 
 import (
-	"fmt"
+	"context"
+	"errors"
 	"net/url"
-	"path"
 	"strings"
 	"unicode"
 )
 
 // Location is a parsed remote URL.
 type Location struct {
-	// Scheme is "file" or "s3".
+	// Scheme is the URL's scheme, naming the backend.
 	Scheme string
 	// Dir is the absolute folder of a file remote.
 	Dir string
@@ -20,71 +20,45 @@ type Location struct {
 	Prefix string
 }
 
-// AcceptedForms is quoted in error messages about remote URLs.
-const AcceptedForms = "file:///absolute/folder or s3://bucket[/prefix]"
+// Backend is what a backend package exports for remote/backend's table:
+// all the rest of ompsync knows of it (URL, config, help, tests).
+type Backend struct {
+	// Scheme is the URL scheme it serves; Form the URL's shape, quoted in
+	// errors and help ("s3://bucket[/prefix]").
+	Scheme, Form string
+	// Client is the s3.client value that picks it among the backends of its
+	// scheme ("" when it is its scheme's only one); Library is what help
+	// text calls it.
+	Client, Library string
+	// Parse checks a URL of Scheme; its error says only why it is refused.
+	Parse func(u *url.URL) (Location, error)
+	// Open returns a client for loc, with cfg's settings beyond the URL.
+	Open func(ctx context.Context, loc Location, cfg S3Config) (Client, error)
+}
 
-// ParseURL parses a remote URL: file:///abs/dir or s3://bucket/optional/prefix.
-func ParseURL(raw string) (Location, error) {
-	shown := raw
-	bad := func(why string) (Location, error) {
-		return Location{}, fmt.Errorf("remote %q: %s (accepted forms: %s)", shown, why, AcceptedForms)
+// ParseS3URL is Backend.Parse for s3://bucket[/prefix], shared by the S3
+// drivers.
+func ParseS3URL(u *url.URL) (Location, error) {
+	switch {
+	case u.Host == "":
+		return Location{}, errors.New("an s3 URL needs a bucket name")
+	case u.User != nil:
+		return Location{}, errors.New("put credentials in s3.access_key_id / s3.secret_access_key or the environment, not in the URL")
+	case u.RawQuery != "" || u.Fragment != "":
+		return Location{}, errors.New("an s3 URL takes no query or fragment")
+	case !validBucket(u.Host):
+		return Location{}, errors.New("bucket names are 3-63 characters of a-z, 0-9, '.' and '-'")
 	}
-	if raw == "" {
-		return bad("empty")
+	prefix := strings.Trim(u.Path, "/")
+	if strings.ContainsFunc(prefix, unicode.IsControl) {
+		return Location{}, errors.New("the prefix has a control character")
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
-			shown = "<redacted>" + raw[i:] // it may hold a secret
+	for _, seg := range strings.Split(prefix, "/") {
+		if prefix != "" && (seg == "" || seg == "." || seg == "..") {
+			return Location{}, errors.New("the prefix has an empty, '.' or '..' segment")
 		}
-		return bad("not a URL")
 	}
-	if u.User != nil {
-		shown = u.Redacted()
-	}
-	switch u.Scheme {
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return bad("a file URL takes an absolute path after file:// (three slashes)")
-		}
-		if u.RawQuery != "" || u.Fragment != "" {
-			return bad("a file URL takes no query or fragment")
-		}
-		if u.Path == "" || !strings.HasPrefix(u.Path, "/") {
-			return bad("a file URL needs an absolute path")
-		}
-		if strings.ContainsFunc(u.Path, unicode.IsControl) {
-			return bad("the path has a control character")
-		}
-		return Location{Scheme: "file", Dir: path.Clean(u.Path)}, nil
-	case "s3":
-		if u.Host == "" {
-			return bad("an s3 URL needs a bucket name")
-		}
-		if u.User != nil {
-			return bad("put credentials in s3.access_key_id / s3.secret_access_key or the environment, not in the URL")
-		}
-		if u.RawQuery != "" || u.Fragment != "" {
-			return bad("an s3 URL takes no query or fragment")
-		}
-		if !validBucket(u.Host) {
-			return bad("bucket names are 3-63 characters of a-z, 0-9, '.' and '-'")
-		}
-		prefix := strings.Trim(u.Path, "/")
-		if strings.ContainsFunc(prefix, unicode.IsControl) {
-			return bad("the prefix has a control character")
-		}
-		for _, seg := range strings.Split(prefix, "/") {
-			if prefix != "" && (seg == "" || seg == "." || seg == "..") {
-				return bad("the prefix has an empty, '.' or '..' segment")
-			}
-		}
-		return Location{Scheme: "s3", Bucket: u.Host, Prefix: prefix}, nil
-	case "":
-		return bad("missing scheme")
-	default:
-		return bad("unsupported scheme " + u.Scheme)
-	}
+	return Location{Scheme: u.Scheme, Bucket: u.Host, Prefix: prefix}, nil
 }
 
 func validBucket(b string) bool {
@@ -101,14 +75,13 @@ func validBucket(b string) bool {
 
 // String renders the location back as a URL.
 func (l Location) String() string {
-	switch l.Scheme {
-	case "file":
-		return "file://" + l.Dir
-	case "s3":
-		if l.Prefix == "" {
-			return "s3://" + l.Bucket
-		}
-		return "s3://" + l.Bucket + "/" + l.Prefix
+	switch {
+	case l.Scheme == "":
+		return ""
+	case l.Dir != "":
+		return l.Scheme + "://" + l.Dir
+	case l.Prefix == "":
+		return l.Scheme + "://" + l.Bucket
 	}
-	return ""
+	return l.Scheme + "://" + l.Bucket + "/" + l.Prefix
 }

@@ -60,7 +60,7 @@ func BenchmarkGrep(b *testing.B) {
 					b.Skip("no S3 server (install versitygw)")
 				}
 				srv := remotetest.SharedServer(b)
-				c, err = backend.Open(b.Context(), "s3://"+srv.NewBucket(b), backend.S3Options{Client: backend.ClientAWS, Endpoint: srv.Endpoint,
+				c, err = backend.Open(b.Context(), "s3://"+srv.NewBucket(b), backend.S3Options{Endpoint: srv.Endpoint,
 					Region: "us-east-1", PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
 			}
 			if err != nil {

@@ -28,7 +28,7 @@ import (
 	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/project"
-	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
@@ -261,7 +261,7 @@ func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Optio
 // disk that fails or is lost. A user who left the default remote should
 // know before trusting it with that. Nothing for any other remote.
 func logSameDisk(log *slog.Logger, cfg *config.Config, ws []watched) {
-	loc, err := remote.ParseURL(cfg.Remote)
+	loc, err := backend.ParseURL(cfg.Remote)
 	if err != nil || loc.Scheme != "file" {
 		return
 	}

@@ -120,7 +120,7 @@ func TestAgentStoppedInFirstPass(t *testing.T) {
 	g := newGate(t, srv.Endpoint, func(r *http.Request) bool {
 		return r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/sessions/")
 	})
-	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, g.URL), "first")
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", g.URL), "first")
 	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 83, 4)
 	if err != nil {
 		t.Fatal(err)

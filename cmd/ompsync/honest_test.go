@@ -80,7 +80,7 @@ func (g *gate) release() {
 
 // s3Clients runs f once for each S3 client against the shared test server.
 func s3Clients(t *testing.T, f func(t *testing.T, srv *remotetest.Server, client string)) {
-	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+	for _, client := range backend.Clients("s3") {
 		t.Run(client, func(t *testing.T) { f(t, remotetest.SharedServer(t), client) })
 	}
 }
@@ -195,7 +195,7 @@ func TestEndpointNotS3(t *testing.T) {
 		io.WriteString(w, "<html><body><h1>Not Found</h1></body></html>\n")
 	}))
 	defer web.Close()
-	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+	for _, client := range backend.Clients("s3") {
 		t.Run(client, func(t *testing.T) {
 			o := backend.S3Options{Client: client, Endpoint: web.URL, PathStyle: true, AccessKeyID: "AKIDEXAMPLE", SecretAccessKey: "web-secret-0123456789"}
 			m := newMachineEnv(t, "s3://backups/omp", o, "webby")
@@ -476,7 +476,7 @@ func TestStatusNeverUploaded(t *testing.T) {
 	t.Parallel()
 	srv := remotetest.StartServer(t)
 	bucket := srv.NewBucket(t)
-	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "laggy")
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", srv.Endpoint), "laggy")
 	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 31, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -489,7 +489,7 @@ func TestStatusNeverUploaded(t *testing.T) {
 	ln.Close()
 	cmd, out := m.start("agent", "--interval", "100ms", "--metrics-addr", metrics)
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	r := openTestRepo(t, m.remote, s3Options(srv, backend.ClientAWS, srv.Endpoint))
+	r := openTestRepo(t, m.remote, s3Options(srv, "", srv.Endpoint))
 	waitUntil(t, "first upload", func() bool { return remoteSize(t, r, idOf(w.files[0]), "laggy") > 0 })
 	srv.Stop()
 
@@ -538,7 +538,7 @@ func TestStatusNeverUploaded(t *testing.T) {
 func TestStatusDuringFirstPass(t *testing.T) {
 	srv := remotetest.SharedServer(t)
 	g := newGate(t, srv.Endpoint, func(*http.Request) bool { return true })
-	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, g.URL), "firsty")
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, "", g.URL), "firsty")
 	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 41, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -748,7 +748,7 @@ func TestServiceWithoutUserManager(t *testing.T) {
 func TestRestoreInterrupted(t *testing.T) {
 	srv := remotetest.SharedServer(t)
 	bucket := srv.NewBucket(t)
-	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "stoppy")
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", srv.Endpoint), "stoppy")
 	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 81, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -763,7 +763,7 @@ func TestRestoreInterrupted(t *testing.T) {
 	g := newGate(t, srv.Endpoint, func(r *http.Request) bool {
 		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+slow+"/") && !r.URL.Query().Has("list-type")
 	})
-	reader := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, g.URL), "reader")
+	reader := newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", g.URL), "reader")
 	to := filepath.Join(t.TempDir(), "restored")
 	cmd, out := reader.start("restore", "--all", "--to", to)
 	<-g.held
@@ -817,7 +817,7 @@ func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	srv := remotetest.SharedServer(t)
 	bucket := srv.NewBucket(t)
-	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "codes")
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", srv.Endpoint), "codes")
 	if _, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 91, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -838,7 +838,7 @@ func TestExitCodes(t *testing.T) {
 	for _, args := range [][]string{{"verify"}, {"agent", "--once"}} {
 		g := newGate(t, srv.Endpoint, func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/session/") })
 		o := *m
-		o.s3 = s3Options(srv, backend.ClientAWS, g.URL)
+		o.s3 = s3Options(srv, "", g.URL)
 		if args[0] == "agent" {
 			writeFile(t, filepath.Join(o.agentDir, "sessions", "-w", "2026-11-30T00-00-00-000Z_019a0000-0000-7000-8000-00000000c0de.jsonl"),
 				titleSlotLine("")+`{"type":"session","version":3,"id":"019a0000-0000-7000-8000-00000000c0de","timestamp":"2026-11-30T00:00:00Z","cwd":"/w"}`+"\n", 0o600)
@@ -869,7 +869,7 @@ func TestRetriesAtDebug(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, p.URL), "retry")
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, "", p.URL), "retry")
 	if _, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 93, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -913,7 +913,7 @@ func TestRestoreKilledLeavesNothingHalfWritten(t *testing.T) {
 	t.Parallel()
 	srv := remotetest.SharedServer(t)
 	bucket := srv.NewBucket(t)
-	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, srv.Endpoint), "killy")
+	m := newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", srv.Endpoint), "killy")
 	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 83, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -949,7 +949,7 @@ func TestRestoreKilledLeavesNothingHalfWritten(t *testing.T) {
 	g := newGate(t, srv.Endpoint, func(r *http.Request) bool {
 		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/"+bigID+"/") && laterChunk.MatchString(r.URL.Path)
 	})
-	reader := newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, g.URL), "reader")
+	reader := newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", g.URL), "reader")
 	to := filepath.Join(t.TempDir(), "restored")
 	temps := func() []string {
 		found, _ := filepath.Glob(filepath.Join(to, ".ompsync-*.tmp"))

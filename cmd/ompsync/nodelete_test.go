@@ -25,7 +25,7 @@ func TestNoDeleteKey(t *testing.T) {
 	if srv == nil {
 		t.Skip("no MinIO server (OMPSYNC_TEST_MINIO_*)")
 	}
-	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+	for _, client := range backend.Clients("s3") {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()

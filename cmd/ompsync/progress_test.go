@@ -14,7 +14,6 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
-	"github.com/ompsync/ompsync/remote/backend"
 )
 
 // onTerminal runs ompsync args on a pseudo-terminal, waits until its
@@ -79,7 +78,7 @@ func TestProgress(t *testing.T) {
 		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/session/") && !r.URL.Query().Has("list-type")
 	}
 	machine := func(g *gate) *machineEnv {
-		return newMachineEnv(t, "s3://"+bucket, s3Options(srv, backend.ClientAWS, g.URL), "barry")
+		return newMachineEnv(t, "s3://"+bucket, s3Options(srv, "", g.URL), "barry")
 	}
 	g := newGate(t, srv.Endpoint, holdPuts)
 	m := machine(g)
@@ -122,7 +121,7 @@ func TestProgress(t *testing.T) {
 
 	// Without a terminal, with --json, with -q: no bar.
 	direct := *first // the same machine (its state dir), straight to the server
-	direct.s3 = s3Options(srv, backend.ClientAWS, srv.Endpoint)
+	direct.s3 = s3Options(srv, "", srv.Endpoint)
 	m = &direct
 	for _, args := range [][]string{{"agent", "--once"}, {"restore", "--all", "--to", filepath.Join(t.TempDir(), "r2")}, {"verify"}} {
 		code, out := m.ompsync(args...)

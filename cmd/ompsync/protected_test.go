@@ -29,7 +29,7 @@ func TestProtectedBucket(t *testing.T) {
 		t.Skip("no MinIO server (OMPSYNC_TEST_MINIO_*)")
 	}
 	for _, kind := range []string{remotetest.BucketVersioned, remotetest.BucketLocked} {
-		for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+		for _, client := range backend.Clients("s3") {
 			t.Run(kind+"/"+client, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()

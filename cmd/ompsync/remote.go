@@ -58,7 +58,7 @@ func makeDefaultRemote(cfg *config.Config) error {
 	if cfg.Source("remote").Kind != config.FromDefault {
 		return nil
 	}
-	loc, err := remote.ParseURL(cfg.Remote)
+	loc, err := backend.ParseURL(cfg.Remote)
 	if err != nil || loc.Scheme != "file" {
 		return nil // the backend says what is wrong
 	}
@@ -136,7 +136,7 @@ func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
 // home line); the marker's verdict comes first, and also's error is
 // returned only when the marker was good.
 func readMetered(ctx context.Context, cfg *config.Config, m *meter, also func(context.Context, *repo.Repo) error) (*repo.Repo, error) {
-	loc, err := remote.ParseURL(cfg.Remote)
+	loc, err := backend.ParseURL(cfg.Remote)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func noRepository(cfg *config.Config, why string) error {
 
 // remoteAt names the remote as the user knows it: a folder's path.
 func remoteAt(cfg *config.Config) string {
-	if loc, err := remote.ParseURL(cfg.Remote); err == nil && loc.Scheme == "file" {
+	if loc, err := backend.ParseURL(cfg.Remote); err == nil && loc.Scheme == "file" {
 		return loc.Dir
 	}
 	return cfg.Remote

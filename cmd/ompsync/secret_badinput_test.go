@@ -111,7 +111,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	}
 	srv := remotetest.StartServer(t)
 	wrongSecret := "0wrong0secret0" + strings.Repeat("9", 26)
-	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+	for _, client := range backend.Clients("s3") {
 		t.Run(client, func(t *testing.T) {
 			bucket := srv.NewBucket(t)
 			e := newSecretEnv(t, srv, bucket, client, srv.AccessKey, srv.SecretKey)
@@ -232,7 +232,7 @@ func TestPermissionWarnings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	e := newSecretEnv(t, &remotetest.Server{Endpoint: "http://127.0.0.1:1"}, "bucket", backend.ClientAWS, "AKIDEXAMPLE", "not-used-secret-0000")
+	e := newSecretEnv(t, &remotetest.Server{Endpoint: "http://127.0.0.1:1"}, "bucket", backend.Clients("s3")[0], "AKIDEXAMPLE", "not-used-secret-0000")
 	if err := os.Chmod(e.config, 0o644); err != nil {
 		t.Fatal(err)
 	}

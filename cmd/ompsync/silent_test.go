@@ -116,7 +116,7 @@ func TestPruneSaysWhatItCouldNotDo(t *testing.T) {
 func TestAgentOutageAlerts(t *testing.T) {
 	t.Parallel()
 	srv := remotetest.StartServer(t)
-	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, srv.Endpoint), "laptop")
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, "", srv.Endpoint), "laptop")
 	var mu sync.Mutex
 	var hits []string
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/config"
-	"github.com/ompsync/ompsync/remote"
+	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -173,7 +173,7 @@ func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config, stateDir
 	case err != nil:
 		fmt.Fprintf(a.stderr, "ompsync: warning: cannot read the remote to check that the state describes it: %s\n", oneLine(err.Error()))
 	case m == nil && o.Remote == here && isFileRemote(cfg.Remote):
-		loc, _ := remote.ParseURL(cfg.Remote)
+		loc, _ := backend.ParseURL(cfg.Remote)
 		return agent.RemoteFolderEmpty(loc.Dir, o.RepoID, stateDir) // as the agent refuses it
 	case m == nil:
 		return fmt.Errorf("the remote %s holds no ompsync repository, though the agent's state says its files were uploaded there: %s", here, after)
@@ -184,6 +184,6 @@ func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config, stateDir
 }
 
 func isFileRemote(raw string) bool {
-	loc, err := remote.ParseURL(raw)
+	loc, err := backend.ParseURL(raw)
 	return err == nil && loc.Scheme == "file"
 }

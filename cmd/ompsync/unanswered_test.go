@@ -11,7 +11,6 @@ import (
 
 	"github.com/ompsync/ompsync/internal/testkit/faultproxy"
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
-	"github.com/ompsync/ompsync/remote/backend"
 )
 
 // A remote that answers its catalogs and listings but then no more (every
@@ -31,7 +30,7 @@ func TestUnansweredRemoteIsNotDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, backend.ClientAWS, p.URL), "laptop")
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, "", p.URL), "laptop")
 	w, err := newSessionWriter(filepath.Join(m.agentDir, "sessions"), 61, 1)
 	if err != nil {
 		t.Fatal(err)

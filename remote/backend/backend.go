@@ -1,15 +1,17 @@
-// Package backend opens the remote a URL names: file:///folder or
-// s3://bucket/prefix, with the S3 client the user picked, wrapped in
-// remote.WithRetry.
+// Package backend is the table of backends and opens the remote a URL
+// names with the one it picks, wrapped in remote.WithRetry.
+//
+// A backend is a package exporting a remote.Backend plus one line in
+// backends: its URL scheme, its s3.client value, help text and the
+// conformance tests (remotetest.Backends) all follow from that entry.
 package backend
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
@@ -17,48 +19,18 @@ import (
 	"github.com/ompsync/ompsync/remote/s3"
 )
 
-// S3 client names for S3Options.Client.
-const (
-	ClientAWS   = "aws"
-	ClientMinio = "minio"
-)
+// backends are the ways to store; of those sharing a scheme, the first is
+// the default client.
+var backends = []remote.Backend{file.Backend, s3.Backend, minio.Backend}
 
-// S3Options are the settings an s3:// URL needs besides bucket and prefix.
-// File remotes ignore them.
-type S3Options struct {
-	// Client is "aws" (aws-sdk-go-v2, the default when empty) or "minio".
-	Client string
-	// Endpoint is the server URL; empty means AWS.
-	Endpoint string
-	// Region defaults to us-east-1 when Endpoint is set.
-	Region string
-	// PathStyle addresses buckets as endpoint/bucket.
-	PathStyle bool
-	// CAFile is a PEM file of the certificate authorities to trust.
-	CAFile string
-	// AccessKeyID and SecretAccessKey; empty means the default AWS chain.
-	AccessKeyID     string
-	SecretAccessKey string
-	// SessionToken goes with them for temporary (STS) credentials.
-	SessionToken string
-}
-
-// String leaves the secret out, so options can be printed or logged.
-func (o S3Options) String() string {
-	secret := ""
-	if o.SecretAccessKey != "" {
-		secret = "[redacted]"
-	}
-	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
-		o.Client, o.Endpoint, o.Region, o.PathStyle, o.CAFile, o.AccessKeyID, secret)
-}
-
-// GoString keeps %#v from printing the secret too.
-func (o S3Options) GoString() string { return "backend.S3Options" + o.String() }
+// S3Options are the settings an s3:// URL needs besides bucket and prefix
+// (Client picks the driver; empty means the default). File remotes ignore
+// them.
+type S3Options = remote.S3Config
 
 // Open returns a client for the remote URL raw, with DefaultRetry. A file
 // remote's folder is created (mode 0700) when missing, but only the folder
-// itself: see makeFolder.
+// itself, and only when its parent exists (a disk not mounted).
 func Open(ctx context.Context, raw string, opts S3Options) (remote.Client, error) {
 	c, err := OpenRaw(ctx, raw, opts)
 	if err != nil {
@@ -71,60 +43,79 @@ func Open(ctx context.Context, raw string, opts S3Options) (remote.Client, error
 // need to see every failure, and for callers that wrap it themselves (the
 // CLI counts every try).
 func OpenRaw(ctx context.Context, raw string, opts S3Options) (remote.Client, error) {
-	loc, err := remote.ParseURL(raw)
+	loc, err := ParseURL(raw)
 	if err != nil {
 		return nil, err
 	}
-	switch loc.Scheme {
-	case "file":
-		if err := makeFolder(loc.Dir); err != nil {
-			return nil, err
+	var names []string
+	for _, b := range backends {
+		if b.Scheme == loc.Scheme && (b.Client == "" || b.Client == opts.Client || opts.Client == "" && names == nil) {
+			return b.Open(ctx, loc, opts)
 		}
-		return file.New(loc.Dir)
-	case "s3":
-		cfg := remote.S3Config{
-			Bucket:          loc.Bucket,
-			Prefix:          loc.Prefix,
-			Endpoint:        opts.Endpoint,
-			Region:          opts.Region,
-			PathStyle:       opts.PathStyle,
-			CAFile:          opts.CAFile,
-			AccessKeyID:     opts.AccessKeyID,
-			SecretAccessKey: opts.SecretAccessKey,
-			SessionToken:    opts.SessionToken,
-		}
-		switch opts.Client {
-		case "", ClientAWS:
-			return s3.New(ctx, cfg)
-		case ClientMinio:
-			return minio.New(ctx, cfg)
-		default:
-			return nil, fmt.Errorf("s3 client %q: want %q or %q", opts.Client, ClientAWS, ClientMinio)
+		if b.Scheme == loc.Scheme {
+			names = append(names, fmt.Sprintf("%q", b.Client))
 		}
 	}
-	return nil, fmt.Errorf("remote %s: unsupported scheme %q", raw, loc.Scheme)
+	return nil, fmt.Errorf("%s client %q: want %s", loc.Scheme, opts.Client, strings.Join(names, " or "))
 }
 
-// makeFolder creates a file remote's folder when it is missing, and only
-// when its parent exists. A folder on a disk that is not mounted must not
-// be made again on the disk below, with every session uploaded into it
-// while the user believes they are on the other disk.
-func makeFolder(dir string) error {
-	fi, err := os.Stat(dir)
-	switch {
-	case err == nil && fi.IsDir():
-		return nil
-	case err == nil:
-		return fmt.Errorf("remote folder %s is a file, not a folder", dir)
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("remote folder: %w", err)
+// ParseURL parses a remote URL with the Parse of its scheme's backend.
+func ParseURL(raw string) (remote.Location, error) {
+	shown := raw
+	bad := func(why string) (remote.Location, error) {
+		return remote.Location{}, fmt.Errorf("remote %q: %s (accepted forms: %s)", shown, why, AcceptedForms())
 	}
-	parent := filepath.Dir(dir)
-	if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remote folder %s cannot be created: its parent %s does not exist: is the disk mounted? (to keep the remote there, create %s first)", dir, parent, parent)
+	if raw == "" {
+		return bad("empty")
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("create remote folder: %w", err)
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+			shown = "<redacted>" + raw[i:] // it may hold a secret
+		}
+		return bad("not a URL")
 	}
-	return nil
+	if u.User != nil {
+		shown = u.Redacted()
+	}
+	if u.Scheme == "" {
+		return bad("missing scheme")
+	}
+	for _, b := range backends {
+		if b.Scheme == u.Scheme {
+			loc, err := b.Parse(u)
+			if err != nil {
+				return bad(err.Error())
+			}
+			return loc, nil
+		}
+	}
+	return bad("unsupported scheme " + u.Scheme)
+}
+
+// AcceptedForms are the URL forms of the backends, quoted in help and in
+// errors about remote URLs.
+func AcceptedForms() string {
+	var forms []string
+	for _, b := range backends {
+		if !slices.Contains(forms, b.Form) {
+			forms = append(forms, b.Form)
+		}
+	}
+	return strings.Join(forms, " or ")
+}
+
+// Backends returns the table, for help text built from it.
+func Backends() []remote.Backend { return slices.Clone(backends) }
+
+// Clients are the s3.client values that pick among the backends of
+// scheme, the default first.
+func Clients(scheme string) []string {
+	var out []string
+	for _, b := range backends {
+		if b.Scheme == scheme && b.Client != "" {
+			out = append(out, b.Client)
+		}
+	}
+	return out
 }

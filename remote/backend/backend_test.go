@@ -8,10 +8,9 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/remote/file"
-	"github.com/ompsync/ompsync/remote/minio"
-	"github.com/ompsync/ompsync/remote/s3"
 )
 
 func TestMain(m *testing.M) { remotetest.Main(m) }
@@ -73,19 +72,36 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// Each s3.client value opens its own driver, and none the default's.
 func TestOpenPicksS3Client(t *testing.T) {
-	for client, want := range map[string]string{"": "*s3.Client", "aws": "*s3.Client", "minio": "*minio.Client"} {
-		c, err := backend.OpenRaw(t.Context(), "s3://bucket/pre/fix", backend.S3Options{
-			Client: client, Endpoint: "http://127.0.0.1:1", AccessKeyID: "a", SecretAccessKey: "b",
-		})
+	opts := backend.S3Options{Endpoint: "http://127.0.0.1:1", AccessKeyID: "a", SecretAccessKey: "b"}
+	opened := func(client string) string {
+		opts := opts
+		opts.Client = client
+		c, err := backend.OpenRaw(t.Context(), "s3://bucket/pre/fix", opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := fmt.Sprintf("%T", c); got != want {
-			t.Errorf("client %q opened %s, want %s", client, got, want)
-		}
+		return fmt.Sprintf("%T", c)
 	}
-	var _ = []any{(*s3.Client)(nil), (*minio.Client)(nil)}
+	seen := map[string]string{}
+	for _, b := range backend.Backends() {
+		if b.Scheme != "s3" {
+			continue
+		}
+		c, err := b.Open(t.Context(), remote.Location{Scheme: "s3", Bucket: "bucket"}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%T", c)
+		if got := opened(b.Client); got != want || seen[want] != "" {
+			t.Errorf("client %q opened %s, want %s, not that of %q", b.Client, got, want, seen[want])
+		}
+		seen[want] = b.Client
+	}
+	if def := backend.Clients("s3")[0]; opened("") != opened(def) {
+		t.Errorf("no client opened %s, not the default %s", opened(""), opened(def))
+	}
 }
 
 func TestOptionsHideSecret(t *testing.T) {

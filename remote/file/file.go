@@ -23,13 +23,16 @@ import (
 	"io/fs"
 	"iter"
 	"math/rand/v2"
+	"net/url"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
@@ -664,4 +667,51 @@ func readDir(r *os.Root, p string) ([]fs.DirEntry, error) {
 	des, err := f.ReadDir(-1)
 	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return des, err
+}
+
+// Backend serves file:///absolute/folder URLs.
+var Backend = remote.Backend{Scheme: "file", Form: "file:///absolute/folder", Parse: parseURL,
+	Open: func(_ context.Context, loc remote.Location, _ remote.S3Config) (remote.Client, error) {
+		if err := makeFolder(loc.Dir); err != nil {
+			return nil, err
+		}
+		return New(loc.Dir)
+	}}
+
+func parseURL(u *url.URL) (remote.Location, error) {
+	switch {
+	case u.Host != "" && u.Host != "localhost":
+		return remote.Location{}, errors.New("a file URL takes an absolute path after file:// (three slashes)")
+	case u.RawQuery != "" || u.Fragment != "":
+		return remote.Location{}, errors.New("a file URL takes no query or fragment")
+	case u.Path == "" || !strings.HasPrefix(u.Path, "/"):
+		return remote.Location{}, errors.New("a file URL needs an absolute path")
+	case strings.ContainsFunc(u.Path, unicode.IsControl):
+		return remote.Location{}, errors.New("the path has a control character")
+	}
+	return remote.Location{Scheme: "file", Dir: pathpkg.Clean(u.Path)}, nil
+}
+
+// makeFolder creates a file remote's folder when it is missing, and only
+// when its parent exists. A folder on a disk that is not mounted must not
+// be made again on the disk below, with every session uploaded into it
+// while the user believes they are on the other disk.
+func makeFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return fmt.Errorf("remote folder %s is a file, not a folder", dir)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("remote folder: %w", err)
+	}
+	parent := filepath.Dir(dir)
+	if _, err := os.Stat(parent); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remote folder %s cannot be created: its parent %s does not exist: is the disk mounted? (to keep the remote there, create %s first)", dir, parent, parent)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create remote folder: %w", err)
+	}
+	return nil
 }

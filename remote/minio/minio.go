@@ -369,3 +369,10 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 	}
 	return &remote.Error{Op: op, Key: key, Transient: remote.NetworkTransient(err), Err: fmt.Errorf("s3 request: %w", cause)}
 }
+
+// Backend serves s3:// URLs when s3.client is minio.
+var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "minio", Library: "minio-go", Parse: remote.ParseS3URL,
+	Open: func(ctx context.Context, loc remote.Location, cfg Config) (remote.Client, error) {
+		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
+		return New(ctx, cfg)
+	}}

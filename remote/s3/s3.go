@@ -392,3 +392,10 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
 	return &remote.Error{Op: op, Key: key, Transient: transient, Err: fmt.Errorf("s3 request: %w", cause)}
 }
+
+// Backend serves s3:// URLs when s3.client is aws.
+var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "aws", Library: "aws-sdk-go-v2", Parse: remote.ParseS3URL,
+	Open: func(ctx context.Context, loc remote.Location, cfg Config) (remote.Client, error) {
+		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
+		return New(ctx, cfg)
+	}}

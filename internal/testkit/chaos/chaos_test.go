@@ -54,7 +54,7 @@ func newWorld(t *testing.T, names []string, sync bool) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.proxy.Close() })
-	clients := []string{backend.ClientAWS, backend.ClientMinio}
+	clients := backend.Clients("s3")
 	for i, n := range names {
 		w.machines = append(w.machines, newMachine(t, i+1, n, clients[i%2], w.proxy.URL, w.bucket, w.srv, newRand(w.seed, uint64(10+i)), w.st, sync))
 	}

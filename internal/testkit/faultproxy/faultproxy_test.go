@@ -16,13 +16,11 @@ import (
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
-	"github.com/ompsync/ompsync/remote/minio"
-	"github.com/ompsync/ompsync/remote/s3"
 )
 
 func TestMain(m *testing.M) { remotetest.Main(m) }
 
-var clients = []string{backend.ClientAWS, backend.ClientMinio}
+var clients = backend.Clients("s3")
 
 // start runs a proxy in front of the shared server for the test.
 func start(t *testing.T, cfg faultproxy.Config) (*faultproxy.Proxy, *remotetest.Server) {
@@ -56,7 +54,7 @@ func openRaw(t *testing.T, client, bucket string, p *faultproxy.Proxy, srv *remo
 // openDirect opens bucket on the server itself, to check what it holds.
 func openDirect(t *testing.T, bucket string, srv *remotetest.Server) remote.Client {
 	t.Helper()
-	c, err := backend.OpenRaw(t.Context(), "s3://"+bucket, options(backend.ClientAWS, srv.Endpoint, srv))
+	c, err := backend.OpenRaw(t.Context(), "s3://"+bucket, options("", srv.Endpoint, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,18 +65,11 @@ func openDirect(t *testing.T, bucket string, srv *remotetest.Server) remote.Clie
 // response timeout, so a delayed answer times out within the test.
 func openShortTimeout(t *testing.T, client, bucket string, p *faultproxy.Proxy, srv *remotetest.Server) remote.Client {
 	t.Helper()
-	cfg := remote.S3Config{
-		Bucket: bucket, Endpoint: p.URL, Region: "us-east-1", PathStyle: true,
+	c, err := backend.OpenRaw(t.Context(), "s3://"+bucket, backend.S3Options{
+		Client: client, Endpoint: p.URL, Region: "us-east-1", PathStyle: true,
 		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
 		HTTPClient: &http.Client{Transport: &http.Transport{Proxy: nil, ResponseHeaderTimeout: time.Second}},
-	}
-	var c remote.Client
-	var err error
-	if client == backend.ClientAWS {
-		c, err = s3.New(t.Context(), cfg)
-	} else {
-		c, err = minio.New(t.Context(), cfg)
-	}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +431,7 @@ func TestRewrite(t *testing.T) {
 	}})
 	bucket := srv.NewBucket(t)
 	remotetest.Put(t, openDirect(t, bucket, srv), "k", []byte("lower"))
-	c := openRaw(t, backend.ClientAWS, bucket, p, srv)
+	c := openRaw(t, "", bucket, p, srv)
 	if got := remotetest.Get(t, c, "k", 0, -1); string(got) != "LOWER" {
 		t.Errorf("rewritten get = %q", got)
 	}

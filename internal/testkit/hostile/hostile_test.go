@@ -384,7 +384,7 @@ func TestHostileRemotes(t *testing.T) {
 			var built string // the file remote, built once for every command
 			var builtTree map[string]string
 			if h.Listing != nil {
-				backends = []string{backend.ClientAWS, backend.ClientMinio}
+				backends = backend.Clients("s3")
 			} else {
 				built = buildFileRemote(t, h)
 				builtTree = tree(t, built)

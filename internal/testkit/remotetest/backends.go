@@ -12,8 +12,8 @@ import (
 
 // Backend is one way to store, ready for an integration test.
 type Backend struct {
-	// Name is "file", "s3-aws" or "s3-minio" (versitygw with each client),
-	// or "minio-aws" or "minio-minio" (a MinIO server with each client).
+	// Name is "file", or "s3-" and a client of backend.Clients("s3")
+	// (versitygw with it), or "minio-" and the client (a MinIO server).
 	Name string
 	// Server is the S3 server's kind ("" for file).
 	Server string
@@ -26,20 +26,19 @@ type Backend struct {
 	Client remote.Client
 }
 
-// Backends returns the ways to store, each empty: "file" (a temp folder),
-// and "s3-aws" and "s3-minio", each on a fresh bucket of the shared server
-// (SharedServer), and, when a MinIO server is named (MinioServer),
-// "minio-aws" and "minio-minio" on it. Without a shared server the two S3
+// Backends returns the ways to store of backend's table, each empty:
+// "file" (a temp folder), and "s3-<client>" for each S3 client, each on a
+// fresh bucket of the shared server (SharedServer), and, when a MinIO
+// server is named (MinioServer), "minio-<client>" on it. Without a shared server the two S3
 // backends are left out and reported as skipped subtests of t — except
 // under CI=true, where the test fails.
 func Backends(t *testing.T) []Backend {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "remote")
 	bs := []Backend{{Name: "file", URL: "file://" + dir}}
-	names := []string{"s3-" + backend.ClientAWS, "s3-" + backend.ClientMinio}
 	if os.Getenv(EnvEndpoint) == "" {
-		for _, name := range names {
-			t.Run(name, func(t *testing.T) { skipOrFail(t, howToRun) })
+		for _, client := range backend.Clients("s3") {
+			t.Run("s3-"+client, func(t *testing.T) { skipOrFail(t, howToRun) })
 		}
 	} else {
 		bs = append(bs, s3Backends(t, SharedServer(t), "s3-")...)
@@ -47,7 +46,7 @@ func Backends(t *testing.T) []Backend {
 	if srv := minioFromEnv(); srv != nil {
 		bs = append(bs, s3Backends(t, srv, "minio-")...)
 	} else if os.Getenv("CI") == "true" {
-		for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+		for _, client := range backend.Clients("s3") {
 			t.Run("minio-"+client, func(t *testing.T) { t.Fatalf("CI=true: %s", howToRunMinio) })
 		}
 	}
@@ -64,7 +63,7 @@ func Backends(t *testing.T) []Backend {
 // s3Backends are srv with each S3 client, on a fresh bucket each.
 func s3Backends(t *testing.T, srv *Server, name string) []Backend {
 	var bs []Backend
-	for _, client := range []string{backend.ClientAWS, backend.ClientMinio} {
+	for _, client := range backend.Clients("s3") {
 		bs = append(bs, Backend{
 			Name:   name + client,
 			Server: srv.Kind,

@@ -49,8 +49,8 @@ func NoDeleteKey(t testing.TB, srv *Server, client, bucket string) backend.S3Opt
 	}
 }
 
-// AdminKey is srv's root key with the named client (backend.ClientAWS
-// or backend.ClientMinio), path-style.
+// AdminKey is srv's root key with the named client (one of
+// backend.Clients("s3")), path-style.
 func AdminKey(srv *Server, client string) backend.S3Options {
 	return backend.S3Options{
 		Client:          client,
