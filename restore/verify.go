@@ -18,7 +18,6 @@ import (
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/safename"
-	"github.com/ompsync/ompsync/store"
 )
 
 // How a local file compares with a remote copy.
@@ -99,11 +98,9 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	if err != nil {
 		return nil, nil, err
 	}
-	local := opts.Local
-	if local == nil {
-		if local, err = store.ScanLocal(opts.Store, opts.AgentDir); err != nil {
-			return nil, nil, err
-		}
+	local, err := opts.local()
+	if err != nil {
+		return nil, nil, err
 	}
 	checks := make([]Check, len(targets))
 	blobs := &blobChecker{seen: map[string]blobState{}}
