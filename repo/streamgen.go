@@ -135,16 +135,9 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 	if refReads == 0 {
 		refReads = maxRefReads
 	}
-	stream := sha256.New()
-	hashFrom := int64(-1)
-	single := len(picked) == 1
 	pooled := r.bufs.buf()
 	defer r.bufs.putBuf(pooled)
-	buf := *pooled
-	// held is how far the stream is read and hashed; out.Size, how far it
-	// is written: the same, but for the bytes past a cut at at.
-	var held int64
-	cut, cutting := int64(math.MaxInt64), !at.IsZero()
+	cs := &chunkStream{w: w, out: out, every: every, single: len(picked) == 1, stream: sha256.New(), hashFrom: -1, buf: *pooled, cut: math.MaxInt64}
 	for _, c := range picked {
 		hdr, body, closeBody, err := r.chunkReader(ctx, s, g.Name, c, &refReads)
 		if err != nil {
@@ -160,107 +153,128 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 			out.Mtime = hdr.Mtime
 		}
 		stop := false
-		if cutting {
-			// UploadedBy, a chunk's marks at a time: the first mark later
-			// than at ends what is written, whatever the marks after it.
-			cut = held
-			for _, m := range ChunkMarks(hdr, c, held) {
-				if m.At > at.UnixMilli() {
-					stop = true
-					break
-				}
-				cut, out.Uploaded = m.End, m.Time()
-			}
-			if cut == held {
+		if !at.IsZero() {
+			var none bool
+			if stop, none = cs.cutAt(hdr, c, at); none {
 				closeBody() // nothing of it was on the remote then
-				if hashFrom < 0 {
-					hashFrom = hdr.HashFrom
+				if cs.hashFrom < 0 {
+					cs.hashFrom = hdr.HashFrom
 				}
 				break
 			}
 		}
-		err = func() error {
-			defer closeBody()
-			switch {
-			case hashFrom < 0:
-				hashFrom = hdr.HashFrom
-			case hdr.HashFrom != hashFrom:
-				return fmt.Errorf("chunk %s: hash_from %d, the chunks before say %d", ChunkName(c.Start, c.End), hdr.HashFrom, hashFrom)
-			}
-			// A chunk's own hash where no stream hash covers its bytes,
-			// or everywhere with every; referenced bytes were checked
-			// as resolved.
-			var own hash.Hash
-			if hdr.Ref == nil && (every || single || c.Start < hashFrom) {
-				own = sha256.New()
-			}
-			pos := c.Start
-			for {
-				n, err := body.Read(buf)
-				b := buf[:n]
-				if own != nil {
-					own.Write(b)
-				}
-				// An overlapping chunk contributes only the bytes past
-				// what is read.
-				if skip := held - pos; skip > 0 {
-					b = b[min(skip, int64(len(b))):]
-				}
-				pos += int64(n)
-				if len(b) > 0 {
-					// One chunk alone is checked by its own hash (and its
-					// stream hash by equality, below): hashing its bytes
-					// twice was up to a tenth of a restore's CPU.
-					if from := hashFrom - held; from < int64(len(b)) && !(single && !every) {
-						stream.Write(b[max(from, 0):])
-					}
-					if keep := b[:max(min(cut-held, int64(len(b))), 0)]; len(keep) > 0 {
-						if _, werr := w.Write(keep); werr != nil {
-							return werr
-						}
-						out.Size += int64(len(keep))
-					}
-					held += int64(len(b))
-				}
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if pos != c.End {
-				return fmt.Errorf("chunk %s: holds %d bytes, want %d", ChunkName(c.Start, c.End), pos-c.Start, c.End-c.Start)
-			}
-			if own != nil && hex.EncodeToString(own.Sum(nil)) != hdr.SHA256 {
-				return errChunkHash(c.Start, c.End)
-			}
-			if single && !every {
-				if hashFrom == 0 && hdr.StreamSHA256 != hdr.SHA256 {
-					return errStreamHash(c.Start, c.End)
-				}
-				return nil
-			}
-			if hex.EncodeToString(stream.Sum(nil)) != hdr.StreamSHA256 {
-				if own == nil && hdr.Ref == nil {
-					// Say whether the chunk itself is damaged: read it
-					// again whole.
-					if _, _, err := r.GetChunk(ctx, s, g.Name, c.Start, c.End); err != nil {
-						return err
-					}
-				}
-				return errStreamHash(c.Start, c.End)
-			}
-			return nil
-		}()
-		if err != nil {
+		if err := r.streamChunk(ctx, s, g.Name, c, hdr, body, closeBody, cs); err != nil {
 			return err
 		}
 		if stop {
 			break // the rest came later than at
 		}
 	}
-	out.Meta.HashFrom = max(hashFrom, 0)
+	out.Meta.HashFrom = max(cs.hashFrom, 0)
+	return nil
+}
+
+// chunkStream is how far streamChunks has come through a generation.
+type chunkStream struct {
+	w             io.Writer
+	out           *Streamed
+	every, single bool
+	stream        hash.Hash
+	hashFrom      int64 // -1 until a chunk says
+	buf           []byte
+	// held is how far the stream is read and hashed; out.Size, how far it
+	// is written: the same, but for the bytes past a cut at at.
+	held, cut int64
+}
+
+// cutAt cuts chunk c after its last upload mark by at (UploadedBy, a
+// chunk's marks at a time: the first mark later than at ends what is
+// written, whatever the marks after it). It reports whether such a mark
+// stops the stream after c, and whether none of c was on the remote then.
+func (cs *chunkStream) cutAt(hdr ChunkHeader, c ChunkRef, at time.Time) (stop, none bool) {
+	cs.cut = cs.held
+	for _, m := range ChunkMarks(hdr, c, cs.held) {
+		if m.At > at.UnixMilli() {
+			stop = true
+			break
+		}
+		cs.cut, cs.out.Uploaded = m.End, m.Time()
+	}
+	return stop, cs.cut == cs.held
+}
+
+// streamChunk streams chunk c (its header hdr, its bytes body, closed
+// with closeBody) on from where cs stands, and checks its hashes.
+func (r *Repo) streamChunk(ctx context.Context, s Stream, gen string, c ChunkRef, hdr ChunkHeader, body io.Reader, closeBody func(), cs *chunkStream) error {
+	defer closeBody()
+	switch {
+	case cs.hashFrom < 0:
+		cs.hashFrom = hdr.HashFrom
+	case hdr.HashFrom != cs.hashFrom:
+		return fmt.Errorf("chunk %s: hash_from %d, the chunks before say %d", ChunkName(c.Start, c.End), hdr.HashFrom, cs.hashFrom)
+	}
+	// A chunk's own hash where no stream hash covers its bytes, or
+	// everywhere with every; referenced bytes were checked as resolved.
+	var own hash.Hash
+	if hdr.Ref == nil && (cs.every || cs.single || c.Start < cs.hashFrom) {
+		own = sha256.New()
+	}
+	pos := c.Start
+	for {
+		n, err := body.Read(cs.buf)
+		b := cs.buf[:n]
+		if own != nil {
+			own.Write(b)
+		}
+		// An overlapping chunk contributes only the bytes past what is
+		// read.
+		if skip := cs.held - pos; skip > 0 {
+			b = b[min(skip, int64(len(b))):]
+		}
+		pos += int64(n)
+		if len(b) > 0 {
+			// One chunk alone is checked by its own hash (and its stream
+			// hash by equality, below): hashing its bytes twice was up to
+			// a tenth of a restore's CPU.
+			if from := cs.hashFrom - cs.held; from < int64(len(b)) && !(cs.single && !cs.every) {
+				cs.stream.Write(b[max(from, 0):])
+			}
+			if keep := b[:max(min(cs.cut-cs.held, int64(len(b))), 0)]; len(keep) > 0 {
+				if _, werr := cs.w.Write(keep); werr != nil {
+					return werr
+				}
+				cs.out.Size += int64(len(keep))
+			}
+			cs.held += int64(len(b))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if pos != c.End {
+		return fmt.Errorf("chunk %s: holds %d bytes, want %d", ChunkName(c.Start, c.End), pos-c.Start, c.End-c.Start)
+	}
+	if own != nil && hex.EncodeToString(own.Sum(nil)) != hdr.SHA256 {
+		return errChunkHash(c.Start, c.End)
+	}
+	if cs.single && !cs.every {
+		if cs.hashFrom == 0 && hdr.StreamSHA256 != hdr.SHA256 {
+			return errStreamHash(c.Start, c.End)
+		}
+		return nil
+	}
+	if hex.EncodeToString(cs.stream.Sum(nil)) != hdr.StreamSHA256 {
+		if own == nil && hdr.Ref == nil {
+			// Say whether the chunk itself is damaged: read it again whole.
+			if _, _, err := r.GetChunk(ctx, s, gen, c.Start, c.End); err != nil {
+				return err
+			}
+		}
+		return errStreamHash(c.Start, c.End)
+	}
 	return nil
 }
 

@@ -126,19 +126,10 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 			f.discard() // the copies streamed before the failure
 		}
 	}()
-	newest := t.newest()
 	var gens []string
 	// An artifact copy past the local bound is left out, not the session
 	// with it: the conversation is restored, the artifact named missing.
 	refused := map[string]string{}
-	tooLarge := func(s repo.Stream, err error) bool {
-		var tl *repo.TooLargeError
-		if s.Name == repo.SessionStream || !errors.As(err, &tl) {
-			return false
-		}
-		refused[s.Name] = fmt.Sprintf("the copy of machine %s is %d bytes, more than the %d a file may hold (the local limit)", s.Machine, tl.Size, tl.Max)
-		return true
-	}
 	for _, inv := range invs {
 		s := inv.Stream
 		if opts.sessionOnly && s.Name != repo.SessionStream {
@@ -149,64 +140,8 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 				gens = append(gens, s.Machine+"/"+g.Name)
 			}
 		}
-		var g *repo.Generation
-		switch {
-		case s.Name == repo.SessionStream && opts.Generation != "":
-			if g = inv.Find(opts.Generation); g == nil || !g.HasMeta {
-				continue
-			}
-		default:
-			if g = inv.Newest(); g == nil {
-				continue
-			}
-		}
-		limit := opts.MaxStreamSize
-		var mtime time.Time
-		if s.Name == repo.SessionStream {
-			limit = slack(t.recordedSize(), opts.MaxStreamSize)
-			if e := t.entry(s.Machine); e != nil {
-				mtime = e.Mtime
-				if e.Generation == g.Name {
-					limit = slack(e.Size, opts.MaxStreamSize)
-				}
-			}
-		}
-		// Every copy, session or artifact, streams to a temp file past its
-		// first MiB: the merge reads them through, whatever their size.
-		rel, ok := repo.ArtifactPath(s.Name)
-		if s.Name != repo.SessionStream && !ok {
-			return nil, fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
-		}
-		var c copyData
-		if opts.At.IsZero() {
-			c, err = streamCopy(ctx, r, t, s, g, limit, opts)
-		} else {
-			c, err = streamAt(ctx, r, t, s, inv, limit, opts)
-			mtime = c.mtime // when its last bytes reached the remote
-		}
-		if tooLarge(s, err) {
-			continue
-		}
-		if err != nil {
+		if err := f.fetchStream(ctx, r, t, inv, refused, opts); err != nil {
 			return nil, err
-		}
-		if s.Name == repo.SessionStream && opts.Generation == "" && opts.At.IsZero() {
-			if note := shrunkNote(ctx, r, opts.Store, t.id, inv, g, c.size); note != "" {
-				f.notes = append(f.notes, note)
-			}
-		}
-		f.mapped = f.mapped || c.mapped
-		switch {
-		case c.generation == "":
-			// No copy on this machine at opts.At.
-		case s.Name != repo.SessionStream:
-			f.artifacts[rel] = append(f.artifacts[rel], c)
-		case s.Machine == newest.machine:
-			c.mtime = mtime
-			f.session = append([]copyData{c}, f.session...)
-		default:
-			c.mtime = mtime
-			f.session = append(f.session, c)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(refused)) {
@@ -231,10 +166,78 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 		return f, nil
 	}
 	if err := f.fetchBlobs(ctx, r, opts); err != nil {
-		f.discard()
 		return nil, fmt.Errorf("session %s: %w", t.id, err)
 	}
 	return f, nil
+}
+
+// fetchStream adds to f the copy of inv's stream fetch takes: the newest
+// generation, or opts.Generation of the session stream. An artifact's copy
+// past the local bound is left out, and named in refused.
+func (f *fetched) fetchStream(ctx context.Context, r *repo.Repo, t *target, inv *repo.StreamInventory, refused map[string]string, opts Options) error {
+	s := inv.Stream
+	var g *repo.Generation
+	switch {
+	case s.Name == repo.SessionStream && opts.Generation != "":
+		if g = inv.Find(opts.Generation); g == nil || !g.HasMeta {
+			return nil
+		}
+	default:
+		if g = inv.Newest(); g == nil {
+			return nil
+		}
+	}
+	limit := opts.MaxStreamSize
+	var mtime time.Time
+	if s.Name == repo.SessionStream {
+		limit = slack(t.recordedSize(), opts.MaxStreamSize)
+		if e := t.entry(s.Machine); e != nil {
+			mtime = e.Mtime
+		}
+		if e := t.cataloged(s, g); e != nil {
+			limit = slack(e.Size, opts.MaxStreamSize)
+		}
+	}
+	// Every copy, session or artifact, streams to a temp file past its
+	// first MiB: the merge reads them through, whatever their size.
+	rel, ok := repo.ArtifactPath(s.Name)
+	if s.Name != repo.SessionStream && !ok {
+		return fmt.Errorf("session %s: artifact stream %q has an unsafe path", t.id, s.Name)
+	}
+	var c copyData
+	var err error
+	if opts.At.IsZero() {
+		c, err = streamCopy(ctx, r, t, s, g, limit, opts)
+	} else {
+		c, err = streamAt(ctx, r, t, s, inv, limit, opts)
+		mtime = c.mtime // when its last bytes reached the remote
+	}
+	if tl := (*repo.TooLargeError)(nil); s.Name != repo.SessionStream && errors.As(err, &tl) {
+		refused[s.Name] = fmt.Sprintf("the copy of machine %s is %d bytes, more than the %d a file may hold (the local limit)", s.Machine, tl.Size, tl.Max)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s.Name == repo.SessionStream && opts.Generation == "" && opts.At.IsZero() {
+		if note := shrunkNote(ctx, r, opts.Store, t.id, inv, g, c.size); note != "" {
+			f.notes = append(f.notes, note)
+		}
+	}
+	f.mapped = f.mapped || c.mapped
+	switch {
+	case c.generation == "":
+		// No copy on this machine at opts.At.
+	case s.Name != repo.SessionStream:
+		f.artifacts[rel] = append(f.artifacts[rel], c)
+	case s.Machine == t.newest().machine:
+		c.mtime = mtime
+		f.session = append([]copyData{c}, f.session...)
+	default:
+		c.mtime = mtime
+		f.session = append(f.session, c)
+	}
+	return nil
 }
 
 // discard removes the temp files the merger did not place and gives the
@@ -367,8 +370,8 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
 		return fail(fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID))
 	}
-	if e := t.entry(s.Machine); e != nil && e.Generation == g.Name && c.recorded < e.Size && opts.At.IsZero() {
-		return fail(fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, c.recorded, e.Size))
+	if err := t.short(s, g, c.recorded); err != nil && opts.At.IsZero() {
+		return fail(err)
 	}
 	return c, nil
 }

@@ -188,39 +188,9 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	if opts.now == nil {
 		opts.now = time.Now
 	}
-	copies := make([][]*grepCopy, len(targets))
-	var stale []*target
-	staleAt := map[*target]int{}
-	for i, t := range targets {
-		needs := false
-		for _, e := range t.entries {
-			c := &grepCopy{e: e}
-			if opts.Cache != nil {
-				if c.st, err = opts.Cache.State(t.id, e.machine); err != nil {
-					return nil, err
-				}
-			}
-			if c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() {
-				c.fresh, needs = true, true
-			}
-			copies[i] = append(copies[i], c)
-		}
-		for _, c := range copies[i] {
-			// Older generations never change: as the last listing found
-			// them, for a day.
-			if !c.fresh && len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist {
-				c.fresh, needs = true, true
-			}
-		}
-		if !needs {
-			if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
-				return nil, err
-			}
-		}
-		if needs {
-			staleAt[t] = i
-			stale = append(stale, t)
-		}
+	copies, stale, staleAt, err := grepStale(targets, opts)
+	if err != nil {
+		return nil, err
 	}
 	rep.Sessions = len(targets)
 
@@ -246,22 +216,7 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	for _, cs := range copies {
 		rep.Copies += len(cs)
 	}
-	maxLine := int64(opts.maxLine)
-	if maxLine <= 0 {
-		maxLine = search.MaxLine
-	}
-	for i, t := range targets {
-		for _, c := range copies[i] {
-			left := c.leftOut
-			if c.st != nil {
-				left = c.st.LeftOut
-			}
-			for _, l := range left {
-				rep.LeftOut = append(rep.LeftOut, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
-					t.id, c.e.machine, l.At, sizeText(l.Size), sizeText(maxLine)))
-			}
-		}
-	}
+	rep.LeftOut = grepLeftOut(targets, copies, opts)
 	err = grepSearch(targets, copies, opts, rep, emit)
 	if opts.Cache != nil {
 		if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
@@ -269,6 +224,68 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 		}
 	}
 	return rep, err
+}
+
+// grepStale makes the copies of each target, as the cache holds them,
+// and says which targets have a copy the cache lacks or holds stale: those
+// are listed and read (stale, each at its index in targets).
+func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale []*target, staleAt map[*target]int, err error) {
+	copies = make([][]*grepCopy, len(targets))
+	staleAt = map[*target]int{}
+	for i, t := range targets {
+		needs := false
+		for _, e := range t.entries {
+			c := &grepCopy{e: e}
+			if opts.Cache != nil {
+				if c.st, err = opts.Cache.State(t.id, e.machine); err != nil {
+					return nil, nil, nil, err
+				}
+			}
+			if c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() {
+				c.fresh, needs = true, true
+			}
+			copies[i] = append(copies[i], c)
+		}
+		for _, c := range copies[i] {
+			// Older generations never change: as the last listing found
+			// them, for a day.
+			if !c.fresh && len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist {
+				c.fresh, needs = true, true
+			}
+		}
+		if !needs {
+			if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		if needs {
+			staleAt[t] = i
+			stale = append(stale, t)
+		}
+	}
+	return copies, stale, staleAt, nil
+}
+
+// grepLeftOut names the lines of the copies too long to search.
+func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions) []string {
+	maxLine := int64(opts.maxLine)
+	if maxLine <= 0 {
+		maxLine = search.MaxLine
+	}
+	var out []string
+	for i, t := range targets {
+		for _, c := range copies[i] {
+			left := c.leftOut
+			if c.st != nil {
+				left = c.st.LeftOut
+			}
+			for _, l := range left {
+				out = append(out, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
+					t.id, c.e.machine, l.At, sizeText(l.Size), sizeText(maxLine)))
+			}
+		}
+	}
+	return out
 }
 
 // grepFetch brings the stale copies of t up to date: reads what they lack

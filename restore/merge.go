@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -442,19 +443,63 @@ type fileWrite struct {
 // file, so that a session never appears before what it references.
 func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error {
 	defer m.done()
-	sw, err := m.plan(rel, hasLocal, f.session, format{m.store, true, true})
+	err := m.applyOnce(f, rel, hasLocal, res)
 	if err != nil {
 		res.Action = Failed
+	}
+	return err
+}
+
+func (m *merger) applyOnce(f *fetched, rel string, hasLocal bool, res *Result) error {
+	sw, err := m.plan(rel, hasLocal, f.session, format{m.store, true, true})
+	if err != nil {
 		return err
 	}
 	res.Action = sw.out.action
 	for _, i := range sw.out.from {
 		res.Sources = append(res.Sources, Source{Machine: f.session[i].machine, Generation: f.session[i].generation})
 	}
-	// Copies the agent's format cannot merge: each other machine's goes
-	// beside the session, under a name the agent does not take for one.
+	beside, err := m.planBeside(f, rel, sw.out.apart, res)
+	if err != nil {
+		return err
+	}
+	arts, err := m.planArtifacts(f, rel, res)
+	if err != nil {
+		return err
+	}
+	if err := m.account(sw, rel, res); err != nil {
+		return err
+	}
+	res.Artifacts = len(arts)
+	res.Blobs = len(f.blobs)
+	if m.dryRun {
+		return nil
+	}
+	if res.Blobs, err = m.placeBlobs(f); err != nil {
+		return err
+	}
+	if m.live != nil && m.live() {
+		return nil // nothing of the session written; its blobs are content-named
+	}
+	for _, w := range append(arts, beside...) {
+		if _, err := m.write(w, nil); err != nil {
+			return err
+		}
+	}
+	backup, err := m.write(sw, m.later)
+	if err != nil {
+		return err
+	}
+	res.Backup = backup
+	return nil
+}
+
+// planBeside plans the copies the agent's format cannot merge (apart):
+// each other machine's goes beside the session, under a name the agent
+// does not take for one.
+func (m *merger) planBeside(f *fetched, rel string, apart []int, res *Result) ([]fileWrite, error) {
 	var beside []fileWrite
-	for _, i := range sw.out.apart {
+	for _, i := range apart {
 		c := f.session[i]
 		brel, ok := m.store.Beside(rel, c.machine)
 		if !ok {
@@ -469,21 +514,20 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		}
 		w, err := m.plan(brel, has, []copyData{c}, format{st: m.store})
 		if err != nil {
-			res.Action = Failed
-			return err
+			return nil, err
 		}
 		res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s went on apart from this one and %s lines carry no entry ids to merge by: it is at %s", c.machine, m.store.Name(), brel))
 		if w.out.action != Unchanged {
 			beside = append(beside, w)
 		}
 	}
+	return beside, nil
+}
+
+// planArtifacts plans the session's artifacts, by path.
+func (m *merger) planArtifacts(f *fetched, rel string, res *Result) ([]fileWrite, error) {
 	var arts []fileWrite
-	rels := make([]string, 0, len(f.artifacts))
-	for r := range f.artifacts {
-		rels = append(rels, r)
-	}
-	sort.Strings(rels)
-	for _, ar := range rels {
+	for _, ar := range slices.Sorted(maps.Keys(f.artifacts)) {
 		dst, ok := m.store.ArtifactRel(rel, ar)
 		if !ok {
 			res.Missing = append(res.Missing, fmt.Sprintf("artifact %q: not a path %s uses", ar, m.store.Name()))
@@ -497,8 +541,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		}
 		w, err := m.plan(dst, has, f.artifacts[ar], format{m.store, false, strings.HasSuffix(ar, ".jsonl")})
 		if err != nil {
-			res.Action = Failed
-			return err
+			return nil, err
 		}
 		if w.out.diverged {
 			if has {
@@ -511,7 +554,12 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 			arts = append(arts, w)
 		}
 	}
+	return arts, nil
+}
 
+// account records in res what writing the session file sw adds: its
+// bytes, the span added (with m.hashWritten) and the backup a merge makes.
+func (m *merger) account(sw fileWrite, rel string, res *Result) error {
 	size := sw.out.body.size()
 	switch sw.out.action {
 	case Appended:
@@ -531,7 +579,6 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 		if start < size {
 			sum, err := sw.out.body.sum(start)
 			if err != nil {
-				res.Action = Failed
 				return fmt.Errorf("read what is restored: %w", err)
 			}
 			res.Added = &Span{Start: start, End: size, SHA256: sum}
@@ -540,50 +587,28 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	if sw.out.action == Merged {
 		res.Backup = m.backupName(rel)
 	}
-	res.Artifacts = len(arts)
-	res.Blobs = len(f.blobs)
-	if m.dryRun {
-		return nil
-	}
+	return nil
+}
 
-	names := make([]string, 0, len(f.blobs))
-	for n := range f.blobs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	res.Blobs = 0
-	for _, n := range names {
-		wrote, err := placeBlob(m.agentDir, n, f.blobs[n], m.blobMtimes[n])
+// placeBlobs places the fetched blobs and their other names, in name
+// order, and returns how many it wrote.
+func (m *merger) placeBlobs(f *fetched) (int, error) {
+	n := 0
+	for _, name := range slices.Sorted(maps.Keys(f.blobs)) {
+		wrote, err := placeBlob(m.agentDir, name, f.blobs[name], m.blobMtimes[name])
 		if err != nil {
-			res.Action = Failed
-			return err
+			return n, err
 		}
 		if wrote {
-			res.Blobs++
+			n++
 		}
-		for _, l := range f.blobLinks[n] {
+		for _, l := range f.blobLinks[name] {
 			if _, err := writeBlobLink(m.agentDir, l); err != nil {
-				res.Action = Failed
-				return err
+				return n, err
 			}
 		}
 	}
-	if m.live != nil && m.live() {
-		return nil // nothing of the session written; its blobs are content-named
-	}
-	for _, w := range append(arts, beside...) {
-		if _, err := m.write(w, nil); err != nil {
-			res.Action = Failed
-			return err
-		}
-	}
-	backup, err := m.write(sw, m.later)
-	if err != nil {
-		res.Action = Failed
-		return err
-	}
-	res.Backup = backup
-	return nil
+	return n, nil
 }
 
 // plan reads the local file at rel (when has) and decides by the merge

@@ -207,6 +207,26 @@ func (t *target) entry(machine string) *machineEntry {
 	return nil
 }
 
+// cataloged is the catalog entry that describes generation g of s: nil
+// unless s is the session stream and g the generation its machine's
+// catalog names.
+func (t *target) cataloged(s repo.Stream, g *repo.Generation) *machineEntry {
+	if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name {
+		return e
+	}
+	return nil
+}
+
+// short refuses a copy of generation g of s that holds fewer bytes (size)
+// than its machine's catalog records: the catalog promises more than is
+// there.
+func (t *target) short(s repo.Stream, g *repo.Generation, size int64) error {
+	if e := t.cataloged(s, g); e != nil && size < e.Size {
+		return fmt.Errorf("session %s, machine %s: %w: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, size, e.Size)
+	}
+	return nil
+}
+
 // recordedSize is the largest size a catalog records for the session.
 func (t *target) recordedSize() int64 {
 	var n int64

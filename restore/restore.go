@@ -284,14 +284,8 @@ func (r *Report) OK() bool {
 // fails a check is refused (its Result says why) and the others go on.
 func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*Report, error) {
 	opts.setDefaults()
-	if opts.AgentDir == "" {
-		return nil, errors.New("restore: no agent dir")
-	}
-	if opts.All == (len(prefixes) > 0) {
-		return nil, errors.New("restore: give session id prefixes or --all, not both")
-	}
-	if opts.Generation != "" && !repo.ValidGeneration(opts.Generation) {
-		return nil, fmt.Errorf("--generation %q: want 16 hex digits, as 'ompsync verify' shows", opts.Generation)
+	if err := opts.checkRun(prefixes); err != nil {
+		return nil, err
 	}
 	var early *earlyListing
 	var blobs <-chan blobListing
@@ -322,19 +316,53 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	if _, err := open.get(); err != nil {
 		return nil, err
 	}
-	local := opts.Local
-	if local == nil {
-		if local, err = store.ScanLocal(opts.Store, opts.AgentDir); err != nil {
-			return nil, err
-		}
+	local, err := opts.local()
+	if err != nil {
+		return nil, err
 	}
 	if !opts.DryRun {
 		rep.Cleanup = sweepStale(opts, local)
 	}
-	rep.Results = make([]Result, len(targets))
 	opts.mergeMu = &sync.Mutex{}
 	opts.buffers = &buffers{}
+	rep.Results = restoreTargets(ctx, r, targets, len(p.sessions), opts, early, open, local)
+	if opts.All && ctx.Err() == nil {
+		n, err := restoreAllBlobs(ctx, r, <-blobs, opts)
+		rep.Blobs = n
+		if err != nil {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
+	}
+	return rep, nil
+}
 
+// checkRun refuses what Run cannot do, before anything is read.
+func (opts *Options) checkRun(prefixes []string) error {
+	if opts.AgentDir == "" {
+		return errors.New("restore: no agent dir")
+	}
+	if opts.All == (len(prefixes) > 0) {
+		return errors.New("restore: give session id prefixes or --all, not both")
+	}
+	if opts.Generation != "" && !repo.ValidGeneration(opts.Generation) {
+		return fmt.Errorf("--generation %q: want 16 hex digits, as 'ompsync verify' shows", opts.Generation)
+	}
+	return nil
+}
+
+// local is the index of the agent dir's sessions: opts.Local, or scanned.
+func (opts *Options) local() (*store.Local, error) {
+	if opts.Local != nil {
+		return opts.Local, nil
+	}
+	return store.ScanLocal(opts.Store, opts.AgentDir)
+}
+
+// restoreTargets restores each target, opts.Parallel at a time, and
+// returns their results once the sessions created are placed and their
+// folders synced.
+func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, early *earlyListing, open *openScan, local *store.Local) []Result {
+	results := make([]Result, len(targets))
 	var total int64
 	for _, t := range targets {
 		total += t.recordedSize()
@@ -351,11 +379,11 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	// needs them.
 	unsynced := map[string][]int{}
 	pl := startPlacer()
-	eachTargetFrom(ctx, r, targets, len(p.sessions), opts, early, func(i int, t *target, listed *repo.SessionObjects) {
+	eachTargetFrom(ctx, r, targets, sessions, opts, early, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
 			mu.Lock()
 			defer mu.Unlock()
-			rep.Results[i] = Result{Agent: opts.Store.Name(), ID: t.id, Action: Refused, Error: ctx.Err().Error()}
+			results[i] = Result{Agent: opts.Store.Name(), ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
 		res := restoreOne(ctx, r, t, local.Find(t.id), opts, open, listed, &later{
@@ -373,7 +401,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		rep.Results[i] = res
+		results[i] = res
 		prog.Sessions++
 		prog.Bytes += t.recordedSize()
 		if opts.Progress != nil {
@@ -382,28 +410,21 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 	})
 	for i, err := range pl.wait() {
 		opts.Logger.Warn("session not restored", "session", targets[i].id, "action", Failed, "err", err)
-		rep.Results[i].Action, rep.Results[i].Error = Failed, failure(err)
+		results[i].Action, results[i].Error = Failed, failure(err)
 	}
 	for dir, idx := range unsynced {
 		if err := atomicfile.SyncDir(dir); err != nil {
 			for _, i := range idx {
-				rep.Results[i].Action, rep.Results[i].Error = Failed, failure(err)
+				results[i].Action, results[i].Error = Failed, failure(err)
 			}
 		}
 	}
-	for i, res := range rep.Results {
+	for i, res := range results {
 		if res.Action == Created && !opts.DryRun {
 			local.Add(targets[i].id, res.Path) // the next Run sharing local finds it
 		}
 	}
-	if opts.All && ctx.Err() == nil {
-		n, err := restoreAllBlobs(ctx, r, <-blobs, opts)
-		rep.Blobs = n
-		if err != nil {
-			rep.Problems = append(rep.Problems, err.Error())
-		}
-	}
-	return rep, nil
+	return results
 }
 
 // restoreOne fetches, verifies and merges one session. A session file it

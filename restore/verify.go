@@ -9,7 +9,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/safename"
-	"github.com/ompsync/ompsync/store"
 )
 
 // How a local file compares with a remote copy.
@@ -99,11 +97,9 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	if err != nil {
 		return nil, nil, err
 	}
-	local := opts.Local
-	if local == nil {
-		if local, err = store.ScanLocal(opts.Store, opts.AgentDir); err != nil {
-			return nil, nil, err
-		}
+	local, err := opts.local()
+	if err != nil {
+		return nil, nil, err
 	}
 	checks := make([]Check, len(targets))
 	blobs := &blobChecker{seen: map[string]blobState{}}
@@ -206,118 +202,132 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 		t.cwd = headerCwd(opts.Store, abs(opts.AgentDir, localRel))
 	}
 	for _, inv := range invs {
-		s := inv.Stream
-		name := s.Name
-		localPath := ""
-		if s.Name == repo.SessionStream {
-			sawSession = true
-			if localRel != "" {
-				localPath = localRel
-			}
-		} else {
-			rel, ok := repo.ArtifactPath(s.Name)
-			if !ok {
-				c.Problems = append(c.Problems, fmt.Sprintf("machine %s: artifact stream %q has an unsafe path", s.Machine, s.Name))
-				continue
-			}
-			name = rel
-			if ar, ok := opts.Store.ArtifactRel(c.Path, rel); ok && localRel != "" {
-				localPath = ar
-			}
-		}
-		newest := inv.Newest()
-		// The newest copy when it began as the file shrank, and the
-		// longest older one, which may hold lines it lacks.
-		var shrunk, longest *repo.Generation
-		var longestBytes int64
-		for _, g := range inv.Generations {
-			if !g.HasMeta {
-				c.Notes = append(c.Notes, fmt.Sprintf("machine %s, %s: generation %s has chunks but no meta (an upload cut off as it began); restore ignores it", s.Machine, name, g.Name))
-				continue
-			}
-			cc := CopyCheck{Machine: s.Machine, Stream: name, Generation: g.Name, Newest: g == newest}
-			limit := opts.MaxStreamSize
-			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name {
-				limit = slack(e.Size, opts.MaxStreamSize)
-			}
-			// Streamed, every hash checked, compared with the local file as
-			// it goes by: a few buffers whatever the generation's size.
-			var cmp *localCmp
-			var scan *scanWriter
-			var mapped *project.Rewriter
-			st, err := streamGeneration(ctx, r, s, g, limit, func() io.Writer {
-				if cmp != nil {
-					cmp.close() // an attempt before
-				}
-				if !cc.Newest {
-					return io.Discard
-				}
-				cmp = openLocalCmp(opts.AgentDir, localPath)
-				var w io.Writer = cmp
-				if m := t.mapping(s); !m.Identity() {
-					mapped = m.Writer(cmp)
-					w = mapped
-				}
-				scan = &scanWriter{w: w, refs: map[string]bool{}}
-				return scan
-			})
-			if err == nil && mapped != nil {
-				err = mapped.Close()
-			}
-			if cmp != nil {
-				cmp.close()
-			}
-			if err != nil {
-				cc.Error = err.Error()
-				c.failed(err)
-				c.Copies = append(c.Copies, cc)
-				continue
-			}
-			cc.Bytes = st.Size
-			if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Generation == g.Name && cc.Bytes < e.Size {
-				// As restore refuses it: the catalog promises more than is there.
-				cc.Error = fmt.Sprintf("session %s, machine %s: %v: the remote holds %d bytes of the %d its catalog records", t.id, s.Machine, repo.ErrGap, cc.Bytes, e.Size)
-				c.Problems = append(c.Problems, cc.Error)
-			}
-			if !cc.Newest && cc.Bytes > longestBytes {
-				longest, longestBytes = g, cc.Bytes
-			}
-			if cc.Newest {
-				if st.Meta.Reason == "shrank" && s.Name == repo.SessionStream {
-					shrunk = g
-				}
-				maps.Copy(refs, scan.refs)
-				blobRefs(st.Head, refs)
-				cc.Local = cmp.result(st.Head, format{st: opts.Store, slotted: s.Name == repo.SessionStream})
-			}
-			c.Copies = append(c.Copies, cc)
-		}
-		if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Size > 0 && e.State != repo.StateDeleted {
-			// A generation without its first chunk is one readers skip, and
-			// restore would take an older copy or none: the catalog's is lost.
-			if g := inv.Find(e.Generation); g == nil || !g.HasMeta {
-				c.Problems = append(c.Problems, fmt.Sprintf("machine %s: the generation %s its catalog names is not complete on the remote (its first chunk or its meta is missing)", s.Machine, e.Generation))
-			}
-		}
-		if shrunk != nil && longest != nil {
-			// Damage to either copy is a problem above already.
-			if n, err := compact.FirstLacking(ctx, r, opts.Store, s, shrunk, longest); err == nil && n > 0 {
-				c.Notes = append(c.Notes, shrunkLacks(s.Machine, longest.Name, longestBytes, n, t.id))
-			}
-		}
+		sawSession = sawSession || inv.Stream.Name == repo.SessionStream
+		c.verifyStream(ctx, r, t, inv, localRel, refs, opts)
 	}
 	if !sawSession {
 		c.Problems = append(c.Problems, "the catalog lists this session but the remote holds no copy of it")
 	}
-	names := make([]string, 0, len(refs))
-	for n := range refs {
-		names = append(names, n)
+	c.checkBlobs(ctx, r, slices.Sorted(maps.Keys(refs)), blobs, opts)
+	return c
+}
+
+// verifyStream checks every generation of one stream, and adds the blobs
+// its newest copy references to refs.
+func (c *Check) verifyStream(ctx context.Context, r *repo.Repo, t *target, inv *repo.StreamInventory, localRel string, refs map[string]bool, opts Options) {
+	s := inv.Stream
+	name, localPath := s.Name, ""
+	if s.Name == repo.SessionStream {
+		localPath = localRel
+	} else {
+		rel, ok := repo.ArtifactPath(s.Name)
+		if !ok {
+			c.Problems = append(c.Problems, fmt.Sprintf("machine %s: artifact stream %q has an unsafe path", s.Machine, s.Name))
+			return
+		}
+		name = rel
+		if ar, ok := opts.Store.ArtifactRel(c.Path, rel); ok && localRel != "" {
+			localPath = ar
+		}
 	}
-	sort.Strings(names)
+	newest := inv.Newest()
+	// The newest copy when it began as the file shrank, and the
+	// longest older one, which may hold lines it lacks.
+	var shrunk, longest *repo.Generation
+	var longestBytes int64
+	for _, g := range inv.Generations {
+		if !g.HasMeta {
+			c.Notes = append(c.Notes, fmt.Sprintf("machine %s, %s: generation %s has chunks but no meta (an upload cut off as it began); restore ignores it", s.Machine, name, g.Name))
+			continue
+		}
+		cc := CopyCheck{Machine: s.Machine, Stream: name, Generation: g.Name, Newest: g == newest}
+		st, err := verifyCopy(ctx, r, t, s, g, &cc, localPath, refs, opts)
+		if err != nil {
+			cc.Error = err.Error()
+			c.failed(err)
+			c.Copies = append(c.Copies, cc)
+			continue
+		}
+		if err := t.short(s, g, cc.Bytes); err != nil {
+			// As restore refuses it: the catalog promises more than is there.
+			cc.Error = err.Error()
+			c.Problems = append(c.Problems, cc.Error)
+		}
+		if !cc.Newest && cc.Bytes > longestBytes {
+			longest, longestBytes = g, cc.Bytes
+		}
+		if cc.Newest && st.Meta.Reason == "shrank" && s.Name == repo.SessionStream {
+			shrunk = g
+		}
+		c.Copies = append(c.Copies, cc)
+	}
+	if e := t.entry(s.Machine); e != nil && s.Name == repo.SessionStream && e.Size > 0 && e.State != repo.StateDeleted {
+		// A generation without its first chunk is one readers skip, and
+		// restore would take an older copy or none: the catalog's is lost.
+		if g := inv.Find(e.Generation); g == nil || !g.HasMeta {
+			c.Problems = append(c.Problems, fmt.Sprintf("machine %s: the generation %s its catalog names is not complete on the remote (its first chunk or its meta is missing)", s.Machine, e.Generation))
+		}
+	}
+	if shrunk != nil && longest != nil {
+		// Damage to either copy is a problem above already.
+		if n, err := compact.FirstLacking(ctx, r, opts.Store, s, shrunk, longest); err == nil && n > 0 {
+			c.Notes = append(c.Notes, shrunkLacks(s.Machine, longest.Name, longestBytes, n, t.id))
+		}
+	}
+}
+
+// verifyCopy streams generation g of s, every hash checked, and fills in
+// cc: its size and, for the newest copy, how the local file at localPath
+// compares with it as it goes by (a few buffers whatever the generation's
+// size); the blobs the newest copy references are added to refs.
+func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *repo.Generation, cc *CopyCheck, localPath string, refs map[string]bool, opts Options) (repo.Streamed, error) {
+	limit := opts.MaxStreamSize
+	if e := t.cataloged(s, g); e != nil {
+		limit = slack(e.Size, opts.MaxStreamSize)
+	}
+	var cmp *localCmp
+	var scan *scanWriter
+	var mapped *project.Rewriter
+	st, err := streamGeneration(ctx, r, s, g, limit, func() io.Writer {
+		if cmp != nil {
+			cmp.close() // an attempt before
+		}
+		if !cc.Newest {
+			return io.Discard
+		}
+		cmp = openLocalCmp(opts.AgentDir, localPath)
+		var w io.Writer = cmp
+		if m := t.mapping(s); !m.Identity() {
+			mapped = m.Writer(cmp)
+			w = mapped
+		}
+		scan = &scanWriter{w: w, refs: map[string]bool{}}
+		return scan
+	})
+	if err == nil && mapped != nil {
+		err = mapped.Close()
+	}
+	if cmp != nil {
+		cmp.close()
+	}
+	if err != nil {
+		return st, err
+	}
+	cc.Bytes = st.Size
+	if cc.Newest {
+		maps.Copy(refs, scan.refs)
+		blobRefs(st.Head, refs)
+		cc.Local = cmp.result(st.Head, format{st: opts.Store, slotted: s.Name == repo.SessionStream})
+	}
+	return st, nil
+}
+
+// checkBlobs checks the blobs the newest copies reference, in name order.
+func (c *Check) checkBlobs(ctx context.Context, r *repo.Repo, names []string, blobs *blobChecker, opts Options) {
 	for _, n := range names {
 		switch s := blobs.check(ctx, r, n, opts.MaxBlobSize); {
 		case s.unanswered != nil:
-			c.failed(fmt.Errorf("session %s: blob %s: %w", t.id, n, s.unanswered))
+			c.failed(fmt.Errorf("session %s: blob %s: %w", c.ID, n, s.unanswered))
 		case s.missing:
 			// A gap in the backup only if this agent dir has the blob.
 			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+n)); err == nil {
@@ -327,11 +337,10 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 				c.Notes = append(c.Notes, fmt.Sprintf("blob %s is referenced but neither on the remote nor on disk", n))
 			}
 		case s.problem != "":
-			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", t.id, s.problem))
+			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", c.ID, s.problem))
 			c.Blobs = append(c.Blobs, n)
 		}
 	}
-	return c
 }
 
 // streamGeneration streams a generation to the writer w makes (anew for

@@ -237,28 +237,9 @@ func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, 
 		if entry {
 			k = skey{h: keyHash(e.ID, e.Timestamp), kind: 'e'}
 		}
-		// The j-th time a copy holds a key is the key's j-th node: the
-		// nodes of one key are chained in the order they were made.
-		var n int32
-		o, ok := index[k]
-		switch {
-		case !ok:
-			n = x.node(ci, lineOff, raw, lsum, e.Timestamp, entry)
-			o = occurrence{first: n, cur: n, copy: int32(ci)}
-		case o.copy != int32(ci):
-			n = o.first
-			o.cur, o.copy = n, int32(ci)
-		default:
-			n = x.nodes[o.cur].occ
-			if n < 0 {
-				n = x.node(ci, lineOff, raw, lsum, e.Timestamp, entry)
-				x.nodes[o.cur].occ = n
-			}
-			o.cur = n
-		}
-		index[k] = o
+		n, first := x.occur(ci, index, k, func() int32 { return x.node(ci, lineOff, raw, lsum, e.Timestamp, entry) })
 		if x.nodes[n].sum != lsum {
-			*mismatches = append(*mismatches, mismatch{copy: int32(ci), node: n, first: o.first, sum: lsum})
+			*mismatches = append(*mismatches, mismatch{copy: int32(ci), node: n, first: first, sum: lsum})
 		}
 		c.lines = append(c.lines, n)
 		if entry {
@@ -289,6 +270,32 @@ func (x *Index) parse(ci int, s Source, index map[skey]occurrence, read *int64, 
 	}
 	c.n = int64(len(c.lines))
 	return nil
+}
+
+// occur is the node copy ci's next line of key k stands for, made by
+// mk when it is new, and the key's first node. The j-th time a copy holds
+// a key is the key's j-th node: the nodes of one key are chained in the
+// order they were made.
+func (x *Index) occur(ci int, index map[skey]occurrence, k skey, mk func() int32) (int32, int32) {
+	var n int32
+	o, ok := index[k]
+	switch {
+	case !ok:
+		n = mk()
+		o = occurrence{first: n, cur: n, copy: int32(ci)}
+	case o.copy != int32(ci):
+		n = o.first
+		o.cur, o.copy = n, int32(ci)
+	default:
+		n = x.nodes[o.cur].occ
+		if n < 0 {
+			n = mk()
+			x.nodes[o.cur].occ = n
+		}
+		o.cur = n
+	}
+	index[k] = o
+	return n, o.first
 }
 
 func (x *Index) node(ci int, off int64, raw []byte, sum sum128, ts string, entry bool) int32 {
