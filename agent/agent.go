@@ -820,6 +820,21 @@ func (a *Agent) waitForAgentDir(ctx context.Context) error {
 	}
 }
 
+// inParallel calls fn for each item, at most n at once, in their order,
+// and returns when every call has.
+func inParallel[T any](n int, items []T, fn func(T)) {
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(it)
+		})
+	}
+	wg.Wait()
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -222,56 +222,47 @@ func (a *Agent) prefetchStale(ctx context.Context, jobs []job) listing {
 // called after each job, one at a time.
 func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (changed bool, firstErr error) {
 	var mu sync.Mutex
-	sem := make(chan struct{}, a.opts.Parallel)
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res, err := a.runJob(ctx, j)
-			mu.Lock()
-			defer mu.Unlock()
-			if after != nil {
-				after(j)
-			}
-			if res.changed {
-				changed = true
-			}
-			if err == nil || !isNotExist(err) {
-				a.tally.file(j.rel, res.objects > 0, err)
-			}
-			if err == nil {
-				a.problems.clear(a.log, "upload of "+j.rel)
-				return
-			}
-			if isNotExist(err) {
-				a.markFullScan()
-				return
-			}
-			a.markDirty(j.rel) // retried next pass
-			a.metrics.failed()
-			var re *remote.Error
-			var pe *fs.PathError
-			switch {
-			case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
-				a.outage.failed(a.log, a.now(), err)
-			case ctx.Err() != nil:
-			case a.refused.report(a.log, err):
-			case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
-				// Unreadable here (EACCES, EIO), or too large: said once,
-				// then now and then.
-				a.problems.report(a.log, a.now(), a.abs(j.rel), err)
-			default:
-				a.problems.warn(a.log, a.now(), "upload of "+j.rel, "upload failed; it is retried every pass", err)
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(a.opts.Parallel, jobs, func(j job) {
+		res, err := a.runJob(ctx, j)
+		mu.Lock()
+		defer mu.Unlock()
+		if after != nil {
+			after(j)
+		}
+		if res.changed {
+			changed = true
+		}
+		if err == nil || !isNotExist(err) {
+			a.tally.file(j.rel, res.objects > 0, err)
+		}
+		if err == nil {
+			a.problems.clear(a.log, "upload of "+j.rel)
+			return
+		}
+		if isNotExist(err) {
+			a.markFullScan()
+			return
+		}
+		a.markDirty(j.rel) // retried next pass
+		a.metrics.failed()
+		var re *remote.Error
+		var pe *fs.PathError
+		switch {
+		case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
+			a.outage.failed(a.log, a.now(), err)
+		case ctx.Err() != nil:
+		case a.refused.report(a.log, err):
+		case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
+			// Unreadable here (EACCES, EIO), or too large: said once,
+			// then now and then.
+			a.problems.report(a.log, a.now(), a.abs(j.rel), err)
+		default:
+			a.problems.warn(a.log, a.now(), "upload of "+j.rel, "upload failed; it is retried every pass", err)
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	})
 	return changed, firstErr
 }
 
