@@ -60,9 +60,7 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		changed = true
 		mu.Unlock()
 	})
-	if a.confirmBlobs(ctx) {
-		changed = true
-	}
+	changed = a.confirmBlobs(ctx) || changed
 	a.unchecked.endPass(a.log, a.now())
 	return changed
 }
