@@ -605,9 +605,7 @@ func (a *Agent) started(why string, otherRepo bool) error {
 		a.state.changed.all = true
 	}
 	if a.state.changed.all {
-		if err := a.state.persist(a.opts.StateDir); err != nil {
-			a.log.Error("could not save state", "err", err)
-		}
+		a.saveState("could not save state")
 	}
 	return nil
 }
@@ -629,35 +627,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.watch = w
 	go w.run(ctx)
 
-	for {
-		err := a.start(ctx)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return a.stopDuringStart()
-		}
-		if !remote.IsTransient(err) {
-			return err
-		}
-		a.outage.failed(a.log, a.now(), err)
-		// No pass has looked at the files yet: every one is looked at.
-		a.setPending(a.pendingBytes(true))
-		a.observe(nil, false)
-		if !sleepCtx(ctx, a.outage.wait()) {
-			return a.stopDuringStart()
-		}
+	if ok, err := a.startRetrying(ctx); !ok {
+		return err
 	}
-	first := a.pass(ctx, true)
-	a.observe(first, true)
-	if err := first; err != nil && ctx.Err() == nil {
-		if errors.Is(err, ErrMachineInUse) {
-			return err
-		}
-		a.log.Warn("first pass incomplete; will retry", "err", err)
-	}
-	if a.sessionsGone && a.scanFound == 0 && ctx.Err() == nil && !errors.Is(first, ErrVanished) {
-		a.log.Warn(a.noSessionsFolder().Error() + " Watching for it.")
+	if err := a.firstPass(ctx); err != nil {
+		return err
 	}
 	a.batchCatalog = true
 	if a.opts.Ready != nil {
@@ -713,22 +687,72 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if a.opts.Pull && a.now().Sub(lastPull) >= a.opts.PullInterval {
 			lastPull = a.now()
-			if err := a.pull(ctx); err != nil && ctx.Err() == nil {
-				switch {
-				case remote.IsTransient(err):
-					a.outage.failed(a.log, a.now(), err)
-				case errors.Is(err, errNotMerged):
-					a.log.Debug("pull incomplete", "err", err) // each session said at WARN
-				default:
-					a.problems.warn(a.log, a.now(), "pull", "pull failed; it is retried every pull interval", err)
-				}
-			} else if err == nil {
-				a.problems.clear(a.log, "pull")
-			}
-			if err := a.state.persist(a.opts.StateDir); err != nil {
-				a.log.Error("could not save state", "err", err)
-			}
+			a.pullAndSave(ctx)
 		}
+	}
+}
+
+// startRetrying starts the agent, waiting out an outage of the remote; ok
+// says it started, else Run returns err.
+func (a *Agent) startRetrying(ctx context.Context) (ok bool, err error) {
+	for {
+		err := a.start(ctx)
+		if err == nil {
+			return true, nil
+		}
+		if ctx.Err() != nil {
+			return false, a.stopDuringStart()
+		}
+		if !remote.IsTransient(err) {
+			return false, err
+		}
+		a.outage.failed(a.log, a.now(), err)
+		// No pass has looked at the files yet: every one is looked at.
+		a.setPending(a.pendingBytes(true))
+		a.observe(nil, false)
+		if !sleepCtx(ctx, a.outage.wait()) {
+			return false, a.stopDuringStart()
+		}
+	}
+}
+
+// firstPass looks at every file once started; an error it returns stops Run.
+func (a *Agent) firstPass(ctx context.Context) error {
+	first := a.pass(ctx, true)
+	a.observe(first, true)
+	if err := first; err != nil && ctx.Err() == nil {
+		if errors.Is(err, ErrMachineInUse) {
+			return err
+		}
+		a.log.Warn("first pass incomplete; will retry", "err", err)
+	}
+	if a.sessionsGone && a.scanFound == 0 && ctx.Err() == nil && !errors.Is(first, ErrVanished) {
+		a.log.Warn(a.noSessionsFolder().Error() + " Watching for it.")
+	}
+	return nil
+}
+
+// pullAndSave pulls, says how that went, and saves the state.
+func (a *Agent) pullAndSave(ctx context.Context) {
+	if err := a.pull(ctx); err != nil && ctx.Err() == nil {
+		switch {
+		case remote.IsTransient(err):
+			a.outage.failed(a.log, a.now(), err)
+		case errors.Is(err, errNotMerged):
+			a.log.Debug("pull incomplete", "err", err) // each session said at WARN
+		default:
+			a.problems.warn(a.log, a.now(), "pull", "pull failed; it is retried every pull interval", err)
+		}
+	} else if err == nil {
+		a.problems.clear(a.log, "pull")
+	}
+	a.saveState("could not save state")
+}
+
+// saveState saves the state; msg says it could not.
+func (a *Agent) saveState(msg string) {
+	if err := a.state.persist(a.opts.StateDir); err != nil {
+		a.log.Error(msg, "err", err)
 	}
 }
 
@@ -818,6 +842,21 @@ func (a *Agent) waitForAgentDir(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// inParallel calls fn for each item, at most n at once, in their order,
+// and returns when every call has.
+func inParallel[T any](n int, items []T, fn func(T)) {
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(it)
+		})
+	}
+	wg.Wait()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -40,38 +40,27 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		listed = a.listSessions(ctx, ids)
 	}
 	var mu sync.Mutex
-	sem := make(chan struct{}, a.opts.Parallel)
-	var wg sync.WaitGroup
-	for _, f := range todo {
-		wg.Add(1)
-		sem <- struct{}{}
-		// Each in its own goroutine even when listed: a retitle or a move
-		// is read back with a GET, and many at once (a pull's merges) take
-		// one round trip, not one each.
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			a.state.touch(f)
-			var err error
-			if invs, ok := listed[f.SessionID]; ok {
-				g := listedGeneration(invs, f)
-				err = a.confirmFrom(ctx, f, g, g.HasMeta && !g.MetaInChunk)
-			} else {
-				err = a.confirm(ctx, f)
-			}
-			if err != nil {
-				a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
-				return
-			}
-			mu.Lock()
-			changed = true
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if a.confirmBlobs(ctx) {
+	// Each in its own goroutine even when listed: a retitle or a move is
+	// read back with a GET, and many at once (a pull's merges) take one
+	// round trip, not one each.
+	inParallel(a.opts.Parallel, todo, func(f *FileState) {
+		a.state.touch(f)
+		var err error
+		if invs, ok := listed[f.SessionID]; ok {
+			g := listedGeneration(invs, f)
+			err = a.confirmFrom(ctx, f, g, g.HasMeta && !g.MetaInChunk)
+		} else {
+			err = a.confirm(ctx, f)
+		}
+		if err != nil {
+			a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
+			return
+		}
+		mu.Lock()
 		changed = true
-	}
+		mu.Unlock()
+	})
+	changed = a.confirmBlobs(ctx) || changed
 	a.unchecked.endPass(a.log, a.now())
 	return changed
 }

@@ -139,30 +139,24 @@ func (a *Agent) claimMachine(w *repo.Writer, at time.Time) error {
 	if !a.foreign(w) {
 		return nil
 	}
-	displace := func() {
-		a.state.Displaced = append(a.state.Displaced, w.Instance)
-		a.state.changed.all = true
-	}
 	switch {
 	case a.sameInstallation(w):
 		a.log.Info("this machine's catalog was written by an earlier state of this state dir; going on from the remote", "machine", a.opts.Machine)
-		displace()
-		return nil
 	case a.opts.TakeOverMachine:
 		a.log.Warn("taking over the machine name: from now on this state dir writes its catalog; sessions this machine has not seen stay as they are on the remote",
 			"machine", a.opts.Machine, "from_host", w.Host, "from_state_dir", w.StateDir, "last_written", at)
-		displace()
-		return nil
 	case a.established():
 		return a.machineInUse(w, at, true)
 	case a.now().Sub(at) < inUseWindow:
 		return a.machineInUse(w, at, false)
+	default:
+		// A new state dir, and the other agent silent for longer than a
+		// running one ever is: a reinstalled machine taking its name back.
+		a.log.Info("taking over the machine name, whose last writer has been silent for a while; sessions this machine has not seen stay as they are on the remote",
+			"machine", a.opts.Machine, "from_host", w.Host, "from_state_dir", w.StateDir, "last_written", at)
 	}
-	// A new state dir, and the other agent silent for longer than a
-	// running one ever is: a reinstalled machine taking its name back.
-	a.log.Info("taking over the machine name, whose last writer has been silent for a while; sessions this machine has not seen stay as they are on the remote",
-		"machine", a.opts.Machine, "from_host", w.Host, "from_state_dir", w.StateDir, "last_written", at)
-	displace()
+	a.state.Displaced = append(a.state.Displaced, w.Instance)
+	a.state.changed.all = true
 	return nil
 }
 
@@ -274,9 +268,7 @@ func (a *Agent) wrote(at time.Time) {
 		// Saved at once the first time: from now on another writer of
 		// this catalog took the name from this state (established).
 		a.state.changed.all = true
-		if err := a.state.persist(a.opts.StateDir); err != nil {
-			a.log.Error("could not save state", "err", err)
-		}
+		a.saveState("could not save state")
 	}
 }
 

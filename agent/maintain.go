@@ -21,7 +21,6 @@ func (a *Agent) maintain(ctx context.Context) {
 		return
 	}
 	now := a.now()
-	done := 0
 	var unlock func()
 	defer func() {
 		if unlock != nil {
@@ -49,6 +48,16 @@ func (a *Agent) maintain(ctx context.Context) {
 		unlock = u
 		return true
 	}
+	if a.compactStreams(ctx, now, locked) {
+		a.applyRetention(ctx, now, locked)
+	}
+}
+
+// compactStreams compacts up to maxCompactionsPerTick streams that are
+// due, once locked (the maintenance lock) holds; false says maintenance
+// stops for this tick.
+func (a *Agent) compactStreams(ctx context.Context, now time.Time, locked func() bool) bool {
+	done := 0
 	for _, f := range a.state.Streams {
 		if done >= maxCompactionsPerTick || ctx.Err() != nil {
 			break
@@ -62,7 +71,7 @@ func (a *Agent) maintain(ctx context.Context) {
 			continue
 		}
 		if !locked() {
-			return
+			return false
 		}
 		done++
 		res, err := compact.Stream(ctx, a.repo, f.stream(a.opts.Machine), f.Generation, idle, a.opts.Compaction)
@@ -70,17 +79,17 @@ func (a *Agent) maintain(ctx context.Context) {
 			break // the repository refuses every put alike: said once
 		}
 		if a.deletesDenied(err) {
-			return
+			return false
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return false
 			}
 			if remote.IsTransient(err) {
 				// The remote is away: said once as such (naming it), and
 				// no more compaction is tried until it answers.
 				a.outage.failed(a.log, a.now(), err)
-				return
+				return false
 			}
 			a.problems.warn(a.log, now, "compaction of "+f.Path, "compaction failed; it is retried, the backup itself is not affected", err)
 			continue
@@ -97,6 +106,11 @@ func (a *Agent) maintain(ctx context.Context) {
 			a.log.Debug("compacted", "path", f.Path, "chunks_before", res.Before, "chunks_after", res.After)
 		}
 	}
+	return true
+}
+
+// applyRetention applies retention once a day, once locked holds.
+func (a *Agent) applyRetention(ctx context.Context, now time.Time, locked func() bool) {
 	if a.opts.Retention.Generations <= 0 && a.opts.Retention.Deleted <= 0 {
 		return
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -44,24 +45,9 @@ type job struct {
 // vanished at once (recordMissing).
 func (a *Agent) pass(ctx context.Context, full bool) error {
 	start := a.now()
-	var rels []string
-	var sc *scanned
-	if full {
-		a.problems.beginFullPass()
-		a.clearTemp()
-		var err error
-		if sc, err = a.scan(); err != nil {
-			return err
-		}
-		rels = sc.rels
-		a.takeDirty()
-		if a.sessionsGone && !sc.sessionsGone && a.watch != nil {
-			a.watch.addTree(a.opts.AgentDir) // back (remounted): its watches went with it
-		}
-		a.sessionsGone = sc.sessionsGone
-	} else {
-		rels = a.takeDirty()
-		sort.Strings(rels)
+	rels, sc, err := a.passPaths(full)
+	if err != nil {
+		return err
 	}
 	if !full && len(rels) == 0 && !a.catalogStale && !a.heartbeatDue() {
 		a.markUpToDate(start, false)
@@ -111,57 +97,80 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		}
 	}
 	if full {
-		recorded, merr := a.recordMissing(seen, sc)
-		if recorded {
-			changed = true
-		}
-		if err == nil && a.confirmUploads(ctx) {
-			changed = true
-		}
-		if err == nil {
-			a.confirmCatalog(ctx)
-		}
-		a.confirmAll = false
-		a.problems.endFullPass(a.log)
-		if err == nil {
-			err = merr
-		}
-		if err == nil {
-			err = a.problems.err()
-		}
+		changed, err = a.endFullPass(ctx, seen, sc, changed, err)
 	}
 	if changed {
 		a.catalogStale = true
-		if serr := a.state.persist(a.opts.StateDir); serr != nil {
-			a.log.Error("could not save state; the next start uploads the last batch again", "err", serr)
-		}
+		a.saveState("could not save state; the next start uploads the last batch again")
 	}
-	cerr := a.putCatalog(ctx)
-	if cerr != nil {
-		switch {
-		case errors.Is(cerr, ErrMachineInUse):
-			return cerr // Run stops with it
-		case remote.IsTransient(cerr):
-			a.outage.failed(a.log, a.now(), cerr)
-		case a.refused.report(a.log, cerr):
-		case ctx.Err() == nil:
-			a.problems.warn(a.log, a.now(), "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
-		}
-		if err == nil {
-			err = cerr
-		}
+	cerr := a.passCatalog(ctx)
+	if errors.Is(cerr, ErrMachineInUse) {
+		return cerr // Run stops with it
 	}
-	if cerr == nil {
-		a.problems.clear(a.log, "catalog of "+a.opts.Machine)
-	}
-	if err == nil {
+	if err = cmp.Or(err, cerr); err == nil {
 		a.markUpToDate(start, full)
-	}
-	if err == nil {
 		a.outage.ok(a.log, a.now())
 		a.refused.ok(a.log)
 	}
 	return err
+}
+
+// passPaths is what a pass looks at: every path a scan finds (sc), or,
+// in a pass that is not full, the paths the watcher saw.
+func (a *Agent) passPaths(full bool) ([]string, *scanned, error) {
+	if !full {
+		rels := a.takeDirty()
+		sort.Strings(rels)
+		return rels, nil, nil
+	}
+	a.problems.beginFullPass()
+	a.clearTemp()
+	sc, err := a.scan()
+	if err != nil {
+		return nil, nil, err
+	}
+	a.takeDirty()
+	if a.sessionsGone && !sc.sessionsGone && a.watch != nil {
+		a.watch.addTree(a.opts.AgentDir) // back (remounted): its watches went with it
+	}
+	a.sessionsGone = sc.sessionsGone
+	return sc.rels, sc, nil
+}
+
+// endFullPass does what only a full pass does after its uploads, which
+// ended with err: records what vanished and, when nothing failed, checks
+// what the remote holds. It returns whether the state changed, and the
+// pass's error.
+func (a *Agent) endFullPass(ctx context.Context, seen map[string]bool, sc *scanned, changed bool, err error) (bool, error) {
+	recorded, merr := a.recordMissing(seen, sc)
+	changed = changed || recorded
+	changed = err == nil && a.confirmUploads(ctx) || changed
+	if err == nil {
+		a.confirmCatalog(ctx)
+	}
+	a.confirmAll = false
+	a.problems.endFullPass(a.log)
+	if err = cmp.Or(err, merr); err == nil {
+		err = a.problems.err()
+	}
+	return changed, err
+}
+
+// passCatalog puts this machine's catalog at the end of a pass, and says
+// how that went.
+func (a *Agent) passCatalog(ctx context.Context) error {
+	cerr := a.putCatalog(ctx)
+	switch {
+	case cerr == nil:
+		a.problems.clear(a.log, "catalog of "+a.opts.Machine)
+	case errors.Is(cerr, ErrMachineInUse):
+	case remote.IsTransient(cerr):
+		a.outage.failed(a.log, a.now(), cerr)
+	case a.refused.report(a.log, cerr):
+	case ctx.Err() == nil:
+		a.problems.warn(a.log, a.now(), "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
+	}
+	return cerr
 }
 
 // firstPassProgress tells Options.Progress how the first full pass goes:
@@ -222,56 +231,45 @@ func (a *Agent) prefetchStale(ctx context.Context, jobs []job) listing {
 // called after each job, one at a time.
 func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (changed bool, firstErr error) {
 	var mu sync.Mutex
-	sem := make(chan struct{}, a.opts.Parallel)
-	var wg sync.WaitGroup
-	for _, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			res, err := a.runJob(ctx, j)
-			mu.Lock()
-			defer mu.Unlock()
-			if after != nil {
-				after(j)
-			}
-			if res.changed {
-				changed = true
-			}
-			if err == nil || !isNotExist(err) {
-				a.tally.file(j.rel, res.objects > 0, err)
-			}
-			if err == nil {
-				a.problems.clear(a.log, "upload of "+j.rel)
-				return
-			}
-			if isNotExist(err) {
-				a.markFullScan()
-				return
-			}
-			a.markDirty(j.rel) // retried next pass
-			a.metrics.failed()
-			var re *remote.Error
-			var pe *fs.PathError
-			switch {
-			case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
-				a.outage.failed(a.log, a.now(), err)
-			case ctx.Err() != nil:
-			case a.refused.report(a.log, err):
-			case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
-				// Unreadable here (EACCES, EIO), or too large: said once,
-				// then now and then.
-				a.problems.report(a.log, a.now(), a.abs(j.rel), err)
-			default:
-				a.problems.warn(a.log, a.now(), "upload of "+j.rel, "upload failed; it is retried every pass", err)
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(a.opts.Parallel, jobs, func(j job) {
+		res, err := a.runJob(ctx, j)
+		mu.Lock()
+		defer mu.Unlock()
+		if after != nil {
+			after(j)
+		}
+		changed = changed || res.changed
+		if err == nil || !isNotExist(err) {
+			a.tally.file(j.rel, res.objects > 0, err)
+		}
+		if err == nil {
+			a.problems.clear(a.log, "upload of "+j.rel)
+			return
+		}
+		if isNotExist(err) {
+			a.markFullScan()
+			return
+		}
+		a.markDirty(j.rel) // retried next pass
+		a.metrics.failed()
+		var re *remote.Error
+		var pe *fs.PathError
+		switch {
+		case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
+			a.outage.failed(a.log, a.now(), err)
+		case ctx.Err() != nil:
+		case a.refused.report(a.log, err):
+		case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
+			// Unreadable here (EACCES, EIO), or too large: said once,
+			// then now and then.
+			a.problems.report(a.log, a.now(), a.abs(j.rel), err)
+		default:
+			a.problems.warn(a.log, a.now(), "upload of "+j.rel, "upload failed; it is retried every pass", err)
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	})
 	return changed, firstErr
 }
 

@@ -87,19 +87,86 @@ const (
 // it into the agent dir by restore's rule. Finding out what changed costs
 // one LIST and one GET per machine; only changed sessions are read.
 func (a *Agent) pull(ctx context.Context) error {
-	machines, err := a.repo.Machines(ctx)
+	cats, todo, err := a.pullChanged(ctx)
+	if err != nil || len(todo) == 0 {
+		return err
+	}
+	open, err := store.ScanOpen(a.opts.Store)
+	if err != nil {
+		return fmt.Errorf("pull: cannot tell which processes hold session files open, so nothing is merged: %w", err)
+	}
+	local, err := store.ScanLocal(a.opts.Store, a.opts.AgentDir)
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
+	}
+	// Sessions are merged Parallel at once, each one's copies (one per
+	// machine) in turn: the second merges into what the first wrote.
+	var ids []string
+	byID := map[string][]pullItem{}
+	for _, it := range todo {
+		// Present here when the decision was made, gone from the index
+		// taken since: deleted or moved meanwhile. The next scan decides;
+		// a merge now would create it again. (A file that goes after the
+		// index was taken makes its merge fail, and the pull retry.)
+		if a.presentHere(it.entry.ID) && local.Find(it.entry.ID) == "" {
+			continue
+		}
+		if byID[it.entry.ID] == nil {
+			ids = append(ids, it.entry.ID)
+		}
+		byID[it.entry.ID] = append(byID[it.entry.ID], it)
+	}
+	var mu sync.Mutex // the state, and what pulled records in it
+	failed, live := 0, 0
+	inParallel(a.opts.Parallel, ids, func(id string) {
+		for _, it := range byID[id] {
+			if ctx.Err() != nil {
+				return
+			}
+			req := MergeRequest{Catalogs: cats, Machine: it.machine, SessionID: id, OpenFiles: open, Local: local}
+			res, err := a.opts.Merger.Merge(ctx, req)
+			mu.Lock()
+			if err := a.recordMerge(ctx, req, res, err, it.sig); err != nil {
+				failed++
+			} else if res.Action == MergeLive {
+				live++
+			}
+			mu.Unlock()
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("pull: %d of %d sessions not merged (see above); the next pull tries them again: %w", failed, len(ids), errNotMerged)
+	}
+	if live > 0 && a.outage.once {
+		// The running agent merges them once released; one pass must not
+		// say it brought in what it left on the remote.
+		return fmt.Errorf("pull: %d of %d sessions are in use here and were not merged (see above): run again once they are closed", live, len(ids))
+	}
+	return nil
+}
+
+// pullItem is one machine's copy of a session that a pull merges.
+type pullItem struct {
+	machine string
+	entry   repo.CatalogEntry
+	sig     string
+}
+
+// pullChanged reads the other machines' catalogs and returns them, with
+// this machine's own entry first, and the sessions in them that changed
+// since they were last merged here; what needs no merge is recorded seen.
+func (a *Agent) pullChanged(ctx context.Context) ([]repo.Catalog, []pullItem, error) {
+	machines, err := a.repo.Machines(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pull: %w", err)
 	}
 	// This machine's own entry tells the placer which checkouts its
 	// sessions ran in; restore reads only the machine asked for's entries.
 	cats := []repo.Catalog{a.ownUses()}
-	type item struct {
-		machine string
-		entry   repo.CatalogEntry
-		sig     string
-	}
-	var todo []item
+	var todo []pullItem
 	for _, m := range machines {
 		if m == a.opts.Machine {
 			continue
@@ -132,98 +199,36 @@ func (a *Agent) pull(ctx context.Context) error {
 				// decides; until then nothing is pulled into its place.
 				continue
 			default:
-				todo = append(todo, item{m, e, sig})
+				todo = append(todo, pullItem{m, e, sig})
 				continue
 			}
 			a.state.setSeen(key, sig)
 		}
 	}
-	if len(todo) == 0 {
-		return nil
-	}
-	open, err := store.ScanOpen(a.opts.Store)
-	if err != nil {
-		return fmt.Errorf("pull: cannot tell which processes hold session files open, so nothing is merged: %w", err)
-	}
-	local, err := store.ScanLocal(a.opts.Store, a.opts.AgentDir)
-	if err != nil {
-		return fmt.Errorf("pull: %w", err)
-	}
-	// Sessions are merged Parallel at once, each one's copies (one per
-	// machine) in turn: the second merges into what the first wrote.
-	var ids []string
-	byID := map[string][]item{}
-	for _, it := range todo {
-		// Present here when the decision was made, gone from the index
-		// taken since: deleted or moved meanwhile. The next scan decides;
-		// a merge now would create it again. (A file that goes after the
-		// index was taken makes its merge fail, and the pull retry.)
-		if a.presentHere(it.entry.ID) && local.Find(it.entry.ID) == "" {
-			continue
+	return cats, todo, nil
+}
+
+// recordMerge records in the state what one merge (res, err) did, and
+// says it: the error it returns is the merge's, or recording's.
+func (a *Agent) recordMerge(ctx context.Context, req MergeRequest, res Merged, err error, sig string) error {
+	id := req.SessionID
+	done, err := a.pulled(ctx, req, res, err)
+	a.notePlacement(ctx, id, res)
+	switch {
+	case err != nil:
+		a.log.Warn("pull: session not merged; will retry", "session", id, "machine", req.Machine, "err", err)
+	case len(res.Missing) > 0:
+		// Not seen: the next pull tries again. Said once.
+		lvl := slog.LevelDebug
+		if !a.pullIncomplete[id] {
+			lvl, a.pullIncomplete[id] = slog.LevelWarn, true
 		}
-		if byID[it.entry.ID] == nil {
-			ids = append(ids, it.entry.ID)
-		}
-		byID[it.entry.ID] = append(byID[it.entry.ID], it)
+		a.log.Log(ctx, lvl, "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", req.Machine, "missing", strings.Join(res.Missing, "; "))
+	case done:
+		delete(a.pullIncomplete, id)
+		a.state.setSeen(req.Machine+"/"+id, sig)
 	}
-	var mu sync.Mutex // the state, and what pulled records in it
-	queue := make(chan string, len(ids))
-	for _, id := range ids {
-		queue <- id
-	}
-	close(queue)
-	var wg sync.WaitGroup
-	failed, live := 0, 0
-	for range min(a.opts.Parallel, len(ids)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range queue {
-				for _, it := range byID[id] {
-					if ctx.Err() != nil {
-						return
-					}
-					req := MergeRequest{Catalogs: cats, Machine: it.machine, SessionID: id, OpenFiles: open, Local: local}
-					res, err := a.opts.Merger.Merge(ctx, req)
-					mu.Lock()
-					done, err := a.pulled(ctx, req, res, err)
-					a.notePlacement(ctx, id, res)
-					if err == nil && res.Action == MergeLive {
-						live++
-					}
-					switch {
-					case err != nil:
-						failed++
-						a.log.Warn("pull: session not merged; will retry", "session", id, "machine", it.machine, "err", err)
-					case len(res.Missing) > 0:
-						// Not seen: the next pull tries again. Said once.
-						lvl := slog.LevelDebug
-						if !a.pullIncomplete[id] {
-							lvl, a.pullIncomplete[id] = slog.LevelWarn, true
-						}
-						a.log.Log(ctx, lvl, "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", it.machine, "missing", strings.Join(res.Missing, "; "))
-					case done:
-						delete(a.pullIncomplete, id)
-						a.state.setSeen(it.machine+"/"+id, it.sig)
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if failed > 0 {
-		return fmt.Errorf("pull: %d of %d sessions not merged (see above); the next pull tries them again: %w", failed, len(ids), errNotMerged)
-	}
-	if live > 0 && a.outage.once {
-		// The running agent merges them once released; one pass must not
-		// say it brought in what it left on the remote.
-		return fmt.Errorf("pull: %d of %d sessions are in use here and were not merged (see above): run again once they are closed", live, len(ids))
-	}
-	return nil
+	return err
 }
 
 // ownUses is what this machine's catalog would say of the folders its

@@ -128,7 +128,7 @@ func (a *Agent) scan() (*scanned, error) {
 // a link named like no file the store keeps, or excluded, is not.
 func (a *Agent) linkMatters(p, rel string) bool {
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return !a.excluded(rel)
+		return !matches(a.opts.Exclude, rel) // a folder: the include globs name files
 	}
 	return a.opts.Store.Classify(rel) != store.KindIgnored && a.included(rel)
 }
@@ -182,31 +182,20 @@ func dirKey(st store.Store) string {
 
 // included applies the include and exclude globs.
 func (a *Agent) included(rel string) bool {
-	match := func(globs []string) bool {
-		for _, g := range globs {
-			if ok, _ := path.Match(g, rel); ok {
-				return true
-			}
-			// A glob naming a folder covers what is inside it.
-			for d := path.Dir(rel); d != "."; d = path.Dir(d) {
-				if ok, _ := path.Match(g, d); ok {
-					return true
-				}
-			}
-		}
+	if len(a.opts.Include) > 0 && !matches(a.opts.Include, rel) {
 		return false
 	}
-	if len(a.opts.Include) > 0 && !match(a.opts.Include) {
-		return false
-	}
-	return !match(a.opts.Exclude)
+	return !matches(a.opts.Exclude, rel)
 }
 
-// excluded applies the exclude globs alone (a folder: the include globs
-// name files).
-func (a *Agent) excluded(rel string) bool {
-	for _, g := range a.opts.Exclude {
-		for d := rel; d != "."; d = path.Dir(d) {
+// matches says whether one of globs names rel or, as a glob naming a
+// folder covers what is inside it, a folder rel is in.
+func matches(globs []string, rel string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, rel); ok {
+			return true
+		}
+		for d := path.Dir(rel); d != "."; d = path.Dir(d) {
 			if ok, _ := path.Match(g, d); ok {
 				return true
 			}

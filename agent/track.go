@@ -135,57 +135,9 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 			return res, err
 		}
 	}
-	size := src.size()
-	reason := ""
-	switch {
-	case fst.Generation == "":
-		reason = "new"
-	case size < fst.Offset:
-		reason = "shrank"
-		if inode == fst.Inode && fst.isSession() {
-			// Cut short in place, which omp never does (its rewrites
-			// replace the file): damage, or a user's edit. The old
-			// generation is the only complete copy; retention keeps it.
-			a.log.Warn("session file cut short below what was backed up: a new generation follows it; the complete copy stays on the remote",
-				"path", fst.Path, "backed_up_bytes", fst.Offset, "bytes", size, "old_generation", fst.Generation,
-				"to_get_it_back", "ompsync restore --generation "+fst.Generation+" "+fst.SessionID)
-		}
-	case fst.rewound:
-		// Back at 0 in this generation, its bytes just proven (rewind):
-		// its first chunk, lost or damaged, goes up again under it.
-	case fst.Offset == 0:
-		// Nothing of this generation is up: its first upload failed, or
-		// the file has no whole line yet. It starts again from the file
-		// as it is now, under a fresh name (a put that failed may still
-		// have landed), which changes nothing backed up. startGeneration
-		// keeps the reason the generation began for; this one only says
-		// that it begins again.
-		reason = "not uploaded yet"
-	case inode != fst.Inode || audit:
-		// Replaced by a rename, or a periodic audit: only a full re-hash
-		// tells an extended copy from a rewrite.
-		same, err := prefixMatches(src, fst)
-		if err != nil {
-			return res, err
-		}
-		if !same {
-			reason = "rewritten"
-		} else {
-			fst.Verified = time.Now().UTC()
-		}
-	default:
-		same, err := tailMatches(src, fst)
-		if err == nil && same && size == fst.Offset && !slotChanged(src, fst) {
-			// Written to (the stat changed) yet neither grown nor retitled:
-			// only a full re-hash tells whether uploaded bytes changed.
-			same, err = prefixMatches(src, fst)
-		}
-		if err != nil {
-			return res, err
-		}
-		if !same {
-			reason = "changed in place"
-		}
+	reason, err := a.whyNewGeneration(fst, src, inode, audit)
+	if err != nil {
+		return res, err
 	}
 	fst.rewound = false // one try: a failed put may have landed other bytes
 	if reason != "" {
@@ -194,42 +146,14 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		}
 		res.changed = true
 	}
-
-	// The title slot may change in place; it travels as its own object.
-	if fst.HashFrom == repo.HeadSize && fst.Offset >= repo.HeadSize {
-		slot := make([]byte, repo.HeadSize)
-		if err := readFull(src, slot, 0); err != nil {
-			return res, fmt.Errorf("read title slot: %w", err)
-		}
-		if h := hashHex(slot); h != fst.SlotHash {
-			title, ok := a.opts.Store.SlotTitle(slot)
-			if !ok {
-				// The slot is no longer a slot: treat as a rewrite.
-				if err := a.startGeneration(fst, src, "title slot replaced"); err != nil {
-					return res, err
-				}
-			} else {
-				if err := a.repo.PutHead(ctx, fst.stream(a.opts.Machine), fst.Generation, slot); err != nil {
-					return res, fmt.Errorf("upload title slot: %w", err)
-				}
-				res.objects++
-				res.bytes += int64(len(slot))
-				fst.SlotHash = h
-				if title != "" { // an untitled slot keeps the first prompt as the title
-					fst.Title = title
-				}
-				fst.HeadUnconfirmed = true
-			}
-			res.changed = true
-		}
+	if err := a.syncSlot(ctx, fst, src, &res); err != nil {
+		return res, err
 	}
 
 	n, objs, err := a.uploadRange(ctx, fst, src, mtime, settleAll)
 	res.bytes += n
 	res.objects += objs
-	if objs > 0 {
-		res.changed = true
-	}
+	res.changed = res.changed || objs > 0
 	if err != nil {
 		return res, err
 	}
@@ -244,13 +168,98 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 	if end, err := settledEnd(src, fst.Offset, settleAll); err == nil && fst.Offset == end {
 		// Everything settled is up: remember the stat so that an unchanged
 		// file costs one stat next time.
-		fst.Size, fst.MtimeNs, fst.Inode = size, mtime.UnixNano(), inode
+		fst.Size, fst.MtimeNs, fst.Inode = src.size(), mtime.UnixNano(), inode
 		fst.SyncedAt = a.now().UTC()
 	} else {
 		fst.Size = -1
 	}
 	fst.UploadedMtime = mtime.UTC()
 	return res, nil
+}
+
+// whyNewGeneration says why src starts a new generation of fst, or ""
+// when the bytes uploaded of it are still what it holds.
+func (a *Agent) whyNewGeneration(fst *FileState, src source, inode uint64, audit bool) (string, error) {
+	size := src.size()
+	switch {
+	case fst.Generation == "":
+		return "new", nil
+	case size < fst.Offset:
+		if inode == fst.Inode && fst.isSession() {
+			// Cut short in place, which omp never does (its rewrites
+			// replace the file): damage, or a user's edit. The old
+			// generation is the only complete copy; retention keeps it.
+			a.log.Warn("session file cut short below what was backed up: a new generation follows it; the complete copy stays on the remote",
+				"path", fst.Path, "backed_up_bytes", fst.Offset, "bytes", size, "old_generation", fst.Generation,
+				"to_get_it_back", "ompsync restore --generation "+fst.Generation+" "+fst.SessionID)
+		}
+		return "shrank", nil
+	case fst.rewound:
+		// Back at 0 in this generation, its bytes just proven (rewind):
+		// its first chunk, lost or damaged, goes up again under it.
+	case fst.Offset == 0:
+		// Nothing of this generation is up: its first upload failed, or
+		// the file has no whole line yet. It starts again from the file
+		// as it is now, under a fresh name (a put that failed may still
+		// have landed), which changes nothing backed up. startGeneration
+		// keeps the reason the generation began for; this one only says
+		// that it begins again.
+		return "not uploaded yet", nil
+	case inode != fst.Inode || audit:
+		// Replaced by a rename, or a periodic audit: only a full re-hash
+		// tells an extended copy from a rewrite.
+		same, err := prefixMatches(src, fst)
+		if err != nil || !same {
+			return "rewritten", err
+		}
+		fst.Verified = time.Now().UTC()
+	default:
+		same, err := tailMatches(src, fst)
+		if err == nil && same && size == fst.Offset && !slotChanged(src, fst) {
+			// Written to (the stat changed) yet neither grown nor retitled:
+			// only a full re-hash tells whether uploaded bytes changed.
+			same, err = prefixMatches(src, fst)
+		}
+		if err != nil || !same {
+			return "changed in place", err
+		}
+	}
+	return "", nil
+}
+
+// syncSlot uploads the title slot when it changed: the slot may change in
+// place, and travels as its own object.
+func (a *Agent) syncSlot(ctx context.Context, fst *FileState, src source, res *syncResult) error {
+	if fst.HashFrom != repo.HeadSize || fst.Offset < repo.HeadSize {
+		return nil
+	}
+	slot := make([]byte, repo.HeadSize)
+	if err := readFull(src, slot, 0); err != nil {
+		return fmt.Errorf("read title slot: %w", err)
+	}
+	h := hashHex(slot)
+	if h == fst.SlotHash {
+		return nil
+	}
+	if title, ok := a.opts.Store.SlotTitle(slot); !ok {
+		// The slot is no longer a slot: treat as a rewrite.
+		if err := a.startGeneration(fst, src, "title slot replaced"); err != nil {
+			return err
+		}
+	} else {
+		if err := a.repo.PutHead(ctx, fst.stream(a.opts.Machine), fst.Generation, slot); err != nil {
+			return fmt.Errorf("upload title slot: %w", err)
+		}
+		res.objects++
+		res.bytes += int64(len(slot))
+		fst.SlotHash = h
+		if title != "" { // an untitled slot keeps the first prompt as the title
+			fst.Title = title
+		}
+		fst.HeadUnconfirmed = true
+	}
+	res.changed = true
+	return nil
 }
 
 // settledEnd is where the uploadable bytes end: after the last newline of
@@ -360,40 +369,11 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 				continue
 			}
 		}
-		stop := min(end, start+a.opts.ChunkSize)
-		if next > start {
-			stop = min(stop, next)
-		}
-		if a.beforeRead != nil {
-			a.beforeRead(fst.Path)
-		}
-		data := make([]byte, stop-start)
-		if err := readFull(src, data, start); err != nil {
+		data, err := a.readChunk(fst, src, start, next, end, settleAll, tail)
+		if err != nil {
 			return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
 		}
-		if stop < end && !settleAll {
-			// Cut at a line boundary; a line longer than a chunk goes
-			// whole, up to what a reader takes one chunk to hold.
-			if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-				data = data[:i+1]
-			} else {
-				more, err := readLine(src, stop, min(end, start+repo.MaxChunkSize))
-				if err != nil {
-					return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
-				}
-				data = append(data, more...)
-			}
-			stop = start + int64(len(data))
-		}
-		// Bytes appended to what the remote holds must follow the bytes it
-		// holds: a file rewritten in place while this chunk was read
-		// shows it in the tail before start, read again after the chunk.
-		if now, err := tailHash(src, fst); err != nil || now != tail {
-			if err == nil {
-				err = fmt.Errorf("%w: the bytes before offset %d are no longer those uploaded", errFileChanged, start)
-			}
-			return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
-		}
+		stop := start + int64(len(data))
 		if from := fst.HashFrom - start; from < int64(len(data)) {
 			h.Write(data[max(from, 0):])
 		}
@@ -420,6 +400,44 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 		tail = fst.TailHash
 	}
 	return n, objects, nil
+}
+
+// readChunk reads the next chunk, from start: up to ChunkSize and next
+// (where a pulled range begins), cut at a line boundary unless settleAll.
+// It fails when the bytes before start are no longer tail, those uploaded.
+func (a *Agent) readChunk(fst *FileState, src source, start, next, end int64, settleAll bool, tail string) ([]byte, error) {
+	stop := min(end, start+a.opts.ChunkSize)
+	if next > start {
+		stop = min(stop, next)
+	}
+	if a.beforeRead != nil {
+		a.beforeRead(fst.Path)
+	}
+	data := make([]byte, stop-start)
+	if err := readFull(src, data, start); err != nil {
+		return nil, err
+	}
+	if stop < end && !settleAll {
+		// Cut at a line boundary; a line longer than a chunk goes
+		// whole, up to what a reader takes one chunk to hold.
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			data = data[:i+1]
+		} else {
+			more, err := readLine(src, stop, min(end, start+repo.MaxChunkSize))
+			if err != nil {
+				return nil, err
+			}
+			data = append(data, more...)
+		}
+	}
+	// Bytes appended to what the remote holds must follow the bytes it
+	// holds: a file rewritten in place while this chunk was read shows it
+	// in the tail before start, read again after the chunk.
+	now, err := tailHash(src, fst)
+	if err == nil && now != tail {
+		err = fmt.Errorf("%w: the bytes before offset %d are no longer those uploaded", errFileChanged, start)
+	}
+	return data, err
 }
 
 // firstChunkMeta gives the header of a chunk at offset 0 its generation's
