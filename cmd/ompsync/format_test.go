@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,9 +15,10 @@ import (
 
 // The real binary: a first backup into an empty folder makes a format-2
 // repository with no meta object (each session's first chunk carries it),
-// restore brings every byte back, and a repository of a later format is
-// refused by every command with one line saying to upgrade.
-func TestRepositoryFormat2(t *testing.T) {
+// restore brings every byte back, and a repository of another format (a
+// later one, or format 1 of development builds) is refused by every
+// command with one line saying what to do.
+func TestRepositoryFormat(t *testing.T) {
 	remoteDir := filepath.Join(t.TempDir(), "remote")
 	m := newMachineEnv(t, "file://"+remoteDir, backend.S3Options{}, "laptop")
 	ids := []string{"019ad000-0000-7000-8000-0000000f0201", "019ad000-0000-7000-8000-0000000f0202"}
@@ -55,20 +57,24 @@ func TestRepositoryFormat2(t *testing.T) {
 		}
 	}
 
-	if err := os.WriteFile(filepath.Join(remoteDir, "ompsync.json"), []byte(`{"format":3,"created":"2027-01-01T00:00:00Z"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const want = "repository has format 3; this ompsync reads formats 1 and 2: upgrade ompsync"
-	for _, args := range [][]string{{"restore", "--all", "--to", t.TempDir()}, {"verify"}, {"agent", "--once"}} {
-		code, out := m.ompsync(args...)
-		var errs []string // stdout's summary aside
-		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, "ompsync: ") {
-				errs = append(errs, l)
-			}
+	for format, want := range map[int]string{
+		3: "repository has format 3; this ompsync reads format 2: upgrade ompsync",
+		1: "repository has format 1, written by a development build of ompsync before 0.1.0; this ompsync reads format 2 only: back up to a new, empty remote",
+	} {
+		if err := os.WriteFile(filepath.Join(remoteDir, "ompsync.json"), fmt.Appendf(nil, `{"format":%d,"created":"2027-01-01T00:00:00Z"}`, format), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		if code == 0 || len(errs) != 1 || !strings.Contains(errs[0], want) {
-			t.Errorf("%s on format 3: exit %d, want non-zero and one line with %q:\n%s", strings.Join(args, " "), code, want, out)
+		for _, args := range [][]string{{"restore", "--all", "--to", t.TempDir()}, {"verify"}, {"agent", "--once"}} {
+			code, out := m.ompsync(args...)
+			var errs []string // stdout's summary aside
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "ompsync: ") {
+					errs = append(errs, l)
+				}
+			}
+			if code == 0 || len(errs) != 1 || !strings.Contains(errs[0], want) {
+				t.Errorf("%s on format %d: exit %d, want non-zero and one line with %q:\n%s", strings.Join(args, " "), format, code, want, out)
+			}
 		}
 	}
 }
