@@ -14,7 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// The dictionary is part of format 1 (docs/FORMAT.md): frames name it by
+// The dictionary is part of the repository format (docs/FORMAT.md): frames name it by
 // id, so changing its bytes would make every stored object unreadable.
 func TestDictionaryNeverChanges(t *testing.T) {
 	const want = "542492ad7087ef5d2c5f3808abb665a30aa40e415c02c671604ad8f2506c7169"
