@@ -206,17 +206,12 @@ func Mended(ctx context.Context, r *repo.Repo, key string) bool {
 		return false
 	}
 	for _, inv := range invs {
-		if inv.Stream != ref.Stream {
+		g := inv.Find(ref.Generation)
+		if inv.Stream != ref.Stream || g == nil {
 			continue
 		}
-		for _, g := range inv.Generations {
-			if g.Name != ref.Generation {
-				continue
-			}
-			for _, c := range g.Chunks {
-				if c.Start > start || c.End < end {
-					continue
-				}
+		for _, c := range g.Chunks {
+			if c.Start <= start && c.End >= end {
 				if _, _, err := r.GetChunk(ctx, ref.Stream, g.Name, c.Start, c.End); err == nil {
 					return true
 				}

@@ -79,7 +79,9 @@ func runVerify(cmd *cobra.Command, a *app, o verifyOptions) error {
 	}
 	bar := a.sessionBar(o.asJSON, "checked")
 	opts := restore.Options{Machine: o.machine, Parallel: cfg.Transfers}
-	checks, problems, err := restore.VerifyAll(ctx, places, o.prefixes, restore.Options{Machine: o.machine, Progress: bar.update, Parallel: cfg.Transfers})
+	first := opts
+	first.Progress = bar.update
+	checks, problems, err := restore.VerifyAll(ctx, places, o.prefixes, first)
 	bar.done()
 	problems = append(problems, unknown...)
 	// Every catalog refused is an error: with --repair, this machine's is
