@@ -115,7 +115,7 @@ func newAgentCmd(a *app) *cobra.Command {
 				return err
 			}
 			if idf.confirmDeletions && !once {
-				return usagef(cmd, "--confirm-deletions goes with --once: it confirms the deletions of one pass")
+				return usagef("--confirm-deletions goes with --once: it confirms the deletions of one pass")
 			}
 			if once {
 				return runAgentOnce(cmd.Context(), a, cfg, idf)

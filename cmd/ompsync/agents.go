@@ -7,8 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+		"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/repo"
@@ -26,15 +25,15 @@ func addAgentFlag(fl *pflag.FlagSet, p *string) {
 // the agents the remote holds sessions of, each with its folder (or only
 // the one --agent names). The problems are the agents this ompsync does
 // not know.
-func (a *app) readPlaces(cmd *cobra.Command, machine, agentName string) (*config.Config, []restore.Place, []string, error) {
+func (a *app) readPlaces(ctx context.Context, machine, agentName string) (*config.Config, []restore.Place, []string, error) {
 	if agentName != "" && !slices.Contains(config.AgentNames(), agentName) {
-		return nil, nil, nil, usagef(cmd, "--agent %q: want one of %s", agentName, strings.Join(config.AgentNames(), ", "))
+		return nil, nil, nil, usagef("--agent %q: want one of %s", agentName, strings.Join(config.AgentNames(), ", "))
 	}
 	// The agents' LIST goes out with the marker's GET (readRemote has
 	// loaded the configuration by then).
 	var places []restore.Place
 	var problems []string
-	cfg, r, err := a.readRemote(cmd, machine, func(ctx context.Context, r *repo.Repo) error {
+	cfg, r, err := a.readRemote(ctx, machine, func(ctx context.Context, r *repo.Repo) error {
 		cfg, err := a.config()
 		if err != nil {
 			return err

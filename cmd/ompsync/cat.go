@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -39,7 +40,7 @@ reasoning left out unless --thinking.`,
   ompsync cat 01a113d2 --machine laptop --generation 18ecbc17b1295105 | wc -c`,
 		Args: idPrefixes(0, cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runCat(cmd, a, f, args[0])
+			return a.runCat(cmd.Context(), f, args[0])
 		},
 	}
 	fl := cmd.Flags()
@@ -53,29 +54,29 @@ reasoning left out unless --thinking.`,
 	return cmd
 }
 
-func runCat(cmd *cobra.Command, a *app, f catFlags, prefix string) error {
+func (a *app) runCat(ctx context.Context, f catFlags, prefix string) error {
 	if f.thinking && !f.text {
-		return usagef(cmd, "--thinking goes with --text")
+		return usagef("--thinking goes with --text")
 	}
 	if f.generation != "" && !repo.ValidGeneration(f.generation) {
-		return usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
+		return usagef("--generation %q: want 16 hex digits", f.generation)
 	}
 	opts := restore.Options{Machine: f.machine, Generation: f.generation, Latest: f.latest, Choose: a.chooser()}
-	if err := parseAt(cmd, f.at, &opts.At); err != nil {
+	if err := parseAt(f.at, &opts.At); err != nil {
 		return err
 	}
-	cfg, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
+	cfg, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
 	opts.Parallel = cfg.Transfers
 	opts.MaxMergeSize = cfg.Restore.MergeBytes()
-	pl, id, err := restore.Find(cmd.Context(), places, prefix, opts)
+	pl, id, err := restore.Find(ctx, places, prefix, opts)
 	if err != nil {
 		return err
 	}
 	opts.Store = pl.Store
-	pr, more, err := restore.Cat(cmd.Context(), pl.Repo, id, opts)
+	pr, more, err := restore.Cat(ctx, pl.Repo, id, opts)
 	problems = append(problems, more...)
 	a.warn(problems)
 	if err != nil {

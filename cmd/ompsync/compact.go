@@ -43,7 +43,7 @@ it, saying so.`,
 		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
 			for _, p := range args {
 				if !safename.SessionID(p) {
-					return usagef(cmd, "%q is not a session id prefix (letters, digits, - and _)", p)
+					return usagef("%q is not a session id prefix (letters, digits, - and _)", p)
 				}
 			}
 			return nil

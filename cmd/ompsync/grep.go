@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,7 +60,7 @@ func newGrepCmd(a *app) *cobra.Command {
   ompsync grep --regexp 'TODO\((\w+)\)' --json | jq -r .session`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runGrep(cmd, a, f, args[0], args[1:])
+			return a.runGrep(cmd.Context(), f, args[0], args[1:])
 		},
 	}
 	fl := cmd.Flags()
@@ -74,12 +75,12 @@ func newGrepCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes []string) error {
-	opts, err := grepOptions(cmd, f, pattern)
+func (a *app) runGrep(ctx context.Context, f grepFlags, pattern string, prefixes []string) error {
+	opts, err := grepOptions(f, pattern)
 	if err != nil {
 		return err
 	}
-	cfg, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
+	cfg, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 		}
 		return printMatch(a.stdout, gm, opts.Pattern)
 	}
-	rep, err := restore.GrepAll(cmd.Context(), places, prefixes, opts, caches.of, emit)
+	rep, err := restore.GrepAll(ctx, places, prefixes, opts, caches.of, emit)
 	if rep != nil {
 		a.warn(rep.LeftOut)
 		a.warn(rep.Problems)
@@ -115,15 +116,15 @@ func runGrep(cmd *cobra.Command, a *app, f grepFlags, pattern string, prefixes [
 }
 
 // grepOptions are the pattern and --since, checked.
-func grepOptions(cmd *cobra.Command, f grepFlags, pattern string) (restore.GrepOptions, error) {
+func grepOptions(f grepFlags, pattern string) (restore.GrepOptions, error) {
 	m, err := search.Compile(search.Pattern{Text: pattern, IgnoreCase: f.ignoreCase, Regexp: f.regexp})
 	if err != nil {
-		return restore.GrepOptions{}, usagef(cmd, "%v", err)
+		return restore.GrepOptions{}, usagef("%v", err)
 	}
 	opts := restore.GrepOptions{Pattern: m}
 	if f.since != "" {
 		if opts.Since, err = restore.ParseAt(f.since, time.Now()); err != nil {
-			return opts, usagef(cmd, "--since: %v", err)
+			return opts, usagef("--since: %v", err)
 		}
 	}
 	return opts, nil

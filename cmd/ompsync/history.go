@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ or 'ompsync cat --machine M --generation G'. Changes nothing.`,
   ompsync history 01a113d2 --json | jq -r '.copies[] | .machine + " " + .generation'`,
 		Args: idPrefixes(0, cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runHistory(cmd, a, f, args[0])
+			return a.runHistory(cmd.Context(), f, args[0])
 		},
 	}
 	fl := cmd.Flags()
@@ -50,18 +51,18 @@ or 'ompsync cat --machine M --generation G'. Changes nothing.`,
 	return cmd
 }
 
-func runHistory(cmd *cobra.Command, a *app, f historyFlags, prefix string) error {
-	_, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
+func (a *app) runHistory(ctx context.Context, f historyFlags, prefix string) error {
+	_, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
 	opts := restore.Options{Machine: f.machine, Latest: f.latest, Choose: a.chooser()}
-	pl, id, err := restore.Find(cmd.Context(), places, prefix, opts)
+	pl, id, err := restore.Find(ctx, places, prefix, opts)
 	if err != nil {
 		return err
 	}
 	opts.Store = pl.Store
-	h, more, err := restore.History(cmd.Context(), pl.Repo, id, opts)
+	h, more, err := restore.History(ctx, pl.Repo, id, opts)
 	problems = append(problems, more...)
 	a.warn(problems)
 	if err != nil {

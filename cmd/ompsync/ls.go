@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"cmp"
 	"fmt"
 	"io"
@@ -40,7 +41,7 @@ func newLsCmd(a *app) *cobra.Command {
 		Example: `  ompsync ls
   ompsync ls --machine laptop --json | jq -r .id`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runLs(cmd, a, f)
+			return a.runLs(cmd.Context(), f)
 		},
 	}
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
@@ -50,12 +51,12 @@ func newLsCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func runLs(cmd *cobra.Command, a *app, f lsFlags) error {
-	_, places, problems, err := a.readPlaces(cmd, f.machine, f.agent)
+func (a *app) runLs(ctx context.Context, f lsFlags) error {
+	_, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
-	list, more, err := restore.ListAll(cmd.Context(), places, f.machine)
+	list, more, err := restore.ListAll(ctx, places, f.machine)
 	if err != nil {
 		return err
 	}

@@ -453,7 +453,7 @@ func TestAddedCommand(t *testing.T) {
 				}
 				switch {
 				case len(args) == 1 && args[0] == "usage":
-					return usagef(cmd, "no such mode %q", args[0])
+					return usagef("no such mode %q", args[0])
 				case len(args) == 1:
 					return errors.New("it broke")
 				}

@@ -23,7 +23,7 @@ func newManCmd(a *app) *cobra.Command {
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
-				return usagef(cmd, "--dir is required: the folder to write the man pages into")
+				return usagef("--dir is required: the folder to write the man pages into")
 			}
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return fmt.Errorf("man pages: %w", err)
@@ -35,7 +35,7 @@ func newManCmd(a *app) *cobra.Command {
 			if s, ok := a.env("SOURCE_DATE_EPOCH"); ok && s != "" {
 				sec, err := strconv.ParseInt(s, 10, 64)
 				if err != nil {
-					return usagef(cmd, "SOURCE_DATE_EPOCH=%q is not a number of seconds", s)
+					return usagef("SOURCE_DATE_EPOCH=%q is not a number of seconds", s)
 				}
 				date = time.Unix(sec, 0).UTC()
 			}

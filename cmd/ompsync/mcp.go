@@ -40,8 +40,8 @@ func newMCPCmd(a *app) *cobra.Command {
 				return err
 			}
 			src := recall.Source{
-				Places: func(_ context.Context, machine, agent string) ([]restore.Place, []string, error) {
-					_, places, problems, err := a.readPlaces(cmd, machine, agent)
+				Places: func(ctx context.Context, machine, agent string) ([]restore.Place, []string, error) {
+					_, places, problems, err := a.readPlaces(ctx, machine, agent)
 					return places, problems, err
 				},
 				Parallel:     cfg.Transfers,

@@ -10,8 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+		"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/restore"
 )
@@ -32,13 +31,13 @@ func addAtFlag(fl *pflag.FlagSet, at *string) {
 }
 
 // parseAt reads --at into at (left zero when the flag is empty).
-func parseAt(cmd *cobra.Command, s string, at *time.Time) error {
+func parseAt(s string, at *time.Time) error {
 	if s == "" {
 		return nil
 	}
 	t, err := restore.ParseAt(s, time.Now())
 	if err != nil {
-		return usagef(cmd, "--at: %v", err)
+		return usagef("--at: %v", err)
 	}
 	*at = t
 	return nil

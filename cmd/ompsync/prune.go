@@ -46,7 +46,7 @@ func newPruneCmd(a *app) *cobra.Command {
 		Example: `  ompsync prune --dry-run
   ompsync prune --retention-generations 168h`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runPrune(cmd, a, dryRun)
+			return a.runPrune(cmd.Context(), dryRun)
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be deleted; delete nothing")
@@ -54,22 +54,22 @@ func newPruneCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func runPrune(cmd *cobra.Command, a *app, dryRun bool) error {
+func (a *app) runPrune(ctx context.Context, dryRun bool) error {
 	cfg, err := a.config()
 	if err != nil {
 		return err
 	}
-	r, err := readRepo(cmd.Context(), cfg)
+	r, err := readRepo(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}
-	places, _, err := restore.Places(cmd.Context(), r, cfg.AgentDirOf)
+	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
 	if err != nil {
 		return err
 	}
 	if ret.Generations > 0 || ret.Deleted > 0 {
-		if err := machineCataloged(cmd.Context(), r, places, cfg.Machine); err != nil {
+		if err := machineCataloged(ctx, r, places, cfg.Machine); err != nil {
 			return err
 		}
 	}
@@ -79,7 +79,7 @@ func runPrune(cmd *cobra.Command, a *app, dryRun bool) error {
 		if len(places) > 1 {
 			prefix = pl.Store.Name() + ": "
 		}
-		why, err := a.pruneAgent(cmd, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
+		why, err := a.pruneAgent(ctx, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
 		if err != nil {
 			return fmt.Errorf("%s%w", prefix, noDelete(err))
 		}
@@ -118,15 +118,15 @@ func machineCataloged(ctx context.Context, r *repo.Repo, places []restore.Place,
 // pruneAgent prunes this machine's sessions of one agent (its repository
 // r, its store st, its agent's state dir); prefix names the agent in each
 // line. why, when not empty, is what of retention could not be done.
-func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, st compact.Lines, stateDir, prefix string, ret compact.Retention, dryRun bool) (why string, err error) {
+func (a *app) pruneAgent(ctx context.Context, cfg *config.Config, r *repo.Repo, st compact.Lines, stateDir, prefix string, ret compact.Retention, dryRun bool) (why string, err error) {
 	if !dryRun {
-		unlock, err := a.lockMaintenance(cmd.Context(), stateDir)
+		unlock, err := a.lockMaintenance(ctx, stateDir)
 		if err != nil {
 			return "", err
 		}
 		defer unlock()
 	}
-	rep, err := compact.Prune(cmd.Context(), r, st, cfg.Machine, ret, time.Now(), dryRun)
+	rep, err := compact.Prune(ctx, r, st, cfg.Machine, ret, time.Now(), dryRun)
 	printPrune(a.stdout, rep, prefix)
 	if err != nil {
 		return "", err
@@ -146,7 +146,7 @@ func (a *app) pruneAgent(cmd *cobra.Command, cfg *config.Config, r *repo.Repo, s
 		return fmt.Sprintf("%d expired deleted sessions stay listed in the catalog (%v): the agent's daily prune drops them, or stop the agent and run prune again", len(rep.Sessions), err), nil
 	}
 	defer unlock()
-	if err := compact.DropSessions(cmd.Context(), r, cfg.Machine, rep.Sessions, time.Now()); err != nil {
+	if err := compact.DropSessions(ctx, r, cfg.Machine, rep.Sessions, time.Now()); err != nil {
 		return "", err
 	}
 	fmt.Fprintf(a.stdout, "%sremoved %d deleted sessions from the catalog\n", prefix, len(rep.Sessions))

@@ -8,8 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/cobra"
-
+	
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/remote"
@@ -103,9 +102,9 @@ func (a *app) meters() *meter {
 // readRemote is how ls, verify and restore start: check --machine, load
 // the configuration, open the remote for reading. also, when set, runs
 // while the marker is read (readMetered).
-func (a *app) readRemote(cmd *cobra.Command, machine string, also func(context.Context, *repo.Repo) error) (*config.Config, *repo.Repo, error) {
+func (a *app) readRemote(ctx context.Context, machine string, also func(context.Context, *repo.Repo) error) (*config.Config, *repo.Repo, error) {
 	if machine != "" && !safename.Machine(machine) {
-		return nil, nil, usagef(cmd, "--machine %q is not a machine name", machine)
+		return nil, nil, usagef("--machine %q is not a machine name", machine)
 	}
 	cfg, err := a.config()
 	if err != nil {
@@ -115,7 +114,7 @@ func (a *app) readRemote(cmd *cobra.Command, machine string, also func(context.C
 	if m.log == nil { // its retries, at debug
 		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
 	}
-	r, err := readMetered(cmd.Context(), cfg, m, also)
+	r, err := readMetered(ctx, cfg, m, also)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -91,18 +91,18 @@ func newRestoreCmd(a *app) *cobra.Command {
 		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
 			switch {
 			case f.all && len(args) > 0:
-				return usagef(cmd, "give session id prefixes or --all, not both")
+				return usagef("give session id prefixes or --all, not both")
 			case !f.all && len(args) == 0:
-				return usagef(cmd, "give a session id prefix (see 'ompsync ls') or --all")
+				return usagef("give a session id prefix (see 'ompsync ls') or --all")
 			case f.includeDeleted && !f.all:
-				return usagef(cmd, "--include-deleted goes with --all (a prefix finds deleted sessions anyway)")
+				return usagef("--include-deleted goes with --all (a prefix finds deleted sessions anyway)")
 			case f.latest && f.all:
-				return usagef(cmd, "--latest goes with an id prefix, not --all")
+				return usagef("--latest goes with an id prefix, not --all")
 			}
 			return nil
 		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRestore(cmd, a, f, args)
+			return a.runRestore(cmd.Context(), f, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -137,25 +137,25 @@ func (a *app) restoreMemory() {
 	}
 }
 
-func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error {
-	opts, err := restoreOptions(cmd, a, f)
+func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) error {
+	opts, err := restoreOptions(a, f)
 	if err != nil {
 		return err
 	}
-	places, args, unknown, err := a.restorePlaces(cmd, f, args, &opts)
+	places, args, unknown, err := a.restorePlaces(ctx, f, args, &opts)
 	if err != nil {
 		return err
 	}
 	a.restoreMemory()
 	bar := a.sessionBar(f.asJSON, "")
 	opts.Progress = bar.update
-	rep, err := restore.RunAll(cmd.Context(), places, args, opts)
+	rep, err := restore.RunAll(ctx, places, args, opts)
 	bar.done()
 	if err != nil {
 		return err
 	}
 	rep.Problems = append(rep.Problems, unknown...)
-	stopped := markInterrupted(cmd.Context(), rep)
+	stopped := markInterrupted(ctx, rep)
 	if err := a.writeRestore(rep, opts, f); err != nil {
 		return err
 	}
@@ -168,12 +168,12 @@ func runRestore(cmd *cobra.Command, a *app, f restoreFlags, args []string) error
 // restorePlaces reads the remote's places to restore from, and where each
 // session goes: the placer, the settings and --to in opts, and the ids
 // --to found for the prefixes. unknown are the remote's problems so far.
-func (a *app) restorePlaces(cmd *cobra.Command, f restoreFlags, args []string, opts *restore.Options) (places []restore.Place, ids, unknown []string, err error) {
-	cfg, places, unknown, err := a.readPlaces(cmd, f.machine, f.agent)
+func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, opts *restore.Options) (places []restore.Place, ids, unknown []string, err error) {
+	cfg, places, unknown, err := a.readPlaces(ctx, f.machine, f.agent)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	pl, scanned, err := placer(cmd.Context(), cfg, f.pathMap)
+	pl, scanned, err := placer(ctx, cfg, f.pathMap)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -192,7 +192,7 @@ func (a *app) restorePlaces(cmd *cobra.Command, f restoreFlags, args []string, o
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if places, args, err = placeOf(cmd, places, args, *opts); err != nil {
+	if places, args, err = placeOf(ctx, places, args, *opts); err != nil {
 		return nil, nil, nil, err
 	}
 	places[0].Dir = to
@@ -201,21 +201,21 @@ func (a *app) restorePlaces(cmd *cobra.Command, f restoreFlags, args []string, o
 
 // restoreOptions checks the flags that need no remote and turns them into
 // restore's options.
-func restoreOptions(cmd *cobra.Command, a *app, f restoreFlags) (restore.Options, error) {
+func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
 	opts := restore.Options{
 		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
 		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
 		Latest: f.latest, Choose: a.chooser(),
 	}
 	if f.generation != "" && !repo.ValidGeneration(f.generation) {
-		return opts, usagef(cmd, "--generation %q: want 16 hex digits", f.generation)
+		return opts, usagef("--generation %q: want 16 hex digits", f.generation)
 	}
-	if err := parseAt(cmd, f.at, &opts.At); err != nil {
+	if err := parseAt(f.at, &opts.At); err != nil {
 		return opts, err
 	}
 	for _, s := range f.pathMap {
 		if _, err := project.ParseMap(s); err != nil {
-			return opts, usagef(cmd, "--path-map: %v", err)
+			return opts, usagef("--path-map: %v", err)
 		}
 	}
 	return opts, nil
@@ -279,7 +279,7 @@ func restoreFailure(rep *restore.Report) error {
 // placeOf is the one place --to writes into: the only agent the remote
 // holds, the one --agent names, or the one the prefixes find (then given
 // back as the ids they found, so that an ambiguous one is asked once).
-func placeOf(cmd *cobra.Command, places []restore.Place, prefixes []string, opts restore.Options) ([]restore.Place, []string, error) {
+func placeOf(ctx context.Context, places []restore.Place, prefixes []string, opts restore.Options) ([]restore.Place, []string, error) {
 	if len(places) == 1 {
 		return places, prefixes, nil
 	}
@@ -288,17 +288,17 @@ func placeOf(cmd *cobra.Command, places []restore.Place, prefixes []string, opts
 		names = append(names, pl.Store.Name())
 	}
 	if len(prefixes) == 0 {
-		return nil, nil, usagef(cmd, "--to names one agent's folder, and the remote holds sessions of %s: add --agent", strings.Join(names, ", "))
+		return nil, nil, usagef("--to names one agent's folder, and the remote holds sessions of %s: add --agent", strings.Join(names, ", "))
 	}
 	var one *restore.Place
 	var ids []string
 	for _, pre := range prefixes {
-		pl, id, err := restore.Find(cmd.Context(), places, pre, opts)
+		pl, id, err := restore.Find(ctx, places, pre, opts)
 		if err != nil {
 			return nil, nil, err
 		}
 		if one != nil && one.Store.Name() != pl.Store.Name() {
-			return nil, nil, usagef(cmd, "--to names one agent's folder, and the sessions asked for are %s's and %s's: restore them apart, each with --agent", one.Store.Name(), pl.Store.Name())
+			return nil, nil, usagef("--to names one agent's folder, and the sessions asked for are %s's and %s's: restore them apart, each with --agent", one.Store.Name(), pl.Store.Name())
 		}
 		one = &pl
 		ids = append(ids, id)

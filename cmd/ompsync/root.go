@@ -89,9 +89,10 @@ type usageError struct {
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
-// usagef returns a usage error for cmd.
-func usagef(cmd *cobra.Command, format string, args ...any) error {
-	return &usageError{cmd: cmd, err: fmt.Errorf(format, args...)}
+// usagef returns a usage error of the running command: execute points at
+// its help.
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
 }
 
 // runError marks an error returned by a command's own code, as opposed to
@@ -298,9 +299,9 @@ func machineBeforeCommand(root *cobra.Command, args []string) error {
 		case arg == cmd.Name() || slices.Contains(cmd.Aliases, arg) || arg == "--":
 			return nil // the command's own flags follow
 		case arg == "--machine" || strings.HasPrefix(arg, "--machine="):
-			return usagef(cmd, "--machine before %q names this machine, but %s's own --machine picks a machine's copies: "+
+			return &usageError{cmd: cmd, err: fmt.Errorf("--machine before %q names this machine, but %s's own --machine picks a machine's copies: "+
 				"put it after %q to pick copies, or set machine (OMPSYNC_MACHINE, the config file) to name this machine",
-				cmd.Name(), cmd.Name(), cmd.Name())
+				cmd.Name(), cmd.Name(), cmd.Name())}
 		case strings.HasPrefix(arg, "--") && !strings.Contains(arg, "="):
 			if f := root.PersistentFlags().Lookup(arg[2:]); f != nil && f.NoOptDefVal == "" {
 				i++ // its value
@@ -332,7 +333,7 @@ func unknownBeforeHelp(root *cobra.Command, args []string) error {
 	if fs.Parse(rest) != nil || len(fs.Args()) == 0 {
 		return nil
 	}
-	return usagef(c, "%s", unknownSubcommand(c, fs.Args()))
+	return &usageError{cmd: c, err: unknownSubcommand(c, fs.Args())}
 }
 
 // execute runs the command line and prints any error as one line.
@@ -417,7 +418,7 @@ func idPrefixes(from int, next cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		for i, a := range args {
 			if i >= from && strings.TrimSpace(a) == "" {
-				return usagef(cmd, "an empty session id prefix would match any session: give the first characters of an id (see 'ompsync ls')")
+				return usagef("an empty session id prefix would match any session: give the first characters of an id (see 'ompsync ls')")
 			}
 		}
 		return next(cmd, args)

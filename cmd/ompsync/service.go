@@ -43,7 +43,7 @@ file, or to install it by hand or with your own tooling.`,
   ompsync service unit --launchd`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if systemd == launchd {
-				return usagef(cmd, "give one of --systemd or --launchd")
+				return usagef("give one of --systemd or --launchd")
 			}
 			o, err := serviceOptionsWithConfig(a)
 			if err != nil {

@@ -59,7 +59,7 @@ func newVerifyCmd(a *app) *cobra.Command {
 		Args: idPrefixes(0, cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.prefixes = args
-			return runVerify(cmd, a, o)
+			return a.runVerify(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print one JSON object per session per line")
@@ -71,9 +71,8 @@ func newVerifyCmd(a *app) *cobra.Command {
 
 // runVerify checks the sessions, repairs with --repair and verifies again,
 // then says what the remote holds.
-func runVerify(cmd *cobra.Command, a *app, o verifyOptions) error {
-	ctx := cmd.Context()
-	cfg, places, unknown, err := a.readPlaces(cmd, o.machine, o.agent)
+func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
+	cfg, places, unknown, err := a.readPlaces(ctx, o.machine, o.agent)
 	if err != nil {
 		return err
 	}
