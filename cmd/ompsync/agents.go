@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-		"github.com/spf13/pflag"
+	"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/repo"

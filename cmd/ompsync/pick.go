@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-		"github.com/spf13/pflag"
+	"github.com/spf13/pflag"
 
 	"github.com/ompsync/ompsync/restore"
 )

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 
-	
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/remote"
