@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/transcript"
 )
@@ -58,19 +57,15 @@ func (a *app) runCat(ctx context.Context, f catFlags, prefix string) error {
 	if f.thinking && !f.text {
 		return usagef("--thinking goes with --text")
 	}
-	if f.generation != "" && !repo.ValidGeneration(f.generation) {
-		return usagef("--generation %q: want 16 hex digits", f.generation)
-	}
-	opts := restore.Options{Machine: f.machine, Generation: f.generation, Latest: f.latest, Choose: a.chooser()}
-	if err := parseAt(f.at, &opts.At); err != nil {
+	opts := restore.Options{Machine: f.machine, Latest: f.latest, Choose: a.chooser()}
+	if err := pickCopy(&opts, f.generation, f.at); err != nil {
 		return err
 	}
 	cfg, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
 	if err != nil {
 		return err
 	}
-	opts.Parallel = cfg.Transfers
-	opts.MaxMergeSize = cfg.Restore.MergeBytes()
+	opts.Parallel, opts.MaxMergeSize = cfg.Transfers, cfg.Restore.MergeBytes()
 	pl, id, err := restore.Find(ctx, places, prefix, opts)
 	if err != nil {
 		return err
@@ -83,16 +78,20 @@ func (a *app) runCat(ctx context.Context, f catFlags, prefix string) error {
 		return err
 	}
 	defer pr.Close()
-	if f.text {
-		err = pr.Transcript(a.stdout, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
-	} else {
-		_, err = pr.WriteTo(a.stdout)
-	}
-	if err != nil {
+	if err := a.printCat(pr, f); err != nil {
 		return err
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("some catalogs could not be read; a machine's copy may be missing from what was printed")
 	}
 	return nil
+}
+
+// printCat writes the verified session, or with --text its transcript.
+func (a *app) printCat(pr *restore.Printed, f catFlags) error {
+	if f.text {
+		return pr.Transcript(a.stdout, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
+	}
+	_, err := pr.WriteTo(a.stdout)
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,23 +159,12 @@ func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
 		return errors.New("rekey encrypts to the configured keys, and none are: set encryption.recipients, encryption.identity_file or encryption.passphrase_file")
 	}
 	log := cfg.Logger(a.stderr)
-	r, err := openRepo(ctx, cfg)
+	r, target, err := openRekey(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	r.SetLog(log)
-	enc, ok := r.Codec().(repo.Encrypter)
-	if !ok {
-		return errors.New("rekey: the codec does not encrypt")
-	}
-	target := slices.Sorted(slices.Values(enc.Keys().Recipients))
 	journalPath := filepath.Join(cfg.StateDir, "rekey.json")
-	var j rekeyJournal
-	if b, err := os.ReadFile(journalPath); err == nil && json.Unmarshal(b, &j) == nil && slices.Equal(j.Recipients, target) {
-		log.Info("resuming an interrupted rekey", "after", j.After)
-	} else {
-		j = rekeyJournal{Recipients: target}
-	}
+	j := readRekeyJournal(journalPath, target, log)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
@@ -184,25 +174,9 @@ func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
 		return err
 	}
 	defer unlock()
-	lastLog := 0
-	opts.After = j.After
-	opts.Progress = func(p repo.RekeyProgress) error {
-		j.After = p.After
-		b, _ := json.Marshal(j)
-		if p.Objects-lastLog >= 1000 {
-			lastLog = p.Objects
-			log.Info("rekey progress", "objects", p.Objects, "after", p.After)
-		}
-		return atomicfile.Write(journalPath, b, atomicfile.Options{})
-	}
+	opts.After, opts.Progress = j.After, j.progress(journalPath, log)
 	prog, err := r.Rekey(ctx, opts)
-	if errors.Is(err, repo.ErrRecipientsChanged) {
-		os.Remove(journalPath) // start over next time
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Remove(journalPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := endRekeyJournal(journalPath, err); err != nil {
 		return err
 	}
 	if prog.Nothing {
@@ -211,6 +185,62 @@ func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
 	}
 	fmt.Fprintf(a.stdout, "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, joinFPs(target))
 	return nil
+}
+
+// openRekey opens the remote to rekey, and the keys it is to be encrypted
+// to.
+func openRekey(ctx context.Context, cfg *config.Config, log *slog.Logger) (*repo.Repo, []string, error) {
+	r, err := openRepo(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.SetLog(log)
+	enc, ok := r.Codec().(repo.Encrypter)
+	if !ok {
+		return nil, nil, errors.New("rekey: the codec does not encrypt")
+	}
+	return r, slices.Sorted(slices.Values(enc.Keys().Recipients)), nil
+}
+
+// endRekeyJournal removes the journal when rekey is done, or when the keys
+// changed under it (start over next time), and returns rekey's error.
+func endRekeyJournal(path string, err error) error {
+	if errors.Is(err, repo.ErrRecipientsChanged) {
+		os.Remove(path)
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// readRekeyJournal is the journal at path when an earlier rekey to the
+// same keys stopped, else a new one.
+func readRekeyJournal(path string, target []string, log *slog.Logger) *rekeyJournal {
+	var j rekeyJournal
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &j) == nil && slices.Equal(j.Recipients, target) {
+		log.Info("resuming an interrupted rekey", "after", j.After)
+		return &j
+	}
+	return &rekeyJournal{Recipients: target}
+}
+
+// progress is repo.RekeyOptions.Progress: it writes the journal at path
+// after each object, and logs every thousand.
+func (j *rekeyJournal) progress(path string, log *slog.Logger) func(repo.RekeyProgress) error {
+	lastLog := 0
+	return func(p repo.RekeyProgress) error {
+		j.After = p.After
+		b, _ := json.Marshal(j)
+		if p.Objects-lastLog >= 1000 {
+			lastLog = p.Objects
+			log.Info("rekey progress", "objects", p.Objects, "after", p.After)
+		}
+		return atomicfile.Write(path, b, atomicfile.Options{})
+	}
 }
 
 func joinFPs(fps []string) string {

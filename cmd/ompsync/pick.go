@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 )
 
@@ -30,16 +31,21 @@ func addAtFlag(fl *pflag.FlagSet, at *string) {
 	fl.StringVar(at, "at", "", "the session as the backup held it at TIME: RFC 3339 (2026-10-07T14:00:00Z) or a duration back from now (3h, 2d)")
 }
 
-// parseAt reads --at into at (left zero when the flag is empty).
-func parseAt(s string, at *time.Time) error {
-	if s == "" {
+// pickCopy checks --generation and reads --at into opts (At left zero
+// when the flag is empty).
+func pickCopy(opts *restore.Options, generation, at string) error {
+	if generation != "" && !repo.ValidGeneration(generation) {
+		return usagef("--generation %q: want 16 hex digits", generation)
+	}
+	opts.Generation = generation
+	if at == "" {
 		return nil
 	}
-	t, err := restore.ParseAt(s, time.Now())
+	t, err := restore.ParseAt(at, time.Now())
 	if err != nil {
 		return usagef("--at: %v", err)
 	}
-	*at = t
+	opts.At = t
 	return nil
 }
 

@@ -207,10 +207,7 @@ func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
 		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
 		Latest: f.latest, Choose: a.chooser(),
 	}
-	if f.generation != "" && !repo.ValidGeneration(f.generation) {
-		return opts, usagef("--generation %q: want 16 hex digits", f.generation)
-	}
-	if err := parseAt(f.at, &opts.At); err != nil {
+	if err := pickCopy(&opts, f.generation, f.at); err != nil {
 		return opts, err
 	}
 	for _, s := range f.pathMap {
