@@ -25,38 +25,44 @@ func newManCmd(a *app) *cobra.Command {
 			if dir == "" {
 				return usagef("--dir is required: the folder to write the man pages into")
 			}
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("man pages: %w", err)
+			date, err := a.manDate()
+			if err != nil {
+				return err
 			}
-			// The date on each page: the release's commit time when the
-			// release script sets SOURCE_DATE_EPOCH (reproducible packages),
-			// else today.
-			date := time.Now()
-			if s, ok := a.env("SOURCE_DATE_EPOCH"); ok && s != "" {
-				sec, err := strconv.ParseInt(s, 10, 64)
-				if err != nil {
-					return usagef("SOURCE_DATE_EPOCH=%q is not a number of seconds", s)
-				}
-				date = time.Unix(sec, 0).UTC()
-			}
-			root := cmd.Root()
-			root.DisableAutoGenTag = true
-			asWritten(root, map[*pflag.Flag]bool{})
-			header := &doc.GenManHeader{
-				Title:   "OMPSYNC",
-				Section: "1",
-				Source:  "ompsync " + readBuildInfo().Version,
-				Manual:  "ompsync manual",
-				Date:    &date,
-			}
-			if err := doc.GenManTree(root, header, dir); err != nil {
-				return fmt.Errorf("man pages: %w", err)
-			}
-			return nil
+			return writeMan(cmd.Root(), dir, date)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the folder to write the pages into (created if missing)")
 	return cmd
+}
+
+// manDate is the date on each page: the release's commit time when the
+// release script sets SOURCE_DATE_EPOCH (reproducible packages), else
+// today.
+func (a *app) manDate() (time.Time, error) {
+	s, ok := a.env("SOURCE_DATE_EPOCH")
+	if !ok || s == "" {
+		return time.Now(), nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, usagef("SOURCE_DATE_EPOCH=%q is not a number of seconds", s)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+// writeMan writes the pages of root and its commands into dir.
+func writeMan(root *cobra.Command, dir string, date time.Time) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("man pages: %w", err)
+	}
+	root.DisableAutoGenTag = true
+	asWritten(root, map[*pflag.Flag]bool{})
+	header := &doc.GenManHeader{Title: "OMPSYNC", Section: "1", Source: "ompsync " + readBuildInfo().Version, Manual: "ompsync manual", Date: &date}
+	if err := doc.GenManTree(root, header, dir); err != nil {
+		return fmt.Errorf("man pages: %w", err)
+	}
+	return nil
 }
 
 // asWritten makes the help of c and its subcommands come out in the man

@@ -200,10 +200,11 @@ func addKeyFlags(fs *pflag.FlagSet, keys ...string) {
 	}
 }
 
-// prepare fits every command in the tree to the app: hooks record the
-// running command (for a.config) and mark their errors as run errors; a
+// prepare fits every command in the tree to the app: RunE records the
+// running command (for a.config) and marks its errors as run errors; a
 // command with subcommands but no code of its own prints its help, and
-// refuses an unknown subcommand instead of ignoring it.
+// refuses an unknown subcommand instead of ignoring it. Commands use RunE
+// alone: no other hook is wrapped.
 func prepare(a *app, c *cobra.Command) {
 	if c.HasSubCommands() && !c.Runnable() {
 		c.Args = unknownSubcommand
@@ -212,35 +213,15 @@ func prepare(a *app, c *cobra.Command) {
 	if c.Args == nil {
 		c.Args = cobra.NoArgs
 	}
-	wrapE := func(f *func(*cobra.Command, []string) error) {
-		if orig := *f; orig != nil {
-			*f = func(cmd *cobra.Command, args []string) error {
-				a.cmd = cmd
-				if err := orig(cmd, args); err != nil {
-					return &runError{err: err}
-				}
-				return nil
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			a.cmd = cmd
+			if err := run(cmd, args); err != nil {
+				return &runError{err: err}
 			}
+			return nil
 		}
 	}
-	wrap := func(f *func(*cobra.Command, []string)) {
-		if orig := *f; orig != nil {
-			*f = func(cmd *cobra.Command, args []string) {
-				a.cmd = cmd
-				orig(cmd, args)
-			}
-		}
-	}
-	wrapE(&c.PersistentPreRunE)
-	wrapE(&c.PreRunE)
-	wrapE(&c.RunE)
-	wrapE(&c.PostRunE)
-	wrapE(&c.PersistentPostRunE)
-	wrap(&c.PersistentPreRun)
-	wrap(&c.PreRun)
-	wrap(&c.Run)
-	wrap(&c.PostRun)
-	wrap(&c.PersistentPostRun)
 	for _, sub := range c.Commands() {
 		prepare(a, sub)
 	}
@@ -358,18 +339,7 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 			cmd = ue.cmd
 		}
 	case errors.As(err, &re):
-		if ctx.Err() != nil {
-			// Stopped by a signal: what failed is the stop, whatever error
-			// it broke off with.
-			fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(interruptedMessage(re.err)))
-			return exitInterrupted
-		}
-		msg, listed := explainAmbiguous(a.stderr, re.err)
-		if !listed {
-			msg = a.message(re.err)
-		}
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(msg))
-		return exitFailure
+		return a.failed(ctx, re.err)
 	}
 	// Everything cobra itself returns (unknown command or flag, bad flag
 	// value, wrong arguments, conflicting flags) is a usage error.
@@ -378,6 +348,23 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	}
 	fmt.Fprintf(a.stderr, "ompsync: %s; see '%s --help'\n", oneLine(err.Error()), cmd.CommandPath())
 	return exitUsage
+}
+
+// failed prints the error a command's own code returned, and is the exit
+// status.
+func (a *app) failed(ctx context.Context, err error) int {
+	if ctx.Err() != nil {
+		// Stopped by a signal: what failed is the stop, whatever error
+		// it broke off with.
+		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(interruptedMessage(err)))
+		return exitInterrupted
+	}
+	msg, listed := explainAmbiguous(a.stderr, err)
+	if !listed {
+		msg = a.message(err)
+	}
+	fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(msg))
+	return exitFailure
 }
 
 // interruptedError is a command's account of what it did before a signal
