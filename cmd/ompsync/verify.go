@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -153,37 +153,7 @@ func printChecks(a *app, checks []restore.Check) {
 		if a.quiet && c.OK() {
 			continue // -q: the damaged ones only
 		}
-		status := "ok"
-		switch {
-		case c.Damaged():
-			status = "DAMAGED"
-		case !c.OK():
-			status = "UNCHECKED"
-		}
-		var gens int
-		var bytes int64
-		local := map[string]bool{}
-		for _, cc := range c.Copies {
-			gens++
-			bytes += cc.Bytes
-			if cc.Newest && cc.Stream == repo.SessionStream && cc.Local != "" {
-				local[cc.Machine+": local "+cc.Local] = true
-			}
-		}
-		var rel []string
-		for k := range local {
-			rel = append(rel, k)
-		}
-		sort.Strings(rel)
-		plural := "s"
-		if gens == 1 {
-			plural = ""
-		}
-		fmt.Fprintf(a.stdout, "%-9s %s  %s  %d generation%s, %s checked", status, c.ID, c.Path, gens, plural, progress.Size(bytes))
-		if len(rel) > 0 {
-			fmt.Fprintf(a.stdout, "; %s", strings.Join(rel, ", "))
-		}
-		fmt.Fprintln(a.stdout)
+		fmt.Fprintln(a.stdout, checkLine(c))
 		for _, p := range c.Problems {
 			fmt.Fprintf(a.stdout, "          problem: %s\n", p)
 		}
@@ -194,6 +164,32 @@ func printChecks(a *app, checks []restore.Check) {
 			fmt.Fprintf(a.stdout, "          note: %s\n", n)
 		}
 	}
+}
+
+// checkLine is a session's first line in verify's report: its status, the
+// generations and bytes checked, and how the newest copies compare with
+// the local files.
+func checkLine(c restore.Check) string {
+	status := "ok"
+	switch {
+	case c.Damaged():
+		status = "DAMAGED"
+	case !c.OK():
+		status = "UNCHECKED"
+	}
+	var bytes int64
+	local := map[string]bool{}
+	for _, cc := range c.Copies {
+		bytes += cc.Bytes
+		if cc.Newest && cc.Stream == repo.SessionStream && cc.Local != "" {
+			local[cc.Machine+": local "+cc.Local] = true
+		}
+	}
+	line := fmt.Sprintf("%-9s %s  %s  %s, %s checked", status, c.ID, c.Path, count(len(c.Copies), "generation", "generations"), progress.Size(bytes))
+	if len(local) > 0 {
+		line += "; " + strings.Join(slices.Sorted(maps.Keys(local)), ", ")
+	}
+	return line
 }
 
 // notifyDamaged tells notify.url and notify.command (when set) that part of
@@ -233,35 +229,8 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 		}
 		damaged = true
 		for _, pl := range places {
-			if pl.Store.Name() != c.Agent {
-				continue
-			}
-			ds, err := restore.RepairChunks(ctx, pl.Repo, pl.Store, pl.Dir, cfg.Machine, c.ID, c.Path)
-			if err != nil {
-				fmt.Fprintf(a.stderr, "ompsync: repair session %s: %v\n", c.ID, err)
-			}
-			for _, n := range c.Blobs {
-				ds = append(ds, restore.RepairBlob(ctx, pl.Repo, pl.Dir, n))
-			}
-			for _, l := range unrepairable(c, cfg.Machine) {
-				fmt.Fprintln(out, l)
-			}
-			for _, d := range ds {
-				if d.Unproven {
-					unproven[d.Key] = true
-					recheck = append(recheck, func() {
-						if restore.Mended(ctx, pl.Repo, d.Key) {
-							return
-						}
-						fmt.Fprintf(out, "NOT REPAIRED %s: %s: nothing proves the local bytes (the local copy changed too since it was uploaded, or is gone); nothing was written over it; the agent backs the local file up as a new copy\n", c.ID, d.Key)
-					})
-					continue
-				}
-				if d.Repaired {
-					fmt.Fprintf(out, "repaired  %s: put %s back from the local file\n", c.ID, d.Key)
-				} else {
-					fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
-				}
+			if pl.Store.Name() == c.Agent {
+				recheck = append(recheck, a.repairSession(ctx, out, cfg.Machine, pl, c, unproven)...)
 			}
 		}
 	}
@@ -279,6 +248,39 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 		f()
 	}
 	return true
+}
+
+// repairSession puts back what the local files prove of c's damaged
+// objects in pl, adds to unproven the chunks nothing proves (the agent's
+// pass is to put them), and returns for each a check to run after it.
+func (a *app) repairSession(ctx context.Context, out io.Writer, machine string, pl restore.Place, c restore.Check, unproven map[string]bool) []func() {
+	ds, err := restore.RepairChunks(ctx, pl.Repo, pl.Store, pl.Dir, machine, c.ID, c.Path)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "ompsync: repair session %s: %v\n", c.ID, err)
+	}
+	for _, n := range c.Blobs {
+		ds = append(ds, restore.RepairBlob(ctx, pl.Repo, pl.Dir, n))
+	}
+	for _, l := range unrepairable(c, machine) {
+		fmt.Fprintln(out, l)
+	}
+	var recheck []func()
+	for _, d := range ds {
+		switch {
+		case d.Unproven:
+			unproven[d.Key] = true
+			recheck = append(recheck, func() {
+				if !restore.Mended(ctx, pl.Repo, d.Key) {
+					fmt.Fprintf(out, "NOT REPAIRED %s: %s: nothing proves the local bytes (the local copy changed too since it was uploaded, or is gone); nothing was written over it; the agent backs the local file up as a new copy\n", c.ID, d.Key)
+				}
+			})
+		case d.Repaired:
+			fmt.Fprintf(out, "repaired  %s: put %s back from the local file\n", c.ID, d.Key)
+		default:
+			fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
+		}
+	}
+	return recheck
 }
 
 // unrepairable is a NOT REPAIRED line for each damaged copy of c that no
