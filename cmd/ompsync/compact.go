@@ -87,14 +87,13 @@ func (a *app) runCompact(ctx context.Context, prefixes []string, dryRun bool) er
 // printCompaction prints a line per generation and the totals; its error
 // says what could not be done.
 func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
-	var before, after, streams, failed, skipped int
-	denied := false
+	var before, after, streams, failed, skipped, denied int
 	var uploaded int64
 	for _, s := range rep.Streams {
 		where := fmt.Sprintf("%s %s generation %s", s.Stream.SessionID, s.Stream.Name, s.Generation)
 		switch {
 		case remote.DeleteDenied(s.Err):
-			denied = true
+			denied++
 		case s.Err != nil:
 			failed++
 			fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(s.Err.Error()))
@@ -103,13 +102,8 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 			fmt.Fprintf(a.stdout, "%s: %s\n", where, s.Skipped)
 		case dryRun:
 			streams++
-			pl := s.Plan
-			fmt.Fprintf(a.stdout, "%s: would merge %d of %d chunks (%s)", where, pl.Merge.Chunks, pl.Chunks, progress.Size(pl.Merge.End-pl.Merge.Start))
-			if pl.Redundant > 0 {
-				fmt.Fprintf(a.stdout, ", remove %d redundant", pl.Redundant)
-			}
-			fmt.Fprintln(a.stdout)
-			before += pl.Chunks
+			fmt.Fprintf(a.stdout, "%s: %s\n", where, planText(s.Plan))
+			before += s.Plan.Chunks
 		default:
 			streams++
 			res := s.Result
@@ -117,7 +111,7 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 			before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
 		}
 	}
-	if denied {
+	if denied > 0 {
 		return errNoDelete
 	}
 	if dryRun {
@@ -130,6 +124,15 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 		return fmt.Errorf("%d generations could not be compacted (see above); what was merged is safe", failed)
 	}
 	return nil
+}
+
+// planText is what a dry run would do to one generation.
+func planText(pl compact.Plan) string {
+	s := fmt.Sprintf("would merge %d of %d chunks (%s)", pl.Merge.Chunks, pl.Chunks, progress.Size(pl.Merge.End-pl.Merge.Start))
+	if pl.Redundant > 0 {
+		s += fmt.Sprintf(", remove %d redundant", pl.Redundant)
+	}
+	return s
 }
 
 // compactAgents compacts this machine's sessions of every agent the
@@ -145,14 +148,7 @@ func (a *app) compactAgents(ctx context.Context, r *repo.Repo, cfg *config.Confi
 	var first error
 	found := 0
 	for _, pl := range places {
-		unlock := func() {}
-		if !dryRun {
-			if unlock, err = a.lockMaintenance(ctx, stateDirOf(cfg, pl.Store.Name())); err != nil {
-				return nil, err
-			}
-		}
-		rep, err := compact.Machine(ctx, pl.Repo, cfg.Machine, prefixes, p, dryRun)
-		unlock()
+		rep, err := a.compactPlace(ctx, cfg, pl, prefixes, p, dryRun)
 		if err != nil {
 			if len(places) > 1 && strings.Contains(err.Error(), "has no catalog") {
 				first = cmp.Or(first, err)
@@ -176,6 +172,19 @@ func (a *app) compactAgents(ctx context.Context, r *repo.Repo, cfg *config.Confi
 		}
 	}
 	return all, nil
+}
+
+// compactPlace compacts this machine's sessions of one agent, holding its
+// maintenance lock unless dryRun.
+func (a *app) compactPlace(ctx context.Context, cfg *config.Config, pl restore.Place, prefixes []string, p compact.Policy, dryRun bool) (*compact.MachineReport, error) {
+	if !dryRun {
+		unlock, err := a.lockMaintenance(ctx, stateDirOf(cfg, pl.Store.Name()))
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	return compact.Machine(ctx, pl.Repo, cfg.Machine, prefixes, p, dryRun)
 }
 
 func countSessions(rep *compact.MachineReport) int {
