@@ -127,17 +127,20 @@ func newAgentCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&idf.takeOver, "take-over-machine", false, "write this machine name's catalog though another ompsync (another state dir) wrote it: a reinstalled machine, an old disk gone; sessions not on this machine stay as they are")
 	cmd.Flags().BoolVar(&idf.confirmDeletions, "confirm-deletions", false, "with --once: record as deleted the sessions that vanished, even most of them at once")
 	addKeyFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
-	// --pull and --pull-interval are the short names of the sync.* flags.
-	cmd.Flags().SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
-		switch name {
-		case "pull":
-			name = "sync-pull"
-		case "pull-interval":
-			name = "sync-pull-interval"
-		}
-		return pflag.NormalizedName(name)
-	})
+	cmd.Flags().SetNormalizeFunc(pullFlagNames)
 	return cmd
+}
+
+// pullFlagNames: --pull and --pull-interval are the short names of the
+// sync.* flags.
+func pullFlagNames(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	switch name {
+	case "pull":
+		name = "sync-pull"
+	case "pull-interval":
+		name = "sync-pull-interval"
+	}
+	return pflag.NormalizedName(name)
 }
 
 // checkSessionDir: omp and pi write their sessions to
@@ -364,25 +367,29 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	if err != nil {
 		return err
 	}
-	bar := passBar(out) // the first pass, on a terminal (of the first agent)
-	defer bar.done()
-	var ready sync.WaitGroup
-	ready.Add(len(ws))
-	agents, err := a.newAgents(ctx, cfg, idf, r, ws, agentWiring{log: log, reg: reg, bar: bar, ready: &ready})
+	wr := agentWiring{log: log, reg: reg, bar: passBar(out), ready: &sync.WaitGroup{}}
+	defer wr.bar.done() // the first pass, on a terminal (of the first agent)
+	agents, err := a.newAgents(ctx, cfg, idf, r, ws, wr)
 	for _, ag := range agents {
 		defer ag.Close()
 	}
 	if err != nil {
 		return err
 	}
-	closeMetrics, err := serveMetrics(cfg.Metrics.Addr, reg, log)
+	return a.serveAgents(ctx, cfg, agents, ws, wr, level)
+}
+
+// serveAgents runs the agents until ctx ends: metrics served, the service
+// manager told when they are ready, SIGHUP reloading the configuration.
+func (a *app) serveAgents(ctx context.Context, cfg *config.Config, agents []*agent.Agent, ws []watched, wr agentWiring, level *slog.LevelVar) error {
+	closeMetrics, err := serveMetrics(cfg.Metrics.Addr, wr.reg, wr.log)
 	if err != nil {
 		return err
 	}
 	defer closeMetrics()
-	go notifyReady(&ready, log)
-	defer a.reloadOnSIGHUP(ctx, agents, log, level)()
-	logStarted(log, cfg, ws)
+	go notifyReady(wr.ready, wr.log)
+	defer a.reloadOnSIGHUP(ctx, agents, wr.log, level)()
+	logStarted(wr.log, cfg, ws)
 	return stoppedEarly(ctx, runAll(ctx, agents, ws))
 }
 
@@ -394,6 +401,28 @@ type agentWiring struct {
 	reg   *prometheus.Registry
 	bar   *passBarState
 	ready *sync.WaitGroup
+}
+
+// watch gives one of n agents its notifier and its metrics.
+func (wr agentWiring) watch(ctx context.Context, cfg *config.Config, opts *agent.Options, w watched, n int) {
+	source := ""
+	if n > 1 {
+		source = w.store.Name()
+	}
+	if nf := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
+		Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); nf != nil {
+		opts.Notifier = nf
+		go nf.Run(ctx) // its own goroutine: a slow notifier never holds up the backup
+	}
+	if wr.reg != nil {
+		// Several agents' series are told apart by a label; one agent's
+		// are as they always were.
+		var rg prometheus.Registerer = wr.reg
+		if n > 1 {
+			rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.store.Name()}, wr.reg)
+		}
+		opts.Metrics = agent.NewMetrics(rg)
+	}
 }
 
 // newAgents makes an agent for each watched folder. It returns those made
@@ -417,30 +446,14 @@ func (a *app) newAgents(ctx context.Context, cfg *config.Config, idf identityFla
 		// a new user sees that it ran, and what it found.
 		var ag *agent.Agent
 		prefix, report := agentPrefix(w, len(ws)), a.report()
+		wr.ready.Add(1)
 		opts.Ready = func() {
 			if ctx.Err() == nil { // stopped: the stop's own line says what was done
 				fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
 			}
 			wr.ready.Done()
 		}
-		source := ""
-		if len(ws) > 1 {
-			source = w.store.Name()
-		}
-		if n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
-			Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); n != nil {
-			opts.Notifier = n
-			go n.Run(ctx) // its own goroutine: a slow notifier never holds up the backup
-		}
-		if wr.reg != nil {
-			// Several agents' series are told apart by a label; one
-			// agent's are as they always were.
-			var rg prometheus.Registerer = wr.reg
-			if len(ws) > 1 {
-				rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.store.Name()}, wr.reg)
-			}
-			opts.Metrics = agent.NewMetrics(rg)
-		}
+		wr.watch(ctx, cfg, &opts, w, len(ws))
 		if ag, err = agent.New(ar, opts); err != nil {
 			return agents, err
 		}
