@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/config"
 )
 
@@ -143,8 +144,15 @@ func (a *app) runConfigInit(path string, force bool) error {
 	if err != nil {
 		return fmt.Errorf("config init: %w", err)
 	}
-	if err := writePrivate(target, data, force); err != nil {
-		return err
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() && force {
+		return fmt.Errorf("%s is a folder; give a file path", target)
+	}
+	err = writePrivate(target, data, force)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s already exists; keep it, or run 'ompsync config init --force' to replace it", target)
+	}
+	if err != nil {
+		return fmt.Errorf("write config file: %w", err)
 	}
 	if err := checkStarter(opts, target); err != nil {
 		return err
@@ -178,61 +186,15 @@ func checkStarter(opts config.LoadOptions, target string) error {
 	return nil
 }
 
-// createConfig writes data to a new file path, mode 0600; an existing file is
-// an error.
-func createConfig(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s already exists; keep it, or run 'ompsync config init --force' to replace it", path)
+// writePrivate writes data to path with mode 0600, whole or not at all,
+// creating its folder with mode 0700. Without replace an existing file is
+// refused (fs.ErrExist); with it the file is replaced whole, so a failed
+// write leaves the old one.
+func writePrivate(path string, data []byte, replace bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create folder: %w", err)
 	}
-	if err != nil {
-		return fmt.Errorf("create config file: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write config file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write config file: %w", err)
-	}
-	return nil
-}
-
-// writePrivate writes data to path with mode 0600, creating its folder with
-// mode 0700. Without force an existing file is an error; with force the file
-// is replaced whole (temp file and rename), so a failed write leaves the old
-// one.
-func writePrivate(path string, data []byte, force bool) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create config folder: %w", err)
-	}
-	if !force {
-		return createConfig(path, data)
-	}
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s is a folder; give a file path", path)
-	}
-	tmp, err := os.CreateTemp(dir, ".config-*.yaml")
-	if err != nil {
-		return fmt.Errorf("create config file: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename there is nothing left to remove
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("create config file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write config file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write config file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replace config file: %w", err)
-	}
-	return nil
+	return atomicfile.Write(path, data, atomicfile.Options{Exclusive: !replace})
 }
 
 // newConfigDocCmd writes the key table of docs/CONFIG.md from the key table in

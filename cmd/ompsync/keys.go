@@ -45,63 +45,45 @@ func newKeygenCmd(a *app) *cobra.Command {
 		Long:    keygenLong,
 		Example: keygenExample,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				cfg, err := a.config()
-				if err != nil {
-					return err
-				}
-				out = cfg.Encryption.IdentityFile
-				if out == "" {
-					file, _, err := config.FilePath(a.loadOptions())
-					if err != nil {
-						return err
-					}
-					out = filepath.Join(filepath.Dir(file), "age.key")
-				}
-			}
-			data, recipient, fp, err := crypt.NewIdentityFile(time.Now())
-			if err != nil {
-				return err
-			}
-			if err := writeNew(out, data); err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, recipient)
-			fmt.Fprintf(a.stderr, "ompsync: wrote a new identity to %s (fingerprint %s); keep a copy somewhere safe:\n"+
-				"without it nobody can read what is encrypted to it. To use it, set in the config file:\n"+
-				"  encryption:\n    identity_file: %s\n", out, fp, out)
-			return nil
+			return a.runKeygen(out)
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "file to write the identity to (must not exist)")
 	return cmd
 }
 
-// writeNew creates path with mode 0600, refusing to replace anything.
-func writeNew(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+// runKeygen writes a new identity to out (by default encryption.identity_file,
+// else age.key beside the config file) and prints its recipient.
+func (a *app) runKeygen(out string) error {
+	if out == "" {
+		cfg, err := a.config()
+		if err != nil {
+			return err
+		}
+		if out = cfg.Encryption.IdentityFile; out == "" {
+			file, _, err := config.FilePath(a.loadOptions())
+			if err != nil {
+				return err
+			}
+			out = filepath.Join(filepath.Dir(file), "age.key")
+		}
+	}
+	data, recipient, fp, err := crypt.NewIdentityFile(time.Now())
+	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err = writePrivate(out, data, false)
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s already exists; keygen never overwrites a key (it may be the only one that reads your backups): choose another --out", path)
+		return fmt.Errorf("%s already exists; keygen never overwrites a key (it may be the only one that reads your backups): choose another --out", out)
 	}
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(filepath.Dir(path))
+	fmt.Fprintln(a.stdout, recipient)
+	fmt.Fprintf(a.stderr, "ompsync: wrote a new identity to %s (fingerprint %s); keep a copy somewhere safe:\n"+
+		"without it nobody can read what is encrypted to it. To use it, set in the config file:\n"+
+		"  encryption:\n    identity_file: %s\n", out, fp, out)
+	return nil
 }
 
 const rekeyLong = `Re-encrypt every object on the remote to the current encryption settings
