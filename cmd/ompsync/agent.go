@@ -197,7 +197,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	}
 	m := a.meters()
 	m.log = log
-	r, err := openMetered(ctx, cfg, m)
+	r, err := openRepo(ctx, cfg, m)
 	if err != nil {
 		return err
 	}
@@ -363,7 +363,7 @@ func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags
 	// A stop signal during start-up is Run's to handle (it finishes
 	// start-up and flushes), so opening, which makes at most a request or
 	// two of its own, is not cut short by it.
-	r, err := openMetered(context.WithoutCancel(ctx), cfg, m)
+	r, err := openRepo(context.WithoutCancel(ctx), cfg, m)
 	if err != nil {
 		return err
 	}

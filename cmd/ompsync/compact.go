@@ -60,7 +60,7 @@ func (a *app) runCompact(ctx context.Context, prefixes []string, dryRun bool) er
 	if err != nil {
 		return err
 	}
-	r, err := readRepo(ctx, cfg)
+	r, err := readRepo(ctx, cfg, &meter{}, nil)
 	if err != nil {
 		return err
 	}

@@ -172,7 +172,7 @@ func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
 // openRekey opens the remote to rekey, and the keys it is to be encrypted
 // to.
 func openRekey(ctx context.Context, cfg *config.Config, log *slog.Logger) (*repo.Repo, []string, error) {
-	r, err := openRepo(ctx, cfg)
+	r, err := openRepo(ctx, cfg, &meter{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -59,7 +59,7 @@ func (a *app) runPrune(ctx context.Context, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	r, err := readRepo(ctx, cfg)
+	r, err := readRepo(ctx, cfg, &meter{}, nil)
 	if err != nil {
 		return err
 	}

@@ -17,13 +17,8 @@ import (
 )
 
 // openRepo opens the configured remote as an ompsync repository, with the
-// codec the encryption settings call for.
-func openRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
-	return openMetered(ctx, cfg, &meter{})
-}
-
-// openMetered is openRepo counting requests and bytes in m.
-func openMetered(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, error) {
+// codec the encryption settings call for, counting requests and bytes in m.
+func openRepo(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, error) {
 	if err := makeDefaultRemote(cfg); err != nil {
 		return nil, err
 	}
@@ -100,7 +95,7 @@ func (a *app) meters() *meter {
 
 // readRemote is how ls, verify and restore start: check --machine, load
 // the configuration, open the remote for reading. also, when set, runs
-// while the marker is read (readMetered).
+// while the marker is read (readRepo).
 func (a *app) readRemote(ctx context.Context, machine string, also func(context.Context, *repo.Repo) error) (*config.Config, *repo.Repo, error) {
 	if machine != "" && !safename.Machine(machine) {
 		return nil, nil, usagef("--machine %q is not a machine name", machine)
@@ -113,27 +108,22 @@ func (a *app) readRemote(ctx context.Context, machine string, also func(context.
 	if m.log == nil { // its retries, at debug
 		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
 	}
-	r, err := readMetered(ctx, cfg, m, also)
+	r, err := readRepo(ctx, cfg, m, also)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, r, nil
 }
 
-// readRepo opens the configured remote for reading and checks that it is a
-// repository this version understands. It creates nothing: only the agent
-// starts a repository, so a mistyped remote is an error, not an empty
-// listing and a new folder.
-func readRepo(ctx context.Context, cfg *config.Config) (*repo.Repo, error) {
-	return readMetered(ctx, cfg, &meter{}, nil)
-}
-
-// readMetered is readRepo counting requests and bytes in m. also, when
-// set, reads what the command needs next while the marker is read, so
-// that the two requests take one round trip, not two (30 ms each on a
-// home line); the marker's verdict comes first, and also's error is
-// returned only when the marker was good.
-func readMetered(ctx context.Context, cfg *config.Config, m *meter, also func(context.Context, *repo.Repo) error) (*repo.Repo, error) {
+// readRepo opens the configured remote for reading, counting in m, and
+// checks that it is a repository this version understands. It creates
+// nothing: only the agent starts a repository, so a mistyped remote is an
+// error, not an empty listing and a new folder. also, when set, reads what
+// the command needs next while the marker is read, so that the two
+// requests take one round trip, not two (30 ms each on a home line); the
+// marker's verdict comes first, and also's error is returned only when the
+// marker was good.
+func readRepo(ctx context.Context, cfg *config.Config, m *meter, also func(context.Context, *repo.Repo) error) (*repo.Repo, error) {
 	loc, err := backend.ParseURL(cfg.Remote)
 	if err != nil {
 		return nil, err
@@ -143,7 +133,7 @@ func readMetered(ctx context.Context, cfg *config.Config, m *meter, also func(co
 			return nil, noRepository(cfg, "the folder does not exist")
 		}
 	}
-	r, err := openMetered(ctx, cfg, m)
+	r, err := openRepo(ctx, cfg, m)
 	if err != nil {
 		return nil, err
 	}

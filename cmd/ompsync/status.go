@@ -164,7 +164,7 @@ func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config, stateDir
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	r, err := openRepo(ctx, cfg)
+	r, err := openRepo(ctx, cfg, &meter{})
 	var m *repo.Marker
 	if err == nil {
 		m, err = r.ReadMarker(ctx)
