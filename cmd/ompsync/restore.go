@@ -486,19 +486,20 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 			incomplete++
 		}
 	}
-	restored := n[restore.Created] + n[restore.Appended] + n[restore.Merged] + n[restore.Retitled]
+	wrote := []restore.Action{restore.Created, restore.Appended, restore.Merged, restore.Retitled}
+	restored := 0
+	for _, w := range wrote {
+		restored += n[w]
+	}
 	verb := "restored"
 	if opts.DryRun {
 		verb = "would be restored"
 	}
 	line := fmt.Sprintf("%d %s", restored, verb)
 	var how []string
-	for _, k := range []struct {
-		a    restore.Action
-		name string
-	}{{restore.Created, "created"}, {restore.Appended, "appended"}, {restore.Merged, "merged"}, {restore.Retitled, "retitled"}} {
-		if n[k.a] > 0 && n[k.a] < restored {
-			how = append(how, fmt.Sprintf("%d %s", n[k.a], k.name))
+	for _, w := range wrote {
+		if n[w] > 0 && n[w] < restored {
+			how = append(how, fmt.Sprintf("%d %s", n[w], restoreVerbs(false)[w]))
 		}
 	}
 	if len(how) > 0 {
