@@ -106,22 +106,7 @@ func newAgentCmd(a *app) *cobra.Command {
 		Short:   "Watch the session folder and upload what changes",
 		Long:    agentLong,
 		Example: agentExample,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.config()
-			if err != nil {
-				return err
-			}
-			if err := a.checkSessionDir(cfg); err != nil {
-				return err
-			}
-			if idf.confirmDeletions && !once {
-				return usagef("--confirm-deletions goes with --once: it confirms the deletions of one pass")
-			}
-			if once {
-				return runAgentOnce(cmd.Context(), a, cfg, idf)
-			}
-			return runAgent(cmd.Context(), a, cfg, idf)
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return a.runAgent(cmd.Context(), once, idf) },
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "make one full pass (scan, upload everything settled, record deletions) and exit; exit 1 if anything could not be uploaded")
 	cmd.Flags().BoolVar(&idf.takeOver, "take-over-machine", false, "write this machine name's catalog though another ompsync (another state dir) wrote it: a reinstalled machine, an old disk gone; sessions not on this machine stay as they are")
@@ -141,6 +126,24 @@ func pullFlagNames(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		name = "sync-pull-interval"
 	}
 	return pflag.NormalizedName(name)
+}
+
+// runAgent backs up: one pass with once, else until a signal stops it.
+func (a *app) runAgent(ctx context.Context, once bool, idf identityFlags) error {
+	cfg, err := a.config()
+	if err != nil {
+		return err
+	}
+	if err := a.checkSessionDir(cfg); err != nil {
+		return err
+	}
+	if idf.confirmDeletions && !once {
+		return usagef("--confirm-deletions goes with --once: it confirms the deletions of one pass")
+	}
+	if once {
+		return runAgentOnce(ctx, a, cfg, idf)
+	}
+	return runAgentLoop(ctx, a, cfg, idf)
 }
 
 // checkSessionDir: omp and pi write their sessions to
@@ -344,7 +347,8 @@ func logStarted(log *slog.Logger, cfg *config.Config, ws []watched) {
 	logSameDisk(log, cfg, ws)
 }
 
-func runAgent(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
+// runAgentLoop runs the agents until a signal stops them.
+func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	level := new(slog.LevelVar)
 	level.Set(a.logLevel(cfg))
 	out := a.output(false)
