@@ -28,7 +28,6 @@ import (
 	"github.com/ompsync/ompsync/notify"
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/project"
-	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
@@ -267,18 +266,18 @@ func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Optio
 // disk that fails or is lost. A user who left the default remote should
 // know before trusting it with that. Nothing for any other remote.
 func logSameDisk(log *slog.Logger, cfg *config.Config, ws []watched) {
-	loc, err := backend.ParseURL(cfg.Remote)
-	if err != nil || loc.Scheme != "file" {
+	dir, ok := remoteFolder(cfg)
+	if !ok {
 		return
 	}
-	rdev, ok := deviceOf(loc.Dir)
+	rdev, ok := deviceOf(dir)
 	if !ok {
 		return
 	}
 	for _, w := range ws {
 		if dev, ok := deviceOf(w.dir); ok && dev == rdev {
 			log.Info(fmt.Sprintf("the remote folder %s is on the same disk (file system) as %s: it keeps sessions that are deleted or damaged, "+
-				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", loc.Dir, w.dir))
+				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", dir, w.dir))
 			return
 		}
 	}

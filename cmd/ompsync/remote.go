@@ -51,11 +51,11 @@ func makeDefaultRemote(cfg *config.Config) error {
 	if cfg.Source("remote").Kind != config.FromDefault {
 		return nil
 	}
-	loc, err := backend.ParseURL(cfg.Remote)
-	if err != nil || loc.Scheme != "file" {
+	dir, ok := remoteFolder(cfg)
+	if !ok {
 		return nil // the backend says what is wrong
 	}
-	if err := os.MkdirAll(loc.Dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create the default remote folder: %w", err)
 	}
 	return nil
@@ -192,10 +192,17 @@ func noRepository(cfg *config.Config, why string) error {
 
 // remoteAt names the remote as the user knows it: a folder's path.
 func remoteAt(cfg *config.Config) string {
-	if loc, err := backend.ParseURL(cfg.Remote); err == nil && loc.Scheme == "file" {
-		return loc.Dir
+	if dir, ok := remoteFolder(cfg); ok {
+		return dir
 	}
 	return cfg.Remote
+}
+
+// remoteFolder is the folder of a file remote; false for any other, or a
+// remote that does not parse (the backend says what is wrong).
+func remoteFolder(cfg *config.Config) (string, bool) {
+	loc, err := backend.ParseURL(cfg.Remote)
+	return loc.Dir, err == nil && loc.Scheme == "file"
 }
 
 // remoteName is the remote as the state records it and messages name it:

@@ -11,7 +11,6 @@ import (
 
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/config"
-	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -166,24 +165,19 @@ func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config, stateDir
 	defer cancel()
 	r, err := openRepo(ctx, cfg, &meter{})
 	var m *repo.Marker
+	dir, isFile := remoteFolder(cfg)
 	if err == nil {
 		m, err = r.ReadMarker(ctx)
 	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(a.stderr, "ompsync: warning: cannot read the remote to check that the state describes it: %s\n", oneLine(err.Error()))
-	case m == nil && o.Remote == here && isFileRemote(cfg.Remote):
-		loc, _ := backend.ParseURL(cfg.Remote)
-		return agent.RemoteFolderEmpty(loc.Dir, o.RepoID, stateDir) // as the agent refuses it
+	case m == nil && o.Remote == here && isFile:
+		return agent.RemoteFolderEmpty(dir, o.RepoID, stateDir) // as the agent refuses it
 	case m == nil:
 		return fmt.Errorf("the remote %s holds no ompsync repository, though the agent's state says its files were uploaded there: %s", here, after)
 	case m.ID != o.RepoID:
 		return fmt.Errorf("the remote %s is not the repository the agent's state describes (it was recreated or replaced since): %s", here, after)
 	}
 	return nil
-}
-
-func isFileRemote(raw string) bool {
-	loc, err := backend.ParseURL(raw)
-	return err == nil && loc.Scheme == "file"
 }
