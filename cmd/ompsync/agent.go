@@ -257,7 +257,7 @@ func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Optio
 		// found: "0 files checked" alone reads as nothing to do.
 		totals = "incomplete: " + totals
 	}
-	fmt.Fprintln(a.report(), agentPrefix(w, n)+totals)
+	fmt.Fprintln(a.report(), agentPrefix(w.store.Name(), n)+totals)
 	return err, nil
 }
 
@@ -301,12 +301,13 @@ func missingFolder(ws []watched) error {
 	return fmt.Errorf("%s's folder %s does not exist: set %s (--%s, %s), or leave %s out of agents", w.store.Name(), w.dir, key, config.FlagName(key), config.EnvVar(key), w.store.Name())
 }
 
-// agentPrefix names the agent in a line of its own when several run.
-func agentPrefix(w watched, n int) string {
+// agentPrefix names the agent in a line of its own when there are
+// several.
+func agentPrefix(name string, n int) string {
 	if n == 1 {
 		return ""
 	}
-	return w.store.Name() + ": "
+	return name + ": "
 }
 
 // storeOptions are the agent's options for one watched agent, and that
@@ -448,7 +449,7 @@ func (a *app) newAgents(ctx context.Context, cfg *config.Config, idf identityFla
 		// The first pass ends with the totals line agent --once ends with:
 		// a new user sees that it ran, and what it found.
 		var ag *agent.Agent
-		prefix, report := agentPrefix(w, len(ws)), a.report()
+		prefix, report := agentPrefix(w.store.Name(), len(ws)), a.report()
 		wr.ready.Add(1)
 		opts.Ready = func() {
 			if ctx.Err() == nil { // stopped: the stop's own line says what was done

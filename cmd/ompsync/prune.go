@@ -75,10 +75,7 @@ func (a *app) runPrune(ctx context.Context, dryRun bool) error {
 	}
 	var left []string
 	for _, pl := range places {
-		prefix := ""
-		if len(places) > 1 {
-			prefix = pl.Store.Name() + ": "
-		}
+		prefix := agentPrefix(pl.Store.Name(), len(places))
 		why, err := a.pruneAgent(ctx, cfg, pl.Repo, pl.Store, stateDirOf(cfg, pl.Store.Name()), prefix, ret, dryRun)
 		if err != nil {
 			return fmt.Errorf("%s%w", prefix, noDelete(err))
