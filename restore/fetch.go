@@ -521,30 +521,16 @@ func blobRefs(b []byte, into map[string]bool) {
 // blob whose bytes do not hash to its name fails the session; one missing
 // from the remote is a note (omp may have referenced it before it existed).
 func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) error {
-	refs := map[string]bool{}
+	refs := map[string]bool{} // found as each copy streamed
 	for _, c := range f.session {
-		if c.refs != nil {
-			for name := range c.refs {
-				refs[name] = true
-			}
-			continue
-		}
-		blobRefs(c.data, refs)
+		maps.Copy(refs, c.refs)
 	}
 	for _, cs := range f.artifacts {
 		for _, c := range cs {
-			if c.refs != nil { // found as it streamed
-				maps.Copy(refs, c.refs)
-				continue
-			}
-			blobRefs(c.data, refs)
+			maps.Copy(refs, c.refs)
 		}
 	}
-	names := make([]string, 0, len(refs))
-	for n := range refs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(refs))
 	for _, name := range names {
 		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
 			continue
