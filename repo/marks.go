@@ -97,20 +97,3 @@ func ChunkMarks(h ChunkHeader, c ChunkRef, held int64) []Mark {
 	}
 	return []Mark{{End: c.End, At: at}}
 }
-
-// UploadedBy is how many bytes of a generation with these marks (in
-// stream order) were on the remote at t, and the time of the last mark
-// that counts. Bytes after a mark later than t are not counted, even where
-// a later mark has an earlier time.
-func UploadedBy(ms []Mark, t time.Time) (int64, time.Time) {
-	var n int64
-	var when time.Time
-	ms0 := t.UnixMilli()
-	for _, m := range ms {
-		if m.At > ms0 {
-			break
-		}
-		n, when = m.End, m.Time()
-	}
-	return n, when
-}

@@ -125,3 +125,19 @@ func TestUploadedBy(t *testing.T) {
 		t.Errorf("a chunk without marks or listing time counts as uploaded at %v", got[0].Time())
 	}
 }
+
+// UploadedBy is how many bytes of a generation with these marks (in
+// stream order) were on the remote at t, and the time of the last mark
+// that counts: the reference the chunk walk's cut (cutAt) is tested against.
+func UploadedBy(ms []Mark, t time.Time) (int64, time.Time) {
+	var n int64
+	var when time.Time
+	ms0 := t.UnixMilli()
+	for _, m := range ms {
+		if m.At > ms0 {
+			break
+		}
+		n, when = m.End, m.Time()
+	}
+	return n, when
+}

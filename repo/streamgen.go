@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -51,8 +52,8 @@ func (r *Repo) StreamGeneration(ctx context.Context, s Stream, g *Generation, ma
 
 // StreamGenerationAt streams the bytes of a generation that were on the
 // remote at t, as StreamGeneration streams them all: those up to the last
-// upload mark (ChunkMarks) by then, as UploadedBy counts them from the
-// chunk headers as they arrive. The chunk the cut falls in is read and
+// upload mark (ChunkMarks) by then, counted from the chunk headers as
+// they arrive. The chunk the cut falls in is read and
 // verified whole, though only its bytes up to the cut are written, and no
 // chunk after it is read. A cut inside the title slot (before hash_from)
 // is refused: those bytes were never a file. The head object is returned
@@ -84,7 +85,7 @@ func (r *Repo) streamGeneration(ctx context.Context, s Stream, g *Generation, ma
 			metaC <- metaResult{m, err}
 		}()
 	}
-	err := r.streamChunks(ctx, s, g, maxSize, w, every, at, &out)
+	err := r.streamChunks(ctx, s, g, maxSize, at, &chunkStream{w: w, out: &out, every: every, stream: sha256.New()})
 	if metaObject {
 		mr := <-metaC
 		if mr.err != nil {
@@ -123,13 +124,18 @@ func (r *Repo) streamGeneration(ctx context.Context, s Stream, g *Generation, ma
 	return out, nil
 }
 
-func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSize int64, w io.Writer, every bool, at time.Time, out *Streamed) error {
+// streamChunks streams g's chunks to cs.w, on from cs.from (with cs.stream
+// the running stream hash there): the one walk every reader of a
+// generation's bytes takes.
+func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSize int64, at time.Time, cs *chunkStream) error {
 	picked, covered := Cover(g.Chunks)
 	switch {
 	case covered < MaxEnd(g.Chunks):
 		return fmt.Errorf("%s generation %s: %w at byte %d", s.Prefix(), g.Name, ErrGap, covered)
 	case covered > maxSize:
 		return &TooLargeError{s.Prefix(), g.Name, covered, maxSize}
+	case covered < cs.from:
+		return fmt.Errorf("%s generation %s: %w: it holds %d bytes, %d were read before", s.Prefix(), g.Name, ErrGap, covered, cs.from)
 	}
 	refReads := r.refReads
 	if refReads == 0 {
@@ -137,8 +143,13 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 	}
 	pooled := r.bufs.buf()
 	defer r.bufs.putBuf(pooled)
-	cs := &chunkStream{w: w, out: out, every: every, single: len(picked) == 1, stream: sha256.New(), hashFrom: -1, buf: *pooled, cut: math.MaxInt64}
+	out := cs.out
+	cs.single = len(picked) == 1 && !cs.resume
+	cs.hashFrom, cs.buf, cs.held, cs.cut = -1, *pooled, cs.from, math.MaxInt64
 	for _, c := range picked {
+		if c.End <= cs.from {
+			continue // read before
+		}
 		hdr, body, closeBody, err := r.chunkReader(ctx, s, g.Name, c, &refReads)
 		if err != nil {
 			return err
@@ -174,22 +185,71 @@ func (r *Repo) streamChunks(ctx context.Context, s Stream, g *Generation, maxSiz
 	return nil
 }
 
+// Tail is where StreamGenerationFrom read a generation from and to.
+type Tail struct {
+	// The bytes written were [From, End) of the generation.
+	From     int64
+	End      int64
+	HashFrom int64
+	// HashState is the running stream hash at End (sha256's marshalled
+	// state), to read on from there next time.
+	HashState []byte
+}
+
+// StreamGenerationFrom writes to w the bytes of a generation from offset
+// from on, where a reader that had read it before left off with the
+// running stream hash state (nil for from 0): the way a search cache keeps
+// up with a session that grew, fetching only the chunks that hold new
+// bytes (a chunk a compaction merged since may begin before from; it is
+// read whole, and only its bytes past from are written). Every byte is
+// covered by a verified hash: each chunk's stream hash, continued from
+// state, and a chunk's own hash for bytes before hash_from. The bytes go
+// to w as they arrive, a buffer at a time, so memory stays a few buffers
+// whatever the tail's size; but a chunk's hashes are checked at its end,
+// so bytes written before an error must not be trusted: a caller keeps
+// what it made of them only on nil. The title slot's head object is not
+// laid over the bytes.
+func (r *Repo) StreamGenerationFrom(ctx context.Context, s Stream, g *Generation, from int64, state []byte, maxSize int64, w io.Writer) (*Tail, error) {
+	if !g.HasMeta {
+		return nil, fmt.Errorf("%s generation %s: no meta object", s.Prefix(), g.Name)
+	}
+	h := sha256.New()
+	if from > 0 {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(state); err != nil {
+			return nil, fmt.Errorf("stream hash state: %w", err)
+		}
+	}
+	var out Streamed
+	cs := &chunkStream{w: w, out: &out, resume: true, from: from, stream: h}
+	if err := r.streamChunks(ctx, s, g, maxSize, time.Time{}, cs); err != nil {
+		return nil, err
+	}
+	st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return &Tail{From: from, End: cs.held, HashFrom: out.Meta.HashFrom, HashState: st}, nil
+}
+
 // chunkStream is how far streamChunks has come through a generation.
 type chunkStream struct {
 	w             io.Writer
 	out           *Streamed
 	every, single bool
-	stream        hash.Hash
-	hashFrom      int64 // -1 until a chunk says
-	buf           []byte
+	// resume: the stream hash's state is wanted at the end (a tail read
+	// on later), so no chunk may skip it (single).
+	resume   bool
+	from     int64 // where the bytes to write begin (a tail's start)
+	stream   hash.Hash
+	hashFrom int64 // -1 until a chunk says
+	buf      []byte
 	// held is how far the stream is read and hashed; out.Size, how far it
 	// is written: the same, but for the bytes past a cut at at.
 	held, cut int64
 }
 
-// cutAt cuts chunk c after its last upload mark by at (UploadedBy, a
-// chunk's marks at a time: the first mark later than at ends what is
-// written, whatever the marks after it). It reports whether such a mark
+// cutAt cuts chunk c after its last upload mark by at (the first mark
+// later than at ends what is written, whatever the marks after it). It reports whether such a mark
 // stops the stream after c, and whether none of c was on the remote then.
 func (cs *chunkStream) cutAt(hdr ChunkHeader, c ChunkRef, at time.Time) (stop, none bool) {
 	cs.cut = cs.held
@@ -210,6 +270,9 @@ func (r *Repo) streamChunk(ctx context.Context, s Stream, gen string, c ChunkRef
 	switch {
 	case cs.hashFrom < 0:
 		cs.hashFrom = hdr.HashFrom
+		if cs.from > 0 && cs.from < cs.hashFrom {
+			return fmt.Errorf("chunk %s: read on from %d, inside the bytes before hash_from %d", ChunkName(c.Start, c.End), cs.from, cs.hashFrom)
+		}
 	case hdr.HashFrom != cs.hashFrom:
 		return fmt.Errorf("chunk %s: hash_from %d, the chunks before say %d", ChunkName(c.Start, c.End), hdr.HashFrom, cs.hashFrom)
 	}
@@ -282,28 +345,13 @@ func (r *Repo) streamChunk(ctx context.Context, s Stream, gen string, c ChunkRef
 // arrive, exactly its range's length and then the end (a reference's
 // bytes, resolved and checked against its hash, from memory).
 func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef, refReads *int) (ChunkHeader, io.Reader, func(), error) {
-	if err := checkChunkRange(c.Start, c.End); err != nil {
-		return ChunkHeader{}, nil, nil, err
-	}
-	key := s.ChunkKey(gen, c.Start, c.End)
-	if limit := sealedLimit(ChunkLimit(c.Start, c.End)); c.Size > limit {
-		// Listed larger than it could need: refused before its GET, as
-		// getAll would refuse it after.
-		return ChunkHeader{}, nil, nil, fmt.Errorf("read %s: object larger than %d bytes", key, limit)
-	}
-	rc, err := r.openStream(ctx, key, ChunkLimit(c.Start, c.End))
+	hdr, br, rc, err := r.openChunk(ctx, s, gen, c, true)
 	if err != nil {
-		return ChunkHeader{}, nil, nil, err
+		return hdr, nil, nil, err
 	}
-	br := r.bufs.reader(rc)
 	closeBody := func() {
 		rc.Close()
 		r.bufs.putReader(br)
-	}
-	hdr, err := readHeader(br, c, true)
-	if err != nil {
-		closeBody()
-		return ChunkHeader{}, nil, nil, err
 	}
 	if hdr.Ref != nil {
 		// A reference holds no bytes of its own; decodeChunk checks the
@@ -385,28 +433,42 @@ func (r *Repo) UploadedAt(ctx context.Context, s Stream, gen string, c ChunkRef)
 // as a stream and closed after its first line, so finding a generation's
 // meta in its first chunk costs the first block of a chunk of any size.
 func (r *Repo) chunkHeader(ctx context.Context, s Stream, gen string, c ChunkRef) (ChunkHeader, error) {
-	if err := checkChunkRange(c.Start, c.End); err != nil {
-		return ChunkHeader{}, err
-	}
-	key := s.ChunkKey(gen, c.Start, c.End)
-	if limit := sealedLimit(ChunkLimit(c.Start, c.End)); c.Size > limit {
-		return ChunkHeader{}, fmt.Errorf("read %s: object larger than %d bytes", key, limit)
-	}
-	rc, err := r.openStream(ctx, key, ChunkLimit(c.Start, c.End))
-	if err != nil {
-		return ChunkHeader{}, err
-	}
-	defer rc.Close()
-	br := r.bufs.reader(rc)
-	defer r.bufs.putReader(br)
-	hdr, err := readHeader(br, c, false)
+	hdr, br, rc, err := r.openChunk(ctx, s, gen, c, false)
 	if err != nil {
 		return hdr, err
 	}
+	rc.Close()
+	r.bufs.putReader(br)
 	if hdr.V != 1 || hdr.Start != c.Start || hdr.End != c.End {
 		return hdr, fmt.Errorf("chunk %s: header says [%d, %d)", ChunkName(c.Start, c.End), hdr.Start, hdr.End)
 	}
 	return hdr, nil
+}
+
+// openChunk opens chunk c as a stream and reads its header line (drain:
+// see readHeader); the caller closes rc and gives br back.
+func (r *Repo) openChunk(ctx context.Context, s Stream, gen string, c ChunkRef, drain bool) (ChunkHeader, *bufio.Reader, io.ReadCloser, error) {
+	if err := checkChunkRange(c.Start, c.End); err != nil {
+		return ChunkHeader{}, nil, nil, err
+	}
+	key := s.ChunkKey(gen, c.Start, c.End)
+	if limit := sealedLimit(ChunkLimit(c.Start, c.End)); c.Size > limit {
+		// Listed larger than it could need: refused before its GET, as
+		// getAll would refuse it after.
+		return ChunkHeader{}, nil, nil, fmt.Errorf("read %s: object larger than %d bytes", key, limit)
+	}
+	rc, err := r.openStream(ctx, key, ChunkLimit(c.Start, c.End))
+	if err != nil {
+		return ChunkHeader{}, nil, nil, err
+	}
+	br := r.bufs.reader(rc)
+	hdr, err := readHeader(br, c, drain)
+	if err != nil {
+		rc.Close()
+		r.bufs.putReader(br)
+		return hdr, nil, nil, err
+	}
+	return hdr, br, rc, nil
 }
 
 // exactBody is a chunk's bytes, which must end exactly at its range's end:

@@ -318,26 +318,10 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		// The stream writes 64 KiB at a time, straight to the spill; its
 		// head is the spill's (a copy of every copy's first MiB, grown by
 		// doubling, was a sixth of a restore's CPU).
-		var to io.Writer = sp
-		var rw *project.Rewriter
-		if m := t.mapping(s); !m.Identity() {
-			rw = m.Writer(sp)
-			to = rw
-		}
-		sw := &scanWriter{w: to, refs: map[string]bool{}}
-		var st repo.Streamed
-		var err error
-		if opts.At.IsZero() {
-			st, err = r.StreamGeneration(ctx, s, g, limit, sw, false)
-		} else {
-			st, err = r.StreamGenerationAt(ctx, s, g, limit, sw, opts.At)
-		}
-		if err == nil && rw != nil {
-			err = rw.Close()
-		}
+		sw, rw := t.mappedScan(s, sp)
+		st, err := streamOnce(ctx, r, s, g, limit, sw, rw, false, opts.At)
 		if err == nil && st.Head != nil {
 			err = sp.overlay(st.Head)
-			blobRefs(st.Head, sw.refs)
 		}
 		head, c.refs = sp.first(), sw.refs
 		if cerr := sp.close(err == nil && !opts.DryRun); err == nil {
@@ -374,6 +358,36 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		return fail(err)
 	}
 	return c, nil
+}
+
+// mappedScan is w behind this machine's folder mapping of s (rw, nil for
+// none) and a scan for the blobs the bytes reference, as fetch and verify
+// stream every copy.
+func (t *target) mappedScan(s repo.Stream, w io.Writer) (*scanWriter, *project.Rewriter) {
+	var rw *project.Rewriter
+	if m := t.mapping(s); !m.Identity() {
+		rw = m.Writer(w)
+		w = rw
+	}
+	return &scanWriter{w: w, refs: map[string]bool{}}, rw
+}
+
+// streamOnce streams generation g of s to sw (behind which rw, when not
+// nil, is closed at the end), every hash checked with every, cut at at
+// when it is not zero; the head object's blob references join sw's.
+func streamOnce(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64, sw *scanWriter, rw *project.Rewriter, every bool, at time.Time) (repo.Streamed, error) {
+	var st repo.Streamed
+	var err error
+	if at.IsZero() {
+		st, err = r.StreamGeneration(ctx, s, g, limit, sw, every)
+	} else {
+		st, err = r.StreamGenerationAt(ctx, s, g, limit, sw, at)
+	}
+	if err == nil && rw != nil {
+		err = rw.Close()
+	}
+	blobRefs(st.Head, sw.refs)
+	return st, err
 }
 
 // spillAt is the most of a streamed copy kept in memory: most sessions and
@@ -507,30 +521,16 @@ func blobRefs(b []byte, into map[string]bool) {
 // blob whose bytes do not hash to its name fails the session; one missing
 // from the remote is a note (omp may have referenced it before it existed).
 func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) error {
-	refs := map[string]bool{}
+	refs := map[string]bool{} // found as each copy streamed
 	for _, c := range f.session {
-		if c.refs != nil {
-			for name := range c.refs {
-				refs[name] = true
-			}
-			continue
-		}
-		blobRefs(c.data, refs)
+		maps.Copy(refs, c.refs)
 	}
 	for _, cs := range f.artifacts {
 		for _, c := range cs {
-			if c.refs != nil { // found as it streamed
-				maps.Copy(refs, c.refs)
-				continue
-			}
-			blobRefs(c.data, refs)
+			maps.Copy(refs, c.refs)
 		}
 	}
-	names := make([]string, 0, len(refs))
-	for n := range refs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(refs))
 	for _, name := range names {
 		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
 			continue

@@ -431,25 +431,9 @@ type Listing struct {
 	State string `json:"state"`
 }
 
-// List describes every session the catalogs hold (of one machine, when
-// machine is set), newest first. Catalogs that cannot be read are returned
-// as problems.
+// List is ListAll over omp's sessions alone.
 func List(ctx context.Context, r *repo.Repo, machine string) ([]Listing, []string, error) {
-	p, err := newPlanner(ctx, r, Options{Machine: machine, Parallel: 8})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]Listing, 0, len(p.sessions))
-	for _, t := range p.sessions {
-		out = append(out, t.listing())
-	}
-	slices.SortFunc(out, func(a, b Listing) int {
-		if c := b.Mtime.Compare(a.Mtime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return out, p.problems, nil
+	return ListAll(ctx, []Place{{Store: store.OMP(), Repo: r}}, machine)
 }
 
 // listing describes t from its catalog entries.

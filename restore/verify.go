@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/project"
@@ -287,36 +288,35 @@ func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	}
 	var cmp *localCmp
 	var scan *scanWriter
-	var mapped *project.Rewriter
-	st, err := streamGeneration(ctx, r, s, g, limit, func() io.Writer {
+	var st repo.Streamed
+	err := retry(ctx, func() error {
 		if cmp != nil {
 			cmp.close() // an attempt before
 		}
-		if !cc.Newest {
-			return io.Discard
+		scan = &scanWriter{w: io.Discard, refs: map[string]bool{}}
+		var rw *project.Rewriter
+		if cc.Newest {
+			cmp = openLocalCmp(opts.AgentDir, localPath)
+			scan, rw = t.mappedScan(s, cmp)
 		}
-		cmp = openLocalCmp(opts.AgentDir, localPath)
-		var w io.Writer = cmp
-		if m := t.mapping(s); !m.Identity() {
-			mapped = m.Writer(cmp)
-			w = mapped
+		var err error
+		if st, err = streamOnce(ctx, r, s, g, limit, scan, rw, true, time.Time{}); err != nil {
+			return err
 		}
-		scan = &scanWriter{w: w, refs: map[string]bool{}}
-		return scan
+		if st.Meta.SessionID != "" && st.Meta.SessionID != s.SessionID || st.Meta.Stream != "" && st.Meta.Stream != s.Name {
+			return fmt.Errorf("%s generation %s: meta describes another stream (%s %s)", s.Prefix(), g.Name, st.Meta.SessionID, st.Meta.Stream)
+		}
+		return nil
 	})
-	if err == nil && mapped != nil {
-		err = mapped.Close()
-	}
 	if cmp != nil {
 		cmp.close()
 	}
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
 	}
 	cc.Bytes = st.Size
 	if cc.Newest {
 		maps.Copy(refs, scan.refs)
-		blobRefs(st.Head, refs)
 		cc.Local = cmp.result(st.Head, format{st: opts.Store, slotted: s.Name == repo.SessionStream})
 	}
 	return st, nil
@@ -341,26 +341,6 @@ func (c *Check) checkBlobs(ctx context.Context, r *repo.Repo, names []string, bl
 			c.Blobs = append(c.Blobs, n)
 		}
 	}
-}
-
-// streamGeneration streams a generation to the writer w makes (anew for
-// each attempt), every hash checked, retrying transient failures.
-func streamGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, limit int64, w func() io.Writer) (repo.Streamed, error) {
-	var st repo.Streamed
-	err := retry(ctx, func() error {
-		var err error
-		if st, err = r.StreamGeneration(ctx, s, g, limit, w(), true); err != nil {
-			return err
-		}
-		if st.Meta.SessionID != "" && st.Meta.SessionID != s.SessionID || st.Meta.Stream != "" && st.Meta.Stream != s.Name {
-			return fmt.Errorf("%s generation %s: meta describes another stream (%s %s)", s.Prefix(), g.Name, st.Meta.SessionID, st.Meta.Stream)
-		}
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
-	}
-	return st, nil
 }
 
 // localCmp says how the local file compares with a stream written to it,
