@@ -202,31 +202,12 @@ func listedGeneration(invs []*repo.StreamInventory, f *FileState) repo.Generatio
 
 // confirm lists f's generation and checks that it holds what was uploaded.
 func (a *Agent) confirm(ctx context.Context, f *FileState) error {
-	s := f.stream(a.opts.Machine)
-	g := repo.Generation{Name: f.Generation}
-	meta := false
-	prefix := s.GenPrefix(f.Generation)
-	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
-		if err != nil {
-			a.unchecked.failed(ctx, err)
-			return err
-		}
-		name, ok := strings.CutPrefix(obj.Key, prefix)
-		if !ok {
-			continue // a confused listing; only this generation counts
-		}
-		switch name {
-		case "meta":
-			meta = true
-		case "head":
-			g.HasHead = true
-		}
-		if cs, ce, ok := repo.ParseChunkName(name); ok {
-			g.Chunks = append(g.Chunks, repo.ChunkRef{Start: cs, End: ce})
-		}
+	g, err := a.repo.ListGeneration(ctx, f.stream(a.opts.Machine), f.Generation)
+	if err != nil {
+		a.unchecked.failed(ctx, err)
+		return err
 	}
-	g.Complete(meta)
-	return a.confirmFrom(ctx, f, g, meta)
+	return a.confirmFrom(ctx, f, *g, g.MetaObject)
 }
 
 // confirmFrom checks f against what the remote lists of its generation

@@ -14,10 +14,8 @@ package compact
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -102,23 +100,9 @@ func (r *Result) add(o Result) {
 // chunks it listed.
 func Stream(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, idle bool, p Policy) (Result, error) {
 	p = p.withDefaults()
-	g, err := listGeneration(ctx, r, s, gen)
+	g, err := r.ListGeneration(ctx, s, gen)
 	if err != nil {
 		return Result{}, err
 	}
 	return compactGeneration(ctx, r, s, g, idle, p)
-}
-
-// listGeneration lists one generation's objects.
-func listGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, gen string) (*generation, error) {
-	g := &generation{name: gen}
-	prefix := s.GenPrefix(gen)
-	for obj, err := range r.Client().List(ctx, prefix, remote.ListOptions{}) {
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", prefix, err)
-		}
-		g.add(obj, obj.Key[len(prefix):])
-	}
-	g.sort()
-	return g, nil
 }

@@ -206,11 +206,11 @@ func firstDiff(a, b []byte) int {
 // chunksOf lists a generation's chunks.
 func chunksOf(t testing.TB, r *repo.Repo, s repo.Stream, gen string) []repo.ChunkRef {
 	t.Helper()
-	g, err := listGeneration(context.Background(), r, s, gen)
+	g, err := r.ListGeneration(context.Background(), s, gen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g.refs()
+	return g.Chunks
 }
 
 // nested reports a chunk that lies inside another, if any.

@@ -160,11 +160,6 @@ func FirstLacking(ctx context.Context, r *repo.Repo, lines Lines, s repo.Stream,
 	return firstLacking(ctx, r, s, old, lines, set, b)
 }
 
-// repoGeneration is g as repo reads it.
-func (g *generation) repoGeneration() *repo.Generation {
-	return &repo.Generation{Name: g.name, HasMeta: g.complete, MetaInChunk: g.metaInChunk, HasHead: g.head != nil, Chunks: g.refs()}
-}
-
 // lineSet is the sorted keys of one generation's lines.
 type lineSet []lineKey
 

@@ -132,23 +132,23 @@ func skipReason(pl Plan, idle bool) string {
 }
 
 func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Policy, dryRun bool) []StreamReport {
-	streams, err := listSession(ctx, r, id, machine)
+	streams, err := r.Inventory(ctx, id, machine)
 	if err != nil {
 		return []StreamReport{{Stream: repo.Stream{SessionID: id, Machine: machine, Name: repo.SessionStream}, Err: err}}
 	}
 	var out []StreamReport
 	now := p.Now()
 	for _, st := range streams {
-		newest := st.newestWithMeta()
-		for _, g := range st.gens {
-			if !g.complete {
+		newest := st.Newest()
+		for _, g := range st.Generations {
+			if !g.HasMeta {
 				continue
 			}
-			idle := g != newest || now.Sub(g.newest()) >= p.Idle
-			sr := StreamReport{Stream: st.s, Generation: g.name, Idle: idle}
-			pl, err := plan(g.refs(), idle, p)
+			idle := g != newest || now.Sub(lastWritten(g)) >= p.Idle
+			sr := StreamReport{Stream: st.Stream, Generation: g.Name, Idle: idle}
+			pl, err := plan(g.Chunks, idle, p)
 			if err != nil {
-				sr.Err = fmt.Errorf("%s generation %s: %w", st.s.Prefix(), g.name, err)
+				sr.Err = fmt.Errorf("%s generation %s: %w", st.Stream.Prefix(), g.Name, err)
 				out = append(out, sr)
 				continue
 			}
@@ -159,7 +159,7 @@ func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Pol
 			}
 			sr.Plan = pl.Plan
 			if !dryRun {
-				sr.Result, sr.Err = compactGeneration(ctx, r, st.s, g, idle, p)
+				sr.Result, sr.Err = compactGeneration(ctx, r, st.Stream, g, idle, p)
 			}
 			out = append(out, sr)
 		}

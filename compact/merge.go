@@ -19,17 +19,17 @@ const maxRounds = 64
 
 // compactGeneration plans and carries out merges until the plan is empty,
 // listing the generation again after each round.
-func compactGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, idle bool, p Policy) (Result, error) {
-	res := Result{Before: len(g.chunks), After: len(g.chunks)}
-	if !g.complete {
+func compactGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, idle bool, p Policy) (Result, error) {
+	res := Result{Before: len(g.Chunks), After: len(g.Chunks)}
+	if !g.HasMeta {
 		// An upload interrupted before its meta, or still in progress:
 		// readers ignore it, and so does compaction.
 		return res, nil
 	}
 	for round := 0; round < maxRounds; round++ {
-		pl, err := plan(g.refs(), idle, p)
+		pl, err := plan(g.Chunks, idle, p)
 		if err != nil {
-			return res, fmt.Errorf("%s generation %s: %w", s.Prefix(), g.name, err)
+			return res, fmt.Errorf("%s generation %s: %w", s.Prefix(), g.Name, err)
 		}
 		if pl.Empty() {
 			break
@@ -38,16 +38,16 @@ func compactGeneration(ctx context.Context, r *repo.Repo, s repo.Stream, g *gene
 		res.add(did)
 		if err != nil {
 			res.After = res.Before + res.Written - res.Deleted
-			return res, fmt.Errorf("compact %s generation %s: %w", s.Prefix(), g.name, err)
+			return res, fmt.Errorf("compact %s generation %s: %w", s.Prefix(), g.Name, err)
 		}
 		if did.Written == 0 && did.Deleted == 0 {
 			break // nothing could be done (reference chunks in the way)
 		}
-		if g, err = listGeneration(ctx, r, s, g.name); err != nil {
+		if g, err = r.ListGeneration(ctx, s, g.Name); err != nil {
 			return res, err
 		}
 	}
-	res.After = len(g.chunks)
+	res.After = len(g.Chunks)
 	return res, nil
 }
 
@@ -59,23 +59,23 @@ type source struct {
 }
 
 // execute carries out one plan: merge, then remove redundant chunks.
-func execute(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, pl *planned) (Result, error) {
+func execute(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, pl *planned) (Result, error) {
 	var res Result
-	all := g.refs()
+	all := g.Chunks
 	if pl.Merge.Chunks > 0 {
 		srcs := make([]source, 0, pl.to-pl.from)
 		for _, c := range pl.picked[pl.from:pl.to] {
-			h, data, err := r.GetChunk(ctx, s, g.name, c.Start, c.End)
+			h, data, err := r.GetChunk(ctx, s, g.Name, c.Start, c.End)
 			if err != nil {
 				return res, fmt.Errorf("read chunk %s: %w", repo.ChunkName(c.Start, c.End), err)
 			}
 			srcs = append(srcs, source{c: c, h: h, data: data})
 		}
-		if g.metaInChunk && len(srcs) > 0 && srcs[0].c.Start == 0 {
+		if g.MetaInChunk && len(srcs) > 0 && srcs[0].c.Start == 0 {
 			// The merged chunk at 0 carries on its meta: a generation
 			// whose first chunk lacks the meta it needs is damage, left as
 			// it is for a human to see.
-			if _, err := repo.HeaderMeta(s, g.name, srcs[0].h); err != nil {
+			if _, err := repo.HeaderMeta(s, g.Name, srcs[0].h); err != nil {
 				return res, err
 			}
 		}
@@ -84,7 +84,7 @@ func execute(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, pl
 		var run []source
 		flush := func() error {
 			if len(run) >= 2 {
-				did, err := mergeRun(ctx, r, s, g.name, run, all)
+				did, err := mergeRun(ctx, r, s, g.Name, run, all)
 				res.add(did)
 				if err != nil {
 					return err
@@ -108,14 +108,14 @@ func execute(ctx context.Context, r *repo.Repo, s repo.Stream, g *generation, pl
 	}
 	for i, inside := range pl.inside {
 		c := pl.picked[i]
-		h, data, err := r.GetChunk(ctx, s, g.name, c.Start, c.End)
+		h, data, err := r.GetChunk(ctx, s, g.Name, c.Start, c.End)
 		if err != nil {
 			return res, fmt.Errorf("read chunk %s: %w", repo.ChunkName(c.Start, c.End), err)
 		}
 		if h.Ref != nil {
 			continue // its bytes are elsewhere: leave what lies inside it
 		}
-		n, err := deleteInside(ctx, r, s, g.name, c, h, data, inside, nil)
+		n, err := deleteInside(ctx, r, s, g.Name, c, h, data, inside, nil)
 		res.Deleted += n
 		if err != nil {
 			return res, err

@@ -129,7 +129,7 @@ func deleteItems(ctx context.Context, r *repo.Repo, machine string, rep *PruneRe
 	rep.Items = planned[:0:0]
 	keptSessions := map[string]bool{}
 	for _, it := range planned {
-		streams, err := listSession(ctx, r, it.Stream.SessionID, "")
+		streams, err := r.Inventory(ctx, it.Stream.SessionID, "")
 		if err != nil {
 			return err
 		}
@@ -156,8 +156,8 @@ func deleteItems(ctx context.Context, r *repo.Repo, machine string, rep *PruneRe
 }
 
 type candidate struct {
-	st     *stream
-	g      *generation
+	st     *repo.StreamInventory
+	g      *repo.Generation
 	reason string
 	since  time.Time
 }
@@ -167,29 +167,29 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 	if !deleted && ret.Generations <= 0 {
 		return nil
 	}
-	streams, err := listSession(ctx, r, e.ID, "")
+	streams, err := r.Inventory(ctx, e.ID, "")
 	if err != nil {
 		return err
 	}
 	var cands []candidate
 	for _, st := range streams {
-		if st.s.Machine != machine {
+		if st.Stream.Machine != machine {
 			continue
 		}
-		newest := st.newestWithMeta()
-		for i, g := range st.gens {
+		newest := st.Newest()
+		for i, g := range st.Generations {
 			if deleted {
 				cands = append(cands, candidate{st, g, ReasonDeleted, e.Changed})
 				continue
 			}
-			if g == newest || st.s.Name == repo.SessionStream && g.name == e.Generation {
+			if g == newest || st.Stream.Name == repo.SessionStream && g.Name == e.Generation {
 				continue
 			}
 			// Superseded when a newer generation with meta began; one
 			// without a newer such generation may be an upload in progress.
-			var next *generation
-			for _, n := range st.gens[i+1:] {
-				if n.complete {
+			var next *repo.Generation
+			for _, n := range st.Generations[i+1:] {
+				if n.HasMeta {
 					next = n
 					break
 				}
@@ -197,7 +197,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 			if next == nil {
 				continue
 			}
-			if since := started(next.name); now.Sub(since) > ret.Generations {
+			if since := started(next.Name); now.Sub(since) > ret.Generations {
 				cands = append(cands, candidate{st, g, ReasonSuperseded, since})
 			}
 		}
@@ -205,9 +205,9 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 	refs := map[string]map[string]string{} // stream name -> generation -> referring machine
 	refErr := map[string]error{}
 	kept := false
-	newest := &newestLines{bounds: b, sets: map[*stream]lineSetOrErr{}}
+	newest := &newestLines{bounds: b, sets: map[*repo.StreamInventory]lineSetOrErr{}}
 	for _, c := range cands {
-		name := c.st.s.Name
+		name := c.st.Stream.Name
 		if _, done := refs[name]; !done && refErr[name] == nil {
 			refs[name], refErr[name] = referenced(ctx, r, streams, machine, name)
 		}
@@ -215,20 +215,20 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 		switch {
 		case refErr[name] != nil:
 			why = fmt.Sprintf("cannot check other machines' references: %v", refErr[name])
-		case refs[name][c.g.name] != "":
-			why = "referenced by machine " + refs[name][c.g.name]
-		case c.reason == ReasonSuperseded && name == repo.SessionStream && c.g.complete:
+		case refs[name][c.g.Name] != "":
+			why = "referenced by machine " + refs[name][c.g.Name]
+		case c.reason == ReasonSuperseded && name == repo.SessionStream && c.g.HasMeta:
 			// An upload cut off before its meta is no copy restore
 			// takes: only one with meta is compared.
 			why = newest.lacking(ctx, r, lines, c.st, c.g)
 		}
 		if why != "" {
-			rep.Kept = append(rep.Kept, Kept{c.st.s, c.g.name, why})
+			rep.Kept = append(rep.Kept, Kept{c.st.Stream, c.g.Name, why})
 			kept = true
 			continue
 		}
-		keys, n := c.g.keys(c.st.s)
-		rep.Items = append(rep.Items, PruneItem{Stream: c.st.s, Generation: c.g.name, Reason: c.reason, Since: c.since, Keys: keys, Bytes: n})
+		keys, n := deleteKeys(c.st.Stream, c.g)
+		rep.Items = append(rep.Items, PruneItem{Stream: c.st.Stream, Generation: c.g.Name, Reason: c.reason, Since: c.since, Keys: keys, Bytes: n})
 	}
 	if deleted && !kept {
 		rep.Sessions = append(rep.Sessions, e.ID)
@@ -240,7 +240,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 // once for all of the stream's superseded ones.
 type newestLines struct {
 	bounds bounds
-	sets   map[*stream]lineSetOrErr
+	sets   map[*repo.StreamInventory]lineSetOrErr
 }
 
 type lineSetOrErr struct {
@@ -251,46 +251,46 @@ type lineSetOrErr struct {
 // lacking says why superseded generation g of st must stay: it holds a
 // line the newest generation lacks, or the two cannot be compared. ""
 // when every line of g is in the newest.
-func (nl *newestLines) lacking(ctx context.Context, r *repo.Repo, lines Lines, st *stream, g *generation) string {
-	newest := st.newestWithMeta()
+func (nl *newestLines) lacking(ctx context.Context, r *repo.Repo, lines Lines, st *repo.StreamInventory, g *repo.Generation) string {
+	newest := st.Newest()
 	cur, done := nl.sets[st]
 	if !done {
-		cur.set, cur.err = readLineSet(ctx, r, st.s, newest.repoGeneration(), lines, nl.bounds)
+		cur.set, cur.err = readLineSet(ctx, r, st.Stream, newest, lines, nl.bounds)
 		nl.sets[st] = cur
 	}
 	if cur.err != nil {
-		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, cur.err)
+		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.Name, cur.err)
 	}
-	n, err := firstLacking(ctx, r, st.s, g.repoGeneration(), lines, cur.set, nl.bounds)
+	n, err := firstLacking(ctx, r, st.Stream, g, lines, cur.set, nl.bounds)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.name, err)
+		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.Name, err)
 	case n > 0:
 		return fmt.Sprintf("holds lines the current generation %s lacks (the first is line %d; the file was cut short or edited): 'ompsync restore --generation %s %s' brings them back",
-			newest.name, n, g.name, st.s.SessionID)
+			newest.Name, n, g.Name, st.Stream.SessionID)
 	}
 	return ""
 }
 
 // referenced finds which of machine's generations of the stream named name
 // other machines' reference chunks point at.
-func referenced(ctx context.Context, r *repo.Repo, streams []*stream, machine, name string) (map[string]string, error) {
+func referenced(ctx context.Context, r *repo.Repo, streams []*repo.StreamInventory, machine, name string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, st := range streams {
-		if st.s.Machine == machine || st.s.Name != name {
+		if st.Stream.Machine == machine || st.Stream.Name != name {
 			continue
 		}
-		for _, g := range st.gens {
-			for _, c := range g.chunks {
+		for _, g := range st.Generations {
+			for _, c := range g.Chunks {
 				if c.Size > refMaxStored {
 					continue
 				}
-				h, _, err := r.GetChunk(ctx, st.s, g.name, c.Start, c.End)
+				h, _, err := r.GetChunk(ctx, st.Stream, g.Name, c.Start, c.End)
 				if err != nil {
-					return nil, fmt.Errorf("read %s: %w", st.s.ChunkKey(g.name, c.Start, c.End), err)
+					return nil, fmt.Errorf("read %s: %w", st.Stream.ChunkKey(g.Name, c.Start, c.End), err)
 				}
 				if h.Ref != nil && h.Ref.Machine == machine {
-					out[h.Ref.Generation] = st.s.Machine
+					out[h.Ref.Generation] = st.Stream.Machine
 				}
 			}
 		}

@@ -23,7 +23,6 @@ type inventory struct {
 	streams map[Stream]*StreamInventory
 	gens    map[genKey]*Generation // a generation found in O(1), not by a scan
 	n       int
-	meta    map[*Generation]bool // generations with a meta object listed
 }
 
 var errTooManyObjects = fmt.Errorf("the listing goes on past %d objects, more than any session holds", MaxSessionObjects)
@@ -34,7 +33,7 @@ type genKey struct {
 }
 
 func newInventory() *inventory {
-	return &inventory{streams: map[Stream]*StreamInventory{}, gens: map[genKey]*Generation{}, meta: map[*Generation]bool{}}
+	return &inventory{streams: map[Stream]*StreamInventory{}, gens: map[genKey]*Generation{}}
 }
 
 // add records one parsed key, listed as obj.
@@ -54,15 +53,51 @@ func (b *inventory) add(ref ObjectRef, obj remote.ObjectInfo) error {
 		b.gens[k] = g
 		inv.Generations = append(inv.Generations, g)
 	}
-	switch ref.Object {
-	case "meta":
-		b.meta[g], g.MetaModTime = true, obj.ModTime
-	case "head":
-		g.HasHead, g.HeadModTime = true, obj.ModTime
-	default:
-		g.Chunks = append(g.Chunks, ChunkRef{Start: ref.Start, End: ref.End, Size: obj.Size, ModTime: obj.ModTime})
-	}
+	g.add(ref.Object, obj)
 	return nil
+}
+
+// add records one listed object of g, by its name in the generation:
+// "meta", "head" or a chunk's; any other name is passed over.
+func (g *Generation) add(name string, obj remote.ObjectInfo) {
+	switch name {
+	case "meta":
+		g.MetaObject, g.MetaSize, g.MetaModTime = true, obj.Size, obj.ModTime
+	case "head":
+		g.HasHead, g.HeadSize, g.HeadModTime = true, obj.Size, obj.ModTime
+	default:
+		if s, e, ok := ParseChunkName(name); ok {
+			g.Chunks = append(g.Chunks, ChunkRef{Start: s, End: e, Size: obj.Size, ModTime: obj.ModTime})
+		}
+	}
+}
+
+// sort sorts g's chunks by start, then end, and applies the format's rule.
+func (g *Generation) sort() {
+	sort.Slice(g.Chunks, func(i, j int) bool {
+		a, b := g.Chunks[i], g.Chunks[j]
+		return a.Start < b.Start || a.Start == b.Start && a.End < b.End
+	})
+	g.Complete()
+}
+
+// ListGeneration lists one generation's objects with one LIST of its
+// prefix. Names other than its meta, head and chunks are passed over: only
+// this generation counts. A failed LIST is the client's error, which names
+// the prefix.
+func (r *Repo) ListGeneration(ctx context.Context, s Stream, gen string) (*Generation, error) {
+	g := &Generation{Name: gen}
+	prefix := s.GenPrefix(gen)
+	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
+		if err != nil {
+			return nil, err
+		}
+		if name, ok := strings.CutPrefix(obj.Key, prefix); ok {
+			g.add(name, obj)
+		}
+	}
+	g.sort()
+	return g, nil
 }
 
 // sorted returns the streams by machine, then name; generations oldest
@@ -72,11 +107,7 @@ func (b *inventory) sorted() []*StreamInventory {
 	for _, inv := range b.streams {
 		sort.Slice(inv.Generations, func(i, j int) bool { return inv.Generations[i].Name < inv.Generations[j].Name })
 		for _, g := range inv.Generations {
-			sort.Slice(g.Chunks, func(i, j int) bool {
-				a, b := g.Chunks[i], g.Chunks[j]
-				return a.Start < b.Start || a.Start == b.Start && a.End < b.End
-			})
-			g.Complete(b.meta[g])
+			g.sort()
 		}
 		out = append(out, inv)
 	}

@@ -526,8 +526,12 @@ type Generation struct {
 	// which a reader checks (HeaderMeta) when it reads that chunk; one
 	// without it is damage.
 	MetaInChunk bool
-	HasHead     bool
-	Chunks      []ChunkRef // sorted by start, then end
+	// MetaObject says a meta object is listed (the session moved), of
+	// MetaSize stored bytes; HeadSize is the head's.
+	MetaObject         bool
+	MetaSize, HeadSize int64
+	HasHead            bool
+	Chunks             []ChunkRef // sorted by start, then end
 	// MetaModTime and HeadModTime are the listing's modification times of
 	// meta and head (zero when absent): when the file last moved, and
 	// when its title slot was last replaced. With MetaInChunk it is the
@@ -535,18 +539,18 @@ type Generation struct {
 	MetaModTime, HeadModTime time.Time
 }
 
-// Complete applies the format's rule to a generation listed with (meta) or
-// without its meta object, its chunks sorted: a chunk at offset 0 makes it
-// complete, the meta in that chunk's header unless a meta object is
-// listed; a meta object without a chunk at 0 does not (a meta too large
-// for a header is put before the first chunk, and a crash between the two
-// leaves it alone): every complete generation has bytes. Code that lists
-// a generation itself calls it, as Inventory does.
-func (g *Generation) Complete(meta bool) {
+// Complete applies the format's rule to a listed generation, its chunks
+// sorted: a chunk at offset 0 makes it complete, the meta in that chunk's
+// header unless a meta object is listed; a meta object without a chunk at
+// 0 does not (a meta too large for a header is put before the first
+// chunk, and a crash between the two leaves it alone): every complete
+// generation has bytes. Code that builds a Generation itself calls it, as
+// Inventory and ListGeneration do.
+func (g *Generation) Complete() {
 	g.MetaInChunk = false
 	picked, _ := Cover(g.Chunks)
 	g.HasMeta = len(picked) > 0 && picked[0].Start == 0
-	if g.HasMeta && !meta {
+	if g.HasMeta && !g.MetaObject {
 		g.MetaInChunk = true
 		g.MetaModTime = picked[0].ModTime
 	}
