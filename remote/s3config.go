@@ -2,6 +2,7 @@ package remote
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,7 +50,7 @@ type S3Config struct {
 	// HTTPClient replaces the driver's HTTP client (tests, proxies). Nil
 	// means the driver's default, which honours AWS_CA_BUNDLE for the aws
 	// driver.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `json:"-"`
 }
 
 // EndpointURL parses Endpoint, adding https:// when it has no scheme.
@@ -121,27 +122,63 @@ func (c S3Config) KeyPrefix() (string, error) {
 	return p + "/", nil
 }
 
-// String describes the config without the secret key, so a config can be
-// logged or printed safely.
-func (c S3Config) String() string {
-	secret := ""
-	if c.SecretAccessKey != "" {
-		secret = "[redacted]"
+// Redacted stands in for a secret in anything ompsync prints.
+const Redacted = "<redacted>"
+
+// RedactKeyID keeps a long access key id's first four characters, which
+// tell keys apart without revealing them; a short one is hidden whole.
+func RedactKeyID(s string) string {
+	if len(s) < 16 {
+		return Redacted
 	}
-	return fmt.Sprintf("{Client:%s Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
-		c.Client, c.Bucket, c.Prefix, c.Endpoint, c.Region, c.PathStyle, c.CAFile, c.AccessKeyID, secret)
+	return s[:4] + Redacted
 }
 
-// GoString keeps %#v from printing the secret too.
+// redacted is c with its credentials hidden, for printing and logging.
+func (c S3Config) redacted() S3Config {
+	hide := func(s *string, f func(string) string) {
+		if *s != "" {
+			*s = f(*s)
+		}
+	}
+	full := func(string) string { return Redacted }
+	hide(&c.AccessKeyID, RedactKeyID)
+	hide(&c.SecretAccessKey, full)
+	hide(&c.SessionToken, full)
+	c.HTTPClient = nil
+	return c
+}
+
+// String keeps the credentials out of %v, %+v and log lines.
+func (c S3Config) String() string {
+	r := c.redacted()
+	return fmt.Sprintf("{Client:%s Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s}",
+		r.Client, r.Bucket, r.Prefix, r.Endpoint, r.Region, r.PathStyle, r.CAFile, r.AccessKeyID, r.SecretAccessKey, r.SessionToken)
+}
+
+// GoString keeps the credentials out of %#v.
 func (c S3Config) GoString() string { return "remote.S3Config" + c.String() }
 
-// LogValue keeps the secret out of slog output.
+// LogValue keeps the credentials out of structured logs.
 func (c S3Config) LogValue() slog.Value {
+	r := c.redacted()
 	return slog.GroupValue(
-		slog.String("bucket", c.Bucket),
-		slog.String("prefix", c.Prefix),
-		slog.String("endpoint", c.Endpoint),
-		slog.String("region", c.Region),
-		slog.Bool("path_style", c.PathStyle),
+		slog.String("client", r.Client),
+		slog.String("bucket", r.Bucket),
+		slog.String("prefix", r.Prefix),
+		slog.String("endpoint", r.Endpoint),
+		slog.String("region", r.Region),
+		slog.Bool("path_style", r.PathStyle),
+		slog.String("ca_file", r.CAFile),
+		slog.String("access_key_id", r.AccessKeyID),
+		slog.String("secret_access_key", r.SecretAccessKey),
+		slog.String("session_token", r.SessionToken),
 	)
+}
+
+// MarshalJSON keeps the credentials out of JSON (slog's JSON handler
+// marshals a config it is given); ompsync never needs to write them out.
+func (c S3Config) MarshalJSON() ([]byte, error) {
+	type plain S3Config // no methods: no recursion
+	return json.Marshal(plain(c.redacted()))
 }
