@@ -238,6 +238,9 @@ type S3Failure struct {
 // of it in f), without request URLs.
 func (c S3Config) Fail(ctx context.Context, op, key string, err error, f S3Failure) error {
 	wrap := func(e error) error { return &Error{Op: op, Key: key, Err: e} }
+	if errors.Is(err, ErrSourceChanged) { // a put's body changed as it was sent
+		return wrap(ErrSourceChanged)
+	}
 	if cerr := ctx.Err(); cerr != nil {
 		return wrap(cerr)
 	}

@@ -155,9 +155,6 @@ func (c *Client) put(ctx context.Context, key string, body io.Reader, size int64
 	_, err := c.core.PutObject(ctx, c.bucket, c.prefix+key, body, size,
 		base64.StdEncoding.EncodeToString(md[:]), hex.EncodeToString(sh[:]), po)
 	if err != nil {
-		if errors.Is(err, remote.ErrSourceChanged) {
-			return &remote.Error{Op: "put", Key: key, Err: remote.ErrSourceChanged}
-		}
 		return c.fail(ctx, "put", key, err)
 	}
 	return nil

@@ -192,9 +192,6 @@ func (c *Client) put(ctx context.Context, key string, body io.Reader, size int64
 		in.IfMatch = aws.String(opts.IfMatch)
 	}
 	if _, err := c.api.PutObject(ctx, in); err != nil {
-		if errors.Is(err, remote.ErrSourceChanged) {
-			return &remote.Error{Op: "put", Key: key, Err: remote.ErrSourceChanged}
-		}
 		return c.fail(ctx, "put", key, err)
 	}
 	return nil
