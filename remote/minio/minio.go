@@ -31,22 +31,19 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
-// Config is shared with the s3 driver.
-type Config = remote.S3Config
-
 // Client stores objects in one bucket, under an optional prefix.
 type Client struct {
 	core   *mc.Core
 	bucket string
 	prefix string // "" or "p/"
-	cfg    Config
+	cfg    remote.S3Config
 }
 
 var _ remote.Client = (*Client)(nil)
 
 // New builds a client. It makes no request (except, on AWS without a
 // region, the bucket location lookup minio-go does on first use).
-func New(ctx context.Context, cfg Config) (*Client, error) {
+func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 	prefix, endpoint, err := cfg.Check("minio")
 	if err != nil {
 		return nil, err
@@ -309,7 +306,7 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 
 // Backend serves s3:// URLs when s3.client is minio.
 var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "minio", Library: "minio-go", Parse: remote.ParseS3URL,
-	Open: func(ctx context.Context, loc remote.Location, cfg Config) (remote.Client, error) {
+	Open: func(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
 		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
 		return New(ctx, cfg)
 	}}

@@ -33,15 +33,12 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
-// Config is shared with the minio driver.
-type Config = remote.S3Config
-
 // Client stores objects in one bucket, under an optional prefix.
 type Client struct {
 	api    *s3.Client
 	bucket string
 	prefix string // "" or "p/"
-	cfg    Config
+	cfg    remote.S3Config
 }
 
 var _ remote.Client = (*Client)(nil)
@@ -52,7 +49,7 @@ const responseHeaderTimeout = time.Minute
 
 // New builds a client. It makes no request: a wrong bucket or key shows up
 // on the first operation.
-func New(ctx context.Context, cfg Config) (*Client, error) {
+func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 	prefix, endpoint, err := cfg.Check("s3")
 	if err != nil {
 		return nil, err
@@ -331,7 +328,7 @@ func (c *Client) fail(ctx context.Context, op, key string, err error) error {
 
 // Backend serves s3:// URLs when s3.client is aws.
 var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "aws", Library: "aws-sdk-go-v2", Parse: remote.ParseS3URL,
-	Open: func(ctx context.Context, loc remote.Location, cfg Config) (remote.Client, error) {
+	Open: func(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
 		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
 		return New(ctx, cfg)
 	}}
