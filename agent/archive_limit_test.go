@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ompsync/ompsync/store"
 )
 
 // An archive that inflates past the limit is an error naming it, never the
@@ -24,7 +26,7 @@ func TestArchivePastLimitRefused(t *testing.T) {
 	}
 	n := int64(len(orig))
 	tmp := t.TempDir()
-	in, _, err := readArchiveFile(p, "archive/x.jsonl.gz", n-1, tmp)
+	in, _, err := readArchiveFile(store.OMP(), p, "archive/x.jsonl.gz", n-1, tmp)
 	if err == nil || !strings.Contains(err.Error(), "archive/x.jsonl.gz inflates past") {
 		t.Fatalf("archive one byte past the limit: %v, %v", in, err)
 	}
@@ -34,7 +36,7 @@ func TestArchivePastLimitRefused(t *testing.T) {
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Fatalf("a refused archive left %d temp files", len(left))
 	}
-	in, _, err = readArchiveFile(p, "archive/x.jsonl.gz", n, tmp)
+	in, _, err = readArchiveFile(store.OMP(), p, "archive/x.jsonl.gz", n, tmp)
 	if err != nil {
 		t.Fatalf("archive at the limit: %v", err)
 	}

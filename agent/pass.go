@@ -2,7 +2,6 @@ package agent
 
 import (
 	"cmp"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,11 +13,8 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -460,7 +456,7 @@ func (a *Agent) readArchive(rel string) (*inflated, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return readArchiveFile(a.abs(rel), rel, maxArchive, tmp)
+	return readArchiveFile(a.opts.Store, a.abs(rel), rel, maxArchive, tmp)
 }
 
 // inflated is an archived session's content in a temp file, read like the
@@ -491,12 +487,11 @@ func createTemp(dir, pattern string) (*os.File, error) {
 }
 
 // readArchiveFile inflates the archive at p, named rel in errors, into a
-// temp file in tmpDir: zstd for a .zst file (Codex), a plain .jsonl as it
-// is (older omp), else gzip (omp). One
+// temp file in tmpDir, as st reads its archives. One
 // that inflates past limit is an error: cut at the limit it would look
 // like a shrunk session, start a new generation, and let retention delete
 // the complete older one.
-func readArchiveFile(p, rel string, limit int64, tmpDir string) (*inflated, fs.FileInfo, error) {
+func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) (*inflated, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, nil, err
@@ -506,23 +501,11 @@ func readArchiveFile(p, rel string, limit int64, tmpDir string) (*inflated, fs.F
 	if err != nil {
 		return nil, nil, err
 	}
-	var zr io.Reader
-	switch {
-	case strings.HasSuffix(rel, ".jsonl"):
-		// Older omp moved a cold session into the archive as it was.
-		zr = f
-	case strings.HasSuffix(rel, ".zst"):
-		d, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
-		if err != nil {
-			return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
-		}
-		defer d.Close()
-		zr = d
-	default:
-		if zr, err = gzip.NewReader(f); err != nil {
-			return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
-		}
+	zr, err := st.OpenArchive(rel, f, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
 	}
+	defer zr.Close()
 	tmp, err := createTemp(tmpDir, ".archive-*.jsonl")
 	if err != nil {
 		return nil, nil, err

@@ -8,7 +8,6 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 )
@@ -60,14 +60,8 @@ type Config struct {
 	warnings []string
 }
 
-// S3 configures the S3 drivers.
-type S3 struct {
-	Client, Endpoint, Region     string
-	PathStyle                    bool
-	CAFile                       string
-	AccessKeyID, SecretAccessKey string
-	SessionToken                 string
-}
+// S3 configures the S3 drivers; the remote URL gives Bucket and Prefix.
+type S3 = remote.S3Config
 
 // Sync configures pulling other machines' sessions.
 type Projects struct {
@@ -579,7 +573,7 @@ type Setting struct {
 }
 
 // Redacted stands in for a secret in anything ompsync prints.
-const Redacted = "<redacted>"
+const Redacted = remote.Redacted
 
 // Settings lists every key in table order with its value and source.
 // Secrets are redacted; a long access key id keeps its first four characters,
@@ -593,7 +587,7 @@ func (c *Config) Settings() []Setting {
 			case redactFull:
 				val = Redacted
 			case redactPartial:
-				val = partial(s)
+				val = remote.RedactKeyID(s)
 			}
 		}
 		out = append(out, Setting{
@@ -601,13 +595,6 @@ func (c *Config) Settings() []Setting {
 		})
 	}
 	return out
-}
-
-func partial(s string) string {
-	if len(s) < 16 {
-		return Redacted
-	}
-	return s[:4] + Redacted
 }
 
 func deref1(p any) any {
@@ -678,41 +665,6 @@ func (c *Config) LeveledLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// String keeps the secret key out of %v, %+v and log lines.
-func (s S3) String() string {
-	return fmt.Sprintf("{Client:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s}",
-		s.Client, s.Endpoint, s.Region, s.PathStyle, s.CAFile, redactedIfSet(s.AccessKeyID, partial), redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted }),
-		redactedIfSet(s.SessionToken, func(string) string { return Redacted }))
-}
-
-// GoString keeps the secret key out of %#v.
-func (s S3) GoString() string { return "config.S3" + s.String() }
-
-// LogValue keeps the secret key out of structured logs.
-func (s S3) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("client", s.Client),
-		slog.String("endpoint", s.Endpoint),
-		slog.String("region", s.Region),
-		slog.Bool("path_style", s.PathStyle),
-		slog.String("ca_file", s.CAFile),
-		slog.String("access_key_id", redactedIfSet(s.AccessKeyID, partial)),
-		slog.String("secret_access_key", redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted })),
-		slog.String("session_token", redactedIfSet(s.SessionToken, func(string) string { return Redacted })),
-	)
-}
-
-// MarshalJSON keeps the secret key out of JSON (slog's JSON handler
-// marshals a *Config it is given); ompsync never needs to write it out.
-func (s S3) MarshalJSON() ([]byte, error) {
-	type plain S3 // no methods: no recursion
-	p := plain(s)
-	p.AccessKeyID = redactedIfSet(s.AccessKeyID, partial)
-	p.SecretAccessKey = redactedIfSet(s.SecretAccessKey, func(string) string { return Redacted })
-	p.SessionToken = redactedIfSet(s.SessionToken, func(string) string { return Redacted })
-	return json.Marshal(p)
-}
-
 // LogValue logs the configuration as its settings, secrets redacted.
 func (c *Config) LogValue() slog.Value {
 	attrs := make([]slog.Attr, 0, len(keys))
@@ -720,11 +672,4 @@ func (c *Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.String(s.Key, FormatValue(s.Value)))
 	}
 	return slog.GroupValue(attrs...)
-}
-
-func redactedIfSet(s string, f func(string) string) string {
-	if s == "" {
-		return ""
-	}
-	return f(s)
 }

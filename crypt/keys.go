@@ -27,18 +27,10 @@ type Key struct {
 	Fingerprint string
 }
 
-// Fingerprint names a recipient without spelling it out: the first 16 hex
+// fingerprint names a recipient without spelling it out: the first 16 hex
 // digits of the SHA-256 of its canonical form, which is an age recipient as
 // written (age1...), or an ssh public key as "<type> <base64>" without its
 // comment. Anyone can compute it: printf %s 'age1...' | sha256sum | cut -c1-16
-func Fingerprint(recipient string) (string, error) {
-	_, canon, err := ParseRecipient(recipient)
-	if err != nil {
-		return "", err
-	}
-	return fingerprint(canon), nil
-}
-
 func fingerprint(canonical string) string {
 	s := sha256.Sum256([]byte(canonical))
 	return hex.EncodeToString(s[:8])
@@ -235,10 +227,6 @@ func unwrapKey(wrapped, passphrase string) (*age.X25519Identity, error) {
 }
 
 var errWrongPassphrase = errors.New("wrong passphrase")
-
-// IsWrongPassphrase reports whether New failed because the passphrase does
-// not open the repository's key.
-func IsWrongPassphrase(err error) bool { return errors.Is(err, errWrongPassphrase) }
 
 // NewIdentityFile makes a new X25519 identity and returns the file to keep
 // it in (the format age-keygen writes), its recipient and fingerprint.

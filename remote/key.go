@@ -74,12 +74,18 @@ func validateChars(s string) error {
 }
 
 // CheckOp is what every driver checks before an operation on key: that ctx
-// is live and key valid (ValidateKey), as a *Error naming op and key.
+// is live and key valid (ValidateKey; for "list", ValidatePrefix), as a
+// *Error naming op and key.
 func CheckOp(ctx context.Context, op, key string) error {
-	if err := ctx.Err(); err != nil {
-		return &Error{Op: op, Key: key, Err: err}
+	err := ctx.Err()
+	switch {
+	case err != nil:
+	case op == "list":
+		err = ValidatePrefix(key)
+	default:
+		err = ValidateKey(key)
 	}
-	if err := ValidateKey(key); err != nil {
+	if err != nil {
 		return &Error{Op: op, Key: key, Err: err}
 	}
 	return nil

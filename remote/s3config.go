@@ -1,14 +1,18 @@
 package remote
 
 import (
+	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"time"
 )
 
 // IdleConnsPerHost is how many idle connections the S3 drivers keep to
@@ -49,7 +53,7 @@ type S3Config struct {
 	// HTTPClient replaces the driver's HTTP client (tests, proxies). Nil
 	// means the driver's default, which honours AWS_CA_BUNDLE for the aws
 	// driver.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `json:"-"`
 }
 
 // EndpointURL parses Endpoint, adding https:// when it has no scheme.
@@ -121,27 +125,156 @@ func (c S3Config) KeyPrefix() (string, error) {
 	return p + "/", nil
 }
 
-// String describes the config without the secret key, so a config can be
-// logged or printed safely.
-func (c S3Config) String() string {
-	secret := ""
-	if c.SecretAccessKey != "" {
-		secret = "[redacted]"
+// Redacted stands in for a secret in anything ompsync prints.
+const Redacted = "<redacted>"
+
+// RedactKeyID keeps a long access key id's first four characters, which
+// tell keys apart without revealing them; a short one is hidden whole.
+func RedactKeyID(s string) string {
+	if len(s) < 16 {
+		return Redacted
 	}
-	return fmt.Sprintf("{Client:%s Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s}",
-		c.Client, c.Bucket, c.Prefix, c.Endpoint, c.Region, c.PathStyle, c.CAFile, c.AccessKeyID, secret)
+	return s[:4] + Redacted
 }
 
-// GoString keeps %#v from printing the secret too.
+// redacted is c with its credentials hidden, for printing and logging.
+func (c S3Config) redacted() S3Config {
+	hide := func(s *string, f func(string) string) {
+		if *s != "" {
+			*s = f(*s)
+		}
+	}
+	full := func(string) string { return Redacted }
+	hide(&c.AccessKeyID, RedactKeyID)
+	hide(&c.SecretAccessKey, full)
+	hide(&c.SessionToken, full)
+	c.HTTPClient = nil
+	return c
+}
+
+// String keeps the credentials out of %v, %+v and log lines.
+func (c S3Config) String() string {
+	r := c.redacted()
+	return fmt.Sprintf("{Client:%s Bucket:%s Prefix:%s Endpoint:%s Region:%s PathStyle:%t CAFile:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s}",
+		r.Client, r.Bucket, r.Prefix, r.Endpoint, r.Region, r.PathStyle, r.CAFile, r.AccessKeyID, r.SecretAccessKey, r.SessionToken)
+}
+
+// GoString keeps the credentials out of %#v.
 func (c S3Config) GoString() string { return "remote.S3Config" + c.String() }
 
-// LogValue keeps the secret out of slog output.
+// LogValue keeps the credentials out of structured logs.
 func (c S3Config) LogValue() slog.Value {
+	r := c.redacted()
 	return slog.GroupValue(
-		slog.String("bucket", c.Bucket),
-		slog.String("prefix", c.Prefix),
-		slog.String("endpoint", c.Endpoint),
-		slog.String("region", c.Region),
-		slog.Bool("path_style", c.PathStyle),
+		slog.String("client", r.Client),
+		slog.String("bucket", r.Bucket),
+		slog.String("prefix", r.Prefix),
+		slog.String("endpoint", r.Endpoint),
+		slog.String("region", r.Region),
+		slog.Bool("path_style", r.PathStyle),
+		slog.String("ca_file", r.CAFile),
+		slog.String("access_key_id", r.AccessKeyID),
+		slog.String("secret_access_key", r.SecretAccessKey),
+		slog.String("session_token", r.SessionToken),
 	)
+}
+
+// MarshalJSON keeps the credentials out of JSON (slog's JSON handler
+// marshals a config it is given); ompsync never needs to write them out.
+func (c S3Config) MarshalJSON() ([]byte, error) {
+	type plain S3Config // no methods: no recursion
+	return json.Marshal(plain(c.redacted()))
+}
+
+// CredentialsTimeout bounds an S3 driver's search for credentials: on AWS
+// the last place asked is the EC2 metadata service, which off EC2 never
+// answers.
+const CredentialsTimeout = 5 * time.Second
+
+// Check is what an S3 driver checks before it builds its client (driver
+// names it in errors): a bucket, a valid prefix and endpoint, and both
+// static credentials or neither. It returns KeyPrefix and EndpointURL.
+func (c S3Config) Check(driver string) (prefix string, endpoint *url.URL, err error) {
+	if c.Bucket == "" {
+		return "", nil, fmt.Errorf("%s: no bucket", driver)
+	}
+	if prefix, err = c.KeyPrefix(); err != nil {
+		return "", nil, err
+	}
+	if endpoint, err = c.EndpointURL(); err != nil {
+		return "", nil, err
+	}
+	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
+		return "", nil, fmt.Errorf("%s: give both access key id and secret access key, or neither", driver)
+	}
+	return prefix, endpoint, nil
+}
+
+// YieldPage yields one page of an S3 listing in lexical order, its keys
+// (items, full keys) made relative to the client's prefix. A confused or
+// hostile server may answer with keys outside full, the prefix asked for:
+// they never reach the caller. It returns false when yield stopped.
+func YieldPage(items []ObjectInfo, prefix, full string, yield func(ObjectInfo, error) bool) bool {
+	items = slices.DeleteFunc(items, func(it ObjectInfo) bool { return !strings.HasPrefix(it.Key, full) })
+	slices.SortFunc(items, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	for _, it := range items {
+		it.Key = it.Key[len(prefix):]
+		if !yield(it, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// S3Failure is what an S3 driver's library tells of a failed request.
+type S3Failure struct {
+	Status        int    // the HTTP status, 0 when none came
+	Code, Message string // the S3 error answer's, "" when none came
+	NotFound      bool   // the library's own not-found errors
+	Transient     bool   // the library's own judgement that a retry may do
+}
+
+// Fail maps a driver's error onto remote's errors (what the library tells
+// of it in f), without request URLs.
+func (c S3Config) Fail(ctx context.Context, op, key string, err error, f S3Failure) error {
+	wrap := func(e error) error { return &Error{Op: op, Key: key, Err: e} }
+	if errors.Is(err, ErrSourceChanged) { // a put's body changed as it was sent
+		return wrap(ErrSourceChanged)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return wrap(cerr)
+	}
+	if se, ok := Setup(err); ok {
+		return wrap(se)
+	}
+	if ce := c.CertError(err); ce != nil {
+		return wrap(ce)
+	}
+	if serr := AuthError(f.Code); serr != nil {
+		return wrap(serr)
+	}
+	switch {
+	case f.Code == "NoSuchBucket":
+		return wrap(fmt.Errorf("bucket %q does not exist (NoSuchBucket): create it, or correct the bucket in remote", c.Bucket))
+	case f.NotFound, f.Code == "NoSuchKey", f.Code == "NotFound", f.Status == http.StatusNotFound:
+		return wrap(ErrNotFound)
+	case f.Code == "PreconditionFailed", f.Status == http.StatusPreconditionFailed:
+		return wrap(ErrPreconditionFailed)
+	case Denied(f.Status, f.Code):
+		return wrap(fmt.Errorf("%w (s3 answered HTTP %d %s)", ErrAccessDenied, f.Status, f.Code))
+	case f.Status != 0 || f.Code != "":
+		msg := fmt.Sprintf("s3 answered HTTP %d", f.Status)
+		if f.Code != "" || f.Message != "" {
+			msg += fmt.Sprintf(" %s: %s", f.Code, f.Message)
+		}
+		return &Error{Op: op, Key: key, Transient: HTTPTransient(f.Status, f.Code) || f.Transient, Err: errors.New(msg)}
+	}
+	// No answer: the request did not get through. Keep the cause (for
+	// errors.Is) but not the request URL.
+	cause := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		cause = ue.Err
+	}
+	return &Error{Op: op, Key: key, Transient: NetworkTransient(err) || f.Transient, Err: fmt.Errorf("s3 request: %w", cause)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -349,11 +350,11 @@ func (p *planner) match(pre string) (*target, error) {
 }
 
 // fileNameID reads the session id out of a session file's name or path
-// (<time>_<id>.jsonl, archived .jsonl.gz, with or without folders), which
-// a user may give wherever an id prefix goes: it is what ls and omp show.
-// isFile says whether arg looks like one at all.
+// (<time>_<id>.jsonl, archived .jsonl.<compression>, with or without
+// folders), which a user may give wherever an id prefix goes: it is what ls
+// and omp show. isFile says whether arg looks like one at all.
 func fileNameID(st store.Store, arg string) (id string, isFile bool, err error) {
-	if !strings.ContainsAny(arg, `/\`) && !strings.HasSuffix(arg, ".jsonl") && !strings.HasSuffix(arg, ".jsonl.gz") {
+	if !strings.ContainsAny(arg, `/\`) && path.Ext(arg) != ".jsonl" && path.Ext(strings.TrimSuffix(arg, path.Ext(arg))) != ".jsonl" {
 		return "", false, nil
 	}
 	id, ok := st.IDFromName(filepath.ToSlash(arg))

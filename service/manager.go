@@ -122,18 +122,23 @@ const (
 	same
 )
 
-// fileState compares the installed file with want.
-func (m *Manager) fileState(want []byte) (fileState, error) {
+// fileState renders the file (Content) and compares the installed one
+// with it.
+func (m *Manager) fileState() ([]byte, fileState, error) {
+	want, err := m.Content()
+	if err != nil {
+		return nil, absent, err
+	}
 	have, err := os.ReadFile(m.Path())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return absent, nil
+		return want, absent, nil
 	case err != nil:
-		return absent, fmt.Errorf("read installed service file: %w", err)
+		return nil, absent, fmt.Errorf("read installed service file: %w", err)
 	case bytes.Equal(have, want):
-		return same, nil
+		return want, same, nil
 	default:
-		return differs, nil
+		return want, differs, nil
 	}
 }
 
@@ -142,11 +147,7 @@ func (m *Manager) fileState(want []byte) (fileState, error) {
 // service is still enabled and started. With dryRun it prints the file and
 // the commands and changes nothing.
 func (m *Manager) Install(ctx context.Context, dryRun bool) error {
-	content, err := m.Content()
-	if err != nil {
-		return err
-	}
-	state, err := m.fileState(content)
+	content, state, err := m.fileState()
 	if err != nil {
 		return err
 	}
@@ -243,11 +244,7 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 // Status reports whether the service is installed, enabled and running, and
 // prints the end of its log.
 func (m *Manager) Status(ctx context.Context) error {
-	content, err := m.Content()
-	if err != nil {
-		return err
-	}
-	state, err := m.fileState(content)
+	_, state, err := m.fileState()
 	if err != nil {
 		return err
 	}

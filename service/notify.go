@@ -2,7 +2,6 @@ package service
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 )
@@ -28,13 +27,6 @@ func NotifyReloading() error {
 // NotifyStopping reports that the agent has begun to shut down.
 func NotifyStopping() error {
 	return notify(daemon.SdNotifyStopping)
-}
-
-// NotifyStatus sets the one-line status that `systemctl status` shows, such
-// as "watching 42 sessions".
-func NotifyStatus(status string) error {
-	// A newline would start another assignment in the notify message.
-	return notify("STATUS=" + strings.ReplaceAll(status, "\n", " "))
 }
 
 func notify(state string) error {

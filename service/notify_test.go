@@ -87,3 +87,10 @@ func TestNotifyBrokenSocket(t *testing.T) {
 		t.Errorf("NotifyReady to a missing socket: %v", err)
 	}
 }
+
+// NotifyStatus sets the one-line status that `systemctl status` shows, such
+// as "watching 42 sessions".
+func NotifyStatus(status string) error {
+	// A newline would start another assignment in the notify message.
+	return notify("STATUS=" + strings.ReplaceAll(status, "\n", " "))
+}

@@ -100,12 +100,6 @@ func Unit(o Options) ([]byte, error) {
 	return renderUnit(o, false)
 }
 
-// SystemUnit renders the system-wide instance unit (ompsync@.service), which
-// runs the agent as the user named by the instance.
-func SystemUnit(o Options) ([]byte, error) {
-	return renderUnit(o, true)
-}
-
 func renderUnit(o Options, system bool) ([]byte, error) {
 	if err := o.validate(false); err != nil {
 		return nil, fmt.Errorf("systemd unit: %w", err)

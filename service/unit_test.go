@@ -389,3 +389,9 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 		}
 	})
 }
+
+// SystemUnit renders the system-wide instance unit (ompsync@.service, in
+// deploy/), which runs the agent as the user named by the instance.
+func SystemUnit(o Options) ([]byte, error) {
+	return renderUnit(o, true)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -147,6 +148,9 @@ func (claude) ProcessMarker() string                  { return "" }
 func (claude) Resume(id string) string                { return "claude --resume " + id }
 func (claude) Archived(string) (string, string, bool) { return "", "", false }
 func (claude) ArchiveOf(string) string                { return "" }
+func (claude) OpenArchive(rel string, _ io.Reader, _ int64) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("%s: Claude Code archives no session", rel)
+}
 
 // MergeFormat: entries by uuid and parentUuid.
 func (claude) MergeFormat() (session.Format, bool) { return session.Format{Entry: claudeEntry}, true }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/transcript"
@@ -171,6 +173,15 @@ func (c codex) Archived(rel string) (string, string, bool) {
 }
 
 func (codex) ArchiveOf(live string) string { return live + ".zst" }
+
+// OpenArchive: zstd.
+func (codex) OpenArchive(_ string, r io.Reader, limit int64) (io.ReadCloser, error) {
+	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	return d.IOReadCloser(), nil
+}
 
 // SessionRel: rollouts are named by date, not by cwd; nothing to map.
 func (c codex) SessionRel(p, _, _ string) (string, error) {

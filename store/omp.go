@@ -2,7 +2,9 @@ package store
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"path"
 	"path/filepath"
 	"strings"
@@ -230,6 +232,15 @@ func (f family) Archived(rel string) (string, string, bool) {
 	}
 	parts := strings.Split(rel, "/")
 	return id, "sessions/" + parts[2] + "/" + strings.TrimSuffix(parts[3], ".gz"), true
+}
+
+// OpenArchive: gzip, or a plain .jsonl (older omp moved a cold session
+// into the archive as it was).
+func (family) OpenArchive(rel string, r io.Reader, _ int64) (io.ReadCloser, error) {
+	if strings.HasSuffix(rel, ".jsonl") {
+		return io.NopCloser(r), nil
+	}
+	return gzip.NewReader(r)
 }
 
 // ArchiveOf: where omp's gc puts a session once it archives it.

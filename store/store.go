@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -95,10 +96,13 @@ type Store interface {
 	ArtifactRel(sessionRel, inner string) (string, bool)
 	// Archived says which session an archived file holds and the path of
 	// the session file it was archived from; ArchiveOf is the inverse
-	// ("" for an agent that archives nothing). An archive is a gzip (.gz)
-	// or zstd (.zst) file of the session's bytes.
+	// ("" for an agent that archives nothing).
 	Archived(rel string) (id, live string, ok bool)
 	ArchiveOf(live string) string
+	// OpenArchive reads the session's bytes out of r, the archived file
+	// at rel (its compression is the store's to know); the decoder holds
+	// at most about limit bytes in memory.
+	OpenArchive(rel string, r io.Reader, limit int64) (io.ReadCloser, error)
 	// SessionRel checks a session path recorded on the remote and, when
 	// cwd is not "", moves it into the folder the agent keeps the sessions
 	// of working folder cwd in on this machine, whose home folder is home

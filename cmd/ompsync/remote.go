@@ -22,16 +22,7 @@ func openRepo(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, er
 	if err := makeDefaultRemote(cfg); err != nil {
 		return nil, err
 	}
-	raw, err := backend.OpenRaw(ctx, cfg.Remote, backend.S3Options{
-		Client:          cfg.S3.Client,
-		Endpoint:        cfg.S3.Endpoint,
-		Region:          cfg.S3.Region,
-		PathStyle:       cfg.S3.PathStyle,
-		CAFile:          cfg.S3.CAFile,
-		AccessKeyID:     cfg.S3.AccessKeyID,
-		SecretAccessKey: cfg.S3.SecretAccessKey,
-		SessionToken:    cfg.S3.SessionToken,
-	})
+	raw, err := backend.OpenRaw(ctx, cfg.Remote, cfg.S3)
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)
 	}

@@ -467,12 +467,8 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 // folder that means sorting sub-folders as "name/", so "a-b" < "a/x" < "a0".
 func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
 	return func(yield func(remote.ObjectInfo, error) bool) {
-		if err := ctx.Err(); err != nil {
-			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
-			return
-		}
-		if err := remote.ValidatePrefix(prefix); err != nil {
-			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
+		if err := remote.CheckOp(ctx, "list", prefix); err != nil {
+			yield(remote.ObjectInfo{}, err)
 			return
 		}
 		r, err := c.openRoot("list", prefix)

@@ -23,10 +23,7 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
-	"time"
 
 	mc "github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -34,30 +31,20 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
-// Config is shared with the s3 driver.
-type Config = remote.S3Config
-
 // Client stores objects in one bucket, under an optional prefix.
 type Client struct {
 	core   *mc.Core
 	bucket string
 	prefix string // "" or "p/"
-	cfg    Config
+	cfg    remote.S3Config
 }
 
 var _ remote.Client = (*Client)(nil)
 
 // New builds a client. It makes no request (except, on AWS without a
 // region, the bucket location lookup minio-go does on first use).
-func New(ctx context.Context, cfg Config) (*Client, error) {
-	if cfg.Bucket == "" {
-		return nil, errors.New("minio: no bucket")
-	}
-	prefix, err := cfg.KeyPrefix()
-	if err != nil {
-		return nil, err
-	}
-	endpoint, err := cfg.EndpointURL()
+func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
+	prefix, endpoint, err := cfg.Check("minio")
 	if err != nil {
 		return nil, err
 	}
@@ -78,12 +65,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			opts.Region = "us-east-1"
 		}
 	}
-	switch {
-	case cfg.AccessKeyID != "" && cfg.SecretAccessKey != "":
+	if cfg.AccessKeyID != "" {
 		opts.Creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
-	case cfg.AccessKeyID != "" || cfg.SecretAccessKey != "":
-		return nil, errors.New("minio: give both access key id and secret access key, or neither")
-	default:
+	} else {
 		chain := []credentials.Provider{&credentials.EnvAWS{}, &credentials.FileAWSCredentials{}}
 		if endpoint == nil {
 			// Instance roles exist on AWS only; elsewhere the metadata
@@ -121,15 +105,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return &Client{core: core, bucket: cfg.Bucket, prefix: prefix, cfg: cfg}, nil
 }
 
-// credentialsTimeout bounds the search for credentials: on AWS the last
-// place asked is the EC2 metadata service, which off EC2 never answers.
-const credentialsTimeout = 5 * time.Second
-
 // findCredentials looks for credentials once, now: minio-go would
 // otherwise send unsigned requests, which the server refuses as if the
 // key were wrong.
 func findCredentials(ctx context.Context, c *credentials.Credentials) error {
-	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+	ctx, cancel := context.WithTimeout(ctx, remote.CredentialsTimeout)
 	defer cancel()
 	v, err := c.GetWithContext(&credentials.CredContext{Client: http.DefaultClient, Context: ctx})
 	if err != nil || v.AccessKeyID == "" || v.SignerType == credentials.SignatureAnonymous {
@@ -172,9 +152,6 @@ func (c *Client) put(ctx context.Context, key string, body io.Reader, size int64
 	_, err := c.core.PutObject(ctx, c.bucket, c.prefix+key, body, size,
 		base64.StdEncoding.EncodeToString(md[:]), hex.EncodeToString(sh[:]), po)
 	if err != nil {
-		if errors.Is(err, remote.ErrSourceChanged) {
-			return &remote.Error{Op: "put", Key: key, Err: remote.ErrSourceChanged}
-		}
 		return c.fail(ctx, "put", key, err)
 	}
 	return nil
@@ -236,12 +213,8 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
 	return func(yield func(remote.ObjectInfo, error) bool) {
 		fail := func(err error) { yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err}) }
-		if err := ctx.Err(); err != nil {
-			fail(err)
-			return
-		}
-		if err := remote.ValidatePrefix(prefix); err != nil {
-			fail(err)
+		if err := remote.CheckOp(ctx, "list", prefix); err != nil {
+			yield(remote.ObjectInfo{}, err)
 			return
 		}
 		if opts.Delimiter != "" && opts.Delimiter != "/" {
@@ -271,23 +244,14 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 				return
 			}
 			items := make([]remote.ObjectInfo, 0, len(page.Contents)+len(page.CommonPrefixes))
-			// A confused or hostile server may answer with keys outside
-			// the prefix asked for: they never reach the caller.
 			for _, o := range page.Contents {
-				if strings.HasPrefix(o.Key, full) {
-					items = append(items, remote.ObjectInfo{Key: o.Key[len(c.prefix):], Size: o.Size, ModTime: o.LastModified})
-				}
+				items = append(items, remote.ObjectInfo{Key: o.Key, Size: o.Size, ModTime: o.LastModified})
 			}
 			for _, p := range page.CommonPrefixes {
-				if strings.HasPrefix(p.Prefix, full) {
-					items = append(items, remote.ObjectInfo{Key: p.Prefix[len(c.prefix):], Prefix: true})
-				}
+				items = append(items, remote.ObjectInfo{Key: p.Prefix, Prefix: true})
 			}
-			slices.SortFunc(items, func(a, b remote.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
-			for _, it := range items {
-				if !yield(it, nil) {
-					return
-				}
+			if !remote.YieldPage(items, c.prefix, full, yield) {
+				return
 			}
 			if !page.IsTruncated {
 				return
@@ -336,43 +300,13 @@ func errResponse(err error) mc.ErrorResponse {
 
 // fail maps a minio-go error onto remote's errors, without request URLs.
 func (c *Client) fail(ctx context.Context, op, key string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return &remote.Error{Op: op, Key: key, Err: cerr}
-	}
-	if se, ok := remote.Setup(err); ok {
-		return &remote.Error{Op: op, Key: key, Err: se}
-	}
-	if ce := c.cfg.CertError(err); ce != nil {
-		return &remote.Error{Op: op, Key: key, Err: ce}
-	}
 	er := errResponse(err)
-	if serr := remote.AuthError(er.Code); serr != nil {
-		return &remote.Error{Op: op, Key: key, Err: serr}
-	}
-	switch {
-	case er.Code == "NoSuchBucket":
-		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket): create it, or correct the bucket in remote", c.bucket)}
-	case er.Code == "NoSuchKey", er.Code == "NotFound", er.StatusCode == http.StatusNotFound:
-		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
-	case er.Code == "PreconditionFailed", er.StatusCode == http.StatusPreconditionFailed:
-		return &remote.Error{Op: op, Key: key, Err: remote.ErrPreconditionFailed}
-	case remote.Denied(er.StatusCode, er.Code):
-		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%w (s3 answered HTTP %d %s)", remote.ErrAccessDenied, er.StatusCode, er.Code)}
-	case er.StatusCode != 0 || er.Code != "":
-		msg := fmt.Sprintf("s3 answered HTTP %d %s: %s", er.StatusCode, er.Code, er.Message)
-		return &remote.Error{Op: op, Key: key, Transient: remote.HTTPTransient(er.StatusCode, er.Code), Err: errors.New(msg)}
-	}
-	cause := err
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		cause = ue.Err
-	}
-	return &remote.Error{Op: op, Key: key, Transient: remote.NetworkTransient(err), Err: fmt.Errorf("s3 request: %w", cause)}
+	return c.cfg.Fail(ctx, op, key, err, remote.S3Failure{Status: er.StatusCode, Code: er.Code, Message: er.Message})
 }
 
 // Backend serves s3:// URLs when s3.client is minio.
 var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "minio", Library: "minio-go", Parse: remote.ParseS3URL,
-	Open: func(ctx context.Context, loc remote.Location, cfg Config) (remote.Client, error) {
+	Open: func(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
 		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
 		return New(ctx, cfg)
 	}}

@@ -16,8 +16,6 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -35,15 +33,12 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
-// Config is shared with the minio driver.
-type Config = remote.S3Config
-
 // Client stores objects in one bucket, under an optional prefix.
 type Client struct {
 	api    *s3.Client
 	bucket string
 	prefix string // "" or "p/"
-	cfg    Config
+	cfg    remote.S3Config
 }
 
 var _ remote.Client = (*Client)(nil)
@@ -54,15 +49,8 @@ const responseHeaderTimeout = time.Minute
 
 // New builds a client. It makes no request: a wrong bucket or key shows up
 // on the first operation.
-func New(ctx context.Context, cfg Config) (*Client, error) {
-	if cfg.Bucket == "" {
-		return nil, errors.New("s3: no bucket")
-	}
-	prefix, err := cfg.KeyPrefix()
-	if err != nil {
-		return nil, err
-	}
-	endpoint, err := cfg.EndpointURL()
+func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
+	prefix, endpoint, err := cfg.Check("s3")
 	if err != nil {
 		return nil, err
 	}
@@ -72,9 +60,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	loadOpts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	static := cfg.AccessKeyID != "" || cfg.SecretAccessKey != ""
 	if static {
-		if cfg.AccessKeyID == "" || cfg.SecretAccessKey == "" {
-			return nil, errors.New("s3: give both access key id and secret access key, or neither")
-		}
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)))
 	} else if endpoint != nil {
@@ -142,10 +127,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix, cfg: cfg}, nil
 }
 
-// credentialsTimeout bounds the search for credentials: on AWS the last
-// place asked is the EC2 metadata service, which off EC2 never answers.
-const credentialsTimeout = 5 * time.Second
-
 // findCredentials looks for credentials once, now, so that none is one
 // clear error rather than the SDK's chain of every place it asked. What it
 // finds is cached for the requests.
@@ -153,7 +134,7 @@ func findCredentials(ctx context.Context, p aws.CredentialsProvider) error {
 	if p == nil {
 		return remote.ErrNoCredentials
 	}
-	ctx, cancel := context.WithTimeout(ctx, credentialsTimeout)
+	ctx, cancel := context.WithTimeout(ctx, remote.CredentialsTimeout)
 	defer cancel()
 	if _, err := p.Retrieve(ctx); err != nil {
 		return remote.ErrNoCredentials
@@ -208,9 +189,6 @@ func (c *Client) put(ctx context.Context, key string, body io.Reader, size int64
 		in.IfMatch = aws.String(opts.IfMatch)
 	}
 	if _, err := c.api.PutObject(ctx, in); err != nil {
-		if errors.Is(err, remote.ErrSourceChanged) {
-			return &remote.Error{Op: "put", Key: key, Err: remote.ErrSourceChanged}
-		}
 		return c.fail(ctx, "put", key, err)
 	}
 	return nil
@@ -271,12 +249,8 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 // prefixes into one lexical order.
 func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
 	return func(yield func(remote.ObjectInfo, error) bool) {
-		if err := ctx.Err(); err != nil {
-			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
-			return
-		}
-		if err := remote.ValidatePrefix(prefix); err != nil {
-			yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: err})
+		if err := remote.CheckOp(ctx, "list", prefix); err != nil {
+			yield(remote.ObjectInfo{}, err)
 			return
 		}
 		in := &s3.ListObjectsV2Input{Bucket: aws.String(c.bucket), Prefix: aws.String(c.prefix + prefix)}
@@ -297,23 +271,14 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 				return
 			}
 			items := make([]remote.ObjectInfo, 0, len(page.Contents)+len(page.CommonPrefixes))
-			// A confused or hostile server may answer with keys outside
-			// the prefix asked for: they never reach the caller.
 			for _, o := range page.Contents {
-				if k := aws.ToString(o.Key); strings.HasPrefix(k, full) {
-					items = append(items, remote.ObjectInfo{Key: k[len(c.prefix):], Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
-				}
+				items = append(items, remote.ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
 			}
 			for _, p := range page.CommonPrefixes {
-				if k := aws.ToString(p.Prefix); strings.HasPrefix(k, full) {
-					items = append(items, remote.ObjectInfo{Key: k[len(c.prefix):], Prefix: true})
-				}
+				items = append(items, remote.ObjectInfo{Key: aws.ToString(p.Prefix), Prefix: true})
 			}
-			slices.SortFunc(items, func(a, b remote.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
-			for _, it := range items {
-				if !yield(it, nil) {
-					return
-				}
+			if !remote.YieldPage(items, c.prefix, full, yield) {
+				return
 			}
 			if !aws.ToBool(page.IsTruncated) {
 				return
@@ -344,58 +309,26 @@ func answer(err error) (status int, code string) {
 // fail maps an SDK error onto remote's errors. Messages keep the S3 code and
 // message and drop request URLs.
 func (c *Client) fail(ctx context.Context, op, key string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return &remote.Error{Op: op, Key: key, Err: cerr}
-	}
-	if se, ok := remote.Setup(err); ok {
-		return &remote.Error{Op: op, Key: key, Err: se}
-	}
-	if ce := c.cfg.CertError(err); ce != nil {
-		return &remote.Error{Op: op, Key: key, Err: ce}
-	}
-	status, code := answer(err)
-	var nsk *types.NoSuchKey
-	var nf *types.NotFound
-	if serr := remote.AuthError(code); serr != nil {
-		return &remote.Error{Op: op, Key: key, Err: serr}
-	}
-	switch {
-	case code == "NoSuchBucket":
-		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("bucket %q does not exist (NoSuchBucket): create it, or correct the bucket in remote", c.bucket)}
-	case errors.As(err, &nsk), errors.As(err, &nf), code == "NoSuchKey", code == "NotFound", status == http.StatusNotFound:
-		return &remote.Error{Op: op, Key: key, Err: remote.ErrNotFound}
-	case code == "PreconditionFailed", status == http.StatusPreconditionFailed:
-		return &remote.Error{Op: op, Key: key, Err: remote.ErrPreconditionFailed}
-	case remote.Denied(status, code):
-		return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%w (s3 answered HTTP %d %s)", remote.ErrAccessDenied, status, code)}
-	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) || status != 0 {
-		msg := fmt.Sprintf("s3 answered HTTP %d", status)
-		if ae != nil {
-			msg += fmt.Sprintf(" %s: %s", ae.ErrorCode(), ae.ErrorMessage())
-		}
+	f := remote.S3Failure{
 		// An answer that broke off after its status (a cut body) is a
 		// network failure too.
-		transient := remote.HTTPTransient(status, code) || remote.NetworkTransient(err) ||
-			retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
-		return &remote.Error{Op: op, Key: key, Transient: transient, Err: errors.New(msg)}
+		Transient: remote.NetworkTransient(err) ||
+			retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary,
 	}
-	// No answer: the request did not get through. Keep the cause (for
-	// errors.Is) but not the request URL.
-	cause := err
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		cause = ue.Err
+	f.Status, f.Code = answer(err)
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		f.Message = ae.ErrorMessage()
 	}
-	transient := remote.NetworkTransient(err) ||
-		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
-	return &remote.Error{Op: op, Key: key, Transient: transient, Err: fmt.Errorf("s3 request: %w", cause)}
+	var nsk *types.NoSuchKey
+	var nf *types.NotFound
+	f.NotFound = errors.As(err, &nsk) || errors.As(err, &nf)
+	return c.cfg.Fail(ctx, op, key, err, f)
 }
 
 // Backend serves s3:// URLs when s3.client is aws.
 var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "aws", Library: "aws-sdk-go-v2", Parse: remote.ParseS3URL,
-	Open: func(ctx context.Context, loc remote.Location, cfg Config) (remote.Client, error) {
+	Open: func(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
 		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
 		return New(ctx, cfg)
 	}}
