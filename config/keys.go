@@ -93,7 +93,7 @@ var agentKeys = []key{
 	},
 	{
 		name:  "agents",
-		help:  "the coding agents to back up: omp, pi, claude (Claude Code), codex (default: every one whose folder exists; omp when none does)",
+		help:  "the coding agents to back up: " + strings.Join(AgentNames(), ", ") + " (default: every one whose folder exists; omp when none does)",
 		field: func(c *Config) any { return &c.Agents },
 		def:   static(""),
 		check: checkAgents,

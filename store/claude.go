@@ -307,3 +307,5 @@ func claudeContent(raw json.RawMessage) []transcript.Part {
 	}
 	return out
 }
+
+func (claude) EntryKey(line []byte) (string, bool) { return entryKey(claudeEntry(line)) }

@@ -327,3 +327,6 @@ func (codex) Text(line []byte, n int) (transcript.Entry, bool) {
 	}
 	return e, len(e.Parts) > 0
 }
+
+// EntryKey: Codex's lines carry no entry ids; each is known by its bytes.
+func (codex) EntryKey([]byte) (string, bool) { return "", false }

@@ -311,3 +311,7 @@ func (f family) CwdDir(cwd, home string) string {
 func encodeAbs(p string) string {
 	return strings.NewReplacer("/", "-", "\\", "-", ":", "-").Replace(strings.TrimLeft(p, "/"))
 }
+
+func (f family) EntryKey(line []byte) (string, bool) {
+	return entryKey(session.ParseEntry(line))
+}

@@ -272,3 +272,12 @@ func blockText(raw json.RawMessage) string {
 	}
 	return ""
 }
+
+// entryKey is an entry's id and timestamp, as session.Format's merge keys
+// it; an entry without an id is known by its bytes there.
+func entryKey(e session.Entry, ok bool) (string, bool) {
+	if !ok || e.ID == "" {
+		return "", false
+	}
+	return e.ID + "\x00" + e.Timestamp, true
+}
