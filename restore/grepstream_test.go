@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -107,7 +108,11 @@ func TestGrepStreamsLargeSession(t *testing.T) {
 	m, _ := search.Compile(search.Pattern{Text: "NEEDLE"})
 	var want []string
 	var scratch []byte
-	m.Scan(search.Index(nil, data, nil), 0, &scratch, func(rec search.Record) { want = append(want, rec.Entry+":"+rec.Text) })
+	var recs bytes.Buffer
+	x := search.NewIndexer(&recs, 0, nil, 0)
+	x.Write(data)
+	x.Close()
+	m.Scan(recs.Bytes(), 0, &scratch, func(rec search.Record) { want = append(want, rec.Entry+":"+rec.Text) })
 	if len(want) != 3 {
 		t.Fatalf("%d needles in the session, want 3", len(want))
 	}
