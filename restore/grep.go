@@ -106,6 +106,15 @@ func (c *grepCopy) key() string {
 	return c.e.machine
 }
 
+// olderCached names the older generations of c's machine the cache
+// holds, as c's state names them (it is a current copy's).
+func (c *grepCopy) olderCached() []string {
+	if c.older || c.st == nil {
+		return nil
+	}
+	return c.st.Older
+}
+
 // grepSpool is one unlinked temp file that holds, one after the other,
 // the records of the copies not kept in the cache, until they are
 // searched: a search of thousands of sessions without a cache holds one
@@ -333,7 +342,7 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 // name, as the cache holds them.
 func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) ([]*grepCopy, error) {
 	for _, c := range copies {
-		for _, gen := range c.st.Older {
+		for _, gen := range c.olderCached() {
 			st, err := cache.State(id, search.OlderCopy(c.e.machine, gen))
 			if err != nil {
 				return nil, err
@@ -349,7 +358,8 @@ func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) ([]*grepCop
 // olderCopies is copies with t's older generations as invs list them: the
 // complete generations of a machine with a current copy that are not that
 // copy. One the cache holds whole is not read again; one retention removed
-// is forgotten.
+// is forgotten (those the cache holds are named in their current copy's
+// state).
 func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, cache *search.Cache) ([]*grepCopy, error) {
 	copies = slices.DeleteFunc(copies, func(c *grepCopy) bool { return c.older })
 	listed := map[string]bool{}
@@ -376,14 +386,10 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 			copies = append(copies, c)
 		}
 	}
-	if cache != nil {
-		older, err := cache.Older(t.id)
-		if err != nil {
-			return copies, err
-		}
-		for _, st := range older {
-			if !listed[st.Machine] {
-				if err := cache.Remove(t.id, st.Machine); err != nil {
+	for _, c := range copies {
+		for _, gen := range c.olderCached() {
+			if key := search.OlderCopy(c.e.machine, gen); !listed[key] {
+				if err := cache.Remove(t.id, key); err != nil {
 					return copies, err
 				}
 			}

@@ -152,36 +152,6 @@ func (c *Cache) saveState(path string, st *CopyState) error {
 	return nil
 }
 
-// Older returns what the cache holds of the session's older generations
-// (OlderCopy), on every machine.
-func (c *Cache) Older(id string) ([]*CopyState, error) {
-	if !safename.SessionID(id) {
-		return nil, fmt.Errorf("search cache: unsafe session %q", id)
-	}
-	files, err := os.ReadDir(filepath.Join(c.dir, id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("search cache: %w", err)
-	}
-	var out []*CopyState
-	for _, f := range files {
-		name, ok := strings.CutSuffix(f.Name(), ".json")
-		if !ok || !strings.Contains(name, "@") {
-			continue
-		}
-		st, err := c.State(id, name)
-		if err != nil {
-			return nil, err
-		}
-		if st != nil {
-			out = append(out, st)
-		}
-	}
-	return out, nil
-}
-
 // Remove forgets a copy.
 func (c *Cache) Remove(id, machine string) error {
 	sp, rp, err := c.paths(id, machine)
