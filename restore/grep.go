@@ -132,14 +132,9 @@ func (sp *grepSpool) add(f *os.File) (*io.SectionReader, error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.f == nil {
-		t, err := os.CreateTemp("", ".ompsync-grep-*")
+		t, err := search.TempFile()
 		if err != nil {
-			return nil, fmt.Errorf("search: %w", err)
-		}
-		// Unlinked at once: nothing is left behind, whatever ends the run.
-		if err := os.Remove(t.Name()); err != nil {
-			t.Close()
-			return nil, fmt.Errorf("search: %w", err)
+			return nil, err
 		}
 		sp.f = t
 	}
@@ -435,12 +430,12 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 		x    *search.Indexer
 	)
 	err := retry(ctx, func() (err error) {
-		if p, err = beginRecords(opts.Cache, t.id, c.key(), from); err != nil {
+		if p, err = opts.Cache.Begin(t.id, c.key(), from); err != nil {
 			return err
 		}
 		if p == nil { // the cached records are gone: indexed anew
 			from = nil
-			if p, err = beginRecords(opts.Cache, t.id, c.key(), nil); err != nil {
+			if p, err = opts.Cache.Begin(t.id, c.key(), nil); err != nil {
 				return err
 			}
 		}
@@ -492,15 +487,6 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 	c.st, c.leftOut = nil, st.LeftOut
 	c.recs, err = spool.add(f)
 	return n, err
-}
-
-// beginRecords starts writing a copy's records: into the cache (after
-// from's records, when from is not nil) or, without one, into a temp file.
-func beginRecords(cache *search.Cache, id, machine string, from *search.CopyState) (*search.Pending, error) {
-	if cache == nil {
-		return search.TempRecords()
-	}
-	return cache.Begin(id, machine, from)
 }
 
 // A session's matches wait in memory for their turn to be printed, up to

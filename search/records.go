@@ -32,8 +32,16 @@ const tmpSuffix = ".tmp"
 
 // Begin starts writing a copy's records: after those from holds (nil:
 // anew). It returns nil, with no error, when from's records are gone: the
-// copy is to be indexed anew.
+// copy is to be indexed anew. Without a cache (c nil) the records go to a
+// TempFile, to be searched once (Detach).
 func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
+	if c == nil {
+		f, err := TempFile()
+		if err != nil {
+			return nil, err
+		}
+		return &Pending{f: f}, nil
+	}
 	sp, rp, err := c.paths(id, machine)
 	if err != nil {
 		return nil, err
@@ -66,19 +74,19 @@ func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
 	return p, nil
 }
 
-// TempRecords starts writing records outside any cache, to be searched
-// once (Detach): an unlinked temp file in the system's temp folder.
-func TempRecords() (*Pending, error) {
+// TempFile is a file in the system's temp folder, unlinked at once:
+// nothing of the records it holds is left behind, whatever ends the run.
+func TempFile() (*os.File, error) {
 	f, err := os.CreateTemp("", ".ompsync-grep-*")
+	if err == nil {
+		if err = os.Remove(f.Name()); err != nil {
+			f.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	// Unlinked at once: nothing is left behind, whatever ends the run.
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	return &Pending{f: f}, nil
+	return f, nil
 }
 
 // Write appends records.
