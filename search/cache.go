@@ -46,9 +46,6 @@ type CopyState struct {
 	// Records is the length of the valid records (a run cut off between
 	// appending records and saving this leaves more in the file).
 	Records int64 `json:"records"`
-	// Used is when a search last read the copy, to the hour (it is
-	// rewritten only when an hour old).
-	Used time.Time `json:"used"`
 	// Version is the records' version (recordsVersion).
 	Version int `json:"version,omitempty"`
 	// LeftOut are the lines of the copy too long to index.
@@ -65,7 +62,8 @@ type CopyState struct {
 // Claude Code's and Codex's lines, which 1 (no version) left out.
 const recordsVersion = 2
 
-// usedGranularity is how stale Used may get before a search rewrites it.
+// usedGranularity is how stale a copy's time of use (its records file's
+// modification time) may get before a search sets it again.
 const usedGranularity = time.Hour
 
 // OpenCache opens (creating it) the cache folder dir, bounded to maxBytes
@@ -209,13 +207,7 @@ func (c *Cache) copies() ([]cachedCopy, error) {
 			}
 			cp := cachedCopy{id: s.Name(), machine: machine}
 			if fi, err := f.Info(); err == nil {
-				cp.size = fi.Size()
-			}
-			if b, err := os.ReadFile(filepath.Join(c.dir, s.Name(), machine+".json")); err == nil {
-				var st CopyState
-				if json.Unmarshal(b, &st) == nil {
-					cp.used = st.Used
-				}
+				cp.size, cp.used = fi.Size(), fi.ModTime()
 			}
 			out = append(out, cp)
 		}

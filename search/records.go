@@ -129,8 +129,8 @@ func (p *Pending) Commit(st *CopyState) error {
 		return fmt.Errorf("search cache: %w", err)
 	}
 	st.Records = p.Size()
-	st.Used = p.c.now().Truncate(usedGranularity)
 	st.Version = recordsVersion
+	p.c.use(rp)
 	return p.c.saveState(sp, st)
 }
 
@@ -177,7 +177,7 @@ func (p *Pending) Abort() {
 // Open opens a copy's records to be read, a buffer at a time, and marks
 // it used; a copy whose records are gone is nil.
 func (c *Cache) Open(st *CopyState) (io.ReadCloser, error) {
-	sp, rp, err := c.paths(st.Session, st.Machine)
+	_, rp, err := c.paths(st.Session, st.Machine)
 	if err != nil {
 		return nil, err
 	}
@@ -185,19 +185,23 @@ func (c *Cache) Open(st *CopyState) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, nil
 	}
-	if fi, err := f.Stat(); err != nil || fi.Size() < st.Records {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() < st.Records {
 		f.Close()
 		return nil, nil
 	}
-	if now := c.now(); now.Sub(st.Used) >= usedGranularity {
-		st.Used = now.Truncate(usedGranularity)
-		if err := c.saveState(sp, st); err != nil {
-			f.Close()
-			return nil, err
-		}
+	if c.now().Sub(fi.ModTime()) >= usedGranularity {
+		c.use(rp)
 	}
 	return struct {
 		io.Reader
 		io.Closer
 	}{io.LimitReader(f, st.Records), f}, nil
+}
+
+// use marks a copy's records used now, for Evict: a copy that cannot be
+// marked is only evicted sooner.
+func (c *Cache) use(records string) {
+	now := c.now()
+	_ = os.Chtimes(records, now, now)
 }
