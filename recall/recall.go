@@ -350,22 +350,13 @@ func (w *window) take(l string) error {
 }
 
 func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*mcp.CallToolResult, any, error) {
-	if in.ID == "" {
-		return nil, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
-	}
 	if in.Line < 0 {
 		return nil, nil, errors.New("line is negative: give 0 or next_line of the previous result")
 	}
-	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	pl, id, opts, problems, err := s.find(ctx, in.ID, in.Agent, in.Machine)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := restore.Options{Machine: in.Machine, Parallel: s.Parallel, MaxMergeSize: s.MaxMergeSize}
-	pl, id, err := restore.Find(ctx, places, in.ID, opts)
-	if err != nil {
-		return nil, nil, oneLine(err)
-	}
-	opts.Store = pl.Store
 	pr, more, err := restore.Cat(ctx, pl.Repo, id, opts)
 	problems = append(problems, more...)
 	if err != nil {
@@ -404,19 +395,10 @@ type HistoryIn struct {
 }
 
 func (s Source) history(ctx context.Context, _ *mcp.CallToolRequest, in HistoryIn) (*mcp.CallToolResult, any, error) {
-	if in.ID == "" {
-		return nil, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
-	}
-	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	pl, id, opts, problems, err := s.find(ctx, in.ID, in.Agent, in.Machine)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := restore.Options{Machine: in.Machine, Parallel: s.Parallel}
-	pl, id, err := restore.Find(ctx, places, in.ID, opts)
-	if err != nil {
-		return nil, nil, oneLine(err)
-	}
-	opts.Store = pl.Store
 	h, more, err := restore.History(ctx, pl.Repo, id, opts)
 	problems = append(problems, more...)
 	if err != nil {
@@ -436,6 +418,25 @@ func (s Source) history(ctx context.Context, _ *mcp.CallToolRequest, in HistoryI
 		Problems []string                `json:"problems,omitempty"`
 	}{h, problems}
 	return s.result(out)
+}
+
+// find is the place and id of the session prefix names (read_session,
+// session_history), with the options to read it by.
+func (s Source) find(ctx context.Context, prefix, agent, machine string) (restore.Place, string, restore.Options, []string, error) {
+	opts := restore.Options{Machine: machine, Parallel: s.Parallel, MaxMergeSize: s.MaxMergeSize}
+	if prefix == "" {
+		return restore.Place{}, "", opts, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
+	}
+	places, problems, err := s.Places(ctx, machine, agent)
+	if err != nil {
+		return restore.Place{}, "", opts, nil, err
+	}
+	pl, id, err := restore.Find(ctx, places, prefix, opts)
+	if err != nil {
+		return pl, "", opts, nil, oneLine(err)
+	}
+	opts.Store = pl.Store
+	return pl, id, opts, problems, nil
 }
 
 // result is v as JSON text, credentials masked when s.Redact.
