@@ -153,7 +153,7 @@ func (sp *grepSpool) close() {
 	}
 }
 
-// Grep searches the text of every session the catalogs hold (those the
+// grepPlace searches the text of every session the catalogs hold (those the
 // prefixes name, when given), every machine's copy, for opts.Pattern, and
 // calls emit for each matching line once, session by session, newest
 // first. A copy the cache holds as the catalog describes it is not read
@@ -166,20 +166,19 @@ func (sp *grepSpool) close() {
 // in the report's problems, and searched as the cache last had it, if at
 // all; nothing of what this search read of it is (not even the chunks
 // verified before the damage), and no match is emitted before every copy
-// was read.
-func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions, emit func(GrepMatch) error) (*GrepReport, error) {
+// was read. What it read adds to rep (GrepAll: the places').
+func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
 	opts.setDefaults()
 	o := opts.Options
 	o.All = len(prefixes) == 0
 	p, err := newPlanner(ctx, r, o)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	targets, err := p.targets(prefixes)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rep := &GrepReport{Problems: p.problems, DeletedLeft: p.deletedLeft}
 	if !opts.Since.IsZero() {
 		targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
 	}
@@ -194,9 +193,11 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	}
 	copies, stale, staleAt, err := grepStale(targets, opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rep.Sessions = len(targets)
+	rep.Sessions += len(targets)
+	rep.DeletedLeft += p.deletedLeft
+	rep.Problems = append(rep.Problems, p.problems...)
 
 	var mu sync.Mutex
 	spool := &grepSpool{}
@@ -215,19 +216,19 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 		rep.Problems = append(rep.Problems, problems...)
 	})
 	if err := ctx.Err(); err != nil {
-		return rep, err
+		return err
 	}
 	for _, cs := range copies {
 		rep.Copies += len(cs)
 	}
-	rep.LeftOut = grepLeftOut(targets, copies, opts)
+	rep.LeftOut = append(rep.LeftOut, grepLeftOut(targets, copies, opts)...)
 	err = grepSearch(targets, copies, opts, rep, emit)
 	if opts.Cache != nil {
 		if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
 			err = eerr
 		}
 	}
-	return rep, err
+	return err
 }
 
 // grepStale makes the copies of each target, as the cache holds them,
@@ -779,20 +780,10 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 			}
 			o.Cache = c
 		}
-		rep, err := Grep(ctx, pl.Repo, ids[i], o, func(m GrepMatch) error {
+		err := grepPlace(ctx, pl.Repo, ids[i], o, total, func(m GrepMatch) error {
 			m.Agent = name
 			return emit(m)
 		})
-		if rep != nil {
-			total.Sessions += rep.Sessions
-			total.Copies += rep.Copies
-			total.Fetched += rep.Fetched
-			total.Bytes += rep.Bytes
-			total.Matches += rep.Matches
-			total.DeletedLeft += rep.DeletedLeft
-			total.Problems = append(total.Problems, rep.Problems...)
-			total.LeftOut = append(total.LeftOut, rep.LeftOut...)
-		}
 		if err != nil {
 			if len(places) > 1 {
 				err = fmt.Errorf("%s: %w", name, err)

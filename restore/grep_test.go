@@ -16,6 +16,12 @@ import (
 	"github.com/ompsync/ompsync/search"
 )
 
+// Grep is one place's search, as GrepAll runs it.
+func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions, emit func(GrepMatch) error) (*GrepReport, error) {
+	rep := &GrepReport{}
+	return rep, grepPlace(ctx, r, prefixes, opts, rep, emit)
+}
+
 // grep runs Grep and returns its matches.
 func grep(t *testing.T, r *repo.Repo, pattern string, cache *search.Cache, opts Options, prefixes ...string) ([]GrepMatch, *GrepReport) {
 	t.Helper()
