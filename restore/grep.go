@@ -96,6 +96,10 @@ type grepCopy struct {
 	// older: e names an older generation of the machine's (e.Size its
 	// bytes), searched beside the current copy.
 	older bool
+	// g is the generation the listing found (olderCopies), and for a
+	// current copy olderGens the machine's older ones.
+	g         *repo.Generation
+	olderGens []string
 }
 
 // key is the copy's name in the search cache.
@@ -315,7 +319,7 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 			if !c.fresh {
 				continue
 			}
-			n, err := grepUpdate(ctx, r, t, c, invs, opts, spool)
+			n, err := grepUpdate(ctx, r, t, c, opts, spool)
 			bytes += n
 			switch {
 			case err == nil:
@@ -358,18 +362,24 @@ func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) ([]*grepCop
 // state).
 func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, cache *search.Cache) ([]*grepCopy, error) {
 	copies = slices.DeleteFunc(copies, func(c *grepCopy) bool { return c.older })
+	for _, c := range copies {
+		c.g, c.olderGens = nil, nil
+	}
 	listed := map[string]bool{}
 	for _, inv := range invs {
-		e := t.entry(inv.Stream.Machine)
-		if inv.Stream.Name != repo.SessionStream || e == nil {
+		i := slices.IndexFunc(copies, func(c *grepCopy) bool { return !c.older && c.e.machine == inv.Stream.Machine })
+		if inv.Stream.Name != repo.SessionStream || i < 0 {
 			continue
 		}
+		cur := copies[i]
+		cur.g = inv.Newest()
 		for _, g := range inv.Generations {
-			if !g.HasMeta || g.Name == e.Generation {
+			if !g.HasMeta || g.Name == cur.e.Generation {
 				continue
 			}
+			cur.olderGens = append(cur.olderGens, g.Name)
 			_, end := repo.Cover(g.Chunks)
-			c := &grepCopy{e: machineEntry{e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true}
+			c := &grepCopy{e: machineEntry{cur.e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true, g: g}
 			listed[c.key()] = true
 			if cache != nil {
 				st, err := cache.State(t.id, c.key())
@@ -397,26 +407,8 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 // grepUpdate reads one copy from where the cache left off, or from the
 // start, indexing the new bytes as they stream: into the cache, or into
 // the spool when the copy's records are more than the cache holds.
-func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs []*repo.StreamInventory, opts GrepOptions, spool *grepSpool) (int64, error) {
-	var g *repo.Generation
-	var older []string // the machine's other complete generations
-	for _, inv := range invs {
-		if inv.Stream.Machine != c.e.machine || inv.Stream.Name != repo.SessionStream {
-			continue
-		}
-		g = inv.Newest()
-		if c.older {
-			g = nil
-		}
-		for _, og := range inv.Generations {
-			switch {
-			case c.older && og.Name == c.e.Generation:
-				g = og
-			case og.HasMeta && og.Name != c.e.Generation:
-				older = append(older, og.Name)
-			}
-		}
-	}
+func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts GrepOptions, spool *grepSpool) (int64, error) {
+	g := c.g
 	if g == nil {
 		return 0, errors.New("the catalog lists the session but the remote holds no copy of it")
 	}
@@ -464,7 +456,7 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 	n := tail.End - tail.From
 	st := &search.CopyState{Session: t.id, Machine: c.key(), Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
 	if !c.older {
-		st.Listed, st.Older = opts.now().UTC(), older
+		st.Listed, st.Older = opts.now().UTC(), c.olderGens
 	}
 	st.LeftOut = x.LeftOut()
 	if from != nil {
