@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -277,10 +278,7 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 
 // grepLeftOut names the lines of the copies too long to search.
 func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions) []string {
-	maxLine := int64(opts.maxLine)
-	if maxLine <= 0 {
-		maxLine = search.MaxLine
-	}
+	maxLine := int64(cmp.Or(opts.maxLine, search.MaxLine))
 	var out []string
 	for i, t := range targets {
 		for _, c := range copies[i] {

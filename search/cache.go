@@ -165,16 +165,6 @@ func (c *Cache) Remove(id, machine string) error {
 	return nil
 }
 
-// Size is the bytes of records the cache holds.
-func (c *Cache) Size() (int64, error) {
-	copies, err := c.copies()
-	var n int64
-	for _, cp := range copies {
-		n += cp.size
-	}
-	return n, err
-}
-
 type cachedCopy struct {
 	id, machine string
 	used        time.Time

@@ -43,7 +43,7 @@ func appendEntry(out []byte, e transcript.Entry) []byte {
 	for _, p := range e.Parts {
 		text := p.Text
 		if p.Kind == transcript.ToolCall {
-			text = p.Lines()[0]
+			text = p.CallLine()
 		}
 		// Line by line without splitting into a slice: the text of a
 		// tool result can be megabytes.

@@ -294,11 +294,8 @@ func (l *Lines) Close() {
 	}
 }
 
-// Lines splits a part's text into the lines a search matches one by one.
-// A tool call is one line: its name and its arguments.
-func (p Part) Lines() []string {
-	if p.Kind == ToolCall {
-		return []string{strings.TrimSpace(p.Name + " " + strings.ReplaceAll(p.Text, "\n", " "))}
-	}
-	return strings.Split(strings.ReplaceAll(p.Text, "\r\n", "\n"), "\n")
+// CallLine is a tool call as the one line a search matches: its name and
+// its arguments.
+func (p Part) CallLine() string {
+	return strings.TrimSpace(p.Name + " " + strings.ReplaceAll(p.Text, "\n", " "))
 }

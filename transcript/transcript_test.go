@@ -80,14 +80,11 @@ func TestParse(t *testing.T) {
 			t.Errorf("entry %d: %+v, want %+v", i, e, w)
 		}
 	}
-	if call := got[1].Parts[2]; call.Name != "read" || call.Text != `{"path":"auth.go"}` || call.Lines()[0] != `read {"path":"auth.go"}` {
-		t.Errorf("tool call: %+v, lines %q", call, call.Lines())
+	if call := got[1].Parts[2]; call.Name != "read" || call.Text != `{"path":"auth.go"}` || call.CallLine() != `read {"path":"auth.go"}` {
+		t.Errorf("tool call: %+v, line %q", call, call.CallLine())
 	}
 	if got[4].Time.UnixMilli() != 1791334080000 {
 		t.Errorf("time from the message's milliseconds: %v", got[4].Time)
-	}
-	if l := got[0].Parts[0].Lines(); len(l) != 2 || l[1] != "in auth.go" {
-		t.Errorf("lines %q", l)
 	}
 	n := 0
 	Entries([]byte(sample), nil, func(Entry) bool { n++; return n < 2 })
