@@ -259,11 +259,9 @@ func (s Source) list(ctx context.Context, _ *mcp.CallToolRequest, in Filter) (*m
 		return nil, nil, err
 	}
 	pg := &page[Session]{cursor: f.cursor}
+	proj := projects(list)
 	for _, l := range list {
-		p := ""
-		if l.Project != nil {
-			p = l.Project.String()
-		}
+		p := proj[l.Agent+"/"+l.ID]
 		if f.in(l.Mtime) && (in.Project == "" || strings.Contains(p, in.Project)) && pg.take() {
 			pg.add(Session{ID: l.ID, Agent: l.Agent, Title: l.Title, Project: p, Machines: l.Machines, Size: l.Size, Mtime: l.Mtime, State: l.State})
 		}
@@ -366,9 +364,6 @@ func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*m
 	w := &window{in: in, from: in.Line}
 	if err := pr.Transcript(w, transcript.RenderOptions{EntryIDs: true}); err != nil && !errors.Is(err, errFull) {
 		return nil, nil, err
-	}
-	if !w.stopped && len(w.partial) > 0 {
-		_ = w.take(string(w.partial))
 	}
 	if in.Around != "" && !w.found {
 		return nil, nil, fmt.Errorf("no line of session %s holds %q: search for it first, or read from a line", id, in.Around)

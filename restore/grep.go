@@ -251,26 +251,18 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 					return nil, nil, nil, err
 				}
 			}
-			if c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() {
-				c.fresh, needs = true, true
-			}
-			copies[i] = append(copies[i], c)
-		}
-		for _, c := range copies[i] {
 			// Older generations never change: as the last listing found
 			// them, for a day.
-			if !c.fresh && len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist {
-				c.fresh, needs = true, true
-			}
-		}
-		if !needs {
-			if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
-				return nil, nil, nil, err
-			}
+			c.fresh = c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() ||
+				len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist
+			needs = needs || c.fresh
+			copies[i] = append(copies[i], c)
 		}
 		if needs {
 			staleAt[t] = i
 			stale = append(stale, t)
+		} else if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	return copies, stale, staleAt, nil
