@@ -134,6 +134,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 // title from the head, or else from the first chunk.
 func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
 	var problems []string
+	picked, _ := repo.Cover(g.Chunks)
 	var m repo.Meta
 	err := retry(ctx, func() (err error) { m, err = r.GenerationMeta(ctx, s, g); return err })
 	if err != nil {
@@ -144,7 +145,7 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 			c.Path, c.Cwd = m.Path, m.Cwd
 		}
 	}
-	if picked, _ := repo.Cover(g.Chunks); len(picked) > 0 {
+	if len(picked) > 0 {
 		last := picked[len(picked)-1]
 		var at time.Time
 		if err := retry(ctx, func() (err error) { at, err = r.UploadedAt(ctx, s, g.Name, last); return err }); err == nil {
@@ -164,7 +165,6 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 			}
 		}
 	}
-	picked, _ := repo.Cover(g.Chunks)
 	if len(picked) == 0 {
 		return problems
 	}

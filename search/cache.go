@@ -171,11 +171,14 @@ type cachedCopy struct {
 	size        int64
 }
 
-func (c *Cache) copies() ([]cachedCopy, error) {
-	var out []cachedCopy
+// Evict removes the copies used longest ago until the records fit in the
+// bound, and returns how many it removed.
+func (c *Cache) Evict() (int, error) {
+	var copies []cachedCopy
+	var total int64
 	sessions, err := os.ReadDir(c.dir)
 	if err != nil {
-		return nil, fmt.Errorf("search cache: %w", err)
+		return 0, fmt.Errorf("search cache: %w", err)
 	}
 	for _, s := range sessions {
 		if !s.IsDir() {
@@ -183,7 +186,7 @@ func (c *Cache) copies() ([]cachedCopy, error) {
 		}
 		files, err := os.ReadDir(filepath.Join(c.dir, s.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("search cache: %w", err)
+			return 0, fmt.Errorf("search cache: %w", err)
 		}
 		for _, f := range files {
 			if strings.HasSuffix(f.Name(), tmpSuffix) {
@@ -197,24 +200,11 @@ func (c *Cache) copies() ([]cachedCopy, error) {
 			}
 			cp := cachedCopy{id: s.Name(), machine: machine}
 			if fi, err := f.Info(); err == nil {
-				cp.size, cp.used = fi.Size(), fi.ModTime()
+				cp.size, cp.used = fi.Size(), fi.ModTime() // the time of use: Open
 			}
-			out = append(out, cp)
+			total += cp.size
+			copies = append(copies, cp)
 		}
-	}
-	return out, nil
-}
-
-// Evict removes the copies used longest ago until the records fit in the
-// bound, and returns how many it removed.
-func (c *Cache) Evict() (int, error) {
-	copies, err := c.copies()
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	for _, cp := range copies {
-		total += cp.size
 	}
 	sort.Slice(copies, func(i, j int) bool {
 		if !copies[i].used.Equal(copies[j].used) {
