@@ -291,13 +291,13 @@ var errFull = errors.New("budget reached")
 
 // window keeps the transcript lines of one page.
 type window struct {
-	in             ReadIn
-	line, from     int
-	partial        []byte
-	out            bytes.Buffer
-	next           int
-	ring           []string
-	found, stopped bool
+	in         ReadIn
+	line, from int
+	partial    []byte
+	out        bytes.Buffer
+	next       int
+	ring       []string
+	found      bool
 }
 
 func (w *window) Write(p []byte) (int, error) {
@@ -337,7 +337,7 @@ func (w *window) take(l string) error {
 		return nil
 	}
 	if w.out.Len()+len(l) > Budget-1024 && w.out.Len() > 0 {
-		w.next, w.stopped = w.line, true
+		w.next = w.line // past the first line: never 0
 		return errFull
 	}
 	if len(l) > Budget-1024 {
@@ -375,10 +375,7 @@ func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*m
 		Transcript string   `json:"transcript"`
 		NextLine   int      `json:"next_line,omitempty"`
 		Problems   []string `json:"problems,omitempty"`
-	}{Session: id, Agent: pl.Store.Name(), FromLine: w.from, Transcript: w.out.String(), Problems: problems}
-	if w.stopped {
-		out.NextLine = w.next
-	}
+	}{Session: id, Agent: pl.Store.Name(), FromLine: w.from, Transcript: w.out.String(), NextLine: w.next, Problems: problems}
 	return s.result(out)
 }
 
