@@ -184,9 +184,7 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	if err != nil {
 		return err
 	}
-	if !opts.Since.IsZero() {
-		targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
-	}
+	targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
 	slices.SortFunc(targets, func(a, b *target) int {
 		if c := b.newest().Mtime.Compare(a.newest().Mtime); c != 0 {
 			return c
@@ -488,10 +486,6 @@ const (
 // grepSearch matches every copy's records, a few sessions at once, and
 // emits each session's matches in order.
 func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
-	var since int64
-	if !opts.Since.IsZero() {
-		since = opts.Since.UnixMilli()
-	}
 	results := make([]*grepResult, len(targets))
 	errs := make([]error, len(targets))
 	done := make([]chan struct{}, len(targets))
@@ -508,7 +502,7 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 			defer wg.Done()
 			var bufs search.Buffers
 			for i := range next {
-				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, since, &bufs)
+				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, &bufs)
 				close(done[i])
 			}
 		}()
@@ -533,7 +527,7 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 	for i := range targets {
 		<-done[i]
 		if err = errs[i]; err == nil {
-			err = results[i].emit(targets[i], copies[i], opts, since, &bufs, func(m GrepMatch) error {
+			err = results[i].emit(targets[i], copies[i], opts, &bufs, func(m GrepMatch) error {
 				rep.Matches++
 				return emit(m)
 			})
@@ -585,20 +579,14 @@ func lineKeyOf(h hash.Hash, rec search.Record) lineKey {
 }
 
 // grepTarget matches one session's copies, each line once.
-func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers) (*grepResult, error) {
-	held, maxLines := opts.maxHeld, opts.maxLines
-	if held <= 0 {
-		held = grepHeld
-	}
-	if maxLines <= 0 {
-		maxLines = grepMaxLines
-	}
+func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Buffers) (*grepResult, error) {
+	held, maxLines := cmp.Or(opts.maxHeld, grepHeld), cmp.Or(opts.maxLines, grepMaxLines)
 	l := t.listing()
 	res := &grepResult{lines: map[lineKey]grepLine{}}
 	h := sha256.New()
 	for ci, c := range copies {
 		var tooMany bool
-		err := scanCopy(c, opts, since, bufs, func(rec search.Record) {
+		err := scanCopy(c, opts, bufs, func(rec search.Record) {
 			k := lineKeyOf(h, rec)
 			line, seen := res.lines[k]
 			switch {
@@ -634,7 +622,7 @@ func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, bu
 }
 
 // scanCopy matches the records of one copy, from the cache or the spool.
-func scanCopy(c *grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, f func(search.Record)) error {
+func scanCopy(c *grepCopy, opts GrepOptions, bufs *search.Buffers, f func(search.Record)) error {
 	var recs io.Reader
 	switch {
 	case c.st != nil && opts.Cache != nil:
@@ -652,7 +640,8 @@ func scanCopy(c *grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, 
 	default:
 		return nil
 	}
-	return opts.Pattern.ScanFrom(recs, since, bufs, f)
+	// A zero Since is before every record's time.
+	return opts.Pattern.ScanFrom(recs, opts.Since.UnixMilli(), bufs, f)
 }
 
 // machines names the machines whose current copies hold line, in the
@@ -680,7 +669,7 @@ func (r *grepResult) machines(line grepLine, copies []*grepCopy) (names []string
 
 // emit prints the session's matches in order: those held, or, spilled,
 // each line as a second search of its copies comes to it.
-func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, emit func(GrepMatch) error) error {
+func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Buffers, emit func(GrepMatch) error) error {
 	if !r.spilled {
 		for i, m := range r.out {
 			m.Machines, m.Older = r.machines(r.lines[r.keys[i]], copies)
@@ -695,7 +684,7 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since
 	printed := 0
 	var err error
 	for _, c := range copies {
-		serr := scanCopy(c, opts, since, bufs, func(rec search.Record) {
+		serr := scanCopy(c, opts, bufs, func(rec search.Record) {
 			if err != nil {
 				return
 			}
