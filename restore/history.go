@@ -75,13 +75,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 		return nil, p.problems, fmt.Errorf("list session %s: %w", t.id, err)
 	}
 	h := &SessionHistory{ID: t.id}
-	type job struct {
-		i   int
-		s   repo.Stream
-		g   *repo.Generation
-		cat bool // the catalog describes it
-	}
-	var jobs []job
+	var jobs []func() []string // each describes its own element of h.Copies
 	for _, inv := range invs {
 		if inv.Stream.Name != repo.SessionStream {
 			continue
@@ -102,22 +96,21 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 				}
 			}
 			h.Copies = append(h.Copies, c)
-			if g.HasMeta {
-				jobs = append(jobs, job{len(h.Copies) - 1, inv.Stream, g, described})
+			if i := len(h.Copies) - 1; g.HasMeta {
+				jobs = append(jobs, func() []string { return describe(ctx, r, opts.Store, inv.Stream, g, &h.Copies[i], !described) })
 			}
 		}
 	}
 	var mu sync.Mutex
 	sem := make(chan struct{}, opts.Parallel)
 	var wg sync.WaitGroup
-	for _, j := range jobs {
+	for _, job := range jobs {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c := &h.Copies[j.i] // each job its own element
-			problems := describe(ctx, r, opts.Store, j.s, j.g, c, !j.cat)
+			problems := job()
 			mu.Lock()
 			defer mu.Unlock()
 			h.Problems = append(h.Problems, problems...)
