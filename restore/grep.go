@@ -714,10 +714,10 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 	return nil
 }
 
-// GrepAll is Grep across places: the sessions the prefixes name, of
-// whatever agent, or every agent's sessions without prefixes, place by
-// place; cache gives each agent's cache (nil: none). A match names its
-// agent.
+// GrepAll searches across places (grepPlace): the sessions the prefixes
+// name, of whatever agent, or every agent's sessions without prefixes,
+// place by place; cache gives each agent's cache (a nil cache: none kept).
+// A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
 	ids := make([][]string, len(places))
 	if len(prefixes) > 0 {
@@ -744,14 +744,12 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 			o.Latest, o.Choose = false, nil // exact ids
 		}
 		name := pl.Store.Name()
-		if cache != nil {
-			c, err := cache(name)
-			if err != nil {
-				return total, err
-			}
-			o.Cache = c
+		c, err := cache(name)
+		if err != nil {
+			return total, err
 		}
-		err := grepPlace(ctx, pl.Repo, ids[i], o, total, func(m GrepMatch) error {
+		o.Cache = c
+		err = grepPlace(ctx, pl.Repo, ids[i], o, total, func(m GrepMatch) error {
 			m.Agent = name
 			return emit(m)
 		})
