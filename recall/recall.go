@@ -259,11 +259,9 @@ func (s Source) list(ctx context.Context, _ *mcp.CallToolRequest, in Filter) (*m
 		return nil, nil, err
 	}
 	pg := &page[Session]{cursor: f.cursor}
+	proj := projects(list)
 	for _, l := range list {
-		p := ""
-		if l.Project != nil {
-			p = l.Project.String()
-		}
+		p := proj[l.Agent+"/"+l.ID]
 		if f.in(l.Mtime) && (in.Project == "" || strings.Contains(p, in.Project)) && pg.take() {
 			pg.add(Session{ID: l.ID, Agent: l.Agent, Title: l.Title, Project: p, Machines: l.Machines, Size: l.Size, Mtime: l.Mtime, State: l.State})
 		}
@@ -293,13 +291,13 @@ var errFull = errors.New("budget reached")
 
 // window keeps the transcript lines of one page.
 type window struct {
-	in             ReadIn
-	line, from     int
-	partial        []byte
-	out            bytes.Buffer
-	next           int
-	ring           []string
-	found, stopped bool
+	in         ReadIn
+	line, from int
+	partial    []byte
+	out        bytes.Buffer
+	next       int
+	ring       []string
+	found      bool
 }
 
 func (w *window) Write(p []byte) (int, error) {
@@ -339,7 +337,7 @@ func (w *window) take(l string) error {
 		return nil
 	}
 	if w.out.Len()+len(l) > Budget-1024 && w.out.Len() > 0 {
-		w.next, w.stopped = w.line, true
+		w.next = w.line // past the first line: never 0
 		return errFull
 	}
 	if len(l) > Budget-1024 {
@@ -350,22 +348,13 @@ func (w *window) take(l string) error {
 }
 
 func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*mcp.CallToolResult, any, error) {
-	if in.ID == "" {
-		return nil, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
-	}
 	if in.Line < 0 {
 		return nil, nil, errors.New("line is negative: give 0 or next_line of the previous result")
 	}
-	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	pl, id, opts, problems, err := s.find(ctx, in.ID, in.Agent, in.Machine)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := restore.Options{Machine: in.Machine, Parallel: s.Parallel, MaxMergeSize: s.MaxMergeSize}
-	pl, id, err := restore.Find(ctx, places, in.ID, opts)
-	if err != nil {
-		return nil, nil, oneLine(err)
-	}
-	opts.Store = pl.Store
 	pr, more, err := restore.Cat(ctx, pl.Repo, id, opts)
 	problems = append(problems, more...)
 	if err != nil {
@@ -375,9 +364,6 @@ func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*m
 	w := &window{in: in, from: in.Line}
 	if err := pr.Transcript(w, transcript.RenderOptions{EntryIDs: true}); err != nil && !errors.Is(err, errFull) {
 		return nil, nil, err
-	}
-	if !w.stopped && len(w.partial) > 0 {
-		_ = w.take(string(w.partial))
 	}
 	if in.Around != "" && !w.found {
 		return nil, nil, fmt.Errorf("no line of session %s holds %q: search for it first, or read from a line", id, in.Around)
@@ -389,10 +375,7 @@ func (s Source) read(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn) (*m
 		Transcript string   `json:"transcript"`
 		NextLine   int      `json:"next_line,omitempty"`
 		Problems   []string `json:"problems,omitempty"`
-	}{Session: id, Agent: pl.Store.Name(), FromLine: w.from, Transcript: w.out.String(), Problems: problems}
-	if w.stopped {
-		out.NextLine = w.next
-	}
+	}{Session: id, Agent: pl.Store.Name(), FromLine: w.from, Transcript: w.out.String(), NextLine: w.next, Problems: problems}
 	return s.result(out)
 }
 
@@ -404,19 +387,10 @@ type HistoryIn struct {
 }
 
 func (s Source) history(ctx context.Context, _ *mcp.CallToolRequest, in HistoryIn) (*mcp.CallToolResult, any, error) {
-	if in.ID == "" {
-		return nil, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
-	}
-	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
+	pl, id, opts, problems, err := s.find(ctx, in.ID, in.Agent, in.Machine)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := restore.Options{Machine: in.Machine, Parallel: s.Parallel}
-	pl, id, err := restore.Find(ctx, places, in.ID, opts)
-	if err != nil {
-		return nil, nil, oneLine(err)
-	}
-	opts.Store = pl.Store
 	h, more, err := restore.History(ctx, pl.Repo, id, opts)
 	problems = append(problems, more...)
 	if err != nil {
@@ -436,6 +410,25 @@ func (s Source) history(ctx context.Context, _ *mcp.CallToolRequest, in HistoryI
 		Problems []string                `json:"problems,omitempty"`
 	}{h, problems}
 	return s.result(out)
+}
+
+// find is the place and id of the session prefix names (read_session,
+// session_history), with the options to read it by.
+func (s Source) find(ctx context.Context, prefix, agent, machine string) (restore.Place, string, restore.Options, []string, error) {
+	opts := restore.Options{Machine: machine, Parallel: s.Parallel, MaxMergeSize: s.MaxMergeSize}
+	if prefix == "" {
+		return restore.Place{}, "", opts, nil, errors.New("id is empty: give a session id or prefix (from search or list_sessions)")
+	}
+	places, problems, err := s.Places(ctx, machine, agent)
+	if err != nil {
+		return restore.Place{}, "", opts, nil, err
+	}
+	pl, id, err := restore.Find(ctx, places, prefix, opts)
+	if err != nil {
+		return pl, "", opts, nil, oneLine(err)
+	}
+	opts.Store = pl.Store
+	return pl, id, opts, problems, nil
 }
 
 // result is v as JSON text, credentials masked when s.Redact.

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -96,6 +97,10 @@ type grepCopy struct {
 	// older: e names an older generation of the machine's (e.Size its
 	// bytes), searched beside the current copy.
 	older bool
+	// g is the generation the listing found (olderCopies), and for a
+	// current copy olderGens the machine's older ones.
+	g         *repo.Generation
+	olderGens []string
 }
 
 // key is the copy's name in the search cache.
@@ -104,6 +109,15 @@ func (c *grepCopy) key() string {
 		return search.OlderCopy(c.e.machine, c.e.Generation)
 	}
 	return c.e.machine
+}
+
+// olderCached names the older generations of c's machine the cache
+// holds, as c's state names them (it is a current copy's).
+func (c *grepCopy) olderCached() []string {
+	if c.older || c.st == nil {
+		return nil
+	}
+	return c.st.Older
 }
 
 // grepSpool is one unlinked temp file that holds, one after the other,
@@ -123,14 +137,9 @@ func (sp *grepSpool) add(f *os.File) (*io.SectionReader, error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.f == nil {
-		t, err := os.CreateTemp("", ".ompsync-grep-*")
+		t, err := search.TempFile()
 		if err != nil {
-			return nil, fmt.Errorf("search: %w", err)
-		}
-		// Unlinked at once: nothing is left behind, whatever ends the run.
-		if err := os.Remove(t.Name()); err != nil {
-			t.Close()
-			return nil, fmt.Errorf("search: %w", err)
+			return nil, err
 		}
 		sp.f = t
 	}
@@ -149,7 +158,7 @@ func (sp *grepSpool) close() {
 	}
 }
 
-// Grep searches the text of every session the catalogs hold (those the
+// grepPlace searches the text of every session the catalogs hold (those the
 // prefixes name, when given), every machine's copy, for opts.Pattern, and
 // calls emit for each matching line once, session by session, newest
 // first. A copy the cache holds as the catalog describes it is not read
@@ -162,23 +171,20 @@ func (sp *grepSpool) close() {
 // in the report's problems, and searched as the cache last had it, if at
 // all; nothing of what this search read of it is (not even the chunks
 // verified before the damage), and no match is emitted before every copy
-// was read.
-func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions, emit func(GrepMatch) error) (*GrepReport, error) {
+// was read. What it read adds to rep (GrepAll: the places').
+func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
 	opts.setDefaults()
 	o := opts.Options
 	o.All = len(prefixes) == 0
 	p, err := newPlanner(ctx, r, o)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	targets, err := p.targets(prefixes)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rep := &GrepReport{Problems: p.problems, DeletedLeft: p.deletedLeft}
-	if !opts.Since.IsZero() {
-		targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
-	}
+	targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
 	slices.SortFunc(targets, func(a, b *target) int {
 		if c := b.newest().Mtime.Compare(a.newest().Mtime); c != 0 {
 			return c
@@ -190,9 +196,11 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 	}
 	copies, stale, staleAt, err := grepStale(targets, opts)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rep.Sessions = len(targets)
+	rep.Sessions += len(targets)
+	rep.DeletedLeft += p.deletedLeft
+	rep.Problems = append(rep.Problems, p.problems...)
 
 	var mu sync.Mutex
 	spool := &grepSpool{}
@@ -211,19 +219,19 @@ func Grep(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOptions
 		rep.Problems = append(rep.Problems, problems...)
 	})
 	if err := ctx.Err(); err != nil {
-		return rep, err
+		return err
 	}
 	for _, cs := range copies {
 		rep.Copies += len(cs)
 	}
-	rep.LeftOut = grepLeftOut(targets, copies, opts)
+	rep.LeftOut = append(rep.LeftOut, grepLeftOut(targets, copies, opts)...)
 	err = grepSearch(targets, copies, opts, rep, emit)
 	if opts.Cache != nil {
 		if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
 			err = eerr
 		}
 	}
-	return rep, err
+	return err
 }
 
 // grepStale makes the copies of each target, as the cache holds them,
@@ -241,26 +249,18 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 					return nil, nil, nil, err
 				}
 			}
-			if c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() {
-				c.fresh, needs = true, true
-			}
-			copies[i] = append(copies[i], c)
-		}
-		for _, c := range copies[i] {
 			// Older generations never change: as the last listing found
 			// them, for a day.
-			if !c.fresh && len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist {
-				c.fresh, needs = true, true
-			}
-		}
-		if !needs {
-			if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
-				return nil, nil, nil, err
-			}
+			c.fresh = c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() ||
+				len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist
+			needs = needs || c.fresh
+			copies[i] = append(copies[i], c)
 		}
 		if needs {
 			staleAt[t] = i
 			stale = append(stale, t)
+		} else if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	return copies, stale, staleAt, nil
@@ -268,10 +268,7 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 
 // grepLeftOut names the lines of the copies too long to search.
 func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions) []string {
-	maxLine := int64(opts.maxLine)
-	if maxLine <= 0 {
-		maxLine = search.MaxLine
-	}
+	maxLine := int64(cmp.Or(opts.maxLine, search.MaxLine))
 	var out []string
 	for i, t := range targets {
 		for _, c := range copies[i] {
@@ -310,7 +307,7 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 			if !c.fresh {
 				continue
 			}
-			n, err := grepUpdate(ctx, r, t, c, invs, opts, spool)
+			n, err := grepUpdate(ctx, r, t, c, opts, spool)
 			bytes += n
 			switch {
 			case err == nil:
@@ -333,7 +330,7 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 // name, as the cache holds them.
 func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) ([]*grepCopy, error) {
 	for _, c := range copies {
-		for _, gen := range c.st.Older {
+		for _, gen := range c.olderCached() {
 			st, err := cache.State(id, search.OlderCopy(c.e.machine, gen))
 			if err != nil {
 				return nil, err
@@ -349,21 +346,28 @@ func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) ([]*grepCop
 // olderCopies is copies with t's older generations as invs list them: the
 // complete generations of a machine with a current copy that are not that
 // copy. One the cache holds whole is not read again; one retention removed
-// is forgotten.
+// is forgotten (those the cache holds are named in their current copy's
+// state).
 func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, cache *search.Cache) ([]*grepCopy, error) {
 	copies = slices.DeleteFunc(copies, func(c *grepCopy) bool { return c.older })
+	for _, c := range copies {
+		c.g, c.olderGens = nil, nil
+	}
 	listed := map[string]bool{}
 	for _, inv := range invs {
-		e := t.entry(inv.Stream.Machine)
-		if inv.Stream.Name != repo.SessionStream || e == nil {
+		i := slices.IndexFunc(copies, func(c *grepCopy) bool { return !c.older && c.e.machine == inv.Stream.Machine })
+		if inv.Stream.Name != repo.SessionStream || i < 0 {
 			continue
 		}
+		cur := copies[i]
+		cur.g = inv.Newest()
 		for _, g := range inv.Generations {
-			if !g.HasMeta || g.Name == e.Generation {
+			if !g.HasMeta || g.Name == cur.e.Generation {
 				continue
 			}
+			cur.olderGens = append(cur.olderGens, g.Name)
 			_, end := repo.Cover(g.Chunks)
-			c := &grepCopy{e: machineEntry{e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true}
+			c := &grepCopy{e: machineEntry{cur.e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true, g: g}
 			listed[c.key()] = true
 			if cache != nil {
 				st, err := cache.State(t.id, c.key())
@@ -376,14 +380,10 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 			copies = append(copies, c)
 		}
 	}
-	if cache != nil {
-		older, err := cache.Older(t.id)
-		if err != nil {
-			return copies, err
-		}
-		for _, st := range older {
-			if !listed[st.Machine] {
-				if err := cache.Remove(t.id, st.Machine); err != nil {
+	for _, c := range copies {
+		for _, gen := range c.olderCached() {
+			if key := search.OlderCopy(c.e.machine, gen); !listed[key] {
+				if err := cache.Remove(t.id, key); err != nil {
 					return copies, err
 				}
 			}
@@ -395,26 +395,8 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 // grepUpdate reads one copy from where the cache left off, or from the
 // start, indexing the new bytes as they stream: into the cache, or into
 // the spool when the copy's records are more than the cache holds.
-func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs []*repo.StreamInventory, opts GrepOptions, spool *grepSpool) (int64, error) {
-	var g *repo.Generation
-	var older []string // the machine's other complete generations
-	for _, inv := range invs {
-		if inv.Stream.Machine != c.e.machine || inv.Stream.Name != repo.SessionStream {
-			continue
-		}
-		g = inv.Newest()
-		if c.older {
-			g = nil
-		}
-		for _, og := range inv.Generations {
-			switch {
-			case c.older && og.Name == c.e.Generation:
-				g = og
-			case og.HasMeta && og.Name != c.e.Generation:
-				older = append(older, og.Name)
-			}
-		}
-	}
+func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts GrepOptions, spool *grepSpool) (int64, error) {
+	g := c.g
 	if g == nil {
 		return 0, errors.New("the catalog lists the session but the remote holds no copy of it")
 	}
@@ -429,12 +411,12 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 		x    *search.Indexer
 	)
 	err := retry(ctx, func() (err error) {
-		if p, err = beginRecords(opts.Cache, t.id, c.key(), from); err != nil {
+		if p, err = opts.Cache.Begin(t.id, c.key(), from); err != nil {
 			return err
 		}
 		if p == nil { // the cached records are gone: indexed anew
 			from = nil
-			if p, err = beginRecords(opts.Cache, t.id, c.key(), nil); err != nil {
+			if p, err = opts.Cache.Begin(t.id, c.key(), nil); err != nil {
 				return err
 			}
 		}
@@ -462,7 +444,7 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 	n := tail.End - tail.From
 	st := &search.CopyState{Session: t.id, Machine: c.key(), Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
 	if !c.older {
-		st.Listed, st.Older = opts.now().UTC(), older
+		st.Listed, st.Older = opts.now().UTC(), c.olderGens
 	}
 	st.LeftOut = x.LeftOut()
 	if from != nil {
@@ -488,15 +470,6 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, invs 
 	return n, err
 }
 
-// beginRecords starts writing a copy's records: into the cache (after
-// from's records, when from is not nil) or, without one, into a temp file.
-func beginRecords(cache *search.Cache, id, machine string, from *search.CopyState) (*search.Pending, error) {
-	if cache == nil {
-		return search.TempRecords()
-	}
-	return cache.Begin(id, machine, from)
-}
-
 // A session's matches wait in memory for their turn to be printed, up to
 // grepHeld bytes of text a session; past that only a hash of each matching
 // line is kept, with the copies that hold it (about 50 bytes a line,
@@ -513,10 +486,6 @@ const (
 // grepSearch matches every copy's records, a few sessions at once, and
 // emits each session's matches in order.
 func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
-	var since int64
-	if !opts.Since.IsZero() {
-		since = opts.Since.UnixMilli()
-	}
 	results := make([]*grepResult, len(targets))
 	errs := make([]error, len(targets))
 	done := make([]chan struct{}, len(targets))
@@ -533,7 +502,7 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 			defer wg.Done()
 			var bufs search.Buffers
 			for i := range next {
-				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, since, &bufs)
+				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, &bufs)
 				close(done[i])
 			}
 		}()
@@ -558,7 +527,7 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 	for i := range targets {
 		<-done[i]
 		if err = errs[i]; err == nil {
-			err = results[i].emit(targets[i], copies[i], opts, since, &bufs, func(m GrepMatch) error {
+			err = results[i].emit(targets[i], copies[i], opts, &bufs, func(m GrepMatch) error {
 				rep.Matches++
 				return emit(m)
 			})
@@ -610,20 +579,14 @@ func lineKeyOf(h hash.Hash, rec search.Record) lineKey {
 }
 
 // grepTarget matches one session's copies, each line once.
-func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers) (*grepResult, error) {
-	held, maxLines := opts.maxHeld, opts.maxLines
-	if held <= 0 {
-		held = grepHeld
-	}
-	if maxLines <= 0 {
-		maxLines = grepMaxLines
-	}
+func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Buffers) (*grepResult, error) {
+	held, maxLines := cmp.Or(opts.maxHeld, grepHeld), cmp.Or(opts.maxLines, grepMaxLines)
 	l := t.listing()
 	res := &grepResult{lines: map[lineKey]grepLine{}}
 	h := sha256.New()
 	for ci, c := range copies {
 		var tooMany bool
-		err := scanCopy(c, opts, since, bufs, func(rec search.Record) {
+		err := scanCopy(c, opts, bufs, func(rec search.Record) {
 			k := lineKeyOf(h, rec)
 			line, seen := res.lines[k]
 			switch {
@@ -659,7 +622,7 @@ func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, since int64, bu
 }
 
 // scanCopy matches the records of one copy, from the cache or the spool.
-func scanCopy(c *grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, f func(search.Record)) error {
+func scanCopy(c *grepCopy, opts GrepOptions, bufs *search.Buffers, f func(search.Record)) error {
 	var recs io.Reader
 	switch {
 	case c.st != nil && opts.Cache != nil:
@@ -677,7 +640,8 @@ func scanCopy(c *grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, 
 	default:
 		return nil
 	}
-	return opts.Pattern.ScanFrom(recs, since, bufs, f)
+	// A zero Since is before every record's time.
+	return opts.Pattern.ScanFrom(recs, opts.Since.UnixMilli(), bufs, f)
 }
 
 // machines names the machines whose current copies hold line, in the
@@ -705,7 +669,7 @@ func (r *grepResult) machines(line grepLine, copies []*grepCopy) (names []string
 
 // emit prints the session's matches in order: those held, or, spilled,
 // each line as a second search of its copies comes to it.
-func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since int64, bufs *search.Buffers, emit func(GrepMatch) error) error {
+func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Buffers, emit func(GrepMatch) error) error {
 	if !r.spilled {
 		for i, m := range r.out {
 			m.Machines, m.Older = r.machines(r.lines[r.keys[i]], copies)
@@ -720,7 +684,7 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since
 	printed := 0
 	var err error
 	for _, c := range copies {
-		serr := scanCopy(c, opts, since, bufs, func(rec search.Record) {
+		serr := scanCopy(c, opts, bufs, func(rec search.Record) {
 			if err != nil {
 				return
 			}
@@ -750,10 +714,10 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, since
 	return nil
 }
 
-// GrepAll is Grep across places: the sessions the prefixes name, of
-// whatever agent, or every agent's sessions without prefixes, place by
-// place; cache gives each agent's cache (nil: none). A match names its
-// agent.
+// GrepAll searches across places (grepPlace): the sessions the prefixes
+// name, of whatever agent, or every agent's sessions without prefixes,
+// place by place; cache gives each agent's cache (a nil cache: none kept).
+// A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
 	ids := make([][]string, len(places))
 	if len(prefixes) > 0 {
@@ -780,27 +744,15 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 			o.Latest, o.Choose = false, nil // exact ids
 		}
 		name := pl.Store.Name()
-		if cache != nil {
-			c, err := cache(name)
-			if err != nil {
-				return total, err
-			}
-			o.Cache = c
+		c, err := cache(name)
+		if err != nil {
+			return total, err
 		}
-		rep, err := Grep(ctx, pl.Repo, ids[i], o, func(m GrepMatch) error {
+		o.Cache = c
+		err = grepPlace(ctx, pl.Repo, ids[i], o, total, func(m GrepMatch) error {
 			m.Agent = name
 			return emit(m)
 		})
-		if rep != nil {
-			total.Sessions += rep.Sessions
-			total.Copies += rep.Copies
-			total.Fetched += rep.Fetched
-			total.Bytes += rep.Bytes
-			total.Matches += rep.Matches
-			total.DeletedLeft += rep.DeletedLeft
-			total.Problems = append(total.Problems, rep.Problems...)
-			total.LeftOut = append(total.LeftOut, rep.LeftOut...)
-		}
 		if err != nil {
 			if len(places) > 1 {
 				err = fmt.Errorf("%s: %w", name, err)

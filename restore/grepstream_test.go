@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -107,18 +108,23 @@ func TestGrepStreamsLargeSession(t *testing.T) {
 	m, _ := search.Compile(search.Pattern{Text: "NEEDLE"})
 	var want []string
 	var scratch []byte
-	m.Scan(search.Index(nil, data, nil), 0, &scratch, func(rec search.Record) { want = append(want, rec.Entry+":"+rec.Text) })
+	var recs bytes.Buffer
+	x := search.NewIndexer(&recs, 0, nil, 0)
+	x.Write(data)
+	x.Close()
+	m.Scan(recs.Bytes(), 0, &scratch, func(rec search.Record) { want = append(want, rec.Entry+":"+rec.Text) })
 	if len(want) != 3 {
 		t.Fatalf("%d needles in the session, want 3", len(want))
 	}
 	size := len(data)
 	data = nil // not counted in the heap grep takes
-	big, err := search.OpenCache(filepath.Join(t.TempDir(), "big"), 1<<30)
+	bigDir, smallDir := filepath.Join(t.TempDir(), "big"), filepath.Join(t.TempDir(), "small")
+	big, err := search.OpenCache(bigDir, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer big.Close()
-	small, err := search.OpenCache(filepath.Join(t.TempDir(), "small"), 1<<20)
+	small, err := search.OpenCache(smallDir, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,11 +146,11 @@ func TestGrepStreamsLargeSession(t *testing.T) {
 		if left, _ := os.ReadDir(tmp); len(left) > 0 {
 			t.Errorf("%s: grep left %s", tc.name, left[0].Name())
 		}
-		if n, _ := small.Size(); n > 0 {
+		if n := cacheSize(t, smallDir); n > 0 {
 			t.Errorf("%s: the small cache holds %d bytes", tc.name, n)
 		}
 	}
-	if n, _ := big.Size(); n < int64(size)/2 {
+	if n := cacheSize(t, bigDir); n < int64(size)/2 {
 		t.Errorf("the cache holds %d bytes of records", n)
 	}
 }

@@ -75,13 +75,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 		return nil, p.problems, fmt.Errorf("list session %s: %w", t.id, err)
 	}
 	h := &SessionHistory{ID: t.id}
-	type job struct {
-		i   int
-		s   repo.Stream
-		g   *repo.Generation
-		cat bool // the catalog describes it
-	}
-	var jobs []job
+	var jobs []func() []string // each describes its own element of h.Copies
 	for _, inv := range invs {
 		if inv.Stream.Name != repo.SessionStream {
 			continue
@@ -102,22 +96,21 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 				}
 			}
 			h.Copies = append(h.Copies, c)
-			if g.HasMeta {
-				jobs = append(jobs, job{len(h.Copies) - 1, inv.Stream, g, described})
+			if i := len(h.Copies) - 1; g.HasMeta {
+				jobs = append(jobs, func() []string { return describe(ctx, r, opts.Store, inv.Stream, g, &h.Copies[i], !described) })
 			}
 		}
 	}
 	var mu sync.Mutex
 	sem := make(chan struct{}, opts.Parallel)
 	var wg sync.WaitGroup
-	for _, j := range jobs {
+	for _, job := range jobs {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c := &h.Copies[j.i] // each job its own element
-			problems := describe(ctx, r, opts.Store, j.s, j.g, c, !j.cat)
+			problems := job()
 			mu.Lock()
 			defer mu.Unlock()
 			h.Problems = append(h.Problems, problems...)
@@ -134,6 +127,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 // title from the head, or else from the first chunk.
 func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
 	var problems []string
+	picked, _ := repo.Cover(g.Chunks)
 	var m repo.Meta
 	err := retry(ctx, func() (err error) { m, err = r.GenerationMeta(ctx, s, g); return err })
 	if err != nil {
@@ -144,7 +138,7 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 			c.Path, c.Cwd = m.Path, m.Cwd
 		}
 	}
-	if picked, _ := repo.Cover(g.Chunks); len(picked) > 0 {
+	if len(picked) > 0 {
 		last := picked[len(picked)-1]
 		var at time.Time
 		if err := retry(ctx, func() (err error) { at, err = r.UploadedAt(ctx, s, g.Name, last); return err }); err == nil {
@@ -164,7 +158,6 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 			}
 		}
 	}
-	picked, _ := repo.Cover(g.Chunks)
 	if len(picked) == 0 {
 		return problems
 	}

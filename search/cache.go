@@ -46,9 +46,6 @@ type CopyState struct {
 	// Records is the length of the valid records (a run cut off between
 	// appending records and saving this leaves more in the file).
 	Records int64 `json:"records"`
-	// Used is when a search last read the copy, to the hour (it is
-	// rewritten only when an hour old).
-	Used time.Time `json:"used"`
 	// Version is the records' version (recordsVersion).
 	Version int `json:"version,omitempty"`
 	// LeftOut are the lines of the copy too long to index.
@@ -65,7 +62,8 @@ type CopyState struct {
 // Claude Code's and Codex's lines, which 1 (no version) left out.
 const recordsVersion = 2
 
-// usedGranularity is how stale Used may get before a search rewrites it.
+// usedGranularity is how stale a copy's time of use (its records file's
+// modification time) may get before a search sets it again.
 const usedGranularity = time.Hour
 
 // OpenCache opens (creating it) the cache folder dir, bounded to maxBytes
@@ -152,36 +150,6 @@ func (c *Cache) saveState(path string, st *CopyState) error {
 	return nil
 }
 
-// Older returns what the cache holds of the session's older generations
-// (OlderCopy), on every machine.
-func (c *Cache) Older(id string) ([]*CopyState, error) {
-	if !safename.SessionID(id) {
-		return nil, fmt.Errorf("search cache: unsafe session %q", id)
-	}
-	files, err := os.ReadDir(filepath.Join(c.dir, id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("search cache: %w", err)
-	}
-	var out []*CopyState
-	for _, f := range files {
-		name, ok := strings.CutSuffix(f.Name(), ".json")
-		if !ok || !strings.Contains(name, "@") {
-			continue
-		}
-		st, err := c.State(id, name)
-		if err != nil {
-			return nil, err
-		}
-		if st != nil {
-			out = append(out, st)
-		}
-	}
-	return out, nil
-}
-
 // Remove forgets a copy.
 func (c *Cache) Remove(id, machine string) error {
 	sp, rp, err := c.paths(id, machine)
@@ -197,27 +165,20 @@ func (c *Cache) Remove(id, machine string) error {
 	return nil
 }
 
-// Size is the bytes of records the cache holds.
-func (c *Cache) Size() (int64, error) {
-	copies, err := c.copies()
-	var n int64
-	for _, cp := range copies {
-		n += cp.size
-	}
-	return n, err
-}
-
 type cachedCopy struct {
 	id, machine string
 	used        time.Time
 	size        int64
 }
 
-func (c *Cache) copies() ([]cachedCopy, error) {
-	var out []cachedCopy
+// Evict removes the copies used longest ago until the records fit in the
+// bound, and returns how many it removed.
+func (c *Cache) Evict() (int, error) {
+	var copies []cachedCopy
+	var total int64
 	sessions, err := os.ReadDir(c.dir)
 	if err != nil {
-		return nil, fmt.Errorf("search cache: %w", err)
+		return 0, fmt.Errorf("search cache: %w", err)
 	}
 	for _, s := range sessions {
 		if !s.IsDir() {
@@ -225,7 +186,7 @@ func (c *Cache) copies() ([]cachedCopy, error) {
 		}
 		files, err := os.ReadDir(filepath.Join(c.dir, s.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("search cache: %w", err)
+			return 0, fmt.Errorf("search cache: %w", err)
 		}
 		for _, f := range files {
 			if strings.HasSuffix(f.Name(), tmpSuffix) {
@@ -239,30 +200,11 @@ func (c *Cache) copies() ([]cachedCopy, error) {
 			}
 			cp := cachedCopy{id: s.Name(), machine: machine}
 			if fi, err := f.Info(); err == nil {
-				cp.size = fi.Size()
+				cp.size, cp.used = fi.Size(), fi.ModTime() // the time of use: Open
 			}
-			if b, err := os.ReadFile(filepath.Join(c.dir, s.Name(), machine+".json")); err == nil {
-				var st CopyState
-				if json.Unmarshal(b, &st) == nil {
-					cp.used = st.Used
-				}
-			}
-			out = append(out, cp)
+			total += cp.size
+			copies = append(copies, cp)
 		}
-	}
-	return out, nil
-}
-
-// Evict removes the copies used longest ago until the records fit in the
-// bound, and returns how many it removed.
-func (c *Cache) Evict() (int, error) {
-	copies, err := c.copies()
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	for _, cp := range copies {
-		total += cp.size
 	}
 	sort.Slice(copies, func(i, j int) bool {
 		if !copies[i].used.Equal(copies[j].used) {

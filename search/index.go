@@ -33,19 +33,6 @@ func (r Record) Time() time.Time {
 	return time.UnixMilli(r.Ms).UTC()
 }
 
-// Index appends the records of data, whole lines of a session file, to
-// out. Each record is one line: entry, role, kind and time, tab-separated,
-// then a tab and the text, which holds no newline (a part's lines become
-// records of their own) but may hold tabs. format reads the lines (nil:
-// omp's and pi's).
-func Index(out, data []byte, format transcript.Format) []byte {
-	transcript.Entries(data, format, func(e transcript.Entry) bool {
-		out = appendEntry(out, e)
-		return true
-	})
-	return out
-}
-
 // appendEntry appends the records of one entry.
 func appendEntry(out []byte, e transcript.Entry) []byte {
 	var ms int64
@@ -56,7 +43,7 @@ func appendEntry(out []byte, e transcript.Entry) []byte {
 	for _, p := range e.Parts {
 		text := p.Text
 		if p.Kind == transcript.ToolCall {
-			text = p.Lines()[0]
+			text = p.CallLine()
 		}
 		// Line by line without splitting into a slice: the text of a
 		// tool result can be megabytes.
@@ -89,7 +76,7 @@ func appendEntry(out []byte, e transcript.Entry) []byte {
 // MaxLine bounds the one line of a session an Indexer holds at a time, as
 // transcript.RenderFrom bounds what it shows of one: a longer line is left
 // out of the records and named (Indexer.LeftOut), not searched.
-const MaxLine = 64 << 20
+const MaxLine = transcript.MaxLine
 
 // LeftLine is a line of a session left out of its records: longer than
 // MaxLine.
@@ -104,21 +91,14 @@ type LeftLine struct {
 // writes them.
 const flushRecords = 256 << 10
 
-// Indexer is Index for a session's bytes as they arrive: written to it in
-// pieces of any size, they are cut into lines, each line indexed once it
-// is whole and its records written to w. Memory stays the longest line
-// (at most MaxLine) and a buffer of records, whatever the session's size.
+// Indexer turns a session's bytes, written to it in pieces of any size,
+// into records: one a line of text (entry, role, kind and time,
+// tab-separated, then a tab and the text, which may hold tabs), written to
+// w. Memory stays the longest line (transcript.Lines) and a buffer of
+// records, whatever the session's size.
 type Indexer struct {
-	w      io.Writer
-	format transcript.Format
-	max    int
-	// line is the line begun and not yet ended; long, when not -1, the
-	// length of one past max, read past instead of kept.
-	line  []byte
-	long  int64
-	at    int64 // the session offset of the next byte written
-	start int64 // where line begins
-	n     int   // lines indexed
+	lines transcript.Lines
+	w     io.Writer
 	out   []byte
 	left  []LeftLine
 	err   error
@@ -128,13 +108,11 @@ type Indexer struct {
 // offsets) into w; format reads the lines (nil: omp's and pi's), maxLine
 // bounds one (0: MaxLine).
 func NewIndexer(w io.Writer, at int64, format transcript.Format, maxLine int) *Indexer {
-	if format == nil {
-		format = transcript.OMP()
-	}
-	if maxLine <= 0 {
-		maxLine = MaxLine
-	}
-	return &Indexer{w: w, format: format, max: maxLine, long: -1, at: at, start: at}
+	x := &Indexer{w: w}
+	x.lines = transcript.Lines{Format: format, Max: maxLine, At: at,
+		Entry: func(e transcript.Entry) { x.out = appendEntry(x.out, e) },
+		Long:  func(_ int, at, size int64) { x.left = append(x.left, LeftLine{At: at, Size: size}) }}
+	return x
 }
 
 // Write indexes the whole lines p ends, keeping the rest of the last.
@@ -142,62 +120,11 @@ func (x *Indexer) Write(p []byte) (int, error) {
 	if x.err != nil {
 		return 0, x.err
 	}
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			x.hold(p)
-			x.at += int64(len(p))
-			break
-		}
-		if len(x.line) == 0 && x.long < 0 && i <= x.max {
-			x.index(p[:i]) // whole in p: not copied
-		} else {
-			x.hold(p[:i])
-			x.end()
-		}
-		x.at += int64(i + 1)
-		x.start = x.at
-		p = p[i+1:]
-	}
+	x.lines.Write(p)
 	if len(x.out) >= flushRecords {
 		x.flush()
 	}
-	return n, x.err
-}
-
-// hold keeps part of the current line, or counts it past max.
-func (x *Indexer) hold(p []byte) {
-	if x.long < 0 && len(x.line)+len(p) > x.max {
-		x.long, x.line = int64(len(x.line)), x.line[:0]
-	}
-	if x.long >= 0 {
-		x.long += int64(len(p))
-		return
-	}
-	x.line = append(x.line, p...)
-}
-
-// end indexes the held line, or names it when it was too long.
-func (x *Indexer) end() {
-	if x.long >= 0 {
-		x.n++
-		x.left = append(x.left, LeftLine{At: x.start, Size: x.long})
-		x.long = -1
-	} else {
-		x.index(x.line)
-	}
-	if cap(x.line) > 1<<20 {
-		x.line = nil // a long line's buffer is not kept for the short ones
-	}
-	x.line = x.line[:0]
-}
-
-func (x *Indexer) index(line []byte) {
-	x.n++
-	if e, ok := x.format.Text(line, x.n); ok {
-		x.out = appendEntry(x.out, e)
-	}
+	return len(p), x.err
 }
 
 func (x *Indexer) flush() {
@@ -210,12 +137,10 @@ func (x *Indexer) flush() {
 	}
 }
 
-// Close indexes the last line, if the bytes did not end with a newline
-// (as Index does), and writes what records are left.
+// Close indexes the last line, if the bytes did not end with a newline,
+// and writes what records are left.
 func (x *Indexer) Close() error {
-	if len(x.line) > 0 || x.long >= 0 {
-		x.end()
-	}
+	x.lines.Close()
 	x.flush()
 	return x.err
 }

@@ -79,18 +79,7 @@ func anchored(re *syntax.Regexp) bool {
 	return false
 }
 
-// Match reports whether text matches.
-func (m *Matcher) Match(text []byte) bool {
-	if m.re != nil {
-		return m.re.Match(text)
-	}
-	if m.fold {
-		return bytes.Contains(lowerASCII(nil, text), m.lit)
-	}
-	return bytes.Contains(text, m.lit)
-}
-
-// Scan calls f for every record of recs (records as Index writes them)
+// Scan calls f for every record of recs (records as an Indexer writes them)
 // whose text matches and whose time is not before since (Unix ms; 0 takes
 // every record). scratch is reused between calls.
 func (m *Matcher) Scan(recs []byte, since int64, scratch *[]byte, f func(Record)) {

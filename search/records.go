@@ -32,8 +32,16 @@ const tmpSuffix = ".tmp"
 
 // Begin starts writing a copy's records: after those from holds (nil:
 // anew). It returns nil, with no error, when from's records are gone: the
-// copy is to be indexed anew.
+// copy is to be indexed anew. Without a cache (c nil) the records go to a
+// TempFile, to be searched once (Detach).
 func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
+	if c == nil {
+		f, err := TempFile()
+		if err != nil {
+			return nil, err
+		}
+		return &Pending{f: f}, nil
+	}
 	sp, rp, err := c.paths(id, machine)
 	if err != nil {
 		return nil, err
@@ -66,19 +74,19 @@ func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
 	return p, nil
 }
 
-// TempRecords starts writing records outside any cache, to be searched
-// once (Detach): an unlinked temp file in the system's temp folder.
-func TempRecords() (*Pending, error) {
+// TempFile is a file in the system's temp folder, unlinked at once:
+// nothing of the records it holds is left behind, whatever ends the run.
+func TempFile() (*os.File, error) {
 	f, err := os.CreateTemp("", ".ompsync-grep-*")
+	if err == nil {
+		if err = os.Remove(f.Name()); err != nil {
+			f.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	// Unlinked at once: nothing is left behind, whatever ends the run.
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	return &Pending{f: f}, nil
+	return f, nil
 }
 
 // Write appends records.
@@ -121,8 +129,8 @@ func (p *Pending) Commit(st *CopyState) error {
 		return fmt.Errorf("search cache: %w", err)
 	}
 	st.Records = p.Size()
-	st.Used = p.c.now().Truncate(usedGranularity)
 	st.Version = recordsVersion
+	p.c.use(rp)
 	return p.c.saveState(sp, st)
 }
 
@@ -169,7 +177,7 @@ func (p *Pending) Abort() {
 // Open opens a copy's records to be read, a buffer at a time, and marks
 // it used; a copy whose records are gone is nil.
 func (c *Cache) Open(st *CopyState) (io.ReadCloser, error) {
-	sp, rp, err := c.paths(st.Session, st.Machine)
+	_, rp, err := c.paths(st.Session, st.Machine)
 	if err != nil {
 		return nil, err
 	}
@@ -177,19 +185,23 @@ func (c *Cache) Open(st *CopyState) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, nil
 	}
-	if fi, err := f.Stat(); err != nil || fi.Size() < st.Records {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() < st.Records {
 		f.Close()
 		return nil, nil
 	}
-	if now := c.now(); now.Sub(st.Used) >= usedGranularity {
-		st.Used = now.Truncate(usedGranularity)
-		if err := c.saveState(sp, st); err != nil {
-			f.Close()
-			return nil, err
-		}
+	if c.now().Sub(fi.ModTime()) >= usedGranularity {
+		c.use(rp)
 	}
 	return struct {
 		io.Reader
 		io.Closer
 	}{io.LimitReader(f, st.Records), f}, nil
+}
+
+// use marks a copy's records used now, for Evict: a copy that cannot be
+// marked is only evicted sooner.
+func (c *Cache) use(records string) {
+	now := c.now()
+	_ = os.Chtimes(records, now, now)
 }

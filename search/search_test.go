@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +10,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ompsync/ompsync/transcript"
 )
+
+// Index is the reference an Indexer is held to: the records of data, whole
+// lines of a session file, made in memory.
+func Index(out, data []byte, format transcript.Format) []byte {
+	if format == nil {
+		format = transcript.OMP()
+	}
+	for n, line := range bytes.Split(data, []byte("\n")) {
+		if e, ok := format.Text(line, n+1); ok {
+			out = appendEntry(out, e)
+		}
+	}
+	return out
+}
 
 func msg(id, role, at, text string) string {
 	return fmt.Sprintf(`{"type":"message","id":%q,"parentId":null,"timestamp":%q,"message":{"role":%q,"content":[{"type":"text","text":%q}]}}`+"\n", id, at, role, text)

@@ -8,15 +8,21 @@ import (
 	"github.com/ompsync/ompsync/transcript"
 )
 
+// entries calls f with each entry of data, read by st.
+func entries(data []byte, st Store, f func(transcript.Entry)) {
+	l := &transcript.Lines{Format: st, Entry: f}
+	l.Write(data)
+	l.Close()
+}
+
 // said is one part of a transcript as a test compares it: the entry's
 // line, role and id, the part's kind, tool name and text.
 func said(st Store, data []byte) []string {
 	var out []string
-	transcript.Entries(data, st, func(e transcript.Entry) bool {
+	entries(data, st, func(e transcript.Entry) {
 		for _, p := range e.Parts {
 			out = append(out, fmt.Sprintf("%d %s %s %s %s %q", e.Line, e.ID, e.Role, p.Kind, p.Name, p.Text))
 		}
-		return true
 	})
 	return out
 }
@@ -74,12 +80,11 @@ func TestClientFixturesText(t *testing.T) {
 				t.Errorf("%s: transcript\n%s\nwant\n%s", tc.client, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 			n := 0
-			transcript.Entries(f.data, tc.st, func(e transcript.Entry) bool {
+			entries(f.data, tc.st, func(e transcript.Entry) {
 				if e.Time.IsZero() || e.Time.Year() != 2026 {
 					t.Errorf("%s: line %d has time %v", tc.client, e.Line, e.Time)
 				}
 				n++
-				return true
 			})
 			if n == 0 {
 				t.Errorf("%s: no entries", tc.client)
@@ -155,7 +160,7 @@ func BenchmarkText(b *testing.B) {
 			}
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				transcript.Entries(data, tc.st, func(transcript.Entry) bool { return true })
+				entries(data, tc.st, func(transcript.Entry) {})
 			}
 		})
 	}

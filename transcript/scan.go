@@ -284,14 +284,9 @@ func (s *scanner) number() {
 	}
 }
 
-// value returns the raw bytes of the next value, stepped over.
-func (s *scanner) value(depth int) []byte {
-	raw, _ := s.rawValue(depth)
-	return raw
-}
-
-// rawValue is value, and whether the value holds no whitespace between
-// its tokens (so it need not be compacted).
+// rawValue returns the raw bytes of the next value, stepped over, and
+// whether they hold no whitespace between its tokens (so that they need
+// not be compacted).
 func (s *scanner) rawValue(depth int) ([]byte, bool) {
 	s.ws()
 	start, spaces := s.i, s.spaces
@@ -418,9 +413,9 @@ func scanEntry(line []byte) (rawEntry, bool) {
 		case "summary":
 			setStr(&r.Summary)
 		case "timestamp":
-			r.Timestamp = s.value(1)
+			r.Timestamp, _ = s.rawValue(1)
 		case "content":
-			r.Content = s.value(1)
+			r.Content, _ = s.rawValue(1)
 		case "message":
 			if s.peek() == 'n' {
 				s.word("null")
@@ -445,9 +440,9 @@ func scanEntry(line []byte) (rawEntry, bool) {
 				case "output":
 					setStr(&m.Output)
 				case "content":
-					m.Content = s.value(2)
+					m.Content, _ = s.rawValue(2)
 				case "timestamp":
-					m.Timestamp = s.value(2)
+					m.Timestamp, _ = s.rawValue(2)
 				default:
 					s.skip(2)
 				}

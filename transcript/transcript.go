@@ -190,32 +190,112 @@ func parseTime(raw json.RawMessage) time.Time {
 	return time.Time{}
 }
 
-// Entries calls f for every entry of data that holds text, in file order,
-// until f returns false. format reads the lines (nil: OMP).
-func Entries(data []byte, format Format, f func(Entry) bool) {
-	if format == nil {
-		format = OMP()
-	}
-	n := 0
-	for len(data) > 0 {
-		n++
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
+// MaxLine bounds the one line of a session Lines holds at a time.
+const MaxLine = 64 << 20
+
+// Lines reads a session's lines as its bytes are written to it, in pieces
+// of any size: each line, once whole, is read by Format (nil: OMP), and
+// the entry it holds goes to Entry; a line longer than Max (0: MaxLine) is
+// read past, not held, and named to Long. Memory stays the longest line,
+// whatever the session's size. Close ends a last line without a newline.
+type Lines struct {
+	Format Format
+	Max    int
+	// At is the session offset of the next byte written.
+	At    int64
+	Entry func(Entry)
+	// Long gets line n's offset and its size without its newline.
+	Long func(n int, at, size int64)
+	// line is the line begun and not yet ended, or, when long, long counts
+	// its bytes read past; start is its offset, n the lines read.
+	line  []byte
+	long  bool
+	size  int64
+	start int64
+	n     int
+}
+
+// Write reads the whole lines p ends, keeping the rest of the last.
+func (l *Lines) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.hold(p)
+			l.At += int64(len(p))
+			break
+		}
+		if len(l.line) == 0 && !l.long && i <= l.max() {
+			l.read(p[:i]) // whole in p: not copied
 		} else {
-			data = nil
+			l.hold(p[:i])
+			l.end()
 		}
-		if e, ok := format.Text(line, n); ok && !f(e) {
-			return
+		l.At += int64(i + 1)
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (l *Lines) max() int {
+	if l.Max <= 0 {
+		return MaxLine
+	}
+	return l.Max
+}
+
+// hold keeps part of the current line, or counts it past Max.
+func (l *Lines) hold(p []byte) {
+	if len(l.line) == 0 && !l.long {
+		l.start = l.At
+	}
+	if !l.long && len(l.line)+len(p) > l.max() {
+		l.long, l.size, l.line = true, int64(len(l.line)), l.line[:0]
+	}
+	if l.long {
+		l.size += int64(len(p))
+		return
+	}
+	l.line = append(l.line, p...)
+}
+
+// end reads the held line, or names it when it was too long.
+func (l *Lines) end() {
+	if l.long {
+		l.n++
+		if l.Long != nil {
+			l.Long(l.n, l.start, l.size)
 		}
+		l.long = false
+	} else {
+		l.read(l.line)
+	}
+	if cap(l.line) > 1<<20 {
+		l.line = nil // a long line's buffer is not kept for the short ones
+	}
+	l.line = l.line[:0]
+}
+
+func (l *Lines) read(line []byte) {
+	l.n++
+	f := l.Format
+	if f == nil {
+		f = OMP()
+	}
+	if e, ok := f.Text(line, l.n); ok {
+		l.Entry(e)
 	}
 }
 
-// Lines splits a part's text into the lines a search matches one by one.
-// A tool call is one line: its name and its arguments.
-func (p Part) Lines() []string {
-	if p.Kind == ToolCall {
-		return []string{strings.TrimSpace(p.Name + " " + strings.ReplaceAll(p.Text, "\n", " "))}
+// Close reads the last line, if the bytes did not end with a newline.
+func (l *Lines) Close() {
+	if len(l.line) > 0 || l.long {
+		l.end()
 	}
-	return strings.Split(strings.ReplaceAll(p.Text, "\r\n", "\n"), "\n")
+}
+
+// CallLine is a tool call as the one line a search matches: its name and
+// its arguments.
+func (p Part) CallLine() string {
+	return strings.TrimSpace(p.Name + " " + strings.ReplaceAll(p.Text, "\n", " "))
 }

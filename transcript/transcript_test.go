@@ -2,12 +2,36 @@ package transcript
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ompsync/ompsync/session"
 )
+
+// Entries reads data whole, as Lines reads it streamed, calling f for
+// every entry until f returns false.
+func Entries(data []byte, format Format, f func(Entry) bool) {
+	stop := false
+	l := &Lines{Format: format, Entry: func(e Entry) { stop = stop || !f(e) }}
+	l.Write(data)
+	l.Close()
+}
+
+// Render is RenderFrom of data, headed as its omp or pi header names it.
+func Render(w io.Writer, data []byte, opts RenderOptions) error {
+	if h, slot, err := session.ReadHeader(data); err == nil {
+		title := slot.Title
+		if title == "" {
+			title = h.Title
+		}
+		opts.Heading = Heading(h.ID, title, h.Cwd)
+	}
+	return RenderFrom(w, bytes.NewReader(data), opts)
+}
 
 // sample is a session with a title slot (256 bytes with its newline).
 var sample = slot("fix login") + `{"type":"session","version":3,"id":"019a-sample","timestamp":"2026-10-07T00:45:40.854Z","cwd":"/home/u/w"}
@@ -56,14 +80,11 @@ func TestParse(t *testing.T) {
 			t.Errorf("entry %d: %+v, want %+v", i, e, w)
 		}
 	}
-	if call := got[1].Parts[2]; call.Name != "read" || call.Text != `{"path":"auth.go"}` || call.Lines()[0] != `read {"path":"auth.go"}` {
-		t.Errorf("tool call: %+v, lines %q", call, call.Lines())
+	if call := got[1].Parts[2]; call.Name != "read" || call.Text != `{"path":"auth.go"}` || call.CallLine() != `read {"path":"auth.go"}` {
+		t.Errorf("tool call: %+v, line %q", call, call.CallLine())
 	}
 	if got[4].Time.UnixMilli() != 1791334080000 {
 		t.Errorf("time from the message's milliseconds: %v", got[4].Time)
-	}
-	if l := got[0].Parts[0].Lines(); len(l) != 2 || l[1] != "in auth.go" {
-		t.Errorf("lines %q", l)
 	}
 	n := 0
 	Entries([]byte(sample), nil, func(Entry) bool { n++; return n < 2 })
@@ -126,10 +147,10 @@ func TestCorpus(t *testing.T) {
 // they would without it.
 func TestRenderFromLongLine(t *testing.T) {
 	lines := strings.SplitAfter(sample, "\n")
-	long := io.LimitReader(repeatByte('x'), maxLine+10)
+	long := io.LimitReader(repeatByte('x'), MaxLine+10)
 	r := io.MultiReader(strings.NewReader(strings.Join(lines[:3], "")), long, strings.NewReader("\n"+strings.Join(lines[3:], "")))
 	var got, want bytes.Buffer
-	if err := RenderFrom(&got, r, RenderOptions{}); err != nil {
+	if err := RenderFrom(&got, r, RenderOptions{Heading: "session 019a-sample  fix login  (/home/u/w)"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := Render(&want, []byte(sample), RenderOptions{}); err != nil {
@@ -149,4 +170,26 @@ func (r repeatByte) Read(p []byte) (int, error) {
 		p[i] = byte(r)
 	}
 	return len(p), nil
+}
+
+// Lines holds no long line's buffer after it: neither one past Max, read
+// past in pieces, nor one just within it.
+func TestLinesBuffer(t *testing.T) {
+	var got []int
+	l := &Lines{Max: 1 << 20, Entry: func(e Entry) { got = append(got, e.Line) }}
+	long := strings.Repeat("y", 2<<20) + "\n"
+	within := `{"type":"message","id":"w","message":{"role":"user","content":"` + strings.Repeat("y", 1<<20-200) + `"}}` + "\n"
+	for i, part := range []string{long, within} {
+		for p := []byte(part); len(p) > 0; {
+			n := min(100<<10, len(p))
+			l.Write(p[:n])
+			p = p[n:]
+		}
+		if cap(l.line) > 1<<20 {
+			t.Errorf("line %d: Lines keeps a buffer of %d KiB after it", i+1, cap(l.line)>>10)
+		}
+	}
+	if fmt.Sprint(got) != "[2]" {
+		t.Errorf("entries read at lines %v, want [2]", got)
+	}
 }
