@@ -256,11 +256,16 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 			needs = needs || c.fresh
 			copies[i] = append(copies[i], c)
 		}
+		if !needs {
+			// An older copy the cache does not hold was not read whole
+			// (a failed check): read again, and named again if it fails.
+			if copies[i], needs, err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 		if needs {
 			staleAt[t] = i
 			stale = append(stale, t)
-		} else if copies[i], err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
-			return nil, nil, nil, err
 		}
 	}
 	return copies, stale, staleAt, nil
@@ -328,19 +333,21 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 
 // cachedOlder is copies with the older generations their cached states
 // name, as the cache holds them.
-func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) ([]*grepCopy, error) {
+func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) (_ []*grepCopy, missing bool, err error) {
 	for _, c := range copies {
 		for _, gen := range c.olderCached() {
 			st, err := cache.State(id, search.OlderCopy(c.e.machine, gen))
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			if st != nil {
-				copies = append(copies, &grepCopy{e: machineEntry{c.e.machine, repo.CatalogEntry{Generation: gen, Size: st.Offset}}, st: st, older: true})
+			if st == nil {
+				missing = true
+				continue
 			}
+			copies = append(copies, &grepCopy{e: machineEntry{c.e.machine, repo.CatalogEntry{Generation: gen, Size: st.Offset}}, st: st, older: true})
 		}
 	}
-	return copies, nil
+	return copies, missing, nil
 }
 
 // olderCopies is copies with t's older generations as invs list them: the

@@ -324,3 +324,68 @@ func TestGrepManyMatches(t *testing.T) {
 		t.Errorf("past the bound on lines: %v", err)
 	}
 }
+
+// An older generation that fails its check is named in every search, not
+// only the first, until a read of it succeeds: the cache never takes a copy
+// it could not read for one it has searched.
+func TestGrepOlderCopyDamaged(t *testing.T) {
+	ctx := context.Background()
+	r := fileRemote(t)
+	m := newMachine(t, r, "desk")
+	id := "019a3000-0000-7000-8000-000000000002"
+	rel := sessionPath("-w", id, 1)
+	m.write(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "OLD-WORDS")...), base)
+	m.backup()
+	m.replace(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "NEW-WORDS")...), base)
+	m.backup()
+	h, _, err := History(ctx, r, id, Options{})
+	if err != nil || len(h.Copies) != 2 || h.Copies[0].Current {
+		t.Fatalf("history: %+v, %v", h, err)
+	}
+	old := h.Copies[0].Generation
+	s := repo.Stream{SessionID: id, Machine: "desk", Name: repo.SessionStream}
+	invs, err := r.Inventory(ctx, id, "desk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g *repo.Generation
+	for _, inv := range invs {
+		if inv.Stream == s {
+			g = inv.Find(old)
+		}
+	}
+	if g == nil || len(g.Chunks) == 0 {
+		t.Fatalf("no chunks listed for generation %s", old)
+	}
+	c := g.Chunks[len(g.Chunks)-1]
+	hdr, data, err := r.GetChunk(ctx, s, old, c.Start, c.End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := []byte(strings.Replace(string(data), "OLD-WORDS", "OLD-WORDZ", 1))
+	if _, err := r.PutChunk(ctx, s, old, hdr, damaged, remote.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	cache, err := search.OpenCache(filepath.Join(t.TempDir(), "search"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	for _, run := range []string{"first", "second"} {
+		got, rep := grepAll(t, r, "WORD", GrepOptions{Cache: cache})
+		if strings.Join(got, "|") != "00000009:NEW-WORDS" {
+			t.Errorf("%s search with the older copy damaged: matches %q", run, got)
+		}
+		if len(rep.Problems) != 1 || !strings.Contains(rep.Problems[0], id) {
+			t.Errorf("%s search with the older copy damaged: problems %q, want the copy named", run, rep.Problems)
+		}
+	}
+	if _, err := r.PutChunk(ctx, s, old, hdr, data, remote.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, rep := grepAll(t, r, "WORD", GrepOptions{Cache: cache})
+	if len(got) != 2 || len(rep.Problems) > 0 {
+		t.Errorf("once the older copy is sound again: matches %q, problems %q", got, rep.Problems)
+	}
+}
