@@ -84,13 +84,17 @@ func (g *Generation) sort() {
 // ListGeneration lists one generation's objects with one LIST of its
 // prefix. Names other than its meta, head and chunks are passed over: only
 // this generation counts. A failed LIST is the client's error, which names
-// the prefix.
+// the prefix; a listing past MaxSessionObjects is refused, as Inventory's.
 func (r *Repo) ListGeneration(ctx context.Context, s Stream, gen string) (*Generation, error) {
 	g := &Generation{Name: gen}
 	prefix := s.GenPrefix(gen)
+	n := 0
 	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			return nil, err
+		}
+		if n++; n > MaxSessionObjects {
+			return nil, fmt.Errorf("list %s: %w", prefix, errTooManyObjects)
 		}
 		if name, ok := strings.CutPrefix(obj.Key, prefix); ok {
 			g.add(name, obj)

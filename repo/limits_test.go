@@ -152,6 +152,9 @@ func TestEndlessListingsBounded(t *testing.T) {
 	if _, err := chunks.Inventory(ctx, "abc", ""); !errors.Is(err, errTooManyObjects) {
 		t.Errorf("Inventory of an endless session: %v", err)
 	}
+	if _, err := chunks.ListGeneration(ctx, s, "0000000000000002"); !errors.Is(err, errTooManyObjects) {
+		t.Errorf("ListGeneration of an endless generation: %v", err)
+	}
 	n := 0
 	for so, err := range chunks.InventoryAll(ctx, "", 0) {
 		if err != nil {
