@@ -87,10 +87,8 @@ func checkText(s string) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("path %q is not valid UTF-8", s)
 	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("path %q contains a control character", s)
-		}
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return fmt.Errorf("path %q contains a control character", s)
 	}
 	return nil
 }
