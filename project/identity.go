@@ -10,8 +10,6 @@
 package project
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -73,7 +71,7 @@ func Identify(cwd, home string) ID {
 			id.Home = filepath.ToSlash(rel)
 		}
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+	if !isDir(cwd) {
 		return id
 	}
 	if top, origin := Repository(cwd); top != "" && origin != "" {
@@ -159,10 +157,8 @@ func originOf(cfg string) string {
 		return ""
 	}
 	in := false
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), maxConfig)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "[") {
 			in = strings.EqualFold(strings.Join(strings.Fields(line), " "), `[remote "origin"]`)
 			continue

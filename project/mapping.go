@@ -26,9 +26,6 @@ type Mapping struct {
 // Identity reports whether m changes nothing.
 func (m Mapping) Identity() bool { return m.From == m.To || m.From == "" || m.To == "" }
 
-// Reverse is the mapping back.
-func (m Mapping) Reverse() Mapping { return Mapping{From: m.To, To: m.From} }
-
 const cwdKey = `"cwd":"`
 
 // windowsStyle reports whether p is a Windows path (C:\..., \\server\...).

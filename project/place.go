@@ -28,9 +28,6 @@ type Placement struct {
 	Note string
 }
 
-// Mapping is what turns the recorded folder into this machine's.
-func (p Placement) Mapping(from string) Mapping { return Mapping{From: from, To: p.Cwd} }
-
 // Placer decides where another machine's session goes on this one.
 type Placer struct {
 	Home string // this machine's home folder
