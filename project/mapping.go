@@ -2,6 +2,7 @@ package project
 
 import (
 	"bytes"
+	"cmp"
 	"io"
 	"strings"
 )
@@ -58,13 +59,8 @@ func jsonString(s string) string {
 // in constant memory whatever the length of a line: only the last bytes,
 // which may start a "cwd" value, wait for the next write (or Close).
 func (m Mapping) Writer(w io.Writer) *Rewriter {
-	from, to := strings.TrimRight(m.From, `/\`), strings.TrimRight(m.To, `/\`)
-	if from == "" {
-		from = m.From
-	}
-	if to == "" {
-		to = m.To
-	}
+	// A root folder keeps its separator.
+	from, to := cmp.Or(strings.TrimRight(m.From, `/\`), m.From), cmp.Or(strings.TrimRight(m.To, `/\`), m.To)
 	r := &Rewriter{w: w, needle: []byte(cwdKey + jsonString(from)), repl: []byte(cwdKey + jsonString(to))}
 	if windowsStyle(from) == windowsStyle(to) {
 		if windowsStyle(from) {
@@ -140,7 +136,7 @@ func (r *Rewriter) scan(data []byte, final bool) error {
 				r.pend = append(r.pend[:0], data[i:]...)
 				return nil
 			}
-			i = -1 // the end came: a folder name's start, not the folder
+			// The end came: a folder name's start, not the folder.
 		case 1:
 			if err := r.emit(data[:i]); err != nil {
 				return err
@@ -151,9 +147,6 @@ func (r *Rewriter) scan(data []byte, final bool) error {
 			r.Changed++
 			data = data[i+len(r.needle):]
 			continue
-		}
-		if i < 0 {
-			break
 		}
 		if err := r.emit(data[:i+1]); err != nil {
 			return err
