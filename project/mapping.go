@@ -62,11 +62,10 @@ func (m Mapping) Writer(w io.Writer) *Rewriter {
 	// A root folder keeps its separator.
 	from, to := cmp.Or(strings.TrimRight(m.From, `/\`), m.From), cmp.Or(strings.TrimRight(m.To, `/\`), m.To)
 	r := &Rewriter{w: w, needle: []byte(cwdKey + jsonString(from)), repl: []byte(cwdKey + jsonString(to))}
-	if windowsStyle(from) == windowsStyle(to) {
-		if windowsStyle(from) {
+	if w := windowsStyle(from); w == windowsStyle(to) {
+		r.sep = []byte("/")
+		if w {
 			r.sep = []byte(`\\`)
-		} else {
-			r.sep = []byte("/")
 		}
 	}
 	return r
