@@ -296,16 +296,9 @@ func (n *Notifier) run(ctx context.Context, d delivery) error {
 		return fmt.Errorf("did not finish within %s", n.opts.Timeout)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %s", err, oneLine(strings.TrimSpace(lastBytes(out.String(), 200))))
+		return fmt.Errorf("%w: %s", err, oneLine(string(out.Bytes()[max(out.Len()-200, 0):])))
 	}
 	return nil
-}
-
-func lastBytes(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 // oneLine makes msg one line of at most 300 bytes.

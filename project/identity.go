@@ -10,8 +10,6 @@
 package project
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -73,7 +71,7 @@ func Identify(cwd, home string) ID {
 			id.Home = filepath.ToSlash(rel)
 		}
 	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+	if !isDir(cwd) {
 		return id
 	}
 	if top, origin := Repository(cwd); top != "" && origin != "" {
@@ -159,10 +157,8 @@ func originOf(cfg string) string {
 		return ""
 	}
 	in := false
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 64<<10), maxConfig)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "[") {
 			in = strings.EqualFold(strings.Join(strings.Fields(line), " "), `[remote "origin"]`)
 			continue
@@ -188,29 +184,19 @@ func NormalizeOrigin(u string) string {
 	if u == "" {
 		return ""
 	}
-	var host, p string
-	switch {
-	case strings.Contains(u, "://"):
-		rest := u[strings.Index(u, "://")+3:]
+	host, p := "", u
+	if scheme, rest, ok := strings.Cut(u, "://"); ok || isSCP(u) {
+		sep := "/"
+		if !ok {
+			rest, sep = u, ":" // [user@]host:path
+		}
 		// Everything to the last "@" may be credentials (a password can
 		// hold "/"): a path with "@" in it loses its start, the same way
 		// on every machine, and no secret is kept.
-		if i := strings.LastIndex(rest, "@"); i >= 0 {
-			rest = rest[i+1:]
-		}
-		host, p, _ = strings.Cut(rest, "/")
-		if strings.HasPrefix(u, "file://") {
+		host, p, _ = strings.Cut(rest[strings.LastIndex(rest, "@")+1:], sep)
+		if scheme == "file" {
 			host, p = "", "/"+p
 		}
-	case isSCP(u):
-		// [user@]host:path
-		hp := u
-		if i := strings.LastIndex(hp, "@"); i >= 0 {
-			hp = hp[i+1:]
-		}
-		host, p, _ = strings.Cut(hp, ":")
-	default:
-		p = u
 	}
 	if h, _, ok := strings.Cut(host, ":"); ok {
 		host = h // the port: https and ssh reach one repository on two

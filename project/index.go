@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -160,7 +159,7 @@ func (x *Index) Of(origin string) []Checkout {
 		}
 		out = append(out, c)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Used.After(out[j].Used) })
+	slices.SortStableFunc(out, func(a, b Checkout) int { return b.Used.Compare(a.Used) })
 	return out
 }
 

@@ -2,6 +2,7 @@ package project
 
 import (
 	"bytes"
+	"cmp"
 	"io"
 	"strings"
 )
@@ -25,9 +26,6 @@ type Mapping struct {
 
 // Identity reports whether m changes nothing.
 func (m Mapping) Identity() bool { return m.From == m.To || m.From == "" || m.To == "" }
-
-// Reverse is the mapping back.
-func (m Mapping) Reverse() Mapping { return Mapping{From: m.To, To: m.From} }
 
 const cwdKey = `"cwd":"`
 
@@ -61,19 +59,13 @@ func jsonString(s string) string {
 // in constant memory whatever the length of a line: only the last bytes,
 // which may start a "cwd" value, wait for the next write (or Close).
 func (m Mapping) Writer(w io.Writer) *Rewriter {
-	from, to := strings.TrimRight(m.From, `/\`), strings.TrimRight(m.To, `/\`)
-	if from == "" {
-		from = m.From
-	}
-	if to == "" {
-		to = m.To
-	}
+	// A root folder keeps its separator.
+	from, to := cmp.Or(strings.TrimRight(m.From, `/\`), m.From), cmp.Or(strings.TrimRight(m.To, `/\`), m.To)
 	r := &Rewriter{w: w, needle: []byte(cwdKey + jsonString(from)), repl: []byte(cwdKey + jsonString(to))}
-	if windowsStyle(from) == windowsStyle(to) {
-		if windowsStyle(from) {
+	if w := windowsStyle(from); w == windowsStyle(to) {
+		r.sep = []byte("/")
+		if w {
 			r.sep = []byte(`\\`)
-		} else {
-			r.sep = []byte("/")
 		}
 	}
 	return r
@@ -143,7 +135,7 @@ func (r *Rewriter) scan(data []byte, final bool) error {
 				r.pend = append(r.pend[:0], data[i:]...)
 				return nil
 			}
-			i = -1 // the end came: a folder name's start, not the folder
+			// The end came: a folder name's start, not the folder.
 		case 1:
 			if err := r.emit(data[:i]); err != nil {
 				return err
@@ -154,9 +146,6 @@ func (r *Rewriter) scan(data []byte, final bool) error {
 			r.Changed++
 			data = data[i+len(r.needle):]
 			continue
-		}
-		if i < 0 {
-			break
 		}
 		if err := r.emit(data[:i+1]); err != nil {
 			return err

@@ -28,9 +28,6 @@ type Placement struct {
 	Note string
 }
 
-// Mapping is what turns the recorded folder into this machine's.
-func (p Placement) Mapping(from string) Mapping { return Mapping{From: from, To: p.Cwd} }
-
 // Placer decides where another machine's session goes on this one.
 type Placer struct {
 	Home string // this machine's home folder
@@ -64,17 +61,19 @@ func (pl *Placer) Place(cwd string, id ID) Placement {
 		if cs := pl.Index.Of(id.Origin); len(cs) > 0 {
 			dir := filepath.Join(cs[0].Root, filepath.FromSlash(id.Path))
 			p := Placement{Cwd: dir, How: InCheckout}
+			var notes []string
 			if !isDir(dir) {
 				p.Cwd = cs[0].Root
-				p.Note = fmt.Sprintf("%s has no folder %s; placed at its top", cs[0].Root, id.Path)
+				notes = append(notes, fmt.Sprintf("%s has no folder %s; placed at its top", cs[0].Root, id.Path))
 			}
 			if len(cs) > 1 {
 				others := make([]string, 0, len(cs)-1)
 				for _, c := range cs[1:] {
 					others = append(others, c.Root)
 				}
-				p.Note = joinNote(p.Note, fmt.Sprintf("%d checkouts of %s here; took %s, used most recently (others: %s)", len(cs), id.Origin, cs[0].Root, strings.Join(others, ", ")))
+				notes = append(notes, fmt.Sprintf("%d checkouts of %s here; took %s, used most recently (others: %s)", len(cs), id.Origin, cs[0].Root, strings.Join(others, ", ")))
 			}
+			p.Note = strings.Join(notes, "; ")
 			return p
 		}
 	}
@@ -90,13 +89,6 @@ func (pl *Placer) Place(cwd string, id ID) Placement {
 		}
 	}
 	return Placement{Cwd: cwd, How: Recorded, Note: noMatch(cwd, id)}
-}
-
-func joinNote(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
 }
 
 // noMatch says what to do about a session placed where it was recorded.

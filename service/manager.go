@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ompsync/ompsync/atomicfile"
 )
 
 // Runner runs a command and returns its combined stdout and stderr. The
@@ -260,25 +263,16 @@ func (m *Manager) Status(ctx context.Context) error {
 	}
 
 	if m.kind == systemd {
-		var problem error
-		labels := []string{"Enabled:   ", "Active:    "}
-		answers := make([]string, len(labels))
-		for i, verb := range []string{"is-enabled", "is-active"} {
-			answer, err := m.query(ctx, m.systemctl(verb, UnitName).cmd)
-			answers[i] = answer
-			if err != nil && problem == nil {
-				problem = err
-			}
+		enabled, errEnabled := m.query(ctx, m.systemctl("is-enabled", UnitName).cmd)
+		active, errActive := m.query(ctx, m.systemctl("is-active", UnitName).cmd)
+		problem := cmp.Or(errEnabled, errActive)
+		if problem != nil {
+			// One question systemd could not answer makes the other's
+			// answer (is-enabled reads files, and says "disabled"
+			// without a manager) no answer either.
+			enabled, active = "unknown", "unknown"
 		}
-		for i, label := range labels {
-			if problem != nil {
-				// One question systemd could not answer makes the
-				// other's answer (is-enabled reads files, and says
-				// "disabled" without a manager) no answer either.
-				answers[i] = "unknown"
-			}
-			fmt.Fprintf(m.out, "%s%s\n", label, answers[i])
-		}
+		fmt.Fprintf(m.out, "Enabled:   %s\nActive:    %s\n", enabled, active)
 		if problem != nil {
 			// Without an answer from systemd nothing is known of the
 			// agent: that is a failure, not a status.
@@ -478,31 +472,10 @@ func describe(out []byte, err error) string {
 // writeFile replaces path with data, mode 0644 whatever the umask, so that a
 // crash leaves the old file or the new one and never half of one.
 func writeFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create service folder: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".ompsync-*.tmp")
-	if err != nil {
-		return fmt.Errorf("write service file: %w", err)
-	}
-	defer os.Remove(f.Name()) // fails harmlessly after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write service file: %w", err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("write service file: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write service file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write service file: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := atomicfile.Write(path, data, atomicfile.Options{Perm: 0o644}); err != nil {
 		return fmt.Errorf("write service file: %w", err)
 	}
 	return nil
@@ -528,22 +501,13 @@ func tailLines(path string, n int) ([]byte, error) {
 	}
 	if off > 0 {
 		// The window starts mid-line: drop the partial line.
-		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-			buf = buf[i+1:]
-		} else {
-			buf = nil
-		}
+		_, buf, _ = bytes.Cut(buf, []byte("\n"))
 	}
-	lines := bytes.SplitAfter(buf, []byte("\n"))
-	if len(lines[len(lines)-1]) == 0 {
-		lines = lines[:len(lines)-1]
+	if len(buf) == 0 {
+		return nil, nil
 	}
-	lines = lines[max(len(lines)-n, 0):]
-	out := bytes.Join(lines, nil)
-	if len(out) > 0 && out[len(out)-1] != '\n' {
-		out = append(out, '\n')
-	}
-	return out, nil
+	lines := bytes.Split(bytes.TrimSuffix(buf, []byte("\n")), []byte("\n"))
+	return append(bytes.Join(lines[max(len(lines)-n, 0):], []byte("\n")), '\n'), nil
 }
 
 // commandLine shows a command as a user would type it into a shell.

@@ -87,10 +87,8 @@ func checkText(s string) error {
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("path %q is not valid UTF-8", s)
 	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("path %q contains a control character", s)
-		}
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return fmt.Errorf("path %q contains a control character", s)
 	}
 	return nil
 }
@@ -110,14 +108,13 @@ func renderUnit(o Options, system bool) ([]byte, error) {
 		return nil, fmt.Errorf("systemd unit: systemd cannot run a binary whose path contains quotes or backslashes: %q", o.Binary)
 	}
 	args := o.Args()
-	words := []string{execWord(args[0], false)}
-	for _, a := range args[1:] {
-		words = append(words, execWord(a, true))
+	for i, a := range args {
+		args[i] = execWord(a, i > 0)
 	}
 	data := struct {
 		System    bool
 		ExecStart string
-	}{system, strings.Join(words, " ")}
+	}{system, strings.Join(args, " ")}
 	return render("ompsync.service.tmpl", data)
 }
 
@@ -175,11 +172,7 @@ func execWord(s string, arg bool) string {
 
 // plainRune reports whether r is safe unquoted in an ExecStart= word.
 func plainRune(r rune) bool {
-	switch {
-	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		return true
-	}
-	return strings.ContainsRune("/._-+,:=@", r)
+	return r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) || strings.ContainsRune("/._-+,:=@", r)
 }
 
 // xmlText escapes s for XML character data.
