@@ -82,7 +82,9 @@ func TestRemoteOutage(t *testing.T) {
 			time.Sleep(time.Second)
 			srv.Start(t)
 			want := int64(len(e.read(ompRel)))
-			waitFor(t, "catch-up after the outage", func() bool {
+			// 48 MiB under -race: on a loaded machine this takes more
+			// than a minute.
+			waitUpTo(t, "catch-up after the outage", 5*time.Minute, func() bool {
 				n, _ := e.remoteSize(ompID)
 				return n == want
 			})

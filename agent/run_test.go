@@ -42,7 +42,14 @@ func (e *env) runAgent() (stop func()) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitUpTo(t, what, 60*time.Second, cond)
+}
+
+// waitUpTo is waitFor with a deadline of its own, for work whose time
+// follows the machine's load (megabytes to upload under -race).
+func waitUpTo(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
