@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -435,20 +436,9 @@ func parseValue(k key, raw any, e *environ) (any, error) {
 	return out, nil
 }
 
-func assign(field, val any) {
-	switch p := field.(type) {
-	case *string:
-		*p = val.(string)
-	case *bool:
-		*p = val.(bool)
-	case *time.Duration:
-		*p = val.(time.Duration)
-	case *int:
-		*p = val.(int)
-	case *[]string:
-		*p = val.([]string)
-	}
-}
+// assign sets the field field points at to val, which parseValue made of
+// the field's type.
+func assign(field, val any) { reflect.ValueOf(field).Elem().Set(reflect.ValueOf(val)) }
 
 func asString(raw any) (string, error) {
 	switch r := raw.(type) {
@@ -598,19 +588,11 @@ func (c *Config) Settings() []Setting {
 }
 
 func deref1(p any) any {
-	switch p := p.(type) {
-	case *string:
-		return *p
-	case *bool:
-		return *p
-	case *time.Duration:
-		return *p
-	case *int:
-		return *p
-	case *[]string:
-		return append([]string{}, *p...)
+	v := reflect.ValueOf(p).Elem().Interface()
+	if l, ok := v.([]string); ok {
+		return append([]string{}, l...) // the caller's to keep
 	}
-	return nil
+	return v
 }
 
 // FormatValue renders a setting's value the way the environment takes it:
@@ -644,15 +626,9 @@ func (c *Config) Logger(w io.Writer) *slog.Logger {
 
 // LogLevel is log.level as a slog level.
 func (c *Config) LogLevel() slog.Level {
-	switch c.Log.Level {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(c.Log.Level)) // checked when loaded; info otherwise
+	return l
 }
 
 // LeveledLogger is Logger at level, which may change while it logs (a

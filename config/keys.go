@@ -406,15 +406,6 @@ func FlagName(key string) string {
 	return strings.NewReplacer(".", "-", "_", "-").Replace(key)
 }
 
-// Keys returns every configuration key in table order.
-func Keys() []string {
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k.name
-	}
-	return out
-}
-
 func lookupKey(name string) (key, bool) {
 	for _, k := range keys {
 		if k.name == name {
