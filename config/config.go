@@ -101,17 +101,19 @@ type Compaction struct {
 	MaxChunks int
 }
 
-// Verify configures the agent's own check of its backup.
-type Verify struct {
-	// DailyRead is how much the agent reads back each day, as written
-	// (see ParseSize).
-	DailyRead string
+// Size is a size as written (see ParseSize); Load checks it.
+type Size string
+
+// Bytes is the size in bytes.
+func (s Size) Bytes() int64 {
+	n, _ := ParseSize(string(s)) // checked when loaded
+	return n
 }
 
-// DailyReadBytes is DailyRead in bytes.
-func (v Verify) DailyReadBytes() int64 {
-	n, _ := ParseSize(v.DailyRead) // checked when loaded
-	return n
+// Verify configures the agent's own check of its backup.
+type Verify struct {
+	// DailyRead is how much the agent reads back each day.
+	DailyRead Size
 }
 
 // MCP configures ompsync mcp.
@@ -122,28 +124,15 @@ type MCP struct {
 
 // Search configures ompsync grep's local cache.
 type Search struct {
-	// CacheSize is the bound on the cache, as written (see ParseSize).
-	CacheSize string
-}
-
-// CacheBytes is CacheSize in bytes.
-func (s Search) CacheBytes() int64 {
-	n, _ := ParseSize(s.CacheSize) // checked when loaded
-	return n
+	// CacheSize is the bound on the cache.
+	CacheSize Size
 }
 
 // Restore bounds what restore and pull hold in memory.
 type Restore struct {
 	// MaxMergeSize bounds the index of a line-by-line merge of diverged
-	// copies (session.Index, session.LineCost a line), as written (see
-	// ParseSize).
-	MaxMergeSize string
-}
-
-// MergeBytes is MaxMergeSize in bytes.
-func (r Restore) MergeBytes() int64 {
-	n, _ := ParseSize(r.MaxMergeSize) // checked when loaded
-	return n
+	// copies (session.Index, session.LineCost a line).
+	MaxMergeSize Size
 }
 
 // Retention says how long what is no longer current stays on the remote;
