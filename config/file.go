@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -146,24 +145,18 @@ func sectionKeys(section string) []string {
 // suggest returns the known key closest to name, if it is close enough to be
 // a typo.
 func suggest(name string) string {
-	type cand struct {
-		key  string
-		dist int
-	}
-	var cs []cand
+	best, bestDist := "", 4 // a typo is 3 edits at most
 	for _, k := range keys {
 		d := editDistance(name, k.name)
 		// also match a key written without its section ("client" for s3.client)
 		if _, leaf, ok := strings.Cut(k.name, "."); ok && leaf == name {
 			d = 1
 		}
-		cs = append(cs, cand{k.name, d})
+		if d < bestDist && d < len(name) {
+			best, bestDist = k.name, d
+		}
 	}
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].dist < cs[j].dist })
-	if len(cs) > 0 && cs[0].dist <= 3 && cs[0].dist < len(name) {
-		return cs[0].key
-	}
-	return ""
+	return best
 }
 
 func editDistance(a, b string) int {
