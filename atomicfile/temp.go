@@ -71,9 +71,6 @@ func SweepStale(dir string, now time.Time) ([]string, error) {
 	}
 	var removed []string
 	for _, de := range des {
-		if !IsTemp(de.Name()) {
-			continue
-		}
 		p := filepath.Join(dir, de.Name())
 		ok, err := RemoveStale(p, now)
 		if err != nil {

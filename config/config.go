@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -100,17 +101,19 @@ type Compaction struct {
 	MaxChunks int
 }
 
-// Verify configures the agent's own check of its backup.
-type Verify struct {
-	// DailyRead is how much the agent reads back each day, as written
-	// (see ParseSize).
-	DailyRead string
+// Size is a size as written (see ParseSize); Load checks it.
+type Size string
+
+// Bytes is the size in bytes.
+func (s Size) Bytes() int64 {
+	n, _ := ParseSize(string(s)) // checked when loaded
+	return n
 }
 
-// DailyReadBytes is DailyRead in bytes.
-func (v Verify) DailyReadBytes() int64 {
-	n, _ := ParseSize(v.DailyRead) // checked when loaded
-	return n
+// Verify configures the agent's own check of its backup.
+type Verify struct {
+	// DailyRead is how much the agent reads back each day.
+	DailyRead Size
 }
 
 // MCP configures ompsync mcp.
@@ -121,28 +124,15 @@ type MCP struct {
 
 // Search configures ompsync grep's local cache.
 type Search struct {
-	// CacheSize is the bound on the cache, as written (see ParseSize).
-	CacheSize string
-}
-
-// CacheBytes is CacheSize in bytes.
-func (s Search) CacheBytes() int64 {
-	n, _ := ParseSize(s.CacheSize) // checked when loaded
-	return n
+	// CacheSize is the bound on the cache.
+	CacheSize Size
 }
 
 // Restore bounds what restore and pull hold in memory.
 type Restore struct {
 	// MaxMergeSize bounds the index of a line-by-line merge of diverged
-	// copies (session.Index, session.LineCost a line), as written (see
-	// ParseSize).
-	MaxMergeSize string
-}
-
-// MergeBytes is MaxMergeSize in bytes.
-func (r Restore) MergeBytes() int64 {
-	n, _ := ParseSize(r.MaxMergeSize) // checked when loaded
-	return n
+	// copies (session.Index, session.LineCost a line).
+	MaxMergeSize Size
 }
 
 // Retention says how long what is no longer current stays on the remote;
@@ -435,20 +425,9 @@ func parseValue(k key, raw any, e *environ) (any, error) {
 	return out, nil
 }
 
-func assign(field, val any) {
-	switch p := field.(type) {
-	case *string:
-		*p = val.(string)
-	case *bool:
-		*p = val.(bool)
-	case *time.Duration:
-		*p = val.(time.Duration)
-	case *int:
-		*p = val.(int)
-	case *[]string:
-		*p = val.([]string)
-	}
-}
+// assign sets the field field points at to val, which parseValue made of
+// the field's type.
+func assign(field, val any) { reflect.ValueOf(field).Elem().Set(reflect.ValueOf(val)) }
 
 func asString(raw any) (string, error) {
 	switch r := raw.(type) {
@@ -598,19 +577,11 @@ func (c *Config) Settings() []Setting {
 }
 
 func deref1(p any) any {
-	switch p := p.(type) {
-	case *string:
-		return *p
-	case *bool:
-		return *p
-	case *time.Duration:
-		return *p
-	case *int:
-		return *p
-	case *[]string:
-		return append([]string{}, *p...)
+	v := reflect.ValueOf(p).Elem().Interface()
+	if l, ok := v.([]string); ok {
+		return append([]string{}, l...) // the caller's to keep
 	}
-	return nil
+	return v
 }
 
 // FormatValue renders a setting's value the way the environment takes it:
@@ -644,15 +615,9 @@ func (c *Config) Logger(w io.Writer) *slog.Logger {
 
 // LogLevel is log.level as a slog level.
 func (c *Config) LogLevel() slog.Level {
-	switch c.Log.Level {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(c.Log.Level)) // checked when loaded; info otherwise
+	return l
 }
 
 // LeveledLogger is Logger at level, which may change while it logs (a

@@ -884,3 +884,12 @@ func TestPathStyleForAddressEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// Keys returns every configuration key in table order.
+func Keys() []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.name
+	}
+	return out
+}

@@ -160,10 +160,7 @@ func FilePath(opts LoadOptions) (path string, explicit bool, err error) {
 		p, explicit = e.get("OMPSYNC_CONFIG")
 	}
 	if !explicit {
-		if base := e.xdg("XDG_CONFIG_HOME"); base != "" {
-			return filepath.Join(base, "ompsync", "config.yaml"), false, nil
-		}
-		p = "~/.config/ompsync/config.yaml"
+		p, _ = xdgDefault("XDG_CONFIG_HOME", ".config", "ompsync/config.yaml")(e)
 	}
 	p, err = e.expand(p)
 	if err != nil {

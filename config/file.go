@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -12,15 +11,14 @@ import (
 // each scalar exactly as written (so "machine: 007" stays "007").
 type fileValues struct {
 	values map[string]any
-	lines  map[string]int
-	seen   map[string]int // line each key was first given on
+	lines  map[string]int // line each key was first given on
 }
 
 // parseFile checks the file's shape and keys. Viper would accept any key and
 // coerce types silently; walking the YAML nodes ourselves lets an unknown or
 // misplaced key fail with its name and line.
 func parseFile(path string, data []byte) (*fileValues, error) {
-	fv := &fileValues{values: map[string]any{}, lines: map[string]int{}, seen: map[string]int{}}
+	fv := &fileValues{values: map[string]any{}, lines: map[string]int{}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("config file %s: %s", path, oneLine(err.Error()))
@@ -48,17 +46,16 @@ func (fv *fileValues) walk(path, prefix string, m *yaml.Node) error {
 		if _, ok := lookupKey(name); ok {
 			// An edit that left the old line behind would otherwise let the
 			// last one win silently.
-			if first, again := fv.seen[name]; again {
+			if first, again := fv.lines[name]; again {
 				return fmt.Errorf("config file %s:%d: %s is set again (first at %s:%d); keep one", path, kn.Line, name, path, first)
 			}
-			fv.seen[name] = kn.Line
+			fv.lines[name] = kn.Line
 			v, err := scalarOrList(vn)
 			if err != nil {
 				return fmt.Errorf("%s (file %s:%d): %v", name, path, kn.Line, err)
 			}
 			if v != nil {
 				fv.values[name] = v
-				fv.lines[name] = kn.Line
 			}
 			continue
 		}
@@ -148,24 +145,18 @@ func sectionKeys(section string) []string {
 // suggest returns the known key closest to name, if it is close enough to be
 // a typo.
 func suggest(name string) string {
-	type cand struct {
-		key  string
-		dist int
-	}
-	var cs []cand
+	best, bestDist := "", 4 // a typo is 3 edits at most
 	for _, k := range keys {
 		d := editDistance(name, k.name)
 		// also match a key written without its section ("client" for s3.client)
 		if _, leaf, ok := strings.Cut(k.name, "."); ok && leaf == name {
 			d = 1
 		}
-		cs = append(cs, cand{k.name, d})
+		if d < bestDist && d < len(name) {
+			best, bestDist = k.name, d
+		}
 	}
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].dist < cs[j].dist })
-	if len(cs) > 0 && cs[0].dist <= 3 && cs[0].dist < len(name) {
-		return cs[0].key
-	}
-	return ""
+	return best
 }
 
 func editDistance(a, b string) int {

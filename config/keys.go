@@ -309,14 +309,14 @@ var otherKeys = []key{
 	{
 		name:  "search.cache_size",
 		help:  "how much the search cache under state_dir/search may hold (the text of searched sessions), e.g. 500MB or 2GiB; 0 keeps nothing",
-		field: func(c *Config) any { return &c.Search.CacheSize },
+		field: func(c *Config) any { return (*string)(&c.Search.CacheSize) },
 		def:   static("1GiB"),
 		check: checkSize,
 	},
 	{
 		name:  "verify.daily_read",
 		help:  "how much of what this machine uploaded the agent reads back from the remote each day, every hash checked, going on each day where the last stopped, so all of it is read within (bytes backed up / this) days (2 GiB at 128MiB: 16 days); damage is a WARN and a damaged alert; 0 reads nothing",
-		field: func(c *Config) any { return &c.Verify.DailyRead },
+		field: func(c *Config) any { return (*string)(&c.Verify.DailyRead) },
 		def:   static("128MiB"),
 		check: checkSize,
 	},
@@ -329,7 +329,7 @@ var otherKeys = []key{
 	{
 		name:  "restore.max_merge_size",
 		help:  "how much memory restore and pull may give the index that merges a session's copies that went on apart line by line: 192 bytes a line of every copy (twice where copies hold an entry in other bytes) and the longest line, never the copies themselves, which are read through (256MiB is about 1.4 million lines, two copies of some 350 MiB each), e.g. 1GiB; past it the session is not merged and the error says so",
-		field: func(c *Config) any { return &c.Restore.MaxMergeSize },
+		field: func(c *Config) any { return (*string)(&c.Restore.MaxMergeSize) },
 		def:   static("256MiB"),
 		check: checkMergeSize,
 	},
@@ -404,15 +404,6 @@ func EnvVar(key string) string {
 // every flag so named that it finds in LoadOptions.Flags.
 func FlagName(key string) string {
 	return strings.NewReplacer(".", "-", "_", "-").Replace(key)
-}
-
-// Keys returns every configuration key in table order.
-func Keys() []string {
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k.name
-	}
-	return out
 }
 
 func lookupKey(name string) (key, bool) {

@@ -10,12 +10,12 @@ import (
 func TestMaxMergeSize(t *testing.T) {
 	env, _ := newEnv(t)
 	cfg, err := Load(opts(env))
-	if err != nil || cfg.Restore.MergeBytes() != 256<<20 {
-		t.Fatalf("default: %d, %v", cfg.Restore.MergeBytes(), err)
+	if err != nil || cfg.Restore.MaxMergeSize.Bytes() != 256<<20 {
+		t.Fatalf("default: %d, %v", cfg.Restore.MaxMergeSize.Bytes(), err)
 	}
 	env["OMPSYNC_RESTORE_MAX_MERGE_SIZE"] = "1GiB"
-	if cfg, err = Load(opts(env)); err != nil || cfg.Restore.MergeBytes() != 1<<30 {
-		t.Fatalf("1GiB from the environment: %d, %v", cfg.Restore.MergeBytes(), err)
+	if cfg, err = Load(opts(env)); err != nil || cfg.Restore.MaxMergeSize.Bytes() != 1<<30 {
+		t.Fatalf("1GiB from the environment: %d, %v", cfg.Restore.MaxMergeSize.Bytes(), err)
 	}
 	for _, bad := range []string{"0", "lots"} {
 		env["OMPSYNC_RESTORE_MAX_MERGE_SIZE"] = bad

@@ -21,7 +21,7 @@ func TestParseSize(t *testing.T) {
 	env, _ := newEnv(t)
 	env["OMPSYNC_SEARCH_CACHE_SIZE"] = "250MB"
 	cfg, err := Load(opts(env))
-	if err != nil || cfg.Search.CacheBytes() != 250e6 || cfg.Search.CacheSize != "250MB" {
+	if err != nil || cfg.Search.CacheSize.Bytes() != 250e6 || cfg.Search.CacheSize != "250MB" {
 		t.Fatalf("250MB from the environment: %v", err)
 	}
 	env["OMPSYNC_SEARCH_CACHE_SIZE"] = "lots"

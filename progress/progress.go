@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -182,18 +181,15 @@ func (b *Bar) rateAndLeft() string {
 	if el <= 0 {
 		return ""
 	}
-	frac := b.fraction(s)
-	var parts []string
+	rate := fmt.Sprintf("%.1f %s/s", float64(s.Count)/el, b.unit)
 	if s.Bytes > 0 {
-		parts = append(parts, Size(int64(float64(s.Bytes)/el))+"/s")
-	} else {
-		parts = append(parts, fmt.Sprintf("%.1f %s/s", float64(s.Count)/el, b.unit))
+		rate = Size(int64(float64(s.Bytes)/el)) + "/s"
 	}
 	left := "?"
-	if frac > 0 {
+	if frac := b.fraction(s); frac > 0 {
 		left = time.Duration(el * (1 - frac) / frac * float64(time.Second)).Round(time.Second).String()
 	}
-	return strings.Join(append(parts, left+" left"), "  ")
+	return rate + "  " + left + " left"
 }
 
 // Size is n bytes as people read it: 512 B, 3.2 KiB, 535.0 MiB.

@@ -182,7 +182,7 @@ func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent
 		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
 		Compaction:    compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
 		Retention:     compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
-		ReadBackBytes: cfg.Verify.DailyReadBytes(),
+		ReadBackBytes: cfg.Verify.DailyRead.Bytes(),
 		Parallel:      cfg.Transfers,
 	}
 }
@@ -678,7 +678,7 @@ func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w watched
 		log.Warn("pull: " + p)
 	}
 	places := &placeCache{stateDir: cfg.StateDir, roots: cfg.Projects.Roots, pl: pl, log: log}
-	return restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: log, maxMerge: cfg.Restore.MergeBytes(), places: places}, nil
+	return restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: log, maxMerge: cfg.Restore.MaxMergeSize.Bytes(), places: places}, nil
 }
 
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {

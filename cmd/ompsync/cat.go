@@ -65,7 +65,7 @@ func (a *app) runCat(ctx context.Context, f catFlags, prefix string) error {
 	if err != nil {
 		return err
 	}
-	opts.Parallel, opts.MaxMergeSize = cfg.Transfers, cfg.Restore.MergeBytes()
+	opts.Parallel, opts.MaxMergeSize = cfg.Transfers, cfg.Restore.MaxMergeSize.Bytes()
 	pl, id, err := restore.Find(ctx, places, prefix, opts)
 	if err != nil {
 		return err

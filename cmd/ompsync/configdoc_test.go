@@ -18,7 +18,8 @@ func TestConfigDocUpToDate(t *testing.T) {
 		t.Fatalf("ompsync config doc: %v", err)
 	}
 	table := string(out)
-	for _, k := range config.Keys() {
+	for _, s := range (&config.Config{}).Settings() { // every key, in table order
+		k := s.Key
 		if !strings.Contains(table, "| `"+k+"` | `"+config.EnvVar(k)+"` |") {
 			t.Errorf("ompsync config doc prints no row for %s", k)
 		}

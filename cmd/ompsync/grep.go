@@ -139,7 +139,7 @@ type grepCaches struct {
 
 // of is agent's cache; nil when search.cache_size turns caching off.
 func (g *grepCaches) of(agent string) (*search.Cache, error) {
-	n := g.cfg.Search.CacheBytes()
+	n := g.cfg.Search.CacheSize.Bytes()
 	if n <= 0 {
 		return nil, nil
 	}

@@ -45,10 +45,10 @@ func newMCPCmd(a *app) *cobra.Command {
 					return places, problems, err
 				},
 				Parallel:     cfg.Transfers,
-				MaxMergeSize: cfg.Restore.MergeBytes(),
+				MaxMergeSize: cfg.Restore.MaxMergeSize.Bytes(),
 				Redact:       cfg.MCP.Redact,
 			}
-			if n := cfg.Search.CacheBytes(); n > 0 {
+			if n := cfg.Search.CacheSize.Bytes(); n > 0 {
 				src.Cache = func(agent string) (*search.Cache, error) {
 					return search.OpenCache(filepath.Join(stateDirOf(cfg, agent), "search"), n)
 				}

@@ -184,7 +184,7 @@ func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, 
 		fmt.Fprintf(a.stderr, "ompsync: note: %s\n", s)
 	}
 	opts.Parallel = cfg.Transfers
-	opts.MaxMergeSize = cfg.Restore.MergeBytes()
+	opts.MaxMergeSize = cfg.Restore.MaxMergeSize.Bytes()
 	if f.to == "" {
 		return places, args, unknown, nil
 	}
