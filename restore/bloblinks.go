@@ -84,7 +84,7 @@ func writeBlobLink(agentDir string, l blobLink) (bool, error) {
 			return false, fmt.Errorf("blob name %s: %w", l.name, err)
 		}
 	}
-	err := createNew(p, data, time.Time{})
+	err := createNew(p, content{src: memBody(data)}, time.Time{}, false)
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
 	}

@@ -288,24 +288,14 @@ func (m *merger) writeMerge(x *session.Index) (body, error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return body{}, err
 	}
-	f, err := os.CreateTemp(dir, atomicfile.TempPattern("session"))
-	if err != nil {
-		return body{}, fmt.Errorf("create temp file: %w", err)
-	}
-	m.temps = append(m.temps, f.Name())
-	n, err := x.WriteTo(onlyWriter{f})
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	tmp, n, err := newTemp(dir, "session", func(w io.Writer) (int64, error) { return x.WriteTo(onlyWriter{w}) })
 	if err != nil {
 		// A full disk or an I/O error: nothing was written in place.
 		return body{}, fmt.Errorf("writing the merge failed, the local file left as it was: %w", mergeErr(err))
 	}
-	b, err := m.openBody(f.Name(), n)
-	b.file = f.Name()
+	m.temps = append(m.temps, tmp)
+	b, err := m.openBody(tmp, n)
+	b.file = tmp
 	return b, err
 }
 
@@ -687,25 +677,14 @@ func (m *merger) write(w fileWrite, later *later) (backup string, err error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return "", fmt.Errorf("create folder: %w", err)
 		}
-		switch {
-		case later != nil && c.src.data != nil:
+		if later != nil && c.src.data != nil {
 			f, err := writeUnsynced(p, c.src.data)
 			if err != nil {
 				return "", err
 			}
 			later.place(f, p, w.mtime)
-		case c.src.data != nil:
-			if err := createNew(p, c.src.data, w.mtime); err != nil {
-				return "", err
-			}
-		default:
-			tmp, err := tempOf(filepath.Dir(p), c)
-			if err != nil {
-				return "", err
-			}
-			if err := linkNew(p, tmp, w.mtime, later != nil); err != nil {
-				return "", err
-			}
+		} else if err := createNew(p, c, w.mtime, later != nil); err != nil {
+			return "", err
 		}
 		if later != nil {
 			later.syncDir(filepath.Dir(p))
@@ -773,11 +752,21 @@ func tempOf(dir string, c content) (string, error) {
 		}
 		return tmp, err
 	}
-	f, err := os.CreateTemp(dir, atomicfile.TempPattern("session"))
+	tmp, _, err := newTemp(dir, "session", func(w io.Writer) (int64, error) {
+		return io.CopyBuffer(onlyWriter{w}, c.section(0), make([]byte, compareBuf))
+	})
+	return tmp, err
+}
+
+// newTemp writes what write writes to a new synced hidden temp file in dir
+// (named for what), the one way restore makes one; nothing is left when it
+// fails.
+func newTemp(dir, what string, write func(io.Writer) (int64, error)) (string, int64, error) {
+	f, err := os.CreateTemp(dir, atomicfile.TempPattern(what))
 	if err != nil {
-		return "", fmt.Errorf("create temp file: %w", err)
+		return "", 0, fmt.Errorf("create temp file: %w", err)
 	}
-	_, err = io.CopyBuffer(onlyWriter{f}, c.section(0), make([]byte, compareBuf))
+	n, err := write(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -786,86 +775,81 @@ func tempOf(dir string, c content) (string, error) {
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+		return "", 0, fmt.Errorf("write %s: %w", f.Name(), err)
 	}
-	return f.Name(), nil
+	return f.Name(), n, nil
+}
+
+// install makes the synced temp file tmp the file p, its mtime set (unless
+// zero): by a hard link, which fails with fs.ErrExist if anything is at p
+// (link), else by a rename over p. Where tmp is on another file system (a
+// link or rename cannot reach p), it is copied beside p first.
+func install(tmp, p string, mtime time.Time, link bool) error {
+	if !mtime.IsZero() {
+		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+			return fmt.Errorf("set mtime: %w", err)
+		}
+	}
+	put := os.Rename
+	if link {
+		put = os.Link
+	}
+	err := put(tmp, p)
+	if !errors.Is(err, syscall.EXDEV) {
+		return err
+	}
+	in, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	copied, _, err := newTemp(filepath.Dir(p), "blob", func(w io.Writer) (int64, error) { return io.Copy(w, in) })
+	if err != nil {
+		return err
+	}
+	defer os.Remove(copied)
+	return install(copied, p, mtime, link)
 }
 
 // replaceWith replaces the file read as before with c, atomically.
 func replaceWith(p string, before fs.FileInfo, c content, mtime time.Time) error {
-	if c.src.data != nil && c.slot == nil {
-		return replaceFile(p, before, c.src.data, mtime)
-	}
 	tmp, err := tempOf(filepath.Dir(p), c)
 	if err != nil {
 		// A full disk or an I/O error: the file was never touched.
 		return fmt.Errorf("replacing %s failed, file left as it was: %w", p, err)
 	}
 	defer os.Remove(tmp)
-	if !mtime.IsZero() {
-		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
-			return fmt.Errorf("set mtime: %w", err)
-		}
-	}
 	if err := changed(p, before); err != nil {
 		return err
 	}
-	err = os.Rename(tmp, p)
-	if errors.Is(err, syscall.EXDEV) {
-		// The temp file is on another file system: copied beside p.
-		var copied string
-		if copied, err = copyTemp(tmp, filepath.Dir(p)); err == nil {
-			defer os.Remove(copied)
-			if err = os.Chtimes(copied, mtime, mtime); err == nil || mtime.IsZero() {
-				err = os.Rename(copied, p)
-			}
-		}
-	}
-	if err != nil {
+	if err := install(tmp, p, mtime, false); err != nil {
 		return fmt.Errorf("replace %s: %w", p, err)
 	}
 	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
-// createNew writes a new file (mode 0600) through a temp file and a hard
-// link, which fails if anything appeared at p meanwhile: a restore never
-// replaces a file it did not read. The folder is synced too.
-func createNew(p string, data []byte, mtime time.Time) error {
-	err := atomicfile.Write(p, data, atomicfile.Options{Perm: 0o600, Mtime: mtime, Exclusive: true})
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
-	}
-	return err
-}
-
-// linkNew makes the verified, synced temp file tmp the new file p (with
-// the mtime given) by a hard link, which fails if anything appeared at p
-// meanwhile, as createNew does; tmp is removed. With noDirSync the caller
-// syncs the folder.
-func linkNew(p, tmp string, mtime time.Time, noDirSync bool) error {
-	defer os.Remove(tmp)
-	if !mtime.IsZero() {
-		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
-			return fmt.Errorf("set mtime: %w", err)
-		}
-	}
-	err := os.Link(tmp, p)
-	if errors.Is(err, syscall.EXDEV) {
-		// The temp file is on another file system: copied beside p.
-		var copied string
-		if copied, err = copyTemp(tmp, filepath.Dir(p)); err == nil {
-			defer os.Remove(copied)
-			err = os.Link(copied, p)
-		}
-	}
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
-	}
+// createNew writes c to a new file at p (mode 0600) through a synced temp
+// file beside it and a hard link, which fails if anything appeared at p
+// meanwhile: a restore never replaces a file it did not read. The folder
+// is synced too, unless noDirSync (then the caller does).
+func createNew(p string, c content, mtime time.Time, noDirSync bool) error {
+	tmp, err := tempOf(filepath.Dir(p), c)
 	if err != nil {
 		return err
 	}
-	if noDirSync {
-		return nil
+	return linkNew(p, tmp, mtime, noDirSync)
+}
+
+// linkNew makes the verified, synced temp file tmp the new file p, as
+// createNew does; tmp is removed.
+func linkNew(p, tmp string, mtime time.Time, noDirSync bool) error {
+	defer os.Remove(tmp)
+	err := install(tmp, p, mtime, true)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
+	}
+	if err != nil || noDirSync {
+		return err
 	}
 	return atomicfile.SyncDir(filepath.Dir(p))
 }
@@ -930,42 +914,21 @@ func appendFile(p string, size int64, tail io.Reader, mtime time.Time) error {
 	return nil
 }
 
-// replaceFile replaces the file read as before with data, atomically.
-func replaceFile(p string, before fs.FileInfo, data []byte, mtime time.Time) error {
-	if err := changed(p, before); err != nil {
-		return err
-	}
-	return atomicfile.Write(p, data, atomicfile.Options{Perm: 0o600, Mtime: mtime})
-}
-
 // placeBlob links the verified blob in the temp file tmp into place as
 // blobs/<name>, unless the agent dir has it, and removes tmp; it reports
-// whether it wrote. Where the blobs folder is on another file system (a
-// link cannot reach it) the bytes are copied there first.
+// whether it wrote. Its mtime is set before the link: the blob's other
+// names share its inode.
 func placeBlob(agentDir, name, tmp string, mtime time.Time) (bool, error) {
 	defer os.Remove(tmp)
 	p := abs(agentDir, "blobs/"+name)
 	if _, err := os.Lstat(p); err == nil {
 		return false, nil
 	}
-	if !mtime.IsZero() {
-		// Before the link: the blob's other names share its inode.
-		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
-			return false, fmt.Errorf("blob %s: set mtime: %w", name, err)
-		}
-	}
 	dir := filepath.Dir(p)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return false, fmt.Errorf("create blobs folder: %w", err)
 	}
-	err := os.Link(tmp, p)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		var copied string
-		if copied, err = copyTemp(tmp, dir); err == nil {
-			defer os.Remove(copied)
-			err = os.Link(copied, p)
-		}
-	}
+	err := install(tmp, p, mtime, true)
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil // another session's restore wrote it: same bytes
 	}
@@ -973,29 +936,4 @@ func placeBlob(agentDir, name, tmp string, mtime time.Time) (bool, error) {
 		return false, fmt.Errorf("blob %s: %w", name, err)
 	}
 	return true, atomicfile.SyncDir(dir)
-}
-
-// copyTemp copies the file src to a synced hidden temp file in dir.
-func copyTemp(src, dir string) (string, error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	out, err := os.CreateTemp(dir, atomicfile.TempPattern("blob"))
-	if err != nil {
-		return "", err
-	}
-	_, err = io.Copy(out, in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(out.Name())
-		return "", err
-	}
-	return out.Name(), nil
 }
