@@ -105,13 +105,13 @@ func assertRestores(t *testing.T, c remote.Client, key string, machines ...*env)
 		t.Fatal(err)
 	}
 	r := repo.New(c, cd)
-	if _, _, err := restore.List(ctx, r, ""); err != nil {
+	if _, _, err := listOMP(ctx, r); err != nil {
 		t.Fatalf("ls: %v", err)
 	}
 	for _, m := range machines {
 		to := filepath.Join(t.TempDir(), "restored")
 		rep, err := restore.Run(ctx, r, nil, restore.Options{AgentDir: to, All: true, Machine: m.machine})
-		if err != nil || !rep.OK() {
+		if err != nil || !restoredAll(rep) {
 			t.Fatalf("restore %s: %v %+v", m.machine, err, rep)
 		}
 		err = filepath.WalkDir(m.path("sessions"), func(p string, d os.DirEntry, err error) error {

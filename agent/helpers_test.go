@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/store"
 )
 
 const corpusDir = "../testdata/corpus"
@@ -272,3 +275,13 @@ func (c *countingClient) Get(ctx context.Context, key string, off, n int64) (io.
 }
 
 var _ = time.Second
+
+// listOMP lists omp's sessions in r, as restore lists them.
+func listOMP(ctx context.Context, r *repo.Repo) ([]restore.Listing, []string, error) {
+	return restore.ListAll(ctx, []restore.Place{{Store: store.OMP(), Repo: r}}, "")
+}
+
+// restoredAll reports whether rep restored everything asked for.
+func restoredAll(rep *restore.Report) bool {
+	return len(rep.Problems) == 0 && !slices.ContainsFunc(rep.Results, func(r restore.Result) bool { return !r.OK() })
+}

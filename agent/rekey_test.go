@@ -72,7 +72,7 @@ func TestRekeyWhileAgentUploads(t *testing.T) {
 		}()
 		ctx := context.Background()
 		waitFor(t, "the first sessions on the remote", func() bool {
-			l, _, err := restore.List(ctx, repo.New(c, codec()), "")
+			l, _, err := listOMP(ctx, repo.New(c, codec()))
 			return err == nil && len(l) >= 3
 		})
 		runs := 0
@@ -100,7 +100,7 @@ func TestRekeyWhileAgentUploads(t *testing.T) {
 			local["sessions/-w/"+d.Name()] = e.read("sessions/-w/" + d.Name())
 		}
 		r := repo.New(c, codec())
-		listed, problems, err := restore.List(ctx, r, "")
+		listed, problems, err := listOMP(ctx, r)
 		if err != nil || len(problems) > 0 {
 			t.Fatalf("ls: %v %v", err, problems)
 		}
@@ -109,7 +109,7 @@ func TestRekeyWhileAgentUploads(t *testing.T) {
 		}
 		to := t.TempDir()
 		rep, err := restore.Run(ctx, r, nil, restore.Options{All: true, AgentDir: to})
-		if err != nil || !rep.OK() {
+		if err != nil || !restoredAll(rep) {
 			t.Fatalf("restore --all: %+v, %v", rep, err)
 		}
 		for p, want := range local {

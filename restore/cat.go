@@ -73,11 +73,7 @@ func Cat(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*Print
 		return nil, nil, fmt.Errorf("--generation %q: want 16 hex digits, as 'ompsync history' shows", opts.Generation)
 	}
 	opts.sessionOnly, opts.DryRun, opts.AgentDir = true, true, ""
-	p, err := newPlanner(ctx, r, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	targets, err := p.targets([]string{prefix})
+	p, targets, err := planTargets(ctx, r, opts, []string{prefix})
 	if err != nil {
 		return nil, p.problems, err
 	}

@@ -15,6 +15,21 @@ func listsAll(opts Options, n, sessions int) bool {
 	return opts.All || n >= 8 && n*8 >= sessions
 }
 
+// parallel calls do(i) for each i in [0, n), at most limit at once, and
+// returns when all are done.
+func parallel(n, limit int, do func(i int)) {
+	sem := make(chan struct{}, max(limit, 1))
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			do(i)
+		})
+	}
+	wg.Wait()
+}
+
 // eachTarget calls do for every target, at most opts.Parallel at once, and
 // returns when all are done. When listsAll, it lists every session's objects
 // with one paged LIST and starts each target as soon as the listing has gone

@@ -176,11 +176,7 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	opts.setDefaults()
 	o := opts.Options
 	o.All = len(prefixes) == 0
-	p, err := newPlanner(ctx, r, o)
-	if err != nil {
-		return err
-	}
-	targets, err := p.targets(prefixes)
+	p, targets, err := planTargets(ctx, r, o, prefixes)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
+	"github.com/ompsync/ompsync/store"
 )
 
 func TestMain(m *testing.M) { remotetest.Main(m) }
@@ -356,4 +357,22 @@ func diverged(t *testing.T, common []byte) (mine, theirs []byte) {
 	mine = append(bytes.Clone(common), entry("aaaa9001", last, base.Add(time.Hour), "work here")...)
 	theirs = append(bytes.Clone(common), entry("bbbb9001", last, base.Add(2*time.Hour), "work there")...)
 	return mine, theirs
+}
+
+// OK reports whether everything asked for was restored.
+func (r *Report) OK() bool {
+	if len(r.Problems) > 0 {
+		return false
+	}
+	for _, res := range r.Results {
+		if !res.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// List is ListAll over omp's sessions alone.
+func List(ctx context.Context, r *repo.Repo, machine string) ([]Listing, []string, error) {
+	return ListAll(ctx, []Place{{Store: store.OMP(), Repo: r}}, machine)
 }

@@ -61,11 +61,7 @@ type Copy struct {
 func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*SessionHistory, []string, error) {
 	opts.setDefaults()
 	opts.IncludeDeleted = true
-	p, err := newPlanner(ctx, r, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	targets, err := p.targets([]string{prefix})
+	p, targets, err := planTargets(ctx, r, opts, []string{prefix})
 	if err != nil {
 		return nil, p.problems, err
 	}
@@ -102,21 +98,12 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 		}
 	}
 	var mu sync.Mutex
-	sem := make(chan struct{}, opts.Parallel)
-	var wg sync.WaitGroup
-	for _, job := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			problems := job()
-			mu.Lock()
-			defer mu.Unlock()
-			h.Problems = append(h.Problems, problems...)
-		}()
-	}
-	wg.Wait()
+	parallel(len(jobs), opts.Parallel, func(i int) {
+		problems := jobs[i]()
+		mu.Lock()
+		defer mu.Unlock()
+		h.Problems = append(h.Problems, problems...)
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, p.problems, err
 	}

@@ -433,14 +433,6 @@ type fileWrite struct {
 // file, so that a session never appears before what it references.
 func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error {
 	defer m.done()
-	err := m.applyOnce(f, rel, hasLocal, res)
-	if err != nil {
-		res.Action = Failed
-	}
-	return err
-}
-
-func (m *merger) applyOnce(f *fetched, rel string, hasLocal bool, res *Result) error {
 	sw, err := m.plan(rel, hasLocal, f.session, format{m.store, true, true})
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package restore
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -69,21 +68,9 @@ func (t *target) project(e machineEntry) project.ID {
 // abs joins a checked relative path to the agent dir.
 func abs(agentDir, rel string) string { return filepath.Join(agentDir, filepath.FromSlash(rel)) }
 
-// readHead reads the first 8 KiB of a file (nil when it cannot be read).
-func readHead(p string) []byte {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	b := make([]byte, 8<<10)
-	n, _ := io.ReadFull(f, b)
-	return b[:n]
-}
-
 // headerCwd reads the cwd a session file records, or "".
 func headerCwd(st store.Store, p string) string {
-	info, _ := st.Describe(readHead(p))
+	info, _ := st.Describe(store.ReadHead(p))
 	return info.Cwd
 }
 

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -45,6 +44,17 @@ type target struct {
 type machineEntry struct {
 	machine string
 	repo.CatalogEntry
+}
+
+// planTargets reads the catalogs and finds the sessions prefixes name
+// (every one with opts.All); the planner is never nil, for its problems.
+func planTargets(ctx context.Context, r *repo.Repo, opts Options, prefixes []string) (*planner, []*target, error) {
+	p, err := newPlanner(ctx, r, opts)
+	if err != nil {
+		return &planner{}, nil, err
+	}
+	targets, err := p.targets(prefixes)
+	return p, targets, err
 }
 
 func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, error) {
@@ -112,7 +122,7 @@ func (p *planner) blobMtimes() map[string]time.Time {
 // readCatalogs reads every machine's catalog (or one machine's). A catalog
 // that cannot be read or fails its checks is reported as a problem and the
 // others are used; it is an error only when none can be read.
-func readCatalogs(ctx context.Context, r *repo.Repo, machine string, parallel int) ([]repo.Catalog, []string, error) {
+func readCatalogs(ctx context.Context, r *repo.Repo, machine string, limit int) ([]repo.Catalog, []string, error) {
 	var machines []string
 	if machine != "" {
 		if !safename.Machine(machine) {
@@ -127,18 +137,7 @@ func readCatalogs(ctx context.Context, r *repo.Repo, machine string, parallel in
 	}
 	cats := make([]repo.Catalog, len(machines))
 	errs := make([]error, len(machines))
-	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
-	for i, m := range machines {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			cats[i], errs[i] = r.GetCatalog(ctx, m)
-		}()
-	}
-	wg.Wait()
+	parallel(len(machines), limit, func(i int) { cats[i], errs[i] = r.GetCatalog(ctx, machines[i]) })
 	var out []repo.Catalog
 	var problems []string
 	for i, err := range errs {
@@ -258,14 +257,16 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 	var out []*target
 	var errs []error
 	for _, pre := range prefixes {
-		t, err := p.resolve(pre)
+		// As across places: an ambiguity settled by --latest or the
+		// caller's choice.
+		_, id, err := locateOne([]*planner{p}, pre, p.opts)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !seen[t.id] {
-			seen[t.id] = true
-			out = append(out, t)
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, p.sessions[id])
 		}
 	}
 	if len(errs) > 0 {
@@ -277,30 +278,6 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
-}
-
-// resolve is match, with an ambiguity settled by --latest or the caller's
-// choice.
-func (p *planner) resolve(pre string) (*target, error) {
-	t, err := p.match(pre)
-	var amb *AmbiguousError
-	if !errors.As(err, &amb) {
-		return t, err
-	}
-	if p.opts.Latest {
-		return p.sessions[amb.Candidates[0].ID], nil
-	}
-	if p.opts.Choose == nil {
-		return nil, err
-	}
-	id, err := p.opts.Choose(amb)
-	if err != nil {
-		return nil, err
-	}
-	if t := p.sessions[id]; t != nil {
-		return t, nil
-	}
-	return nil, fmt.Errorf("session %q is not among those %q matches", id, pre)
 }
 
 // match finds the one session whose id starts with pre, ignoring case, as
@@ -430,11 +407,6 @@ type Listing struct {
 	// State is present when any machine has the file, else archived when
 	// any has it archived, else deleted.
 	State string `json:"state"`
-}
-
-// List is ListAll over omp's sessions alone.
-func List(ctx context.Context, r *repo.Repo, machine string) ([]Listing, []string, error) {
-	return ListAll(ctx, []Place{{Store: store.OMP(), Repo: r}}, machine)
 }
 
 // listing describes t from its catalog entries.

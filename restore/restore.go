@@ -265,19 +265,6 @@ type Report struct {
 	Cleanup []string `json:"cleanup,omitempty"`
 }
 
-// OK reports whether everything asked for was restored.
-func (r *Report) OK() bool {
-	if len(r.Problems) > 0 {
-		return false
-	}
-	for _, res := range r.Results {
-		if !res.OK() {
-			return false
-		}
-	}
-	return true
-}
-
 // Run restores the sessions whose ids start with one of prefixes (case
 // insensitive), or every session with opts.All. An ambiguous or unknown
 // prefix is an error before anything is written. A session whose remote copy
@@ -299,17 +286,13 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		defer cancel()
 		blobs = listBlobsLater(bctx, r)
 	}
-	p, err := newPlanner(ctx, r, opts)
+	p, targets, err := planTargets(ctx, r, opts, prefixes)
 	if err != nil {
 		return nil, err
 	}
 	opts.blobMtimes = p.blobMtimes()
 	if opts.Placer != nil {
 		opts.Placer = opts.Placer.Learn(p.uses(opts.Placer.Machine))
-	}
-	targets, err := p.targets(prefixes)
-	if err != nil {
-		return nil, err
 	}
 	rep := &Report{Problems: p.problems, DeletedLeft: p.deletedLeft}
 	open := &openScan{store: opts.Store, snap: opts.OpenFiles, taken: opts.Now(), now: opts.Now}
@@ -495,10 +478,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 			return live()
 		}}
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
-		if res.Action == "" {
-			res.Action = Failed
-		}
-		res.Error = failure(err)
+		res.Action, res.Error = Failed, failure(err)
 	}
 	if f.mapped {
 		// The bytes written are the copy's with this machine's folders:

@@ -90,11 +90,7 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	opts.setDefaults()
 	opts.All = len(prefixes) == 0
 	opts.IncludeDeleted = true
-	p, err := newPlanner(ctx, r, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	targets, err := p.targets(prefixes)
+	p, targets, err := planTargets(ctx, r, opts, prefixes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -293,7 +289,7 @@ func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		if cmp != nil {
 			cmp.close() // an attempt before
 		}
-		scan = &scanWriter{w: io.Discard, refs: map[string]bool{}}
+		scan = &scanWriter{w: io.Discard} // an older copy's blobs are not checked
 		var rw *project.Rewriter
 		if cc.Newest {
 			cmp = openLocalCmp(opts.AgentDir, localPath)

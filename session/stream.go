@@ -2,7 +2,6 @@ package session
 
 import (
 	"bufio"
-	"bytes"
 	"container/heap"
 	"crypto/sha256"
 	"encoding/binary"
@@ -556,13 +555,4 @@ func (f Format) MergeTo(w io.Writer, budget int64, srcs ...Source) (int64, error
 		return 0, err
 	}
 	return x.WriteTo(w)
-}
-
-// ByteSources are copies in memory as Sources.
-func ByteSources(copies ...[]byte) []Source {
-	srcs := make([]Source, len(copies))
-	for i, c := range copies {
-		srcs[i] = Source{R: bytes.NewReader(c), Size: int64(len(c))}
-	}
-	return srcs
 }

@@ -28,7 +28,7 @@ func checkStreamed(t testing.TB, f session.Format, copies ...[]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := f.NewIndex(1<<40, session.ByteSources(copies...)...)
+	x, err := f.NewIndex(1<<40, mergeref.ByteSources(copies...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,28 +150,28 @@ func TestIndexBounds(t *testing.T) {
 	other := append(bytes.Clone(a), entryLine("ffff0001", "000003e7", t0.Add(time.Hour), "there")+"\n"...)
 	mine := append(bytes.Clone(a), entryLine("eeee0001", "000003e7", t0.Add(time.Hour), "here")+"\n"...)
 	var lim *session.IndexLimitError
-	if _, err := session.OMPFormat().NewIndex(1500*session.LineCost, session.ByteSources(mine, other)...); !errors.As(err, &lim) || lim.Lines <= 1001 || lim.Lines > 1501 || lim.Budget != 1500*session.LineCost {
+	if _, err := session.OMPFormat().NewIndex(1500*session.LineCost, mergeref.ByteSources(mine, other)...); !errors.As(err, &lim) || lim.Lines <= 1001 || lim.Lines > 1501 || lim.Budget != 1500*session.LineCost {
 		t.Fatalf("over the budget: %v", err)
 	}
-	if _, err := session.OMPFormat().NewIndex(2002*session.LineCost+1<<10, session.ByteSources(mine, other)...); err != nil {
+	if _, err := session.OMPFormat().NewIndex(2002*session.LineCost+1<<10, mergeref.ByteSources(mine, other)...); err != nil {
 		t.Fatalf("within the budget: %v", err)
 	}
 	// A copy that holds every entry in other bytes (rewritten) costs
 	// twice: the same budget no longer does.
 	rewritten := bytes.ReplaceAll(other, []byte(`"text":"x"`), []byte(`"text":"y"`))
-	if _, err := session.OMPFormat().NewIndex(2002*session.LineCost+1<<10, session.ByteSources(mine, rewritten)...); !errors.As(err, &lim) {
+	if _, err := session.OMPFormat().NewIndex(2002*session.LineCost+1<<10, mergeref.ByteSources(mine, rewritten)...); !errors.As(err, &lim) {
 		t.Fatalf("rewritten entries within the budget of as many lines: %v", err)
 	}
-	if _, err := session.OMPFormat().NewIndex(3002*session.LineCost+1<<10, session.ByteSources(mine, rewritten)...); err != nil {
+	if _, err := session.OMPFormat().NewIndex(3002*session.LineCost+1<<10, mergeref.ByteSources(mine, rewritten)...); err != nil {
 		t.Fatalf("rewritten entries within twice the budget: %v", err)
 	}
 	long := []byte(strings.Repeat("z", 1<<20) + "\n")
-	if _, err := session.OMPFormat().NewIndex(1<<20, session.ByteSources(long)...); !errors.As(err, &lim) {
+	if _, err := session.OMPFormat().NewIndex(1<<20, mergeref.ByteSources(long)...); !errors.As(err, &lim) {
 		t.Fatalf("a line longer than the budget: %v", err)
 	}
 
 	changing := bytes.Clone(other)
-	x, err := session.OMPFormat().NewIndex(1<<30, session.ByteSources(mine, changing)...)
+	x, err := session.OMPFormat().NewIndex(1<<30, mergeref.ByteSources(mine, changing)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestIndexBounds(t *testing.T) {
 	if _, err := x.WriteTo(&bytes.Buffer{}); !errors.Is(err, session.ErrSourceChanged) {
 		t.Fatalf("a copy changed under the merge: %v", err)
 	}
-	short := session.ByteSources(mine, other)
+	short := mergeref.ByteSources(mine, other)
 	short[1].Size += 10
 	if _, err := session.OMPFormat().NewIndex(1<<30, short...); !errors.Is(err, session.ErrSourceChanged) {
 		t.Fatalf("a copy shorter than its size: %v", err)
@@ -211,7 +211,7 @@ func TestIndexLineCost(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		peak = max(peak, int64(after.HeapAlloc)-int64(before.HeapAlloc))
-	}, session.ByteSources(a, other)...)
+	}, mergeref.ByteSources(a, other)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func BenchmarkMergeStreamed(b *testing.B) {
 	other := append(bytes.Clone(data[:half]), entryLine("bbbb0001", "", t0, "other machine")+"\n"...)
 	b.SetBytes(int64(len(data) + len(other)))
 	for b.Loop() {
-		if _, err := session.OMPFormat().MergeTo(io.Discard, 1<<30, session.ByteSources(data, other)...); err != nil {
+		if _, err := session.OMPFormat().MergeTo(io.Discard, 1<<30, mergeref.ByteSources(data, other)...); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -91,7 +91,7 @@ func ScanLocal(st Store, agentDir string) (*Local, error) {
 					}
 				}
 			case f.Type().IsRegular() && st.Classify(rel) == KindSession:
-				if id := st.SessionID(rel, readHead(absPath(agentDir, rel))); safename.SessionID(id) {
+				if id := st.SessionID(rel, ReadHead(absPath(agentDir, rel))); safename.SessionID(id) {
 					l.byID[id] = append(l.byID[id], rel)
 				}
 			}
@@ -150,8 +150,8 @@ func absPath(agentDir, rel string) string {
 	return filepath.Join(agentDir, filepath.FromSlash(rel))
 }
 
-// readHead reads the first 8 KiB of a file (nil when it cannot be read).
-func readHead(p string) []byte {
+// ReadHead reads the first 8 KiB of a file (nil when it cannot be read).
+func ReadHead(p string) []byte {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil

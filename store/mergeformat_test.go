@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/ompsync/ompsync/internal/testkit/mergeref"
-	"github.com/ompsync/ompsync/session"
 )
 
 // FuzzMergeFormat: for every agent that merges, the streamed merge
@@ -32,7 +31,7 @@ func FuzzMergeFormat(f *testing.F) {
 				t.Fatal(err)
 			}
 			var got bytes.Buffer
-			if _, err := mf.MergeTo(&got, 1<<30, session.ByteSources(a, b)...); err != nil {
+			if _, err := mf.MergeTo(&got, 1<<30, mergeref.ByteSources(a, b)...); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got.Bytes(), want) {

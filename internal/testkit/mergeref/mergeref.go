@@ -323,3 +323,12 @@ func parseTime(s string) time.Time {
 	}
 	return t
 }
+
+// ByteSources are copies in memory as Sources.
+func ByteSources(copies ...[]byte) []session.Source {
+	srcs := make([]session.Source, len(copies))
+	for i, c := range copies {
+		srcs[i] = session.Source{R: bytes.NewReader(c), Size: int64(len(c))}
+	}
+	return srcs
+}

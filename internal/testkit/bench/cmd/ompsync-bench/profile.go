@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 
 	"github.com/ompsync/ompsync/agent"
@@ -191,7 +192,7 @@ func profileRestore(args []string) error {
 			return err
 		}
 	}
-	if !rep.OK() {
+	if len(rep.Problems) > 0 || slices.ContainsFunc(rep.Results, func(r restore.Result) bool { return !r.OK() }) {
 		return fmt.Errorf("restore incomplete: %v", rep.Problems)
 	}
 	return nil
