@@ -38,14 +38,9 @@ func parallel(n, limit int, do func(i int)) {
 // alone, with listed nil. The listing never waits for the work: on a line
 // with a long round trip its next page is on its way while the sessions of
 // the last one are fetched, and a worker that is free takes the next
-// session the listing named.
-func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, do func(i int, t *target, listed *repo.SessionObjects)) {
-	eachTargetFrom(ctx, r, targets, sessions, opts, nil, do)
-}
-
-// eachTargetFrom is eachTarget, taking the listing from early when it is
-// not nil (started before the catalogs were read).
-func eachTargetFrom(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, early *earlyListing, do func(i int, t *target, listed *repo.SessionObjects)) {
+// session the listing named. The listing is early's when it is not nil
+// (started before the catalogs were read).
+func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions int, opts Options, early *earlyListing, do func(i int, t *target, listed *repo.SessionObjects)) {
 	type work struct {
 		i      int
 		listed *repo.SessionObjects

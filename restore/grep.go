@@ -205,7 +205,7 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	// remote.
 	lo := o
 	lo.All = false
-	eachTarget(ctx, r, stale, len(p.sessions), lo, func(_ int, t *target, listed *repo.SessionObjects) {
+	eachTarget(ctx, r, stale, len(p.sessions), lo, nil, func(_ int, t *target, listed *repo.SessionObjects) {
 		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed, spool)
 		mu.Lock()
 		defer mu.Unlock()

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
@@ -774,8 +773,9 @@ func newTemp(dir, what string, write func(io.Writer) (int64, error)) (string, in
 
 // install makes the synced temp file tmp the file p, its mtime set (unless
 // zero): by a hard link, which fails with fs.ErrExist if anything is at p
-// (link), else by a rename over p. Where tmp is on another file system (a
-// link or rename cannot reach p), it is copied beside p first.
+// (link), else by a rename over p. Where that fails for a tmp in another
+// folder (on another file system, a link or rename cannot reach p), tmp is
+// copied beside p and put from there.
 func install(tmp, p string, mtime time.Time, link bool) error {
 	if !mtime.IsZero() {
 		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
@@ -787,7 +787,7 @@ func install(tmp, p string, mtime time.Time, link bool) error {
 		put = os.Link
 	}
 	err := put(tmp, p)
-	if !errors.Is(err, syscall.EXDEV) {
+	if err == nil || errors.Is(err, fs.ErrExist) || filepath.Dir(tmp) == filepath.Dir(p) {
 		return err
 	}
 	in, err := os.Open(tmp)

@@ -362,7 +362,7 @@ func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessio
 	// needs them.
 	unsynced := map[string][]int{}
 	pl := startPlacer()
-	eachTargetFrom(ctx, r, targets, sessions, opts, early, func(i int, t *target, listed *repo.SessionObjects) {
+	eachTarget(ctx, r, targets, sessions, opts, early, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
 			mu.Lock()
 			defer mu.Unlock()

@@ -105,7 +105,7 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	if opts.Progress != nil {
 		opts.Progress(prog) // the total, before the first session
 	}
-	eachTarget(ctx, r, targets, len(p.sessions), opts, func(i int, t *target, listed *repo.SessionObjects) {
+	eachTarget(ctx, r, targets, len(p.sessions), opts, nil, func(i int, t *target, listed *repo.SessionObjects) {
 		checks[i] = verifyOne(ctx, r, t, local.Find(t.id), blobs, opts, listed)
 		mu.Lock()
 		defer mu.Unlock()
