@@ -400,22 +400,12 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 	if err := r.CheckWrite(ctx); err != nil {
 		return 0, err
 	}
-	tmp, err := os.CreateTemp(tmpDir, ".blob-*.sealed")
-	if err != nil {
-		return 0, fmt.Errorf("seal blob: %w", err)
-	}
-	// Unlinked at once where the system allows (Unix), so a crash leaves
-	// nothing; elsewhere removed when done.
-	os.Remove(tmp.Name())
-	defer func() {
-		tmp.Close()
-		os.Remove(tmp.Name())
-	}()
 	h := sha256.New()
-	n, err := r.sealTo(tmp, io.TeeReader(io.NewSectionReader(src, 0, size), h), size)
+	tmp, n, err := r.sealTemp(tmpDir, ".blob-*.sealed", io.TeeReader(io.NewSectionReader(src, 0, size), h), size)
 	if err != nil {
 		return 0, fmt.Errorf("seal blob: %w", err)
 	}
+	defer removeTemp(tmp)
 	if BlobName(name) && hex.EncodeToString(h.Sum(nil)) != name {
 		// Written once and never replaced: a blob omp is still writing
 		// (it writes them in place) would stay on the remote cut short.
@@ -431,29 +421,49 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 	return n, nil
 }
 
-// sealTo writes the size bytes of src sealed to f and returns how many
-// bytes that made. The written bytes are not synced: f is read back by
-// this process only.
-func (r *Repo) sealTo(f *os.File, src io.Reader, size int64) (int64, error) {
-	bw := bufio.NewWriterSize(f, 256<<10)
-	sw, err := r.codec.SealWriter(bw, size)
+// sealTemp seals the size bytes of src into a new temp file in dir and
+// returns it (nil on error) with the sealed size. It is unlinked at once
+// where the system allows (Unix), so a crash leaves nothing; elsewhere
+// removeTemp removes it. The written bytes are not synced: this process
+// alone reads them back.
+func (r *Repo) sealTemp(dir, pattern string, src io.Reader, size int64) (*os.File, int64, error) {
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	copied, err := io.CopyBuffer(sw, src, make([]byte, 256<<10))
+	os.Remove(f.Name())
+	n, err := func() (int64, error) {
+		bw := bufio.NewWriterSize(f, 256<<10)
+		sw, err := r.codec.SealWriter(bw, size)
+		if err != nil {
+			return 0, err
+		}
+		copied, err := io.CopyBuffer(sw, src, make([]byte, 256<<10))
+		if err != nil {
+			return 0, err
+		}
+		if copied != size {
+			return 0, fmt.Errorf("%w: read %d of %d bytes", io.ErrUnexpectedEOF, copied, size)
+		}
+		if err := sw.Close(); err != nil {
+			return 0, err
+		}
+		if err := bw.Flush(); err != nil {
+			return 0, err
+		}
+		return f.Seek(0, io.SeekCurrent)
+	}()
 	if err != nil {
-		return 0, err
+		removeTemp(f)
+		return nil, 0, err
 	}
-	if copied != size {
-		return 0, fmt.Errorf("%w: read %d of %d bytes", io.ErrUnexpectedEOF, copied, size)
-	}
-	if err := sw.Close(); err != nil {
-		return 0, err
-	}
-	if err := bw.Flush(); err != nil {
-		return 0, err
-	}
-	return f.Seek(0, io.SeekCurrent)
+	return f, n, nil
+}
+
+// removeTemp closes and removes a temp file of sealTemp.
+func removeTemp(f *os.File) {
+	f.Close()
+	os.Remove(f.Name())
 }
 
 // PutBlobLink records name, "<sha256>.<ext>", as another name of the blob
