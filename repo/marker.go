@@ -150,14 +150,6 @@ func (r *Repo) setMarker(m *Marker) {
 	r.marker, r.markerKnown, r.markerAt = m, true, time.Now()
 }
 
-// forgetMarker makes the next write check read the marker again: a sign
-// (an age object read by a plaintext codec) that it may have changed.
-func (r *Repo) forgetMarker() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recheck = true
-}
-
 // SetLog makes r log every change of recipients it makes, at WARN.
 func (r *Repo) SetLog(l *slog.Logger) {
 	r.mu.Lock()
@@ -210,15 +202,10 @@ func (r *Repo) CheckWrite(ctx context.Context) error {
 	return nil
 }
 
-// CheckWriteNow is CheckWrite with the marker read now.
-func (r *Repo) CheckWriteNow(ctx context.Context) error {
-	r.RecheckBeforeWrite()
-	return r.CheckWrite(ctx)
-}
-
 // RecheckBeforeWrite makes the next CheckWrite, and so the next put, read
-// the marker again: what a writer calls before each batch of uploads. A
-// batch that puts nothing reads nothing.
+// the marker again: what a writer calls before each batch of uploads (a
+// batch that puts nothing reads nothing), and what Repo does on a sign (an
+// age object read by a plaintext codec) that the marker may have changed.
 func (r *Repo) RecheckBeforeWrite() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

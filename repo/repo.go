@@ -91,7 +91,7 @@ func (r *Repo) open(ctx context.Context, key string, sealed []byte, limit int64)
 	if errors.Is(err, ErrNoKey) {
 		// An age object where this codec expected none: the repository
 		// may have been encrypted since the marker was read.
-		r.forgetMarker()
+		r.RecheckBeforeWrite()
 	}
 	if errors.Is(err, ErrNotEncrypted) && r.plaintextAllowed(ctx) {
 		plain, err = (&Zstd{}).Open(sealed, limit)
