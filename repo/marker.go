@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -534,13 +533,8 @@ func (r *Repo) Foreign(ctx context.Context) (string, error) {
 
 // isAge reports whether an object starts with the age header.
 func (r *Repo) isAge(ctx context.Context, key string) bool {
-	rc, err := r.client.Get(ctx, key, 0, int64(len(AgeHeader)))
-	if err != nil {
-		return false
-	}
-	defer rc.Close()
-	b, _ := io.ReadAll(rc)
-	return string(b) == AgeHeader
+	n, err := r.stanzas(ctx, key)
+	return err == nil && n != 0
 }
 
 // explainOpen adds to a codec's error what the marker says about the keys

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -355,23 +354,7 @@ const MaxMachines = 1 << 14
 
 // Machines lists the machines that have written a catalog.
 func (r *Repo) Machines(ctx context.Context) ([]string, error) {
-	var out []string
-	for obj, err := range r.client.List(ctx, MachinesPrefix(), remote.ListOptions{Delimiter: "/"}) {
-		if err != nil {
-			return nil, fmt.Errorf("list machines: %w", err)
-		}
-		if !obj.Prefix {
-			continue
-		}
-		rest, ok := strings.CutPrefix(obj.Key, MachinesPrefix())
-		if m := strings.TrimSuffix(rest, "/"); ok && safename.Machine(m) {
-			out = append(out, m)
-		}
-		if len(out) > MaxMachines {
-			return nil, fmt.Errorf("list machines: the listing goes on past %d machines", MaxMachines)
-		}
-	}
-	return out, nil
+	return r.folders(ctx, MachinesPrefix(), "machines", MaxMachines, safename.Machine)
 }
 
 // PutBlob stores one of omp's content-addressed blobs unless it is there.
