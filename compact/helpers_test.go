@@ -403,3 +403,13 @@ func (c *counter) List(ctx context.Context, prefix string, opts remote.ListOptio
 
 // listPages is how many pages an S3 LIST of n keys takes (1000 a page).
 func listPages(n int) int { return max(1, (n+999)/1000) }
+
+// Err is the first error of any stream.
+func (m *MachineReport) Err() error {
+	for _, s := range m.Streams {
+		if s.Err != nil {
+			return s.Err
+		}
+	}
+	return nil
+}

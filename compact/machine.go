@@ -1,10 +1,11 @@
 package compact
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -35,16 +36,6 @@ type MachineReport struct {
 	Unmatched []string
 }
 
-// Err is the first error of any stream.
-func (m *MachineReport) Err() error {
-	for _, s := range m.Streams {
-		if s.Err != nil {
-			return s.Err
-		}
-	}
-	return nil
-}
-
 // parallel bounds the sessions compacted at once.
 const parallel = 4
 
@@ -69,27 +60,18 @@ func Machine(ctx context.Context, r *repo.Repo, machine string, prefixes []strin
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, parallel)
 	for _, id := range ids {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
 			out := compactSession(ctx, r, id, machine, p, dryRun)
 			mu.Lock()
 			rep.Streams = append(rep.Streams, out...)
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
-	sort.Slice(rep.Streams, func(i, j int) bool {
-		a, b := rep.Streams[i], rep.Streams[j]
-		if a.Stream != b.Stream {
-			if a.Stream.SessionID != b.Stream.SessionID {
-				return a.Stream.SessionID < b.Stream.SessionID
-			}
-			return a.Stream.Name < b.Stream.Name
-		}
-		return a.Generation < b.Generation
+	slices.SortFunc(rep.Streams, func(a, b StreamReport) int {
+		return cmp.Or(cmp.Compare(a.Stream.SessionID, b.Stream.SessionID), cmp.Compare(a.Stream.Name, b.Stream.Name), cmp.Compare(a.Generation, b.Generation))
 	})
 	return rep, ctx.Err()
 }
@@ -97,7 +79,6 @@ func Machine(ctx context.Context, r *repo.Repo, machine string, prefixes []strin
 // match picks the catalog's session ids that start with a prefix, ignoring
 // case as omp's --resume does.
 func match(cat repo.Catalog, prefixes []string) (ids, unmatched []string) {
-	seen := map[string]bool{}
 	hit := make([]bool, len(prefixes))
 	for _, e := range cat.Sessions {
 		ok := len(prefixes) == 0
@@ -106,8 +87,7 @@ func match(cat repo.Catalog, prefixes []string) (ids, unmatched []string) {
 				ok, hit[i] = true, true
 			}
 		}
-		if ok && !seen[e.ID] {
-			seen[e.ID] = true
+		if ok {
 			ids = append(ids, e.ID)
 		}
 	}
@@ -116,7 +96,8 @@ func match(cat repo.Catalog, prefixes []string) (ids, unmatched []string) {
 			unmatched = append(unmatched, pre)
 		}
 	}
-	sort.Strings(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	return ids, unmatched
 }
 
@@ -146,20 +127,16 @@ func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Pol
 			}
 			idle := g != newest || now.Sub(lastWritten(g)) >= p.Idle
 			sr := StreamReport{Stream: st.Stream, Generation: g.Name, Idle: idle}
-			pl, err := plan(g.Chunks, idle, p)
-			if err != nil {
+			switch pl, err := plan(g.Chunks, idle, p); {
+			case err != nil:
 				sr.Err = fmt.Errorf("%s generation %s: %w", st.Stream.Prefix(), g.Name, err)
-				out = append(out, sr)
-				continue
-			}
-			if pl.Empty() {
+			case pl.Empty():
 				sr.Plan, sr.Skipped = pl.Plan, skipReason(pl.Plan, idle)
-				out = append(out, sr)
-				continue
-			}
-			sr.Plan = pl.Plan
-			if !dryRun {
-				sr.Result, sr.Err = compactGeneration(ctx, r, st.Stream, g, idle, p)
+			default:
+				sr.Plan = pl.Plan
+				if !dryRun {
+					sr.Result, sr.Err = compactGeneration(ctx, r, st.Stream, g, idle, p)
+				}
 			}
 			out = append(out, sr)
 		}

@@ -1,11 +1,11 @@
 package compact
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -103,21 +103,20 @@ func prune(ctx context.Context, r *repo.Repo, lines Lines, machine string, ret R
 	if err != nil {
 		return nil, fmt.Errorf("read catalog of %s: %w", machine, err)
 	}
-	entries := append([]repo.CatalogEntry(nil), cat.Sessions...)
-	sort.Slice(entries, func(i, j int) bool { return entries[i].ID < entries[j].ID })
+	entries := slices.SortedFunc(slices.Values(cat.Sessions), func(a, b repo.CatalogEntry) int { return cmp.Compare(a.ID, b.ID) })
 	for _, e := range entries {
 		if err := pruneSession(ctx, r, lines, b, machine, e, ret, now, rep); err != nil {
 			return rep, err
 		}
 	}
 	if !dryRun {
-		return rep, deleteItems(ctx, r, machine, rep)
+		err = deleteItems(ctx, r, machine, rep)
 	}
 	for _, it := range rep.Items {
 		rep.Objects += len(it.Keys)
 		rep.Bytes += it.Bytes
 	}
-	return rep, nil
+	return rep, err
 }
 
 // deleteItems deletes what rep plans to. Planning reads other machines'
@@ -148,8 +147,6 @@ func deleteItems(ctx context.Context, r *repo.Repo, machine string, rep *PruneRe
 			}
 		}
 		rep.Items = append(rep.Items, it)
-		rep.Objects += len(it.Keys)
-		rep.Bytes += it.Bytes
 	}
 	rep.Sessions = slices.DeleteFunc(rep.Sessions, func(id string) bool { return keptSessions[id] })
 	return nil
@@ -309,17 +306,8 @@ func DropSessions(ctx context.Context, r *repo.Repo, machine string, ids []strin
 	if err != nil {
 		return fmt.Errorf("read catalog of %s: %w", machine, err)
 	}
-	drop := map[string]bool{}
-	for _, id := range ids {
-		drop[id] = true
-	}
-	kept := cat.Sessions[:0]
-	for _, e := range cat.Sessions {
-		if !drop[e.ID] {
-			kept = append(kept, e)
-		}
-	}
-	cat.Sessions, cat.Updated = kept, now.UTC()
+	cat.Sessions = slices.DeleteFunc(cat.Sessions, func(e repo.CatalogEntry) bool { return slices.Contains(ids, e.ID) })
+	cat.Updated = now.UTC()
 	if _, err := r.PutCatalog(ctx, cat); err != nil {
 		return fmt.Errorf("update catalog of %s: %w", machine, err)
 	}

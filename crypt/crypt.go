@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"filippo.io/age"
@@ -60,10 +61,8 @@ var _ repo.Encrypter = (*Codec)(nil)
 func New(opts Options) (*Codec, error) {
 	c := &Codec{zstd: repo.NewZstd()}
 	addRecipient := func(r age.Recipient, fp string) {
-		for _, have := range c.keys.Recipients {
-			if have == fp {
-				return
-			}
+		if slices.Contains(c.keys.Recipients, fp) {
+			return
 		}
 		c.recipients = append(c.recipients, r)
 		c.keys.Recipients = append(c.keys.Recipients, fp)
@@ -187,23 +186,9 @@ var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 // limit. An object that is not encrypted is repo.ErrNotEncrypted; one that
 // no identity opens is repo.ErrNoKey.
 func (c *Codec) Open(sealed []byte, limit int64) ([]byte, error) {
-	if !bytes.HasPrefix(sealed, []byte(repo.AgeHeader)) {
-		if bytes.HasPrefix(sealed, zstdMagic) {
-			return nil, repo.ErrNotEncrypted
-		}
-		return nil, errors.New("not an age-encrypted object")
-	}
-	if len(c.identities) == 0 {
-		return nil, fmt.Errorf("%w: no identity is configured, so this configuration can only write; "+
-			"reading needs encryption.identity_file or encryption.passphrase_file", repo.ErrNoKey)
-	}
-	r, err := age.Decrypt(bytes.NewReader(sealed), c.identities...)
+	r, err := c.decrypt(bytes.NewReader(sealed), sealed)
 	if err != nil {
-		var nomatch *age.NoIdentityMatchError
-		if errors.As(err, &nomatch) {
-			return nil, fmt.Errorf("%w: it is encrypted to none of your identities (yours: %s)", repo.ErrNoKey, strings.Join(c.keys.Identities, ", "))
-		}
-		return nil, fmt.Errorf("age: %w", err)
+		return nil, err
 	}
 	// The compressed payload is smaller than the sealed object, which the
 	// repository has already bounded.
@@ -220,7 +205,16 @@ func (c *Codec) Open(sealed []byte, limit int64) ([]byte, error) {
 // zstd inflates what it gives, within limit bytes.
 func (c *Codec) OpenReader(sealed *bufio.Reader, limit int64) (io.ReadCloser, error) {
 	head, _ := sealed.Peek(len(repo.AgeHeader))
-	if !bytes.Equal(head, []byte(repo.AgeHeader)) {
+	r, err := c.decrypt(sealed, head)
+	if err != nil {
+		return nil, err
+	}
+	return c.zstd.OpenReader(bufio.NewReaderSize(ageErrors{r}, 64<<10), limit)
+}
+
+// decrypt is age's reader of sealed, whose first bytes are head.
+func (c *Codec) decrypt(sealed io.Reader, head []byte) (io.Reader, error) {
+	if !bytes.HasPrefix(head, []byte(repo.AgeHeader)) {
 		if bytes.HasPrefix(head, zstdMagic) {
 			return nil, repo.ErrNotEncrypted
 		}
@@ -231,14 +225,14 @@ func (c *Codec) OpenReader(sealed *bufio.Reader, limit int64) (io.ReadCloser, er
 			"reading needs encryption.identity_file or encryption.passphrase_file", repo.ErrNoKey)
 	}
 	r, err := age.Decrypt(sealed, c.identities...)
+	var nomatch *age.NoIdentityMatchError
+	if errors.As(err, &nomatch) {
+		return nil, fmt.Errorf("%w: it is encrypted to none of your identities (yours: %s)", repo.ErrNoKey, strings.Join(c.keys.Identities, ", "))
+	}
 	if err != nil {
-		var nomatch *age.NoIdentityMatchError
-		if errors.As(err, &nomatch) {
-			return nil, fmt.Errorf("%w: it is encrypted to none of your identities (yours: %s)", repo.ErrNoKey, strings.Join(c.keys.Identities, ", "))
-		}
 		return nil, fmt.Errorf("age: %w", err)
 	}
-	return c.zstd.OpenReader(bufio.NewReaderSize(ageErrors{r}, 64<<10), limit)
+	return r, nil
 }
 
 // ageErrors says which layer failed: a chunk that does not authenticate is

@@ -1,7 +1,6 @@
 package crypt
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -236,12 +235,7 @@ func NewIdentityFile(now time.Time) (file []byte, recipient, fp string, err erro
 		return nil, "", "", err
 	}
 	recipient = id.Recipient().String()
-	var b bytes.Buffer
-	w := bufio.NewWriter(&b)
-	fmt.Fprintf(w, "# created: %s\n", now.UTC().Format(time.RFC3339))
-	fmt.Fprintf(w, "# public key: %s\n", recipient)
-	fmt.Fprintf(w, "# fingerprint: %s\n", fingerprint(recipient))
-	fmt.Fprintf(w, "%s\n", id.String())
-	w.Flush()
-	return b.Bytes(), recipient, fingerprint(recipient), nil
+	fp = fingerprint(recipient)
+	file = fmt.Appendf(nil, "# created: %s\n# public key: %s\n# fingerprint: %s\n%s\n", now.UTC().Format(time.RFC3339), recipient, fp, id.String())
+	return file, recipient, fp, nil
 }

@@ -55,20 +55,23 @@ const MaxAgents = 64
 // Agents lists the agents other than omp that have a folder on the remote,
 // with one delimiter LIST of v1/agents/.
 func (r *Repo) Agents(ctx context.Context) ([]string, error) {
+	return r.folders(ctx, agentsPrefix, "agents", MaxAgents, func(name string) bool { return ValidAgent(name) && name != DefaultAgent })
+}
+
+// folders lists the names under prefix that valid accepts, with one
+// delimiter LIST, refusing a listing that goes on past most of them.
+func (r *Repo) folders(ctx context.Context, prefix, what string, most int, valid func(string) bool) ([]string, error) {
 	var out []string
-	for obj, err := range r.client.List(ctx, agentsPrefix, remote.ListOptions{Delimiter: "/"}) {
+	for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{Delimiter: "/"}) {
 		if err != nil {
-			return nil, fmt.Errorf("list agents: %w", err)
+			return nil, fmt.Errorf("list %s: %w", what, err)
 		}
-		if !obj.Prefix {
-			continue
-		}
-		rest, _ := strings.CutPrefix(obj.Key, agentsPrefix)
-		if name := strings.TrimSuffix(rest, "/"); ValidAgent(name) && name != DefaultAgent {
+		rest, ok := strings.CutPrefix(obj.Key, prefix)
+		if name := strings.TrimSuffix(rest, "/"); obj.Prefix && ok && valid(name) {
 			out = append(out, name)
 		}
-		if len(out) > MaxAgents {
-			return nil, fmt.Errorf("list agents: the listing goes on past %d agents", MaxAgents)
+		if len(out) > most {
+			return nil, fmt.Errorf("list %s: the listing goes on past %d %s", what, most, what)
 		}
 	}
 	return out, nil

@@ -303,33 +303,19 @@ func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
 			enc := EncodePath(e.Path)
 			p.Path = &enc
 		}
-		if diff(b.Cwd != e.Cwd) {
-			p.Cwd = &e.Cwd
-		}
+		patch(&p.Cwd, &e.Cwd, diff(b.Cwd != e.Cwd))
 		if diff(!sameProject(b.Project, e.Project)) {
 			p.Project = e.Project
 			if p.Project == nil && inBase {
 				p.Project = &project.ID{} // removed: the zero ID
 			}
 		}
-		if diff(b.Title != e.Title) {
-			p.Title = &e.Title
-		}
-		if diff(b.Generation != e.Generation) {
-			p.Generation = &e.Generation
-		}
-		if diff(b.Size != e.Size) {
-			p.Size = &e.Size
-		}
-		if diff(!b.Mtime.Equal(e.Mtime)) {
-			p.Mtime = &e.Mtime
-		}
-		if diff(b.State != e.State) {
-			p.State = &e.State
-		}
-		if diff(!b.Changed.Equal(e.Changed)) {
-			p.Changed = &e.Changed
-		}
+		patch(&p.Title, &e.Title, diff(b.Title != e.Title))
+		patch(&p.Generation, &e.Generation, diff(b.Generation != e.Generation))
+		patch(&p.Size, &e.Size, diff(b.Size != e.Size))
+		patch(&p.Mtime, &e.Mtime, diff(!b.Mtime.Equal(e.Mtime)))
+		patch(&p.State, &e.State, diff(b.State != e.State))
+		patch(&p.Changed, &e.Changed, diff(!b.Changed.Equal(e.Changed)))
 		out.Sessions = append(out.Sessions, p)
 	}
 	sort.Slice(out.Sessions, func(i, j int) bool {
@@ -418,6 +404,13 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 
 func sameProject(a, b *project.ID) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
+
+// patch sets a patch's field to v when it changed.
+func patch[T any](dst **T, v *T, changed bool) {
+	if changed {
+		*dst = v
+	}
 }
 
 func set[T any](dst *T, v *T) {

@@ -1,11 +1,12 @@
 package repo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"iter"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/ompsync/ompsync/remote"
@@ -74,10 +75,7 @@ func (g *Generation) add(name string, obj remote.ObjectInfo) {
 
 // sort sorts g's chunks by start, then end, and applies the format's rule.
 func (g *Generation) sort() {
-	sort.Slice(g.Chunks, func(i, j int) bool {
-		a, b := g.Chunks[i], g.Chunks[j]
-		return a.Start < b.Start || a.Start == b.Start && a.End < b.End
-	})
+	slices.SortFunc(g.Chunks, func(a, b ChunkRef) int { return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End)) })
 	g.Complete()
 }
 
@@ -109,18 +107,14 @@ func (r *Repo) ListGeneration(ctx context.Context, s Stream, gen string) (*Gener
 func (b *inventory) sorted() []*StreamInventory {
 	out := make([]*StreamInventory, 0, len(b.streams))
 	for _, inv := range b.streams {
-		sort.Slice(inv.Generations, func(i, j int) bool { return inv.Generations[i].Name < inv.Generations[j].Name })
+		slices.SortFunc(inv.Generations, func(a, b *Generation) int { return cmp.Compare(a.Name, b.Name) })
 		for _, g := range inv.Generations {
 			g.sort()
 		}
 		out = append(out, inv)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Stream, out[j].Stream
-		if a.Machine != b.Machine {
-			return a.Machine < b.Machine
-		}
-		return a.Name < b.Name
+	slices.SortFunc(out, func(a, b *StreamInventory) int {
+		return cmp.Or(cmp.Compare(a.Stream.Machine, b.Stream.Machine), cmp.Compare(a.Stream.Name, b.Stream.Name))
 	})
 	return out
 }

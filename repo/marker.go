@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -150,14 +149,6 @@ func (r *Repo) setMarker(m *Marker) {
 	r.marker, r.markerKnown, r.markerAt = m, true, time.Now()
 }
 
-// forgetMarker makes the next write check read the marker again: a sign
-// (an age object read by a plaintext codec) that it may have changed.
-func (r *Repo) forgetMarker() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recheck = true
-}
-
 // SetLog makes r log every change of recipients it makes, at WARN.
 func (r *Repo) SetLog(l *slog.Logger) {
 	r.mu.Lock()
@@ -210,15 +201,10 @@ func (r *Repo) CheckWrite(ctx context.Context) error {
 	return nil
 }
 
-// CheckWriteNow is CheckWrite with the marker read now.
-func (r *Repo) CheckWriteNow(ctx context.Context) error {
-	r.RecheckBeforeWrite()
-	return r.CheckWrite(ctx)
-}
-
 // RecheckBeforeWrite makes the next CheckWrite, and so the next put, read
-// the marker again: what a writer calls before each batch of uploads. A
-// batch that puts nothing reads nothing.
+// the marker again: what a writer calls before each batch of uploads (a
+// batch that puts nothing reads nothing), and what Repo does on a sign (an
+// age object read by a plaintext codec) that the marker may have changed.
 func (r *Repo) RecheckBeforeWrite() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -310,17 +296,11 @@ func (r *Repo) prepare(ctx context.Context) error {
 						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
 				}
 			}
-			nm := &Marker{Format: FormatVersion, Created: time.Now().UTC(), ID: NewID()}
-			if m != nil {
-				nm.Created = m.Created
-				if m.ID != "" {
-					nm.ID = m.ID
-				}
-			}
+			var k *Keys
 			if encrypting {
-				k := enc.Keys()
-				nm.Encryption = &Encryption{Scheme: SchemeAge, Recipients: sorted(k.Recipients), PassphraseKey: k.PassphraseKey}
+				k = new(enc.Keys())
 			}
+			nm := newMarker(m, k)
 			b, _ := json.Marshal(nm)
 			// A new marker only if there is none, so two first writers
 			// cannot both create one; a plaintext marker of an empty
@@ -405,46 +385,71 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// adoptRecipients checks an encrypting writer against an encrypted marker.
-// Only a writer holding an identity of a current recipient may change the
-// recipients, and never back to a key a change removed: a machine with a
-// stale list would otherwise undo a revocation.
+// adoptRecipients checks an encrypting writer against an encrypted marker
+// and records its recipients (rotated) when they differ.
 func (r *Repo) adoptRecipients(ctx context.Context, m *Marker, k Keys) error {
-	e := m.Encryption
-	if err := refuseRevoked(e, k.Recipients); err != nil {
-		return err
-	}
-	if sameSet(e.Recipients, k.Recipients) {
-		return nil
-	}
-	holds := false
-	for _, id := range k.Identities {
-		holds = holds || slices.Contains(e.Recipients, id)
-	}
-	if !holds {
+	nm, changed, err := rotated(m, k, func() error {
 		return fmt.Errorf("%w: the remote is encrypted to %s, this ompsync encrypts to %s and holds none of the current keys, "+
 			"and only a holder of a current key may change them. Set encryption.recipients to the repository's recipients; "+
 			"or, to change keys, put an identity of a current recipient in encryption.identity_file and run 'ompsync rekey'",
-			ErrEncryptionMismatch, fingerprints(e.Recipients), fingerprints(k.Recipients))
-	}
-	nm := *m
-	ne := *e
-	ne.Pending = RotatedPending(e, k.Recipients)
-	ne.Recipients = sorted(k.Recipients)
-	if ne.PassphraseKey == "" {
-		ne.PassphraseKey = k.PassphraseKey
-	}
-	nm.Encryption = &ne
-	if err := r.WriteMarker(ctx, &nm); err != nil {
+			ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients), fingerprints(k.Recipients))
+	})
+	if err != nil || !changed {
 		return err
 	}
-	r.logRecipients(e, &ne, "this machine's encryption.recipients differ; objects written before stay readable by the earlier keys until 'ompsync rekey'")
+	if err := r.WriteMarker(ctx, nm); err != nil {
+		return err
+	}
+	r.logRecipients(m.Encryption, nm.Encryption, "this machine's encryption.recipients differ; objects written before stay readable by the earlier keys until 'ompsync rekey'")
 	return nil
 }
 
-// RotatedPending is the Pending list after a change to recipients to: every
+// newMarker is a marker of the current format, encrypted to k's recipients
+// (plaintext when k is nil), keeping prev's creation time and id when
+// there is one.
+func newMarker(prev *Marker, k *Keys) *Marker {
+	nm := &Marker{Format: FormatVersion, Created: time.Now().UTC(), ID: NewID()}
+	if prev != nil {
+		nm.Created = prev.Created
+		if prev.ID != "" {
+			nm.ID = prev.ID // the agents' states stay this repository's
+		}
+	}
+	if k != nil {
+		nm.Encryption = &Encryption{Scheme: SchemeAge, Recipients: sorted(k.Recipients), PassphraseKey: k.PassphraseKey}
+	}
+	return nm
+}
+
+// rotated is encrypted marker m changed to k's recipients, every earlier
+// recipient pending; changed is false when m has them already. Only a
+// writer holding an identity of a current recipient may change them
+// (notHolder says why not), and never back to a key a change removed: a
+// machine with a stale list would otherwise undo a revocation.
+func rotated(m *Marker, k Keys, notHolder func() error) (nm *Marker, changed bool, err error) {
+	e := m.Encryption
+	if err := refuseRevoked(e, k.Recipients); err != nil {
+		return nil, false, err
+	}
+	if sameSet(e.Recipients, k.Recipients) {
+		return m, false, nil
+	}
+	if !slices.ContainsFunc(k.Identities, func(id string) bool { return slices.Contains(e.Recipients, id) }) {
+		return nil, false, notHolder()
+	}
+	c, ce := *m, *e
+	ce.Pending = rotatedPending(e, k.Recipients)
+	ce.Recipients = sorted(k.Recipients)
+	if ce.PassphraseKey == "" {
+		ce.PassphraseKey = k.PassphraseKey
+	}
+	c.Encryption = &ce
+	return &c, true, nil
+}
+
+// rotatedPending is the Pending list after a change to recipients to: every
 // recipient objects may still be encrypted to, other than the new ones.
-func RotatedPending(e *Encryption, to []string) []string {
+func rotatedPending(e *Encryption, to []string) []string {
 	var out []string
 	for _, fp := range append(slices.Clone(e.Pending), e.Recipients...) {
 		if !slices.Contains(to, fp) && !slices.Contains(out, fp) {
@@ -528,13 +533,8 @@ func (r *Repo) Foreign(ctx context.Context) (string, error) {
 
 // isAge reports whether an object starts with the age header.
 func (r *Repo) isAge(ctx context.Context, key string) bool {
-	rc, err := r.client.Get(ctx, key, 0, int64(len(AgeHeader)))
-	if err != nil {
-		return false
-	}
-	defer rc.Close()
-	b, _ := io.ReadAll(rc)
-	return string(b) == AgeHeader
+	n, err := r.stanzas(ctx, key)
+	return err == nil && n != 0
 }
 
 // explainOpen adds to a codec's error what the marker says about the keys

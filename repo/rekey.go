@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -317,47 +316,21 @@ func (k *rekeyRun) flush(ctx context.Context) error {
 // rekeyMarker is the marker for a rekey to keys: keys' recipients, with
 // every earlier recipient (or plaintext) pending.
 func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, bool, error) {
-	if m == nil || m.Encryption == nil {
-		first, err := r.firstObject(ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		has := first != ""
-		nm := &Marker{Format: FormatVersion, ID: NewID(), Encryption: &Encryption{Scheme: SchemeAge, Recipients: sorted(keys.Recipients), PassphraseKey: keys.PassphraseKey}}
-		if m != nil {
-			nm.Created = m.Created
-			if m.ID != "" {
-				nm.ID = m.ID // the agents' states stay this repository's
-			}
-		}
-		if has {
-			nm.Encryption.Pending = []string{PendingPlaintext}
-		}
-		return nm, true, nil
+	if m != nil && m.Encryption != nil {
+		return rotated(m, keys, func() error {
+			return fmt.Errorf("%w: only a holder of a current key (%s) may change the repository's recipients, and encryption.identity_file holds none",
+				ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
+		})
 	}
-	if err := refuseRevoked(m.Encryption, keys.Recipients); err != nil {
+	first, err := r.firstObject(ctx)
+	if err != nil {
 		return nil, false, err
 	}
-	if sameSet(m.Encryption.Recipients, keys.Recipients) {
-		return m, false, nil
+	nm := newMarker(m, &keys)
+	if first != "" {
+		nm.Encryption.Pending = []string{PendingPlaintext}
 	}
-	holds := false
-	for _, id := range keys.Identities {
-		holds = holds || slices.Contains(m.Encryption.Recipients, id)
-	}
-	if !holds {
-		return nil, false, fmt.Errorf("%w: only a holder of a current key (%s) may change the repository's recipients, and encryption.identity_file holds none",
-			ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
-	}
-	nm := *m
-	ne := *m.Encryption
-	ne.Pending = RotatedPending(m.Encryption, keys.Recipients)
-	ne.Recipients = sorted(keys.Recipients)
-	if ne.PassphraseKey == "" {
-		ne.PassphraseKey = keys.PassphraseKey
-	}
-	nm.Encryption = &ne
-	return &nm, true, nil
+	return nm, true, nil
 }
 
 // openFirst opens the first object after after, to find out whether the
@@ -526,34 +499,30 @@ func (r *Repo) resealBlob(ctx context.Context, key string, limit int64) (int64, 
 	if err != nil {
 		return 0, fmt.Errorf("rekey: %w", err)
 	}
-	tmp, err := os.CreateTemp("", ".ompsync-rekey-*.sealed")
-	if err != nil {
-		return 0, fmt.Errorf("rekey: %w", err)
-	}
-	// Unlinked at once where the system allows (Unix), so a crash leaves
-	// nothing; elsewhere removed when done. It holds sealed bytes only.
-	os.Remove(tmp.Name())
-	defer func() {
-		tmp.Close()
-		os.Remove(tmp.Name())
-	}()
+	// Sealed as the second read arrives; the temp file holds sealed bytes
+	// only.
 	pr, pw := io.Pipe()
-	sealed := make(chan error, 1)
-	var n int64
+	var again [sha256.Size]byte
+	var got int64
+	read2 := make(chan error, 1)
 	go func() {
 		var err error
-		n, err = r.sealTo(tmp, pr, size)
-		pr.CloseWithError(err)
-		sealed <- err
+		again, got, err = read(pw)
+		pw.CloseWithError(err)
+		read2 <- err
 	}()
-	again, got, err := read(pw)
-	pw.CloseWithError(err)
-	if serr := <-sealed; err == nil {
-		err = serr
+	tmp, n, err := r.sealTemp("", ".ompsync-rekey-*.sealed", pr, size)
+	pr.CloseWithError(err)
+	if rerr := <-read2; rerr != nil {
+		if err == nil {
+			removeTemp(tmp)
+		}
+		err = rerr
 	}
 	if err != nil {
 		return 0, fmt.Errorf("rekey: seal %s: %w", key, err)
 	}
+	defer removeTemp(tmp)
 	if again != want || got != size {
 		return 0, fmt.Errorf("rekey: %s read back other bytes the second time (%d bytes, then %d); left as it was", key, size, got)
 	}

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -91,7 +90,7 @@ func (r *Repo) open(ctx context.Context, key string, sealed []byte, limit int64)
 	if errors.Is(err, ErrNoKey) {
 		// An age object where this codec expected none: the repository
 		// may have been encrypted since the marker was read.
-		r.forgetMarker()
+		r.RecheckBeforeWrite()
 	}
 	if errors.Is(err, ErrNotEncrypted) && r.plaintextAllowed(ctx) {
 		plain, err = (&Zstd{}).Open(sealed, limit)
@@ -355,23 +354,7 @@ const MaxMachines = 1 << 14
 
 // Machines lists the machines that have written a catalog.
 func (r *Repo) Machines(ctx context.Context) ([]string, error) {
-	var out []string
-	for obj, err := range r.client.List(ctx, MachinesPrefix(), remote.ListOptions{Delimiter: "/"}) {
-		if err != nil {
-			return nil, fmt.Errorf("list machines: %w", err)
-		}
-		if !obj.Prefix {
-			continue
-		}
-		rest, ok := strings.CutPrefix(obj.Key, MachinesPrefix())
-		if m := strings.TrimSuffix(rest, "/"); ok && safename.Machine(m) {
-			out = append(out, m)
-		}
-		if len(out) > MaxMachines {
-			return nil, fmt.Errorf("list machines: the listing goes on past %d machines", MaxMachines)
-		}
-	}
-	return out, nil
+	return r.folders(ctx, MachinesPrefix(), "machines", MaxMachines, safename.Machine)
 }
 
 // PutBlob stores one of omp's content-addressed blobs unless it is there.
@@ -400,22 +383,12 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 	if err := r.CheckWrite(ctx); err != nil {
 		return 0, err
 	}
-	tmp, err := os.CreateTemp(tmpDir, ".blob-*.sealed")
-	if err != nil {
-		return 0, fmt.Errorf("seal blob: %w", err)
-	}
-	// Unlinked at once where the system allows (Unix), so a crash leaves
-	// nothing; elsewhere removed when done.
-	os.Remove(tmp.Name())
-	defer func() {
-		tmp.Close()
-		os.Remove(tmp.Name())
-	}()
 	h := sha256.New()
-	n, err := r.sealTo(tmp, io.TeeReader(io.NewSectionReader(src, 0, size), h), size)
+	tmp, n, err := r.sealTemp(tmpDir, ".blob-*.sealed", io.TeeReader(io.NewSectionReader(src, 0, size), h), size)
 	if err != nil {
 		return 0, fmt.Errorf("seal blob: %w", err)
 	}
+	defer removeTemp(tmp)
 	if BlobName(name) && hex.EncodeToString(h.Sum(nil)) != name {
 		// Written once and never replaced: a blob omp is still writing
 		// (it writes them in place) would stay on the remote cut short.
@@ -431,29 +404,49 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 	return n, nil
 }
 
-// sealTo writes the size bytes of src sealed to f and returns how many
-// bytes that made. The written bytes are not synced: f is read back by
-// this process only.
-func (r *Repo) sealTo(f *os.File, src io.Reader, size int64) (int64, error) {
-	bw := bufio.NewWriterSize(f, 256<<10)
-	sw, err := r.codec.SealWriter(bw, size)
+// sealTemp seals the size bytes of src into a new temp file in dir and
+// returns it (nil on error) with the sealed size. It is unlinked at once
+// where the system allows (Unix), so a crash leaves nothing; elsewhere
+// removeTemp removes it. The written bytes are not synced: this process
+// alone reads them back.
+func (r *Repo) sealTemp(dir, pattern string, src io.Reader, size int64) (*os.File, int64, error) {
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	copied, err := io.CopyBuffer(sw, src, make([]byte, 256<<10))
+	os.Remove(f.Name())
+	n, err := func() (int64, error) {
+		bw := bufio.NewWriterSize(f, 256<<10)
+		sw, err := r.codec.SealWriter(bw, size)
+		if err != nil {
+			return 0, err
+		}
+		copied, err := io.CopyBuffer(sw, src, make([]byte, 256<<10))
+		if err != nil {
+			return 0, err
+		}
+		if copied != size {
+			return 0, fmt.Errorf("%w: read %d of %d bytes", io.ErrUnexpectedEOF, copied, size)
+		}
+		if err := sw.Close(); err != nil {
+			return 0, err
+		}
+		if err := bw.Flush(); err != nil {
+			return 0, err
+		}
+		return f.Seek(0, io.SeekCurrent)
+	}()
 	if err != nil {
-		return 0, err
+		removeTemp(f)
+		return nil, 0, err
 	}
-	if copied != size {
-		return 0, fmt.Errorf("%w: read %d of %d bytes", io.ErrUnexpectedEOF, copied, size)
-	}
-	if err := sw.Close(); err != nil {
-		return 0, err
-	}
-	if err := bw.Flush(); err != nil {
-		return 0, err
-	}
-	return f.Seek(0, io.SeekCurrent)
+	return f, n, nil
+}
+
+// removeTemp closes and removes a temp file of sealTemp.
+func removeTemp(f *os.File) {
+	f.Close()
+	os.Remove(f.Name())
 }
 
 // PutBlobLink records name, "<sha256>.<ext>", as another name of the blob

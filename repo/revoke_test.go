@@ -70,7 +70,8 @@ func TestRevocationHolds(t *testing.T) {
 			}
 		}
 		// The writer that was running: refused at its next batch.
-		refused("running writer's next batch", running.CheckWriteNow(ctx))
+		running.RecheckBeforeWrite()
+		refused("running writer's next batch", running.CheckWrite(ctx))
 		_, err := running.PutBlob(ctx, repo.HashHex([]byte("stale")), []byte("stale"))
 		refused("running writer's put", err)
 		// Restarted, with either identity, and rekey by a stale machine.
