@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -20,18 +21,7 @@ func ValidateKey(key string) error {
 	if key == "" {
 		return errors.New("empty key")
 	}
-	if err := validateChars(key); err != nil {
-		return err
-	}
-	for seg := range strings.SplitSeq(key, "/") {
-		switch seg {
-		case "":
-			return errors.New("key has an empty segment (leading, trailing or double slash)")
-		case ".", "..":
-			return errors.New("key has a '.' or '..' segment")
-		}
-	}
-	return nil
+	return validate(key, "key", "leading, trailing or double slash", 0)
 }
 
 // ValidatePrefix checks a listing prefix. It follows ValidateKey's rules
@@ -40,16 +30,22 @@ func ValidatePrefix(prefix string) error {
 	if prefix == "" {
 		return nil
 	}
-	if err := validateChars(prefix); err != nil {
+	return validate(prefix, "prefix", "leading or double slash", 1)
+}
+
+// validate checks s's characters and its segments, but for the last open
+// ones (a prefix's last one may be partial or empty); what names s in errors.
+func validate(s, what, empty string, open int) error {
+	if err := validateChars(s); err != nil {
 		return err
 	}
-	segs := strings.Split(prefix, "/")
-	for _, seg := range segs[:len(segs)-1] { // the last one may be partial or empty
+	segs := strings.Split(s, "/")
+	for _, seg := range segs[:len(segs)-open] {
 		switch seg {
 		case "":
-			return errors.New("prefix has an empty segment (leading or double slash)")
+			return fmt.Errorf("%s has an empty segment (%s)", what, empty)
 		case ".", "..":
-			return errors.New("prefix has a '.' or '..' segment")
+			return fmt.Errorf("%s has a '.' or '..' segment", what)
 		}
 	}
 	return nil

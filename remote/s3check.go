@@ -17,14 +17,7 @@ type s3Checker struct{ base http.RoundTripper }
 
 func (c s3Checker) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.base.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkS3Answer(req, resp); err != nil {
-		resp.Body.Close()
-		return nil, err
-	}
-	return resp, nil
+	return DoS3Checked(req, resp, err)
 }
 
 // DoS3Checked is CheckS3Answers for a client that is a Do method (the aws

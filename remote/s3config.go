@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -208,22 +207,6 @@ func (c S3Config) Check(driver string) (prefix string, endpoint *url.URL, err er
 		return "", nil, fmt.Errorf("%s: give both access key id and secret access key, or neither", driver)
 	}
 	return prefix, endpoint, nil
-}
-
-// YieldPage yields one page of an S3 listing in lexical order, its keys
-// (items, full keys) made relative to the client's prefix. A confused or
-// hostile server may answer with keys outside full, the prefix asked for:
-// they never reach the caller. It returns false when yield stopped.
-func YieldPage(items []ObjectInfo, prefix, full string, yield func(ObjectInfo, error) bool) bool {
-	items = slices.DeleteFunc(items, func(it ObjectInfo) bool { return !strings.HasPrefix(it.Key, full) })
-	slices.SortFunc(items, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
-	for _, it := range items {
-		it.Key = it.Key[len(prefix):]
-		if !yield(it, nil) {
-			return false
-		}
-	}
-	return true
 }
 
 // S3Failure is what an S3 driver's library tells of a failed request.

@@ -172,15 +172,7 @@ func path(key string) string {
 // fail wraps a file system error. Paths are made relative to the root so
 // messages name keys, not the layout of the machine.
 func fail(op, key string, err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		err = le.Err
-	}
-	return &remote.Error{Op: op, Key: key, Err: err}
+	return &remote.Error{Op: op, Key: key, Err: unwrapPath(err)}
 }
 
 // Put writes data to key atomically.
@@ -319,7 +311,7 @@ func createTemp(r *os.Root, dir string) (*os.File, string, error) {
 }
 
 // mkdirs creates dir and its missing parents (mode 0700) below the root,
-// fsyncing each parent so the new folder survives a crash.
+// then fsyncs every folder above dir so the new ones survive a crash.
 func mkdirs(r *os.Root, dir string) error {
 	if fi, err := r.Lstat(dir); err == nil {
 		if !fi.IsDir() {
@@ -327,23 +319,10 @@ func mkdirs(r *os.Root, dir string) error {
 		}
 		return nil
 	}
-	var missing []string
-	for d := dir; d != "." && d != string(filepath.Separator); d = filepath.Dir(d) {
-		if _, err := r.Lstat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
+	if err := r.MkdirAll(dir, 0o700); err != nil {
+		return err
 	}
-	for _, d := range slices.Backward(missing) {
-		if err := r.Mkdir(d, 0o700); err != nil {
-			if !errors.Is(err, fs.ErrExist) {
-				return err
-			}
-			if fi, err := r.Lstat(d); err != nil || !fi.IsDir() {
-				return syscall.ENOTDIR
-			}
-			continue
-		}
+	for d := dir; d != "."; d = filepath.Dir(d) {
 		if err := syncDir(r, filepath.Dir(d)); err != nil {
 			return err
 		}
@@ -397,14 +376,12 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 	}
 	var rc io.ReadCloser = f
 	if length >= 0 {
-		rc = limited{io.LimitReader(f, length), f}
+		rc = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(f, length), f}
 	}
 	return remote.ContextBody(ctx, rc), nil
-}
-
-type limited struct {
-	io.Reader
-	io.Closer
 }
 
 // notFound maps a missing file (or a path through a file) to ErrNotFound.
@@ -442,10 +419,10 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	p := path(key)
 	fi, err := r.Lstat(p)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		if err = notFound("delete", key, err); errors.Is(err, remote.ErrNotFound) {
 			return nil
 		}
-		return fail("delete", key, err)
+		return err
 	}
 	if fi.IsDir() {
 		return nil // a folder of other keys; there is no object by this name
@@ -506,7 +483,12 @@ type entry struct {
 // walk calls visit for every object under the folder dirKey ("" or "a/b/")
 // that can match the prefix and StartAfter, in key order.
 func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) error) error {
-	des, err := readDir(l.r, path(strings.TrimSuffix(dirKey, "/")))
+	f, err := l.r.Open(path(strings.TrimSuffix(dirKey, "/")))
+	var des []fs.DirEntry
+	if err == nil {
+		des, err = f.ReadDir(-1)
+		f.Close()
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // nothing under this prefix; or it vanished under a Delete
@@ -614,10 +596,15 @@ func (l *lister) groupOf(dirKey string) string {
 	return dirKey[:len(l.prefix)+i+len(d)]
 }
 
+// unwrapPath drops the path a file system error names.
 func unwrapPath(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) {
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
 		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
 	}
 	return err
 }
@@ -651,18 +638,6 @@ func (l *lister) emit(key string, de fs.DirEntry) error {
 		return errStop
 	}
 	return nil
-}
-
-// readDir reads the folder p below the root, sorted by name.
-func readDir(r *os.Root, p string) ([]fs.DirEntry, error) {
-	f, err := r.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	des, err := f.ReadDir(-1)
-	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return des, err
 }
 
 // Backend serves file:///absolute/folder URLs.

@@ -9,14 +9,11 @@ package s3
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -34,14 +31,13 @@ import (
 )
 
 // Client stores objects in one bucket, under an optional prefix.
-type Client struct {
-	api    *s3.Client
-	bucket string
-	prefix string // "" or "p/"
-	cfg    remote.S3Config
-}
+type Client struct{ *remote.S3Client }
 
-var _ remote.Client = (*Client)(nil)
+// api is the aws SDK's side of remote.S3Client.
+type api struct {
+	s3     *s3.Client
+	bucket *string
+}
 
 // responseHeaderTimeout bounds how long a request waits for the server's
 // answer once sent; a stuck server then fails transiently instead of hanging.
@@ -110,7 +106,7 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 	if cfg.HTTPClient != nil {
 		httpClient = cfg.HTTPClient
 	}
-	api := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		o.HTTPClient = checkedClient{httpClient}
 		if endpoint != nil {
 			o.BaseEndpoint = aws.String(endpoint.String())
@@ -124,7 +120,7 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 		o.Retryer = aws.NopRetryer{}
 		o.RetryMaxAttempts = 0
 	})
-	return &Client{api: api, bucket: cfg.Bucket, prefix: prefix, cfg: cfg}, nil
+	return &Client{remote.NewS3Client(api{client, aws.String(cfg.Bucket)}, cfg, prefix)}, nil
 }
 
 // findCredentials looks for credentials once, now, so that none is one
@@ -151,179 +147,79 @@ func (c checkedClient) Do(req *http.Request) (*http.Response, error) {
 	return remote.DoS3Checked(req, resp, err)
 }
 
-// Put uploads data in one request with its Content-MD5.
-func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
-	if err := remote.CheckOp(ctx, "put", key); err != nil {
-		return err
-	}
-	sum := md5.Sum(data)
-	return c.put(ctx, key, bytes.NewReader(data), int64(len(data)), sum[:], opts)
-}
-
-// PutReader uploads size bytes of r in one request with their Content-MD5,
-// from a first pass over r. The SDK reads the body again to sign it, and
-// rewinds it to send it.
-func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size int64, opts remote.PutOptions) error {
-	if err := remote.CheckOp(ctx, "put", key); err != nil {
-		return err
-	}
-	sums, err := remote.SumsFor(ctx, r, size, true, opts.Sums)
-	if err != nil {
-		return &remote.Error{Op: "put", Key: key, Err: err}
-	}
-	return c.put(ctx, key, remote.CheckedReader(r, size, sums), size, sums.MD5[:], opts)
-}
-
-func (c *Client) put(ctx context.Context, key string, body io.Reader, size int64, sum []byte, opts remote.PutOptions) error {
-	in := &s3.PutObjectInput{
-		Bucket:        aws.String(c.bucket),
-		Key:           aws.String(c.prefix + key),
-		Body:          body,
-		ContentLength: aws.Int64(size),
-		ContentMD5:    aws.String(base64.StdEncoding.EncodeToString(sum)),
-	}
+func (a api) PutObject(ctx context.Context, key string, body io.Reader, size int64, sums remote.Sums, opts remote.PutOptions) error {
+	in := &s3.PutObjectInput{Bucket: a.bucket, Key: aws.String(key), Body: body, ContentLength: aws.Int64(size),
+		ContentMD5: aws.String(base64.StdEncoding.EncodeToString(sums.MD5[:])), IfMatch: optional(opts.IfMatch)}
 	if opts.IfAbsent {
 		in.IfNoneMatch = aws.String("*")
 	}
-	if opts.IfMatch != "" {
-		in.IfMatch = aws.String(opts.IfMatch)
-	}
-	if _, err := c.api.PutObject(ctx, in); err != nil {
-		return c.fail(ctx, "put", key, err)
-	}
-	return nil
+	_, err := a.s3.PutObject(ctx, in)
+	return err
 }
 
-// Get opens a byte range of key. Reading past the end yields no bytes.
-func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
-	if err := remote.CheckOp(ctx, "get", key); err != nil {
+func (a api) GetObject(ctx context.Context, key, byteRange string) (io.ReadCloser, error) {
+	out, err := a.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: a.bucket, Key: aws.String(key), Range: optional(byteRange)})
+	if err != nil {
 		return nil, err
 	}
-	if rc, err := remote.CheckGetRange(ctx, c, key, offset, length); rc != nil || err != nil {
-		return rc, err
-	}
-	in := &s3.GetObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)}
-	if r := remote.HTTPRange(offset, length); r != "" {
-		in.Range = aws.String(r)
-	}
-	out, err := c.api.GetObject(ctx, in)
-	if err != nil {
-		if status, code := answer(err); status == http.StatusRequestedRangeNotSatisfiable || code == "InvalidRange" {
-			// The object exists but ends before offset.
-			return io.NopCloser(strings.NewReader("")), nil
-		}
-		return nil, c.fail(ctx, "get", key, err)
-	}
-	return remote.ContextBody(ctx, out.Body), nil
+	return out.Body, nil
 }
 
-// Stat returns key's size and modification time.
-func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error) {
-	if err := remote.CheckOp(ctx, "stat", key); err != nil {
+func (a api) HeadObject(ctx context.Context, key string) (remote.ObjectInfo, error) {
+	out, err := a.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: a.bucket, Key: aws.String(key)})
+	if err != nil {
 		return remote.ObjectInfo{}, err
 	}
-	out, err := c.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)})
+	return remote.ObjectInfo{Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
+}
+
+func (a api) DeleteObject(ctx context.Context, key string) error {
+	_, err := a.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: a.bucket, Key: aws.String(key)})
+	return err
+}
+
+func (a api) ListPage(ctx context.Context, q remote.S3Query) (remote.S3Page, error) {
+	page, err := a.s3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: a.bucket, Prefix: aws.String(q.Prefix), MaxKeys: aws.Int32(int32(q.MaxKeys)),
+		Delimiter: optional(q.Delimiter), StartAfter: optional(q.StartAfter), ContinuationToken: optional(q.Token)})
 	if err != nil {
-		return remote.ObjectInfo{}, c.fail(ctx, "stat", key, err)
+		return remote.S3Page{}, err
 	}
-	return remote.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength), ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
+	out := remote.S3Page{Truncated: aws.ToBool(page.IsTruncated), Next: aws.ToString(page.NextContinuationToken)}
+	for _, o := range page.Contents {
+		out.Items = append(out.Items, remote.ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
+	}
+	for _, p := range page.CommonPrefixes {
+		out.Items = append(out.Items, remote.ObjectInfo{Key: aws.ToString(p.Prefix), Prefix: true})
+	}
+	return out, nil
 }
 
-// Delete removes key; a missing key is not an error.
-func (c *Client) Delete(ctx context.Context, key string) error {
-	if err := remote.CheckOp(ctx, "delete", key); err != nil {
-		return err
+// optional is s for an optional field: nil when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
 	}
-	_, err := c.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.prefix + key)})
-	if err != nil {
-		err = c.fail(ctx, "delete", key, err)
-		if errors.Is(err, remote.ErrNotFound) {
-			return nil
-		}
-		return err
-	}
-	return nil
+	return &s
 }
 
-// List pages through ListObjectsV2, merging each page's keys and common
-// prefixes into one lexical order.
-func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOptions) iter.Seq2[remote.ObjectInfo, error] {
-	return func(yield func(remote.ObjectInfo, error) bool) {
-		if err := remote.CheckOp(ctx, "list", prefix); err != nil {
-			yield(remote.ObjectInfo{}, err)
-			return
-		}
-		in := &s3.ListObjectsV2Input{Bucket: aws.String(c.bucket), Prefix: aws.String(c.prefix + prefix)}
-		if opts.Delimiter != "" {
-			in.Delimiter = aws.String(opts.Delimiter)
-		}
-		if opts.StartAfter != "" {
-			in.StartAfter = aws.String(c.prefix + opts.StartAfter)
-		}
-		if opts.FirstPage > 0 {
-			in.MaxKeys = aws.Int32(int32(min(opts.FirstPage, 1000)))
-		}
-		full := c.prefix + prefix
-		for {
-			page, err := c.api.ListObjectsV2(ctx, in)
-			if err != nil {
-				yield(remote.ObjectInfo{}, c.fail(ctx, "list", prefix, err))
-				return
-			}
-			items := make([]remote.ObjectInfo, 0, len(page.Contents)+len(page.CommonPrefixes))
-			for _, o := range page.Contents {
-				items = append(items, remote.ObjectInfo{Key: aws.ToString(o.Key), Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
-			}
-			for _, p := range page.CommonPrefixes {
-				items = append(items, remote.ObjectInfo{Key: aws.ToString(p.Prefix), Prefix: true})
-			}
-			if !remote.YieldPage(items, c.prefix, full, yield) {
-				return
-			}
-			if !aws.ToBool(page.IsTruncated) {
-				return
-			}
-			next := aws.ToString(page.NextContinuationToken)
-			if next == "" || next == aws.ToString(in.ContinuationToken) {
-				yield(remote.ObjectInfo{}, &remote.Error{Op: "list", Key: prefix, Err: remote.ErrEndlessListing})
-				return
-			}
-			in.ContinuationToken, in.StartAfter, in.MaxKeys = aws.String(next), nil, nil
-		}
-	}
-}
-
-// answer extracts the HTTP status and S3 error code from an SDK error.
-func answer(err error) (status int, code string) {
+// Failure tells what the SDK says of a failed request.
+func (api) Failure(err error) remote.S3Failure {
+	var f remote.S3Failure
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
-		status = re.HTTPStatusCode()
+		f.Status = re.HTTPStatusCode()
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
-		code = ae.ErrorCode()
-	}
-	return status, code
-}
-
-// fail maps an SDK error onto remote's errors. Messages keep the S3 code and
-// message and drop request URLs.
-func (c *Client) fail(ctx context.Context, op, key string, err error) error {
-	f := remote.S3Failure{
-		// An answer that broke off after its status (a cut body) is a
-		// network failure too.
-		Transient: remote.NetworkTransient(err) ||
-			retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary,
-	}
-	f.Status, f.Code = answer(err)
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		f.Message = ae.ErrorMessage()
+		f.Code, f.Message = ae.ErrorCode(), ae.ErrorMessage()
 	}
 	var nsk *types.NoSuchKey
 	var nf *types.NotFound
 	f.NotFound = errors.As(err, &nsk) || errors.As(err, &nf)
-	return c.cfg.Fail(ctx, op, key, err, f)
+	// An answer that broke off after its status (a cut body) is a network
+	// failure too.
+	f.Transient = remote.NetworkTransient(err) || retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary
+	return f
 }
 
 // Backend serves s3:// URLs when s3.client is aws.
