@@ -81,7 +81,7 @@ func writeTemp(name string, write func(*os.File) error, opts Options) error {
 		}
 	}
 	if opts.Exclusive {
-		err = place(tmp.Name(), name)
+		err = Place(tmp.Name(), name)
 	} else if err = replace(tmp.Name(), name); err != nil {
 		err = fmt.Errorf("rename into %s: %w", name, err)
 	}
@@ -91,8 +91,9 @@ func writeTemp(name string, write func(*os.File) error, opts Options) error {
 	return SyncDir(dir)
 }
 
-// place puts tmp at name unless something is there.
-func place(tmp, name string) error {
+// Place puts tmp at name by a hard link unless something is there (fs.ErrExist).
+// On a file system without hard links it checks, then renames.
+func Place(tmp, name string) error {
 	err := os.Link(tmp, name)
 	if err == nil {
 		return nil

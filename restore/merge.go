@@ -784,7 +784,7 @@ func install(tmp, p string, mtime time.Time, link bool) error {
 	}
 	put := os.Rename
 	if link {
-		put = os.Link
+		put = atomicfile.Place
 	}
 	err := put(tmp, p)
 	if err == nil || errors.Is(err, fs.ErrExist) || filepath.Dir(tmp) == filepath.Dir(p) {
