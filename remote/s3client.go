@@ -100,7 +100,11 @@ func (c *S3Client) Get(ctx context.Context, key string, offset, length int64) (i
 	empty := io.NopCloser(strings.NewReader(""))
 	if length == 0 {
 		if _, err := c.Stat(ctx, key); err != nil {
-			e := *err.(*Error) // keeps Transient
+			var re *Error
+			if !errors.As(err, &re) {
+				return nil, err
+			}
+			e := *re // keeps Transient
 			e.Op = "get"
 			return nil, &e
 		}
