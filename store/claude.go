@@ -29,7 +29,7 @@ import (
 // or .claude.json. `claude --resume <id>` resumes a session.
 func Claude() Store { return claude{} }
 
-type claude struct{}
+type claude struct{ plain }
 
 func (claude) Name() string { return "claude" }
 
@@ -139,12 +139,7 @@ func shorten(s string, n int) string {
 	return s
 }
 
-func (claude) SlotLen([]byte) int                     { return 0 }
-func (claude) SlotTitle([]byte) (string, bool)        { return "", false }
-func (claude) NewestSlot([][]byte) []byte             { return nil }
 func (claude) Beside(string, string) (string, bool)   { return "", false }
-func (claude) LockFiles(string) []string              { return nil }
-func (claude) ProcessMarker() string                  { return "" }
 func (claude) Resume(id string) string                { return "claude --resume " + id }
 func (claude) Archived(string) (string, string, bool) { return "", "", false }
 func (claude) ArchiveOf(string) string                { return "" }

@@ -28,7 +28,7 @@ import (
 // databases or the logs. `codex resume <id>` resumes a session.
 func Codex() Store { return codex{} }
 
-type codex struct{}
+type codex struct{ plain }
 
 func (codex) Name() string { return "codex" }
 
@@ -152,12 +152,7 @@ func (codex) Describe(head []byte) (Info, bool) {
 	return info, found
 }
 
-func (codex) SlotLen([]byte) int                  { return 0 }
-func (codex) SlotTitle([]byte) (string, bool)     { return "", false }
-func (codex) NewestSlot([][]byte) []byte          { return nil }
 func (codex) MergeFormat() (session.Format, bool) { return session.Format{}, false }
-func (codex) LockFiles(string) []string           { return nil }
-func (codex) ProcessMarker() string               { return "" }
 func (codex) Resume(id string) string             { return "codex resume " + id }
 
 func (codex) Artifact(string) (string, string, bool)    { return "", "", false }

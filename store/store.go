@@ -151,6 +151,16 @@ func ByName(name string) (Store, error) {
 	return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(names, ", "))
 }
 
+// plain is what an agent without omp's extras answers: no title slot, no
+// lock sidecars, no process marker. Claude and Codex embed it.
+type plain struct{}
+
+func (plain) SlotLen([]byte) int              { return 0 }
+func (plain) SlotTitle([]byte) (string, bool) { return "", false }
+func (plain) NewestSlot([][]byte) []byte      { return nil }
+func (plain) LockFiles(string) []string       { return nil }
+func (plain) ProcessMarker() string           { return "" }
+
 // ignoredName reports the names no agent's backup ever takes: hidden
 // files, locks, temp files and backups.
 func ignoredName(base string) bool {
