@@ -6,8 +6,9 @@ import (
 )
 
 // Format says how one agent's lines are read for a merge. A merge
-// (Format.MergeTo) combines copies of one session file that went on in
-// different places into one file that holds the work of all of them:
+// (Format.NewIndex, then Index.WriteTo) combines copies of one session file
+// that went on in different places into one file that holds the work of all
+// of them:
 //
 //   - Every line of every copy is kept byte for byte and none twice. An entry
 //     is known by its id and timestamp (omp's 8-hex ids alone collide once

@@ -546,13 +546,3 @@ func (h *rankHeap32) Pop() any {
 	h.items = h.items[:len(h.items)-1]
 	return x
 }
-
-// MergeTo writes the merge of the copies to w (the rule on Format), through an
-// Index within budget, and returns the bytes written.
-func (f Format) MergeTo(w io.Writer, budget int64, srcs ...Source) (int64, error) {
-	x, err := f.NewIndex(budget, srcs...)
-	if err != nil {
-		return 0, err
-	}
-	return x.WriteTo(w)
-}

@@ -267,7 +267,7 @@ func BenchmarkMergeStreamed(b *testing.B) {
 	other := append(bytes.Clone(data[:half]), entryLine("bbbb0001", "", t0, "other machine")+"\n"...)
 	b.SetBytes(int64(len(data) + len(other)))
 	for b.Loop() {
-		if _, err := session.OMPFormat().MergeTo(io.Discard, 1<<30, mergeref.ByteSources(data, other)...); err != nil {
+		if _, err := mergeref.MergeTo(session.OMPFormat(), io.Discard, 1<<30, mergeref.ByteSources(data, other)...); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -93,7 +93,7 @@ func TestClientFixtures(t *testing.T) {
 				continue
 			}
 			var merged bytes.Buffer
-			_, err := mf.MergeTo(&merged, 1<<30, mergeref.ByteSources(f.data[:cut], f.data)...)
+			_, err := mergeref.MergeTo(mf, &merged, 1<<30, mergeref.ByteSources(f.data[:cut], f.data)...)
 			switch {
 			case err != nil || !bytes.Equal(merged.Bytes(), f.data):
 				t.Errorf("%s: merging a shorter copy into the file gave %d bytes of %d (%v)", tc.client, merged.Len(), len(f.data), err)

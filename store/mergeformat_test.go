@@ -31,7 +31,7 @@ func FuzzMergeFormat(f *testing.F) {
 				t.Fatal(err)
 			}
 			var got bytes.Buffer
-			if _, err := mf.MergeTo(&got, 1<<30, mergeref.ByteSources(a, b)...); err != nil {
+			if _, err := mergeref.MergeTo(mf, &got, 1<<30, mergeref.ByteSources(a, b)...); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got.Bytes(), want) {

@@ -1,7 +1,7 @@
 // Package mergeref is the reference merge: the merge rule of
 // session.Format in memory, written for clarity rather than bounds. Tests
-// hold session.Format.MergeTo, the merge every product path takes, to its
-// bytes. Nothing but tests imports it.
+// hold the streamed merge every product path takes (MergeTo: an
+// session.Index written out) to its bytes. Nothing but tests imports it.
 package mergeref
 
 import (
@@ -9,6 +9,7 @@ import (
 	"container/heap"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"slices"
 	"time"
 
@@ -331,4 +332,15 @@ func ByteSources(copies ...[]byte) []session.Source {
 		srcs[i] = session.Source{R: bytes.NewReader(c), Size: int64(len(c))}
 	}
 	return srcs
+}
+
+// MergeTo writes the merge of the copies to w (the rule on f), through a
+// session.Index within budget, as every product merge does, and returns the
+// bytes written.
+func MergeTo(f session.Format, w io.Writer, budget int64, srcs ...session.Source) (int64, error) {
+	x, err := f.NewIndex(budget, srcs...)
+	if err != nil {
+		return 0, err
+	}
+	return x.WriteTo(w)
 }
