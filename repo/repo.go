@@ -101,15 +101,27 @@ func (r *Repo) open(ctx context.Context, key string, sealed []byte, limit int64)
 	return plain, nil
 }
 
-func (r *Repo) putSealed(ctx context.Context, key string, plain []byte) error {
+// putSealed is every put of an object held in memory: checked against the
+// marker (CheckWrite), sealed, put at key; it returns the size stored. what
+// names the object in a sealing error.
+func (r *Repo) putSealed(ctx context.Context, what, key string, plain []byte, opts remote.PutOptions) (int, error) {
 	if err := r.CheckWrite(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	sealed, err := r.codec.Seal(plain)
 	if err != nil {
-		return fmt.Errorf("seal %s: %w", key, err)
+		return 0, fmt.Errorf("seal %s: %w", what, err)
 	}
-	return r.client.Put(ctx, key, sealed, remote.PutOptions{})
+	if err := r.client.Put(ctx, key, sealed, opts); err != nil {
+		return 0, err
+	}
+	return len(sealed), nil
+}
+
+// put is putSealed of an object named by its key.
+func (r *Repo) put(ctx context.Context, key string, plain []byte) error {
+	_, err := r.putSealed(ctx, key, key, plain, remote.PutOptions{})
+	return err
 }
 
 // PutChunk stores bytes [h.Start, h.End) of a generation; data must be exactly
@@ -117,17 +129,7 @@ func (r *Repo) putSealed(ctx context.Context, key string, plain []byte) error {
 // opts.IfAbsent a chunk already under the key is left as it is
 // (remote.ErrPreconditionFailed).
 func (r *Repo) PutChunk(ctx context.Context, s Stream, gen string, h ChunkHeader, data []byte, opts remote.PutOptions) (int, error) {
-	if err := r.CheckWrite(ctx); err != nil {
-		return 0, err
-	}
-	sealed, err := r.codec.Seal(EncodeChunk(h, data))
-	if err != nil {
-		return 0, fmt.Errorf("seal chunk: %w", err)
-	}
-	if err := r.client.Put(ctx, s.ChunkKey(gen, h.Start, h.End), sealed, opts); err != nil {
-		return 0, err
-	}
-	return len(sealed), nil
+	return r.putSealed(ctx, "chunk", s.ChunkKey(gen, h.Start, h.End), EncodeChunk(h, data), opts)
 }
 
 // GetChunk reads and verifies one chunk.
@@ -141,7 +143,7 @@ func (r *Repo) GetChunk(ctx context.Context, s Stream, gen string, start, end in
 
 // PutMeta stores a generation's metadata.
 func (r *Repo) PutMeta(ctx context.Context, s Stream, m Meta) error {
-	return r.putSealed(ctx, s.MetaKey(m.Generation), EncodeMeta(m))
+	return r.put(ctx, s.MetaKey(m.Generation), EncodeMeta(m))
 }
 
 // GetMeta reads a generation's metadata.
@@ -173,7 +175,7 @@ func (r *Repo) GenerationMeta(ctx context.Context, s Stream, g *Generation) (Met
 
 // PutHead stores the current title slot of a generation.
 func (r *Repo) PutHead(ctx context.Context, s Stream, gen string, slot []byte) error {
-	return r.putSealed(ctx, s.HeadKey(gen), slot)
+	return r.put(ctx, s.HeadKey(gen), slot)
 }
 
 // GetHead reads a generation's title slot (ErrNotFound when never replaced).
@@ -186,13 +188,13 @@ func (r *Repo) GetHead(ctx context.Context, s Stream, gen string) ([]byte, error
 // recent object.
 func (r *Repo) PutCatalog(ctx context.Context, c Catalog) (int, error) {
 	b := EncodeCatalog(c)
-	return len(b), r.putSealed(ctx, CatalogKey(c.Machine), b)
+	return len(b), r.put(ctx, CatalogKey(c.Machine), b)
 }
 
 // PutRecent replaces a machine's recent object: the entries that changed
 // since the catalog whose Updated is recent.Base, which lists base.
 func (r *Repo) PutRecent(ctx context.Context, recent Catalog, base *CatalogIndex) error {
-	return r.putSealed(ctx, RecentKey(recent.Machine), EncodeRecent(recent, base))
+	return r.put(ctx, RecentKey(recent.Machine), EncodeRecent(recent, base))
 }
 
 // GetCatalog reads a machine's catalog with its recent changes laid over it.
@@ -359,18 +361,11 @@ func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 
 // PutBlob stores one of omp's content-addressed blobs unless it is there.
 func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, error) {
-	if err := r.CheckWrite(ctx); err != nil {
-		return 0, err
-	}
-	sealed, err := r.codec.Seal(data)
-	if err != nil {
-		return 0, fmt.Errorf("seal blob: %w", err)
-	}
-	err = r.client.Put(ctx, BlobKey(name), sealed, remote.PutOptions{IfAbsent: true})
+	n, err := r.putSealed(ctx, "blob", BlobKey(name), data, remote.PutOptions{IfAbsent: true})
 	if errors.Is(err, remote.ErrPreconditionFailed) {
 		return 0, nil
 	}
-	return len(sealed), err
+	return n, err
 }
 
 // PutBlobFrom stores the blob name, the size bytes of src, unless it is
