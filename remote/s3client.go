@@ -21,6 +21,9 @@ type S3API interface {
 	// PutObject sends size bytes of body with sums (Content-MD5, and
 	// SHA-256 for a library that signs it) and opts' conditions.
 	PutObject(ctx context.Context, key string, body io.Reader, size int64, sums Sums, opts PutOptions) error
+	// SignsSHA256 says whether PutObject sends sums.SHA256 (minio-go signs
+	// it in a header; the aws SDK sends none): Put computes it only then.
+	SignsSHA256() bool
 	// GetObject reads key with the Range header byteRange ("" for all).
 	GetObject(ctx context.Context, key, byteRange string) (io.ReadCloser, error)
 	// HeadObject gives key's size, time and ETag.
@@ -69,7 +72,10 @@ func (c *S3Client) Put(ctx context.Context, key string, data []byte, opts PutOpt
 	if err := CheckOp(ctx, "put", key); err != nil {
 		return err
 	}
-	sums := Sums{MD5: md5.Sum(data), SHA256: sha256.Sum256(data), held: true, withMD5: true}
+	sums := Sums{MD5: md5.Sum(data), held: true, withMD5: true}
+	if c.api.SignsSHA256() {
+		sums.SHA256 = sha256.Sum256(data)
+	}
 	return c.fail(ctx, "put", key, c.api.PutObject(ctx, c.prefix+key, bytes.NewReader(data), int64(len(data)), sums, opts))
 }
 

@@ -127,6 +127,8 @@ func (a api) PutObject(ctx context.Context, key string, body io.Reader, size int
 	return err
 }
 
+func (api) SignsSHA256() bool { return true }
+
 func (a api) GetObject(ctx context.Context, key, byteRange string) (io.ReadCloser, error) {
 	var gopts mc.GetObjectOptions
 	if byteRange != "" {

@@ -157,6 +157,8 @@ func (a api) PutObject(ctx context.Context, key string, body io.Reader, size int
 	return err
 }
 
+func (api) SignsSHA256() bool { return false }
+
 func (a api) GetObject(ctx context.Context, key, byteRange string) (io.ReadCloser, error) {
 	out, err := a.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: a.bucket, Key: aws.String(key), Range: optional(byteRange)})
 	if err != nil {
