@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/safename"
 )
@@ -276,34 +278,29 @@ func (k *rekeyRun) flush(ctx context.Context) error {
 	if len(k.batch) == 0 {
 		return nil
 	}
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The first error cancels the objects still in flight.
+	g, bctx := errgroup.WithContext(ctx)
+	g.SetLimit(k.opts.Parallel)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var firstErr error
-	sem := make(chan struct{}, k.opts.Parallel)
 	for _, key := range k.batch {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			n, skipped, err := k.r.reseal(bctx, key, k.opts.MaxBlobSize)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err != nil && firstErr == nil:
-				firstErr = err
-				cancel()
+			case err != nil:
+				return err
 			case skipped:
 				k.prog.Skipped = append(k.prog.Skipped, key)
-			case err == nil:
+			default:
 				k.prog.Objects++
 				k.prog.Bytes += int64(n)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	k.prog.After = k.batch[len(k.batch)-1]
 	k.batch = k.batch[:0]
