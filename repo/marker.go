@@ -27,6 +27,14 @@ type Marker struct {
 	Encryption *Encryption `json:"encryption,omitempty"`
 }
 
+// encryption is m's Encryption: nil without a marker, or for plaintext.
+func (m *Marker) encryption() *Encryption {
+	if m == nil {
+		return nil
+	}
+	return m.Encryption
+}
+
 // Encryption is what the marker records about encrypted objects: who can
 // read them, by fingerprint. It never holds a key that decrypts anything,
 // except in passphrase mode a key that is itself encrypted to the
@@ -179,10 +187,10 @@ func (r *Repo) CheckWrite(ctx context.Context) error {
 			return err
 		}
 	}
-	if m == nil || m.Encryption == nil {
+	e := m.encryption()
+	if e == nil {
 		return nil
 	}
-	e := m.Encryption
 	enc, ok := r.codec.(Encrypter)
 	if !ok {
 		return fmt.Errorf("%w: the repository is now encrypted (age, to %s) and this machine has no encryption configured; "+
@@ -289,12 +297,10 @@ func (r *Repo) prepare(ctx context.Context) error {
 				return fmt.Errorf("%w: the remote holds encrypted objects but no marker (%s): it may have been deleted. "+
 					"Run 'ompsync rekey' with the keys of those objects to write it again", ErrEncryptionMismatch, MarkerKey)
 			}
-			if encrypting {
-				if first != "" {
-					return fmt.Errorf("%w: the remote already holds unencrypted backups, and encryption is configured; "+
-						"ompsync does not mix encrypted objects into them. Either back up to a new, empty remote (another bucket, prefix or folder), "+
-						"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
-				}
+			if encrypting && first != "" {
+				return fmt.Errorf("%w: the remote already holds unencrypted backups, and encryption is configured; "+
+					"ompsync does not mix encrypted objects into them. Either back up to a new, empty remote (another bucket, prefix or folder), "+
+					"or run 'ompsync rekey' to encrypt what is there", ErrEncryptionMismatch)
 			}
 			var k *Keys
 			if encrypting {
@@ -541,10 +547,7 @@ func (r *Repo) isAge(ctx context.Context, key string) bool {
 // the repository needs, so the user learns which key to configure.
 func (r *Repo) explainOpen(ctx context.Context, err error) error {
 	m, _ := r.cachedMarker(ctx)
-	var e *Encryption
-	if m != nil {
-		e = m.Encryption
-	}
+	e := m.encryption()
 	switch {
 	case errors.Is(err, ErrNoKey) && e != nil:
 		msg := "the repository is encrypted to " + fingerprints(e.Recipients)
@@ -564,7 +567,7 @@ func (r *Repo) explainOpen(ctx context.Context, err error) error {
 // 'ompsync rekey' is still converting. An unreadable marker allows nothing.
 func (r *Repo) plaintextAllowed(ctx context.Context) bool {
 	m, ok := r.cachedMarker(ctx)
-	return ok && (m == nil || m.Encryption == nil || slices.Contains(m.Encryption.Pending, PendingPlaintext))
+	return ok && (m.encryption() == nil || slices.Contains(m.Encryption.Pending, PendingPlaintext))
 }
 
 // fingerprints renders a list of key fingerprints for a message.

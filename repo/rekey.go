@@ -181,7 +181,7 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 	// without the old keys must not leave the marker claiming recipients
 	// nothing was re-encrypted to. (Plaintext found where the marker says
 	// none is pending changes only the pending list: nothing to check.)
-	newRecipients := m == nil || m.Encryption == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients)
+	newRecipients := m.encryption() == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients)
 	if newRecipients {
 		if err := r.openFirst(ctx, opts.After, opts.MaxBlobSize); err != nil {
 			return settled, false, err
@@ -191,11 +191,7 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 		return settled, false, err
 	}
 	if newRecipients {
-		var from *Encryption
-		if m != nil {
-			from = m.Encryption
-		}
-		r.logRecipients(from, nm.Encryption, "rekey")
+		r.logRecipients(m.encryption(), nm.Encryption, "rekey")
 	}
 	return time.Now().Add(opts.Settle), false, nil
 }
@@ -236,7 +232,7 @@ func (r *Repo) rekeyDone(ctx context.Context, keys Keys) error {
 	if err != nil {
 		return err
 	}
-	if now == nil || now.Encryption == nil || !sameSet(now.Encryption.Recipients, keys.Recipients) {
+	if now.encryption() == nil || !sameSet(now.Encryption.Recipients, keys.Recipients) {
 		return ErrRecipientsChanged
 	}
 	done := *now
@@ -313,7 +309,7 @@ func (k *rekeyRun) flush(ctx context.Context) error {
 // rekeyMarker is the marker for a rekey to keys: keys' recipients, with
 // every earlier recipient (or plaintext) pending.
 func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, bool, error) {
-	if m != nil && m.Encryption != nil {
+	if m.encryption() != nil {
 		return rotated(m, keys, func() error {
 			return fmt.Errorf("%w: only a holder of a current key (%s) may change the repository's recipients, and encryption.identity_file holds none",
 				ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
