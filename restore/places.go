@@ -71,8 +71,7 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 		}
 	}
 	rep := &Report{}
-	progress := opts.Progress
-	var before Progress // of the places done
+	next := progressAcross(opts.Progress)
 	for i, pl := range places {
 		if !opts.All && len(ids[i]) == 0 {
 			continue
@@ -83,14 +82,7 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 			o.Catalogs = []repo.Catalog{} // read already: none
 		}
 		o.Latest, o.Choose = false, nil // exact ids
-		if progress != nil {
-			base := before
-			o.Progress = func(p Progress) {
-				before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal,
-					Bytes: base.Bytes + p.Bytes, BytesTotal: base.BytesTotal + p.BytesTotal}
-				progress(before)
-			}
-		}
+		o.Progress = next()
 		r, err := Run(ctx, pl.Repo, ids[i], o)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pl.Store.Name(), err)
@@ -281,32 +273,19 @@ func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Opti
 	if len(places) == 1 {
 		return Verify(ctx, places[0].Repo, prefixes, forPlace(opts, places[0]))
 	}
-	ids := make([][]string, len(places))
-	if len(prefixes) > 0 {
-		plans, err := plan(ctx, places, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ids, err = locate(plans, prefixes, opts); err != nil {
-			return nil, nil, err
-		}
+	ids, err := placeIDs(ctx, places, prefixes, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	var checks []Check
 	var problems []string
-	progress := opts.Progress
-	var before Progress
+	next := progressAcross(opts.Progress)
 	for i, pl := range places {
 		if len(prefixes) > 0 && len(ids[i]) == 0 {
 			continue
 		}
 		o := forPlace(opts, pl)
-		if progress != nil {
-			base := before
-			o.Progress = func(p Progress) {
-				before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal}
-				progress(before)
-			}
-		}
+		o.Progress = next()
 		c, p, err := Verify(ctx, pl.Repo, ids[i], o)
 		checks = append(checks, c...)
 		problems = append(problems, p...)
@@ -315,4 +294,35 @@ func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Opti
 		}
 	}
 	return checks, problems, nil
+}
+
+// placeIDs resolves prefixes to the ids of each place's sessions they
+// name (locate); without prefixes, none.
+func placeIDs(ctx context.Context, places []Place, prefixes []string, opts Options) ([][]string, error) {
+	if len(prefixes) == 0 {
+		return make([][]string, len(places)), nil
+	}
+	plans, err := plan(ctx, places, opts)
+	if err != nil {
+		return nil, err
+	}
+	return locate(plans, prefixes, opts)
+}
+
+// progressAcross reports place after place as one run: each call of next
+// is the Progress of the next place, added to the places' before it (nil
+// when progress is).
+func progressAcross(progress func(Progress)) (next func() func(Progress)) {
+	var before Progress // of the places done
+	return func() func(Progress) {
+		if progress == nil {
+			return nil
+		}
+		base := before
+		return func(p Progress) {
+			before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal,
+				Bytes: base.Bytes + p.Bytes, BytesTotal: base.BytesTotal + p.BytesTotal}
+			progress(before)
+		}
+	}
 }
