@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,22 +181,12 @@ func locateOne(plans []*planner, pre string, opts Options) (int, string, error) 
 	amb := &AmbiguousError{Prefix: pre}
 	var notFound error
 	for i, p := range plans {
-		t, err := p.match(pre)
-		var a *AmbiguousError
-		switch {
-		case errors.As(err, &a):
-			for _, c := range a.Candidates {
-				hits = append(hits, hit{i, p.sessions[c.ID]})
+		ts, err := p.match(pre)
+		notFound = cmp.Or(notFound, err)
+		for _, t := range ts {
+			if strings.EqualFold(t.id, strings.TrimSpace(pre)) {
+				exact = append(exact, hit{i, t})
 			}
-			amb.Candidates = append(amb.Candidates, a.Candidates...)
-		case err != nil:
-			if notFound == nil {
-				notFound = err
-			}
-		case strings.EqualFold(t.id, strings.TrimSpace(pre)):
-			exact = append(exact, hit{i, t})
-			fallthrough
-		default:
 			hits = append(hits, hit{i, t})
 			amb.Candidates = append(amb.Candidates, t.candidate())
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -280,10 +279,11 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 	return out, nil
 }
 
-// match finds the one session whose id starts with pre, ignoring case, as
-// omp's --resume does. A session file's name or path, which holds the whole
-// id, names that session.
-func (p *planner) match(pre string) (*target, error) {
+// match finds the sessions whose ids start with pre, ignoring case, as
+// omp's --resume does: the one whose whole id it is, or every one it
+// starts (locateOne settles between them). A session file's name or path,
+// which holds the whole id, names that session.
+func (p *planner) match(pre string) ([]*target, error) {
 	if pre == "" {
 		return nil, errors.New("empty session id prefix")
 	}
@@ -296,34 +296,20 @@ func (p *planner) match(pre string) (*target, error) {
 	var cands []*target
 	for id, t := range p.sessions {
 		if strings.EqualFold(id, pre) {
-			return t, nil
+			return []*target{t}, nil
 		}
 		if len(id) >= len(pre) && strings.EqualFold(id[:len(pre)], pre) {
 			cands = append(cands, t)
 		}
 	}
-	where := "on the remote"
-	if p.opts.Machine != "" {
-		where = "in the catalog of machine " + p.opts.Machine
-	}
-	switch len(cands) {
-	case 0:
-		return nil, fmt.Errorf("no session id starts with %q %s (see 'ompsync ls')", pre, where)
-	case 1:
-		return cands[0], nil
-	}
-	amb := &AmbiguousError{Prefix: pre}
-	for _, t := range cands {
-		amb.Candidates = append(amb.Candidates, t.candidate())
-	}
-	// Newest first, as omp's --resume takes the newest match.
-	slices.SortFunc(amb.Candidates, func(a, b Candidate) int {
-		if c := b.Mtime.Compare(a.Mtime); c != 0 {
-			return c
+	if len(cands) == 0 {
+		where := "on the remote"
+		if p.opts.Machine != "" {
+			where = "in the catalog of machine " + p.opts.Machine
 		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return nil, amb
+		return nil, fmt.Errorf("no session id starts with %q %s (see 'ompsync ls')", pre, where)
+	}
+	return cands, nil
 }
 
 // fileNameID reads the session id out of a session file's name or path
