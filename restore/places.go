@@ -188,7 +188,7 @@ func locateOne(plans []*planner, pre string, opts Options) (int, string, error) 
 				exact = append(exact, hit{i, t})
 			}
 			hits = append(hits, hit{i, t})
-			amb.Candidates = append(amb.Candidates, t.candidate())
+			amb.Candidates = append(amb.Candidates, t.listing())
 		}
 	}
 	if len(exact) == 1 {

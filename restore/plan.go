@@ -327,19 +327,9 @@ func fileNameID(st store.Store, arg string) (id string, isFile bool, err error) 
 	return id, true, nil
 }
 
-// Candidate is one of the sessions an ambiguous prefix matches.
-type Candidate struct {
-	// Agent wrote the session: omp, pi, claude or codex.
-	Agent string `json:"agent"`
-	ID    string `json:"id"`
-	Title string `json:"title,omitempty"`
-	Cwd   string `json:"cwd,omitempty"`
-	Path  string `json:"path"`
-	// Machines hold a copy; Mtime is the session's last change on any.
-	Machines []string  `json:"machines"`
-	Mtime    time.Time `json:"mtime"`
-	State    string    `json:"state"`
-}
+// Candidate is one of the sessions an ambiguous prefix matches, as ls
+// lists it.
+type Candidate = Listing
 
 // AmbiguousError is a prefix that several session ids start with (UUIDv7
 // ids start with their creation time: 8 hex digits are shared by every
@@ -365,12 +355,6 @@ func (e *AmbiguousError) Error() string {
 		more = fmt.Sprintf(" and %d more", len(e.Candidates)-show)
 	}
 	return fmt.Sprintf("session id prefix %q is ambiguous: it matches %s%s; give more characters, or --latest for the newest", e.Prefix, strings.Join(names, ", "), more)
-}
-
-// candidate describes t as an ambiguous prefix lists it.
-func (t *target) candidate() Candidate {
-	l := t.listing()
-	return Candidate{Agent: l.Agent, ID: l.ID, Title: l.Title, Cwd: l.Cwd, Path: l.Path, Machines: l.Machines, Mtime: l.Mtime, State: l.State}
 }
 
 // Listing is one session as the catalogs describe it, for `ompsync ls`.
