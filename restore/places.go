@@ -203,12 +203,7 @@ func locateOne(plans []*planner, pre string, opts Options) (int, string, error) 
 	case 1:
 		return hits[0].place, hits[0].t.id, nil
 	}
-	slices.SortFunc(amb.Candidates, func(a, b Candidate) int {
-		if c := b.Mtime.Compare(a.Mtime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
-	})
+	slices.SortFunc(amb.Candidates, newestFirst)
 	pick := func(c Candidate) (int, string, error) {
 		for _, h := range hits {
 			if h.t.id == c.ID && h.t.agent == c.Agent {
@@ -249,13 +244,16 @@ func ListAll(ctx context.Context, places []Place, machine string) ([]Listing, []
 		}
 		problems = append(problems, p.problems...)
 	}
-	slices.SortFunc(out, func(a, b Listing) int {
-		if c := b.Mtime.Compare(a.Mtime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
-	})
+	slices.SortFunc(out, newestFirst)
 	return out, problems, nil
+}
+
+// newestFirst orders sessions as ls lists them: the last changed first.
+func newestFirst(a, b Listing) int {
+	if c := b.Mtime.Compare(a.Mtime); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
 }
 
 // VerifyAll is Verify across places: the sessions the prefixes name, of
