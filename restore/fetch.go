@@ -535,7 +535,7 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 	}
 	names := slices.Sorted(maps.Keys(refs))
 	for _, name := range names {
-		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
+		if hasBlob(opts.AgentDir, name) {
 			continue
 		}
 		tmp, err := fetchBlob(ctx, r, opts.AgentDir, name, opts.MaxBlobSize, !opts.DryRun)
@@ -557,6 +557,12 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 		}
 	}
 	return nil
+}
+
+// hasBlob reports whether the agent dir holds something under blob name.
+func hasBlob(agentDir, name string) bool {
+	_, err := os.Lstat(abs(agentDir, "blobs/"+name))
+	return err == nil
 }
 
 // fetchBlob reads one blob as it arrives, hashing it, into a temp file in
@@ -663,18 +669,8 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, l blobListing, opts Opti
 	if l.err != nil {
 		return 0, l.err
 	}
-	var names []string
-	for _, name := range l.names {
-		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err != nil {
-			names = append(names, name)
-		}
-	}
-	var links []blobLink
-	for _, lk := range l.links {
-		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+lk.name)); err != nil {
-			links = append(links, lk)
-		}
-	}
+	names := slices.DeleteFunc(l.names, func(name string) bool { return hasBlob(opts.AgentDir, name) })
+	links := slices.DeleteFunc(l.links, func(lk blobLink) bool { return hasBlob(opts.AgentDir, lk.name) })
 	var mu sync.Mutex
 	n := 0
 	var failed []string
