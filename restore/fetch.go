@@ -106,13 +106,7 @@ func inventory(ctx context.Context, r *repo.Repo, id string, opts Options, liste
 	if listed != nil {
 		return listed.Streams, listed.Err
 	}
-	var invs []*repo.StreamInventory
-	err := retry(ctx, func() error {
-		var err error
-		invs, err = r.Inventory(ctx, id, opts.Machine)
-		return err
-	})
-	return invs, err
+	return retried(ctx, func() ([]*repo.StreamInventory, error) { return r.Inventory(ctx, id, opts.Machine) })
 }
 
 func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, listed *repo.SessionObjects) (_ *fetched, err error) {
@@ -570,12 +564,7 @@ func hasBlob(agentDir, name string) bool {
 // file once its bytes hash to its name: a blob of any size costs a few
 // buffers, and a wrong one leaves nothing behind.
 func fetchBlob(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
-	var tmp string
-	err := retry(ctx, func() error {
-		var err error
-		tmp, err = fetchBlobOnce(ctx, r, agentDir, name, limit, keep)
-		return err
-	})
+	tmp, err := retried(ctx, func() (string, error) { return fetchBlobOnce(ctx, r, agentDir, name, limit, keep) })
 	if err != nil {
 		return "", fmt.Errorf("blob %s: %w", name, err)
 	}
@@ -738,6 +727,12 @@ func shrunkNote(ctx context.Context, r *repo.Repo, st compact.Lines, id string, 
 func shrunkLacks(machine, gen string, size int64, line int, id string) string {
 	return fmt.Sprintf("machine %s: the current copy began when the file shrank; generation %s (%d bytes) holds lines it lacks, from line %d: 'ompsync restore --generation %s %s' brings them back",
 		machine, gen, size, line, gen, id)
+}
+
+// retried is retry of a call that returns a value.
+func retried[T any](ctx context.Context, f func() (T, error)) (v T, err error) {
+	err = retry(ctx, func() error { v, err = f(); return err })
+	return v, err
 }
 
 // retry runs f until it succeeds, fails for a reason retrying cannot fix,
