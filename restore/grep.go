@@ -182,10 +182,7 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	}
 	targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
 	slices.SortFunc(targets, func(a, b *target) int {
-		if c := b.newest().Mtime.Compare(a.newest().Mtime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
+		return cmp.Or(b.newest().Mtime.Compare(a.newest().Mtime), strings.Compare(a.id, b.id))
 	})
 	if opts.now == nil {
 		opts.now = time.Now

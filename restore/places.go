@@ -250,10 +250,7 @@ func ListAll(ctx context.Context, places []Place, machine string) ([]Listing, []
 
 // newestFirst orders sessions as ls lists them: the last changed first.
 func newestFirst(a, b Listing) int {
-	if c := b.Mtime.Compare(a.Mtime); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
+	return cmp.Or(b.Mtime.Compare(a.Mtime), strings.Compare(a.Agent+a.ID, b.Agent+b.ID))
 }
 
 // VerifyAll is Verify across places: the sessions the prefixes name, of
