@@ -3,8 +3,8 @@ package restore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -97,13 +97,9 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 			}
 		}
 	}
-	var mu sync.Mutex
-	parallel(len(jobs), opts.Parallel, func(i int) {
-		problems := jobs[i]()
-		mu.Lock()
-		defer mu.Unlock()
-		h.Problems = append(h.Problems, problems...)
-	})
+	problems := make([][]string, len(jobs))
+	parallel(len(jobs), opts.Parallel, func(i int) { problems[i] = jobs[i]() })
+	h.Problems = slices.Concat(problems...)
 	if err := ctx.Err(); err != nil {
 		return nil, p.problems, err
 	}
