@@ -49,14 +49,11 @@ func fetchLinkBytes(ctx context.Context, r *repo.Repo, links []blobLink, limit i
 		if links[i].size == 0 {
 			continue
 		}
-		err := retry(ctx, func() error {
-			var err error
-			links[i].data, err = r.GetBlob(ctx, links[i].name, limit)
-			return err
-		})
+		data, err := retried(ctx, func() ([]byte, error) { return r.GetBlob(ctx, links[i].name, limit) })
 		if err != nil {
 			return fmt.Errorf("blob name %s: %w", links[i].name, err)
 		}
+		links[i].data = data
 	}
 	return nil
 }

@@ -106,13 +106,7 @@ func inventory(ctx context.Context, r *repo.Repo, id string, opts Options, liste
 	if listed != nil {
 		return listed.Streams, listed.Err
 	}
-	var invs []*repo.StreamInventory
-	err := retry(ctx, func() error {
-		var err error
-		invs, err = r.Inventory(ctx, id, opts.Machine)
-		return err
-	})
-	return invs, err
+	return retried(ctx, func() ([]*repo.StreamInventory, error) { return r.Inventory(ctx, id, opts.Machine) })
 }
 
 func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, listed *repo.SessionObjects) (_ *fetched, err error) {
@@ -535,7 +529,7 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 	}
 	names := slices.Sorted(maps.Keys(refs))
 	for _, name := range names {
-		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err == nil {
+		if hasBlob(opts.AgentDir, name) {
 			continue
 		}
 		tmp, err := fetchBlob(ctx, r, opts.AgentDir, name, opts.MaxBlobSize, !opts.DryRun)
@@ -559,17 +553,18 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 	return nil
 }
 
+// hasBlob reports whether the agent dir holds something under blob name.
+func hasBlob(agentDir, name string) bool {
+	_, err := os.Lstat(abs(agentDir, "blobs/"+name))
+	return err == nil
+}
+
 // fetchBlob reads one blob as it arrives, hashing it, into a temp file in
 // the agent dir (with keep; otherwise it only checks it), and returns the
 // file once its bytes hash to its name: a blob of any size costs a few
 // buffers, and a wrong one leaves nothing behind.
 func fetchBlob(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
-	var tmp string
-	err := retry(ctx, func() error {
-		var err error
-		tmp, err = fetchBlobOnce(ctx, r, agentDir, name, limit, keep)
-		return err
-	})
+	tmp, err := retried(ctx, func() (string, error) { return fetchBlobOnce(ctx, r, agentDir, name, limit, keep) })
 	if err != nil {
 		return "", fmt.Errorf("blob %s: %w", name, err)
 	}
@@ -663,18 +658,8 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, l blobListing, opts Opti
 	if l.err != nil {
 		return 0, l.err
 	}
-	var names []string
-	for _, name := range l.names {
-		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+name)); err != nil {
-			names = append(names, name)
-		}
-	}
-	var links []blobLink
-	for _, lk := range l.links {
-		if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+lk.name)); err != nil {
-			links = append(links, lk)
-		}
-	}
+	names := slices.DeleteFunc(l.names, func(name string) bool { return hasBlob(opts.AgentDir, name) })
+	links := slices.DeleteFunc(l.links, func(lk blobLink) bool { return hasBlob(opts.AgentDir, lk.name) })
 	var mu sync.Mutex
 	n := 0
 	var failed []string
@@ -742,6 +727,12 @@ func shrunkNote(ctx context.Context, r *repo.Repo, st compact.Lines, id string, 
 func shrunkLacks(machine, gen string, size int64, line int, id string) string {
 	return fmt.Sprintf("machine %s: the current copy began when the file shrank; generation %s (%d bytes) holds lines it lacks, from line %d: 'ompsync restore --generation %s %s' brings them back",
 		machine, gen, size, line, gen, id)
+}
+
+// retried is retry of a call that returns a value.
+func retried[T any](ctx context.Context, f func() (T, error)) (v T, err error) {
+	err = retry(ctx, func() error { v, err = f(); return err })
+	return v, err
 }
 
 // retry runs f until it succeeds, fails for a reason retrying cannot fix,

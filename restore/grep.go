@@ -182,10 +182,7 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	}
 	targets = slices.DeleteFunc(targets, func(t *target) bool { return t.newest().Mtime.Before(opts.Since) })
 	slices.SortFunc(targets, func(a, b *target) int {
-		if c := b.newest().Mtime.Compare(a.newest().Mtime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
+		return cmp.Or(b.newest().Mtime.Compare(a.newest().Mtime), strings.Compare(a.id, b.id))
 	})
 	if opts.now == nil {
 		opts.now = time.Now
@@ -605,8 +602,7 @@ func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Bu
 				res.more[line.more-1] = append(res.more[line.more-1], ci)
 			}
 			if !seen && !res.spilled {
-				res.out = append(res.out, GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
-					Time: rec.Time(), Text: rec.Text, State: l.State})
+				res.out = append(res.out, grepMatch(l, rec))
 				res.keys = append(res.keys, k)
 				if held -= len(rec.Text) + len(rec.Entry) + 64; held < 0 {
 					res.out, res.keys, res.spilled = nil, nil, true // searched again as it is printed
@@ -622,6 +618,12 @@ func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Bu
 		}
 	}
 	return res, nil
+}
+
+// grepMatch is the match rec is, a line of the session l lists.
+func grepMatch(l Listing, rec search.Record) GrepMatch {
+	return GrepMatch{Session: l.ID, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
+		Time: rec.Time(), Text: rec.Text, State: l.State}
 }
 
 // scanCopy matches the records of one copy, from the cache or the spool.
@@ -699,8 +701,7 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 			line.printed = true
 			r.lines[k] = line
 			printed++
-			m := GrepMatch{Session: t.id, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
-				Time: rec.Time(), Text: rec.Text, State: l.State}
+			m := grepMatch(l, rec)
 			m.Machines, m.Older = r.machines(line, copies)
 			err = emit(m)
 		})
@@ -722,18 +723,11 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 // place by place; cache gives each agent's cache (a nil cache: none kept).
 // A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
-	ids := make([][]string, len(places))
-	if len(prefixes) > 0 {
-		if len(places) == 1 {
-			ids[0] = prefixes
-		} else {
-			plans, err := plan(ctx, places, opts.Options)
-			if err != nil {
-				return nil, err
-			}
-			if ids, err = locate(plans, prefixes, opts.Options); err != nil {
-				return nil, err
-			}
+	ids := [][]string{prefixes}
+	if len(places) > 1 {
+		var err error
+		if ids, err = placeIDs(ctx, places, prefixes, opts.Options); err != nil {
+			return nil, err
 		}
 	}
 	total := &GrepReport{}

@@ -3,8 +3,8 @@ package restore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -97,13 +97,9 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 			}
 		}
 	}
-	var mu sync.Mutex
-	parallel(len(jobs), opts.Parallel, func(i int) {
-		problems := jobs[i]()
-		mu.Lock()
-		defer mu.Unlock()
-		h.Problems = append(h.Problems, problems...)
-	})
+	problems := make([][]string, len(jobs))
+	parallel(len(jobs), opts.Parallel, func(i int) { problems[i] = jobs[i]() })
+	h.Problems = slices.Concat(problems...)
 	if err := ctx.Err(); err != nil {
 		return nil, p.problems, err
 	}
@@ -115,8 +111,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
 	var problems []string
 	picked, _ := repo.Cover(g.Chunks)
-	var m repo.Meta
-	err := retry(ctx, func() (err error) { m, err = r.GenerationMeta(ctx, s, g); return err })
+	m, err := retried(ctx, func() (repo.Meta, error) { return r.GenerationMeta(ctx, s, g) })
 	if err != nil {
 		problems = append(problems, fmt.Sprintf("machine %s, generation %s: %v", s.Machine, g.Name, err))
 	} else {
@@ -127,18 +122,15 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 	}
 	if len(picked) > 0 {
 		last := picked[len(picked)-1]
-		var at time.Time
-		if err := retry(ctx, func() (err error) { at, err = r.UploadedAt(ctx, s, g.Name, last); return err }); err == nil {
+		if at, err := retried(ctx, func() (time.Time, error) { return r.UploadedAt(ctx, s, g.Name, last) }); err == nil {
 			c.LastUpload = at
 		}
 	}
 	if !title {
 		return problems
 	}
-	var head []byte
 	if g.HasHead {
-		err = retry(ctx, func() (err error) { head, err = r.GetHead(ctx, s, g.Name); return err })
-		if err == nil {
+		if head, err := retried(ctx, func() ([]byte, error) { return r.GetHead(ctx, s, g.Name) }); err == nil {
 			if title, ok := st.SlotTitle(head); ok {
 				c.Title = title
 				return problems
@@ -148,10 +140,9 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 	if len(picked) == 0 {
 		return problems
 	}
-	var data []byte
-	err = retry(ctx, func() (err error) {
-		_, data, err = r.GetChunk(ctx, s, g.Name, picked[0].Start, picked[0].End)
-		return err
+	data, err := retried(ctx, func() ([]byte, error) {
+		_, data, err := r.GetChunk(ctx, s, g.Name, picked[0].Start, picked[0].End)
+		return data, err
 	})
 	if err != nil {
 		return append(problems, fmt.Sprintf("machine %s, generation %s: %v", s.Machine, g.Name, err))

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,8 +72,7 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 		}
 	}
 	rep := &Report{}
-	progress := opts.Progress
-	var before Progress // of the places done
+	next := progressAcross(opts.Progress)
 	for i, pl := range places {
 		if !opts.All && len(ids[i]) == 0 {
 			continue
@@ -83,14 +83,7 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 			o.Catalogs = []repo.Catalog{} // read already: none
 		}
 		o.Latest, o.Choose = false, nil // exact ids
-		if progress != nil {
-			base := before
-			o.Progress = func(p Progress) {
-				before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal,
-					Bytes: base.Bytes + p.Bytes, BytesTotal: base.BytesTotal + p.BytesTotal}
-				progress(before)
-			}
-		}
+		o.Progress = next()
 		r, err := Run(ctx, pl.Repo, ids[i], o)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", pl.Store.Name(), err)
@@ -188,24 +181,14 @@ func locateOne(plans []*planner, pre string, opts Options) (int, string, error) 
 	amb := &AmbiguousError{Prefix: pre}
 	var notFound error
 	for i, p := range plans {
-		t, err := p.match(pre)
-		var a *AmbiguousError
-		switch {
-		case errors.As(err, &a):
-			for _, c := range a.Candidates {
-				hits = append(hits, hit{i, p.sessions[c.ID]})
+		ts, err := p.match(pre)
+		notFound = cmp.Or(notFound, err)
+		for _, t := range ts {
+			if strings.EqualFold(t.id, strings.TrimSpace(pre)) {
+				exact = append(exact, hit{i, t})
 			}
-			amb.Candidates = append(amb.Candidates, a.Candidates...)
-		case err != nil:
-			if notFound == nil {
-				notFound = err
-			}
-		case strings.EqualFold(t.id, strings.TrimSpace(pre)):
-			exact = append(exact, hit{i, t})
-			fallthrough
-		default:
 			hits = append(hits, hit{i, t})
-			amb.Candidates = append(amb.Candidates, t.candidate())
+			amb.Candidates = append(amb.Candidates, t.listing())
 		}
 	}
 	if len(exact) == 1 {
@@ -220,12 +203,7 @@ func locateOne(plans []*planner, pre string, opts Options) (int, string, error) 
 	case 1:
 		return hits[0].place, hits[0].t.id, nil
 	}
-	slices.SortFunc(amb.Candidates, func(a, b Candidate) int {
-		if c := b.Mtime.Compare(a.Mtime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
-	})
+	slices.SortFunc(amb.Candidates, newestFirst)
 	pick := func(c Candidate) (int, string, error) {
 		for _, h := range hits {
 			if h.t.id == c.ID && h.t.agent == c.Agent {
@@ -266,13 +244,13 @@ func ListAll(ctx context.Context, places []Place, machine string) ([]Listing, []
 		}
 		problems = append(problems, p.problems...)
 	}
-	slices.SortFunc(out, func(a, b Listing) int {
-		if c := b.Mtime.Compare(a.Mtime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Agent+a.ID, b.Agent+b.ID)
-	})
+	slices.SortFunc(out, newestFirst)
 	return out, problems, nil
+}
+
+// newestFirst orders sessions as ls lists them: the last changed first.
+func newestFirst(a, b Listing) int {
+	return cmp.Or(b.Mtime.Compare(a.Mtime), strings.Compare(a.Agent+a.ID, b.Agent+b.ID))
 }
 
 // VerifyAll is Verify across places: the sessions the prefixes name, of
@@ -281,32 +259,19 @@ func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Opti
 	if len(places) == 1 {
 		return Verify(ctx, places[0].Repo, prefixes, forPlace(opts, places[0]))
 	}
-	ids := make([][]string, len(places))
-	if len(prefixes) > 0 {
-		plans, err := plan(ctx, places, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ids, err = locate(plans, prefixes, opts); err != nil {
-			return nil, nil, err
-		}
+	ids, err := placeIDs(ctx, places, prefixes, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	var checks []Check
 	var problems []string
-	progress := opts.Progress
-	var before Progress
+	next := progressAcross(opts.Progress)
 	for i, pl := range places {
 		if len(prefixes) > 0 && len(ids[i]) == 0 {
 			continue
 		}
 		o := forPlace(opts, pl)
-		if progress != nil {
-			base := before
-			o.Progress = func(p Progress) {
-				before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal}
-				progress(before)
-			}
-		}
+		o.Progress = next()
 		c, p, err := Verify(ctx, pl.Repo, ids[i], o)
 		checks = append(checks, c...)
 		problems = append(problems, p...)
@@ -315,4 +280,35 @@ func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Opti
 		}
 	}
 	return checks, problems, nil
+}
+
+// placeIDs resolves prefixes to the ids of each place's sessions they
+// name (locate); without prefixes, none.
+func placeIDs(ctx context.Context, places []Place, prefixes []string, opts Options) ([][]string, error) {
+	if len(prefixes) == 0 {
+		return make([][]string, len(places)), nil
+	}
+	plans, err := plan(ctx, places, opts)
+	if err != nil {
+		return nil, err
+	}
+	return locate(plans, prefixes, opts)
+}
+
+// progressAcross reports place after place as one run: each call of next
+// is the Progress of the next place, added to the places' before it (nil
+// when progress is).
+func progressAcross(progress func(Progress)) (next func() func(Progress)) {
+	var before Progress // of the places done
+	return func() func(Progress) {
+		if progress == nil {
+			return nil
+		}
+		base := before
+		return func(p Progress) {
+			before = Progress{Sessions: base.Sessions + p.Sessions, SessionsTotal: base.SessionsTotal + p.SessionsTotal,
+				Bytes: base.Bytes + p.Bytes, BytesTotal: base.BytesTotal + p.BytesTotal}
+			progress(before)
+		}
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -280,10 +279,11 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 	return out, nil
 }
 
-// match finds the one session whose id starts with pre, ignoring case, as
-// omp's --resume does. A session file's name or path, which holds the whole
-// id, names that session.
-func (p *planner) match(pre string) (*target, error) {
+// match finds the sessions whose ids start with pre, ignoring case, as
+// omp's --resume does: the one whose whole id it is, or every one it
+// starts (locateOne settles between them). A session file's name or path,
+// which holds the whole id, names that session.
+func (p *planner) match(pre string) ([]*target, error) {
 	if pre == "" {
 		return nil, errors.New("empty session id prefix")
 	}
@@ -296,34 +296,20 @@ func (p *planner) match(pre string) (*target, error) {
 	var cands []*target
 	for id, t := range p.sessions {
 		if strings.EqualFold(id, pre) {
-			return t, nil
+			return []*target{t}, nil
 		}
 		if len(id) >= len(pre) && strings.EqualFold(id[:len(pre)], pre) {
 			cands = append(cands, t)
 		}
 	}
-	where := "on the remote"
-	if p.opts.Machine != "" {
-		where = "in the catalog of machine " + p.opts.Machine
-	}
-	switch len(cands) {
-	case 0:
-		return nil, fmt.Errorf("no session id starts with %q %s (see 'ompsync ls')", pre, where)
-	case 1:
-		return cands[0], nil
-	}
-	amb := &AmbiguousError{Prefix: pre}
-	for _, t := range cands {
-		amb.Candidates = append(amb.Candidates, t.candidate())
-	}
-	// Newest first, as omp's --resume takes the newest match.
-	slices.SortFunc(amb.Candidates, func(a, b Candidate) int {
-		if c := b.Mtime.Compare(a.Mtime); c != 0 {
-			return c
+	if len(cands) == 0 {
+		where := "on the remote"
+		if p.opts.Machine != "" {
+			where = "in the catalog of machine " + p.opts.Machine
 		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	return nil, amb
+		return nil, fmt.Errorf("no session id starts with %q %s (see 'ompsync ls')", pre, where)
+	}
+	return cands, nil
 }
 
 // fileNameID reads the session id out of a session file's name or path
@@ -341,19 +327,9 @@ func fileNameID(st store.Store, arg string) (id string, isFile bool, err error) 
 	return id, true, nil
 }
 
-// Candidate is one of the sessions an ambiguous prefix matches.
-type Candidate struct {
-	// Agent wrote the session: omp, pi, claude or codex.
-	Agent string `json:"agent"`
-	ID    string `json:"id"`
-	Title string `json:"title,omitempty"`
-	Cwd   string `json:"cwd,omitempty"`
-	Path  string `json:"path"`
-	// Machines hold a copy; Mtime is the session's last change on any.
-	Machines []string  `json:"machines"`
-	Mtime    time.Time `json:"mtime"`
-	State    string    `json:"state"`
-}
+// Candidate is one of the sessions an ambiguous prefix matches, as ls
+// lists it.
+type Candidate = Listing
 
 // AmbiguousError is a prefix that several session ids start with (UUIDv7
 // ids start with their creation time: 8 hex digits are shared by every
@@ -379,12 +355,6 @@ func (e *AmbiguousError) Error() string {
 		more = fmt.Sprintf(" and %d more", len(e.Candidates)-show)
 	}
 	return fmt.Sprintf("session id prefix %q is ambiguous: it matches %s%s; give more characters, or --latest for the newest", e.Prefix, strings.Join(names, ", "), more)
-}
-
-// candidate describes t as an ambiguous prefix lists it.
-func (t *target) candidate() Candidate {
-	l := t.listing()
-	return Candidate{Agent: l.Agent, ID: l.ID, Title: l.Title, Cwd: l.Cwd, Path: l.Path, Machines: l.Machines, Mtime: l.Mtime, State: l.State}
 }
 
 // Listing is one session as the catalogs describe it, for `ompsync ls`.

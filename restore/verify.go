@@ -326,7 +326,7 @@ func (c *Check) checkBlobs(ctx context.Context, r *repo.Repo, names []string, bl
 			c.failed(fmt.Errorf("session %s: blob %s: %w", c.ID, n, s.unanswered))
 		case s.missing:
 			// A gap in the backup only if this agent dir has the blob.
-			if _, err := os.Lstat(abs(opts.AgentDir, "blobs/"+n)); err == nil {
+			if hasBlob(opts.AgentDir, n) {
 				c.Problems = append(c.Problems, fmt.Sprintf("blob %s is referenced and on disk but not on the remote", n))
 				c.Blobs = append(c.Blobs, n)
 			} else {

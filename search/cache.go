@@ -1,13 +1,14 @@
 package search
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -206,11 +207,8 @@ func (c *Cache) Evict() (int, error) {
 			copies = append(copies, cp)
 		}
 	}
-	sort.Slice(copies, func(i, j int) bool {
-		if !copies[i].used.Equal(copies[j].used) {
-			return copies[i].used.Before(copies[j].used)
-		}
-		return copies[i].size > copies[j].size // of equals, free the most
+	slices.SortFunc(copies, func(a, b cachedCopy) int {
+		return cmp.Or(a.used.Compare(b.used), cmp.Compare(b.size, a.size)) // of equals, free the most
 	})
 	n := 0
 	for _, cp := range copies {

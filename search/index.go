@@ -47,13 +47,7 @@ func appendEntry(out []byte, e transcript.Entry) []byte {
 		}
 		// Line by line without splitting into a slice: the text of a
 		// tool result can be megabytes.
-		for len(text) > 0 {
-			l := text
-			if i := strings.IndexByte(text, '\n'); i >= 0 {
-				l, text = text[:i], text[i+1:]
-			} else {
-				text = ""
-			}
+		for l := range strings.SplitSeq(text, "\n") {
 			l = strings.TrimRight(l, "\r")
 			if strings.TrimSpace(l) == "" {
 				continue

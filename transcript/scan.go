@@ -300,36 +300,17 @@ func (s *scanner) rawValue(depth int) ([]byte, bool) {
 // object reads an object, calling member with each key; member must
 // consume the value.
 func (s *scanner) object(depth int, member func(key []byte)) {
-	if depth > maxDepth {
-		s.fail()
-		return
-	}
-	s.expect('{')
-	if s.peek() == '}' {
-		s.i++
-		return
-	}
-	for !s.bad {
+	s.list(depth, '{', '}', func() {
 		if s.peek() != '"' {
 			s.fail()
 			return
 		}
 		key := s.key()
 		s.expect(':')
-		if s.bad {
-			return
+		if !s.bad {
+			member(key)
 		}
-		member(key)
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return
-		default:
-			s.fail()
-		}
-	}
+	})
 }
 
 // key reads an object key. Keys are short and plain; one with escapes is
@@ -354,13 +335,17 @@ func (s *scanner) key() []byte {
 	return nil
 }
 
-func (s *scanner) array(depth int, elem func()) {
+func (s *scanner) array(depth int, elem func()) { s.list(depth, '[', ']', elem) }
+
+// list reads the values between open and close, separated by commas, each
+// with elem: an object's members or an array's elements.
+func (s *scanner) list(depth int, open, close byte, elem func()) {
 	if depth > maxDepth {
 		s.fail()
 		return
 	}
-	s.expect('[')
-	if s.peek() == ']' {
+	s.expect(open)
+	if s.peek() == close {
 		s.i++
 		return
 	}
@@ -369,7 +354,7 @@ func (s *scanner) array(depth int, elem func()) {
 		switch s.peek() {
 		case ',':
 			s.i++
-		case ']':
+		case close:
 			s.i++
 			return
 		default:

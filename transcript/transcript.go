@@ -9,6 +9,7 @@ package transcript
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -237,12 +238,7 @@ func (l *Lines) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (l *Lines) max() int {
-	if l.Max <= 0 {
-		return MaxLine
-	}
-	return l.Max
-}
+func (l *Lines) max() int { return cmp.Or(l.Max, MaxLine) }
 
 // hold keeps part of the current line, or counts it past Max.
 func (l *Lines) hold(p []byte) {
