@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -89,16 +88,12 @@ func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) erro
 
 // adopt matches a stream the state lost against the remote; see adoptSource.
 func (a *Agent) adopt(ctx context.Context, fst *FileState) {
-	f, err := os.Open(a.abs(fst.Path))
+	src, _, err := a.openSource(fst.Path, false)
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return
-	}
-	a.adoptSource(ctx, fst, fileSource{f, fi.Size()})
+	defer src.Close()
+	a.adoptSource(ctx, fst, src)
 }
 
 // adoptSource continues the newest remote generation of fst when src still

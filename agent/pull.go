@@ -219,11 +219,7 @@ func (a *Agent) recordMerge(ctx context.Context, req MergeRequest, res Merged, e
 		a.log.Warn("pull: session not merged; will retry", "session", id, "machine", req.Machine, "err", err)
 	case len(res.Missing) > 0:
 		// Not seen: the next pull tries again. Said once.
-		lvl := slog.LevelDebug
-		if !a.pullIncomplete[id] {
-			lvl, a.pullIncomplete[id] = slog.LevelWarn, true
-		}
-		a.log.Log(ctx, lvl, "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", req.Machine, "missing", strings.Join(res.Missing, "; "))
+		a.log.Log(ctx, a.pullIncomplete.level(id, slog.LevelWarn), "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", req.Machine, "missing", strings.Join(res.Missing, "; "))
 	case done:
 		delete(a.pullIncomplete, id)
 		a.state.setSeen(req.Machine+"/"+id, sig)
@@ -254,11 +250,7 @@ func (a *Agent) notePlacement(ctx context.Context, id string, res Merged) {
 		a.log.Info("pull: placed a session from another machine", "session", id, "cwd", res.Cwd, "how", res.Placed)
 	}
 	for _, n := range res.Notes {
-		lvl := slog.LevelDebug
-		if !a.placeNoted[n] {
-			lvl, a.placeNoted[n] = slog.LevelWarn, true
-		}
-		a.log.Log(ctx, lvl, "pull: "+n, "session", id)
+		a.log.Log(ctx, a.placeNoted.level(n, slog.LevelWarn), "pull: "+n, "session", id)
 	}
 }
 
@@ -268,13 +260,8 @@ var errNotMerged = errors.New("sessions not merged")
 // warnRefused says once what a machine's catalog has wrong (a hostile or
 // damaged catalog is read again at every pull), and at debug after that.
 func (a *Agent) warnRefused(msg, machine, problem string) {
-	key := machine + "\x00" + problem
-	if a.pullRefused[key] {
-		a.log.Debug(msg, "machine", machine, "problem", problem)
-		return
-	}
-	a.pullRefused[key] = true
-	a.log.Warn(msg, "machine", machine, "problem", problem)
+	lvl := a.pullRefused.level(machine+"\x00"+problem, slog.LevelWarn)
+	a.log.Log(context.Background(), lvl, msg, "machine", machine, "problem", problem)
 }
 
 // deletedHere reports whether this machine's agent saw the session deleted.
@@ -331,12 +318,7 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 	if res.Action == MergeLive {
 		// Said once per session at INFO: a session open in omp for hours
 		// is normal, and the work waits safely on the remote.
-		lvl := slog.LevelDebug
-		if !a.pullWaiting[id] {
-			lvl = slog.LevelInfo
-			a.pullWaiting[id] = true
-		}
-		a.log.Log(ctx, lvl, "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
+		a.log.Log(ctx, a.pullWaiting.level(id, slog.LevelInfo), "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
 		return false, nil
 	}
 	if a.pullWaiting[id] {

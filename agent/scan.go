@@ -68,21 +68,15 @@ func (a *Agent) scan() (*scanned, error) {
 		err = filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
 			p = root + p[len(target):] // the path under the agent dir
 			if err != nil {
-				if isNotExist(err) {
-					// Gone between the listing and now.
-					if p == root && top == roots[0] {
-						res.sessionsGone = true
+				if !isNotExist(err) {
+					a.problems.report(a.log, a.now(), p, err)
+					if rel, ok := a.relOf(p); ok && (d == nil || d.IsDir()) {
+						res.unreadable[rel] = true
 					}
-					if p == root || d != nil && d.IsDir() {
-						return filepath.SkipDir
-					}
-					return nil
+				} else if p == root && top == roots[0] {
+					res.sessionsGone = true // gone between the listing and now
 				}
-				a.problems.report(a.log, a.now(), p, err)
-				if rel, ok := a.relOf(p); ok && (d == nil || d.IsDir()) {
-					res.unreadable[rel] = true
-				}
-				if d != nil && d.IsDir() || p == root {
+				if p == root || d != nil && d.IsDir() {
 					return filepath.SkipDir
 				}
 				return nil
@@ -136,13 +130,9 @@ func (a *Agent) linkMatters(p, rel string) bool {
 // linkSeen says once per path that a symlink is not followed.
 func (a *Agent) linkSeen(rel string) {
 	a.mu.Lock()
-	said := a.linksSaid[rel]
-	if a.linksSaid == nil {
-		a.linksSaid = map[string]bool{}
-	}
-	a.linksSaid[rel] = true
+	first := a.linksSaid.first(rel)
 	a.mu.Unlock()
-	if !said {
+	if first {
 		a.log.Warn("not following a symlink: what it points to is not backed up; move the files into the agent dir (or exclude the path)", "path", rel)
 	}
 }
