@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -58,30 +59,42 @@ func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) erro
 		}
 	}
 	fst.stale = false
-	for _, inv := range invs {
-		if inv.Stream.Name != fst.Stream {
-			continue
-		}
-		g := inv.Newest()
-		if g == nil {
-			return nil
-		}
-		usable := a.withoutDamaged(inv.Stream, *g)
-		if !usable.HasMeta {
-			return nil // its first chunk damaged: confirm puts it again
-		}
-		g = &usable
-		if _, covered := repo.Cover(g.Chunks); g.Name == fst.Generation && covered == fst.Offset {
-			return nil
-		}
-		if fst.Offset == 0 && g.Name == fst.PrevGeneration {
-			// A new generation not up yet, after the one it replaces:
-			// the state is ahead of the remote, not behind it.
-			return nil
-		}
-		a.log.Info("the remote copy is ahead of the saved state; matching the file against it", "path", fst.Path, "generation", fst.Generation, "offset", fst.Offset)
-		a.adoptFrom(ctx, fst, src, g)
+	g := newestOf(invs, fst)
+	if g == nil {
 		return nil
+	}
+	usable := a.withoutDamaged(fst.stream(a.opts.Machine), *g)
+	if !usable.HasMeta {
+		return nil // its first chunk damaged: confirm puts it again
+	}
+	g = &usable
+	if _, covered := repo.Cover(g.Chunks); g.Name == fst.Generation && covered == fst.Offset {
+		return nil
+	}
+	if fst.Offset == 0 && g.Name == fst.PrevGeneration {
+		// A new generation not up yet, after the one it replaces:
+		// the state is ahead of the remote, not behind it.
+		return nil
+	}
+	a.log.Info("the remote copy is ahead of the saved state; matching the file against it", "path", fst.Path, "generation", fst.Generation, "offset", fst.Offset)
+	a.adoptFrom(ctx, fst, src, g)
+	return nil
+}
+
+// streamOf is f's stream in invs, a listing of its session: nil when the
+// listing has none.
+func streamOf(invs []*repo.StreamInventory, f *FileState) *repo.StreamInventory {
+	i := slices.IndexFunc(invs, func(inv *repo.StreamInventory) bool { return inv.Stream.Name == f.Stream })
+	if i < 0 {
+		return nil
+	}
+	return invs[i]
+}
+
+// newestOf is the newest generation of f's stream in invs, or nil.
+func newestOf(invs []*repo.StreamInventory, f *FileState) *repo.Generation {
+	if inv := streamOf(invs, f); inv != nil {
+		return inv.Newest()
 	}
 	return nil
 }
@@ -103,13 +116,7 @@ func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
 	if err != nil {
 		a.log.Warn("cannot list the remote copy; uploading a new generation", "session", fst.SessionID, "err", err)
 	}
-	var g *repo.Generation
-	for _, inv := range invs {
-		if inv.Stream.Name == fst.Stream {
-			g = inv.Newest()
-		}
-	}
-	a.adoptFrom(ctx, fst, src, g)
+	a.adoptFrom(ctx, fst, src, newestOf(invs, fst))
 }
 
 // adoptFrom continues generation g (the newest remote one, nil when there

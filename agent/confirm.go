@@ -189,10 +189,7 @@ func sessionsOf(fs []*FileState) map[string]bool {
 // listedGeneration is f's generation in a listing of its session: what a
 // LIST of the generation finds (nothing, when the listing has none).
 func listedGeneration(invs []*repo.StreamInventory, f *FileState) repo.Generation {
-	for _, inv := range invs {
-		if inv.Stream.Name != f.Stream {
-			continue
-		}
+	if inv := streamOf(invs, f); inv != nil {
 		if g := inv.Find(f.Generation); g != nil {
 			return *g
 		}

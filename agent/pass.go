@@ -459,17 +459,6 @@ func (s *inflated) Close() error {
 	return err
 }
 
-// createTemp makes a temp file in dir and unlinks it at once where the
-// system allows (Unix): a crash then leaves nothing behind.
-func createTemp(dir, pattern string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, pattern)
-	if err != nil {
-		return nil, err
-	}
-	os.Remove(f.Name()) // fails on Windows while open; Close removes it there
-	return f, nil
-}
-
 // readArchiveFile inflates the archive at p, named rel in errors, into a
 // temp file in tmpDir, as st reads its archives. One
 // that inflates past limit is an error: cut at the limit it would look
@@ -490,10 +479,13 @@ func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) 
 		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
 	}
 	defer zr.Close()
-	tmp, err := createTemp(tmpDir, ".archive-*.jsonl")
+	tmp, err := os.CreateTemp(tmpDir, ".archive-*.jsonl")
 	if err != nil {
 		return nil, nil, err
 	}
+	// Unlinked at once where the system allows (Unix): a crash then leaves
+	// nothing behind. On Windows that fails while it is open; Close removes it.
+	os.Remove(tmp.Name())
 	out := &inflated{fileSource: fileSource{File: tmp}, name: tmp.Name()}
 	n, err := io.CopyBuffer(struct{ io.Writer }{tmp}, io.LimitReader(zr, limit+1), make([]byte, 256<<10))
 	switch {

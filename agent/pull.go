@@ -270,8 +270,6 @@ func (a *Agent) deletedHere(id string) bool {
 	return f != nil && (f.State == repo.StateDeleted || f.State == repo.StateArchived)
 }
 
-// vanished reports whether a session this agent saw present has no file
-// at its path any more.
 // presentHere reports whether this machine's agent saw the session's file
 // here and has not seen it go.
 func (a *Agent) presentHere(id string) bool {
@@ -279,6 +277,8 @@ func (a *Agent) presentHere(id string) bool {
 	return f != nil && f.State == repo.StatePresent && !f.Unseen
 }
 
+// vanished reports whether a session this agent saw present has no file
+// at its path any more.
 func (a *Agent) vanished(id string) bool {
 	if !a.presentHere(id) {
 		return false // an unseen session is not on this machine: pull it
