@@ -144,12 +144,8 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 		return
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(src, hdr.HashFrom, covered-hdr.HashFrom)); err != nil {
-		fresh()
-		return
-	}
-	if fmt.Sprintf("%x", h.Sum(nil)) != hdr.StreamSHA256 {
-		fresh()
+	if _, err := io.Copy(h, io.NewSectionReader(src, hdr.HashFrom, covered-hdr.HashFrom)); err != nil || fmt.Sprintf("%x", h.Sum(nil)) != hdr.StreamSHA256 {
+		fresh() // not those bytes (or not readable): a new generation
 		return
 	}
 	state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()

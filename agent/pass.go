@@ -236,15 +236,13 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 			after(j)
 		}
 		changed = changed || res.changed
-		if err == nil || !isNotExist(err) {
-			a.tally.file(j.rel, res.objects > 0, err)
-		}
-		if err == nil {
-			a.problems.clear(a.log, "upload of "+j.rel)
-			return
-		}
 		if isNotExist(err) {
 			a.markFullScan()
+			return
+		}
+		a.tally.file(j.rel, res.objects > 0, err)
+		if err == nil {
+			a.problems.clear(a.log, "upload of "+j.rel)
 			return
 		}
 		a.markDirty(j.rel) // retried next pass

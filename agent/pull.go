@@ -346,10 +346,8 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 	// Created or Appended: the new bytes are exactly that machine's; record
 	// them so the uploader stores a reference, not a second copy.
 	a.log.Info("pull: session updated from another machine", "session", id, "machine", machine, "action", res.Action, "bytes", res.Bytes)
-	if res.Source == nil {
-		return true, nil
-	}
-	return true, a.recordPulled(id, res)
+	a.recordPulled(id, res)
+	return true, nil
 }
 
 // recordPulled notes the range restore wrote as pulled from its source:
@@ -357,9 +355,9 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 // appended. Range and hash come from what restore wrote, not from the file,
 // which omp may append to (its own work) or rewrite the moment it appears;
 // restore hashed them as it wrote, so the session is never held here.
-func (a *Agent) recordPulled(id string, res Merged) error {
-	if res.Added == nil || res.Added.Start >= res.Added.End {
-		return nil
+func (a *Agent) recordPulled(id string, res Merged) {
+	if res.Source == nil || res.Added == nil || res.Added.Start >= res.Added.End {
+		return
 	}
 	key := streamKey(id, repo.SessionStream)
 	fst := a.state.Streams[key]
@@ -371,5 +369,4 @@ func (a *Agent) recordPulled(id string, res Merged) error {
 	a.state.touch(fst)
 	fst.Pulled = append(fst.Pulled, PulledRange{Start: res.Added.Start, End: res.Added.End, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: res.Added.SHA256})
 	a.markDirty(res.Path)
-	return nil
 }
