@@ -299,44 +299,38 @@ func (a *Agent) confirmCatalog(ctx context.Context) {
 	if a.catBase == nil || !a.catConfirmedAt.IsZero() && !a.confirmDue(a.catConfirmedAt) {
 		return // nothing put yet, or checked lately
 	}
-	// lost reads the stamp at key: whether it is not the one put (want),
-	// and whether it could tell.
-	lost := func(key string, want time.Time) (gone, checked bool) {
+	// kept reads the stamp at key (the whole catalog's: base) back and
+	// reports whether it is the one put (want). A lost one is said
+	// (lostMsg), and put again by the putCatalog that follows.
+	kept := func(key string, want time.Time, base bool, lostMsg string) bool {
 		st, err := a.repo.CatalogStamp(ctx, key, a.opts.Machine)
 		switch {
-		case errors.Is(err, remote.ErrNotFound):
-			return true, true
-		case err != nil:
+		case err != nil && !errors.Is(err, remote.ErrNotFound):
 			a.log.Debug("could not read the catalog back; will check again", "err", err)
-			return false, false
-		case a.foreign(st.Writer):
+			return false
+		case err == nil && a.foreign(st.Writer):
 			// Another agent wrote it: not lost, taken; checkOwner says so
 			// at the next pass.
 			a.ownerCheckedAt = time.Time{}
-			return false, false
+			return false
+		case err == nil && st.Updated.Equal(want):
+			return true
 		}
-		return !st.Updated.Equal(want), true
+		a.log.Warn(lostMsg)
+		if base {
+			a.catBase = nil
+		}
+		a.catRecent, a.catalogStale = nil, true
+		return false
 	}
 	if !a.catBaseRead.Equal(a.catBaseAt) {
-		gone, checked := lost(repo.CatalogKey(a.opts.Machine), a.catBaseAt)
-		if gone {
-			a.log.Warn("the remote lost this machine's catalog, or kept an older one; uploading it again")
-			a.catBase, a.catRecent, a.catalogStale = nil, nil, true
-		}
-		if gone || !checked {
+		if !kept(repo.CatalogKey(a.opts.Machine), a.catBaseAt, true, "the remote lost this machine's catalog, or kept an older one; uploading it again") {
 			return
 		}
 		a.catBaseRead = a.catBaseAt
 	}
-	if a.catRecent != nil {
-		gone, checked := lost(repo.RecentKey(a.opts.Machine), a.catRecentAt)
-		if gone {
-			a.log.Warn("the remote lost this machine's recent catalog changes, or kept older ones; uploading them again")
-			a.catRecent, a.catalogStale = nil, true
-		}
-		if gone || !checked {
-			return
-		}
+	if a.catRecent != nil && !kept(repo.RecentKey(a.opts.Machine), a.catRecentAt, false, "the remote lost this machine's recent catalog changes, or kept older ones; uploading them again") {
+		return
 	}
 	a.catConfirmedAt = a.now()
 }
