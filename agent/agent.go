@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,35 +119,17 @@ type Notifier interface {
 }
 
 func (o *Options) setDefaults() {
-	if o.Interval <= 0 {
-		o.Interval = 2 * time.Second
-	}
-	if o.ReconcileInterval <= 0 {
-		o.ReconcileInterval = 60 * time.Second
-	}
-	if o.Compaction.Idle <= 0 {
-		o.Compaction.Idle = compact.DefaultIdle
-	}
-	if o.Compaction.MaxChunks <= 0 {
-		o.Compaction.MaxChunks = compact.DefaultMaxChunks
-	}
+	orDefault(&o.Interval, 2*time.Second)
+	orDefault(&o.ReconcileInterval, 60*time.Second)
+	orDefault(&o.Compaction.Idle, compact.DefaultIdle)
+	orDefault(&o.Compaction.MaxChunks, compact.DefaultMaxChunks)
+	orDefault(&o.PullInterval, 30*time.Second)
+	orDefault(&o.AuditInterval, 24*time.Hour)
+	orDefault(&o.ChunkSize, 4<<20)
+	orDefault(&o.Parallel, 16)
+	orDefault(&o.FlushTimeout, 20*time.Second)
 	if o.Home == "" {
 		o.Home, _ = os.UserHomeDir()
-	}
-	if o.PullInterval <= 0 {
-		o.PullInterval = 30 * time.Second
-	}
-	if o.AuditInterval <= 0 {
-		o.AuditInterval = 24 * time.Hour
-	}
-	if o.ChunkSize <= 0 {
-		o.ChunkSize = 4 << 20
-	}
-	if o.Parallel <= 0 {
-		o.Parallel = 16
-	}
-	if o.FlushTimeout <= 0 {
-		o.FlushTimeout = 20 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -161,6 +145,13 @@ func (o *Options) setDefaults() {
 	}
 	if o.HostID == "" {
 		o.HostID = hostID()
+	}
+}
+
+// orDefault sets *v to def when it is not positive (unset).
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
 	}
 }
 
@@ -250,18 +241,18 @@ type Agent struct {
 	progressed   bool  // the first full pass was reported (Options.Progress)
 	// pullWaiting are the sessions whose pull waits for a process to
 	// release the file (said once at INFO).
-	pullWaiting map[string]bool
+	pullWaiting saidOnce
 	// pullRefused are the catalog problems pull has warned of: said once,
 	// not every pull interval for as long as the remote holds them.
-	pullRefused map[string]bool
+	pullRefused saidOnce
 	// pullIncomplete are the sessions a pull merged without all of their
 	// blobs or artifacts: warned of once.
-	pullIncomplete map[string]bool
+	pullIncomplete saidOnce
 	// projects are the projects of the folders sessions ran in, found
 	// once per folder (a few stats and a small read each).
 	projects map[string]project.ID
 	// placeNoted: the placement notes said (once per project).
-	placeNoted map[string]bool
+	placeNoted saidOnce
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
@@ -270,7 +261,7 @@ type Agent struct {
 	dirty    map[string]bool // rel paths the watcher saw change
 	fullScan bool            // a missed or removal event asks for a scan
 	// linksSaid are the symlinks the scan said it does not follow.
-	linksSaid map[string]bool
+	linksSaid saidOnce
 
 	outage outage
 	// failSince is when passes began to fail (zero while they succeed),
@@ -317,11 +308,10 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	if !safename.Machine(opts.Machine) {
 		return nil, fmt.Errorf("machine name %q is not a safe path segment (use letters, digits, '.', '_' and '-')", opts.Machine)
 	}
-	abs, err := filepath.Abs(opts.AgentDir)
-	if err != nil {
+	var err error
+	if opts.AgentDir, err = filepath.Abs(opts.AgentDir); err != nil {
 		return nil, err
 	}
-	opts.AgentDir = filepath.Clean(abs)
 	sessions := filepath.Join(opts.AgentDir, opts.Store.Roots()[0])
 	if _, err := os.Stat(sessions); opts.Pull && isNotExist(err) {
 		// A new machine that pulls has no sessions folder yet: what the
@@ -331,10 +321,9 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		}
 		opts.Logger.Info("made the agent dir, to pull the other machines' sessions into it", "agent_dir", opts.AgentDir)
 	}
-	if abs, err = filepath.Abs(opts.StateDir); err != nil {
+	if opts.StateDir, err = filepath.Abs(opts.StateDir); err != nil {
 		return nil, err
 	}
-	opts.StateDir = filepath.Clean(abs)
 	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
@@ -356,7 +345,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts: opts, repo: r, log: opts.Logger, metrics: opts.Metrics, lock: lock,
-		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, pullWaiting: map[string]bool{}, pullRefused: map[string]bool{}, pullIncomplete: map[string]bool{}, projects: map[string]project.ID{}, placeNoted: map[string]bool{},
+		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, projects: map[string]project.ID{},
 	}
 	a.interval.Store(int64(opts.Interval))
 	a.outage.remote = opts.Remote
@@ -506,21 +495,18 @@ func (a *Agent) start(ctx context.Context) error {
 		// encrypted, from the local state.
 		a.log.Warn("this machine's catalog on the remote is not encrypted, as the repository now is; "+
 			"it is not read, and is replaced, encrypted, from the local state", "err", err)
-		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
-		return a.started(why, otherRepo)
+		return a.started(catalogUnreadable, nil, time.Time{})
 	case errors.Is(err, remote.ErrNotFound):
 		if a.fresh {
 			a.log.Info("first run: nothing of this machine is on the remote yet; backing up everything in the agent dir",
 				"agent_dir", a.opts.AgentDir, "machine", a.opts.Machine)
 		}
-		why, otherRepo := a.distrust(catalogMissing, nil, time.Time{})
-		return a.started(why, otherRepo)
+		return a.started(catalogMissing, nil, time.Time{})
 	case errors.Is(err, repo.ErrNoKey):
 		// An agent given only the recipients (public keys) can write but
 		// not read: it works from its local state alone.
 		a.log.Warn("cannot read this machine's catalog without the private key; a lost local state cannot be rebuilt from the remote", "err", err)
-		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
-		return a.started(why, otherRepo)
+		return a.started(catalogUnreadable, nil, time.Time{})
 	case err != nil && catalogDamaged(err):
 		// The local state is what the catalog said: it is written again
 		// from it (verify --repair relies on this). Without one, from a
@@ -538,8 +524,7 @@ func (a *Agent) start(ctx context.Context) error {
 				return err
 			}
 		}
-		why, otherRepo := a.distrust(catalogUnreadable, nil, time.Time{})
-		err = a.started(why, otherRepo)
+		err = a.started(catalogUnreadable, nil, time.Time{})
 		if a.fresh && err == nil {
 			var cat repo.Catalog
 			cat, err = a.catalogFromListing(ctx)
@@ -559,7 +544,6 @@ func (a *Agent) start(ctx context.Context) error {
 	if w != nil && w.Instance == a.state.Instance {
 		a.catWrittenAt = at
 	}
-	why, otherRepo := a.distrust(catalogRead, w, at)
 	// Know what the remote lists, so an unchanged state puts nothing.
 	a.setCatalogBase(base)
 	if len(base.Refused) > 0 {
@@ -578,7 +562,7 @@ func (a *Agent) start(ctx context.Context) error {
 	for _, why := range cat.Refused {
 		a.log.Warn("this machine's catalog has an unsafe entry; ignoring it", "problem", why)
 	}
-	err = a.started(why, otherRepo)
+	err = a.started(catalogRead, w, at)
 	a.seedFromCatalog(cat)
 	return err
 }
@@ -591,12 +575,13 @@ func catalogDamaged(err error) bool {
 		!errors.Is(err, remote.ErrAccessDenied)
 }
 
-// started reconciles a state that cannot be trusted on this remote and
-// records the repository it describes from now on, saved at once: a run
-// stopped before its first pass must not leave a state that says it
-// belongs here without having been checked.
-func (a *Agent) started(why string, otherRepo bool) error {
-	if why != "" {
+// started reconciles a state that cannot be trusted on this remote, given
+// what start learnt of its catalog (see distrust), and records the
+// repository it describes from now on, saved at once: a run stopped before
+// its first pass must not leave a state that says it belongs here without
+// having been checked.
+func (a *Agent) started(cat catalogSeen, w *repo.Writer, at time.Time) error {
+	if why, otherRepo := a.distrust(cat, w, at); why != "" {
 		a.reconcileAll(why, otherRepo)
 	}
 	a.ownerCheckedAt = a.now()
@@ -649,7 +634,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return a.flush()
+			return a.flush(false)
 		case <-tick.C:
 		case <-a.reload:
 		}
@@ -701,7 +686,7 @@ func (a *Agent) startRetrying(ctx context.Context) (ok bool, err error) {
 			return true, nil
 		}
 		if ctx.Err() != nil {
-			return false, a.stopDuringStart()
+			return false, a.flush(true)
 		}
 		if !remote.IsTransient(err) {
 			return false, err
@@ -711,7 +696,7 @@ func (a *Agent) startRetrying(ctx context.Context) (ok bool, err error) {
 		a.setPending(a.pendingBytes(true))
 		a.observe(nil, false)
 		if !sleepCtx(ctx, a.outage.wait()) {
-			return false, a.stopDuringStart()
+			return false, a.flush(true)
 		}
 	}
 }
@@ -795,28 +780,20 @@ func (a *Agent) observe(err error, passed bool) {
 	a.opts.Notifier.Observe(now, h)
 }
 
-// flush uploads everything settled after a stop signal.
-func (a *Agent) flush() error {
+// flush uploads everything settled after a stop signal, within
+// FlushTimeout. A signal that came before start-up was done (starting), as
+// when a service manager stops the agent while it starts, finishes
+// start-up first or, when the remote does not answer in time, abandons it.
+// Nothing uploaded is lost, but an abandoned start is an error: exit 0 says
+// everything settled is up.
+func (a *Agent) flush(starting bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.opts.FlushTimeout)
 	defer cancel()
-	return a.flushWith(ctx)
-}
-
-// stopDuringStart handles a stop signal that came before start-up was done,
-// as when a service manager stops the agent while it starts: start-up is
-// finished within FlushTimeout and what is settled uploaded, or, when the
-// remote does not answer in time, abandoned. Nothing uploaded is lost, but
-// an abandoned start is an error: exit 0 says everything settled is up.
-func (a *Agent) stopDuringStart() error {
-	ctx, cancel := context.WithTimeout(context.Background(), a.opts.FlushTimeout)
-	defer cancel()
-	if err := a.start(ctx); err != nil {
-		return fmt.Errorf("stopped during start-up, before anything was uploaded: %w; the next start uploads it", err)
+	if starting {
+		if err := a.start(ctx); err != nil {
+			return fmt.Errorf("stopped during start-up, before anything was uploaded: %w; the next start uploads it", err)
+		}
 	}
-	return a.flushWith(ctx)
-}
-
-func (a *Agent) flushWith(ctx context.Context) error {
 	a.batchCatalog = false // what the catalog lacks goes up now
 	if err := a.pass(ctx, true); err != nil {
 		return fmt.Errorf("stopped before everything was uploaded: %w; the next start uploads the rest", err)
@@ -893,10 +870,7 @@ func (a *Agent) takeFullScan() bool {
 func (a *Agent) takeDirty() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]string, 0, len(a.dirty))
-	for p := range a.dirty {
-		out = append(out, p)
-	}
+	out := slices.Collect(maps.Keys(a.dirty))
 	clear(a.dirty)
 	return out
 }

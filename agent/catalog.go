@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -59,46 +59,54 @@ func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) erro
 		}
 	}
 	fst.stale = false
-	for _, inv := range invs {
-		if inv.Stream.Name != fst.Stream {
-			continue
-		}
-		g := inv.Newest()
-		if g == nil {
-			return nil
-		}
-		usable := a.withoutDamaged(inv.Stream, *g)
-		if !usable.HasMeta {
-			return nil // its first chunk damaged: confirm puts it again
-		}
-		g = &usable
-		if _, covered := repo.Cover(g.Chunks); g.Name == fst.Generation && covered == fst.Offset {
-			return nil
-		}
-		if fst.Offset == 0 && g.Name == fst.PrevGeneration {
-			// A new generation not up yet, after the one it replaces:
-			// the state is ahead of the remote, not behind it.
-			return nil
-		}
-		a.log.Info("the remote copy is ahead of the saved state; matching the file against it", "path", fst.Path, "generation", fst.Generation, "offset", fst.Offset)
-		a.adoptFrom(ctx, fst, src, g)
+	g := newestOf(invs, fst)
+	if g == nil {
 		return nil
+	}
+	usable := a.withoutDamaged(fst.stream(a.opts.Machine), *g)
+	if !usable.HasMeta {
+		return nil // its first chunk damaged: confirm puts it again
+	}
+	g = &usable
+	if _, covered := repo.Cover(g.Chunks); g.Name == fst.Generation && covered == fst.Offset {
+		return nil
+	}
+	if fst.Offset == 0 && g.Name == fst.PrevGeneration {
+		// A new generation not up yet, after the one it replaces:
+		// the state is ahead of the remote, not behind it.
+		return nil
+	}
+	a.log.Info("the remote copy is ahead of the saved state; matching the file against it", "path", fst.Path, "generation", fst.Generation, "offset", fst.Offset)
+	a.adoptFrom(ctx, fst, src, g)
+	return nil
+}
+
+// streamOf is f's stream in invs, a listing of its session: nil when the
+// listing has none.
+func streamOf(invs []*repo.StreamInventory, f *FileState) *repo.StreamInventory {
+	i := slices.IndexFunc(invs, func(inv *repo.StreamInventory) bool { return inv.Stream.Name == f.Stream })
+	if i < 0 {
+		return nil
+	}
+	return invs[i]
+}
+
+// newestOf is the newest generation of f's stream in invs, or nil.
+func newestOf(invs []*repo.StreamInventory, f *FileState) *repo.Generation {
+	if inv := streamOf(invs, f); inv != nil {
+		return inv.Newest()
 	}
 	return nil
 }
 
 // adopt matches a stream the state lost against the remote; see adoptSource.
 func (a *Agent) adopt(ctx context.Context, fst *FileState) {
-	f, err := os.Open(a.abs(fst.Path))
+	src, _, err := a.openSource(fst.Path, false)
 	if err != nil {
 		return
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return
-	}
-	a.adoptSource(ctx, fst, fileSource{f, fi.Size()})
+	defer src.Close()
+	a.adoptSource(ctx, fst, src)
 }
 
 // adoptSource continues the newest remote generation of fst when src still
@@ -108,13 +116,7 @@ func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
 	if err != nil {
 		a.log.Warn("cannot list the remote copy; uploading a new generation", "session", fst.SessionID, "err", err)
 	}
-	var g *repo.Generation
-	for _, inv := range invs {
-		if inv.Stream.Name == fst.Stream {
-			g = inv.Newest()
-		}
-	}
-	a.adoptFrom(ctx, fst, src, g)
+	a.adoptFrom(ctx, fst, src, newestOf(invs, fst))
 }
 
 // adoptFrom continues generation g (the newest remote one, nil when there
@@ -142,12 +144,8 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 		return
 	}
 	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(src, hdr.HashFrom, covered-hdr.HashFrom)); err != nil {
-		fresh()
-		return
-	}
-	if fmt.Sprintf("%x", h.Sum(nil)) != hdr.StreamSHA256 {
-		fresh()
+	if _, err := io.Copy(h, io.NewSectionReader(src, hdr.HashFrom, covered-hdr.HashFrom)); err != nil || fmt.Sprintf("%x", h.Sum(nil)) != hdr.StreamSHA256 {
+		fresh() // not those bytes (or not readable): a new generation
 		return
 	}
 	state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
@@ -301,44 +299,38 @@ func (a *Agent) confirmCatalog(ctx context.Context) {
 	if a.catBase == nil || !a.catConfirmedAt.IsZero() && !a.confirmDue(a.catConfirmedAt) {
 		return // nothing put yet, or checked lately
 	}
-	// lost reads the stamp at key: whether it is not the one put (want),
-	// and whether it could tell.
-	lost := func(key string, want time.Time) (gone, checked bool) {
+	// kept reads the stamp at key (the whole catalog's: base) back and
+	// reports whether it is the one put (want). A lost one is said
+	// (lostMsg), and put again by the putCatalog that follows.
+	kept := func(key string, want time.Time, base bool, lostMsg string) bool {
 		st, err := a.repo.CatalogStamp(ctx, key, a.opts.Machine)
 		switch {
-		case errors.Is(err, remote.ErrNotFound):
-			return true, true
-		case err != nil:
+		case err != nil && !errors.Is(err, remote.ErrNotFound):
 			a.log.Debug("could not read the catalog back; will check again", "err", err)
-			return false, false
-		case a.foreign(st.Writer):
+			return false
+		case err == nil && a.foreign(st.Writer):
 			// Another agent wrote it: not lost, taken; checkOwner says so
 			// at the next pass.
 			a.ownerCheckedAt = time.Time{}
-			return false, false
+			return false
+		case err == nil && st.Updated.Equal(want):
+			return true
 		}
-		return !st.Updated.Equal(want), true
+		a.log.Warn(lostMsg)
+		if base {
+			a.catBase = nil
+		}
+		a.catRecent, a.catalogStale = nil, true
+		return false
 	}
 	if !a.catBaseRead.Equal(a.catBaseAt) {
-		gone, checked := lost(repo.CatalogKey(a.opts.Machine), a.catBaseAt)
-		if gone {
-			a.log.Warn("the remote lost this machine's catalog, or kept an older one; uploading it again")
-			a.catBase, a.catRecent, a.catalogStale = nil, nil, true
-		}
-		if gone || !checked {
+		if !kept(repo.CatalogKey(a.opts.Machine), a.catBaseAt, true, "the remote lost this machine's catalog, or kept an older one; uploading it again") {
 			return
 		}
 		a.catBaseRead = a.catBaseAt
 	}
-	if a.catRecent != nil {
-		gone, checked := lost(repo.RecentKey(a.opts.Machine), a.catRecentAt)
-		if gone {
-			a.log.Warn("the remote lost this machine's recent catalog changes, or kept older ones; uploading them again")
-			a.catRecent, a.catalogStale = nil, true
-		}
-		if gone || !checked {
-			return
-		}
+	if a.catRecent != nil && !kept(repo.RecentKey(a.opts.Machine), a.catRecentAt, false, "the remote lost this machine's recent catalog changes, or kept older ones; uploading them again") {
+		return
 	}
 	a.catConfirmedAt = a.now()
 }

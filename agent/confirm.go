@@ -189,10 +189,7 @@ func sessionsOf(fs []*FileState) map[string]bool {
 // listedGeneration is f's generation in a listing of its session: what a
 // LIST of the generation finds (nothing, when the listing has none).
 func listedGeneration(invs []*repo.StreamInventory, f *FileState) repo.Generation {
-	for _, inv := range invs {
-		if inv.Stream.Name != f.Stream {
-			continue
-		}
+	if inv := streamOf(invs, f); inv != nil {
 		if g := inv.Find(f.Generation); g != nil {
 			return *g
 		}
@@ -224,15 +221,21 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 			return err
 		}
 	}
+	// again says what the remote lost (or kept an older copy of), which the
+	// next sync uploads again.
+	again := func(what string) {
+		a.log.Warn("the remote "+what+"; uploading it again", "path", f.Path)
+		f.Size = -1
+		a.markDirty(f.Path)
+	}
 	if f.MetaUnconfirmed && metaObject {
 		named, err := a.metaNamesPath(ctx, f)
 		if err != nil {
 			return err
 		}
 		if !named {
-			a.log.Warn("the remote kept an older meta object than the one it acknowledged; uploading it again", "path", f.Path)
-			f.MetaPath, f.Size = "", -1
-			a.markDirty(f.Path)
+			again("kept an older meta object than the one it acknowledged")
+			f.MetaPath = ""
 		}
 		f.MetaUnconfirmed = false
 	}
@@ -240,16 +243,14 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 		// The first chunk still makes the generation complete,
 		// but names the path it had then; the meta object of the move
 		// goes up again with the next sync.
-		a.log.Warn("the remote lost the meta object it had acknowledged; uploading it again", "path", f.Path)
-		f.MetaPath, f.MetaObject, f.Size = "", false, -1
-		a.markDirty(f.Path)
+		again("lost the meta object it had acknowledged")
+		f.MetaPath, f.MetaObject = "", false
 	}
 	if f.HeadUnconfirmed && !hasHead {
 		// The title slot put was lost: forget it was uploaded, so the next
 		// sync puts it again.
-		a.log.Warn("the remote lost the title slot it had acknowledged; uploading it again", "path", f.Path)
-		f.SlotHash, f.Size = "", -1
-		a.markDirty(f.Path)
+		again("lost the title slot it had acknowledged")
+		f.SlotHash = ""
 	}
 	f.HeadUnconfirmed = f.HeadUnconfirmed && !hasHead
 	_, covered := repo.Cover(chunks)
@@ -285,26 +286,26 @@ func (a *Agent) withoutDamaged(s repo.Stream, g repo.Generation) repo.Generation
 // title slot last put (one GET of a few hundred bytes, after a retitle).
 func (a *Agent) headIsSlot(ctx context.Context, f *FileState) (bool, error) {
 	slot, err := a.repo.GetHead(ctx, f.stream(a.opts.Machine), f.Generation)
-	if errors.Is(err, remote.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read back the title slot: %w", err)
-	}
-	return hashHex(slot) == f.SlotHash, nil
+	return readBackIs(slot, err, "title slot", func(b []byte) bool { return hashHex(b) == f.SlotHash })
 }
 
 // metaNamesPath reads f's meta object back and reports whether it names
 // the path last put.
 func (a *Agent) metaNamesPath(ctx context.Context, f *FileState) (bool, error) {
 	m, err := a.repo.GetMeta(ctx, f.stream(a.opts.Machine), f.Generation)
+	return readBackIs(m, err, "meta object", func(m repo.Meta) bool { return m.Path == f.MetaPath })
+}
+
+// readBackIs says whether v, an object read back (err the read's, what
+// it is), is the one last put (is): a missing one is not.
+func readBackIs[T any](v T, err error, what string, is func(T) bool) (bool, error) {
 	if errors.Is(err, remote.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read back the meta object: %w", err)
+		return false, fmt.Errorf("read back the %s: %w", what, err)
 	}
-	return m.Path == f.MetaPath, nil
+	return is(v), nil
 }
 
 // rewind sets the stream back to offset, recomputing the running hash from
@@ -314,28 +315,15 @@ func (a *Agent) metaNamesPath(ctx context.Context, f *FileState) (bool, error) {
 // generation instead, so a generation's bytes never change once uploaded
 // (other machines' reference chunks point at them).
 func (a *Agent) rewind(f *FileState, offset int64) error {
-	rel := f.Path
-	var src source
-	if f.State == repo.StateArchived {
+	rel, archived := f.Path, f.State == repo.StateArchived
+	if archived {
 		rel = a.archiveOf(f)
-		in, _, err := a.readArchive(rel)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		src = in
-	} else {
-		file, err := os.Open(a.abs(rel))
-		if err != nil {
-			return err
-		}
-		defer file.Close()
-		fi, err := file.Stat()
-		if err != nil {
-			return err
-		}
-		src = fileSource{file, fi.Size()}
 	}
+	src, _, err := a.openSource(rel, archived)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
 	defer a.markDirty(rel)
 	f.Size, f.Inode = -1, 0 // force a full check on the next sync
 	same, err := prefixMatches(src, f)

@@ -38,17 +38,9 @@ var ErrMachineInUse = errors.New("machine name in use by another ompsync")
 
 // machineInUse is the one-line error naming the other agent and the fixes.
 func (a *Agent) machineInUse(w *repo.Writer, at time.Time, since bool) error {
-	when := "last wrote"
+	when, how := "last wrote", max(a.now().Sub(at).Round(time.Second), 0).String()+" ago"
 	if since {
-		when = "has written"
-	}
-	ago := a.now().Sub(at).Round(time.Second)
-	if ago < 0 {
-		ago = 0
-	}
-	how := "since this one last did"
-	if !since {
-		how = ago.String() + " ago"
+		when, how = "has written", "since this one last did"
 	}
 	return fmt.Errorf("%w: machine %q is in use by another ompsync on this remote (host %q, state dir %q; it %s this machine's catalog %s): "+
 		"set machine (--machine, OMPSYNC_MACHINE) to a name of its own, or, if that ompsync is gone for good (a reinstalled machine, an old disk), "+

@@ -48,18 +48,15 @@ func (c *changes) empty() bool {
 }
 
 // touch notes that a stream's state changed.
-func (s *State) touch(f *FileState) {
-	s.mu.Lock()
-	if s.changed.streams == nil {
-		s.changed.streams = map[string]bool{}
-	}
-	s.changed.streams[streamKey(f.SessionID, f.Stream)] = true
-	s.mu.Unlock()
-}
+func (s *State) touch(f *FileState) { s.changedStream(streamKey(f.SessionID, f.Stream)) }
 
 // forget removes a stream.
 func (s *State) forget(key string) {
 	delete(s.Streams, key)
+	s.changedStream(key)
+}
+
+func (s *State) changedStream(key string) {
 	s.mu.Lock()
 	if s.changed.streams == nil {
 		s.changed.streams = map[string]bool{}

@@ -16,18 +16,28 @@ import (
 // by SIGKILL. The file holds the pid, for the message of an agent refused.
 func lockDir(dir string) (*os.File, error) {
 	name := filepath.Join(dir, "lock")
+	f, err := lockPID(name, "open lock file", "lock state dir")
+	if errors.Is(err, errWouldBlock) {
+		b, _ := os.ReadFile(name)
+		return nil, fmt.Errorf("%w on state dir %s (pid %s): stop it first, or give this one another state_dir", ErrLocked, dir, strings.TrimSpace(string(b)))
+	}
+	return f, err
+}
+
+// lockPID takes the lock of the lock file at name without waiting
+// (errWouldBlock while another process holds it) and writes this
+// process's pid in it; open and take say what failed otherwise.
+func lockPID(name, open, take string) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open lock file: %w", err)
+		return nil, fmt.Errorf("%s: %w", open, err)
 	}
 	if err := lockFile(f); err != nil {
-		b, _ := os.ReadFile(name)
 		f.Close()
 		if errors.Is(err, errWouldBlock) {
-			pid := strings.TrimSpace(string(b))
-			return nil, fmt.Errorf("%w on state dir %s (pid %s): stop it first, or give this one another state_dir", ErrLocked, dir, pid)
+			return nil, errWouldBlock
 		}
-		return nil, fmt.Errorf("lock state dir: %w", err)
+		return nil, fmt.Errorf("%s: %w", take, err)
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -56,19 +66,13 @@ const maintenanceLock = "maintenance.lock"
 // tryLockMaintenance takes the state dir's maintenance lock without
 // waiting; ok is false while another process holds it.
 func tryLockMaintenance(dir string) (unlock func(), ok bool, err error) {
-	f, err := os.OpenFile(filepath.Join(dir, maintenanceLock), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := lockPID(filepath.Join(dir, maintenanceLock), "open maintenance lock", "take maintenance lock")
+	if errors.Is(err, errWouldBlock) {
+		return nil, false, nil
+	}
 	if err != nil {
-		return nil, false, fmt.Errorf("open maintenance lock: %w", err)
+		return nil, false, err
 	}
-	if err := lockFile(f); err != nil {
-		f.Close()
-		if errors.Is(err, errWouldBlock) {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("take maintenance lock: %w", err)
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return func() { f.Close() }, true, nil
 }
 

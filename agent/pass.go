@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -212,8 +213,8 @@ func (a *Agent) prefetchStale(ctx context.Context, jobs []job) listing {
 			continue
 		}
 		fi, err := os.Stat(a.abs(f.Path))
-		if err == nil && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.MtimeNs && inodeOf(fi) == f.Inode && f.MetaPath == f.Path {
-			continue // unchanged: syncFile will not look at the remote
+		if err == nil && f.unchanged(fi) {
+			continue // syncFile will not look at the remote
 		}
 		ids[f.SessionID] = true
 	}
@@ -235,15 +236,13 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 			after(j)
 		}
 		changed = changed || res.changed
-		if err == nil || !isNotExist(err) {
-			a.tally.file(j.rel, res.objects > 0, err)
-		}
-		if err == nil {
-			a.problems.clear(a.log, "upload of "+j.rel)
-			return
-		}
 		if isNotExist(err) {
 			a.markFullScan()
+			return
+		}
+		a.tally.file(j.rel, res.objects > 0, err)
+		if err == nil {
+			a.problems.clear(a.log, "upload of "+j.rel)
 			return
 		}
 		a.markDirty(j.rel) // retried next pass
@@ -320,7 +319,7 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 	a.mu.Lock()
 	a.blobsToConfirm++
 	a.mu.Unlock()
-	return syncResult{bytes: int64(n), objects: 1, changed: true}, nil
+	return syncResult{objects: 1, changed: true}, nil
 }
 
 // putBlob uploads the blob file at rel, streaming: sealed into a temp
@@ -329,15 +328,11 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 // changed under the agent: nothing is uploaded, the next pass looks again.
 // It returns the bytes stored and the file's mtime as its stat gave it.
 func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, time.Time, error) {
-	f, err := os.Open(a.abs(rel))
+	src, fi, err := a.openSource(rel, false)
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, time.Time{}, err
-	}
+	defer src.Close()
 	if fi.Size() > repo.MaxBlobSize {
 		return 0, time.Time{}, fmt.Errorf("blob %s is %d bytes, %w (a blob: at most %d bytes); not backed up", rel, fi.Size(), errPastLimit, int64(repo.MaxBlobSize))
 	}
@@ -348,7 +343,7 @@ func (a *Agent) putBlob(ctx context.Context, rel, name string) (int64, time.Time
 	if err != nil {
 		return 0, time.Time{}, err
 	}
-	n, err := a.repo.PutBlobFrom(ctx, name, f, fi.Size(), tmp)
+	n, err := a.repo.PutBlobFrom(ctx, name, src, fi.Size(), tmp)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, repo.ErrBlobMismatch) {
 		// omp may still be writing it: the next pass looks again.
 		return 0, time.Time{}, fmt.Errorf("upload blob %s: %w (%w)", name, errFileChanged, err)
@@ -396,11 +391,8 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && os.SameFile(fi, bfi) {
-		return true, nil
-	}
-	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && bfi.Size() != fi.Size() {
-		return false, nil // not a copy of the blob; nothing to hash
+	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && (os.SameFile(fi, bfi) || bfi.Size() != fi.Size()) {
+		return os.SameFile(fi, bfi), nil // a link, or not a copy of the blob: nothing to hash
 	}
 	f, err := os.Open(a.abs(rel))
 	if err != nil {
@@ -417,7 +409,7 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 // syncArchive backs up an archived session from its gzip file: usually the
 // remote already holds every byte and only the state changes.
 func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
-	src, fi, err := a.readArchive(j.rel)
+	src, fi, err := a.openSource(j.rel, true)
 	if err != nil {
 		return syncResult{}, err
 	}
@@ -449,16 +441,6 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	return res, nil
 }
 
-// readArchive inflates an archived session (bounded by maxArchive) into a
-// temp file of the state dir; Close removes it.
-func (a *Agent) readArchive(rel string) (*inflated, fs.FileInfo, error) {
-	tmp, err := a.tempDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	return readArchiveFile(a.opts.Store, a.abs(rel), rel, maxArchive, tmp)
-}
-
 // inflated is an archived session's content in a temp file, read like the
 // live file it was: memory stays a buffer whatever the session's size.
 type inflated struct {
@@ -473,17 +455,6 @@ func (s *inflated) Close() error {
 		err = rerr
 	}
 	return err
-}
-
-// createTemp makes a temp file in dir and unlinks it at once where the
-// system allows (Unix): a crash then leaves nothing behind.
-func createTemp(dir, pattern string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, pattern)
-	if err != nil {
-		return nil, err
-	}
-	os.Remove(f.Name()) // fails on Windows while open; Close removes it there
-	return f, nil
 }
 
 // readArchiveFile inflates the archive at p, named rel in errors, into a
@@ -506,10 +477,13 @@ func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) 
 		return nil, nil, fmt.Errorf("archived session %s: %w", rel, err)
 	}
 	defer zr.Close()
-	tmp, err := createTemp(tmpDir, ".archive-*.jsonl")
+	tmp, err := os.CreateTemp(tmpDir, ".archive-*.jsonl")
 	if err != nil {
 		return nil, nil, err
 	}
+	// Unlinked at once where the system allows (Unix): a crash then leaves
+	// nothing behind. On Windows that fails while it is open; Close removes it.
+	os.Remove(tmp.Name())
 	out := &inflated{fileSource: fileSource{File: tmp}, name: tmp.Name()}
 	n, err := io.CopyBuffer(struct{ io.Writer }{tmp}, io.LimitReader(zr, limit+1), make([]byte, 256<<10))
 	switch {
@@ -640,10 +614,7 @@ func (a *Agent) setPending(n int64, since time.Time) {
 // has waited. all stats every present file, as when no pass has looked.
 func (a *Agent) pendingBytes(all bool) (n int64, since time.Time) {
 	a.mu.Lock()
-	waiting := make(map[string]bool, len(a.dirty))
-	for rel := range a.dirty {
-		waiting[rel] = true
-	}
+	waiting := maps.Clone(a.dirty)
 	a.mu.Unlock()
 	for _, f := range a.state.Streams {
 		// A stream nothing of which is uploaded may have no size recorded.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -26,8 +28,7 @@ type problems struct {
 }
 
 // warn says at WARN that what (a key such as "compaction of <path>")
-// failed with err: at its first failure, when its error changes, and then
-// once per problemRelog with a count; at debug in between.
+// failed with err, as problem.note says when; at debug in between.
 func (p *problems) warn(log *slog.Logger, now time.Time, what, msg string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -35,18 +36,18 @@ func (p *problems) warn(log *slog.Logger, now time.Time, what, msg string, err e
 		p.causes = map[string]*problem{}
 	}
 	pr := p.causes[what]
-	if pr != nil && pr.msg == err.Error() {
-		pr.failed++
-		if now.Sub(pr.logged) < problemRelog {
-			log.Debug(msg, "what", what, "err", err)
-			return
-		}
-		log.Warn("still: "+msg, "what", what, "err", err, "failures", pr.failed, "since", pr.since.Format(time.RFC3339))
-		pr.logged, pr.failed = now, 0
-		return
+	if pr == nil {
+		pr = &problem{}
+		p.causes[what] = pr
 	}
-	p.causes[what] = &problem{msg: err.Error(), logged: now, since: now}
-	log.Warn(msg, "what", what, "err", err)
+	switch n := pr.note(now, err.Error()); {
+	case n == 0:
+		log.Warn(msg, "what", what, "err", err)
+	case n > 0:
+		log.Warn("still: "+msg, "what", what, "err", err, "failures", n, "since", pr.since.Format(time.RFC3339))
+	default:
+		log.Debug(msg, "what", what, "err", err)
+	}
 }
 
 // clear says once that what, warned of, works again.
@@ -59,11 +60,52 @@ func (p *problems) clear(log *slog.Logger, what string) {
 	}
 }
 
+// saidOnce are the keys of what was said at a level above debug: said so
+// once, at debug after that.
+type saidOnce map[string]bool
+
+// first reports whether key is new, and remembers it.
+func (s *saidOnce) first(key string) bool {
+	if (*s)[key] {
+		return false
+	}
+	if *s == nil {
+		*s = saidOnce{}
+	}
+	(*s)[key] = true
+	return true
+}
+
+// level is lvl the first time key is said, debug after that.
+func (s *saidOnce) level(key string, lvl slog.Level) slog.Level {
+	if s.first(key) {
+		return lvl
+	}
+	return slog.LevelDebug
+}
+
 type problem struct {
 	msg    string
 	logged time.Time
-	since  time.Time // the first failure with msg
+	since  time.Time // the first failure with msg (zero: none)
 	failed int       // failures since logged
+}
+
+// note counts a failure with msg at now and says when to say it: 0 at
+// the first (or when its error changes), at once; once per problemRelog
+// after that, the failures since the last line (n > 0); -1 in between.
+func (pr *problem) note(now time.Time, msg string) int {
+	if pr.since.IsZero() || pr.msg != msg {
+		*pr = problem{msg: msg, logged: now, since: now}
+		return 0
+	}
+	pr.failed++
+	if now.Sub(pr.logged) < problemRelog {
+		return -1
+	}
+	n := pr.failed
+	pr.logged, pr.failed = now, 0
+	return n
 }
 
 // report records that path could not be read.
@@ -78,25 +120,20 @@ func (p *problems) report(log *slog.Logger, now time.Time, path string, err erro
 	if errors.Is(err, errPastLimit) {
 		verb = "cannot back up"
 	}
-	msg := err.Error()
 	pr := p.paths[path]
-	if pr != nil && pr.msg == msg {
-		pr.failed++
-		if now.Sub(pr.logged) < problemRelog {
-			log.Debug("still cannot read; its backup stays as it was", "path", path, "err", err)
-			return
-		}
-		log.Error("still "+verb+"; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err,
-			"failures", pr.failed, "since", pr.since.Format(time.RFC3339))
-		pr.logged, pr.failed = now, 0
-		return
-	}
 	if pr == nil {
 		pr = &problem{}
 		p.paths[path] = pr
 	}
-	pr.msg, pr.logged, pr.since, pr.failed = msg, now, now, 0
-	log.Error(verb+"; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
+	switch n := pr.note(now, err.Error()); {
+	case n == 0:
+		log.Error(verb+"; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
+	case n > 0:
+		log.Error("still "+verb+"; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err,
+			"failures", n, "since", pr.since.Format(time.RFC3339))
+	default:
+		log.Debug("still cannot read; its backup stays as it was", "path", path, "err", err)
+	}
 }
 
 // beginFullPass starts counting what a full pass reports.
@@ -124,16 +161,11 @@ func (p *problems) endFullPass(log *slog.Logger) {
 func (p *problems) err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var first string
-	for path := range p.paths {
-		if first == "" || path < first {
-			first = path
-		}
-	}
-	switch len(p.paths) {
-	case 0:
+	if len(p.paths) == 0 {
 		return nil
-	case 1:
+	}
+	first := slices.Min(slices.Collect(maps.Keys(p.paths)))
+	if len(p.paths) == 1 {
 		return fmt.Errorf("cannot read %s: %s", first, p.paths[first].msg)
 	}
 	return fmt.Errorf("cannot read %d paths, among them %s: %s", len(p.paths), first, p.paths[first].msg)
@@ -161,14 +193,12 @@ type outage struct {
 	once bool
 	// remote names the remote in messages (never with credentials).
 	remote  string
-	down    bool
 	backoff time.Duration
 	retryAt time.Time
-	// since is when it went away, logged when it was last said, failures
-	// how many requests failed since then; lastErr the last failure.
-	since, logged time.Time
-	failures      int
-	lastErr       string
+	// away is the outage (its since zero while the remote answers);
+	// lastErr the last failure.
+	away    problem
+	lastErr string
 }
 
 func (o *outage) name() string {
@@ -182,23 +212,21 @@ func (o *outage) failed(log *slog.Logger, now time.Time, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.lastErr = err.Error()
-	if !o.down {
+	switch n := o.away.note(now, ""); {
+	case n == 0:
 		msg := "remote unreachable; watching on and retrying with backoff"
 		if o.once {
 			msg = "remote unreachable"
 		}
 		log.Warn(msg, "remote", o.name(), "err", err, "fix", outageFix)
-		o.down, o.since, o.logged, o.failures = true, now, now, 0
 		o.backoff = time.Second
-	} else {
-		o.failures++
+	case n > 0:
+		log.Warn("remote still unreachable; nothing is uploaded until it answers", "remote", o.name(),
+			"since", o.away.since.Format(time.RFC3339), "for", now.Sub(o.away.since).Round(time.Second).String(),
+			"failures", n, "err", err, "fix", outageFix)
+		fallthrough
+	default:
 		o.backoff = min(2*o.backoff, time.Minute)
-		if now.Sub(o.logged) >= problemRelog {
-			log.Warn("remote still unreachable; nothing is uploaded until it answers", "remote", o.name(),
-				"since", o.since.Format(time.RFC3339), "for", now.Sub(o.since).Round(time.Second).String(),
-				"failures", o.failures, "err", err, "fix", outageFix)
-			o.logged, o.failures = now, 0
-		}
 	}
 	o.retryAt = now.Add(o.backoff)
 }
@@ -206,16 +234,16 @@ func (o *outage) failed(log *slog.Logger, now time.Time, err error) {
 func (o *outage) ok(log *slog.Logger, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.down {
-		log.Info("remote reachable again; catching up", "remote", o.name(), "down_for", now.Sub(o.since).Round(time.Second).String())
-		o.down = false
+	if !o.away.since.IsZero() {
+		log.Info("remote reachable again; catching up", "remote", o.name(), "down_for", now.Sub(o.away.since).Round(time.Second).String())
+		o.away = problem{}
 	}
 }
 
 func (o *outage) ready(now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return !o.down || !now.Before(o.retryAt)
+	return o.away.since.IsZero() || !now.Before(o.retryAt)
 }
 
 func (o *outage) wait() time.Duration {
@@ -228,5 +256,5 @@ func (o *outage) wait() time.Duration {
 func (o *outage) state() (down bool, since time.Time, why string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.down, o.since, o.lastErr
+	return !o.away.since.IsZero(), o.away.since, o.lastErr
 }

@@ -219,11 +219,7 @@ func (a *Agent) recordMerge(ctx context.Context, req MergeRequest, res Merged, e
 		a.log.Warn("pull: session not merged; will retry", "session", id, "machine", req.Machine, "err", err)
 	case len(res.Missing) > 0:
 		// Not seen: the next pull tries again. Said once.
-		lvl := slog.LevelDebug
-		if !a.pullIncomplete[id] {
-			lvl, a.pullIncomplete[id] = slog.LevelWarn, true
-		}
-		a.log.Log(ctx, lvl, "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", req.Machine, "missing", strings.Join(res.Missing, "; "))
+		a.log.Log(ctx, a.pullIncomplete.level(id, slog.LevelWarn), "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", req.Machine, "missing", strings.Join(res.Missing, "; "))
 	case done:
 		delete(a.pullIncomplete, id)
 		a.state.setSeen(req.Machine+"/"+id, sig)
@@ -254,11 +250,7 @@ func (a *Agent) notePlacement(ctx context.Context, id string, res Merged) {
 		a.log.Info("pull: placed a session from another machine", "session", id, "cwd", res.Cwd, "how", res.Placed)
 	}
 	for _, n := range res.Notes {
-		lvl := slog.LevelDebug
-		if !a.placeNoted[n] {
-			lvl, a.placeNoted[n] = slog.LevelWarn, true
-		}
-		a.log.Log(ctx, lvl, "pull: "+n, "session", id)
+		a.log.Log(ctx, a.placeNoted.level(n, slog.LevelWarn), "pull: "+n, "session", id)
 	}
 }
 
@@ -268,13 +260,8 @@ var errNotMerged = errors.New("sessions not merged")
 // warnRefused says once what a machine's catalog has wrong (a hostile or
 // damaged catalog is read again at every pull), and at debug after that.
 func (a *Agent) warnRefused(msg, machine, problem string) {
-	key := machine + "\x00" + problem
-	if a.pullRefused[key] {
-		a.log.Debug(msg, "machine", machine, "problem", problem)
-		return
-	}
-	a.pullRefused[key] = true
-	a.log.Warn(msg, "machine", machine, "problem", problem)
+	lvl := a.pullRefused.level(machine+"\x00"+problem, slog.LevelWarn)
+	a.log.Log(context.Background(), lvl, msg, "machine", machine, "problem", problem)
 }
 
 // deletedHere reports whether this machine's agent saw the session deleted.
@@ -283,8 +270,6 @@ func (a *Agent) deletedHere(id string) bool {
 	return f != nil && (f.State == repo.StateDeleted || f.State == repo.StateArchived)
 }
 
-// vanished reports whether a session this agent saw present has no file
-// at its path any more.
 // presentHere reports whether this machine's agent saw the session's file
 // here and has not seen it go.
 func (a *Agent) presentHere(id string) bool {
@@ -292,6 +277,8 @@ func (a *Agent) presentHere(id string) bool {
 	return f != nil && f.State == repo.StatePresent && !f.Unseen
 }
 
+// vanished reports whether a session this agent saw present has no file
+// at its path any more.
 func (a *Agent) vanished(id string) bool {
 	if !a.presentHere(id) {
 		return false // an unseen session is not on this machine: pull it
@@ -331,12 +318,7 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 	if res.Action == MergeLive {
 		// Said once per session at INFO: a session open in omp for hours
 		// is normal, and the work waits safely on the remote.
-		lvl := slog.LevelDebug
-		if !a.pullWaiting[id] {
-			lvl = slog.LevelInfo
-			a.pullWaiting[id] = true
-		}
-		a.log.Log(ctx, lvl, "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
+		a.log.Log(ctx, a.pullWaiting.level(id, slog.LevelInfo), "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
 		return false, nil
 	}
 	if a.pullWaiting[id] {
@@ -364,10 +346,8 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 	// Created or Appended: the new bytes are exactly that machine's; record
 	// them so the uploader stores a reference, not a second copy.
 	a.log.Info("pull: session updated from another machine", "session", id, "machine", machine, "action", res.Action, "bytes", res.Bytes)
-	if res.Source == nil {
-		return true, nil
-	}
-	return true, a.recordPulled(id, res)
+	a.recordPulled(id, res)
+	return true, nil
 }
 
 // recordPulled notes the range restore wrote as pulled from its source:
@@ -375,9 +355,9 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 // appended. Range and hash come from what restore wrote, not from the file,
 // which omp may append to (its own work) or rewrite the moment it appears;
 // restore hashed them as it wrote, so the session is never held here.
-func (a *Agent) recordPulled(id string, res Merged) error {
-	if res.Added == nil || res.Added.Start >= res.Added.End {
-		return nil
+func (a *Agent) recordPulled(id string, res Merged) {
+	if res.Source == nil || res.Added == nil || res.Added.Start >= res.Added.End {
+		return
 	}
 	key := streamKey(id, repo.SessionStream)
 	fst := a.state.Streams[key]
@@ -389,5 +369,4 @@ func (a *Agent) recordPulled(id string, res Merged) error {
 	a.state.touch(fst)
 	fst.Pulled = append(fst.Pulled, PulledRange{Start: res.Added.Start, End: res.Added.End, Machine: res.Source.Machine, Generation: res.Source.Generation, SHA256: res.Added.SHA256})
 	a.markDirty(res.Path)
-	return nil
 }

@@ -91,22 +91,16 @@ func (a *Agent) readBackStream(ctx context.Context, f *FileState) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	for _, inv := range invs {
-		if inv.Stream != s {
-			continue
-		}
-		g := inv.Find(f.Generation)
-		if g == nil || !g.HasMeta {
-			return 0, nil
-		}
-		st, err := a.repo.StreamGeneration(ctx, s, g, repo.MaxStreamSize, io.Discard, true)
-		if err != nil {
-			return st.Size, fmt.Errorf("%s generation %s: %w", s.Prefix(), g.Name, err)
-		}
-		if st.Size < f.Offset {
-			return st.Size, fmt.Errorf("%s generation %s: %w: the remote holds %d bytes of the %d uploaded", s.Prefix(), g.Name, repo.ErrGap, st.Size, f.Offset)
-		}
-		return st.Size, nil
+	g := listedGeneration(invs, f)
+	if !g.HasMeta {
+		return 0, nil
 	}
-	return 0, nil
+	st, err := a.repo.StreamGeneration(ctx, s, &g, repo.MaxStreamSize, io.Discard, true)
+	if err != nil {
+		return st.Size, fmt.Errorf("%s generation %s: %w", s.Prefix(), g.Name, err)
+	}
+	if st.Size < f.Offset {
+		return st.Size, fmt.Errorf("%s generation %s: %w: the remote holds %d bytes of the %d uploaded", s.Prefix(), g.Name, repo.ErrGap, st.Size, f.Offset)
+	}
+	return st.Size, nil
 }

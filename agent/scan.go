@@ -68,21 +68,15 @@ func (a *Agent) scan() (*scanned, error) {
 		err = filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
 			p = root + p[len(target):] // the path under the agent dir
 			if err != nil {
-				if isNotExist(err) {
-					// Gone between the listing and now.
-					if p == root && top == roots[0] {
-						res.sessionsGone = true
+				if !isNotExist(err) {
+					a.problems.report(a.log, a.now(), p, err)
+					if rel, ok := a.relOf(p); ok && (d == nil || d.IsDir()) {
+						res.unreadable[rel] = true
 					}
-					if p == root || d != nil && d.IsDir() {
-						return filepath.SkipDir
-					}
-					return nil
+				} else if p == root && top == roots[0] {
+					res.sessionsGone = true // gone between the listing and now
 				}
-				a.problems.report(a.log, a.now(), p, err)
-				if rel, ok := a.relOf(p); ok && (d == nil || d.IsDir()) {
-					res.unreadable[rel] = true
-				}
-				if d != nil && d.IsDir() || p == root {
+				if p == root || d != nil && d.IsDir() {
 					return filepath.SkipDir
 				}
 				return nil
@@ -136,13 +130,9 @@ func (a *Agent) linkMatters(p, rel string) bool {
 // linkSeen says once per path that a symlink is not followed.
 func (a *Agent) linkSeen(rel string) {
 	a.mu.Lock()
-	said := a.linksSaid[rel]
-	if a.linksSaid == nil {
-		a.linksSaid = map[string]bool{}
-	}
-	a.linksSaid[rel] = true
+	first := a.linksSaid.first(rel)
 	a.mu.Unlock()
-	if !said {
+	if first {
 		a.log.Warn("not following a symlink: what it points to is not backed up; move the files into the agent dir (or exclude the path)", "path", rel)
 	}
 }
@@ -276,15 +266,22 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 // file feeds. A session is known by its id, so a file that moved to another
 // cwd-dir keeps its stream.
 func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *FileState {
-	if k, ok := a.byPath[rel]; ok {
-		if fst := a.state.Streams[k]; fst != nil && fst.Path == rel {
-			fst.Unseen = false // seen here: from now on, gone means deleted
-			if fst.Adopt {
-				a.adopt(ctx, fst)
-			}
-			return fst
+	fst := a.state.Streams[a.byPath[rel]]
+	if fst == nil || fst.Path != rel {
+		if fst = a.placeStream(rel, kind); fst == nil {
+			return nil
 		}
 	}
+	fst.Unseen = false // seen here: from now on, gone means deleted
+	if fst.Adopt {
+		a.adopt(ctx, fst)
+	}
+	return fst
+}
+
+// placeStream finds the stream of a file at a path the state does not
+// know it at, by its session id: new, moved, or back from a restore.
+func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 	var id, stream string
 	if kind == store.KindSession {
 		id = a.sessionID(rel)
@@ -324,8 +321,6 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *Fil
 					return nil
 				}
 			}
-		}
-		if fst.State == repo.StatePresent {
 			what := "session moved"
 			if kind == store.KindArtifact {
 				what = "artifact moved"
@@ -334,21 +329,15 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *Fil
 		}
 		delete(a.byPath, fst.Path)
 		fst.Path = rel
-		fst.Changed = a.now().UTC()
-		fst.State = repo.StatePresent
-		a.replanned.Store(true)
+		fallthrough
 	case fst.State != repo.StatePresent:
-		// Back (a restore): saved even when the remote holds every byte
-		// and nothing is uploaded, or status would count it pending.
-		fst.State = repo.StatePresent
-		fst.Changed = a.now().UTC()
+		// Moved, or back (a restore): saved even when the remote holds
+		// every byte and nothing is uploaded, or status would count it
+		// pending.
+		fst.State, fst.Changed = repo.StatePresent, a.now().UTC()
 		a.replanned.Store(true)
 	}
 	a.byPath[rel] = key
-	fst.Unseen = false
-	if fst.Adopt {
-		a.adopt(ctx, fst)
-	}
 	return fst
 }
 

@@ -65,15 +65,9 @@ func Status(o StatusOptions) ([]FileStatus, error) {
 	if err := checkLayout(o.AgentDir, o.Store); err != nil {
 		return nil, err
 	}
-	st, err := LoadState(o.StateDir)
+	st, err := loadForRead(o.StateDir)
 	if err != nil {
 		return nil, err
-	}
-	if st == nil {
-		if !Running(o.StateDir) {
-			return nil, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", o.StateDir)
-		}
-		st = newState("") // starting: nothing recorded yet
 	}
 	upToDate := readUpToDate(o.StateDir)
 	var out []FileStatus
@@ -243,15 +237,23 @@ type Origin struct {
 
 // StateOrigin reads which remote the state in stateDir describes.
 func StateOrigin(stateDir string) (Origin, error) {
-	st, err := LoadState(stateDir)
+	st, err := loadForRead(stateDir)
 	if err != nil {
 		return Origin{}, err
 	}
-	if st == nil {
-		if Running(stateDir) {
-			return Origin{}, nil // starting: it records the remote it checks
-		}
-		return Origin{}, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
-	}
 	return Origin{Remote: st.Remote, RepoID: st.RepoID}, nil
+}
+
+// loadForRead loads the state in stateDir for a command that reads it
+// beside the agent: an agent that is starting has recorded nothing yet
+// (not even the remote it checks).
+func loadForRead(stateDir string) (*State, error) {
+	st, err := LoadState(stateDir)
+	if err == nil && st == nil {
+		if !Running(stateDir) {
+			return nil, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
+		}
+		st = newState("")
+	}
+	return st, err
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"strings"
@@ -72,27 +73,26 @@ func hashHex(b []byte) string {
 
 // syncResult says what one stream's sync did, for logs and metrics.
 type syncResult struct {
-	bytes, objects int64
-	changed        bool // anything the catalog shows changed
+	objects int64
+	changed bool // anything the catalog shows changed
 }
 
 // syncFile brings the remote copy of one live file up to date.
 func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncResult, error) {
-	abs := a.abs(fst.Path)
-	fi, err := os.Stat(abs)
+	fi, err := os.Stat(a.abs(fst.Path))
 	if err != nil {
 		return syncResult{}, err
 	}
-	if !audit && fst.Generation != "" && fst.MetaPath == fst.Path && fi.Size() == fst.Size && fi.ModTime().UnixNano() == fst.MtimeNs && inodeOf(fi) == fst.Inode {
-		return syncResult{}, nil // unchanged: one stat
+	if !audit && fst.unchanged(fi) {
+		return syncResult{}, nil // one stat
 	}
 	// A file that changed while it was read uploads nothing of that read;
 	// the next look, at once, decides from what it holds then (usually a
 	// new generation). One that keeps changing is left to the next pass.
 	var res syncResult
 	for try := 1; ; try++ {
-		r, err := a.syncOpen(ctx, fst, abs, audit)
-		res.bytes, res.objects, res.changed = res.bytes+r.bytes, res.objects+r.objects, res.changed || r.changed
+		r, err := a.syncOpen(ctx, fst, audit)
+		res.objects, res.changed = res.objects+r.objects, res.changed || r.changed
 		if !errors.Is(err, errFileChanged) || try == 3 {
 			return res, err
 		}
@@ -100,21 +100,56 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 	}
 }
 
+// unchanged reports whether fi is the stat f recorded once every settled
+// byte of its file was up, under the path its meta names: nothing to send.
+func (f *FileState) unchanged(fi fs.FileInfo) bool {
+	return f.Generation != "" && f.MetaPath == f.Path && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.MtimeNs && inodeOf(fi) == f.Inode
+}
+
 // syncOpen is one look at a live file: open, stat, upload what is new.
-func (a *Agent) syncOpen(ctx context.Context, fst *FileState, abs string, audit bool) (syncResult, error) {
-	f, err := os.Open(abs)
+func (a *Agent) syncOpen(ctx context.Context, fst *FileState, audit bool) (syncResult, error) {
+	src, fi, err := a.openSource(fst.Path, false)
 	if err != nil {
 		return syncResult{}, err
 	}
-	defer f.Close()
-	// Work from the open descriptor: a rename over the path while we read
-	// leaves us a consistent old file.
+	defer src.Close()
+	settleAll := fst.Stream != repo.SessionStream && !strings.HasSuffix(fst.Path, ".jsonl")
+	return a.syncSource(ctx, fst, src, inodeOf(fi), fi.ModTime(), settleAll, audit)
+}
+
+// openedSource is a source that holds a file open.
+type openedSource interface {
+	source
+	io.Closer
+}
+
+// openSource opens the file at rel to upload from: the live file or, for
+// an archived session (rel its archive), the archive inflated (bounded by
+// maxArchive) into a temp file of the state dir, which Close removes. Its
+// stat is the open descriptor's: a rename over the path while it is read
+// leaves a consistent old file.
+func (a *Agent) openSource(rel string, archived bool) (openedSource, fs.FileInfo, error) {
+	if archived {
+		tmp, err := a.tempDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		in, fi, err := readArchiveFile(a.opts.Store, a.abs(rel), rel, maxArchive, tmp)
+		if err != nil {
+			return nil, nil, err
+		}
+		return in, fi, nil
+	}
+	f, err := os.Open(a.abs(rel))
+	if err != nil {
+		return nil, nil, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
-		return syncResult{}, err
+		f.Close()
+		return nil, nil, err
 	}
-	settleAll := fst.Stream != repo.SessionStream && !strings.HasSuffix(fst.Path, ".jsonl")
-	return a.syncSource(ctx, fst, fileSource{f, fi.Size()}, inodeOf(fi), fi.ModTime(), settleAll, audit)
+	return fileSource{f, fi.Size()}, fi, nil
 }
 
 // errPastLimit: a file is larger than restore takes. It stays so until
@@ -150,8 +185,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		return res, err
 	}
 
-	n, objs, err := a.uploadRange(ctx, fst, src, mtime, settleAll)
-	res.bytes += n
+	objs, err := a.uploadRange(ctx, fst, src, mtime, settleAll)
 	res.objects += objs
 	res.changed = res.changed || objs > 0
 	if err != nil {
@@ -251,7 +285,6 @@ func (a *Agent) syncSlot(ctx context.Context, fst *FileState, src source, res *s
 			return fmt.Errorf("upload title slot: %w", err)
 		}
 		res.objects++
-		res.bytes += int64(len(slot))
 		fst.SlotHash = h
 		if title != "" { // an untitled slot keeps the first prompt as the title
 			fst.Title = title
@@ -325,81 +358,93 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 }
 
 // uploadRange uploads settled bytes past fst.Offset as chunks of at most
-// ChunkSize (a single longer line makes one longer chunk). An artifact's
-// chunks carry mtime, the file's as stat saw it before the read: restore
-// has no catalog entry to take it from.
-func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mtime time.Time, settleAll bool) (n, objects int64, err error) {
+// ChunkSize (a single longer line makes one longer chunk); a range sync
+// pulled from another machine goes up as a reference chunk to that
+// machine's copy while the file still holds it (holdsPulled). An
+// artifact's chunks carry mtime, the file's as stat saw it before the
+// read: restore has no catalog entry to take it from. It returns the
+// objects it put.
+func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mtime time.Time, settleAll bool) (objects int64, err error) {
 	var fileMtime time.Time
 	if !fst.isSession() {
 		fileMtime = mtime.UTC()
 	}
 	end, err := settledEnd(src, fst.Offset, settleAll)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read %s: %w", fst.Path, err)
+		return 0, fmt.Errorf("read %s: %w", fst.Path, err)
 	}
 	if end <= fst.Offset {
-		return 0, 0, nil
+		return 0, nil
 	}
 	h, err := fst.runningHash()
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	s := fst.stream(a.opts.Machine)
 	// tail is the bytes before the offset as the checks found them, to
 	// tell after each read that the chunk still follows them.
 	tail, err := tailHash(src, fst)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read %s: %w", fst.Path, err)
+		return 0, fmt.Errorf("read %s: %w", fst.Path, err)
 	}
 	for fst.Offset < end {
 		if err := ctx.Err(); err != nil {
-			return n, objects, err
+			return objects, err
 		}
 		start := fst.Offset
 		pulled, next := fst.pulledAt(start)
+		ref := false
 		if pulled != nil && pulled.End <= end {
-			ok, err := a.uploadPulled(ctx, fst, src, h, pulled)
-			if err != nil {
-				return n, objects, err
+			if ref, err = holdsPulled(fst, src, pulled); err != nil {
+				return objects, fmt.Errorf("read %s: %w", fst.Path, err)
 			}
+			if !ref {
+				fst.dropPulled(start + 1)
+			}
+		}
+		hdr := repo.ChunkHeader{Start: start, HashFrom: fst.HashFrom, Mtime: fileMtime}
+		var data []byte
+		if ref {
+			hdr.End, hdr.SHA256 = pulled.End, pulled.SHA256
+			hdr.Ref = &repo.ChunkSource{Machine: pulled.Machine, Generation: pulled.Generation}
+			err = copyFull(h, src, start, pulled.End-start)
+		} else {
+			data, err = a.readChunk(fst, src, start, next, end, settleAll, tail)
+			hdr.End, hdr.SHA256 = start+int64(len(data)), hashHex(data)
+			if from := fst.HashFrom - start; err == nil && from < int64(len(data)) {
+				h.Write(data[max(from, 0):])
+			}
+		}
+		if err != nil {
+			return objects, fmt.Errorf("read %s: %w", fst.Path, err)
+		}
+		hdr.StreamSHA256, hdr.Uploaded = hex.EncodeToString(h.Sum(nil)), repo.UploadMark(hdr.End, a.now())
+		put, err := a.putChunk(ctx, fst, &hdr, data)
+		objects += put
+		if err != nil {
+			return objects, err
+		}
+		if err := a.committed(ctx, fst, src, h, hdr.End); err != nil {
+			return objects, err
+		}
+		if ref {
 			fst.dropPulled(start + 1)
-			if ok {
-				objects++
-				tail = fst.TailHash
-				continue
-			}
-		}
-		data, err := a.readChunk(fst, src, start, next, end, settleAll, tail)
-		if err != nil {
-			return n, objects, fmt.Errorf("read %s: %w", fst.Path, err)
-		}
-		stop := start + int64(len(data))
-		if from := fst.HashFrom - start; from < int64(len(data)) {
-			h.Write(data[max(from, 0):])
-		}
-		hdr := repo.ChunkHeader{Start: start, End: stop, HashFrom: fst.HashFrom, SHA256: hashHex(data), StreamSHA256: hex.EncodeToString(h.Sum(nil)),
-			Uploaded: repo.UploadMark(stop, a.now()), Mtime: fileMtime}
-		metaPut, err := a.firstChunkMeta(ctx, fst, &hdr)
-		if err != nil {
-			return n, objects, err
-		}
-		objects += metaPut
-		stored, err := a.repo.PutChunk(ctx, s, fst.Generation, hdr, data, remote.PutOptions{})
-		if err != nil {
-			return n, objects, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, start, stop, err)
-		}
-		if hdr.Meta != nil {
-			fst.MetaPath = hdr.Meta.Path
-		}
-		a.metrics.uploaded(int64(stored), 1)
-		n += int64(stored)
-		objects++
-		if err := a.committed(ctx, fst, src, h, stop); err != nil {
-			return n, objects, err
 		}
 		tail = fst.TailHash
 	}
-	return n, objects, nil
+	return objects, nil
+}
+
+// holdsPulled reports whether src still holds exactly the bytes of p, a
+// range sync pulled from another machine, past the title slot.
+func holdsPulled(fst *FileState, src source, p *PulledRange) (bool, error) {
+	if p.Start < fst.HashFrom {
+		return false, nil
+	}
+	h := sha256.New()
+	if err := copyFull(h, src, p.Start, p.End-p.Start); err != nil {
+		return false, err
+	}
+	return hex.EncodeToString(h.Sum(nil)) == p.SHA256, nil
 }
 
 // readChunk reads the next chunk, from start: up to ChunkSize and next
@@ -440,23 +485,31 @@ func (a *Agent) readChunk(fst *FileState, src source, start, next, end int64, se
 	return data, err
 }
 
-// firstChunkMeta gives the header of a chunk at offset 0 its generation's
-// meta: the one PUT of a new session, its meta with it (docs/FORMAT.md,
-// "Streams and generations"). A meta too large
-// for the header goes first as its own object, so a listed chunk at 0
-// always has its meta. It returns the objects it put (0 or 1).
-func (a *Agent) firstChunkMeta(ctx context.Context, fst *FileState, hdr *repo.ChunkHeader) (int64, error) {
-	if hdr.Start != 0 {
-		return 0, nil
+// putChunk puts one chunk (data nil: a reference chunk) and returns the
+// objects it put. A chunk at offset 0 carries its generation's meta: the
+// one PUT of a new session, its meta with it (docs/FORMAT.md, "Streams and
+// generations"). A meta too large for the header goes first as its own
+// object, so a listed chunk at 0 always has its meta.
+func (a *Agent) putChunk(ctx context.Context, fst *FileState, hdr *repo.ChunkHeader, data []byte) (int64, error) {
+	var put int64
+	if hdr.Start == 0 {
+		if m := a.meta(fst); repo.MetaFits(*hdr, m) {
+			hdr.Meta = &m
+		} else if err := a.putMeta(ctx, fst); err != nil {
+			return 0, err
+		} else {
+			put++
+		}
 	}
-	if m := a.meta(fst); repo.MetaFits(*hdr, m) {
-		hdr.Meta = &m
-		return 0, nil
+	stored, err := a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, *hdr, data, remote.PutOptions{})
+	if err != nil {
+		return put, fmt.Errorf("upload %s [%d, %d): %w", fst.Path, hdr.Start, hdr.End, err)
 	}
-	if err := a.putMeta(ctx, fst); err != nil {
-		return 0, err
+	if hdr.Meta != nil {
+		fst.MetaPath = hdr.Meta.Path
 	}
-	return 1, nil
+	a.metrics.uploaded(int64(stored), 1)
+	return put + 1, nil
 }
 
 // committed records that the chunk ending at stop is on the remote.
@@ -481,55 +534,6 @@ func (a *Agent) committed(ctx context.Context, fst *FileState, src source, h has
 	}
 	fst.TailHash = th
 	return nil
-}
-
-// uploadPulled uploads a range that sync pulled from another machine as a
-// reference chunk, after checking the file still holds exactly those bytes.
-// It reports false (and uploads nothing) when the bytes changed since.
-func (a *Agent) uploadPulled(ctx context.Context, fst *FileState, src source, h hash.Hash, p *PulledRange) (bool, error) {
-	if p.Start < fst.HashFrom {
-		return false, nil
-	}
-	rangeHash := sha256.New()
-	if err := copyFull(rangeHash, src, p.Start, p.End-p.Start); err != nil {
-		return false, fmt.Errorf("read %s: %w", fst.Path, err)
-	}
-	if hex.EncodeToString(rangeHash.Sum(nil)) != p.SHA256 {
-		return false, nil
-	}
-	// Extend the running hash over the range without losing it if the
-	// upload fails.
-	saved, err := h.(encoding.BinaryMarshaler).MarshalBinary()
-	if err != nil {
-		return false, err
-	}
-	if err := copyFull(h, src, p.Start, p.End-p.Start); err != nil {
-		_ = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(saved)
-		return false, fmt.Errorf("read %s: %w", fst.Path, err)
-	}
-	hdr := repo.ChunkHeader{
-		Start: p.Start, End: p.End, HashFrom: fst.HashFrom, SHA256: p.SHA256,
-		StreamSHA256: hex.EncodeToString(h.Sum(nil)),
-		Ref:          &repo.ChunkSource{Machine: p.Machine, Generation: p.Generation},
-		Uploaded:     repo.UploadMark(p.End, a.now()),
-	}
-	_, err = a.firstChunkMeta(ctx, fst, &hdr)
-	var stored int
-	if err == nil {
-		stored, err = a.repo.PutChunk(ctx, fst.stream(a.opts.Machine), fst.Generation, hdr, nil, remote.PutOptions{})
-		if err != nil {
-			err = fmt.Errorf("upload %s [%d, %d): %w", fst.Path, p.Start, p.End, err)
-		}
-	}
-	if err != nil {
-		_ = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(saved)
-		return false, err
-	}
-	if hdr.Meta != nil {
-		fst.MetaPath = hdr.Meta.Path
-	}
-	a.metrics.uploaded(int64(stored), 1)
-	return true, a.committed(ctx, fst, src, h, p.End)
 }
 
 // meta is the meta of fst's generation as it is now.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -108,10 +110,7 @@ func (a *Agent) unwatchable(dir string, err error) {
 // there were any.
 func (a *Agent) pollUnwatched() bool {
 	a.mu.Lock()
-	dirs := make([]string, 0, len(a.unwatched))
-	for d := range a.unwatched {
-		dirs = append(dirs, d)
-	}
+	dirs := slices.Collect(maps.Keys(a.unwatched))
 	a.mu.Unlock()
 	for _, dir := range dirs {
 		if _, err := os.Stat(dir); isNotExist(err) {
@@ -144,12 +143,7 @@ func (a *Agent) pollUnwatched() bool {
 // anything that is backed up: one of the store's roots, a folder in one, or
 // a folder on the way to one.
 func watchable(s store.Store, rel string) bool {
-	for _, root := range s.Roots() {
-		if rel == root || strings.HasPrefix(rel, root+"/") || strings.HasPrefix(root, rel+"/") {
-			return true
-		}
-	}
-	return false
+	return onRootPath(s, rel) || slices.ContainsFunc(s.Roots(), func(root string) bool { return strings.HasPrefix(rel, root+"/") })
 }
 
 // onRootPath says whether rel is one of the store's roots or a folder on
