@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -137,10 +138,7 @@ type Restore struct {
 
 // Retention says how long what is no longer current stays on the remote;
 // 0 means forever.
-type Retention struct {
-	Generations time.Duration
-	Deleted     time.Duration
-}
+type Retention = compact.Retention
 
 // Log configures logging.
 type Log struct{ Level, Format string }
@@ -264,7 +262,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	flagged := map[string]string{}
 	for _, k := range keys {
 		e.from = ""
-		d, err := k.def(e)
+		d, err := k.defaultOf(e)
 		defFrom[k.name] = e.from
 		if err != nil {
 			defErrs[k.name] = err

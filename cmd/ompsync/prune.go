@@ -63,7 +63,7 @@ func (a *app) runPrune(ctx context.Context, dryRun bool) error {
 	if err != nil {
 		return err
 	}
-	ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}
+	ret := cfg.Retention
 	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
 	if err != nil {
 		return err
