@@ -171,10 +171,23 @@ func (a *app) checkSessionDir(cfg *config.Config) error {
 	return nil
 }
 
-func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent.Options {
-	return agent.Options{
-		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine, Remote: remoteName(cfg),
-		Store:           store.OMP(),
+// storeOptions are the agent's options for watched agent w of n, and that
+// agent's repository: its folder, its state dir, its store and, with
+// sync.pull, its merger.
+func storeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, idf identityFlags, r *repo.Repo, w config.AgentFolder, n int) (agent.Options, *repo.Repo, error) {
+	ar, err := r.Agent(w.Store.Name())
+	if err != nil {
+		return agent.Options{}, nil, err
+	}
+	if n > 1 {
+		log = log.With("agent", w.Store.Name())
+	}
+	opts := agent.Options{
+		AgentDir: w.Dir, StateDir: stateDirOf(cfg, w.Store.Name()), Machine: cfg.Machine, Remote: remoteName(cfg),
+		Store: w.Store,
+		// Another client found by its folder (agents unset) may never have
+		// written a session; omp's folder, or one agents names, must hold them.
+		Detected:        len(cfg.Agents) == 0 && w.Store.Name() != repo.DefaultAgent,
 		TakeOverMachine: idf.takeOver, ConfirmDeletions: idf.confirmDeletions, Damaged: idf.damaged,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
@@ -185,6 +198,10 @@ func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent
 		ReadBackBytes: cfg.Verify.DailyRead.Bytes(),
 		Parallel:      cfg.Transfers,
 	}
+	if opts.Pull {
+		opts.Merger, err = newMerger(ctx, cfg, ar, w, log)
+	}
+	return opts, ar, err
 }
 
 func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
@@ -206,7 +223,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	logSameDisk(log, cfg, ws)
 	var failed []string
 	for _, w := range ws {
-		passErr, err := a.oncePass(ctx, cfg, agentOptions(cfg, log, idf), r, w, len(ws), out)
+		passErr, err := a.oncePass(ctx, cfg, log, idf, r, w, len(ws), out)
 		if err != nil {
 			return err
 		}
@@ -228,18 +245,13 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 
 // oncePass runs one agent's pass and prints its totals: passErr is the
 // pass's own failure, err one that stops every agent.
-func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Options, r *repo.Repo, w config.AgentFolder, n int, out *progress.Output) (passErr, err error) {
-	opts, ar, err := storeOptions(opts, cfg, r, w, n)
+func (a *app) oncePass(ctx context.Context, cfg *config.Config, log *slog.Logger, idf identityFlags, r *repo.Repo, w config.AgentFolder, n int, out *progress.Output) (passErr, err error) {
+	opts, ar, err := storeOptions(ctx, cfg, log, idf, r, w, n)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Pull {
-		if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
-			return nil, err
-		}
-	}
-	bar := passBar(out)
-	opts.Progress = bar.update
+	bar := &liveBar{out: out, unit: "files"}
+	opts.Progress = bar.passProgress
 	ag, err := agent.New(ar, opts)
 	if err != nil {
 		bar.done()
@@ -310,23 +322,6 @@ func agentPrefix(name string, n int) string {
 	return name + ": "
 }
 
-// storeOptions are the agent's options for one watched agent, and that
-// agent's repository: its folder, its state dir, its store.
-func storeOptions(opts agent.Options, cfg *config.Config, r *repo.Repo, w config.AgentFolder, n int) (agent.Options, *repo.Repo, error) {
-	ar, err := r.Agent(w.Store.Name())
-	if err != nil {
-		return opts, nil, err
-	}
-	opts.Store, opts.AgentDir, opts.StateDir = w.Store, w.Dir, stateDirOf(cfg, w.Store.Name())
-	// Another client found by its folder (agents unset) may never have
-	// written a session; omp's folder, or one agents names, must hold them.
-	opts.Detected = len(cfg.Agents) == 0 && w.Store.Name() != repo.DefaultAgent
-	if n > 1 {
-		opts.Logger = opts.Logger.With("agent", w.Store.Name())
-	}
-	return opts, ar, nil
-}
-
 // defaultMemoryLimit keeps a long-running agent small on a laptop: the
 // live heap is a few MB per thousand sessions; the rest would be GC
 // headroom. GOMEMLIMIT overrides it.
@@ -371,7 +366,7 @@ func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
-	wr := agentWiring{log: log, reg: reg, bar: passBar(out), ready: &sync.WaitGroup{}}
+	wr := agentWiring{log: log, reg: reg, bar: &liveBar{out: out, unit: "files"}, ready: &sync.WaitGroup{}}
 	defer wr.bar.done() // the first pass, on a terminal (of the first agent)
 	agents, err := a.newAgents(ctx, cfg, idf, r, ws, wr)
 	for _, ag := range agents {
@@ -403,7 +398,7 @@ func (a *app) serveAgents(ctx context.Context, cfg *config.Config, agents []*age
 type agentWiring struct {
 	log   *slog.Logger
 	reg   *prometheus.Registry
-	bar   *passBarState
+	bar   *liveBar
 	ready *sync.WaitGroup
 }
 
@@ -434,17 +429,12 @@ func (wr agentWiring) watch(ctx context.Context, cfg *config.Config, opts *agent
 func (a *app) newAgents(ctx context.Context, cfg *config.Config, idf identityFlags, r *repo.Repo, ws []config.AgentFolder, wr agentWiring) ([]*agent.Agent, error) {
 	var agents []*agent.Agent
 	for i, w := range ws {
-		opts, ar, err := storeOptions(agentOptions(cfg, wr.log, idf), cfg, r, w, len(ws))
+		opts, ar, err := storeOptions(ctx, cfg, wr.log, idf, r, w, len(ws))
 		if err != nil {
 			return agents, err
 		}
 		if i == 0 {
-			opts.Progress = wr.bar.update
-		}
-		if opts.Pull {
-			if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
-				return agents, err
-			}
+			opts.Progress = wr.bar.passProgress
 		}
 		// The first pass ends with the totals line agent --once ends with:
 		// a new user sees that it ran, and what it found.
@@ -585,49 +575,6 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (clos
 	}()
 	log.Info("serving metrics", "addr", addr)
 	return func() { srv.Close() }, nil
-}
-
-// passBarState draws the agent's first pass: files and bytes done.
-type passBarState struct {
-	out *progress.Output
-	mu  sync.Mutex
-	p   agent.PassProgress
-	bar *progress.Bar
-	end bool
-}
-
-func passBar(out *progress.Output) *passBarState { return &passBarState{out: out} }
-
-// update is agent.Options.Progress: the bar starts with the totals and
-// goes once every file is done.
-func (b *passBarState) update(p agent.PassProgress) {
-	b.mu.Lock()
-	b.p = p
-	start := b.bar == nil && !b.end
-	b.mu.Unlock()
-	if start {
-		bar := b.out.Start("files", "", b.state)
-		b.mu.Lock()
-		b.bar = bar
-		b.mu.Unlock()
-	}
-	if p.Files == p.FilesTotal {
-		b.done()
-	}
-}
-
-func (b *passBarState) state() progress.State {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return progress.State{Count: b.p.Files, CountTotal: b.p.FilesTotal, Bytes: b.p.Bytes, BytesTotal: b.p.BytesTotal}
-}
-
-func (b *passBarState) done() {
-	b.mu.Lock()
-	bar := b.bar
-	b.bar, b.end = nil, true
-	b.mu.Unlock()
-	bar.Done()
 }
 
 // restoreMerger lets the agent's pull use restore's merge rule.

@@ -75,10 +75,13 @@ const restoreExample = `  # restore one session by the start of its id
   # sessions recorded on a Mac, in folders no checkout here matches
   ompsync restore --all --path-map /Users/ana=/home/ana`
 
+// restoreFlags are restore's flags: those restore itself takes set its
+// options directly.
 type restoreFlags struct {
-	all, includeDeleted, dryRun, asJSON, force, latest bool
-	to, machine, generation, at, agent                 string
-	pathMap                                            []string
+	restore.Options
+	asJSON        bool
+	to, at, agent string
+	pathMap       []string
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
@@ -90,13 +93,13 @@ func newRestoreCmd(a *app) *cobra.Command {
 		Example: restoreExample,
 		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
 			switch {
-			case f.all && len(args) > 0:
+			case f.All && len(args) > 0:
 				return usagef("give session id prefixes or --all, not both")
-			case !f.all && len(args) == 0:
+			case !f.All && len(args) == 0:
 				return usagef("give a session id prefix (see 'ompsync ls') or --all")
-			case f.includeDeleted && !f.all:
+			case f.IncludeDeleted && !f.All:
 				return usagef("--include-deleted goes with --all (a prefix finds deleted sessions anyway)")
-			case f.latest && f.all:
+			case f.Latest && f.All:
 				return usagef("--latest goes with an id prefix, not --all")
 			}
 			return nil
@@ -106,18 +109,18 @@ func newRestoreCmd(a *app) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&f.all, "all", false, "restore every session not recorded as deleted")
-	fl.BoolVar(&f.includeDeleted, "include-deleted", false, "with --all, also sessions recorded as deleted")
+	fl.BoolVar(&f.All, "all", false, "restore every session not recorded as deleted")
+	fl.BoolVar(&f.IncludeDeleted, "include-deleted", false, "with --all, also sessions recorded as deleted")
 	fl.StringVar(&f.to, "to", "", "restore into this folder instead of the agent's own (one agent's; created if missing)")
 	addAgentFlag(fl, &f.agent)
-	fl.StringVar(&f.machine, "machine", "", "use only this machine's copy")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "fetch and verify, say what would be done, write nothing")
+	fl.StringVar(&f.Machine, "machine", "", "use only this machine's copy")
+	fl.BoolVar(&f.DryRun, "dry-run", false, "fetch and verify, say what would be done, write nothing")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
-	fl.BoolVar(&f.force, "force", false, "also touch files omp may be writing right now")
+	fl.BoolVar(&f.Force, "force", false, "also touch files omp may be writing right now")
 	fl.StringArrayVar(&f.pathMap, "path-map", nil, "FROM=TO: a session recorded in folder FROM or below runs in the same folder under TO here, when no checkout of its repository is found (repeatable; adds to path_map)")
-	addLatestFlag(fl, &f.latest)
+	addLatestFlag(fl, &f.Latest)
 	addAtFlag(fl, &f.at)
-	fl.StringVar(&f.generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
+	fl.StringVar(&f.Generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
 	return cmd
 }
 
@@ -148,7 +151,7 @@ func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) err
 	}
 	a.restoreMemory()
 	bar := a.sessionBar(f.asJSON, "")
-	opts.Progress = bar.update
+	opts.Progress = bar.restoreProgress
 	rep, err := restore.RunAll(ctx, places, args, opts)
 	bar.done()
 	if err != nil {
@@ -169,7 +172,7 @@ func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) err
 // session goes: the placer, the settings and --to in opts, and the ids
 // --to found for the prefixes. unknown are the remote's problems so far.
 func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, opts *restore.Options) (places []restore.Place, ids, unknown []string, err error) {
-	cfg, places, unknown, err := a.readPlaces(ctx, f.machine, f.agent)
+	cfg, places, unknown, err := a.readPlaces(ctx, f.Machine, f.agent)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -202,12 +205,9 @@ func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, 
 // restoreOptions checks the flags that need no remote and turns them into
 // restore's options.
 func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
-	opts := restore.Options{
-		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
-		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
-		Latest: f.latest, Choose: a.chooser(),
-	}
-	if err := pickCopy(&opts, f.generation, f.at); err != nil {
+	opts := f.Options
+	opts.Choose = a.chooser()
+	if err := pickCopy(&opts, f.Generation, f.at); err != nil {
 		return opts, err
 	}
 	for _, s := range f.pathMap {

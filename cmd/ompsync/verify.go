@@ -79,7 +79,7 @@ func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
 	bar := a.sessionBar(o.asJSON, "checked")
 	opts := restore.Options{Machine: o.machine, Parallel: cfg.Transfers}
 	first := opts
-	first.Progress = bar.update
+	first.Progress = bar.restoreProgress
 	checks, problems, err := restore.VerifyAll(ctx, places, o.prefixes, first)
 	bar.done()
 	problems = append(problems, unknown...)
