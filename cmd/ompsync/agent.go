@@ -31,7 +31,6 @@ import (
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
-	"github.com/ompsync/ompsync/store"
 )
 
 const agentLong = `Run the backup agent: watch each coding agent's folder and upload what the
@@ -579,12 +578,9 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (clos
 
 // restoreMerger lets the agent's pull use restore's merge rule.
 type restoreMerger struct {
-	repo     *repo.Repo
-	store    store.Store
-	agentDir string
-	log      *slog.Logger
-	maxMerge int64 // restore.max_merge_size
-	places   *placeCache
+	repo   *repo.Repo
+	opts   restore.Options // each merge's, but for the request's own
+	places *placeCache
 }
 
 // placeCache is the pull's placer, its index of checkouts read again once
@@ -625,15 +621,16 @@ func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w config.
 		log.Warn("pull: " + p)
 	}
 	places := &placeCache{stateDir: cfg.StateDir, roots: cfg.Projects.Roots, pl: pl, log: log}
-	return restoreMerger{repo: ar, store: w.Store, agentDir: w.Dir, log: log, maxMerge: cfg.Restore.MaxMergeSize.Bytes(), places: places}, nil
+	opts := restore.Options{AgentDir: w.Dir, Store: w.Store, Logger: log, HashWritten: true, MaxMergeSize: cfg.Restore.MaxMergeSize.Bytes()}
+	return restoreMerger{repo: ar, opts: opts, places: places}, nil
 }
 
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
-	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, HashWritten: true, MaxMergeSize: m.maxMerge,
-		Placer: m.places.placer(ctx),
-	})
+	opts := m.opts
+	opts.Machine, opts.Catalogs, opts.OpenFiles, opts.Local = req.Machine, req.Catalogs, req.OpenFiles, req.Local
+	opts.Placer = m.places.placer(ctx)
+	rep, err := restore.Run(ctx, m.repo, []string{id}, opts)
 	if err != nil {
 		return agent.Merged{}, err
 	}
