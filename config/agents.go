@@ -88,7 +88,7 @@ func (c *Config) BackedUp() ([]AgentFolder, error) {
 			for _, o := range out {
 				if o.Dir == dir {
 					return nil, fmt.Errorf("agents: %s and %s both have the folder %s (%s, %s): give one its own folder, or leave one out of agents",
-						o.Store.Name(), name, dir, folderKey(o.Store.Name()), folderKey(name))
+						o.Store.Name(), name, dir, FolderKey(o.Store.Name()), FolderKey(name))
 				}
 			}
 			st, err := store.ByName(name)
@@ -115,8 +115,8 @@ func (c *Config) BackedUp() ([]AgentFolder, error) {
 	return out, nil
 }
 
-// folderKey names the key that sets an agent's folder.
-func folderKey(name string) string {
+// FolderKey names the key that sets an agent's folder.
+func FolderKey(name string) string {
 	if name == "omp" {
 		return "agent_dir"
 	}

@@ -161,10 +161,7 @@ func (a *app) checkSessionDir(cfg *config.Config) error {
 		if name != "omp" && name != "pi" || filepath.Clean(d) == filepath.Join(w.Dir, "sessions") {
 			continue
 		}
-		key := "agent_dir"
-		if name == "pi" {
-			key = "pi.dir"
-		}
+		key := config.FolderKey(name)
 		return fmt.Errorf("PI_CODING_AGENT_SESSION_DIR is %s: %s writes its sessions there, not under %s (%s), so none would be backed up; set %s to the folder that holds that sessions folder, or unset the variable", d, name, key, w.Dir, key)
 	}
 	return nil
@@ -308,7 +305,7 @@ func missingFolder(ws []config.AgentFolder) error {
 	if w.Store.Name() == repo.DefaultAgent {
 		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", w.Dir)
 	}
-	key := w.Store.Name() + ".dir"
+	key := config.FolderKey(w.Store.Name())
 	return fmt.Errorf("%s's folder %s does not exist: set %s (--%s, %s), or leave %s out of agents", w.Store.Name(), w.Dir, key, config.FlagName(key), config.EnvVar(key), w.Store.Name())
 }
 
