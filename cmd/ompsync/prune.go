@@ -55,19 +55,11 @@ func newPruneCmd(a *app) *cobra.Command {
 }
 
 func (a *app) runPrune(ctx context.Context, dryRun bool) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	r, err := readRepo(ctx, cfg, &meter{}, nil)
+	cfg, r, places, err := a.maintainedPlaces(ctx)
 	if err != nil {
 		return err
 	}
 	ret := cfg.Retention
-	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
-	if err != nil {
-		return err
-	}
 	if ret.Generations > 0 || ret.Deleted > 0 {
 		if err := machineCataloged(ctx, r, places, cfg.Machine); err != nil {
 			return err
