@@ -107,9 +107,7 @@ func (a *app) runGrep(ctx context.Context, f grepFlags, pattern string, prefixes
 	if err != nil {
 		return err
 	}
-	if !a.quiet {
-		fmt.Fprintln(a.stderr, grepTotals(rep))
-	}
+	fmt.Fprintln(a.notes(true), grepTotals(rep))
 	switch {
 	case len(rep.Problems) > 0 || len(problems) > 0:
 		return fmt.Errorf("some copies could not be read (see above); their lines were searched as the cache last had them, if at all")

@@ -37,6 +37,15 @@ func (a *app) report() io.Writer {
 	return a.stdout
 }
 
+// notes is where a command's totals and notes go: report, but standard
+// error beside machine-readable output, which stays one object per line.
+func (a *app) notes(machineReadable bool) io.Writer {
+	if machineReadable && !a.quiet {
+		return a.stderr
+	}
+	return a.report()
+}
+
 // warn prints each line on standard error after "ompsync: ".
 func (a *app) warn(lines []string) {
 	for _, l := range lines {

@@ -221,22 +221,17 @@ func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
 // writeRestore prints a restore's report: its sessions (or JSON lines),
 // totals, hint, cleanup notes and problems.
 func (a *app) writeRestore(rep *restore.Report, opts restore.Options, f restoreFlags) error {
-	// Standard output of --json stays one object per session.
-	notes := a.report()
+	notes := a.notes(f.asJSON)
 	if f.asJSON {
 		if err := jsonLines(a.stdout, rep.Results); err != nil {
 			return err
 		}
-		if !a.quiet {
-			notes = a.stderr
-			fmt.Fprintln(a.stderr, restoreTotals(rep, opts))
-		}
 	} else {
 		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
-		fmt.Fprintln(notes, restoreTotals(rep, opts))
-		if hint := resumeHint(rep, opts); hint != "" && f.to == "" {
-			fmt.Fprintln(notes, hint)
-		}
+	}
+	fmt.Fprintln(notes, restoreTotals(rep, opts))
+	if hint := resumeHint(rep, opts); hint != "" && f.to == "" && !f.asJSON {
+		fmt.Fprintln(notes, hint)
 	}
 	for _, c := range rep.Cleanup {
 		fmt.Fprintln(notes, c)
