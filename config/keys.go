@@ -404,16 +404,6 @@ func lookupKey(name string) (key, bool) {
 	return key{}, false
 }
 
-// isSection reports whether name is the section of some dotted key ("s3").
-func isSection(name string) bool {
-	for _, k := range keys {
-		if strings.HasPrefix(k.name, name+".") {
-			return true
-		}
-	}
-	return false
-}
-
 func checkRemote(v any) (any, error) {
 	loc, err := backend.ParseURL(v.(string))
 	if err != nil {
