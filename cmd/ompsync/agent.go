@@ -323,10 +323,14 @@ func agentPrefix(name string, n int) string {
 // headroom. GOMEMLIMIT overrides it.
 const defaultMemoryLimit = 40 << 20
 
-// agentMemory sets the agent's memory limit unless GOMEMLIMIT does.
-func (a *app) agentMemory() {
+// memoryLimits sets the GC's target (gcPercent; 0 leaves it) and the soft
+// memory limit, unless GOGC and GOMEMLIMIT set them.
+func (a *app) memoryLimits(gcPercent int, limit int64) {
+	if _, ok := a.env("GOGC"); !ok && gcPercent > 0 {
+		debug.SetGCPercent(gcPercent)
+	}
 	if _, ok := a.env("GOMEMLIMIT"); !ok {
-		debug.SetMemoryLimit(defaultMemoryLimit)
+		debug.SetMemoryLimit(limit)
 	}
 }
 
@@ -344,7 +348,7 @@ func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	level.Set(a.logLevel(cfg))
 	out := a.output(false)
 	log := cfg.LeveledLogger(out, level)
-	a.agentMemory()
+	a.memoryLimits(0, defaultMemoryLimit)
 	ws, err := cfg.BackedUp()
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -124,21 +123,6 @@ func newRestoreCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// restoreMemory trades memory for speed in a restore, a short run whose
-// garbage is mostly the sessions it has written: the GC runs at 5x the live
-// heap, not 2x (a quarter of the restore's CPU before), within a soft limit
-// of 512 MiB. The limit is twice the most a merge's index may hold by
-// default (restore.max_merge_size): at 1 GiB a large merge's garbage grew
-// the heap to it (a 1 GiB merge: 1,098 MiB RSS in 88.7 s, against 542 MiB
-// in 48.5 s at 512 MiB). GOGC and GOMEMLIMIT override either.
-func (a *app) restoreMemory() {
-	if _, ok := a.env("GOGC"); !ok {
-		debug.SetGCPercent(400)
-	}
-	if _, ok := a.env("GOMEMLIMIT"); !ok {
-		debug.SetMemoryLimit(512 << 20)
-	}
-}
 
 func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) error {
 	opts, err := restoreOptions(a, f)
@@ -149,7 +133,14 @@ func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	a.restoreMemory()
+	// A restore trades memory for speed, a short run whose garbage is
+	// mostly the sessions it has written: the GC runs at 5x the live heap,
+	// not 2x (a quarter of the restore's CPU before), within a soft limit
+	// of 512 MiB. The limit is twice the most a merge's index may hold by
+	// default (restore.max_merge_size): at 1 GiB a large merge's garbage
+	// grew the heap to it (a 1 GiB merge: 1,098 MiB RSS in 88.7 s, against
+	// 542 MiB in 48.5 s at 512 MiB). GOGC and GOMEMLIMIT override either.
+	a.memoryLimits(400, 512<<20)
 	bar := a.sessionBar(f.asJSON, "")
 	opts.Progress = bar.restoreProgress
 	rep, err := restore.RunAll(ctx, places, args, opts)
