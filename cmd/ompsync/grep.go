@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -191,10 +192,7 @@ func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
 	if !gm.Time.IsZero() {
 		at = gm.Time.Local().Format(time.DateTime)
 	}
-	entry, title := gm.Entry, oneLine(gm.Title)
-	if entry == "" {
-		entry = "-"
-	}
+	entry, title := cmp.Or(gm.Entry, "-"), oneLine(gm.Title)
 	role := gm.Role
 	if gm.Kind != "text" && gm.Kind != gm.Role {
 		role += "/" + gm.Kind // a tool call in an assistant's entry

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,12 +101,7 @@ func printHistory(w io.Writer, h *restore.SessionHistory, wide bool) {
 		case c.Current:
 			state = "current, " + c.State
 		}
-		why, title, path, cwd := c.Reason, oneLine(c.Title), c.Path, c.Cwd
-		for _, s := range []*string{&why, &title, &path, &cwd} {
-			if *s == "" {
-				*s = "-"
-			}
-		}
+		why, title, path, cwd := cmp.Or(c.Reason, "-"), cmp.Or(oneLine(c.Title), "-"), cmp.Or(c.Path, "-"), cmp.Or(c.Cwd, "-")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Machine, c.Generation, localTime(c.Started), why,
 			progress.Size(c.Bytes), localTime(c.LastUpload), state, clip(title, titleWidth, wide), clipPath(projectText(c.Project), projectWidth, wide),
 			clipPath(cwd, folderWidth, wide), clipPath(path, pathWidth, wide))

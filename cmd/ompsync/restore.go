@@ -123,7 +123,6 @@ func newRestoreCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-
 func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) error {
 	opts, err := restoreOptions(a, f)
 	if err != nil {
