@@ -35,7 +35,7 @@ func folderKeys() []key {
 			help: fmt.Sprintf("%s; sessions are under <%s>/%s (default: $%s, else ~/%s)",
 				h.Title, k, s.Roots()[0], h.Env, h.Dir),
 			field:   func(c *Config) any { return c.folder(name) },
-			def:     envOrHome(h.Env, h.Dir),
+			defFunc: envOrHome(h.Env, h.Dir),
 			derived: true,
 			path:    true,
 		})
@@ -56,9 +56,10 @@ func (c *Config) folder(name string) *string {
 	return p
 }
 
-// AgentFolder is one agent and the folder its sessions live in.
+// AgentFolder is one agent's store and the folder its sessions live in.
 type AgentFolder struct {
-	Name, Dir string
+	Store store.Store
+	Dir   string
 }
 
 // AgentDirOf is the configured folder of the agent called name.
@@ -87,31 +88,35 @@ func (c *Config) BackedUp() ([]AgentFolder, error) {
 			for _, o := range out {
 				if o.Dir == dir {
 					return nil, fmt.Errorf("agents: %s and %s both have the folder %s (%s, %s): give one its own folder, or leave one out of agents",
-						o.Name, name, dir, folderKey(o.Name), folderKey(name))
+						o.Store.Name(), name, dir, FolderKey(o.Store.Name()), FolderKey(name))
 				}
 			}
-			out = append(out, AgentFolder{Name: name, Dir: dir})
+			st, err := store.ByName(name)
+			if err != nil {
+				return nil, fmt.Errorf("agents: %w", err)
+			}
+			out = append(out, AgentFolder{Store: st, Dir: dir})
 		}
 		return out, nil
 	}
-	for _, name := range AgentNames() {
-		dir := c.AgentDirOf(name)
+	for _, st := range store.Known() {
+		dir := c.AgentDirOf(st.Name())
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			continue
 		}
 		if slices.ContainsFunc(out, func(o AgentFolder) bool { return o.Dir == dir }) {
 			continue
 		}
-		out = append(out, AgentFolder{Name: name, Dir: dir})
+		out = append(out, AgentFolder{Store: st, Dir: dir})
 	}
 	if len(out) == 0 {
-		out = append(out, AgentFolder{Name: "omp", Dir: c.AgentDir})
+		out = append(out, AgentFolder{Store: store.OMP(), Dir: c.AgentDir})
 	}
 	return out, nil
 }
 
-// folderKey names the key that sets an agent's folder.
-func folderKey(name string) string {
+// FolderKey names the key that sets an agent's folder.
+func FolderKey(name string) string {
 	if name == "omp" {
 		return "agent_dir"
 	}

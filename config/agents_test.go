@@ -16,7 +16,7 @@ func backedUp(t *testing.T, c *Config) []string {
 	}
 	var out []string
 	for _, a := range got {
-		out = append(out, a.Name+"="+a.Dir)
+		out = append(out, a.Store.Name()+"="+a.Dir)
 	}
 	return out
 }

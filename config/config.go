@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -137,10 +138,7 @@ type Restore struct {
 
 // Retention says how long what is no longer current stays on the remote;
 // 0 means forever.
-type Retention struct {
-	Generations time.Duration
-	Deleted     time.Duration
-}
+type Retention = compact.Retention
 
 // Log configures logging.
 type Log struct{ Level, Format string }
@@ -259,49 +257,35 @@ func Load(opts LoadOptions) (*Config, error) {
 	// os.LookupEnv, so the injected environment goes in through Set, which
 	// outranks flags: it is skipped for keys whose flag was given.
 	v := viper.New()
-	defErrs := map[string]error{}
-	defFrom := map[string]string{} // the variable a default came from
-	flagged := map[string]string{}
-	for _, k := range keys {
-		e.from = ""
-		d, err := k.def(e)
-		defFrom[k.name] = e.from
-		if err != nil {
-			defErrs[k.name] = err
-		} else {
-			v.SetDefault(k.name, d)
-		}
-		if opts.Flags != nil {
-			if f := opts.Flags.Lookup(FlagName(k.name)); f != nil {
-				if err := v.BindPFlag(k.name, f); err != nil {
-					return nil, fmt.Errorf("bind flag --%s: %w", f.Name, err)
-				}
-				if f.Changed {
-					flagged[k.name] = "--" + f.Name
-				}
-			}
-		}
-	}
 	if err := v.MergeConfigMap(fv.nested()); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
-
 	for _, k := range keys {
-		var src Source
+		e.from = ""
+		d, defErr := k.defaultOf(e)
+		if defErr == nil {
+			v.SetDefault(k.name, d)
+		}
+		var f *pflag.Flag
+		if opts.Flags != nil {
+			if f = opts.Flags.Lookup(FlagName(k.name)); f != nil {
+				if err := v.BindPFlag(k.name, f); err != nil {
+					return nil, fmt.Errorf("bind flag --%s: %w", f.Name, err)
+				}
+			}
+		}
+		src := Source{Kind: FromDefault, Name: e.from} // e.from: the variable the default came from
 		envVal, envSet := e.get(EnvVar(k.name))
 		switch {
-		case flagged[k.name] != "":
-			src = Source{Kind: FromFlag, Name: flagged[k.name]}
+		case f != nil && f.Changed:
+			src = Source{Kind: FromFlag, Name: "--" + f.Name}
 		case envSet:
 			src = Source{Kind: FromEnv, Name: EnvVar(k.name)}
 			v.Set(k.name, envVal)
 		case fv.values[k.name] != nil:
 			src = Source{Kind: FromFile, Name: path, Line: fv.lines[k.name]}
-		default:
-			src = Source{Kind: FromDefault, Name: defFrom[k.name]}
-			if err := defErrs[k.name]; err != nil {
-				return nil, &KeyError{Key: k.name, Source: src, Err: err}
-			}
+		case defErr != nil:
+			return nil, &KeyError{Key: k.name, Source: src, Err: defErr}
 		}
 		raw := v.Get(k.name)
 		val, err := parseValue(k, raw, e)

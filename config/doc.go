@@ -44,7 +44,7 @@ func docDefault(k key) string {
 		},
 		hostname: func() (string, error) { return "HOSTNAME", nil },
 	}
-	d, err := k.def(e)
+	d, err := k.defaultOf(e)
 	switch {
 	case k.derived && (err != nil || d == ""):
 		return "follows this machine (see Meaning)"

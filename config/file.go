@@ -59,7 +59,7 @@ func (fv *fileValues) walk(path, prefix string, m *yaml.Node) error {
 			}
 			continue
 		}
-		if isSection(name) {
+		if sk := sectionKeys(name); len(sk) > 0 { // a section, such as s3
 			switch {
 			case vn.Kind == yaml.MappingNode:
 				if err := fv.walk(path, name+".", vn); err != nil {
@@ -69,7 +69,7 @@ func (fv *fileValues) walk(path, prefix string, m *yaml.Node) error {
 				// "s3:" with every key below commented out
 			default:
 				return fmt.Errorf("config file %s:%d: %s holds keys (%s), not a value; indent them under \"%s:\"",
-					path, kn.Line, name, strings.Join(sectionKeys(name), ", "), kn.Value)
+					path, kn.Line, name, strings.Join(sk, ", "), kn.Value)
 			}
 			continue
 		}
@@ -132,6 +132,7 @@ func (fv *fileValues) nested() map[string]any {
 	return out
 }
 
+// sectionKeys are the keys of a section ("s3"); none when name is no section.
 func sectionKeys(section string) []string {
 	var out []string
 	for _, k := range keys {

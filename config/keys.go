@@ -39,8 +39,10 @@ type key struct {
 	// parse.
 	field func(c *Config) any
 
-	// def returns the default in the form a user would write it in the file.
-	def func(e *environ) (string, error)
+	// def is the default in the form a user would write it in the file
+	// ("" when not set); defFunc, when set, computes it instead.
+	def     string
+	defFunc func(e *environ) (string, error)
 	// derived marks a default that follows the machine (its host name,
 	// home folder or environment) or another key (s3.path_style follows
 	// s3.endpoint): config init writes it commented out, so that the file
@@ -69,8 +71,12 @@ func checkPathMap(v any) (any, error) {
 	return v, nil
 }
 
-func static(s string) func(*environ) (string, error) {
-	return func(*environ) (string, error) { return s, nil }
+// defaultOf is k's default as a user would write it.
+func (k key) defaultOf(e *environ) (string, error) {
+	if k.defFunc != nil {
+		return k.defFunc(e)
+	}
+	return k.def, nil
 }
 
 // keys is the table of every configuration key, in the order config show and
@@ -87,7 +93,7 @@ var agentKeys = []key{
 		name:    "agent_dir",
 		help:    "omp's agent folder; sessions are under <agent_dir>/sessions (default: $PI_CODING_AGENT_DIR, else $XDG_DATA_HOME/omp when it exists, as omp uses it, else ~/.omp/agent)",
 		field:   func(c *Config) any { return &c.AgentDir },
-		def:     defaultAgentDir,
+		defFunc: defaultAgentDir,
 		derived: true,
 		path:    true,
 	},
@@ -95,7 +101,6 @@ var agentKeys = []key{
 		name:  "agents",
 		help:  "the coding agents to back up: " + strings.Join(AgentNames(), ", ") + " (default: every one whose folder exists; omp when none does)",
 		field: func(c *Config) any { return &c.Agents },
-		def:   static(""),
 		check: checkAgents,
 	},
 }
@@ -105,7 +110,7 @@ var otherKeys = []key{
 		name:    "remote",
 		help:    "where backups go: " + backend.AcceptedForms() + " (a folder's parent must exist: a disk not mounted is refused, not filled)",
 		field:   func(c *Config) any { return &c.Remote },
-		def:     defaultRemote,
+		defFunc: defaultRemote,
 		derived: true,
 		check:   checkRemote,
 	},
@@ -113,7 +118,7 @@ var otherKeys = []key{
 		name:    "state_dir",
 		help:    "the agent's local state: how far each session file has been uploaded",
 		field:   func(c *Config) any { return &c.StateDir },
-		def:     xdgDefault("XDG_STATE_HOME", ".local/state", "ompsync"),
+		defFunc: xdgDefault("XDG_STATE_HOME", ".local/state", "ompsync"),
 		derived: true,
 		path:    true,
 	},
@@ -121,7 +126,7 @@ var otherKeys = []key{
 		name:    "machine",
 		help:    "this machine's name on the remote: 1-64 of A-Z a-z 0-9 . _ - (default: the host name)",
 		field:   func(c *Config) any { return &c.Machine },
-		def:     defaultMachine,
+		defFunc: defaultMachine,
 		derived: true,
 		check:   checkMachine,
 	},
@@ -129,60 +134,56 @@ var otherKeys = []key{
 		name:  "interval",
 		help:  "how long the agent gathers new lines before it uploads them",
 		field: func(c *Config) any { return &c.Interval },
-		def:   static("2s"),
+		def:   "2s",
 	},
 	{
 		name:  "reconcile_interval",
 		help:  "how often the agent rescans agent_dir for changes it missed",
 		field: func(c *Config) any { return &c.ReconcileInterval },
-		def:   static("60s"),
+		def:   "60s",
 	},
 	{
 		name:  "transfers",
 		help:  "requests in flight at once: uploads, restore, verify and pull (a line with a long round trip needs many to fill it)",
 		field: func(c *Config) any { return &c.Transfers },
-		def:   static(DefaultTransfers),
+		def:   DefaultTransfers,
 		check: checkTransfers,
 	},
 	{
 		name:  "include",
 		help:  "globs (relative to agent_dir) a file must match to be backed up; empty means no restriction",
 		field: func(c *Config) any { return &c.Include },
-		def:   static(""),
 		check: checkGlobs,
 	},
 	{
 		name:  "exclude",
 		help:  "globs (relative to agent_dir) of files never to back up",
 		field: func(c *Config) any { return &c.Exclude },
-		def:   static(""),
 		check: checkGlobs,
 	},
 	{
-		name:  "s3.client",
-		help:  "the S3 library: " + clientHelp(),
-		field: func(c *Config) any { return &c.S3.Client },
-		def:   func(*environ) (string, error) { return backend.Clients("s3")[0], nil },
-		enum:  backend.Clients("s3"),
+		name:    "s3.client",
+		help:    "the S3 library: " + clientHelp(),
+		field:   func(c *Config) any { return &c.S3.Client },
+		defFunc: func(*environ) (string, error) { return backend.Clients("s3")[0], nil },
+		enum:    backend.Clients("s3"),
 	},
 	{
 		name:  "s3.endpoint",
 		help:  "URL of an S3-compatible server, e.g. https://minio.example.com:9000; empty means AWS",
 		field: func(c *Config) any { return &c.S3.Endpoint },
-		def:   static(""),
 		check: checkEndpoint,
 	},
 	{
 		name:  "s3.region",
 		help:  "the bucket's region, e.g. eu-west-1; empty leaves it to the S3 client (AWS_REGION and the like)",
 		field: func(c *Config) any { return &c.S3.Region },
-		def:   static(""),
 	},
 	{
 		name:  "s3.path_style",
 		help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true; an s3.endpoint that is an IP address or localhost always does, and defaults to it)",
 		field: func(c *Config) any { return &c.S3.PathStyle },
-		def:   static("false"),
+		def:   "false",
 		// Pinned false, it refused the endpoint 127.0.0.1 set later.
 		derived: true,
 	},
@@ -190,7 +191,7 @@ var otherKeys = []key{
 		name:     "s3.ca_file",
 		help:     "file of the certificate authorities (PEM) to trust for an https s3.endpoint with a private CA (default: $AWS_CA_BUNDLE)",
 		field:    func(c *Config) any { return &c.S3.CAFile },
-		def:      func(e *environ) (string, error) { v, _ := e.defaultFrom("AWS_CA_BUNDLE"); return v, nil },
+		defFunc:  func(e *environ) (string, error) { v, _ := e.defaultFrom("AWS_CA_BUNDLE"); return v, nil },
 		derived:  true,
 		path:     true,
 		optional: true,
@@ -199,54 +200,49 @@ var otherKeys = []key{
 		name:   "s3.access_key_id",
 		help:   "S3 access key id; empty means AWS_ACCESS_KEY_ID from the environment",
 		field:  func(c *Config) any { return &c.S3.AccessKeyID },
-		def:    static(""),
 		redact: redactPartial,
 	},
 	{
 		name:   "s3.secret_access_key",
 		help:   "S3 secret key; empty means AWS_SECRET_ACCESS_KEY from the environment",
 		field:  func(c *Config) any { return &c.S3.SecretAccessKey },
-		def:    static(""),
 		redact: redactFull,
 	},
 	{
 		name:   "s3.session_token",
 		help:   "S3 session token of temporary credentials (STS), with the access key id and secret key; empty means AWS_SESSION_TOKEN from the environment when those come from there",
 		field:  func(c *Config) any { return &c.S3.SessionToken },
-		def:    static(""),
 		redact: redactFull,
 	},
 	{
 		name:  "sync.pull",
 		help:  "also pull sessions other machines uploaded into agent_dir",
 		field: func(c *Config) any { return &c.Sync.Pull },
-		def:   static("false"),
+		def:   "false",
 	},
 	{
 		name:  "sync.pull_interval",
 		help:  "how often the agent looks for other machines' new uploads when sync.pull is on",
 		field: func(c *Config) any { return &c.Sync.PullInterval },
-		def:   static("30s"),
+		def:   "30s",
 	},
 	{
 		name:  "sync.include",
 		help:  "globs (relative to agent_dir) a session must match to be pulled; empty means no restriction",
 		field: func(c *Config) any { return &c.Sync.Include },
-		def:   static(""),
 		check: checkGlobs,
 	},
 	{
 		name:  "sync.exclude",
 		help:  "globs (relative to agent_dir) of sessions never to pull",
 		field: func(c *Config) any { return &c.Sync.Exclude },
-		def:   static(""),
 		check: checkGlobs,
 	},
 	{
 		name:    "projects.roots",
 		help:    "folders searched (4 levels deep, hidden folders skipped, at most 20000 folders and 3s, cached for an hour) for git checkouts, so that a session from another machine is placed in this machine's checkout of the same repository (default: the home folder)",
 		field:   func(c *Config) any { return &c.Projects.Roots },
-		def:     static("~"),
+		def:     "~",
 		derived: true,
 		path:    true,
 	},
@@ -254,21 +250,18 @@ var otherKeys = []key{
 		name:  "path_map",
 		help:  "FROM=TO folder pairs (e.g. /Users/ana=/home/ana): a session from another machine recorded in FROM or below runs in the same folder under TO here, when no checkout of its repository and no same folder under this home is found (pull and restore; restore --path-map adds pairs)",
 		field: func(c *Config) any { return &c.PathMap },
-		def:   static(""),
 		check: checkPathMap,
 	},
 	{
 		name:  "encryption.recipients",
 		help:  "encrypt every object to these public keys: age1... (from 'ompsync keygen') or ssh-ed25519 AAAA...; empty with identity_file set means its own key",
 		field: func(c *Config) any { return &c.Encryption.Recipients },
-		def:   static(""),
 		check: checkRecipients,
 	},
 	{
 		name:     "encryption.identity_file",
 		help:     "file of private keys (age identities, or an unencrypted ssh key) that restore, verify, pull and rekey decrypt with; mode 0600",
 		field:    func(c *Config) any { return &c.Encryption.IdentityFile },
-		def:      static(""),
 		path:     true,
 		optional: true,
 	},
@@ -276,7 +269,6 @@ var otherKeys = []key{
 		name:     "encryption.passphrase_file",
 		help:     "instead of keys, encrypt with the passphrase on this file's first line (mode 0600)",
 		field:    func(c *Config) any { return &c.Encryption.PassphraseFile },
-		def:      static(""),
 		path:     true,
 		optional: true,
 	},
@@ -284,81 +276,79 @@ var otherKeys = []key{
 		name:  "compaction.idle",
 		help:  "the agent merges a session's small chunks into a few large ones once it has been idle this long",
 		field: func(c *Config) any { return &c.Compaction.Idle },
-		def:   static("10m"),
+		def:   "10m",
 	},
 	{
 		name:  "compaction.max_chunks",
 		help:  "the agent also compacts a busy session once it holds more than this many small chunks",
 		field: func(c *Config) any { return &c.Compaction.MaxChunks },
-		def:   static("64"),
+		def:   "64",
 	},
 	{
 		name:     "retention.generations",
 		help:     "how long superseded generations (older copies of a rewritten session) are kept; 0 keeps them forever",
 		field:    func(c *Config) any { return &c.Retention.Generations },
-		def:      static("720h"),
+		def:      "720h",
 		optional: true,
 	},
 	{
 		name:     "retention.deleted",
 		help:     "how long the backup of a session deleted on this machine is kept; 0 keeps it forever",
 		field:    func(c *Config) any { return &c.Retention.Deleted },
-		def:      static("0"),
+		def:      "0",
 		optional: true,
 	},
 	{
 		name:  "search.cache_size",
 		help:  "how much the search cache under state_dir/search may hold (the text of searched sessions), e.g. 500MB or 2GiB; 0 keeps nothing",
 		field: func(c *Config) any { return (*string)(&c.Search.CacheSize) },
-		def:   static("1GiB"),
+		def:   "1GiB",
 		check: checkSize,
 	},
 	{
 		name:  "verify.daily_read",
 		help:  "how much of what this machine uploaded the agent reads back from the remote each day, every hash checked, going on each day where the last stopped, so all of it is read within (bytes backed up / this) days (2 GiB at 128MiB: 16 days); damage is a WARN and a damaged alert; 0 reads nothing",
 		field: func(c *Config) any { return (*string)(&c.Verify.DailyRead) },
-		def:   static("128MiB"),
+		def:   "128MiB",
 		check: checkSize,
 	},
 	{
 		name:  "mcp.redact",
 		help:  "ompsync mcp masks strings in what it returns that look like credentials (AWS access keys and the secrets beside them, GitHub tokens, sk- API keys, PEM private keys), counting them in each result, so a search does not paste a key into a new conversation",
 		field: func(c *Config) any { return &c.MCP.Redact },
-		def:   static("true"),
+		def:   "true",
 	},
 	{
 		name:  "restore.max_merge_size",
 		help:  "how much memory restore and pull may give the index that merges a session's copies that went on apart line by line: 192 bytes a line of every copy (twice where copies hold an entry in other bytes) and the longest line, never the copies themselves, which are read through (256MiB is about 1.4 million lines, two copies of some 350 MiB each), e.g. 1GiB; past it the session is not merged and the error says so",
 		field: func(c *Config) any { return (*string)(&c.Restore.MaxMergeSize) },
-		def:   static("256MiB"),
+		def:   "256MiB",
 		check: checkMergeSize,
 	},
 	{
 		name:  "log.level",
 		help:  "least severe log messages shown: debug, info, warn or error",
 		field: func(c *Config) any { return &c.Log.Level },
-		def:   static("info"),
+		def:   "info",
 		enum:  []string{"debug", "info", "warn", "error"},
 	},
 	{
 		name:  "log.format",
 		help:  "log line format: text or json",
 		field: func(c *Config) any { return &c.Log.Format },
-		def:   static("text"),
+		def:   "text",
 		enum:  []string{"text", "json"},
 	},
 	{
 		name:  "metrics.addr",
 		help:  "host:port to serve Prometheus metrics on, e.g. 127.0.0.1:9464; empty means off",
 		field: func(c *Config) any { return &c.Metrics.Addr },
-		def:   static(""),
 		check: checkAddr,
 	},
 	{
 		name:   "notify.url",
 		help:   "a health-check URL (healthchecks.io, Uptime Kuma push, Cronitor): pinged after good passes, <url>/fail when the backup has been failing or behind longer than notify.grace; empty means off",
 		field:  func(c *Config) any { return &c.Notify.URL },
-		def:    static(""),
 		check:  checkNotifyURL,
 		redact: redactPartial, // the URL is the check's credential
 	},
@@ -366,19 +356,18 @@ var otherKeys = []key{
 		name:  "notify.command",
 		help:  "a shell command run on failing, lagging, recovered and damaged events, with OMPSYNC_EVENT, OMPSYNC_MESSAGE and OMPSYNC_MACHINE set; empty means off",
 		field: func(c *Config) any { return &c.Notify.Command },
-		def:   static(""),
 	},
 	{
 		name:  "notify.grace",
 		help:  "how long the backup may fail or fall behind before notify.url and notify.command are told",
 		field: func(c *Config) any { return &c.Notify.Grace },
-		def:   static("15m"),
+		def:   "15m",
 	},
 	{
 		name:  "notify.ping_interval",
 		help:  "how often notify.url is pinged while the backup is healthy",
 		field: func(c *Config) any { return &c.Notify.PingInterval },
-		def:   static("1h"),
+		def:   "1h",
 	},
 }
 
@@ -413,16 +402,6 @@ func lookupKey(name string) (key, bool) {
 		}
 	}
 	return key{}, false
-}
-
-// isSection reports whether name is the section of some dotted key ("s3").
-func isSection(name string) bool {
-	for _, k := range keys {
-		if strings.HasPrefix(k.name, name+".") {
-			return true
-		}
-	}
-	return false
 }
 
 func checkRemote(v any) (any, error) {

@@ -47,7 +47,7 @@ func Starter(opts LoadOptions) ([]byte, error) {
 			b.WriteString("\n")
 		}
 		fmt.Fprintf(&b, "%s# %s\n", indent, k.help)
-		d, err := k.def(e)
+		d, err := k.defaultOf(e)
 		if err != nil {
 			// e.g. a host name that makes no machine name: leave the key
 			// for the user to fill in rather than write a value that fails.

@@ -31,7 +31,6 @@ import (
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/service"
-	"github.com/ompsync/ompsync/store"
 )
 
 const agentLong = `Run the backup agent: watch each coding agent's folder and upload what the
@@ -153,44 +152,58 @@ func (a *app) checkSessionDir(cfg *config.Config) error {
 	if !ok || d == "" {
 		return nil
 	}
-	ws, err := backedUp(cfg)
+	ws, err := cfg.BackedUp()
 	if err != nil {
 		return err
 	}
 	for _, w := range ws {
-		name := w.store.Name()
-		if name != "omp" && name != "pi" || filepath.Clean(d) == filepath.Join(w.dir, "sessions") {
+		name := w.Store.Name()
+		if name != "omp" && name != "pi" || filepath.Clean(d) == filepath.Join(w.Dir, "sessions") {
 			continue
 		}
-		key := "agent_dir"
-		if name == "pi" {
-			key = "pi.dir"
-		}
-		return fmt.Errorf("PI_CODING_AGENT_SESSION_DIR is %s: %s writes its sessions there, not under %s (%s), so none would be backed up; set %s to the folder that holds that sessions folder, or unset the variable", d, name, key, w.dir, key)
+		key := config.FolderKey(name)
+		return fmt.Errorf("PI_CODING_AGENT_SESSION_DIR is %s: %s writes its sessions there, not under %s (%s), so none would be backed up; set %s to the folder that holds that sessions folder, or unset the variable", d, name, key, w.Dir, key)
 	}
 	return nil
 }
 
-func agentOptions(cfg *config.Config, log *slog.Logger, idf identityFlags) agent.Options {
-	return agent.Options{
-		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine, Remote: remoteName(cfg),
-		Store:           store.OMP(),
+// storeOptions are the agent's options for watched agent w of n, and that
+// agent's repository: its folder, its state dir, its store and, with
+// sync.pull, its merger.
+func storeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, idf identityFlags, r *repo.Repo, w config.AgentFolder, n int) (agent.Options, *repo.Repo, error) {
+	ar, err := r.Agent(w.Store.Name())
+	if err != nil {
+		return agent.Options{}, nil, err
+	}
+	if n > 1 {
+		log = log.With("agent", w.Store.Name())
+	}
+	opts := agent.Options{
+		AgentDir: w.Dir, StateDir: stateDirOf(cfg, w.Store.Name()), Machine: cfg.Machine, Remote: remoteName(cfg),
+		Store: w.Store,
+		// Another client found by its folder (agents unset) may never have
+		// written a session; omp's folder, or one agents names, must hold them.
+		Detected:        len(cfg.Agents) == 0 && w.Store.Name() != repo.DefaultAgent,
 		TakeOverMachine: idf.takeOver, ConfirmDeletions: idf.confirmDeletions, Damaged: idf.damaged,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
 		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
 		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
 		Compaction:    compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
-		Retention:     compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted},
+		Retention:     cfg.Retention,
 		ReadBackBytes: cfg.Verify.DailyRead.Bytes(),
 		Parallel:      cfg.Transfers,
 	}
+	if opts.Pull {
+		opts.Merger, err = newMerger(ctx, cfg, ar, w, log)
+	}
+	return opts, ar, err
 }
 
 func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	out := a.output(false)
 	log := cfg.LeveledLogger(out, a.logLevel(cfg))
-	ws, err := backedUp(cfg)
+	ws, err := cfg.BackedUp()
 	if err != nil {
 		return err
 	}
@@ -206,7 +219,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	logSameDisk(log, cfg, ws)
 	var failed []string
 	for _, w := range ws {
-		passErr, err := a.oncePass(ctx, cfg, agentOptions(cfg, log, idf), r, w, len(ws), out)
+		passErr, err := a.oncePass(ctx, cfg, log, idf, r, w, len(ws), out)
 		if err != nil {
 			return err
 		}
@@ -214,7 +227,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 			if len(ws) == 1 {
 				return fmt.Errorf("backup pass incomplete: %w", passErr)
 			}
-			failed = append(failed, fmt.Sprintf("%s: %v", w.store.Name(), passErr))
+			failed = append(failed, fmt.Sprintf("%s: %v", w.Store.Name(), passErr))
 		}
 		if ctx.Err() != nil {
 			break
@@ -228,18 +241,13 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 
 // oncePass runs one agent's pass and prints its totals: passErr is the
 // pass's own failure, err one that stops every agent.
-func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Options, r *repo.Repo, w watched, n int, out *progress.Output) (passErr, err error) {
-	opts, ar, err := storeOptions(opts, cfg, r, w, n)
+func (a *app) oncePass(ctx context.Context, cfg *config.Config, log *slog.Logger, idf identityFlags, r *repo.Repo, w config.AgentFolder, n int, out *progress.Output) (passErr, err error) {
+	opts, ar, err := storeOptions(ctx, cfg, log, idf, r, w, n)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Pull {
-		if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
-			return nil, err
-		}
-	}
-	bar := passBar(out)
-	opts.Progress = bar.update
+	bar := &liveBar{out: out, unit: "files"}
+	opts.Progress = bar.passProgress
 	ag, err := agent.New(ar, opts)
 	if err != nil {
 		bar.done()
@@ -257,7 +265,7 @@ func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Optio
 		// found: "0 files checked" alone reads as nothing to do.
 		totals = "incomplete: " + totals
 	}
-	fmt.Fprintln(a.report(), agentPrefix(w.store.Name(), n)+totals)
+	fmt.Fprintln(a.report(), agentPrefix(w.Store.Name(), n)+totals)
 	return err, nil
 }
 
@@ -265,7 +273,7 @@ func (a *app) oncePass(ctx context.Context, cfg *config.Config, opts agent.Optio
 // such a copy keeps: a session deleted or damaged, not the sessions of a
 // disk that fails or is lost. A user who left the default remote should
 // know before trusting it with that. Nothing for any other remote.
-func logSameDisk(log *slog.Logger, cfg *config.Config, ws []watched) {
+func logSameDisk(log *slog.Logger, cfg *config.Config, ws []config.AgentFolder) {
 	dir, ok := remoteFolder(cfg)
 	if !ok {
 		return
@@ -275,9 +283,9 @@ func logSameDisk(log *slog.Logger, cfg *config.Config, ws []watched) {
 		return
 	}
 	for _, w := range ws {
-		if dev, ok := deviceOf(w.dir); ok && dev == rdev {
+		if dev, ok := deviceOf(w.Dir); ok && dev == rdev {
 			log.Info(fmt.Sprintf("the remote folder %s is on the same disk (file system) as %s: it keeps sessions that are deleted or damaged, "+
-				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", dir, w.dir))
+				"not those of a disk that fails or is lost; for that, set remote to a folder on another disk, or to an S3 bucket", dir, w.Dir))
 			return
 		}
 	}
@@ -285,20 +293,20 @@ func logSameDisk(log *slog.Logger, cfg *config.Config, ws []watched) {
 
 // missingFolder says of the first agent's folder that is not there how to
 // set it; nil when all are there.
-func missingFolder(ws []watched) error {
-	i := slices.IndexFunc(ws, func(w watched) bool {
-		_, err := os.Stat(w.dir)
+func missingFolder(ws []config.AgentFolder) error {
+	i := slices.IndexFunc(ws, func(w config.AgentFolder) bool {
+		_, err := os.Stat(w.Dir)
 		return err != nil
 	})
 	if i < 0 {
 		return nil
 	}
 	w := ws[i]
-	if w.store.Name() == repo.DefaultAgent {
-		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", w.dir)
+	if w.Store.Name() == repo.DefaultAgent {
+		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", w.Dir)
 	}
-	key := w.store.Name() + ".dir"
-	return fmt.Errorf("%s's folder %s does not exist: set %s (--%s, %s), or leave %s out of agents", w.store.Name(), w.dir, key, config.FlagName(key), config.EnvVar(key), w.store.Name())
+	key := config.FolderKey(w.Store.Name())
+	return fmt.Errorf("%s's folder %s does not exist: set %s (--%s, %s), or leave %s out of agents", w.Store.Name(), w.Dir, key, config.FlagName(key), config.EnvVar(key), w.Store.Name())
 }
 
 // agentPrefix names the agent in a line of its own when there are
@@ -310,39 +318,26 @@ func agentPrefix(name string, n int) string {
 	return name + ": "
 }
 
-// storeOptions are the agent's options for one watched agent, and that
-// agent's repository: its folder, its state dir, its store.
-func storeOptions(opts agent.Options, cfg *config.Config, r *repo.Repo, w watched, n int) (agent.Options, *repo.Repo, error) {
-	ar, err := r.Agent(w.store.Name())
-	if err != nil {
-		return opts, nil, err
-	}
-	opts.Store, opts.AgentDir, opts.StateDir = w.store, w.dir, stateDirOf(cfg, w.store.Name())
-	// Another client found by its folder (agents unset) may never have
-	// written a session; omp's folder, or one agents names, must hold them.
-	opts.Detected = len(cfg.Agents) == 0 && w.store.Name() != repo.DefaultAgent
-	if n > 1 {
-		opts.Logger = opts.Logger.With("agent", w.store.Name())
-	}
-	return opts, ar, nil
-}
-
 // defaultMemoryLimit keeps a long-running agent small on a laptop: the
 // live heap is a few MB per thousand sessions; the rest would be GC
 // headroom. GOMEMLIMIT overrides it.
 const defaultMemoryLimit = 40 << 20
 
-// agentMemory sets the agent's memory limit unless GOMEMLIMIT does.
-func (a *app) agentMemory() {
+// memoryLimits sets the GC's target (gcPercent; 0 leaves it) and the soft
+// memory limit, unless GOGC and GOMEMLIMIT set them.
+func (a *app) memoryLimits(gcPercent int, limit int64) {
+	if _, ok := a.env("GOGC"); !ok && gcPercent > 0 {
+		debug.SetGCPercent(gcPercent)
+	}
 	if _, ok := a.env("GOMEMLIMIT"); !ok {
-		debug.SetMemoryLimit(defaultMemoryLimit)
+		debug.SetMemoryLimit(limit)
 	}
 }
 
 // logStarted logs each agent's start, and a remote on a watched disk.
-func logStarted(log *slog.Logger, cfg *config.Config, ws []watched) {
+func logStarted(log *slog.Logger, cfg *config.Config, ws []config.AgentFolder) {
 	for _, w := range ws {
-		log.Info("agent started", "agent", w.store.Name(), "agent_dir", w.dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
+		log.Info("agent started", "agent", w.Store.Name(), "agent_dir", w.Dir, "remote", cfg.Remote, "machine", cfg.Machine, "interval", cfg.Interval)
 	}
 	logSameDisk(log, cfg, ws)
 }
@@ -353,8 +348,8 @@ func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	level.Set(a.logLevel(cfg))
 	out := a.output(false)
 	log := cfg.LeveledLogger(out, level)
-	a.agentMemory()
-	ws, err := backedUp(cfg)
+	a.memoryLimits(0, defaultMemoryLimit)
+	ws, err := cfg.BackedUp()
 	if err != nil {
 		return err
 	}
@@ -371,7 +366,7 @@ func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
-	wr := agentWiring{log: log, reg: reg, bar: passBar(out), ready: &sync.WaitGroup{}}
+	wr := agentWiring{log: log, reg: reg, bar: &liveBar{out: out, unit: "files"}, ready: &sync.WaitGroup{}}
 	defer wr.bar.done() // the first pass, on a terminal (of the first agent)
 	agents, err := a.newAgents(ctx, cfg, idf, r, ws, wr)
 	for _, ag := range agents {
@@ -385,7 +380,7 @@ func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityF
 
 // serveAgents runs the agents until ctx ends: metrics served, the service
 // manager told when they are ready, SIGHUP reloading the configuration.
-func (a *app) serveAgents(ctx context.Context, cfg *config.Config, agents []*agent.Agent, ws []watched, wr agentWiring, level *slog.LevelVar) error {
+func (a *app) serveAgents(ctx context.Context, cfg *config.Config, agents []*agent.Agent, ws []config.AgentFolder, wr agentWiring, level *slog.LevelVar) error {
 	closeMetrics, err := serveMetrics(cfg.Metrics.Addr, wr.reg, wr.log)
 	if err != nil {
 		return err
@@ -403,15 +398,15 @@ func (a *app) serveAgents(ctx context.Context, cfg *config.Config, agents []*age
 type agentWiring struct {
 	log   *slog.Logger
 	reg   *prometheus.Registry
-	bar   *passBarState
+	bar   *liveBar
 	ready *sync.WaitGroup
 }
 
 // watch gives one of n agents its notifier and its metrics.
-func (wr agentWiring) watch(ctx context.Context, cfg *config.Config, opts *agent.Options, w watched, n int) {
+func (wr agentWiring) watch(ctx context.Context, cfg *config.Config, opts *agent.Options, w config.AgentFolder, n int) {
 	source := ""
 	if n > 1 {
-		source = w.store.Name()
+		source = w.Store.Name()
 	}
 	if nf := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
 		Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); nf != nil {
@@ -423,7 +418,7 @@ func (wr agentWiring) watch(ctx context.Context, cfg *config.Config, opts *agent
 		// are as they always were.
 		var rg prometheus.Registerer = wr.reg
 		if n > 1 {
-			rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.store.Name()}, wr.reg)
+			rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.Store.Name()}, wr.reg)
 		}
 		opts.Metrics = agent.NewMetrics(rg)
 	}
@@ -431,25 +426,20 @@ func (wr agentWiring) watch(ctx context.Context, cfg *config.Config, opts *agent
 
 // newAgents makes an agent for each watched folder. It returns those made
 // so far with an error, for the caller to close.
-func (a *app) newAgents(ctx context.Context, cfg *config.Config, idf identityFlags, r *repo.Repo, ws []watched, wr agentWiring) ([]*agent.Agent, error) {
+func (a *app) newAgents(ctx context.Context, cfg *config.Config, idf identityFlags, r *repo.Repo, ws []config.AgentFolder, wr agentWiring) ([]*agent.Agent, error) {
 	var agents []*agent.Agent
 	for i, w := range ws {
-		opts, ar, err := storeOptions(agentOptions(cfg, wr.log, idf), cfg, r, w, len(ws))
+		opts, ar, err := storeOptions(ctx, cfg, wr.log, idf, r, w, len(ws))
 		if err != nil {
 			return agents, err
 		}
 		if i == 0 {
-			opts.Progress = wr.bar.update
-		}
-		if opts.Pull {
-			if opts.Merger, err = newMerger(ctx, cfg, ar, w, opts.Logger); err != nil {
-				return agents, err
-			}
+			opts.Progress = wr.bar.passProgress
 		}
 		// The first pass ends with the totals line agent --once ends with:
 		// a new user sees that it ran, and what it found.
 		var ag *agent.Agent
-		prefix, report := agentPrefix(w.store.Name(), len(ws)), a.report()
+		prefix, report := agentPrefix(w.Store.Name(), len(ws)), a.report()
 		wr.ready.Add(1)
 		opts.Ready = func() {
 			if ctx.Err() == nil { // stopped: the stop's own line says what was done
@@ -490,7 +480,7 @@ func (a *app) reloadOnSIGHUP(ctx context.Context, agents []*agent.Agent, log *sl
 // runAll runs the agents until ctx ends. One agent that stops (its machine
 // name taken, say) stops the others: the process says what went wrong and
 // exits, as with one.
-func runAll(ctx context.Context, agents []*agent.Agent, ws []watched) error {
+func runAll(ctx context.Context, agents []*agent.Agent, ws []config.AgentFolder) error {
 	if len(agents) == 1 {
 		return agents[0].Run(ctx)
 	}
@@ -503,7 +493,7 @@ func runAll(ctx context.Context, agents []*agent.Agent, ws []watched) error {
 		go func() {
 			defer wg.Done()
 			if errs[i] = ag.Run(runCtx); errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", ws[i].store.Name(), errs[i])
+				errs[i] = fmt.Errorf("%s: %w", ws[i].Store.Name(), errs[i])
 				cancel(errs[i])
 			}
 		}()
@@ -587,57 +577,11 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (clos
 	return func() { srv.Close() }, nil
 }
 
-// passBarState draws the agent's first pass: files and bytes done.
-type passBarState struct {
-	out *progress.Output
-	mu  sync.Mutex
-	p   agent.PassProgress
-	bar *progress.Bar
-	end bool
-}
-
-func passBar(out *progress.Output) *passBarState { return &passBarState{out: out} }
-
-// update is agent.Options.Progress: the bar starts with the totals and
-// goes once every file is done.
-func (b *passBarState) update(p agent.PassProgress) {
-	b.mu.Lock()
-	b.p = p
-	start := b.bar == nil && !b.end
-	b.mu.Unlock()
-	if start {
-		bar := b.out.Start("files", "", b.state)
-		b.mu.Lock()
-		b.bar = bar
-		b.mu.Unlock()
-	}
-	if p.Files == p.FilesTotal {
-		b.done()
-	}
-}
-
-func (b *passBarState) state() progress.State {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return progress.State{Count: b.p.Files, CountTotal: b.p.FilesTotal, Bytes: b.p.Bytes, BytesTotal: b.p.BytesTotal}
-}
-
-func (b *passBarState) done() {
-	b.mu.Lock()
-	bar := b.bar
-	b.bar, b.end = nil, true
-	b.mu.Unlock()
-	bar.Done()
-}
-
 // restoreMerger lets the agent's pull use restore's merge rule.
 type restoreMerger struct {
-	repo     *repo.Repo
-	store    store.Store
-	agentDir string
-	log      *slog.Logger
-	maxMerge int64 // restore.max_merge_size
-	places   *placeCache
+	repo   *repo.Repo
+	opts   restore.Options // each merge's, but for the request's own
+	places *placeCache
 }
 
 // placeCache is the pull's placer, its index of checkouts read again once
@@ -669,7 +613,7 @@ func (c *placeCache) placer(ctx context.Context) *project.Placer {
 // newMerger is the pull's merger for watched agent w: restore's merge, and
 // its placement of sessions from other machines. Where the search for
 // checkouts stopped short is said once, at WARN.
-func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w watched, log *slog.Logger) (restoreMerger, error) {
+func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w config.AgentFolder, log *slog.Logger) (restoreMerger, error) {
 	pl, problems, err := placer(ctx, cfg, nil)
 	if err != nil {
 		return restoreMerger{}, err
@@ -678,15 +622,16 @@ func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w watched
 		log.Warn("pull: " + p)
 	}
 	places := &placeCache{stateDir: cfg.StateDir, roots: cfg.Projects.Roots, pl: pl, log: log}
-	return restoreMerger{repo: ar, store: w.store, agentDir: w.dir, log: log, maxMerge: cfg.Restore.MaxMergeSize.Bytes(), places: places}, nil
+	opts := restore.Options{AgentDir: w.Dir, Store: w.Store, Logger: log, HashWritten: true, MaxMergeSize: cfg.Restore.MaxMergeSize.Bytes()}
+	return restoreMerger{repo: ar, opts: opts, places: places}, nil
 }
 
 func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
-	rep, err := restore.Run(ctx, m.repo, []string{id}, restore.Options{
-		AgentDir: m.agentDir, Store: m.store, Machine: req.Machine, Catalogs: req.Catalogs, OpenFiles: req.OpenFiles, Local: req.Local, Logger: m.log, HashWritten: true, MaxMergeSize: m.maxMerge,
-		Placer: m.places.placer(ctx),
-	})
+	opts := m.opts
+	opts.Machine, opts.Catalogs, opts.OpenFiles, opts.Local = req.Machine, req.Catalogs, req.OpenFiles, req.Local
+	opts.Placer = m.places.placer(ctx)
+	rep, err := restore.Run(ctx, m.repo, []string{id}, opts)
 	if err != nil {
 		return agent.Merged{}, err
 	}

@@ -74,32 +74,10 @@ func stateDirOf(cfg *config.Config, agentName string) string {
 	return filepath.Join(cfg.StateDir, "agents", agentName)
 }
 
-// backedUp are the agents the backup agent watches, with their stores.
-type watched struct {
-	store store.Store
-	dir   string
-}
-
-func backedUp(cfg *config.Config) ([]watched, error) {
-	folders, err := cfg.BackedUp()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]watched, 0, len(folders))
-	for _, f := range folders {
-		st, err := store.ByName(f.Name)
-		if err != nil {
-			return nil, fmt.Errorf("agents: %w", err)
-		}
-		out = append(out, watched{st, f.Dir})
-	}
-	return out, nil
-}
-
 // agentErr names the agent in an error when several are watched.
-func agentErr(w watched, n int, err error) error {
+func agentErr(w config.AgentFolder, n int, err error) error {
 	if n == 1 {
 		return err
 	}
-	return fmt.Errorf("%s: %w", w.store.Name(), err)
+	return fmt.Errorf("%s: %w", w.Store.Name(), err)
 }

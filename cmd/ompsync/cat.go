@@ -11,9 +11,11 @@ import (
 	"github.com/ompsync/ompsync/transcript"
 )
 
+// catFlags are cat's flags: those restore takes set its options directly.
 type catFlags struct {
-	text, thinking, latest         bool
-	machine, generation, at, agent string
+	restore.Options
+	text, thinking bool
+	at, agent      string
 }
 
 func newCatCmd(a *app) *cobra.Command {
@@ -43,12 +45,12 @@ reasoning left out unless --thinking.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.machine, "machine", "", "that machine's copy alone")
+	fl.StringVar(&f.Machine, "machine", "", "that machine's copy alone")
 	addAgentFlag(fl, &f.agent)
-	fl.StringVar(&f.generation, "generation", "", "that generation instead of the newest (16 hex digits, see 'ompsync history')")
+	fl.StringVar(&f.Generation, "generation", "", "that generation instead of the newest (16 hex digits, see 'ompsync history')")
 	fl.BoolVar(&f.text, "text", false, "a readable transcript: time, role and text of each entry")
 	fl.BoolVar(&f.thinking, "thinking", false, "with --text, also the model's reasoning")
-	addLatestFlag(fl, &f.latest)
+	addLatestFlag(fl, &f.Latest)
 	addAtFlag(fl, &f.at)
 	return cmd
 }
@@ -57,11 +59,12 @@ func (a *app) runCat(ctx context.Context, f catFlags, prefix string) error {
 	if f.thinking && !f.text {
 		return usagef("--thinking goes with --text")
 	}
-	opts := restore.Options{Machine: f.machine, Latest: f.latest, Choose: a.chooser()}
-	if err := pickCopy(&opts, f.generation, f.at); err != nil {
+	opts := f.Options
+	opts.Choose = a.chooser()
+	if err := pickCopy(&opts, f.Generation, f.at); err != nil {
 		return err
 	}
-	cfg, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
+	cfg, places, problems, err := a.readPlaces(ctx, f.Machine, f.agent)
 	if err != nil {
 		return err
 	}

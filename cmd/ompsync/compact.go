@@ -56,11 +56,7 @@ it, saying so.`,
 }
 
 func (a *app) runCompact(ctx context.Context, prefixes []string, dryRun bool) error {
-	cfg, err := a.config()
-	if err != nil {
-		return err
-	}
-	r, err := readRepo(ctx, cfg, &meter{}, nil)
+	cfg, _, places, err := a.maintainedPlaces(ctx)
 	if err != nil {
 		return err
 	}
@@ -71,7 +67,7 @@ func (a *app) runCompact(ctx context.Context, prefixes []string, dryRun bool) er
 		// rule instead).
 		p.Idle = time.Nanosecond
 	}
-	rep, err := a.compactAgents(ctx, r, cfg, prefixes, p, dryRun)
+	rep, err := a.compactAgents(ctx, places, cfg, prefixes, p, dryRun)
 	if err != nil {
 		return err
 	}
@@ -138,11 +134,7 @@ func planText(pl compact.Plan) string {
 // compactAgents compacts this machine's sessions of every agent the
 // remote holds, as one report: a prefix is unmatched when no agent's
 // session starts with it.
-func (a *app) compactAgents(ctx context.Context, r *repo.Repo, cfg *config.Config, prefixes []string, p compact.Policy, dryRun bool) (*compact.MachineReport, error) {
-	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
-	if err != nil {
-		return nil, err
-	}
+func (a *app) compactAgents(ctx context.Context, places []restore.Place, cfg *config.Config, prefixes []string, p compact.Policy, dryRun bool) (*compact.MachineReport, error) {
 	all := &compact.MachineReport{}
 	unmatched := map[string]int{}
 	var first error
@@ -195,6 +187,21 @@ func countSessions(rep *compact.MachineReport) int {
 		}
 	}
 	return len(seen)
+}
+
+// maintainedPlaces is how compact and prune start: the configuration, the
+// remote checked to hold a repository, and the agents it holds.
+func (a *app) maintainedPlaces(ctx context.Context) (*config.Config, *repo.Repo, []restore.Place, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r, err := readRepo(ctx, cfg, &meter{}, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
+	return cfg, r, places, err
 }
 
 // lockMaintenance takes the maintenance lock of an agent's state dir, which

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,9 +17,12 @@ import (
 	"github.com/ompsync/ompsync/search"
 )
 
+// grepFlags are grep's flags: those restore takes set its options
+// directly.
 type grepFlags struct {
-	ignoreCase, regexp, asJSON, includeDeleted, latest bool
-	since, machine, agent                              string
+	restore.Options
+	ignoreCase, regexp, asJSON bool
+	since, agent               string
 }
 
 const grepLong = `Search the text of every session the remote holds (those the prefixes name,
@@ -68,10 +72,10 @@ func newGrepCmd(a *app) *cobra.Command {
 	fl.BoolVar(&f.regexp, "regexp", false, "PATTERN is a regular expression (Go's RE2 syntax), not a fixed string")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per match")
 	fl.StringVar(&f.since, "since", "", "only entries from TIME on: RFC 3339 (2026-10-07T14:00:00Z) or a duration back from now (3h, 7d)")
-	fl.BoolVar(&f.includeDeleted, "include-deleted", false, "also search sessions recorded as deleted on every machine")
-	fl.StringVar(&f.machine, "machine", "", "search only this machine's copies")
+	fl.BoolVar(&f.IncludeDeleted, "include-deleted", false, "also search sessions recorded as deleted on every machine")
+	fl.StringVar(&f.Machine, "machine", "", "search only this machine's copies")
 	addAgentFlag(fl, &f.agent)
-	addLatestFlag(fl, &f.latest)
+	addLatestFlag(fl, &f.Latest)
 	return cmd
 }
 
@@ -80,12 +84,13 @@ func (a *app) runGrep(ctx context.Context, f grepFlags, pattern string, prefixes
 	if err != nil {
 		return err
 	}
-	cfg, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
+	cfg, places, problems, err := a.readPlaces(ctx, f.Machine, f.agent)
 	if err != nil {
 		return err
 	}
 	a.warn(problems)
-	opts.Options = restore.Options{Machine: f.machine, IncludeDeleted: f.includeDeleted, Latest: f.latest, Choose: a.chooser(), Parallel: cfg.Transfers}
+	opts.Options = f.Options
+	opts.Choose, opts.Parallel = a.chooser(), cfg.Transfers
 	caches := &grepCaches{cfg: cfg}
 	defer caches.close()
 	enc := json.NewEncoder(a.stdout)
@@ -103,9 +108,7 @@ func (a *app) runGrep(ctx context.Context, f grepFlags, pattern string, prefixes
 	if err != nil {
 		return err
 	}
-	if !a.quiet {
-		fmt.Fprintln(a.stderr, grepTotals(rep))
-	}
+	fmt.Fprintln(a.notes(true), grepTotals(rep))
 	switch {
 	case len(rep.Problems) > 0 || len(problems) > 0:
 		return fmt.Errorf("some copies could not be read (see above); their lines were searched as the cache last had them, if at all")
@@ -139,15 +142,21 @@ type grepCaches struct {
 
 // of is agent's cache; nil when search.cache_size turns caching off.
 func (g *grepCaches) of(agent string) (*search.Cache, error) {
-	n := g.cfg.Search.CacheSize.Bytes()
-	if n <= 0 {
-		return nil, nil
-	}
-	c, err := search.OpenCache(filepath.Join(stateDirOf(g.cfg, agent), "search"), n)
+	c, err := openSearchCache(g.cfg, agent)
 	if c != nil {
 		g.open = append(g.open, c)
 	}
 	return c, err
+}
+
+// openSearchCache opens agent's search cache, in its state dir; nil when
+// search.cache_size turns caching off.
+func openSearchCache(cfg *config.Config, agent string) (*search.Cache, error) {
+	n := cfg.Search.CacheSize.Bytes()
+	if n <= 0 {
+		return nil, nil
+	}
+	return search.OpenCache(filepath.Join(stateDirOf(cfg, agent), "search"), n)
 }
 
 func (g *grepCaches) close() {
@@ -183,10 +192,7 @@ func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
 	if !gm.Time.IsZero() {
 		at = gm.Time.Local().Format(time.DateTime)
 	}
-	entry, title := gm.Entry, oneLine(gm.Title)
-	if entry == "" {
-		entry = "-"
-	}
+	entry, title := cmp.Or(gm.Entry, "-"), oneLine(gm.Title)
 	role := gm.Role
 	if gm.Kind != "text" && gm.Kind != gm.Role {
 		role += "/" + gm.Kind // a tool call in an assistant's entry

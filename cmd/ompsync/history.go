@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,9 +15,12 @@ import (
 	"github.com/ompsync/ompsync/restore"
 )
 
+// historyFlags are history's flags: those restore takes set its options
+// directly.
 type historyFlags struct {
-	asJSON, latest, wide bool
-	machine, agent       string
+	restore.Options
+	asJSON, wide bool
+	agent        string
 }
 
 func newHistoryCmd(a *app) *cobra.Command {
@@ -45,18 +49,19 @@ or 'ompsync cat --machine M --generation G'. Changes nothing.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the history as one JSON object")
 	fl.BoolVar(&f.wide, "wide", false, "print long titles, folders and paths whole")
-	fl.StringVar(&f.machine, "machine", "", "only this machine's copies")
+	fl.StringVar(&f.Machine, "machine", "", "only this machine's copies")
 	addAgentFlag(fl, &f.agent)
-	addLatestFlag(fl, &f.latest)
+	addLatestFlag(fl, &f.Latest)
 	return cmd
 }
 
 func (a *app) runHistory(ctx context.Context, f historyFlags, prefix string) error {
-	_, places, problems, err := a.readPlaces(ctx, f.machine, f.agent)
+	_, places, problems, err := a.readPlaces(ctx, f.Machine, f.agent)
 	if err != nil {
 		return err
 	}
-	opts := restore.Options{Machine: f.machine, Latest: f.latest, Choose: a.chooser()}
+	opts := f.Options
+	opts.Choose = a.chooser()
 	pl, id, err := restore.Find(ctx, places, prefix, opts)
 	if err != nil {
 		return err
@@ -96,12 +101,7 @@ func printHistory(w io.Writer, h *restore.SessionHistory, wide bool) {
 		case c.Current:
 			state = "current, " + c.State
 		}
-		why, title, path, cwd := c.Reason, oneLine(c.Title), c.Path, c.Cwd
-		for _, s := range []*string{&why, &title, &path, &cwd} {
-			if *s == "" {
-				*s = "-"
-			}
-		}
+		why, title, path, cwd := cmp.Or(c.Reason, "-"), cmp.Or(oneLine(c.Title), "-"), cmp.Or(c.Path, "-"), cmp.Or(c.Cwd, "-")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Machine, c.Generation, localTime(c.Started), why,
 			progress.Size(c.Bytes), localTime(c.LastUpload), state, clip(title, titleWidth, wide), clipPath(projectText(c.Project), projectWidth, wide),
 			clipPath(cwd, folderWidth, wide), clipPath(path, pathWidth, wide))

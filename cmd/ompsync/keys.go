@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -229,12 +230,5 @@ func joinFPs(fps []string) string {
 	if len(fps) == 1 {
 		return "key " + fps[0]
 	}
-	s := "keys "
-	for i, fp := range fps {
-		if i > 0 {
-			s += ", "
-		}
-		s += fp
-	}
-	return s
+	return "keys " + strings.Join(fps, ", ")
 }

@@ -96,12 +96,8 @@ func printSessions(w io.Writer, list []restore.Listing, wide bool) {
 	}
 	fmt.Fprintln(tw, head)
 	for _, l := range list {
-		title := l.Title
-		if title == "" {
-			title = "-"
-		}
 		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", l.ID, l.Agent, l.Mtime.Local().Format(time.DateTime), l.State,
-			progress.Size(l.Size), clip(strings.Join(l.Machines, ","), machinesWidth, wide), clip(oneLine(title), titleWidth, wide),
+			progress.Size(l.Size), clip(strings.Join(l.Machines, ","), machinesWidth, wide), clip(oneLine(cmp.Or(l.Title, "-")), titleWidth, wide),
 			clipPath(projectText(l.Project), projectWidth, wide), clipPath(cmp.Or(l.Cwd, "-"), folderWidth, wide))
 		if wide {
 			line += "\t" + l.Path

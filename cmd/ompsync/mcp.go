@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -48,11 +47,7 @@ func newMCPCmd(a *app) *cobra.Command {
 				MaxMergeSize: cfg.Restore.MaxMergeSize.Bytes(),
 				Redact:       cfg.MCP.Redact,
 			}
-			if n := cfg.Search.CacheSize.Bytes(); n > 0 {
-				src.Cache = func(agent string) (*search.Cache, error) {
-					return search.OpenCache(filepath.Join(stateDirOf(cfg, agent), "search"), n)
-				}
-			}
+			src.Cache = func(agent string) (*search.Cache, error) { return openSearchCache(cfg, agent) }
 			return recall.NewServer(src, readBuildInfo().Version).Run(cmd.Context(), &mcp.StdioTransport{})
 		},
 	}

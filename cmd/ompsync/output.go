@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
+	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/progress"
 	"github.com/ompsync/ompsync/restore"
@@ -35,6 +37,15 @@ func (a *app) report() io.Writer {
 	return a.stdout
 }
 
+// notes is where a command's totals and notes go: report, but standard
+// error beside machine-readable output, which stays one object per line.
+func (a *app) notes(machineReadable bool) io.Writer {
+	if machineReadable && !a.quiet {
+		return a.stderr
+	}
+	return a.report()
+}
+
 // warn prints each line on standard error after "ompsync: ".
 func (a *app) warn(lines []string) {
 	for _, l := range lines {
@@ -53,58 +64,77 @@ func jsonLines[T any](w io.Writer, items []T) error {
 	return nil
 }
 
-// sessionBar draws restore's and verify's progress: sessions done of the
-// total, and the bytes opened since the totals were known (of the
-// sessions' sizes for restore; as a count for verify, which also checks
-// older generations).
-type sessionBar struct {
+// liveBar is a progress bar started at its first update: restore's and
+// verify's sessions, the agent's first pass's files. With opened set, its
+// bytes are those opened since the first update (of the sessions' sizes
+// for restore; as a count for verify, which also checks older
+// generations), not the update's.
+type liveBar struct {
 	out        *progress.Output
 	unit, verb string
-	m          *meter
+	opened     *atomic.Int64
 
 	mu      sync.Mutex
-	p       restore.Progress
+	st      progress.State
 	opened0 int64
-	started bool
+	started bool // once started or done, never started again
 	bar     *progress.Bar
 }
 
-func (a *app) sessionBar(machineReadable bool, verb string) *sessionBar {
-	return &sessionBar{out: a.output(machineReadable), unit: "sessions", verb: verb, m: a.meters()}
+func (a *app) sessionBar(machineReadable bool, verb string) *liveBar {
+	return &liveBar{out: a.output(machineReadable), unit: "sessions", verb: verb, opened: &a.meters().opened}
 }
 
-// update is restore.Options.Progress; restore calls it one at a time.
-func (s *sessionBar) update(p restore.Progress) {
-	s.mu.Lock()
-	first := !s.started
-	s.p, s.started = p, true
-	if first {
-		s.opened0 = s.m.opened.Load()
-	}
-	s.mu.Unlock()
-	if first {
-		bar := s.out.Start(s.unit, s.verb, s.state)
-		s.mu.Lock()
-		s.bar = bar
-		s.mu.Unlock()
+// restoreProgress is restore.Options.Progress; restore calls it one at a
+// time.
+func (b *liveBar) restoreProgress(p restore.Progress) {
+	b.update(progress.State{Count: p.Sessions, CountTotal: p.SessionsTotal, BytesTotal: p.BytesTotal})
+}
+
+// passProgress is agent.Options.Progress: the bar goes once every file is
+// done.
+func (b *liveBar) passProgress(p agent.PassProgress) {
+	b.update(progress.State{Count: p.Files, CountTotal: p.FilesTotal, Bytes: p.Bytes, BytesTotal: p.BytesTotal})
+	if p.Files == p.FilesTotal {
+		b.done()
 	}
 }
 
-func (s *sessionBar) state() progress.State {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := progress.State{Count: s.p.Sessions, CountTotal: s.p.SessionsTotal, Bytes: s.m.opened.Load() - s.opened0, BytesTotal: s.p.BytesTotal}
-	if st.BytesTotal > 0 && (st.Bytes > st.BytesTotal || st.Count == st.CountTotal) {
-		st.Bytes = st.BytesTotal // overlapping chunks and catalogs are read too
+func (b *liveBar) update(st progress.State) {
+	b.mu.Lock()
+	start := !b.started
+	b.st, b.started = st, true
+	if start && b.opened != nil {
+		b.opened0 = b.opened.Load()
+	}
+	b.mu.Unlock()
+	if start {
+		bar := b.out.Start(b.unit, b.verb, b.state)
+		b.mu.Lock()
+		b.bar = bar
+		b.mu.Unlock()
+	}
+}
+
+func (b *liveBar) state() progress.State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.st
+	if b.opened != nil {
+		st.Bytes = b.opened.Load() - b.opened0
+		if st.BytesTotal > 0 && (st.Bytes > st.BytesTotal || st.Count == st.CountTotal) {
+			st.Bytes = st.BytesTotal // overlapping chunks and catalogs are read too
+		}
 	}
 	return st
 }
 
 // done removes the bar.
-func (s *sessionBar) done() {
-	s.mu.Lock()
-	bar := s.bar
-	s.mu.Unlock()
+func (b *liveBar) done() {
+	b.mu.Lock()
+	bar := b.bar
+	b.bar, b.started = nil, true
+	b.mu.Unlock()
 	bar.Done()
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -90,10 +91,7 @@ func printCandidates(w io.Writer, amb *restore.AmbiguousError, numbered bool) in
 	}
 	fmt.Fprintln(tw, "  "+head)
 	for i, c := range amb.Candidates[:n] {
-		title := oneLine(c.Title)
-		if title == "" {
-			title = "-"
-		}
+		title := cmp.Or(oneLine(c.Title), "-")
 		if len(title) > 60 {
 			title = title[:57] + "..."
 		}

@@ -55,19 +55,11 @@ func newPruneCmd(a *app) *cobra.Command {
 }
 
 func (a *app) runPrune(ctx context.Context, dryRun bool) error {
-	cfg, err := a.config()
+	cfg, r, places, err := a.maintainedPlaces(ctx)
 	if err != nil {
 		return err
 	}
-	r, err := readRepo(ctx, cfg, &meter{}, nil)
-	if err != nil {
-		return err
-	}
-	ret := compact.Retention{Generations: cfg.Retention.Generations, Deleted: cfg.Retention.Deleted}
-	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
-	if err != nil {
-		return err
-	}
+	ret := cfg.Retention
 	if ret.Generations > 0 || ret.Deleted > 0 {
 		if err := machineCataloged(ctx, r, places, cfg.Machine); err != nil {
 			return err

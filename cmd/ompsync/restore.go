@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -75,10 +74,13 @@ const restoreExample = `  # restore one session by the start of its id
   # sessions recorded on a Mac, in folders no checkout here matches
   ompsync restore --all --path-map /Users/ana=/home/ana`
 
+// restoreFlags are restore's flags: those restore itself takes set its
+// options directly.
 type restoreFlags struct {
-	all, includeDeleted, dryRun, asJSON, force, latest bool
-	to, machine, generation, at, agent                 string
-	pathMap                                            []string
+	restore.Options
+	asJSON        bool
+	to, at, agent string
+	pathMap       []string
 }
 
 func newRestoreCmd(a *app) *cobra.Command {
@@ -90,13 +92,13 @@ func newRestoreCmd(a *app) *cobra.Command {
 		Example: restoreExample,
 		Args: idPrefixes(0, func(cmd *cobra.Command, args []string) error {
 			switch {
-			case f.all && len(args) > 0:
+			case f.All && len(args) > 0:
 				return usagef("give session id prefixes or --all, not both")
-			case !f.all && len(args) == 0:
+			case !f.All && len(args) == 0:
 				return usagef("give a session id prefix (see 'ompsync ls') or --all")
-			case f.includeDeleted && !f.all:
+			case f.IncludeDeleted && !f.All:
 				return usagef("--include-deleted goes with --all (a prefix finds deleted sessions anyway)")
-			case f.latest && f.all:
+			case f.Latest && f.All:
 				return usagef("--latest goes with an id prefix, not --all")
 			}
 			return nil
@@ -106,35 +108,19 @@ func newRestoreCmd(a *app) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&f.all, "all", false, "restore every session not recorded as deleted")
-	fl.BoolVar(&f.includeDeleted, "include-deleted", false, "with --all, also sessions recorded as deleted")
+	fl.BoolVar(&f.All, "all", false, "restore every session not recorded as deleted")
+	fl.BoolVar(&f.IncludeDeleted, "include-deleted", false, "with --all, also sessions recorded as deleted")
 	fl.StringVar(&f.to, "to", "", "restore into this folder instead of the agent's own (one agent's; created if missing)")
 	addAgentFlag(fl, &f.agent)
-	fl.StringVar(&f.machine, "machine", "", "use only this machine's copy")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "fetch and verify, say what would be done, write nothing")
+	fl.StringVar(&f.Machine, "machine", "", "use only this machine's copy")
+	fl.BoolVar(&f.DryRun, "dry-run", false, "fetch and verify, say what would be done, write nothing")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per session per line")
-	fl.BoolVar(&f.force, "force", false, "also touch files omp may be writing right now")
+	fl.BoolVar(&f.Force, "force", false, "also touch files omp may be writing right now")
 	fl.StringArrayVar(&f.pathMap, "path-map", nil, "FROM=TO: a session recorded in folder FROM or below runs in the same folder under TO here, when no checkout of its repository is found (repeatable; adds to path_map)")
-	addLatestFlag(fl, &f.latest)
+	addLatestFlag(fl, &f.Latest)
 	addAtFlag(fl, &f.at)
-	fl.StringVar(&f.generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
+	fl.StringVar(&f.Generation, "generation", "", "restore this generation instead of the newest (16 hex digits, see 'ompsync verify --json')")
 	return cmd
-}
-
-// restoreMemory trades memory for speed in a restore, a short run whose
-// garbage is mostly the sessions it has written: the GC runs at 5x the live
-// heap, not 2x (a quarter of the restore's CPU before), within a soft limit
-// of 512 MiB. The limit is twice the most a merge's index may hold by
-// default (restore.max_merge_size): at 1 GiB a large merge's garbage grew
-// the heap to it (a 1 GiB merge: 1,098 MiB RSS in 88.7 s, against 542 MiB
-// in 48.5 s at 512 MiB). GOGC and GOMEMLIMIT override either.
-func (a *app) restoreMemory() {
-	if _, ok := a.env("GOGC"); !ok {
-		debug.SetGCPercent(400)
-	}
-	if _, ok := a.env("GOMEMLIMIT"); !ok {
-		debug.SetMemoryLimit(512 << 20)
-	}
 }
 
 func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) error {
@@ -146,9 +132,16 @@ func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) err
 	if err != nil {
 		return err
 	}
-	a.restoreMemory()
+	// A restore trades memory for speed, a short run whose garbage is
+	// mostly the sessions it has written: the GC runs at 5x the live heap,
+	// not 2x (a quarter of the restore's CPU before), within a soft limit
+	// of 512 MiB. The limit is twice the most a merge's index may hold by
+	// default (restore.max_merge_size): at 1 GiB a large merge's garbage
+	// grew the heap to it (a 1 GiB merge: 1,098 MiB RSS in 88.7 s, against
+	// 542 MiB in 48.5 s at 512 MiB). GOGC and GOMEMLIMIT override either.
+	a.memoryLimits(400, 512<<20)
 	bar := a.sessionBar(f.asJSON, "")
-	opts.Progress = bar.update
+	opts.Progress = bar.restoreProgress
 	rep, err := restore.RunAll(ctx, places, args, opts)
 	bar.done()
 	if err != nil {
@@ -169,7 +162,7 @@ func (a *app) runRestore(ctx context.Context, f restoreFlags, args []string) err
 // session goes: the placer, the settings and --to in opts, and the ids
 // --to found for the prefixes. unknown are the remote's problems so far.
 func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, opts *restore.Options) (places []restore.Place, ids, unknown []string, err error) {
-	cfg, places, unknown, err := a.readPlaces(ctx, f.machine, f.agent)
+	cfg, places, unknown, err := a.readPlaces(ctx, f.Machine, f.agent)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -202,12 +195,9 @@ func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, 
 // restoreOptions checks the flags that need no remote and turns them into
 // restore's options.
 func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
-	opts := restore.Options{
-		Machine: f.machine, All: f.all, IncludeDeleted: f.includeDeleted,
-		DryRun: f.dryRun, Force: f.force, Generation: f.generation,
-		Latest: f.latest, Choose: a.chooser(),
-	}
-	if err := pickCopy(&opts, f.generation, f.at); err != nil {
+	opts := f.Options
+	opts.Choose = a.chooser()
+	if err := pickCopy(&opts, f.Generation, f.at); err != nil {
 		return opts, err
 	}
 	for _, s := range f.pathMap {
@@ -221,22 +211,17 @@ func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
 // writeRestore prints a restore's report: its sessions (or JSON lines),
 // totals, hint, cleanup notes and problems.
 func (a *app) writeRestore(rep *restore.Report, opts restore.Options, f restoreFlags) error {
-	// Standard output of --json stays one object per session.
-	notes := a.report()
+	notes := a.notes(f.asJSON)
 	if f.asJSON {
 		if err := jsonLines(a.stdout, rep.Results); err != nil {
 			return err
 		}
-		if !a.quiet {
-			notes = a.stderr
-			fmt.Fprintln(a.stderr, restoreTotals(rep, opts))
-		}
 	} else {
 		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
-		fmt.Fprintln(notes, restoreTotals(rep, opts))
-		if hint := resumeHint(rep, opts); hint != "" && f.to == "" {
-			fmt.Fprintln(notes, hint)
-		}
+	}
+	fmt.Fprintln(notes, restoreTotals(rep, opts))
+	if hint := resumeHint(rep, opts); hint != "" && f.to == "" && !f.asJSON {
+		fmt.Fprintln(notes, hint)
 	}
 	for _, c := range rep.Cleanup {
 		fmt.Fprintln(notes, c)

@@ -72,21 +72,21 @@ func (a *app) statusFiles(ctx context.Context) ([]agent.FileStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws, err := backedUp(cfg)
+	ws, err := cfg.BackedUp()
 	if err != nil {
 		return nil, err
 	}
 	var files []agent.FileStatus
 	for _, w := range ws {
-		stateDir := stateDirOf(cfg, w.store.Name())
-		fs, err := agent.Status(agent.StatusOptions{AgentDir: w.dir, StateDir: stateDir, Store: w.store,
+		stateDir := stateDirOf(cfg, w.Store.Name())
+		fs, err := agent.Status(agent.StatusOptions{AgentDir: w.Dir, StateDir: stateDir, Store: w.Store,
 			Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
 		if err != nil {
 			return nil, agentErr(w, len(ws), err)
 		}
 		if len(ws) > 1 { // paths of several agents: each under its folder
 			for i := range fs {
-				fs[i].Path = w.store.Name() + ":" + fs[i].Path
+				fs[i].Path = w.Store.Name() + ":" + fs[i].Path
 			}
 		}
 		files = append(files, fs...)

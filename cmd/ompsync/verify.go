@@ -79,7 +79,7 @@ func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
 	bar := a.sessionBar(o.asJSON, "checked")
 	opts := restore.Options{Machine: o.machine, Parallel: cfg.Transfers}
 	first := opts
-	first.Progress = bar.update
+	first.Progress = bar.restoreProgress
 	checks, problems, err := restore.VerifyAll(ctx, places, o.prefixes, first)
 	bar.done()
 	problems = append(problems, unknown...)
@@ -124,16 +124,8 @@ func verifyOutcome(a *app, cfg *config.Config, checks []restore.Check, problems 
 	if unchecked > 0 {
 		totals += fmt.Sprintf("; %d not checked: the remote did not answer (see above)", unchecked)
 	}
-	switch {
-	case a.quiet:
-	case asJSON:
-		fmt.Fprintln(a.stderr, totals) // standard output stays one object per session
-	default:
-		fmt.Fprintln(a.stdout, totals)
-	}
-	for _, p := range problems {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", p)
-	}
+	fmt.Fprintln(a.notes(asJSON), totals)
+	a.warn(problems)
 	if bad > 0 {
 		notifyDamaged(cfg, a.stderr, fmt.Sprintf("verify found %d of %d sessions damaged on the remote; run 'ompsync verify' to see which", bad, len(checks)))
 	}
