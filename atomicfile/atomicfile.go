@@ -4,6 +4,7 @@ package atomicfile
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -56,20 +57,14 @@ func writeTemp(name string, write func(*os.File) error, opts Options) error {
 		return fmt.Errorf("create temp file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
+	defer tmp.Close() // on an early return; closed below before the rename
 	if err := write(tmp); err != nil {
-		tmp.Close()
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
-	perm := opts.Perm
-	if perm == 0 {
-		perm = 0o600
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
+	if err := tmp.Chmod(cmp.Or(opts.Perm, 0o600)); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
 		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {

@@ -9,6 +9,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,8 +85,6 @@ type Health struct {
 // Notifier turns Health into events and delivers them.
 type Notifier struct {
 	opts Options
-	log  *slog.Logger
-	http *http.Client
 
 	// Observe's state (one caller at a time).
 	alerted  Event // Failing or Lagging once said, until Recovered
@@ -109,23 +108,13 @@ func New(opts Options) *Notifier {
 	if opts.URL == "" && opts.Command == "" {
 		return nil
 	}
-	if opts.Grace <= 0 {
-		opts.Grace = DefaultGrace
-	}
-	if opts.PingInterval <= 0 {
-		opts.PingInterval = DefaultPingInterval
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	// config refuses a duration below zero: zero is the only unset one.
+	opts.Grace = cmp.Or(opts.Grace, DefaultGrace)
+	opts.PingInterval = cmp.Or(opts.PingInterval, DefaultPingInterval)
+	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.URL = strings.TrimSuffix(opts.URL, "/")
-	return &Notifier{
-		opts: opts, log: opts.Logger, http: &http.Client{Timeout: opts.Timeout},
-		wake: make(chan struct{}, 1), failed: map[string]bool{},
-	}
+	return &Notifier{opts: opts, wake: make(chan struct{}, 1), failed: map[string]bool{}}
 }
 
 // Observe is told the backup's health; it never blocks. Failing or lagging
@@ -252,11 +241,11 @@ func (n *Notifier) outcome(channel string, err error) {
 	n.mu.Unlock()
 	switch {
 	case err != nil && !said:
-		n.log.Warn(channel+" failed; alerts may not reach you (the backup goes on)", "err", err)
+		n.opts.Logger.Warn(channel+" failed; alerts may not reach you (the backup goes on)", "err", err)
 	case err != nil:
-		n.log.Debug(channel+" failed again", "err", err)
+		n.opts.Logger.Debug(channel+" failed again", "err", err)
 	case said:
-		n.log.Info(channel + " works again")
+		n.opts.Logger.Info(channel + " works again")
 	}
 }
 
@@ -268,7 +257,7 @@ func (n *Notifier) post(ctx context.Context, u, body string) error {
 		return errors.New("bad URL") // never the URL itself: it is the check's credential
 	}
 	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
-	resp, err := n.http.Do(req)
+	resp, err := http.DefaultClient.Do(req) // ctx bounds it
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -448,10 +448,7 @@ func launchdState(out []byte) string {
 			fields[k] = v
 		}
 	}
-	state := fields["state"]
-	if state == "" {
-		state = "unknown"
-	}
+	state := cmp.Or(fields["state"], "unknown")
 	if pid := fields["pid"]; pid != "" {
 		state += " (pid " + pid + ")"
 	}
