@@ -32,8 +32,8 @@ type Options struct {
 // Write writes a hidden temp file beside name, syncs it, renames it over name
 // (or links it, with Exclusive) and syncs the folder.
 func Write(name string, data []byte, opts Options) error {
-	return writeTemp(name, func(f *os.File) error {
-		_, err := f.Write(data)
+	return WriteFunc(name, func(w io.Writer) error {
+		_, err := w.Write(data) // bufio passes a large data straight to the file
 		return err
 	}, opts)
 }
@@ -41,16 +41,6 @@ func Write(name string, data []byte, opts Options) error {
 // WriteFunc is Write of what write writes, through a buffer: a large file
 // is never held whole. Nothing is put in place when write fails.
 func WriteFunc(name string, write func(io.Writer) error, opts Options) error {
-	return writeTemp(name, func(f *os.File) error {
-		bw := bufio.NewWriterSize(f, 64<<10)
-		if err := write(bw); err != nil {
-			return err
-		}
-		return bw.Flush()
-	}, opts)
-}
-
-func writeTemp(name string, write func(*os.File) error, opts Options) error {
 	dir := filepath.Dir(name)
 	tmp, err := os.CreateTemp(dir, TempPattern(filepath.Base(name)))
 	if err != nil {
@@ -58,7 +48,8 @@ func writeTemp(name string, write func(*os.File) error, opts Options) error {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close() // on an early return; closed below before the rename
-	if err := write(tmp); err != nil {
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	if err := cmp.Or(write(bw), bw.Flush()); err != nil { // a failed write's error, not the flush's
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Chmod(cmp.Or(opts.Perm, 0o600)); err != nil {
