@@ -370,10 +370,8 @@ func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
 			if err != nil {
 				return m.commandError(line, out, err)
 			}
-			for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-				if l != "" {
-					fmt.Fprintf(m.out, "  %s\n", l)
-				}
+			for l := range strings.FieldsFuncSeq(string(out), func(r rune) bool { return r == '\n' }) { // no empty lines
+				fmt.Fprintf(m.out, "  %s\n", l)
 			}
 		}
 	}
