@@ -226,15 +226,19 @@ func (n *Notifier) deliver(ctx context.Context, d delivery) {
 		if d.ev != ping && d.ev != Recovered {
 			u += "/fail"
 		}
-		n.outcome("notify.url", n.post(ctx, u, d.msg))
+		n.outcome(ctx, "notify.url", func(ctx context.Context) error { return n.post(ctx, u, d.msg) })
 	}
 	if n.opts.Command != "" && d.ev != ping {
-		n.outcome("notify.command", n.run(ctx, d))
+		n.outcome(ctx, "notify.command", func(ctx context.Context) error { return n.run(ctx, d) })
 	}
 }
 
-// outcome says a channel's first failure at WARN, and that it works again.
-func (n *Notifier) outcome(channel string, err error) {
+// outcome delivers through one channel within the timeout, and says its
+// first failure at WARN, and that it works again.
+func (n *Notifier) outcome(ctx context.Context, channel string, deliver func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
+	defer cancel()
+	err := deliver(ctx)
 	n.mu.Lock()
 	said := n.failed[channel]
 	n.failed[channel] = err != nil
@@ -250,8 +254,6 @@ func (n *Notifier) outcome(channel string, err error) {
 }
 
 func (n *Notifier) post(ctx context.Context, u, body string) error {
-	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
 		return errors.New("bad URL") // never the URL itself: it is the check's credential
@@ -273,8 +275,6 @@ func (n *Notifier) post(ctx context.Context, u, body string) error {
 }
 
 func (n *Notifier) run(ctx context.Context, d delivery) error {
-	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
-	defer cancel()
 	cmd := shellCommand(ctx, n.opts.Command)
 	cmd.Env = append(os.Environ(), "OMPSYNC_EVENT="+string(d.ev), "OMPSYNC_MESSAGE="+d.msg, "OMPSYNC_MACHINE="+n.opts.Machine)
 	cmd.WaitDelay = time.Second

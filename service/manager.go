@@ -382,21 +382,18 @@ func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
 // user can fix.
 func (m *Manager) commandError(line string, out []byte, err error) error {
 	msg := strings.TrimSpace(string(out))
-	var hint string
+	var hint string // on a line of its own
 	switch {
 	case errors.Is(err, exec.ErrNotFound) && m.kind == systemd:
-		hint = "this system does not seem to run systemd; start \"ompsync agent\" from your own init system"
+		hint = "\nthis system does not seem to run systemd; start \"ompsync agent\" from your own init system"
 	case noUserManager(msg):
-		hint = "there is no systemd user manager for this login (common under su, sudo and in containers); " +
+		hint = "\nthere is no systemd user manager for this login (common under su, sudo and in containers); " +
 			"log in as the user, or have root run \"loginctl enable-linger USER\", then try again"
 	}
 	if msg != "" {
 		err = fmt.Errorf("%w: %s", err, msg)
 	}
-	if hint != "" {
-		return fmt.Errorf("%s: %w\n%s", line, err, hint)
-	}
-	return fmt.Errorf("%s: %w", line, err)
+	return fmt.Errorf("%s: %w%s", line, err, hint)
 }
 
 func (m *Manager) systemctl(args ...string) action {
