@@ -84,11 +84,8 @@ func Place(tmp, name string) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s exists: %w", name, fs.ErrExist)
-	}
-	// A file system without hard links: check, then rename.
-	if _, err := os.Lstat(name); err == nil {
+	// Without hard links the link fails otherwise: check, then rename.
+	if _, lerr := os.Lstat(name); errors.Is(err, fs.ErrExist) || lerr == nil {
 		return fmt.Errorf("%s exists: %w", name, fs.ErrExist)
 	}
 	if err := os.Rename(tmp, name); err != nil {
