@@ -4,6 +4,7 @@ package atomicfile
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -31,8 +32,8 @@ type Options struct {
 // Write writes a hidden temp file beside name, syncs it, renames it over name
 // (or links it, with Exclusive) and syncs the folder.
 func Write(name string, data []byte, opts Options) error {
-	return writeTemp(name, func(f *os.File) error {
-		_, err := f.Write(data)
+	return WriteFunc(name, func(w io.Writer) error {
+		_, err := w.Write(data) // bufio passes a large data straight to the file
 		return err
 	}, opts)
 }
@@ -40,36 +41,21 @@ func Write(name string, data []byte, opts Options) error {
 // WriteFunc is Write of what write writes, through a buffer: a large file
 // is never held whole. Nothing is put in place when write fails.
 func WriteFunc(name string, write func(io.Writer) error, opts Options) error {
-	return writeTemp(name, func(f *os.File) error {
-		bw := bufio.NewWriterSize(f, 64<<10)
-		if err := write(bw); err != nil {
-			return err
-		}
-		return bw.Flush()
-	}, opts)
-}
-
-func writeTemp(name string, write func(*os.File) error, opts Options) error {
 	dir := filepath.Dir(name)
 	tmp, err := os.CreateTemp(dir, TempPattern(filepath.Base(name)))
 	if err != nil {
 		return fmt.Errorf("create temp file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
+	defer tmp.Close() // on an early return; closed below before the rename
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	if err := cmp.Or(write(bw), bw.Flush()); err != nil { // a failed write's error, not the flush's
 		return fmt.Errorf("write %s: %w", tmp.Name(), err)
 	}
-	perm := opts.Perm
-	if perm == 0 {
-		perm = 0o600
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
+	if err := tmp.Chmod(cmp.Or(opts.Perm, 0o600)); err != nil {
 		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
 		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
@@ -98,11 +84,8 @@ func Place(tmp, name string) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s exists: %w", name, fs.ErrExist)
-	}
-	// A file system without hard links: check, then rename.
-	if _, err := os.Lstat(name); err == nil {
+	// Without hard links the link fails otherwise: check, then rename.
+	if _, lerr := os.Lstat(name); errors.Is(err, fs.ErrExist) || lerr == nil {
 		return fmt.Errorf("%s exists: %w", name, fs.ErrExist)
 	}
 	if err := os.Rename(tmp, name); err != nil {

@@ -9,6 +9,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,8 +85,6 @@ type Health struct {
 // Notifier turns Health into events and delivers them.
 type Notifier struct {
 	opts Options
-	log  *slog.Logger
-	http *http.Client
 
 	// Observe's state (one caller at a time).
 	alerted  Event // Failing or Lagging once said, until Recovered
@@ -109,23 +108,13 @@ func New(opts Options) *Notifier {
 	if opts.URL == "" && opts.Command == "" {
 		return nil
 	}
-	if opts.Grace <= 0 {
-		opts.Grace = DefaultGrace
-	}
-	if opts.PingInterval <= 0 {
-		opts.PingInterval = DefaultPingInterval
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	// config refuses a duration below zero: zero is the only unset one.
+	opts.Grace = cmp.Or(opts.Grace, DefaultGrace)
+	opts.PingInterval = cmp.Or(opts.PingInterval, DefaultPingInterval)
+	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
+	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.URL = strings.TrimSuffix(opts.URL, "/")
-	return &Notifier{
-		opts: opts, log: opts.Logger, http: &http.Client{Timeout: opts.Timeout},
-		wake: make(chan struct{}, 1), failed: map[string]bool{},
-	}
+	return &Notifier{opts: opts, wake: make(chan struct{}, 1), failed: map[string]bool{}}
 }
 
 // Observe is told the backup's health; it never blocks. Failing or lagging
@@ -237,38 +226,40 @@ func (n *Notifier) deliver(ctx context.Context, d delivery) {
 		if d.ev != ping && d.ev != Recovered {
 			u += "/fail"
 		}
-		n.outcome("notify.url", n.post(ctx, u, d.msg))
+		n.outcome(ctx, "notify.url", func(ctx context.Context) error { return n.post(ctx, u, d.msg) })
 	}
 	if n.opts.Command != "" && d.ev != ping {
-		n.outcome("notify.command", n.run(ctx, d))
+		n.outcome(ctx, "notify.command", func(ctx context.Context) error { return n.run(ctx, d) })
 	}
 }
 
-// outcome says a channel's first failure at WARN, and that it works again.
-func (n *Notifier) outcome(channel string, err error) {
+// outcome delivers through one channel within the timeout, and says its
+// first failure at WARN, and that it works again.
+func (n *Notifier) outcome(ctx context.Context, channel string, deliver func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
+	defer cancel()
+	err := deliver(ctx)
 	n.mu.Lock()
 	said := n.failed[channel]
 	n.failed[channel] = err != nil
 	n.mu.Unlock()
 	switch {
 	case err != nil && !said:
-		n.log.Warn(channel+" failed; alerts may not reach you (the backup goes on)", "err", err)
+		n.opts.Logger.Warn(channel+" failed; alerts may not reach you (the backup goes on)", "err", err)
 	case err != nil:
-		n.log.Debug(channel+" failed again", "err", err)
+		n.opts.Logger.Debug(channel+" failed again", "err", err)
 	case said:
-		n.log.Info(channel + " works again")
+		n.opts.Logger.Info(channel + " works again")
 	}
 }
 
 func (n *Notifier) post(ctx context.Context, u, body string) error {
-	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
 	if err != nil {
 		return errors.New("bad URL") // never the URL itself: it is the check's credential
 	}
 	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
-	resp, err := n.http.Do(req)
+	resp, err := http.DefaultClient.Do(req) // ctx bounds it
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -284,8 +275,6 @@ func (n *Notifier) post(ctx context.Context, u, body string) error {
 }
 
 func (n *Notifier) run(ctx context.Context, d delivery) error {
-	ctx, cancel := context.WithTimeout(ctx, n.opts.Timeout)
-	defer cancel()
 	cmd := shellCommand(ctx, n.opts.Command)
 	cmd.Env = append(os.Environ(), "OMPSYNC_EVENT="+string(d.ev), "OMPSYNC_MESSAGE="+d.msg, "OMPSYNC_MACHINE="+n.opts.Machine)
 	cmd.WaitDelay = time.Second

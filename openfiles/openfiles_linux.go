@@ -63,9 +63,6 @@ func procCommand(pid int) string {
 }
 
 func procCwd(pid int) string {
-	d, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
-	if err != nil {
-		return ""
-	}
+	d, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd") // "" when it cannot be read
 	return d
 }

@@ -184,16 +184,3 @@ func (r *Rewriter) Close() error {
 	r.pend = nil
 	return r.scan(data, true)
 }
-
-// Bytes is b rewritten by m.
-func (m Mapping) Bytes(b []byte) []byte {
-	if m.Identity() {
-		return b
-	}
-	var out bytes.Buffer
-	out.Grow(len(b))
-	r := m.Writer(&out)
-	_, _ = r.Write(b)
-	_ = r.Close()
-	return out.Bytes()
-}

@@ -3,6 +3,7 @@ package project
 import (
 	"bytes"
 	"context"
+	"github.com/ompsync/ompsync/internal/testkit/writetest"
 	"io"
 	"os"
 	"os/exec"
@@ -106,7 +107,7 @@ func TestMappingRoundTrip(t *testing.T) {
 		`{"cwd":"/home/alice/src/application","x":1}` + "\n" +
 		`{"type":"tool","arguments":"{\"cwd\":\"/home/alice/src/app\"}"}` + "\n")
 	m := Mapping{From: "/home/alice/src/app", To: "/home/bob/code/app"}
-	b := m.Bytes(a)
+	b := writetest.Through(a, m.Writer)
 	want := []byte(`{"type":"session","id":"x","cwd":"/home/bob/code/app"}` + "\n" +
 		`{"cwd":"/home/bob/code/app/sub","type":"user","message":"cd /home/alice/src/app"}` + "\n" +
 		`{"cwd":"/home/alice/src/application","x":1}` + "\n" +
@@ -114,7 +115,7 @@ func TestMappingRoundTrip(t *testing.T) {
 	if !bytes.Equal(b, want) {
 		t.Fatalf("mapped:\n%s\nwant:\n%s", b, want)
 	}
-	if back := (Mapping{From: m.To, To: m.From}).Bytes(b); !bytes.Equal(back, a) {
+	if back := writetest.Through(b, Mapping{From: m.To, To: m.From}.Writer); !bytes.Equal(back, a) {
 		t.Fatalf("mapped back:\n%s\nwant the original:\n%s", back, a)
 	}
 	// Written a byte at a time, the same.
@@ -130,11 +131,11 @@ func TestMappingRoundTrip(t *testing.T) {
 	// A Windows folder moves as a whole; its subfolders stay as recorded.
 	win := []byte(`{"cwd":"C:\\Users\\ana\\app"}` + "\n" + `{"cwd":"C:\\Users\\ana\\app\\sub"}` + "\n")
 	wm := Mapping{From: `C:\Users\ana\app`, To: "/home/ana/app"}
-	got := wm.Bytes(win)
+	got := writetest.Through(win, wm.Writer)
 	if want := `{"cwd":"/home/ana/app"}` + "\n" + `{"cwd":"C:\\Users\\ana\\app\\sub"}` + "\n"; string(got) != want {
 		t.Fatalf("windows: %s", got)
 	}
-	if back := (Mapping{From: wm.To, To: wm.From}).Bytes(got); !bytes.Equal(back, win) {
+	if back := writetest.Through(got, Mapping{From: wm.To, To: wm.From}.Writer); !bytes.Equal(back, win) {
 		t.Fatalf("windows back: %s", back)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/writetest"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
@@ -23,7 +24,7 @@ func TestPlacedElsewhereStaysOneSession(t *testing.T) {
 	f := corpus(t)[0]
 	info, _ := store.OMP().Describe(f.data)
 	const aCwd = "/Users/ana/src/api"
-	aData := project.Mapping{From: info.Cwd, To: aCwd}.Bytes(f.data)
+	aData := writetest.Through(f.data, project.Mapping{From: info.Cwd, To: aCwd}.Writer)
 	if !bytes.Contains(aData, []byte(`"cwd":"`+aCwd+`"`)) {
 		t.Fatalf("the fixture's header cwd %q was not rewritten", info.Cwd)
 	}
@@ -53,7 +54,7 @@ func TestPlacedElsewhereStaysOneSession(t *testing.T) {
 		t.Errorf("a rewritten copy was recorded as coming from %v: the uploader would reference bytes no stream holds", res.Sources)
 	}
 	bData := b.read(bRel)
-	if want := (project.Mapping{From: aCwd, To: bCwd}).Bytes(aData); !bytes.Equal(bData, want) {
+	if want := writetest.Through(aData, project.Mapping{From: aCwd, To: bCwd}.Writer); !bytes.Equal(bData, want) {
 		t.Fatalf("B's file is not A's with B's folder:\n%.400s", bData)
 	}
 	b.backup()
@@ -117,7 +118,7 @@ func TestPlacedFromWindows(t *testing.T) {
 	f := corpus(t)[0]
 	info, _ := store.OMP().Describe(f.data)
 	const win = `C:\Users\ana\app`
-	data := project.Mapping{From: info.Cwd, To: win}.Bytes(f.data)
+	data := writetest.Through(f.data, project.Mapping{From: info.Cwd, To: win}.Writer)
 	if !bytes.Contains(data, []byte(`"cwd":"C:\\Users\\ana\\app"`)) {
 		t.Fatalf("the header was not rewritten: %.300s", data)
 	}

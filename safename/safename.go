@@ -9,16 +9,7 @@ import "strings"
 // SessionID reports whether id is safe as a session id: one path segment
 // and one key segment of 1-128 characters of [A-Za-z0-9_-].
 func SessionID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return id != "" && len(id) <= 128 && every(id, func(c byte) bool { return c != '.' && MachineByte(c) })
 }
 
 // MachineRule is quoted in messages about bad machine names.
@@ -27,11 +18,13 @@ const MachineRule = `1-64 characters of A-Z a-z 0-9 . _ -, not "." or ".."`
 // Machine reports whether m can name a machine: it becomes one path
 // segment of every object key the machine writes.
 func Machine(m string) bool {
-	if m == "" || len(m) > 64 || m == "." || m == ".." {
-		return false
-	}
-	for i := 0; i < len(m); i++ {
-		if !MachineByte(m[i]) {
+	return m != "" && len(m) <= 64 && m != "." && m != ".." && every(m, MachineByte)
+}
+
+// every reports whether ok holds for each byte of s.
+func every(s string, ok func(byte) bool) bool {
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
 			return false
 		}
 	}

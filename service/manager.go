@@ -370,10 +370,8 @@ func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
 			if err != nil {
 				return m.commandError(line, out, err)
 			}
-			for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-				if l != "" {
-					fmt.Fprintf(m.out, "  %s\n", l)
-				}
+			for l := range strings.FieldsFuncSeq(string(out), func(r rune) bool { return r == '\n' }) { // no empty lines
+				fmt.Fprintf(m.out, "  %s\n", l)
 			}
 		}
 	}
@@ -384,21 +382,18 @@ func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
 // user can fix.
 func (m *Manager) commandError(line string, out []byte, err error) error {
 	msg := strings.TrimSpace(string(out))
-	var hint string
+	var hint string // on a line of its own
 	switch {
 	case errors.Is(err, exec.ErrNotFound) && m.kind == systemd:
-		hint = "this system does not seem to run systemd; start \"ompsync agent\" from your own init system"
+		hint = "\nthis system does not seem to run systemd; start \"ompsync agent\" from your own init system"
 	case noUserManager(msg):
-		hint = "there is no systemd user manager for this login (common under su, sudo and in containers); " +
+		hint = "\nthere is no systemd user manager for this login (common under su, sudo and in containers); " +
 			"log in as the user, or have root run \"loginctl enable-linger USER\", then try again"
 	}
 	if msg != "" {
 		err = fmt.Errorf("%w: %s", err, msg)
 	}
-	if hint != "" {
-		return fmt.Errorf("%s: %w\n%s", line, err, hint)
-	}
-	return fmt.Errorf("%s: %w", line, err)
+	return fmt.Errorf("%s: %w%s", line, err, hint)
 }
 
 func (m *Manager) systemctl(args ...string) action {
@@ -448,10 +443,7 @@ func launchdState(out []byte) string {
 			fields[k] = v
 		}
 	}
-	state := fields["state"]
-	if state == "" {
-		state = "unknown"
-	}
+	state := cmp.Or(fields["state"], "unknown")
 	if pid := fields["pid"]; pid != "" {
 		state += " (pid " + pid + ")"
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ompsync/ompsync/internal/testkit/clienttest"
 	"github.com/ompsync/ompsync/internal/testkit/omptest"
+	"github.com/ompsync/ompsync/internal/testkit/writetest"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/restore"
@@ -261,7 +262,7 @@ func realClientLifecycle(t *testing.T, newClient func(*omptest.Model) client) {
 		t.Errorf("restore %s does not say %q:\n%s", id[:8], hint, out)
 	}
 	restored, _ := desk.theSession()
-	if want := (project.Mapping{From: laptopCwd, To: deskCwd}).Bytes(readFile(t, path)); !bytes.Equal(readFile(t, restored), want) {
+	if want := writetest.Through(readFile(t, path), project.Mapping{From: laptopCwd, To: deskCwd}.Writer); !bytes.Equal(readFile(t, restored), want) {
 		t.Errorf("%s restored with bytes that are not the laptop's with the desk's folder", restored)
 	}
 	resumeAppends(ctx, t, desk.c, id, restored, "resumed after restore")
