@@ -173,11 +173,7 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 		if !f.in(gm.Time) || (in.Project != "" && !strings.Contains(p, in.Project)) || !pg.take() {
 			return nil
 		}
-		role := gm.Role
-		if gm.Kind != "text" && gm.Kind != gm.Role {
-			role += "/" + gm.Kind
-		}
-		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: role, Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older})
+		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: gm.Label(), Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older})
 		return nil
 	}
 	rep, err := restore.GrepAll(ctx, places, nil, opts, cacheOf, emit)

@@ -66,6 +66,15 @@ type GrepMatch struct {
 	State string `json:"state"`
 }
 
+// Label is the match's role, with its kind when that says more (a tool
+// call in an assistant's entry: "assistant/toolCall").
+func (gm GrepMatch) Label() string {
+	if gm.Kind != "text" && gm.Kind != gm.Role {
+		return gm.Role + "/" + gm.Kind
+	}
+	return gm.Role
+}
+
 // GrepReport says what a search read.
 type GrepReport struct {
 	Sessions, Copies int
