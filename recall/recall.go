@@ -144,11 +144,10 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pattern: %w", err)
 	}
-	places, list, problems, err := s.listed(ctx, in.Machine, in.Agent)
+	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
 	if err != nil {
 		return nil, nil, err
 	}
-	proj := projects(list)
 	var caches []*search.Cache
 	defer func() {
 		for _, c := range caches {
@@ -169,7 +168,10 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 	opts.Options = restore.Options{Machine: in.Machine, IncludeDeleted: true, Parallel: s.Parallel}
 	pg := &page[Match]{cursor: f.cursor}
 	emit := func(gm restore.GrepMatch) error {
-		p := proj[gm.Agent+"/"+gm.Session]
+		var p string
+		if gm.Project != nil {
+			p = gm.Project.String()
+		}
 		if !f.in(gm.Time) || (in.Project != "" && !strings.Contains(p, in.Project)) || !pg.take() {
 			return nil
 		}
