@@ -153,4 +153,3 @@ func printPrune(w io.Writer, rep *compact.PruneReport, prefix string) {
 		fmt.Fprintf(w, "%s%s %s generation %s: kept, %s\n", prefix, k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
 	}
 }
-
