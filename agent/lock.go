@@ -44,17 +44,21 @@ func lockPID(name, open, take string) (*os.File, error) {
 	return f, nil
 }
 
-// TryLockFile takes the lock an agent holds on its state dir's lock file f,
-// without waiting: ErrLocked while an agent holds it. Commands that must not
-// run beside the agent (prune) take it; closing f releases it.
-func TryLockFile(f *os.File) error {
-	if err := lockFile(f); err != nil {
-		if errors.Is(err, errWouldBlock) {
-			return ErrLocked
-		}
-		return fmt.Errorf("lock state dir: %w", err)
+// TryLockState takes the agent's lock on the state dir without waiting, for
+// a command that must not change what the agent owns behind its back
+// (prune's catalog): it fails while an agent runs. A state dir that does
+// not exist has no agent.
+func TryLockState(dir string) (unlock func(), err error) {
+	f, err := lockPID(filepath.Join(dir, "lock"), "open lock file", "lock state dir")
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return func() {}, nil
+	case errors.Is(err, errWouldBlock):
+		return nil, errors.New("an agent is running")
+	case err != nil:
+		return nil, err
 	}
-	return nil
+	return func() { f.Close() }, nil
 }
 
 // maintenanceLock names the lock file held by whatever deletes this

@@ -144,11 +144,10 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pattern: %w", err)
 	}
-	places, list, problems, err := s.listed(ctx, in.Machine, in.Agent)
+	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
 	if err != nil {
 		return nil, nil, err
 	}
-	proj := projects(list)
 	var caches []*search.Cache
 	defer func() {
 		for _, c := range caches {
@@ -169,15 +168,14 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 	opts.Options = restore.Options{Machine: in.Machine, IncludeDeleted: true, Parallel: s.Parallel}
 	pg := &page[Match]{cursor: f.cursor}
 	emit := func(gm restore.GrepMatch) error {
-		p := proj[gm.Agent+"/"+gm.Session]
+		var p string
+		if gm.Project != nil {
+			p = gm.Project.String()
+		}
 		if !f.in(gm.Time) || (in.Project != "" && !strings.Contains(p, in.Project)) || !pg.take() {
 			return nil
 		}
-		role := gm.Role
-		if gm.Kind != "text" && gm.Kind != gm.Role {
-			role += "/" + gm.Kind
-		}
-		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: role, Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older})
+		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: gm.Label(), Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older})
 		return nil
 	}
 	rep, err := restore.GrepAll(ctx, places, nil, opts, cacheOf, emit)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/search"
@@ -64,6 +65,18 @@ type GrepMatch struct {
 	Older    bool     `json:"older,omitempty"`
 	// State is the session's (present, archived, deleted).
 	State string `json:"state"`
+	// Project is the session's, as ls shows it (the MCP search tool's
+	// filter); grep's JSON leaves it out, as it always has.
+	Project *project.ID `json:"-"`
+}
+
+// Label is the match's role, with its kind when that says more (a tool
+// call in an assistant's entry: "assistant/toolCall").
+func (gm GrepMatch) Label() string {
+	if gm.Kind != "text" && gm.Kind != gm.Role {
+		return gm.Role + "/" + gm.Kind
+	}
+	return gm.Role
 }
 
 // GrepReport says what a search read.
@@ -623,7 +636,7 @@ func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Bu
 // grepMatch is the match rec is, a line of the session l lists.
 func grepMatch(l Listing, rec search.Record) GrepMatch {
 	return GrepMatch{Session: l.ID, Title: l.Title, Entry: rec.Entry, Role: rec.Role, Kind: rec.Kind,
-		Time: rec.Time(), Text: rec.Text, State: l.State}
+		Time: rec.Time(), Text: rec.Text, State: l.State, Project: l.Project}
 }
 
 // scanCopy matches the records of one copy, from the cache or the spool.

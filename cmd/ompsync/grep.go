@@ -193,14 +193,10 @@ func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
 		at = gm.Time.Local().Format(time.DateTime)
 	}
 	entry, title := cmp.Or(gm.Entry, "-"), oneLine(gm.Title)
-	role := gm.Role
-	if gm.Kind != "text" && gm.Kind != gm.Role {
-		role += "/" + gm.Kind // a tool call in an assistant's entry
-	}
 	text := m.Excerpt(gm.Text, matchWidth)
 	if gm.Older {
 		text = "[older copy] " + text
 	}
-	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, role, at, text)
+	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, gm.Label(), at, text)
 	return err
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +245,66 @@ func TestMCPRedactOffAndNoRemote(t *testing.T) {
 		text, isErr := call(t, cs, tool, args)
 		if !isErr || !strings.Contains(text, "nothing-here") || strings.Contains(text, "\n") {
 			t.Errorf("%s on a missing remote: error %v, %q", tool, isErr, text)
+		}
+	}
+}
+
+// The search tool's project is the session's, from the catalog its grep
+// read (no second listing): a session in a checkout matches under its
+// project's name, one outside any does not; a damaged catalog is one
+// problem, not one per listing.
+func TestMCPSearchProject(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "remote")
+	e := newRestoreEnv(t, "file://"+dir, backend.S3Options{}, "laptop")
+	clone := filepath.Join(t.TempDir(), "app")
+	for _, args := range [][]string{{"init", "-q", clone}, {"-C", clone, "remote", "add", "origin", "http://127.0.0.1/me/app.git"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	e.write("sessions/-app/2026-10-07T00-45-40-000Z_"+ambIDs[0]+".jsonl", synthSession(ambIDs[0], clone, "in app", 4), mtime0)
+	e.write("sessions/-w/2026-10-07T00-45-40-001Z_"+ambIDs[1]+".jsonl", synthSession(ambIDs[1], "/home/u/w", "elsewhere", 4), mtime0)
+	e.mustRun("agent", "--once")
+	cs := mcpClient(t, e.env)
+	// Another machine whose catalog is damaged: one problem, said once.
+	desk := newRestoreEnv(t, "file://"+dir, backend.S3Options{}, "desk")
+	desk.write("sessions/-w/2026-10-07T00-45-40-002Z_"+ambIDs[2]+".jsonl", synthSession(ambIDs[2], "/home/u/w", "on desk", 4), mtime0)
+	desk.mustRun("agent", "--once")
+	cat := filepath.Join(dir, "v1", "machines", "desk", "catalog")
+	b, err := os.ReadFile(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(cat, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		project string
+		want    []string // sessions matched, each line 1 of its title
+	}{{"", []string{ambIDs[0], ambIDs[1]}}, {"me/app", []string{ambIDs[0]}}, {"me/other", nil}} {
+		text, isErr := call(t, cs, "search", map[string]any{"pattern": "line 1 of", "project": tc.project})
+		var res struct {
+			Matches  []recall.Match `json:"matches"`
+			Problems []string       `json:"problems"`
+		}
+		if isErr {
+			t.Fatalf("search in %q: %s", tc.project, text)
+		}
+		if err := json.Unmarshal(unwrap(t, text), &res); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range res.Matches {
+			got = append(got, m.Session)
+			if want := map[string]string{ambIDs[0]: "127.0.0.1/me/app"}[m.Session]; m.Project != want {
+				t.Errorf("search in %q: %s has project %q, want %q", tc.project, m.Session, m.Project, want)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) || len(res.Problems) != 1 || !strings.Contains(res.Problems[0], "desk") {
+			t.Errorf("search in %q: sessions %v, problems %q; want %v and desk's catalog once", tc.project, got, res.Problems, tc.want)
 		}
 	}
 }

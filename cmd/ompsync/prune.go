@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -130,7 +128,7 @@ func (a *app) pruneAgent(ctx context.Context, cfg *config.Config, r *repo.Repo, 
 	}
 	// The agent replaces the catalog from its state: only while no
 	// agent runs may the catalog be changed behind its back.
-	unlock, err := lockState(stateDir)
+	unlock, err := agent.TryLockState(stateDir)
 	if err != nil {
 		return fmt.Sprintf("%d expired deleted sessions stay listed in the catalog (%v): the agent's daily prune drops them, or stop the agent and run prune again", len(rep.Sessions), err), nil
 	}
@@ -154,24 +152,4 @@ func printPrune(w io.Writer, rep *compact.PruneReport, prefix string) {
 	for _, k := range rep.Kept {
 		fmt.Fprintf(w, "%s%s %s generation %s: kept, %s\n", prefix, k.Stream.SessionID, k.Stream.Name, k.Generation, k.Why)
 	}
-}
-
-// lockState takes the agent's lock on the state dir, which fails while an
-// agent runs. A state dir that does not exist has no agent.
-func lockState(dir string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if errors.Is(err, os.ErrNotExist) {
-		return func() {}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := agent.TryLockFile(f); err != nil {
-		f.Close()
-		if errors.Is(err, agent.ErrLocked) {
-			return nil, errors.New("an agent is running")
-		}
-		return nil, err
-	}
-	return func() { f.Close() }, nil
 }
