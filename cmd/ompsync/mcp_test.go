@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -271,15 +270,7 @@ func TestMCPSearchProject(t *testing.T) {
 	desk := newRestoreEnv(t, "file://"+dir, backend.S3Options{}, "desk")
 	desk.write("sessions/-w/2026-10-07T00-45-40-002Z_"+ambIDs[2]+".jsonl", synthSession(ambIDs[2], "/home/u/w", "on desk", 4), mtime0)
 	desk.mustRun("agent", "--once")
-	cat := filepath.Join(dir, "v1", "machines", "desk", "catalog")
-	b, err := os.ReadFile(cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0xff
-	if err := os.WriteFile(cat, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	flipFile(t, filepath.Join(dir, "v1", "machines", "desk", "catalog"), 0xff)
 	for _, tc := range []struct {
 		project string
 		want    []string // sessions matched, each line 1 of its title

@@ -35,17 +35,7 @@ func TestVerifyRepairChunk(t *testing.T) {
 	if err != nil || len(chunks) < 3 {
 		t.Fatalf("want 3 chunks on the remote: %v %v", err, chunks)
 	}
-	flip := func(p string) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b[len(b)/2] ^= 0xff
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flip(chunks[1])
+	flipFile(t, chunks[1], 0xff)
 	m.mustRun(1, "verify")
 	if out := m.mustRun(0, "verify", "--repair"); !strings.Contains(out, "repaired  "+id) {
 		t.Errorf("verify --repair says nothing of what it put back:\n%s", out)
@@ -58,17 +48,23 @@ func TestVerifyRepairChunk(t *testing.T) {
 		t.Errorf("the restore after the repair differs from the local file")
 	}
 
-	flip(chunks[1])
-	local := m.sessionFile(id)
-	b, err := os.ReadFile(local)
+	flipFile(t, chunks[1], 0xff)
+	flipFile(t, m.sessionFile(id), 1)
+	if out := m.mustRun(1, "verify", "--repair"); !strings.Contains(out, "local copy changed") {
+		t.Errorf("verify --repair with the local copy changed:\n%s", out)
+	}
+}
+
+// flipFile damages the file at p: the bits of mask flipped in its middle
+// byte.
+func flipFile(t *testing.T, p string, mask byte) {
+	t.Helper()
+	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)/2] ^= 1
-	if err := os.WriteFile(local, b, 0o600); err != nil {
+	b[len(b)/2] ^= mask
+	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)
-	}
-	if out := m.mustRun(1, "verify", "--repair"); !strings.Contains(out, "local copy changed") {
-		t.Errorf("verify --repair with the local copy changed:\n%s", out)
 	}
 }
