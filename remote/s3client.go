@@ -21,8 +21,9 @@ type S3API interface {
 	// PutObject sends size bytes of body with sums (Content-MD5, and
 	// SHA-256 for a library that signs it) and opts' conditions.
 	PutObject(ctx context.Context, key string, body io.Reader, size int64, sums Sums, opts PutOptions) error
-	// SignsSHA256 says whether PutObject sends sums.SHA256 (minio-go signs
-	// it in a header; the aws SDK sends none): Put computes it only then.
+	// SignsSHA256 says whether PutObject passes sums.SHA256 on (minio-go
+	// signs it; the aws driver gives the SDK Content-MD5 alone, and the SDK
+	// hashes for its own signature): Put computes it only then.
 	SignsSHA256() bool
 	// GetObject reads key with the Range header byteRange ("" for all).
 	GetObject(ctx context.Context, key, byteRange string) (io.ReadCloser, error)
