@@ -41,40 +41,65 @@ func Write(name string, data []byte, opts Options) error {
 // WriteFunc is Write of what write writes, through a buffer: a large file
 // is never held whole. Nothing is put in place when write fails.
 func WriteFunc(name string, write func(io.Writer) error, opts Options) error {
-	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, TempPattern(filepath.Base(name)))
+	tmp, err := Temp(filepath.Dir(name), filepath.Base(name), func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 64<<10)
+		return cmp.Or(write(bw), bw.Flush()) // a failed write's error, not the flush's
+	})
 	if err != nil {
-		return fmt.Errorf("create temp file: %w", err)
+		return fmt.Errorf("write %s: %w", name, err)
 	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close() // on an early return; closed below before the rename
-	bw := bufio.NewWriterSize(tmp, 64<<10)
-	if err := cmp.Or(write(bw), bw.Flush()); err != nil { // a failed write's error, not the flush's
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	defer os.Remove(tmp)
+	if opts.Perm != 0 { // a temp file is created 0600
+		if err := os.Chmod(tmp, opts.Perm); err != nil {
+			return fmt.Errorf("chmod %s: %w", tmp, err)
+		}
 	}
-	if err := tmp.Chmod(cmp.Or(opts.Perm, 0o600)); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp.Name(), err)
+	return Install(tmp, name, opts)
+}
+
+// Temp writes what write writes to a new hidden temp file in dir (named
+// for what, TempPattern), syncs and closes it, and returns its name: the
+// one way ompsync makes a temp file it keeps. Nothing is left when it
+// fails; write's own error is returned as it is.
+func Temp(dir, what string, write func(io.Writer) error) (string, error) {
+	f, err := os.CreateTemp(dir, TempPattern(what))
+	if err != nil {
+		return "", fmt.Errorf("create temp file: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", tmp.Name(), err)
+	if err = write(f); err == nil {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("sync %s: %w", f.Name(), err)
+		}
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", f.Name(), cerr)
 	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// Install puts the synced temp file tmp at name as opts say: its mtime
+// set, renamed over name (or, with Exclusive, linked: Place), the folder
+// synced unless NoDirSync. A tmp linked stays for the caller to remove.
+func Install(tmp, name string, opts Options) error {
 	if !opts.Mtime.IsZero() {
-		if err := os.Chtimes(tmp.Name(), opts.Mtime, opts.Mtime); err != nil {
+		if err := os.Chtimes(tmp, opts.Mtime, opts.Mtime); err != nil {
 			return fmt.Errorf("set mtime: %w", err)
 		}
 	}
+	var err error
 	if opts.Exclusive {
-		err = Place(tmp.Name(), name)
-	} else if err = replace(tmp.Name(), name); err != nil {
+		err = Place(tmp, name)
+	} else if err = replace(tmp, name); err != nil {
 		err = fmt.Errorf("rename into %s: %w", name, err)
 	}
 	if err != nil || opts.NoDirSync {
 		return err
 	}
-	return SyncDir(dir)
+	return SyncDir(filepath.Dir(name))
 }
 
 // Place puts tmp at name by a hard link unless something is there (fs.ErrExist).

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
@@ -81,7 +80,7 @@ func writeBlobLink(agentDir string, l blobLink) (bool, error) {
 			return false, fmt.Errorf("blob name %s: %w", l.name, err)
 		}
 	}
-	err := createNew(p, content{src: memBody(data)}, time.Time{}, false)
+	err := atomicfile.Write(p, data, atomicfile.Options{Exclusive: true})
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil
 	}

@@ -571,44 +571,31 @@ func fetchBlob(ctx context.Context, r *repo.Repo, agentDir, name string, limit i
 	return tmp, nil
 }
 
-func fetchBlobOnce(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (tmp string, err error) {
+func fetchBlobOnce(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
 	rc, err := r.OpenBlob(ctx, name, limit)
 	if err != nil {
 		return "", err
 	}
 	defer rc.Close()
-	h := sha256.New()
-	w := io.Writer(h)
-	var f *os.File
-	if keep {
-		// In the agent dir itself, hidden: on the same file system as
-		// blobs/, where it is linked into place, and never backed up.
-		if err := os.MkdirAll(agentDir, 0o700); err != nil {
-			return "", err
+	check := func(w io.Writer) error {
+		h := sha256.New()
+		if _, err := io.Copy(io.MultiWriter(h, w), rc); err != nil {
+			return err
 		}
-		if f, err = os.CreateTemp(agentDir, atomicfile.TempPattern("blob")); err != nil {
-			return "", err
+		if hex.EncodeToString(h.Sum(nil)) != name {
+			return errors.New("content does not match its sha256")
 		}
-		defer func() {
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(f.Name())
-			}
-		}()
-		w = io.MultiWriter(h, f)
+		return nil
 	}
-	if _, err := io.Copy(w, rc); err != nil {
+	if !keep {
+		return "", check(io.Discard)
+	}
+	// In the agent dir itself, hidden: on the same file system as
+	// blobs/, where it is linked into place, and never backed up.
+	if err := os.MkdirAll(agentDir, 0o700); err != nil {
 		return "", err
 	}
-	if hex.EncodeToString(h.Sum(nil)) != name {
-		return "", errors.New("content does not match its sha256")
-	}
-	if f == nil {
-		return "", nil
-	}
-	return f.Name(), f.Sync()
+	return atomicfile.Temp(agentDir, "blob", check)
 }
 
 // blobListing is every blob key on the remote, as restore --all lists them

@@ -287,7 +287,11 @@ func (m *merger) writeMerge(x *session.Index) (body, error) {
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return body{}, err
 	}
-	tmp, n, err := newTemp(dir, "session", func(w io.Writer) (int64, error) { return x.WriteTo(onlyWriter{w}) })
+	var n int64
+	tmp, err := atomicfile.Temp(dir, "session", func(w io.Writer) (err error) {
+		n, err = x.WriteTo(onlyWriter{w})
+		return err
+	})
 	if err != nil {
 		// A full disk or an I/O error: nothing was written in place.
 		return body{}, fmt.Errorf("writing the merge failed, the local file left as it was: %w", mergeErr(err))
@@ -674,7 +678,7 @@ func (m *merger) write(w fileWrite, later *later) (backup string, err error) {
 				return "", err
 			}
 			later.place(f, p, w.mtime)
-		} else if err := createNew(p, c, w.mtime, later != nil); err != nil {
+		} else if err := createNew(p, c, atomicfile.Options{Mtime: w.mtime, NoDirSync: later != nil}); err != nil {
 			return "", err
 		}
 		if later != nil {
@@ -707,17 +711,12 @@ func (m *merger) keepBeside(w fileWrite) (string, error) {
 		return "", err
 	}
 	defer os.Remove(tmp)
-	if err := os.Chtimes(tmp, w.before.ModTime(), w.before.ModTime()); err != nil {
-		return "", err
-	}
+	opts := atomicfile.Options{Exclusive: true, Mtime: w.before.ModTime()}
 	backup := m.backupName(w.rel)
 	for i := 2; ; i++ {
-		err := os.Link(tmp, abs(m.agentDir, backup))
-		if err == nil {
-			return backup, atomicfile.SyncDir(filepath.Dir(p))
-		}
+		err := atomicfile.Install(tmp, abs(m.agentDir, backup), opts)
 		if !errors.Is(err, fs.ErrExist) || i > 100 {
-			return "", err
+			return backup, err
 		}
 		backup = fmt.Sprintf("%s-%d", m.backupName(w.rel), i)
 	}
@@ -743,50 +742,19 @@ func tempOf(dir string, c content) (string, error) {
 		}
 		return tmp, err
 	}
-	tmp, _, err := newTemp(dir, "session", func(w io.Writer) (int64, error) {
-		return io.CopyBuffer(onlyWriter{w}, c.section(0), make([]byte, compareBuf))
+	return atomicfile.Temp(dir, "session", func(w io.Writer) error {
+		_, err := io.CopyBuffer(onlyWriter{w}, c.section(0), make([]byte, compareBuf))
+		return err
 	})
-	return tmp, err
 }
 
-// newTemp writes what write writes to a new synced hidden temp file in dir
-// (named for what), the one way restore makes one; nothing is left when it
-// fails.
-func newTemp(dir, what string, write func(io.Writer) (int64, error)) (string, int64, error) {
-	f, err := os.CreateTemp(dir, atomicfile.TempPattern(what))
-	if err != nil {
-		return "", 0, fmt.Errorf("create temp file: %w", err)
-	}
-	n, err := write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", 0, fmt.Errorf("write %s: %w", f.Name(), err)
-	}
-	return f.Name(), n, nil
-}
-
-// install makes the synced temp file tmp the file p, its mtime set (unless
-// zero): by a hard link, which fails with fs.ErrExist if anything is at p
-// (link), else by a rename over p. Where that fails for a tmp in another
-// folder (on another file system, a link or rename cannot reach p), tmp is
-// copied beside p and put from there.
-func install(tmp, p string, mtime time.Time, link bool) error {
-	if !mtime.IsZero() {
-		if err := os.Chtimes(tmp, mtime, mtime); err != nil {
-			return fmt.Errorf("set mtime: %w", err)
-		}
-	}
-	put := os.Rename
-	if link {
-		put = atomicfile.Place
-	}
-	err := put(tmp, p)
+// place makes the synced temp file tmp the file p as opts say
+// (atomicfile.Install: with Exclusive a hard link, which fails with
+// fs.ErrExist if anything is at p, else a rename over p). Where that fails
+// for a tmp in another folder (on another file system, a link or rename
+// cannot reach p), tmp is copied beside p and put from there.
+func place(tmp, p string, opts atomicfile.Options) error {
+	err := atomicfile.Install(tmp, p, opts)
 	if err == nil || errors.Is(err, fs.ErrExist) || filepath.Dir(tmp) == filepath.Dir(p) {
 		return err
 	}
@@ -795,12 +763,10 @@ func install(tmp, p string, mtime time.Time, link bool) error {
 		return err
 	}
 	defer in.Close()
-	copied, _, err := newTemp(filepath.Dir(p), "blob", func(w io.Writer) (int64, error) { return io.Copy(w, in) })
-	if err != nil {
+	return atomicfile.WriteFunc(p, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
 		return err
-	}
-	defer os.Remove(copied)
-	return install(copied, p, mtime, link)
+	}, opts)
 }
 
 // replaceWith replaces the file read as before with c, atomically.
@@ -814,36 +780,34 @@ func replaceWith(p string, before fs.FileInfo, c content, mtime time.Time) error
 	if err := changed(p, before); err != nil {
 		return err
 	}
-	if err := install(tmp, p, mtime, false); err != nil {
+	if err := place(tmp, p, atomicfile.Options{Mtime: mtime}); err != nil {
 		return fmt.Errorf("replace %s: %w", p, err)
 	}
-	return atomicfile.SyncDir(filepath.Dir(p))
+	return nil
 }
 
 // createNew writes c to a new file at p (mode 0600) through a synced temp
 // file beside it and a hard link, which fails if anything appeared at p
-// meanwhile: a restore never replaces a file it did not read. The folder
-// is synced too, unless noDirSync (then the caller does).
-func createNew(p string, c content, mtime time.Time, noDirSync bool) error {
+// meanwhile: a restore never replaces a file it did not read. opts say
+// the mtime, and NoDirSync when the caller syncs the folder.
+func createNew(p string, c content, opts atomicfile.Options) error {
 	tmp, err := tempOf(filepath.Dir(p), c)
 	if err != nil {
 		return err
 	}
-	return linkNew(p, tmp, mtime, noDirSync)
+	return linkNew(p, tmp, opts)
 }
 
 // linkNew makes the verified, synced temp file tmp the new file p, as
 // createNew does; tmp is removed.
-func linkNew(p, tmp string, mtime time.Time, noDirSync bool) error {
+func linkNew(p, tmp string, opts atomicfile.Options) error {
 	defer os.Remove(tmp)
-	err := install(tmp, p, mtime, true)
+	opts.Exclusive = true
+	err := place(tmp, p, opts)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
 	}
-	if err != nil || noDirSync {
-		return err
-	}
-	return atomicfile.SyncDir(filepath.Dir(p))
+	return err
 }
 
 // changed reports whether the file at p is no longer the one read as before.
@@ -916,16 +880,15 @@ func placeBlob(agentDir, name, tmp string, mtime time.Time) (bool, error) {
 	if _, err := os.Lstat(p); err == nil {
 		return false, nil
 	}
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return false, fmt.Errorf("create blobs folder: %w", err)
 	}
-	err := install(tmp, p, mtime, true)
+	err := place(tmp, p, atomicfile.Options{Exclusive: true, Mtime: mtime})
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil // another session's restore wrote it: same bytes
 	}
 	if err != nil {
 		return false, fmt.Errorf("blob %s: %w", name, err)
 	}
-	return true, atomicfile.SyncDir(dir)
+	return true, nil
 }

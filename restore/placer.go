@@ -89,7 +89,7 @@ func placeOne(pm placement) error {
 		os.Remove(tmp)
 		return fmt.Errorf("sync %s: %w", tmp, err)
 	}
-	return linkNew(pm.p, tmp, pm.mtime, true)
+	return linkNew(pm.p, tmp, atomicfile.Options{Mtime: pm.mtime, NoDirSync: true})
 }
 
 // writeUnsynced writes data to a new hidden temp file beside p and starts
