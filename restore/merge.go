@@ -72,14 +72,11 @@ func decide(local *body, copies []body, f format) (out outcome, ok bool, err err
 		idx int // -1 for the local file
 	}
 	var cands []bcand
-	var heads [][]byte // the local file first, then the copies
 	if local != nil {
 		cands = append(cands, bcand{*local, -1})
-		heads = append(heads, local.head)
 	}
 	for i, c := range copies {
 		cands = append(cands, bcand{c, i})
-		heads = append(heads, c.head)
 	}
 	// in[i][j]: cands[i]'s bytes are a prefix of cands[j]'s.
 	in := make([][]bool, len(cands))
@@ -110,12 +107,9 @@ func decide(local *body, copies []body, f format) (out outcome, ok bool, err err
 	if len(top) == 1 {
 		m := top[0]
 		if m.idx < 0 {
-			return keepLocalBody(*local, copies, heads, f), true, nil
+			return keepLocalBody(*local, copies, f), true, nil
 		}
-		c := content{src: m.b}
-		if f.slotted {
-			c.slot = newerSlot(m.b.head, heads, f)
-		}
+		c := content{src: m.b, slot: newerSlot(m.b.head, local, copies, f)}
 		if local == nil {
 			return outcome{action: Created, body: c, from: []int{m.idx}}, true, nil
 		}
@@ -151,27 +145,35 @@ func divergedBody(local *body, copies []body, top []int) outcome {
 
 // keepLocalBody is keepLocal for a local file read through: unchanged, or
 // retitled with another copy's newer title slot.
-func keepLocalBody(local body, copies []body, heads [][]byte, f format) outcome {
-	if f.slotted {
-		if s := newerSlot(local.head, heads, f); s != nil {
-			// from names the copy the title came from, for its mtime.
-			out := outcome{action: Retitled, body: content{src: local, slot: s}, replace: true}
-			for i, c := range copies {
-				if bytes.HasPrefix(c.head, s) {
-					out.from = []int{i}
-					break
-				}
+func keepLocalBody(local body, copies []body, f format) outcome {
+	if s := newerSlot(local.head, &local, copies, f); s != nil {
+		// from names the copy the title came from, for its mtime.
+		out := outcome{action: Retitled, body: content{src: local, slot: s}, replace: true}
+		for i, c := range copies {
+			if bytes.HasPrefix(c.head, s) {
+				out.from = []int{i}
+				break
 			}
-			return out
 		}
+		return out
 	}
 	return outcome{action: Unchanged}
 }
 
-// newerSlot is the newest title slot among heads when it is not the one
-// head starts with and can take its place (nil otherwise), as
-// withNewestSlot decides.
-func newerSlot(head []byte, heads [][]byte, f format) []byte {
+// newerSlot is the newest title slot of the local file's and the copies'
+// when it is not the one head starts with and can take its place (nil
+// otherwise, and for a format without slots), as withNewestSlot decides.
+func newerSlot(head []byte, local *body, copies []body, f format) []byte {
+	if !f.slotted {
+		return nil
+	}
+	var heads [][]byte
+	if local != nil {
+		heads = append(heads, local.head)
+	}
+	for _, c := range copies {
+		heads = append(heads, c.head)
+	}
 	s, n := f.st.NewestSlot(heads), f.slotLen(head)
 	if s == nil || n == 0 || len(s) != n || bytes.Equal(s, head[:n]) {
 		return nil
@@ -193,17 +195,12 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 	if !ok {
 		return divergedBody(local, copies, top), nil
 	}
-	heads := make([][]byte, 0, len(copies)+1) // the local file first, as decide's
 	var srcs []session.Source
 	var in []body
 	var from []int
 	if local != nil {
-		heads = append(heads, local.head)
 		in = append(in, *local) // first: its header and its bytes win
 		srcs = append(srcs, session.Source{R: local.r, Size: local.size})
-	}
-	for _, c := range copies {
-		heads = append(heads, c.head)
 	}
 	for _, i := range top {
 		if i >= 0 {
@@ -244,12 +241,9 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 		}
 		switch {
 		case best == 0:
-			return keepLocalBody(*local, copies, heads, f), nil
+			return keepLocalBody(*local, copies, f), nil
 		case best > 0:
-			c := content{src: in[best]}
-			if f.slotted {
-				c.slot = newerSlot(in[best].head, heads, f)
-			}
+			c := content{src: in[best], slot: newerSlot(in[best].head, local, copies, f)}
 			out, adopted = outcome{action: Merged, body: c, from: []int{from[best-1]}}, true
 		}
 	}
@@ -272,7 +266,7 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 	if !adopted && out.body.size() == local.size {
 		// Every local line and nothing more: the remote adds nothing, as
 		// after an earlier merge, but perhaps a newer title.
-		return keepLocalBody(*local, copies, heads, f), nil
+		return keepLocalBody(*local, copies, f), nil
 	}
 	return out, nil
 }

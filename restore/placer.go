@@ -10,15 +10,25 @@ import (
 	"github.com/ompsync/ompsync/atomicfile"
 )
 
-// later takes over the last steps of creating a session file, for Run to
-// finish off the transfers' path.
+// later takes over the last steps of creating result i's session file,
+// for Run to finish off the transfers' path: the placer's.
 type later struct {
-	// syncDir is told the folder of a file put in place: Run syncs each
-	// folder once, at the end.
-	syncDir func(dir string)
-	// place takes a temp file written whole (its writeback started) to
-	// sync, and then link at p.
-	place func(f *os.File, p string, mtime time.Time)
+	pl *placer
+	i  int
+}
+
+// place takes a temp file written whole (its writeback started) to sync,
+// and then link at p.
+func (l *later) place(f *os.File, p string, mtime time.Time) {
+	l.pl.work <- placement{i: l.i, f: f, p: p, mtime: mtime}
+}
+
+// syncDir is told the folder of a file put in place: wait syncs each
+// folder once, at the end.
+func (l *later) syncDir(dir string) {
+	l.pl.mu.Lock()
+	defer l.pl.mu.Unlock()
+	l.pl.dirs[dir] = append(l.pl.dirs[dir], l.i)
 }
 
 // placer syncs the temp files of new sessions and links them under their
@@ -30,7 +40,8 @@ type placer struct {
 	work chan placement
 	wg   sync.WaitGroup
 	mu   sync.Mutex
-	errs map[int]error // by result
+	errs map[int]error    // by result
+	dirs map[string][]int // the folders to sync, and the results in each
 }
 
 type placement struct {
@@ -50,7 +61,7 @@ const (
 )
 
 func startPlacer() *placer {
-	pl := &placer{work: make(chan placement, placeQueue), errs: map[int]error{}}
+	pl := &placer{work: make(chan placement, placeQueue), errs: map[int]error{}, dirs: map[string][]int{}}
 	for range placers {
 		pl.wg.Add(1)
 		go func() {
@@ -67,15 +78,18 @@ func startPlacer() *placer {
 	return pl
 }
 
-// place queues result i's temp file f for p.
-func (pl *placer) place(i int, f *os.File, p string, mtime time.Time) {
-	pl.work <- placement{i: i, f: f, p: p, mtime: mtime}
-}
-
-// wait places what is queued and returns what failed, by result.
+// wait places what is queued, syncs the folders, and returns what
+// failed, by result.
 func (pl *placer) wait() map[int]error {
 	close(pl.work)
 	pl.wg.Wait()
+	for dir, idx := range pl.dirs {
+		if err := atomicfile.SyncDir(dir); err != nil {
+			for _, i := range idx {
+				pl.errs[i] = err
+			}
+		}
+	}
 	return pl.errs
 }
 

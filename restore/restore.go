@@ -360,7 +360,6 @@ func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessio
 	// folder at the end, not one per file (a thousand sessions sit in a
 	// few folders). Blobs and artifacts are synced before the session that
 	// needs them.
-	unsynced := map[string][]int{}
 	pl := startPlacer()
 	eachTarget(ctx, r, targets, sessions, opts, early, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
@@ -369,14 +368,7 @@ func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessio
 			results[i] = Result{Agent: opts.Store.Name(), ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
-		res := restoreOne(ctx, r, t, local.Find(t.id), opts, open, listed, &later{
-			syncDir: func(dir string) {
-				mu.Lock()
-				defer mu.Unlock()
-				unsynced[dir] = append(unsynced[dir], i)
-			},
-			place: func(f *os.File, p string, mtime time.Time) { pl.place(i, f, p, mtime) },
-		})
+		res := restoreOne(ctx, r, t, local.Find(t.id), opts, open, listed, &later{pl: pl, i: i})
 		// A session in use is the caller's to report: sync waits for it
 		// quietly, the restore command lists it.
 		if res.Error != "" && res.Action != SkippedLive {
@@ -394,13 +386,6 @@ func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessio
 	for i, err := range pl.wait() {
 		opts.Logger.Warn("session not restored", "session", targets[i].id, "action", Failed, "err", err)
 		results[i].Action, results[i].Error = Failed, failure(err)
-	}
-	for dir, idx := range unsynced {
-		if err := atomicfile.SyncDir(dir); err != nil {
-			for _, i := range idx {
-				results[i].Action, results[i].Error = Failed, failure(err)
-			}
-		}
 	}
 	for i, res := range results {
 		if res.Action == Created && !opts.DryRun {
