@@ -870,10 +870,10 @@ func appendFile(p string, size int64, tail io.Reader, mtime time.Time) error {
 // names share its inode.
 func placeBlob(agentDir, name, tmp string, mtime time.Time) (bool, error) {
 	defer os.Remove(tmp)
-	p := abs(agentDir, "blobs/"+name)
-	if _, err := os.Lstat(p); err == nil {
+	if hasBlob(agentDir, name) {
 		return false, nil
 	}
+	p := abs(agentDir, "blobs/"+name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return false, fmt.Errorf("create blobs folder: %w", err)
 	}
