@@ -252,29 +252,20 @@ func (p *planner) targets(prefixes []string) ([]*target, error) {
 		sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 		return out, nil
 	}
-	seen := map[string]bool{}
-	var out []*target
-	var errs []error
-	for _, pre := range prefixes {
-		// As across places: an ambiguity settled by --latest or the
-		// caller's choice.
-		_, id, err := locateOne([]*planner{p}, pre, p.opts)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, p.sessions[id])
-		}
-	}
-	if len(errs) > 0 {
+	// As across places: an ambiguity settled by --latest or the caller's
+	// choice.
+	ids, err := locate([]*planner{p}, prefixes, p.opts)
+	if err != nil {
 		if len(p.problems) > 0 {
 			// A session a catalog names unsafely is dropped from it: say
 			// why it may not be found.
-			errs = append(errs, fmt.Errorf("the catalogs have problems: %s", strings.Join(p.problems, "; ")))
+			err = errors.Join(err, fmt.Errorf("the catalogs have problems: %s", strings.Join(p.problems, "; ")))
 		}
-		return nil, errors.Join(errs...)
+		return nil, err
+	}
+	var out []*target
+	for _, id := range ids[0] {
+		out = append(out, p.sessions[id])
 	}
 	return out, nil
 }
