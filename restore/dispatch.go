@@ -48,13 +48,11 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 	queue := make(chan work, len(targets)) // each target is queued once
 	var wg sync.WaitGroup
 	for range min(opts.Parallel, len(targets)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for w := range queue {
 				do(w.i, targets[w.i], w.listed)
 			}
-		}()
+		})
 	}
 	start := func(i int, listed *repo.SessionObjects) { queue <- work{i, listed} }
 	started := make([]bool, len(targets))

@@ -63,9 +63,7 @@ const (
 func startPlacer() *placer {
 	pl := &placer{work: make(chan placement, placeQueue), errs: map[int]error{}, dirs: map[string][]int{}}
 	for range placers {
-		pl.wg.Add(1)
-		go func() {
-			defer pl.wg.Done()
+		pl.wg.Go(func() {
 			for pm := range pl.work {
 				if err := placeOne(pm); err != nil {
 					pl.mu.Lock()
@@ -73,7 +71,7 @@ func startPlacer() *placer {
 					pl.mu.Unlock()
 				}
 			}
-		}()
+		})
 	}
 	return pl
 }

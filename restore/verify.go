@@ -99,7 +99,7 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 		return nil, nil, err
 	}
 	checks := make([]Check, len(targets))
-	blobs := &blobChecker{seen: map[string]blobState{}}
+	blobs := &blobChecker{}
 	var mu sync.Mutex
 	prog := Progress{SessionsTotal: len(targets)}
 	if opts.Progress != nil {
@@ -431,8 +431,7 @@ func (c *localCmp) result(head []byte, f format) string {
 
 // blobChecker verifies each blob once, however many sessions reference it.
 type blobChecker struct {
-	mu   sync.Mutex
-	seen map[string]blobState
+	seen sync.Map // blob name -> blobState
 }
 
 type blobState struct {
@@ -442,12 +441,9 @@ type blobState struct {
 }
 
 func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limit int64) blobState {
-	b.mu.Lock()
-	if s, ok := b.seen[name]; ok {
-		b.mu.Unlock()
-		return s
+	if s, ok := b.seen.Load(name); ok {
+		return s.(blobState)
 	}
-	b.mu.Unlock()
 	var s blobState
 	switch _, err := fetchBlob(ctx, r, "", name, limit, false); {
 	case errors.Is(err, remote.ErrNotFound):
@@ -457,8 +453,6 @@ func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limi
 	case err != nil:
 		s.problem = err.Error()
 	}
-	b.mu.Lock()
-	b.seen[name] = s
-	b.mu.Unlock()
+	b.seen.Store(name, s)
 	return s
 }
