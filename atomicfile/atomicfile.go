@@ -43,10 +43,13 @@ func Write(name string, data []byte, opts Options) error {
 func WriteFunc(name string, write func(io.Writer) error, opts Options) error {
 	tmp, err := Temp(filepath.Dir(name), filepath.Base(name), func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 64<<10)
-		return cmp.Or(write(bw), bw.Flush()) // a failed write's error, not the flush's
+		if err := cmp.Or(write(bw), bw.Flush()); err != nil { // a failed write's error, not the flush's
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return err
 	}
 	defer os.Remove(tmp)
 	if opts.Perm != 0 { // a temp file is created 0600
