@@ -613,12 +613,3 @@ func (c *Config) LeveledLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
-
-// LogValue logs the configuration as its settings, secrets redacted.
-func (c *Config) LogValue() slog.Value {
-	attrs := make([]slog.Attr, 0, len(keys))
-	for _, s := range c.Settings() {
-		attrs = append(attrs, slog.String(s.Key, FormatValue(s.Value)))
-	}
-	return slog.GroupValue(attrs...)
-}
