@@ -78,11 +78,10 @@ func (a *Agent) confirmDue(t time.Time) bool {
 // --once fails with it, since a remote that cannot be listed cannot be
 // restored from either.
 type unchecked struct {
-	mu       sync.Mutex
-	pass     error // this pass's first listing failure
-	last     error // the last full pass's (nil: it listed all it needed)
-	logged   time.Time
-	failures int // failed passes not yet logged
+	mu   sync.Mutex
+	pass error   // this pass's first listing failure
+	last error   // the last full pass's (nil: it listed all it needed)
+	away problem // the run of failed passes, as problem.note counts it
 }
 
 // failed records a listing that failed during this pass; one the agent's
@@ -107,14 +106,13 @@ func (u *unchecked) endPass(log *slog.Logger, now time.Time) {
 	switch {
 	case err == nil && was != nil:
 		log.Info("the remote can be listed again: what it acknowledged is being checked")
-	case err == nil:
-	case was == nil || now.Sub(u.logged) >= problemRelog:
-		log.Warn("cannot list the remote to check that it still holds what it acknowledged; uploads go on, "+
-			"but a restore lists the remote the same way: fix the listing (for S3, the key's s3:ListBucket permission)",
-			"err", err, "failed_passes", u.failures+1)
-		u.logged, u.failures = now, 0
-	default:
-		u.failures++
+		u.away = problem{}
+	case err != nil:
+		if n := u.away.note(now, ""); n >= 0 {
+			log.Warn("cannot list the remote to check that it still holds what it acknowledged; uploads go on, "+
+				"but a restore lists the remote the same way: fix the listing (for S3, the key's s3:ListBucket permission)",
+				"err", err, "failed_passes", max(n, 1))
+		}
 	}
 }
 
