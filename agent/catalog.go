@@ -3,11 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -143,12 +140,11 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 		fresh()
 		return
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(src, hdr.HashFrom, covered-hdr.HashFrom)); err != nil || fmt.Sprintf("%x", h.Sum(nil)) != hdr.StreamSHA256 {
+	state, sum, err := hashRange(src, hdr.HashFrom, covered)
+	if err != nil || sum != hdr.StreamSHA256 {
 		fresh() // not those bytes (or not readable): a new generation
 		return
 	}
-	state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
 	fst.Generation, fst.Offset, fst.HashFrom, fst.HashState = g.Name, covered, hdr.HashFrom, state
 	// The listing showed it, so it needs no confirming LIST of its own.
 	fst.Confirmed, fst.ConfirmedAt = covered, a.now().UTC()

@@ -2,11 +2,8 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path"
@@ -331,15 +328,9 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 	if !same {
 		return a.startGeneration(f, src, "the remote lost objects and the file changed since they were uploaded")
 	}
-	h := sha256.New()
-	if offset > f.HashFrom {
-		if _, err := io.Copy(h, io.NewSectionReader(src, f.HashFrom, offset-f.HashFrom)); err != nil {
-			return fmt.Errorf("re-hash %s: %w", f.Path, err)
-		}
-	}
-	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	state, _, err := hashRange(src, f.HashFrom, max(offset, f.HashFrom))
 	if err != nil {
-		return err
+		return fmt.Errorf("re-hash %s: %w", f.Path, err)
 	}
 	f.Offset, f.HashState, f.Confirmed = offset, state, offset
 	f.rewound = offset == 0

@@ -28,6 +28,7 @@ const tailLen = 4096
 // content of an archived one.
 type source interface {
 	io.ReaderAt
+	io.Closer
 	size() int64
 }
 
@@ -64,6 +65,17 @@ func copyFull(w io.Writer, src source, off, n int64) error {
 		err = fmt.Errorf("%w: %d of %d bytes at offset %d", errFileChanged, got, n, off)
 	}
 	return err
+}
+
+// hashRange is the SHA-256 of src's bytes [from, to): its running state,
+// marshalled (FileState.HashState), and its sum in hex.
+func hashRange(src source, from, to int64) (state []byte, sum string, err error) {
+	h := sha256.New()
+	if err := copyFull(h, src, from, to-from); err != nil {
+		return nil, "", err
+	}
+	state, err = h.(encoding.BinaryMarshaler).MarshalBinary()
+	return state, hex.EncodeToString(h.Sum(nil)), err
 }
 
 func hashHex(b []byte) string {
@@ -117,18 +129,12 @@ func (a *Agent) syncOpen(ctx context.Context, fst *FileState, audit bool) (syncR
 	return a.syncSource(ctx, fst, src, inodeOf(fi), fi.ModTime(), settleAll, audit)
 }
 
-// openedSource is a source that holds a file open.
-type openedSource interface {
-	source
-	io.Closer
-}
-
 // openSource opens the file at rel to upload from: the live file or, for
 // an archived session (rel its archive), the archive inflated (bounded by
 // maxArchive) into a temp file of the state dir, which Close removes. Its
 // stat is the open descriptor's: a rename over the path while it is read
 // leaves a consistent old file.
-func (a *Agent) openSource(rel string, archived bool) (openedSource, fs.FileInfo, error) {
+func (a *Agent) openSource(rel string, archived bool) (source, fs.FileInfo, error) {
 	if archived {
 		tmp, err := a.tempDir()
 		if err != nil {
@@ -440,11 +446,8 @@ func holdsPulled(fst *FileState, src source, p *PulledRange) (bool, error) {
 	if p.Start < fst.HashFrom {
 		return false, nil
 	}
-	h := sha256.New()
-	if err := copyFull(h, src, p.Start, p.End-p.Start); err != nil {
-		return false, err
-	}
-	return hex.EncodeToString(h.Sum(nil)) == p.SHA256, nil
+	_, sum, err := hashRange(src, p.Start, p.End)
+	return err == nil && sum == p.SHA256, err
 }
 
 // readChunk reads the next chunk, from start: up to ChunkSize and next
@@ -630,13 +633,13 @@ func prefixMatches(src source, fst *FileState) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	h := sha256.New()
-	if err := copyFull(h, src, fst.HashFrom, fst.Offset-fst.HashFrom); errors.Is(err, errFileChanged) {
+	_, sum, err := hashRange(src, fst.HashFrom, fst.Offset)
+	if errors.Is(err, errFileChanged) {
 		return false, nil // shorter than what was uploaded now: rewritten
 	} else if err != nil {
 		return false, err
 	}
-	return bytes.Equal(h.Sum(nil), want.Sum(nil)), nil
+	return sum == hex.EncodeToString(want.Sum(nil)), nil
 }
 
 // relOf turns an absolute path under the agent dir into the slash form used
