@@ -96,16 +96,6 @@ func newestOf(invs []*repo.StreamInventory, f *FileState) *repo.Generation {
 	return nil
 }
 
-// adopt matches a stream the state lost against the remote; see adoptSource.
-func (a *Agent) adopt(ctx context.Context, fst *FileState) {
-	src, _, err := a.openSource(fst.Path, false)
-	if err != nil {
-		return
-	}
-	defer src.Close()
-	a.adoptSource(ctx, fst, src)
-}
-
 // adoptSource continues the newest remote generation of fst when src still
 // starts with exactly its bytes; otherwise fst starts a new generation.
 func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
@@ -120,7 +110,7 @@ func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
 // is none) when src still starts with exactly its bytes; otherwise fst
 // starts a new generation.
 func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *repo.Generation) {
-	fst.Adopt = false
+	fst.Adopt, fst.stale = false, false // matched against the remote just now
 	fresh := func() {
 		fst.Generation, fst.Offset, fst.HashState, fst.MetaPath = "", 0, nil, ""
 	}

@@ -72,7 +72,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	var jobs []job
 	known := len(a.state.Streams)
 	for _, rel := range rels {
-		if j, ok := a.plan(ctx, rel, seen); ok {
+		if j, ok := a.plan(rel, seen); ok {
 			jobs = append(jobs, j)
 		}
 	}
@@ -415,9 +415,6 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	}
 	defer src.Close()
 	fst := j.fst
-	if fst.Adopt {
-		a.adoptSource(ctx, fst, src)
-	}
 	liveMtime := fst.UploadedMtime
 	res, err := a.syncSource(ctx, fst, src, inodeOf(fi), fi.ModTime(), false, false)
 	if err != nil {

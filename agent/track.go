@@ -113,9 +113,10 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 }
 
 // unchanged reports whether fi is the stat f recorded once every settled
-// byte of its file was up, under the path its meta names: nothing to send.
+// byte of its file was up, under the path its meta names, and f waits for
+// no match against the remote (Adopt): nothing to send.
 func (f *FileState) unchanged(fi fs.FileInfo) bool {
-	return f.Generation != "" && f.MetaPath == f.Path && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.MtimeNs && inodeOf(fi) == f.Inode
+	return f.Generation != "" && !f.Adopt && f.MetaPath == f.Path && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.MtimeNs && inodeOf(fi) == f.Inode
 }
 
 // syncOpen is one look at a live file: open, stat, upload what is new.
@@ -171,7 +172,11 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		// would be a backup it refuses, the whole session with them.
 		return res, fmt.Errorf("%s is %d bytes, %w (a file: at most %d bytes); nothing more of it is backed up: add it to exclude, or move it out of the agent dir", fst.Path, size, errPastLimit, int64(repo.MaxStreamSize))
 	}
-	if fst.stale && fst.Generation != "" {
+	if fst.Adopt {
+		// Rebuilt from the catalog, or not trusted: matched against the
+		// remote before anything goes up.
+		a.adoptSource(ctx, fst, src)
+	} else if fst.stale && fst.Generation != "" {
 		if err := a.checkStale(ctx, fst, src); err != nil {
 			return res, err
 		}
