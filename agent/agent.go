@@ -190,7 +190,7 @@ type Agent struct {
 	// while the pass's jobs run.
 	listed listing
 	// blobsToConfirm counts blobs uploaded since the blobs were last listed.
-	blobsToConfirm int
+	blobsToConfirm atomic.Int64
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
 	// catWrittenAt is when this agent last put the catalog or its recent
@@ -256,10 +256,10 @@ type Agent struct {
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
+	fullScan atomic.Bool   // a missed or removal event asks for a scan
 
-	mu       sync.Mutex
-	dirty    map[string]bool // rel paths the watcher saw change
-	fullScan bool            // a missed or removal event asks for a scan
+	mu    sync.Mutex
+	dirty map[string]bool // rel paths the watcher saw change
 	// linksSaid are the symlinks the scan said it does not follow.
 	linksSaid saidOnce
 
@@ -442,7 +442,7 @@ func (a *Agent) Once(ctx context.Context) error {
 	// What the first pass found lost on the remote (confirmUploads) is
 	// marked for upload; a few more passes put it up before exiting.
 	for i := 0; i < 3 && err == nil && ctx.Err() == nil && a.hasWork(); i++ {
-		err = a.pass(ctx, a.takeFullScan())
+		err = a.pass(ctx, a.fullScan.Swap(false))
 	}
 	if err == nil && a.opts.Pull && ctx.Err() == nil {
 		// One pull, and a pass that backs up what it wrote (a session
@@ -470,7 +470,7 @@ func (a *Agent) Once(ctx context.Context) error {
 func (a *Agent) hasWork() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.dirty) > 0 || a.fullScan
+	return len(a.dirty) > 0 || a.fullScan.Load()
 }
 
 // start checks the repository and loads this machine's catalog, so that a
@@ -649,7 +649,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		a.gapsPolled = a.pollUnwatched()
-		full := a.takeFullScan() || a.now().Sub(lastFull) >= a.opts.ReconcileInterval
+		full := a.fullScan.Swap(false) || a.now().Sub(lastFull) >= a.opts.ReconcileInterval
 		if full {
 			lastFull = a.now()
 		}
@@ -851,20 +851,6 @@ func (a *Agent) markDirty(rel string) {
 	a.mu.Lock()
 	a.dirty[rel] = true
 	a.mu.Unlock()
-}
-
-func (a *Agent) markFullScan() {
-	a.mu.Lock()
-	a.fullScan = true
-	a.mu.Unlock()
-}
-
-func (a *Agent) takeFullScan() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f := a.fullScan
-	a.fullScan = false
-	return f
 }
 
 func (a *Agent) takeDirty() []string {

@@ -135,9 +135,7 @@ func (u *unchecked) err() error {
 // uploaded, and once per audit interval, and forgets the ones the remote
 // lost, so the next scan uploads them again.
 func (a *Agent) confirmBlobs(ctx context.Context) bool {
-	a.mu.Lock()
-	fresh := a.blobsToConfirm
-	a.mu.Unlock()
+	fresh := a.blobsToConfirm.Load()
 	if len(a.state.Blobs) == 0 || fresh == 0 && !a.confirmDue(a.state.BlobsConfirmedAt) {
 		return false
 	}
@@ -162,11 +160,9 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	}
 	if lost > 0 {
 		a.log.Warn("the remote lost blobs it had acknowledged; uploading them again", "blobs", lost)
-		a.markFullScan()
+		a.fullScan.Store(true)
 	}
-	a.mu.Lock()
-	a.blobsToConfirm -= fresh
-	a.mu.Unlock()
+	a.blobsToConfirm.Add(-fresh)
 	a.state.BlobsConfirmedAt = a.now().UTC()
 	a.state.changed.all = true // removals are not journalled
 	return true

@@ -60,7 +60,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 				a.markDirty(rel)
 			}
 			if full {
-				a.markFullScan()
+				a.fullScan.Store(true)
 			}
 			if remote.IsTransient(err) {
 				a.outage.failed(a.log, a.now(), err)
@@ -237,7 +237,7 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 		}
 		changed = changed || res.changed
 		if isNotExist(err) {
-			a.markFullScan()
+			a.fullScan.Store(true)
 			return
 		}
 		a.tally.file(j.rel, res.objects > 0, err)
@@ -316,9 +316,7 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 	}
 	a.metrics.uploaded(n, 1)
 	a.state.setBlob(name, mtime)
-	a.mu.Lock()
-	a.blobsToConfirm++
-	a.mu.Unlock()
+	a.blobsToConfirm.Add(1)
 	return syncResult{objects: 1, changed: true}, nil
 }
 

@@ -206,7 +206,7 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 		return job{}, false
 	}
 	if err != nil || !fi.Mode().IsRegular() {
-		a.markFullScan() // gone or replaced: a scan decides move, archive or delete
+		a.fullScan.Store(true) // gone or replaced: a scan decides move, archive or delete
 		return job{}, false
 	}
 	seen[rel] = true

@@ -239,7 +239,7 @@ func (s *State) setBlob(name string, mtime time.Time) {
 	if !mtime.IsZero() {
 		s.BlobMtimes[name] = mtime.UTC()
 	}
-	s.changed.blobs = append(s.changed.blobs, name)
+	s.changed.recs = append(s.changed.recs, journalRecord{Blob: name, Mtime: s.BlobMtimes[name]})
 	s.mu.Unlock()
 }
 
