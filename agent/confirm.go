@@ -23,6 +23,7 @@ import (
 // agent then rewinds to the first missing byte and uploads again.
 func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	var todo []*FileState
+	ids := map[string]bool{} // their sessions
 	for _, f := range a.state.Streams {
 		// An archived session's archive still holds every byte, so its
 		// lost objects can be put again as well.
@@ -30,12 +31,10 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		// An unseen stream has no file here to fill a hole from.
 		if kept && !f.Unseen && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || f.MetaUnconfirmed || a.confirmDue(f.ConfirmedAt)) {
 			todo = append(todo, f)
+			ids[f.SessionID] = true
 		}
 	}
-	var listed listing
-	if ids := sessionsOf(todo); a.listsMany(len(ids)) {
-		listed = a.listSessions(ctx, ids)
-	}
+	listed := a.listSessions(ctx, ids)
 	var mu sync.Mutex
 	// Each in its own goroutine even when listed: a retitle or a move is
 	// read back with a GET, and many at once (a pull's merges) take one
@@ -166,15 +165,6 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	a.state.BlobsConfirmedAt = a.now().UTC()
 	a.state.changed.all = true // removals are not journalled
 	return true
-}
-
-// sessionsOf is the sessions the streams belong to.
-func sessionsOf(fs []*FileState) map[string]bool {
-	ids := map[string]bool{}
-	for _, f := range fs {
-		ids[f.SessionID] = true
-	}
-	return ids
 }
 
 // listedGeneration is f's generation in a listing of its session: what a

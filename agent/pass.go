@@ -218,9 +218,6 @@ func (a *Agent) prefetchStale(ctx context.Context, jobs []job) listing {
 		}
 		ids[f.SessionID] = true
 	}
-	if !a.listsMany(len(ids)) {
-		return nil
-	}
 	return a.listSessions(ctx, ids)
 }
 
