@@ -719,17 +719,10 @@ func (a *Agent) firstPass(ctx context.Context) error {
 
 // pullAndSave pulls, says how that went, and saves the state.
 func (a *Agent) pullAndSave(ctx context.Context) {
-	if err := a.pull(ctx); err != nil && ctx.Err() == nil {
-		switch {
-		case remote.IsTransient(err):
-			a.outage.failed(a.log, a.now(), err)
-		case errors.Is(err, errNotMerged):
-			a.log.Debug("pull incomplete", "err", err) // each session said at WARN
-		default:
-			a.problems.warn(a.log, a.now(), "pull", "pull failed; it is retried every pull interval", err)
-		}
-	} else if err == nil {
-		a.problems.clear(a.log, "pull")
+	if err := a.pull(ctx); errors.Is(err, errNotMerged) {
+		a.log.Debug("pull incomplete", "err", err) // each session said at WARN
+	} else {
+		a.ended(ctx, "pull", "pull failed; it is retried every pull interval", err)
 	}
 	a.saveState("could not save state")
 }

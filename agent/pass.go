@@ -157,17 +157,30 @@ func (a *Agent) endFullPass(ctx context.Context, seen map[string]bool, sc *scann
 // how that went.
 func (a *Agent) passCatalog(ctx context.Context) error {
 	cerr := a.putCatalog(ctx)
-	switch {
-	case cerr == nil:
-		a.problems.clear(a.log, "catalog of "+a.opts.Machine)
-	case errors.Is(cerr, ErrMachineInUse):
-	case remote.IsTransient(cerr):
-		a.outage.failed(a.log, a.now(), cerr)
-	case a.refused.report(a.log, cerr):
-	case ctx.Err() == nil:
-		a.problems.warn(a.log, a.now(), "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
+	if !errors.Is(cerr, ErrMachineInUse) { // said by Run, which stops
+		a.ended(ctx, "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
 	}
 	return cerr
+}
+
+// ended says how the work on what ended (err): a success clears what was
+// warned of it; a remote away is the outage's to say, a refusal of the
+// repository's encryption the refusal's, a stop nobody's; anything else
+// is warned of (msg) as problems.warn says. It reports whether err stops
+// all such work for now: the rest would fail alike.
+func (a *Agent) ended(ctx context.Context, what, msg string, err error) (stop bool) {
+	switch {
+	case err == nil:
+		a.problems.clear(a.log, what)
+		return false
+	case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
+		a.outage.failed(a.log, a.now(), err)
+	case ctx.Err() != nil, a.refused.report(a.log, err):
+	default:
+		a.problems.warn(a.log, a.now(), what, msg, err)
+		return false
+	}
+	return true
 }
 
 // firstPassProgress tells Options.Progress how the first full pass goes:
@@ -238,28 +251,19 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 			return
 		}
 		a.tally.file(j.rel, res.objects > 0, err)
-		if err == nil {
-			a.problems.clear(a.log, "upload of "+j.rel)
-			return
+		if err != nil {
+			a.markDirty(j.rel) // retried next pass
+			a.metrics.failed()
+			firstErr = cmp.Or(firstErr, err)
 		}
-		a.markDirty(j.rel) // retried next pass
-		a.metrics.failed()
 		var re *remote.Error
 		var pe *fs.PathError
-		switch {
-		case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
-			a.outage.failed(a.log, a.now(), err)
-		case ctx.Err() != nil:
-		case a.refused.report(a.log, err):
-		case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
+		if err != nil && ctx.Err() == nil && !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)) {
 			// Unreadable here (EACCES, EIO), or too large: said once,
 			// then now and then.
 			a.problems.report(a.log, a.now(), a.abs(j.rel), err)
-		default:
-			a.problems.warn(a.log, a.now(), "upload of "+j.rel, "upload failed; it is retried every pass", err)
-		}
-		if firstErr == nil {
-			firstErr = err
+		} else {
+			a.ended(ctx, "upload of "+j.rel, "upload failed; it is retried every pass", err)
 		}
 	})
 	return changed, firstErr
