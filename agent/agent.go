@@ -30,6 +30,7 @@ import (
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure an Agent. Zero values take the defaults noted.
@@ -136,6 +137,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	if o.Store == nil {
 		o.Store = store.OMP()
@@ -270,9 +274,6 @@ type Agent struct {
 	failSince time.Time
 	failMsg   string
 	lastGood  bool
-	// pendingN bytes wait since pendingSince, as of updatePending.
-	pendingN     int64
-	pendingSince time.Time
 
 	// beforeRead, when set (tests), runs just before a chunk's bytes are
 	// read, after the stat and the checks: where a file can change under
@@ -293,12 +294,10 @@ var ErrLocked = errors.New("another ompsync agent is running")
 // New opens the state dir (taking its lock) and loads the state. A damaged
 // state file is set aside and rebuilt from the remote.
 func New(r *repo.Repo, opts Options) (*Agent, error) {
-	if opts.Now != nil && opts.Metrics != nil {
-		opts.Metrics.mu.Lock()
-		opts.Metrics.now = opts.Now // the gauges' age on the agent's clock (tests)
-		opts.Metrics.mu.Unlock()
-	}
 	opts.setDefaults()
+	opts.Metrics.mu.Lock()
+	opts.Metrics.now = opts.Now // the gauges' age on the agent's clock (tests)
+	opts.Metrics.mu.Unlock()
 	if opts.AgentDir == "" || opts.StateDir == "" || opts.Machine == "" {
 		return nil, errors.New("agent: agent dir, state dir and machine are required")
 	}
@@ -693,7 +692,7 @@ func (a *Agent) startRetrying(ctx context.Context) (ok bool, err error) {
 		}
 		a.outage.failed(a.log, a.now(), err)
 		// No pass has looked at the files yet: every one is looked at.
-		a.setPending(a.pendingBytes(true))
+		a.metrics.setPending(a.pendingBytes(true))
 		a.observe(nil, false)
 		if !sleepCtx(ctx, a.outage.wait()) {
 			return false, a.flush(true)
@@ -759,7 +758,8 @@ func (a *Agent) observe(err error, passed bool) {
 	if a.opts.Notifier == nil {
 		return
 	}
-	h := notify.Health{Good: a.lastGood, Pending: a.pendingN, PendingSince: a.pendingSince}
+	h := notify.Health{Good: a.lastGood}
+	h.Pending, h.PendingSince = a.metrics.pending()
 	if !a.failSince.IsZero() {
 		h.Failing, h.FailingSince = a.failMsg, a.failSince
 	}

@@ -597,12 +597,7 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 }
 
 // updatePending sets the pending gauges.
-func (a *Agent) updatePending() { a.setPending(a.pendingBytes(false)) }
-
-func (a *Agent) setPending(n int64, since time.Time) {
-	a.pendingN, a.pendingSince = n, since
-	a.metrics.pending(n, since)
-}
+func (a *Agent) updatePending() { a.metrics.setPending(a.pendingBytes(false)) }
 
 // pendingBytes is how many bytes of present files are not yet uploaded as
 // of their last stat, or of now for the paths that wait for a pass (what
