@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -35,7 +36,7 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		}
 	}
 	listed := a.listSessions(ctx, ids)
-	var mu sync.Mutex
+	var confirmed atomic.Bool // any stream
 	// Each in its own goroutine even when listed: a retitle or a move is
 	// read back with a GET, and many at once (a pull's merges) take one
 	// round trip, not one each.
@@ -52,11 +53,9 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 			a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
 			return
 		}
-		mu.Lock()
-		changed = true
-		mu.Unlock()
+		confirmed.Store(true)
 	})
-	changed = a.confirmBlobs(ctx) || changed
+	changed = a.confirmBlobs(ctx) || confirmed.Load()
 	a.unchecked.endPass(a.log, a.now())
 	return changed
 }
@@ -112,14 +111,8 @@ func (u *unchecked) endPass(log *slog.Logger, now time.Time) {
 	}
 }
 
-// failing reports whether the last full pass could not list what it needed.
-func (u *unchecked) failing() bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.last != nil
-}
-
-// err is the last full pass's failure, for agent --once.
+// err is the last full pass's failure (nil: it listed all it needed), for
+// agent --once and its totals.
 func (u *unchecked) err() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
