@@ -203,7 +203,8 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		return res, err
 	}
 	if fst.Offset > 0 && fst.MetaPath != fst.Path {
-		// Moved without new bytes: the meta still names the old path.
+		// Moved since its meta was written: the meta, put once its new
+		// bytes are up, names the path it has now.
 		if err := a.putMeta(ctx, fst); err != nil {
 			return res, err
 		}
@@ -434,7 +435,7 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 		if err != nil {
 			return objects, err
 		}
-		if err := a.committed(ctx, fst, src, h, hdr.End); err != nil {
+		if err := a.committed(fst, src, h, hdr.End); err != nil {
 			return objects, err
 		}
 		if ref {
@@ -521,14 +522,7 @@ func (a *Agent) putChunk(ctx context.Context, fst *FileState, hdr *repo.ChunkHea
 }
 
 // committed records that the chunk ending at stop is on the remote.
-func (a *Agent) committed(ctx context.Context, fst *FileState, src source, h hash.Hash, stop int64) error {
-	if fst.MetaPath != fst.Path {
-		// The file moved since its meta was written (or a meta too
-		// large for the header went first: putMeta is then a no-op).
-		if err := a.putMeta(ctx, fst); err != nil {
-			return err
-		}
-	}
+func (a *Agent) committed(fst *FileState, src source, h hash.Hash, stop int64) error {
 	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
 		return err
