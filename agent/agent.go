@@ -30,6 +30,7 @@ import (
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure an Agent. Zero values take the defaults noted.
@@ -137,6 +138,9 @@ func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
 	if o.Store == nil {
 		o.Store = store.OMP()
 	}
@@ -190,7 +194,7 @@ type Agent struct {
 	// while the pass's jobs run.
 	listed listing
 	// blobsToConfirm counts blobs uploaded since the blobs were last listed.
-	blobsToConfirm int
+	blobsToConfirm atomic.Int64
 	// cataloged are the sessions this machine's remote catalog lists.
 	cataloged map[string]bool
 	// catWrittenAt is when this agent last put the catalog or its recent
@@ -256,10 +260,10 @@ type Agent struct {
 
 	interval atomic.Int64  // time.Duration, changeable by SetInterval
 	reload   chan struct{} // wakes Run to apply a new interval
+	fullScan atomic.Bool   // a missed or removal event asks for a scan
 
-	mu       sync.Mutex
-	dirty    map[string]bool // rel paths the watcher saw change
-	fullScan bool            // a missed or removal event asks for a scan
+	mu    sync.Mutex
+	dirty map[string]bool // rel paths the watcher saw change
 	// linksSaid are the symlinks the scan said it does not follow.
 	linksSaid saidOnce
 
@@ -270,9 +274,6 @@ type Agent struct {
 	failSince time.Time
 	failMsg   string
 	lastGood  bool
-	// pendingN bytes wait since pendingSince, as of updatePending.
-	pendingN     int64
-	pendingSince time.Time
 
 	// beforeRead, when set (tests), runs just before a chunk's bytes are
 	// read, after the stat and the checks: where a file can change under
@@ -293,12 +294,10 @@ var ErrLocked = errors.New("another ompsync agent is running")
 // New opens the state dir (taking its lock) and loads the state. A damaged
 // state file is set aside and rebuilt from the remote.
 func New(r *repo.Repo, opts Options) (*Agent, error) {
-	if opts.Now != nil && opts.Metrics != nil {
-		opts.Metrics.mu.Lock()
-		opts.Metrics.now = opts.Now // the gauges' age on the agent's clock (tests)
-		opts.Metrics.mu.Unlock()
-	}
 	opts.setDefaults()
+	opts.Metrics.mu.Lock()
+	opts.Metrics.now = opts.Now // the gauges' age on the agent's clock (tests)
+	opts.Metrics.mu.Unlock()
 	if opts.AgentDir == "" || opts.StateDir == "" || opts.Machine == "" {
 		return nil, errors.New("agent: agent dir, state dir and machine are required")
 	}
@@ -442,7 +441,7 @@ func (a *Agent) Once(ctx context.Context) error {
 	// What the first pass found lost on the remote (confirmUploads) is
 	// marked for upload; a few more passes put it up before exiting.
 	for i := 0; i < 3 && err == nil && ctx.Err() == nil && a.hasWork(); i++ {
-		err = a.pass(ctx, a.takeFullScan())
+		err = a.pass(ctx, a.fullScan.Swap(false))
 	}
 	if err == nil && a.opts.Pull && ctx.Err() == nil {
 		// One pull, and a pass that backs up what it wrote (a session
@@ -470,7 +469,7 @@ func (a *Agent) Once(ctx context.Context) error {
 func (a *Agent) hasWork() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.dirty) > 0 || a.fullScan
+	return len(a.dirty) > 0 || a.fullScan.Load()
 }
 
 // start checks the repository and loads this machine's catalog, so that a
@@ -649,7 +648,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		a.gapsPolled = a.pollUnwatched()
-		full := a.takeFullScan() || a.now().Sub(lastFull) >= a.opts.ReconcileInterval
+		full := a.fullScan.Swap(false) || a.now().Sub(lastFull) >= a.opts.ReconcileInterval
 		if full {
 			lastFull = a.now()
 		}
@@ -693,7 +692,7 @@ func (a *Agent) startRetrying(ctx context.Context) (ok bool, err error) {
 		}
 		a.outage.failed(a.log, a.now(), err)
 		// No pass has looked at the files yet: every one is looked at.
-		a.setPending(a.pendingBytes(true))
+		a.metrics.setPending(a.pendingBytes(true))
 		a.observe(nil, false)
 		if !sleepCtx(ctx, a.outage.wait()) {
 			return false, a.flush(true)
@@ -719,17 +718,10 @@ func (a *Agent) firstPass(ctx context.Context) error {
 
 // pullAndSave pulls, says how that went, and saves the state.
 func (a *Agent) pullAndSave(ctx context.Context) {
-	if err := a.pull(ctx); err != nil && ctx.Err() == nil {
-		switch {
-		case remote.IsTransient(err):
-			a.outage.failed(a.log, a.now(), err)
-		case errors.Is(err, errNotMerged):
-			a.log.Debug("pull incomplete", "err", err) // each session said at WARN
-		default:
-			a.problems.warn(a.log, a.now(), "pull", "pull failed; it is retried every pull interval", err)
-		}
-	} else if err == nil {
-		a.problems.clear(a.log, "pull")
+	if err := a.pull(ctx); errors.Is(err, errNotMerged) {
+		a.log.Debug("pull incomplete", "err", err) // each session said at WARN
+	} else {
+		a.ended(ctx, "pull", "pull failed; it is retried every pull interval", err)
 	}
 	a.saveState("could not save state")
 }
@@ -766,7 +758,8 @@ func (a *Agent) observe(err error, passed bool) {
 	if a.opts.Notifier == nil {
 		return
 	}
-	h := notify.Health{Good: a.lastGood, Pending: a.pendingN, PendingSince: a.pendingSince}
+	h := notify.Health{Good: a.lastGood}
+	h.Pending, h.PendingSince = a.metrics.pending()
 	if !a.failSince.IsZero() {
 		h.Failing, h.FailingSince = a.failMsg, a.failSince
 	}
@@ -851,20 +844,6 @@ func (a *Agent) markDirty(rel string) {
 	a.mu.Lock()
 	a.dirty[rel] = true
 	a.mu.Unlock()
-}
-
-func (a *Agent) markFullScan() {
-	a.mu.Lock()
-	a.fullScan = true
-	a.mu.Unlock()
-}
-
-func (a *Agent) takeFullScan() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	f := a.fullScan
-	a.fullScan = false
-	return f
 }
 
 func (a *Agent) takeDirty() []string {

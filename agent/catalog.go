@@ -3,11 +3,8 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -99,16 +96,6 @@ func newestOf(invs []*repo.StreamInventory, f *FileState) *repo.Generation {
 	return nil
 }
 
-// adopt matches a stream the state lost against the remote; see adoptSource.
-func (a *Agent) adopt(ctx context.Context, fst *FileState) {
-	src, _, err := a.openSource(fst.Path, false)
-	if err != nil {
-		return
-	}
-	defer src.Close()
-	a.adoptSource(ctx, fst, src)
-}
-
 // adoptSource continues the newest remote generation of fst when src still
 // starts with exactly its bytes; otherwise fst starts a new generation.
 func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
@@ -123,7 +110,7 @@ func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
 // is none) when src still starts with exactly its bytes; otherwise fst
 // starts a new generation.
 func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *repo.Generation) {
-	fst.Adopt = false
+	fst.Adopt, fst.stale = false, false // matched against the remote just now
 	fresh := func() {
 		fst.Generation, fst.Offset, fst.HashState, fst.MetaPath = "", 0, nil, ""
 	}
@@ -143,12 +130,11 @@ func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *re
 		fresh()
 		return
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(src, hdr.HashFrom, covered-hdr.HashFrom)); err != nil || fmt.Sprintf("%x", h.Sum(nil)) != hdr.StreamSHA256 {
+	state, sum, err := hashRange(src, hdr.HashFrom, covered)
+	if err != nil || sum != hdr.StreamSHA256 {
 		fresh() // not those bytes (or not readable): a new generation
 		return
 	}
-	state, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
 	fst.Generation, fst.Offset, fst.HashFrom, fst.HashState = g.Name, covered, hdr.HashFrom, state
 	// The listing showed it, so it needs no confirming LIST of its own.
 	fst.Confirmed, fst.ConfirmedAt = covered, a.now().UTC()

@@ -2,17 +2,15 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -26,6 +24,7 @@ import (
 // agent then rewinds to the first missing byte and uploads again.
 func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 	var todo []*FileState
+	ids := map[string]bool{} // their sessions
 	for _, f := range a.state.Streams {
 		// An archived session's archive still holds every byte, so its
 		// lost objects can be put again as well.
@@ -33,13 +32,11 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		// An unseen stream has no file here to fill a hole from.
 		if kept && !f.Unseen && f.Generation != "" && (f.Offset > f.Confirmed || f.HeadUnconfirmed || f.MetaUnconfirmed || a.confirmDue(f.ConfirmedAt)) {
 			todo = append(todo, f)
+			ids[f.SessionID] = true
 		}
 	}
-	var listed listing
-	if ids := sessionsOf(todo); a.listsMany(len(ids)) {
-		listed = a.listSessions(ctx, ids)
-	}
-	var mu sync.Mutex
+	listed := a.listSessions(ctx, ids)
+	var confirmed atomic.Bool // any stream
 	// Each in its own goroutine even when listed: a retitle or a move is
 	// read back with a GET, and many at once (a pull's merges) take one
 	// round trip, not one each.
@@ -56,11 +53,9 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 			a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
 			return
 		}
-		mu.Lock()
-		changed = true
-		mu.Unlock()
+		confirmed.Store(true)
 	})
-	changed = a.confirmBlobs(ctx) || changed
+	changed = a.confirmBlobs(ctx) || confirmed.Load()
 	a.unchecked.endPass(a.log, a.now())
 	return changed
 }
@@ -78,11 +73,10 @@ func (a *Agent) confirmDue(t time.Time) bool {
 // --once fails with it, since a remote that cannot be listed cannot be
 // restored from either.
 type unchecked struct {
-	mu       sync.Mutex
-	pass     error // this pass's first listing failure
-	last     error // the last full pass's (nil: it listed all it needed)
-	logged   time.Time
-	failures int // failed passes not yet logged
+	mu   sync.Mutex
+	pass error   // this pass's first listing failure
+	last error   // the last full pass's (nil: it listed all it needed)
+	away problem // the run of failed passes, as problem.note counts it
 }
 
 // failed records a listing that failed during this pass; one the agent's
@@ -107,25 +101,18 @@ func (u *unchecked) endPass(log *slog.Logger, now time.Time) {
 	switch {
 	case err == nil && was != nil:
 		log.Info("the remote can be listed again: what it acknowledged is being checked")
-	case err == nil:
-	case was == nil || now.Sub(u.logged) >= problemRelog:
-		log.Warn("cannot list the remote to check that it still holds what it acknowledged; uploads go on, "+
-			"but a restore lists the remote the same way: fix the listing (for S3, the key's s3:ListBucket permission)",
-			"err", err, "failed_passes", u.failures+1)
-		u.logged, u.failures = now, 0
-	default:
-		u.failures++
+		u.away = problem{}
+	case err != nil:
+		if n := u.away.note(now, ""); n >= 0 {
+			log.Warn("cannot list the remote to check that it still holds what it acknowledged; uploads go on, "+
+				"but a restore lists the remote the same way: fix the listing (for S3, the key's s3:ListBucket permission)",
+				"err", err, "failed_passes", max(n, 1))
+		}
 	}
 }
 
-// failing reports whether the last full pass could not list what it needed.
-func (u *unchecked) failing() bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.last != nil
-}
-
-// err is the last full pass's failure, for agent --once.
+// err is the last full pass's failure (nil: it listed all it needed), for
+// agent --once and its totals.
 func (u *unchecked) err() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -140,9 +127,7 @@ func (u *unchecked) err() error {
 // uploaded, and once per audit interval, and forgets the ones the remote
 // lost, so the next scan uploads them again.
 func (a *Agent) confirmBlobs(ctx context.Context) bool {
-	a.mu.Lock()
-	fresh := a.blobsToConfirm
-	a.mu.Unlock()
+	fresh := a.blobsToConfirm.Load()
 	if len(a.state.Blobs) == 0 || fresh == 0 && !a.confirmDue(a.state.BlobsConfirmedAt) {
 		return false
 	}
@@ -167,23 +152,12 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	}
 	if lost > 0 {
 		a.log.Warn("the remote lost blobs it had acknowledged; uploading them again", "blobs", lost)
-		a.markFullScan()
+		a.fullScan.Store(true)
 	}
-	a.mu.Lock()
-	a.blobsToConfirm -= fresh
-	a.mu.Unlock()
+	a.blobsToConfirm.Add(-fresh)
 	a.state.BlobsConfirmedAt = a.now().UTC()
 	a.state.changed.all = true // removals are not journalled
 	return true
-}
-
-// sessionsOf is the sessions the streams belong to.
-func sessionsOf(fs []*FileState) map[string]bool {
-	ids := map[string]bool{}
-	for _, f := range fs {
-		ids[f.SessionID] = true
-	}
-	return ids
 }
 
 // listedGeneration is f's generation in a listing of its session: what a
@@ -333,15 +307,9 @@ func (a *Agent) rewind(f *FileState, offset int64) error {
 	if !same {
 		return a.startGeneration(f, src, "the remote lost objects and the file changed since they were uploaded")
 	}
-	h := sha256.New()
-	if offset > f.HashFrom {
-		if _, err := io.Copy(h, io.NewSectionReader(src, f.HashFrom, offset-f.HashFrom)); err != nil {
-			return fmt.Errorf("re-hash %s: %w", f.Path, err)
-		}
-	}
-	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	state, _, err := hashRange(src, f.HashFrom, max(offset, f.HashFrom))
 	if err != nil {
-		return err
+		return fmt.Errorf("re-hash %s: %w", f.Path, err)
 	}
 	f.Offset, f.HashState, f.Confirmed = offset, state, offset
 	f.rewound = offset == 0

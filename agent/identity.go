@@ -225,7 +225,7 @@ func (a *Agent) reconcileAll(why string, otherRepo bool) {
 		clear(a.state.Seen)
 		a.state.CatalogAt = time.Time{} // not established there yet
 	} else {
-		a.blobsToConfirm++ // list the blobs with the first pass
+		a.blobsToConfirm.Add(1) // list the blobs with the first pass
 	}
 	a.catBase, a.catRecent = nil, nil // the catalog is rewritten whole
 	a.state.changed.all = true

@@ -37,14 +37,13 @@ type journalRecord struct {
 // changes records what changed since the last save.
 type changes struct {
 	streams map[string]bool
-	blobs   []string
-	seen    []string
+	recs    []journalRecord // blobs and seen entries, as they were set
 	// all asks for the whole state to be written (start-up, prune).
 	all bool
 }
 
 func (c *changes) empty() bool {
-	return !c.all && len(c.streams) == 0 && len(c.blobs) == 0 && len(c.seen) == 0
+	return !c.all && len(c.streams) == 0 && len(c.recs) == 0
 }
 
 // touch notes that a stream's state changed.
@@ -67,7 +66,9 @@ func (s *State) changedStream(key string) {
 
 func (s *State) setSeen(key, sig string) {
 	s.Seen[key] = sig
-	s.changed.seen = append(s.changed.seen, key)
+	s.mu.Lock() // changed is shared with setBlob
+	s.changed.recs = append(s.changed.recs, journalRecord{Seen: key, Sig: sig})
+	s.mu.Unlock()
 }
 
 // persist saves what changed: appended to the journal, or, when asked or
@@ -89,13 +90,8 @@ func (s *State) persist(dir string) error {
 			return err
 		}
 	}
-	for _, b := range s.changed.blobs {
-		if err := enc.Encode(journalRecord{Blob: b, Mtime: s.BlobMtimes[b]}); err != nil {
-			return err
-		}
-	}
-	for _, k := range s.changed.seen {
-		if err := enc.Encode(journalRecord{Seen: k, Sig: s.Seen[k]}); err != nil {
+	for _, rec := range s.changed.recs {
+		if err := enc.Encode(rec); err != nil {
 			return err
 		}
 	}

@@ -13,13 +13,16 @@ import (
 // was not seen and is listed on its own.
 type listing map[string][]*repo.StreamInventory
 
-// listsMany reports whether n sessions are checked more cheaply by one
-// listing of every session than by one LIST each: a listing page holds
-// 1,000 objects, a few sessions' worth, so it pays once n is a good share
-// of the sessions (the rule restore uses).
-func (a *Agent) listsMany(n int) bool {
-	if n < 8 {
-		return false
+// listSessions lists the objects of the sessions in ids with one paged
+// LIST of every session, stopping once it has seen them all, when they
+// are many (else it lists nothing: each is listed on its own). They are
+// many when one listing costs less than one LIST each: a listing page
+// holds 1,000 objects, a few sessions' worth, so it pays once they are a
+// good share of the sessions (the rule restore uses). A listing that
+// fails leaves out what it had not reached.
+func (a *Agent) listSessions(ctx context.Context, ids map[string]bool) listing {
+	if len(ids) < 8 {
+		return nil
 	}
 	sessions := 0
 	for _, f := range a.state.Streams {
@@ -27,13 +30,9 @@ func (a *Agent) listsMany(n int) bool {
 			sessions++
 		}
 	}
-	return 8*n >= sessions
-}
-
-// listSessions lists the objects of the sessions in ids with one paged
-// LIST of every session, stopping once it has seen them all. A listing
-// that fails leaves out what it had not reached.
-func (a *Agent) listSessions(ctx context.Context, ids map[string]bool) listing {
+	if 8*len(ids) < sessions {
+		return nil
+	}
 	out := listing{}
 	left := len(ids)
 	for so, err := range a.repo.InventoryAll(ctx, a.opts.Machine, 0) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/compact"
-	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -75,26 +74,14 @@ func (a *Agent) compactStreams(ctx context.Context, now time.Time, locked func()
 		}
 		done++
 		res, err := compact.Stream(ctx, a.repo, f.stream(a.opts.Machine), f.Generation, idle, a.opts.Compaction)
-		if a.refused.report(a.log, err) {
-			break // the repository refuses every put alike: said once
-		}
-		if a.deletesDenied(err) {
+		// A remote away, a refusal or a stop ends this tick's
+		// maintenance: every other compaction would fail alike.
+		if a.deletesDenied(err) || a.ended(ctx, "compaction of "+f.Path, "compaction failed; it is retried, the backup itself is not affected", err) {
 			return false
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return false
-			}
-			if remote.IsTransient(err) {
-				// The remote is away: said once as such (naming it), and
-				// no more compaction is tried until it answers.
-				a.outage.failed(a.log, a.now(), err)
-				return false
-			}
-			a.problems.warn(a.log, now, "compaction of "+f.Path, "compaction failed; it is retried, the backup itself is not affected", err)
 			continue
 		}
-		a.problems.clear(a.log, "compaction of "+f.Path)
 		// A busy compaction leaves the newest small chunks for the idle one.
 		f.SmallChunks = 0
 		if !idle {

@@ -7,7 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the agent's Prometheus metrics. A nil *Metrics records nothing.
+// Metrics are the agent's Prometheus metrics. An agent given none keeps
+// its own, registered nowhere: the pending figures are also the
+// notifier's.
 type Metrics struct {
 	bytesUploaded   prometheus.Counter
 	objectsUploaded prometheus.Counter
@@ -43,9 +45,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // Pending is what the pending gauges show now: the bytes not yet uploaded
 // and how long the oldest of them has waited.
 func (m *Metrics) Pending() (int64, time.Duration) {
-	if m == nil {
-		return 0, 0
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pendingN == 0 || m.pendingSince.IsZero() {
@@ -55,30 +54,27 @@ func (m *Metrics) Pending() (int64, time.Duration) {
 }
 
 func (m *Metrics) uploaded(bytes, objects int64) {
-	if m != nil {
-		m.bytesUploaded.Add(float64(bytes))
-		m.objectsUploaded.Add(float64(objects))
-	}
+	m.bytesUploaded.Add(float64(bytes))
+	m.objectsUploaded.Add(float64(objects))
 }
 
-func (m *Metrics) failed() {
-	if m != nil {
-		m.uploadErrors.Inc()
-	}
-}
+func (m *Metrics) failed() { m.uploadErrors.Inc() }
 
 func (m *Metrics) catalogUpdated() {
-	if m != nil {
-		m.catalogUpdates.Inc()
-		m.objectsUploaded.Inc()
-	}
+	m.catalogUpdates.Inc()
+	m.objectsUploaded.Inc()
 }
 
-func (m *Metrics) pending(n int64, since time.Time) {
-	if m == nil {
-		return
-	}
+// setPending records the bytes not yet uploaded and since when the oldest
+// of them waits; pending reads them back.
+func (m *Metrics) setPending(n int64, since time.Time) {
 	m.mu.Lock()
 	m.pendingN, m.pendingSince = n, since
 	m.mu.Unlock()
+}
+
+func (m *Metrics) pending() (int64, time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pendingN, m.pendingSince
 }

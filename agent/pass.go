@@ -60,7 +60,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 				a.markDirty(rel)
 			}
 			if full {
-				a.markFullScan()
+				a.fullScan.Store(true)
 			}
 			if remote.IsTransient(err) {
 				a.outage.failed(a.log, a.now(), err)
@@ -72,7 +72,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 	var jobs []job
 	known := len(a.state.Streams)
 	for _, rel := range rels {
-		if j, ok := a.plan(ctx, rel, seen); ok {
+		if j, ok := a.plan(rel, seen); ok {
 			jobs = append(jobs, j)
 		}
 	}
@@ -157,17 +157,30 @@ func (a *Agent) endFullPass(ctx context.Context, seen map[string]bool, sc *scann
 // how that went.
 func (a *Agent) passCatalog(ctx context.Context) error {
 	cerr := a.putCatalog(ctx)
-	switch {
-	case cerr == nil:
-		a.problems.clear(a.log, "catalog of "+a.opts.Machine)
-	case errors.Is(cerr, ErrMachineInUse):
-	case remote.IsTransient(cerr):
-		a.outage.failed(a.log, a.now(), cerr)
-	case a.refused.report(a.log, cerr):
-	case ctx.Err() == nil:
-		a.problems.warn(a.log, a.now(), "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
+	if !errors.Is(cerr, ErrMachineInUse) { // said by Run, which stops
+		a.ended(ctx, "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
 	}
 	return cerr
+}
+
+// ended says how the work on what ended (err): a success clears what was
+// warned of it; a remote away is the outage's to say, a refusal of the
+// repository's encryption the refusal's, a stop nobody's; anything else
+// is warned of (msg) as problems.warn says. It reports whether err stops
+// all such work for now: the rest would fail alike.
+func (a *Agent) ended(ctx context.Context, what, msg string, err error) (stop bool) {
+	switch {
+	case err == nil:
+		a.problems.clear(a.log, what)
+		return false
+	case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
+		a.outage.failed(a.log, a.now(), err)
+	case ctx.Err() != nil, a.refused.report(a.log, err):
+	default:
+		a.problems.warn(a.log, a.now(), what, msg, err)
+		return false
+	}
+	return true
 }
 
 // firstPassProgress tells Options.Progress how the first full pass goes:
@@ -218,9 +231,6 @@ func (a *Agent) prefetchStale(ctx context.Context, jobs []job) listing {
 		}
 		ids[f.SessionID] = true
 	}
-	if !a.listsMany(len(ids)) {
-		return nil
-	}
 	return a.listSessions(ctx, ids)
 }
 
@@ -237,32 +247,23 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 		}
 		changed = changed || res.changed
 		if isNotExist(err) {
-			a.markFullScan()
+			a.fullScan.Store(true)
 			return
 		}
 		a.tally.file(j.rel, res.objects > 0, err)
-		if err == nil {
-			a.problems.clear(a.log, "upload of "+j.rel)
-			return
+		if err != nil {
+			a.markDirty(j.rel) // retried next pass
+			a.metrics.failed()
+			firstErr = cmp.Or(firstErr, err)
 		}
-		a.markDirty(j.rel) // retried next pass
-		a.metrics.failed()
 		var re *remote.Error
 		var pe *fs.PathError
-		switch {
-		case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
-			a.outage.failed(a.log, a.now(), err)
-		case ctx.Err() != nil:
-		case a.refused.report(a.log, err):
-		case !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)):
+		if err != nil && ctx.Err() == nil && !errors.As(err, &re) && (errors.As(err, &pe) || errors.Is(err, errPastLimit)) {
 			// Unreadable here (EACCES, EIO), or too large: said once,
 			// then now and then.
 			a.problems.report(a.log, a.now(), a.abs(j.rel), err)
-		default:
-			a.problems.warn(a.log, a.now(), "upload of "+j.rel, "upload failed; it is retried every pass", err)
-		}
-		if firstErr == nil {
-			firstErr = err
+		} else {
+			a.ended(ctx, "upload of "+j.rel, "upload failed; it is retried every pass", err)
 		}
 	})
 	return changed, firstErr
@@ -316,9 +317,7 @@ func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) 
 	}
 	a.metrics.uploaded(n, 1)
 	a.state.setBlob(name, mtime)
-	a.mu.Lock()
-	a.blobsToConfirm++
-	a.mu.Unlock()
+	a.blobsToConfirm.Add(1)
 	return syncResult{objects: 1, changed: true}, nil
 }
 
@@ -415,9 +414,6 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	}
 	defer src.Close()
 	fst := j.fst
-	if fst.Adopt {
-		a.adoptSource(ctx, fst, src)
-	}
 	liveMtime := fst.UploadedMtime
 	res, err := a.syncSource(ctx, fst, src, inodeOf(fi), fi.ModTime(), false, false)
 	if err != nil {
@@ -601,12 +597,7 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 }
 
 // updatePending sets the pending gauges.
-func (a *Agent) updatePending() { a.setPending(a.pendingBytes(false)) }
-
-func (a *Agent) setPending(n int64, since time.Time) {
-	a.pendingN, a.pendingSince = n, since
-	a.metrics.pending(n, since)
-}
+func (a *Agent) updatePending() { a.metrics.setPending(a.pendingBytes(false)) }
 
 // pendingBytes is how many bytes of present files are not yet uploaded as
 // of their last stat, or of now for the paths that wait for a pass (what

@@ -32,15 +32,7 @@ type problems struct {
 func (p *problems) warn(log *slog.Logger, now time.Time, what, msg string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.causes == nil {
-		p.causes = map[string]*problem{}
-	}
-	pr := p.causes[what]
-	if pr == nil {
-		pr = &problem{}
-		p.causes[what] = pr
-	}
-	switch n := pr.note(now, err.Error()); {
+	switch pr, n := noteIn(&p.causes, what, now, err); {
 	case n == 0:
 		log.Warn(msg, "what", what, "err", err)
 	case n > 0:
@@ -108,24 +100,33 @@ func (pr *problem) note(now time.Time, msg string) int {
 	return n
 }
 
+// noteIn notes err as a failure of key's problem in *m (made on first use),
+// as problem.note says.
+func noteIn(m *map[string]*problem, key string, now time.Time, err error) (*problem, int) {
+	if *m == nil {
+		*m = map[string]*problem{}
+	}
+	pr := (*m)[key]
+	if pr == nil {
+		pr = &problem{}
+		(*m)[key] = pr
+	}
+	return pr, pr.note(now, err.Error())
+}
+
 // report records that path could not be read.
 func (p *problems) report(log *slog.Logger, now time.Time, path string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.paths == nil {
-		p.paths, p.inPass = map[string]*problem{}, map[string]bool{}
+	if p.inPass == nil {
+		p.inPass = map[string]bool{}
 	}
 	p.inPass[path] = true
 	verb := "cannot read"
 	if errors.Is(err, errPastLimit) {
 		verb = "cannot back up"
 	}
-	pr := p.paths[path]
-	if pr == nil {
-		pr = &problem{}
-		p.paths[path] = pr
-	}
-	switch n := pr.note(now, err.Error()); {
+	switch pr, n := noteIn(&p.paths, path, now, err); {
 	case n == 0:
 		log.Error(verb+"; its backup stays as it was, nothing is recorded as deleted", "path", path, "err", err)
 	case n > 0:

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -195,7 +194,7 @@ func matches(globs []string, rel string) bool {
 }
 
 // plan maps a changed path to upload work, resolving which stream it feeds.
-func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job, bool) {
+func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 	kind := a.opts.Store.Classify(rel)
 	if kind == store.KindIgnored || !a.included(rel) {
 		return job{}, false
@@ -207,7 +206,7 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 		return job{}, false
 	}
 	if err != nil || !fi.Mode().IsRegular() {
-		a.markFullScan() // gone or replaced: a scan decides move, archive or delete
+		a.fullScan.Store(true) // gone or replaced: a scan decides move, archive or delete
 		return job{}, false
 	}
 	seen[rel] = true
@@ -225,7 +224,7 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 		}
 		return job{kind: kind, rel: rel}, true
 	case store.KindSession, store.KindArtifact:
-		fst := a.streamFor(ctx, rel, kind)
+		fst := a.streamFor(rel, kind)
 		if fst == nil {
 			return job{}, false
 		}
@@ -265,7 +264,7 @@ func (a *Agent) plan(ctx context.Context, rel string, seen map[string]bool) (job
 // streamFor finds or creates the state of the stream a session or artifact
 // file feeds. A session is known by its id, so a file that moved to another
 // cwd-dir keeps its stream.
-func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *FileState {
+func (a *Agent) streamFor(rel string, kind store.Kind) *FileState {
 	fst := a.state.Streams[a.byPath[rel]]
 	if fst == nil || fst.Path != rel {
 		if fst = a.placeStream(rel, kind); fst == nil {
@@ -273,9 +272,6 @@ func (a *Agent) streamFor(ctx context.Context, rel string, kind store.Kind) *Fil
 		}
 	}
 	fst.Unseen = false // seen here: from now on, gone means deleted
-	if fst.Adopt {
-		a.adopt(ctx, fst)
-	}
 	return fst
 }
 

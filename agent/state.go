@@ -239,7 +239,7 @@ func (s *State) setBlob(name string, mtime time.Time) {
 	if !mtime.IsZero() {
 		s.BlobMtimes[name] = mtime.UTC()
 	}
-	s.changed.blobs = append(s.changed.blobs, name)
+	s.changed.recs = append(s.changed.recs, journalRecord{Blob: name, Mtime: s.BlobMtimes[name]})
 	s.mu.Unlock()
 }
 
@@ -260,11 +260,12 @@ func LoadState(dir string) (*State, error) {
 		return nil, fmt.Errorf("read state: %w", err)
 	}
 	defer f.Close()
-	cr := &countingReader{r: f}
 	var s State
-	if err := decodeState(json.NewDecoder(bufio.NewReaderSize(cr, 64<<10)), &s); err != nil {
-		if cr.err != nil {
-			return nil, fmt.Errorf("read state: %w", cr.err)
+	if err := decodeState(json.NewDecoder(bufio.NewReaderSize(f, 64<<10)), &s); err != nil {
+		// The file's own read errors come as *fs.PathError; anything
+		// else is what the bytes say.
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			return nil, fmt.Errorf("read state: %w", err)
 		}
 		return nil, fmt.Errorf("state file %s is damaged: %w", filepath.Join(dir, stateFile), err)
 	}
@@ -287,7 +288,9 @@ func LoadState(dir string) (*State, error) {
 		f.fromDisk()
 		f.stale = true
 	}
-	s.snapshotBytes = cr.n
+	if fi, err := f.Stat(); err == nil {
+		s.snapshotBytes = fi.Size()
+	}
 	if err := s.replay(dir); err != nil {
 		return nil, err
 	}
@@ -365,30 +368,20 @@ func errNotObject(t json.Token, err error) error {
 	return fmt.Errorf("%v where an object belongs", t)
 }
 
-// countingReader counts what it reads and keeps its first error that is
-// not the end.
-type countingReader struct {
-	r   io.Reader
-	n   int64
-	err error
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if err != nil && err != io.EOF && c.err == nil {
-		c.err = err
-	}
-	return n, err
-}
-
 // writeTo writes s as the state file records it (its streams' paths
 // escaped where they need it: FileState.onDisk), a stream at a time:
 // json.Marshal of the whole state built it in one buffer, 16 MiB for
 // 10,000 sessions, which encoding/json then kept pooled while the agent
 // idled.
 func (s *State) writeTo(w io.Writer) (int64, error) {
-	cw := &countingWriter{w: w}
+	var n int64
+	var werr error // the first write's that failed: nothing after it is written
+	put := func(b []byte) {
+		if werr == nil {
+			m, err := w.Write(b)
+			n, werr = n+int64(m), err
+		}
+	}
 	rest, err := json.Marshal(struct {
 		*State
 		// Written below. A field named "streams" at this depth hides the
@@ -401,8 +394,8 @@ func (s *State) writeTo(w io.Writer) (int64, error) {
 		return 0, err
 	}
 	// rest is an object with at least "v": it ends in '}'.
-	cw.Write(rest[:len(rest)-1])
-	cw.Write([]byte(`,"streams":{`))
+	put(rest[:len(rest)-1])
+	put([]byte(`,"streams":{`))
 	keys := slices.Sorted(maps.Keys(s.Streams))
 	for i, k := range keys {
 		key, err := json.Marshal(k)
@@ -414,31 +407,14 @@ func (s *State) writeTo(w io.Writer) (int64, error) {
 			return 0, err
 		}
 		if i > 0 {
-			cw.Write([]byte{','})
+			put([]byte{','})
 		}
-		cw.Write(key)
-		cw.Write([]byte{':'})
-		cw.Write(f)
+		put(key)
+		put([]byte{':'})
+		put(f)
 	}
-	cw.Write([]byte("}}"))
-	return cw.n, cw.err
-}
-
-// countingWriter counts what it writes and keeps the first error.
-type countingWriter struct {
-	w   io.Writer
-	n   int64
-	err error
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	c.err = err
-	return n, err
+	put([]byte("}}"))
+	return n, werr
 }
 
 // save writes the whole state atomically (a crash leaves the old or the new

@@ -227,22 +227,11 @@ func Running(stateDir string) bool {
 	return processAlive(pid)
 }
 
-// Origin is the remote a state describes: Remote as the agent was told it
-// (for messages), RepoID the repository's id. Both are empty for a state
-// written before ompsync recorded them.
-type Origin struct {
-	Remote string `json:"remote,omitempty"`
-	RepoID string `json:"repo_id,omitempty"`
-}
-
-// StateOrigin reads which remote the state in stateDir describes.
-func StateOrigin(stateDir string) (Origin, error) {
-	st, err := loadForRead(stateDir)
-	if err != nil {
-		return Origin{}, err
-	}
-	return Origin{Remote: st.Remote, RepoID: st.RepoID}, nil
-}
+// StateOrigin reads the state in stateDir for the remote it describes:
+// its Remote as the agent was told it (for messages) and its RepoID, the
+// repository's id; both are empty for a state written before ompsync
+// recorded them.
+func StateOrigin(stateDir string) (*State, error) { return loadForRead(stateDir) }
 
 // loadForRead loads the state in stateDir for a command that reads it
 // beside the agent: an agent that is starting has recorded nothing yet

@@ -66,7 +66,7 @@ func (a *Agent) Totals() string {
 	add(t.archived, "recorded as archived")
 	add(t.heldSessions, "vanished and not recorded as deleted (see above)")
 	add(a.problems.count(), "could not be read (see above)")
-	if a.unchecked.failing() {
+	if a.unchecked.err() != nil {
 		more = append(more, "uploads not checked against the remote, which could not be listed (see above)")
 	}
 	if t.links == 1 {

@@ -28,6 +28,7 @@ const tailLen = 4096
 // content of an archived one.
 type source interface {
 	io.ReaderAt
+	io.Closer
 	size() int64
 }
 
@@ -66,6 +67,17 @@ func copyFull(w io.Writer, src source, off, n int64) error {
 	return err
 }
 
+// hashRange is the SHA-256 of src's bytes [from, to): its running state,
+// marshalled (FileState.HashState), and its sum in hex.
+func hashRange(src source, from, to int64) (state []byte, sum string, err error) {
+	h := sha256.New()
+	if err := copyFull(h, src, from, to-from); err != nil {
+		return nil, "", err
+	}
+	state, err = h.(encoding.BinaryMarshaler).MarshalBinary()
+	return state, hex.EncodeToString(h.Sum(nil)), err
+}
+
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
@@ -101,9 +113,10 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 }
 
 // unchanged reports whether fi is the stat f recorded once every settled
-// byte of its file was up, under the path its meta names: nothing to send.
+// byte of its file was up, under the path its meta names, and f waits for
+// no match against the remote (Adopt): nothing to send.
 func (f *FileState) unchanged(fi fs.FileInfo) bool {
-	return f.Generation != "" && f.MetaPath == f.Path && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.MtimeNs && inodeOf(fi) == f.Inode
+	return f.Generation != "" && !f.Adopt && f.MetaPath == f.Path && fi.Size() == f.Size && fi.ModTime().UnixNano() == f.MtimeNs && inodeOf(fi) == f.Inode
 }
 
 // syncOpen is one look at a live file: open, stat, upload what is new.
@@ -117,18 +130,12 @@ func (a *Agent) syncOpen(ctx context.Context, fst *FileState, audit bool) (syncR
 	return a.syncSource(ctx, fst, src, inodeOf(fi), fi.ModTime(), settleAll, audit)
 }
 
-// openedSource is a source that holds a file open.
-type openedSource interface {
-	source
-	io.Closer
-}
-
 // openSource opens the file at rel to upload from: the live file or, for
 // an archived session (rel its archive), the archive inflated (bounded by
 // maxArchive) into a temp file of the state dir, which Close removes. Its
 // stat is the open descriptor's: a rename over the path while it is read
 // leaves a consistent old file.
-func (a *Agent) openSource(rel string, archived bool) (openedSource, fs.FileInfo, error) {
+func (a *Agent) openSource(rel string, archived bool) (source, fs.FileInfo, error) {
 	if archived {
 		tmp, err := a.tempDir()
 		if err != nil {
@@ -165,7 +172,11 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		// would be a backup it refuses, the whole session with them.
 		return res, fmt.Errorf("%s is %d bytes, %w (a file: at most %d bytes); nothing more of it is backed up: add it to exclude, or move it out of the agent dir", fst.Path, size, errPastLimit, int64(repo.MaxStreamSize))
 	}
-	if fst.stale && fst.Generation != "" {
+	if fst.Adopt {
+		// Rebuilt from the catalog, or not trusted: matched against the
+		// remote before anything goes up.
+		a.adoptSource(ctx, fst, src)
+	} else if fst.stale && fst.Generation != "" {
 		if err := a.checkStale(ctx, fst, src); err != nil {
 			return res, err
 		}
@@ -192,7 +203,8 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 		return res, err
 	}
 	if fst.Offset > 0 && fst.MetaPath != fst.Path {
-		// Moved without new bytes: the meta still names the old path.
+		// Moved since its meta was written: the meta, put once its new
+		// bytes are up, names the path it has now.
 		if err := a.putMeta(ctx, fst); err != nil {
 			return res, err
 		}
@@ -423,7 +435,7 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 		if err != nil {
 			return objects, err
 		}
-		if err := a.committed(ctx, fst, src, h, hdr.End); err != nil {
+		if err := a.committed(fst, src, h, hdr.End); err != nil {
 			return objects, err
 		}
 		if ref {
@@ -440,11 +452,8 @@ func holdsPulled(fst *FileState, src source, p *PulledRange) (bool, error) {
 	if p.Start < fst.HashFrom {
 		return false, nil
 	}
-	h := sha256.New()
-	if err := copyFull(h, src, p.Start, p.End-p.Start); err != nil {
-		return false, err
-	}
-	return hex.EncodeToString(h.Sum(nil)) == p.SHA256, nil
+	_, sum, err := hashRange(src, p.Start, p.End)
+	return err == nil && sum == p.SHA256, err
 }
 
 // readChunk reads the next chunk, from start: up to ChunkSize and next
@@ -513,14 +522,7 @@ func (a *Agent) putChunk(ctx context.Context, fst *FileState, hdr *repo.ChunkHea
 }
 
 // committed records that the chunk ending at stop is on the remote.
-func (a *Agent) committed(ctx context.Context, fst *FileState, src source, h hash.Hash, stop int64) error {
-	if fst.MetaPath != fst.Path {
-		// The file moved since its meta was written (or a meta too
-		// large for the header went first: putMeta is then a no-op).
-		if err := a.putMeta(ctx, fst); err != nil {
-			return err
-		}
-	}
+func (a *Agent) committed(fst *FileState, src source, h hash.Hash, stop int64) error {
 	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
 		return err
@@ -630,13 +632,13 @@ func prefixMatches(src source, fst *FileState) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	h := sha256.New()
-	if err := copyFull(h, src, fst.HashFrom, fst.Offset-fst.HashFrom); errors.Is(err, errFileChanged) {
+	_, sum, err := hashRange(src, fst.HashFrom, fst.Offset)
+	if errors.Is(err, errFileChanged) {
 		return false, nil // shorter than what was uploaded now: rewritten
 	} else if err != nil {
 		return false, err
 	}
-	return bytes.Equal(h.Sum(nil), want.Sum(nil)), nil
+	return sum == hex.EncodeToString(want.Sum(nil)), nil
 }
 
 // relOf turns an absolute path under the agent dir into the slash form used

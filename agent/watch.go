@@ -169,7 +169,7 @@ func (w *watcher) run(ctx context.Context) {
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				w.a.log.Warn("file events overflowed; a full scan catches up")
 			}
-			w.a.markFullScan()
+			w.a.fullScan.Store(true)
 		case ev, ok := <-w.w.Events:
 			if !ok {
 				return
@@ -185,7 +185,7 @@ func (w *watcher) handle(ev fsnotify.Event) {
 		return
 	}
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-		w.a.markFullScan()
+		w.a.fullScan.Store(true)
 		return
 	}
 	if ev.Has(fsnotify.Create) {
@@ -193,7 +193,7 @@ func (w *watcher) handle(ev fsnotify.Event) {
 			if watchable(w.a.opts.Store, rel) {
 				w.addTree(ev.Name)
 				// Files may have landed before the watch: a scan finds them.
-				w.a.markFullScan()
+				w.a.fullScan.Store(true)
 			}
 			return
 		}
