@@ -372,17 +372,7 @@ func (r *Repo) ID() string {
 
 // ValidID reports whether s is a repository or instance id: 1-64 lower-case
 // hex digits (NewID gives 32).
-func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return lowerHex(s, 1, 64) }
 
 // NewID returns a random id: 32 lower-case hex digits.
 func NewID() string {

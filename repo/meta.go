@@ -63,12 +63,21 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Meta{}, fmt.Errorf("meta: %w", err)
 	}
+	if err := m.decode(); err != nil {
+		return Meta{}, fmt.Errorf("meta: %w", err)
+	}
+	return m, nil
+}
+
+// decode checks a meta as read, wherever it was stored, and decodes its
+// path.
+func (m *Meta) decode() error {
 	if m.V != 1 {
-		return Meta{}, fmt.Errorf("meta: unknown version %d", m.V)
+		return fmt.Errorf("unknown version %d", m.V)
 	}
 	m.Path = DecodePath(m.Path)
 	if !safename.RelPath(m.Path) {
-		return Meta{}, fmt.Errorf("meta: unsafe path %q", m.Path)
+		return fmt.Errorf("unsafe path %q", m.Path)
 	}
-	return m, nil
+	return nil
 }
