@@ -359,19 +359,10 @@ func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 	return r.folders(ctx, MachinesPrefix(), "machines", MaxMachines, safename.Machine)
 }
 
-// PutBlob stores one of omp's content-addressed blobs unless it is there.
-func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, error) {
-	n, err := r.putSealed(ctx, "blob", BlobKey(name), data, remote.PutOptions{IfAbsent: true})
-	if errors.Is(err, remote.ErrPreconditionFailed) {
-		return 0, nil
-	}
-	return n, err
-}
-
 // PutBlobFrom stores the blob name, the size bytes of src, unless it is
 // there, streaming: the sealed object is written to a temp file in tmpDir
 // (removed after), then uploaded from it, so memory stays a few blocks
-// whatever the blob's size. The object's bytes are PutBlob's. A src that
+// whatever the blob's size. A src that
 // gives fewer than size bytes is an error wrapping io.ErrUnexpectedEOF,
 // and nothing is uploaded. It returns the object's size.
 func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, size int64, tmpDir string) (int64, error) {
@@ -492,15 +483,6 @@ func (e *TooLargeError) Error() string {
 // GetBlob reads a blob of at most limit bytes.
 func (r *Repo) GetBlob(ctx context.Context, name string, limit int64) ([]byte, error) {
 	return r.getOpen(ctx, BlobKey(name), limit)
-}
-
-// HasBlob reports whether a blob is on the remote.
-func (r *Repo) HasBlob(ctx context.Context, name string) (bool, error) {
-	_, err := r.client.Stat(ctx, BlobKey(name))
-	if errors.Is(err, remote.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // Generation is what the remote holds of one generation of a stream.
