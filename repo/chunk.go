@@ -110,14 +110,10 @@ func MetaFits(h ChunkHeader, m Meta) bool {
 // ChunkLimit is the most plaintext a chunk for [start, end) may hold.
 func ChunkLimit(start, end int64) int64 { return end - start + int64(headerLimit(start)) }
 
-// DecodeChunk parses and verifies a chunk's plaintext against the range its
-// key names. The stream hash is checked by the reader that reassembles.
-func DecodeChunk(plain []byte, start, end int64) (ChunkHeader, []byte, error) {
-	return decodeChunk(plain, start, end, true)
-}
-
-// decodeChunk is DecodeChunk; without hash it checks everything but the
-// sha256 of the bytes, which the caller then covers (see chunkHashOK).
+// decodeChunk parses and verifies a chunk's plaintext against the range its
+// key names; without hash it checks everything but the sha256 of the bytes,
+// which the caller then covers (see chunkHashOK). The stream hash is
+// checked by the reader that reassembles.
 func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte, error) {
 	nl := bytes.IndexByte(plain, '\n')
 	if nl < 0 || nl > headerLimit(start) {

@@ -44,3 +44,18 @@ func (r *Repo) HasBlob(ctx context.Context, name string) (bool, error) {
 	}
 	return err == nil, err
 }
+
+// Check reads the marker and checks it (CheckMarker).
+func (r *Repo) Check(ctx context.Context) error {
+	m, err := r.ReadMarker(ctx)
+	if err != nil {
+		return err
+	}
+	return r.CheckMarker(m)
+}
+
+// DecodeChunk parses and verifies a chunk's plaintext (decodeChunk, every
+// hash checked).
+func DecodeChunk(plain []byte, start, end int64) (ChunkHeader, []byte, error) {
+	return decodeChunk(plain, start, end, true)
+}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-
-	"github.com/ompsync/ompsync/remote"
 )
 
 // ErrGap means a generation's chunks do not form one unbroken stream.
@@ -88,20 +85,11 @@ func (r *Repo) chunkBytes(ctx context.Context, s Stream, gen string, c ChunkRef,
 // chunk is verified by its own hash; the caller checks the range's hash.
 // The range is one chunk's, so within MaxChunkSize.
 func (r *Repo) readRange(ctx context.Context, s Stream, gen string, start, end int64, depth int, refReads *int) ([]byte, error) {
-	var chunks []ChunkRef
-	for obj, err := range r.client.List(ctx, s.GenPrefix(gen), remote.ListOptions{}) {
-		if err != nil {
-			return nil, err
-		}
-		name, inside := strings.CutPrefix(obj.Key, s.GenPrefix(gen))
-		if cs, ce, ok := ParseChunkName(name); inside && ok {
-			chunks = append(chunks, ChunkRef{Start: cs, End: ce, Size: obj.Size})
-		}
-		if len(chunks) > MaxSessionObjects {
-			return nil, errTooManyObjects
-		}
+	g, err := r.ListGeneration(ctx, s, gen)
+	if err != nil {
+		return nil, err
 	}
-	picked, covered := Cover(chunks)
+	picked, covered := Cover(g.Chunks)
 	if covered < end {
 		return nil, fmt.Errorf("%w: holds [0, %d), need [%d, %d)", ErrGap, covered, start, end)
 	}

@@ -138,7 +138,7 @@ func (r *Repo) GetChunk(ctx context.Context, s Stream, gen string, start, end in
 	if err != nil {
 		return ChunkHeader{}, nil, err
 	}
-	return DecodeChunk(plain, start, end)
+	return decodeChunk(plain, start, end, true)
 }
 
 // PutMeta stores a generation's metadata.
