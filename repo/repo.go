@@ -55,14 +55,11 @@ func (r *Repo) getAll(ctx context.Context, key string, limit int64) ([]byte, err
 		return nil, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	// A body that breaks off is the network failing (storedBody); one
+	// byte past limit is enough to refuse it, with a message of its own.
+	body := &storedBody{ctx: ctx, key: key, rc: rc, left: limit + 1}
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
-		var re *remote.Error
-		if ctx.Err() == nil && !errors.As(err, &re) {
-			// A body that breaks off is the network failing, whichever
-			// client (wrapped for retries or not) carried it.
-			err = &remote.Error{Op: "get", Key: key, Transient: true, Err: err}
-		}
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	if int64(len(b)) > limit {
