@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
@@ -160,7 +161,7 @@ func TestWholeFileRewrite(t *testing.T) {
 			t.Fatalf("%d generations after a rewrite, want 2", len(gens))
 		}
 		// The old generation still reassembles to the original bytes.
-		old, err := e.repo.ReadGeneration(t.Context(), repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}, gens[0], 1<<30)
+		old, err := repotest.ReadGeneration(t.Context(), e.repo, repo.Stream{SessionID: ompID, Machine: e.machine, Name: repo.SessionStream}, gens[0], 1<<30)
 		if err != nil || !bytes.Equal(old.Data, orig) {
 			t.Fatalf("old generation lost: %v", err)
 		}

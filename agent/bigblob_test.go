@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/crypt"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
@@ -231,7 +232,7 @@ func TestBlobShrinksUnderRead(t *testing.T) {
 	if !errors.Is(err, errFileChanged) {
 		t.Errorf("pass with the blob cut under it: %v, want the file changed", err)
 	}
-	if ok, _ := e.repo.HasBlob(t.Context(), sum); ok {
+	if ok, _ := repotest.HasBlob(t.Context(), e.repo, sum); ok {
 		t.Fatal("a blob cut while read was uploaded")
 	}
 	// Cut, the file no longer holds the bytes its name is the hash of
@@ -246,7 +247,7 @@ func TestBlobShrinksUnderRead(t *testing.T) {
 	if !errors.Is(err, errFileChanged) || !strings.Contains(err.Error(), "do not match its sha256 name") {
 		t.Errorf("pass with the blob cut: %v, want its bytes refused", err)
 	}
-	if ok, _ := e.repo.HasBlob(t.Context(), sum); ok {
+	if ok, _ := repotest.HasBlob(t.Context(), e.repo, sum); ok {
 		t.Fatal("a blob whose bytes are not its name's was uploaded")
 	}
 	if err := os.WriteFile(e.path("blobs/"+sum), whole, 0o600); err != nil {
@@ -292,7 +293,7 @@ func TestBlobPastLimitRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "blobs/"+name) || !strings.Contains(err.Error(), "more than restore takes (a blob: at most 536870912 bytes)") {
 		t.Fatalf("pass with a blob past the limit: %v, want an error naming it", err)
 	}
-	if ok, _ := e.repo.HasBlob(t.Context(), name); ok {
+	if ok, _ := repotest.HasBlob(t.Context(), e.repo, name); ok {
 		t.Fatal("a blob past the limit was uploaded")
 	}
 	e.assertRemoteEquals(ompRel, ompID)

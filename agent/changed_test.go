@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -106,7 +107,7 @@ func assertEveryGenerationWasAState(t *testing.T, e *env, states [][]byte) {
 		if !g.HasMeta {
 			continue
 		}
-		as, err := e.repo.ReadGeneration(context.Background(), s, g, 1<<30)
+		as, err := repotest.ReadGeneration(context.Background(), e.repo, s, g, 1<<30)
 		if err != nil {
 			t.Errorf("generation %s does not reassemble: %v", g.Name, err)
 			continue

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ompsync/ompsync/internal/testkit/faultproxy"
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
@@ -247,7 +248,7 @@ func (e *env) remoteStreamQuiet(id string) ([]byte, error) {
 	}
 	for _, inv := range invs {
 		if inv.Stream.Name == repo.SessionStream && inv.Newest() != nil {
-			as, err := r.ReadGeneration(context.Background(), inv.Stream, inv.Newest(), 1<<40)
+			as, err := repotest.ReadGeneration(context.Background(), r, inv.Stream, inv.Newest(), 1<<40)
 			if err != nil {
 				return nil, err
 			}

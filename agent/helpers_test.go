@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
@@ -148,7 +149,7 @@ func (e *env) remoteStream(id, stream string) ([]byte, repo.Meta) {
 		if g == nil {
 			e.t.Fatalf("session %s stream %s: no generation with meta", id, stream)
 		}
-		as, err := r.ReadGeneration(ctx, inv.Stream, g, 1<<40)
+		as, err := repotest.ReadGeneration(ctx, r, inv.Stream, g, 1<<40)
 		if err != nil {
 			e.t.Fatalf("reassemble %s %s: %v", id, stream, err)
 		}
@@ -189,7 +190,7 @@ func (e *env) assertGenerationsRead(id string) {
 	e.t.Helper()
 	s := repo.Stream{SessionID: id, Machine: e.machine, Name: repo.SessionStream}
 	for _, g := range e.generations(id, repo.SessionStream) {
-		if _, err := e.repo.ReadGeneration(context.Background(), s, g, 1<<30); err != nil {
+		if _, err := repotest.ReadGeneration(context.Background(), e.repo, s, g, 1<<30); err != nil {
 			e.t.Errorf("generation %s: %v", g.Name, err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
@@ -173,7 +174,7 @@ func read(ctx context.Context, r *repo.Repo, s repo.Stream, gen string) ([]byte,
 		if g == nil {
 			return nil, fmt.Errorf("no generation %s", gen)
 		}
-		as, err := r.ReadGeneration(ctx, s, g, 1<<30)
+		as, err := repotest.ReadGeneration(ctx, r, s, g, 1<<30)
 		if err != nil {
 			return nil, err
 		}

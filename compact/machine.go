@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"golang.org/x/sync/errgroup"
 )
 
 // StreamReport is what compaction planned, and did, for one generation.
@@ -56,20 +56,17 @@ func Machine(ctx context.Context, r *repo.Repo, machine string, prefixes []strin
 	}
 	ids, unmatched := match(cat, prefixes)
 	rep := &MachineReport{Sessions: len(ids), Unmatched: unmatched}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, parallel)
-	for _, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			out := compactSession(ctx, r, id, machine, p, dryRun)
-			mu.Lock()
-			rep.Streams = append(rep.Streams, out...)
-			mu.Unlock()
+	outs := make([][]StreamReport, len(ids))
+	var g errgroup.Group
+	g.SetLimit(parallel)
+	for i, id := range ids {
+		g.Go(func() error {
+			outs[i] = compactSession(ctx, r, id, machine, p, dryRun)
+			return nil // a session's error is in its reports
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
+	rep.Streams = slices.Concat(outs...)
 	slices.SortFunc(rep.Streams, func(a, b StreamReport) int {
 		return cmp.Or(cmp.Compare(a.Stream.SessionID, b.Stream.SessionID), cmp.Compare(a.Stream.Name, b.Stream.Name), cmp.Compare(a.Generation, b.Generation))
 	})

@@ -141,6 +141,9 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 	// The merged chunk keeps when its bytes were uploaded, not when they
 	// were merged: readers of the backup as it was at a time need it.
 	var marks []repo.Mark
+	// And the file's mtime its newest bytes were read with (artifacts).
+	var mtime time.Time
+	read := map[repo.ChunkRef]bool{} // deleteInside need not read these again
 	for _, src := range run {
 		if src.h.HashFrom != hashFrom {
 			return res, fmt.Errorf("chunks %s and %s disagree on hash_from", repo.ChunkName(run[0].c.Start, run[0].c.End), repo.ChunkName(src.c.Start, src.c.End))
@@ -155,6 +158,10 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 		}
 		marks = append(marks, repo.ChunkMarks(src.h, src.c, held)...)
 		data = append(data, src.data[overlap:]...)
+		if src.h.Mtime.After(mtime) {
+			mtime = src.h.Mtime
+		}
+		read[src.c] = true
 	}
 	// From offset 0 the stream hashes can be checked too: the merged bytes
 	// are then the ones every replaced chunk vouches for, not just the
@@ -170,13 +177,6 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 			if hex.EncodeToString(h.Sum(nil)) != src.h.StreamSHA256 {
 				return res, fmt.Errorf("chunk %s: stream hash mismatch", repo.ChunkName(src.c.Start, src.c.End))
 			}
-		}
-	}
-	// And the file's mtime its newest bytes were read with (artifacts).
-	var mtime time.Time
-	for _, src := range run {
-		if src.h.Mtime.After(mtime) {
-			mtime = src.h.Mtime
 		}
 	}
 	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256, Uploaded: marks, Mtime: mtime}
@@ -215,10 +215,6 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 		}
 		res.Written = 0
 		return res, fmt.Errorf("merged chunk %s: %w", repo.ChunkName(a, b), err)
-	}
-	read := map[repo.ChunkRef]bool{}
-	for _, src := range run {
-		read[src.c] = true
 	}
 	n, err := deleteInside(ctx, r, s, gen, repo.ChunkRef{Start: a, End: b}, hdr, data, all, read)
 	res.Deleted = n

@@ -17,6 +17,7 @@ import (
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
@@ -148,7 +149,7 @@ func TestNothingLeaks(t *testing.T) {
 				t.Fatalf("session %s: %d streams, want the session and its artifact", id, len(invs))
 			}
 			for _, inv := range invs {
-				as, err := r.ReadGeneration(ctx, inv.Stream, inv.Newest(), 1<<30)
+				as, err := repotest.ReadGeneration(ctx, r, inv.Stream, inv.Newest(), 1<<30)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,8 +1,10 @@
 package repo
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -218,16 +220,9 @@ type indexedEntry struct {
 // IndexCatalog indexes the sessions of a catalog as EncodeCatalog stores them.
 func IndexCatalog(sessions []CatalogEntry) *CatalogIndex {
 	x := &CatalogIndex{entries: make(map[string]indexedEntry, len(sessions))}
-	ids := make([]string, 0, len(sessions))
-	for _, e := range sessions {
-		x.entries[e.ID] = indexedEntry{CatalogEntry: e}
-		ids = append(ids, e.ID)
-	}
-	sort.Strings(ids)
-	for i, id := range ids {
-		e := x.entries[id]
-		e.pos = i
-		x.entries[id] = e
+	stored := slices.SortedStableFunc(slices.Values(sessions), func(a, b CatalogEntry) int { return cmp.Compare(a.ID, b.ID) })
+	for i, e := range stored {
+		x.entries[e.ID] = indexedEntry{CatalogEntry: e, pos: i}
 	}
 	return x
 }

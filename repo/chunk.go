@@ -110,14 +110,10 @@ func MetaFits(h ChunkHeader, m Meta) bool {
 // ChunkLimit is the most plaintext a chunk for [start, end) may hold.
 func ChunkLimit(start, end int64) int64 { return end - start + int64(headerLimit(start)) }
 
-// DecodeChunk parses and verifies a chunk's plaintext against the range its
-// key names. The stream hash is checked by the reader that reassembles.
-func DecodeChunk(plain []byte, start, end int64) (ChunkHeader, []byte, error) {
-	return decodeChunk(plain, start, end, true)
-}
-
-// decodeChunk is DecodeChunk; without hash it checks everything but the
-// sha256 of the bytes, which the caller then covers (see chunkHashOK).
+// decodeChunk parses and verifies a chunk's plaintext against the range its
+// key names; without hash it checks everything but the sha256 of the bytes,
+// which the caller then covers (see chunkHashOK). The stream hash is
+// checked by the reader that reassembles.
 func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte, error) {
 	nl := bytes.IndexByte(plain, '\n')
 	if nl < 0 || nl > headerLimit(start) {
@@ -128,35 +124,42 @@ func decodeChunk(plain []byte, start, end int64, hash bool) (ChunkHeader, []byte
 		return h, nil, err
 	}
 	data := plain[nl+1:]
-	if !validMarks(h.Uploaded, start, end) {
-		// The times are advice, not bytes: marks that cannot be right are
-		// dropped, and the listing's time stands in for them.
-		h.Uploaded = nil
-	}
-	if h.Ref != nil {
-		switch {
-		case h.V != 1 || h.Start != start || h.End != end:
-			return h, nil, fmt.Errorf("chunk %s: header says [%d, %d)", ChunkName(start, end), h.Start, h.End)
-		case len(data) != 0:
-			return h, nil, fmt.Errorf("chunk %s: a reference chunk holds bytes", ChunkName(start, end))
-		case !safename.Machine(h.Ref.Machine) || !ValidGeneration(h.Ref.Generation):
-			return h, nil, fmt.Errorf("chunk %s: bad reference", ChunkName(start, end))
-		}
-		return h, nil, nil
+	if err := checkHeader(&h, start, end); err != nil {
+		return h, nil, err
 	}
 	switch {
-	case h.V != 1:
-		return h, nil, fmt.Errorf("chunk %s: unknown chunk version %d", ChunkName(start, end), h.V)
-	case h.Start != start || h.End != end:
-		return h, nil, fmt.Errorf("chunk %s: header says [%d, %d)", ChunkName(start, end), h.Start, h.End)
+	case h.Ref != nil && len(data) != 0:
+		return h, nil, fmt.Errorf("chunk %s: a reference chunk holds bytes", ChunkName(start, end))
+	case h.Ref != nil:
+		return h, nil, nil
 	case int64(len(data)) != end-start:
 		return h, nil, fmt.Errorf("chunk %s: holds %d bytes, want %d", ChunkName(start, end), len(data), end-start)
 	case hash && !chunkHashOK(h, data):
 		return h, nil, errChunkHash(start, end)
-	case h.HashFrom < 0 || h.HashFrom > end:
-		return h, nil, fmt.Errorf("chunk %s: bad hash_from %d", ChunkName(start, end), h.HashFrom)
 	}
 	return h, data, nil
+}
+
+// checkHeader checks what a chunk's header says of itself against the
+// range its key names; a reference's bytes are checked where it resolves.
+// The times are advice, not bytes: marks that cannot be right are dropped,
+// and the listing's time stands in for them.
+func checkHeader(h *ChunkHeader, start, end int64) error {
+	if !validMarks(h.Uploaded, start, end) {
+		h.Uploaded = nil
+	}
+	name := ChunkName(start, end)
+	switch {
+	case h.V != 1 && h.Ref == nil:
+		return fmt.Errorf("chunk %s: unknown chunk version %d", name, h.V)
+	case h.V != 1 || h.Start != start || h.End != end:
+		return fmt.Errorf("chunk %s: header says [%d, %d)", name, h.Start, h.End)
+	case h.Ref != nil && (!safename.Machine(h.Ref.Machine) || !ValidGeneration(h.Ref.Generation)):
+		return fmt.Errorf("chunk %s: bad reference", name)
+	case h.Ref == nil && (h.HashFrom < 0 || h.HashFrom > end):
+		return fmt.Errorf("chunk %s: bad hash_from %d", name, h.HashFrom)
+	}
+	return nil
 }
 
 // parseHeader parses a chunk's header line: only one carrying meta may be
@@ -183,13 +186,10 @@ func HeaderMeta(s Stream, gen string, h ChunkHeader) (Meta, error) {
 		return Meta{}, fmt.Errorf("%s: no meta object, and its first chunk %s carries no meta: the generation is damaged", where, ChunkName(h.Start, h.End))
 	}
 	m := *h.Meta
-	if m.V != 1 {
-		return Meta{}, fmt.Errorf("%s: first chunk's meta: unknown version %d", where, m.V)
+	if err := m.decode(); err != nil {
+		return Meta{}, fmt.Errorf("%s: first chunk's meta: %w", where, err)
 	}
-	m.Path = DecodePath(m.Path)
 	switch {
-	case !safename.RelPath(m.Path):
-		return Meta{}, fmt.Errorf("%s: first chunk's meta: unsafe path %q", where, m.Path)
 	case m.SessionID != s.SessionID || m.Machine != s.Machine || m.Stream != s.Name || m.Generation != gen:
 		return Meta{}, fmt.Errorf("%s: first chunk's meta describes another generation (session %q, machine %q, stream %q, generation %q)",
 			where, m.SessionID, m.Machine, m.Stream, m.Generation)

@@ -166,17 +166,7 @@ func ParseSessionKey(key string) (ObjectRef, error) {
 
 // BlobName reports whether name is a blob's name: the SHA-256 of its
 // content, 64 lower-case hex digits.
-func BlobName(name string) bool {
-	if len(name) != 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func BlobName(name string) bool { return lowerHex(name, 64, 64) }
 
 // BlobLink splits another name of a blob, "<sha256>.<ext>" (omp's hard
 // link for image viewers), into the blob's name and the extension: 1-8 of
@@ -199,13 +189,16 @@ func BlobLink(name string) (blob, ext string, ok bool) {
 func NewGeneration(unixNano int64) string { return fmt.Sprintf("%016x", unixNano) }
 
 // ValidGeneration: 16 lower-case hex digits.
-func ValidGeneration(g string) bool {
-	if len(g) != 16 {
+func ValidGeneration(g string) bool { return lowerHex(g, 16, 16) }
+
+// lowerHex reports whether s is min to max lower-case hex digits: the
+// spelling of every name ompsync makes of a hash, a time or a random id.
+func lowerHex(s string, min, max int) bool {
+	if len(s) < min || len(s) > max {
 		return false
 	}
-	for i := 0; i < len(g); i++ {
-		c := g[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
 			return false
 		}
 	}

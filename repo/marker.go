@@ -195,7 +195,7 @@ func (r *Repo) CheckWrite(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("%w: the repository is now encrypted (age, to %s) and this machine has no encryption configured; "+
 			"it uploads nothing until it has: set encryption.identity_file (or encryption.recipients) to a key of the repository, then restart the agent",
-			ErrEncryptionMismatch, fingerprints(e.Recipients))
+			ErrEncryptionMismatch, Fingerprints(e.Recipients))
 	}
 	k := enc.Keys()
 	if err := refuseRevoked(e, k.Recipients); err != nil {
@@ -204,7 +204,7 @@ func (r *Repo) CheckWrite(ctx context.Context) error {
 	if !sameSet(e.Recipients, k.Recipients) {
 		return fmt.Errorf("%w: the repository's recipients are %s and this machine encrypts to %s; it uploads nothing until they match: "+
 			"set encryption.recipients to the repository's recipients (or run 'ompsync rekey' to change them, with an identity of a current one)",
-			ErrEncryptionMismatch, fingerprints(e.Recipients), fingerprints(k.Recipients))
+			ErrEncryptionMismatch, Fingerprints(e.Recipients), Fingerprints(k.Recipients))
 	}
 	return nil
 }
@@ -226,7 +226,7 @@ func refuseRevoked(e *Encryption, to []string) error {
 		if slices.Contains(e.Removed, fp) || (slices.Contains(e.Pending, fp) && !slices.Contains(e.Recipients, fp)) {
 			return fmt.Errorf("%w: this machine encrypts to key %s, which the repository's key change removed (its recipients are %s); "+
 				"take it out of encryption.recipients (and encryption.identity_file), and give this machine a current key",
-				ErrEncryptionMismatch, fp, fingerprints(e.Recipients))
+				ErrEncryptionMismatch, fp, Fingerprints(e.Recipients))
 		}
 	}
 	return nil
@@ -244,7 +244,7 @@ func (r *Repo) logRecipients(from, to *Encryption, why string) {
 	if from != nil {
 		before = from.Recipients
 	}
-	l.Warn("repository recipients changed: "+why, "from", fingerprints(before), "to", fingerprints(to.Recipients), "pending", to.Pending)
+	l.Warn("repository recipients changed: "+why, "from", Fingerprints(before), "to", Fingerprints(to.Recipients), "pending", to.Pending)
 }
 
 // cachedMarker returns the marker last read or written, reading it if it
@@ -327,7 +327,7 @@ func (r *Repo) prepare(ctx context.Context) error {
 		if !encrypting {
 			return fmt.Errorf("%w: the remote is encrypted (age, to %s) and this ompsync has no encryption configured; "+
 				"it will not write plaintext into it. Set encryption.identity_file (or encryption.recipients, or encryption.passphrase_file) "+
-				"to a key of this repository, or back up to another remote", ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
+				"to a key of this repository, or back up to another remote", ErrEncryptionMismatch, Fingerprints(m.Encryption.Recipients))
 		}
 		return r.adoptRecipients(ctx, m, enc.Keys())
 	}
@@ -372,17 +372,7 @@ func (r *Repo) ID() string {
 
 // ValidID reports whether s is a repository or instance id: 1-64 lower-case
 // hex digits (NewID gives 32).
-func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return lowerHex(s, 1, 64) }
 
 // NewID returns a random id: 32 lower-case hex digits.
 func NewID() string {
@@ -398,7 +388,7 @@ func (r *Repo) adoptRecipients(ctx context.Context, m *Marker, k Keys) error {
 		return fmt.Errorf("%w: the remote is encrypted to %s, this ompsync encrypts to %s and holds none of the current keys, "+
 			"and only a holder of a current key may change them. Set encryption.recipients to the repository's recipients; "+
 			"or, to change keys, put an identity of a current recipient in encryption.identity_file and run 'ompsync rekey'",
-			ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients), fingerprints(k.Recipients))
+			ErrEncryptionMismatch, Fingerprints(m.Encryption.Recipients), Fingerprints(k.Recipients))
 	})
 	if err != nil || !changed {
 		return err
@@ -465,23 +455,13 @@ func rotatedPending(e *Encryption, to []string) []string {
 	return sorted(out)
 }
 
-// Check reads the marker and refuses a format this version does not know,
-// or an encrypted repository when this ompsync has no encryption
-// configured. A remote without a marker is an empty repository.
-func (r *Repo) Check(ctx context.Context) error {
-	m, err := r.ReadMarker(ctx)
-	if err != nil || m == nil {
-		return err
-	}
-	return r.CheckMarker(m)
-}
-
-// CheckMarker is Check of a marker just read (ReadMarker already refused a
-// format it does not know): a round trip less.
+// CheckMarker refuses, of a marker just read (ReadMarker already refused a
+// format it does not know), an encrypted repository when this ompsync has
+// no encryption configured. No marker (nil) is an empty repository.
 func (r *Repo) CheckMarker(m *Marker) error {
-	if _, encrypting := r.codec.(Encrypter); m.Encryption != nil && !encrypting {
+	if _, encrypting := r.codec.(Encrypter); m.encryption() != nil && !encrypting {
 		return fmt.Errorf("%w: the repository is encrypted (age, to %s): set encryption.identity_file "+
-			"(or encryption.passphrase_file) to read it", ErrNoKey, fingerprints(m.Encryption.Recipients))
+			"(or encryption.passphrase_file) to read it", ErrNoKey, Fingerprints(m.Encryption.Recipients))
 	}
 	return nil
 }
@@ -550,9 +530,9 @@ func (r *Repo) explainOpen(ctx context.Context, err error) error {
 	e := m.encryption()
 	switch {
 	case errors.Is(err, ErrNoKey) && e != nil:
-		msg := "the repository is encrypted to " + fingerprints(e.Recipients)
+		msg := "the repository is encrypted to " + Fingerprints(e.Recipients)
 		if old := slices.DeleteFunc(slices.Clone(e.Pending), func(s string) bool { return s == PendingPlaintext }); len(old) > 0 {
-			msg += " (objects written before the last key change: " + fingerprints(old) + ", until 'ompsync rekey' finishes)"
+			msg += " (objects written before the last key change: " + Fingerprints(old) + ", until 'ompsync rekey' finishes)"
 		}
 		return fmt.Errorf("%w; %s: set encryption.identity_file to a file holding one of those identities "+
 			"(or encryption.passphrase_file to the repository's passphrase)", err, msg)
@@ -570,8 +550,8 @@ func (r *Repo) plaintextAllowed(ctx context.Context) bool {
 	return ok && (m.encryption() == nil || slices.Contains(m.Encryption.Pending, PendingPlaintext))
 }
 
-// fingerprints renders a list of key fingerprints for a message.
-func fingerprints(fps []string) string {
+// Fingerprints renders a list of key fingerprints for a message.
+func Fingerprints(fps []string) string {
 	switch len(fps) {
 	case 0:
 		return "no key"

@@ -1,31 +1,24 @@
 package repo
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/ompsync/ompsync/safename"
+	"github.com/ompsync/ompsync/session"
 )
 
 // HeadSize is the size of a title slot: the hash_from of a generation that
 // starts with one, and the size of its head object. Only omp writes one
 // (its first line, rewritten in place on every rename).
-const HeadSize = 256
+const HeadSize = session.TitleSlotSize
 
 // ValidHead reports whether b is a title slot as a head object must hold
-// it: HeadSize bytes, one JSON object of "type":"title" and a newline.
+// it: exactly the slot, as omp's session format reads one.
 func ValidHead(b []byte) bool {
-	if len(b) != HeadSize || b[HeadSize-1] != '\n' || !bytes.HasPrefix(b, []byte(`{"type":"title"`)) {
-		return false
-	}
-	var v struct {
-		Type      string `json:"type"`
-		Title     string `json:"title"`
-		UpdatedAt string `json:"updatedAt"`
-	}
-	return json.Unmarshal(b[:HeadSize-1], &v) == nil && v.Type == "title"
+	_, ok := session.ParseTitleSlot(b)
+	return ok && len(b) == HeadSize
 }
 
 // Meta describes one generation of a stream. It is replaced when the file
@@ -63,12 +56,21 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Meta{}, fmt.Errorf("meta: %w", err)
 	}
+	if err := m.decode(); err != nil {
+		return Meta{}, fmt.Errorf("meta: %w", err)
+	}
+	return m, nil
+}
+
+// decode checks a meta as read, wherever it was stored, and decodes its
+// path.
+func (m *Meta) decode() error {
 	if m.V != 1 {
-		return Meta{}, fmt.Errorf("meta: unknown version %d", m.V)
+		return fmt.Errorf("unknown version %d", m.V)
 	}
 	m.Path = DecodePath(m.Path)
 	if !safename.RelPath(m.Path) {
-		return Meta{}, fmt.Errorf("meta: unsafe path %q", m.Path)
+		return fmt.Errorf("unsafe path %q", m.Path)
 	}
-	return m, nil
+	return nil
 }

@@ -1,44 +1,13 @@
 package repo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
-
-	"github.com/ompsync/ompsync/remote"
 )
 
 // ErrGap means a generation's chunks do not form one unbroken stream.
 var ErrGap = errors.New("gap in stream")
-
-// Assembled is a verified generation, in memory.
-type Assembled struct {
-	Meta Meta
-	// Data is the file as last uploaded, with the head object's title
-	// slot laid over its first bytes when there is one.
-	Data []byte
-	// Mtime is the newest file mtime the chunks carry (an artifact's;
-	// zero when none does, as for sessions).
-	Mtime time.Time
-}
-
-// ReadGeneration is StreamGeneration, every hash checked, into memory:
-// for a caller that holds a whole generation. maxSize bounds what it will
-// assemble (the size a catalog recorded, with some slack), so a hostile
-// listing cannot make it fetch without limit.
-func (r *Repo) ReadGeneration(ctx context.Context, s Stream, g *Generation, maxSize int64) (*Assembled, error) {
-	var buf bytes.Buffer
-	st, err := r.StreamGeneration(ctx, s, g, maxSize, &buf, true)
-	if err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	copy(data, st.Head)
-	return &Assembled{Meta: st.Meta, Data: data, Mtime: st.Mtime}, nil
-}
 
 type metaResult struct {
 	meta Meta
@@ -116,20 +85,11 @@ func (r *Repo) chunkBytes(ctx context.Context, s Stream, gen string, c ChunkRef,
 // chunk is verified by its own hash; the caller checks the range's hash.
 // The range is one chunk's, so within MaxChunkSize.
 func (r *Repo) readRange(ctx context.Context, s Stream, gen string, start, end int64, depth int, refReads *int) ([]byte, error) {
-	var chunks []ChunkRef
-	for obj, err := range r.client.List(ctx, s.GenPrefix(gen), remote.ListOptions{}) {
-		if err != nil {
-			return nil, err
-		}
-		name, inside := strings.CutPrefix(obj.Key, s.GenPrefix(gen))
-		if cs, ce, ok := ParseChunkName(name); inside && ok {
-			chunks = append(chunks, ChunkRef{Start: cs, End: ce, Size: obj.Size})
-		}
-		if len(chunks) > MaxSessionObjects {
-			return nil, errTooManyObjects
-		}
+	g, err := r.ListGeneration(ctx, s, gen)
+	if err != nil {
+		return nil, err
 	}
-	picked, covered := Cover(chunks)
+	picked, covered := Cover(g.Chunks)
 	if covered < end {
 		return nil, fmt.Errorf("%w: holds [0, %d), need [%d, %d)", ErrGap, covered, start, end)
 	}

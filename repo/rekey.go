@@ -210,7 +210,7 @@ func (r *Repo) rekeySweep(ctx context.Context, run *rekeyRun, keys Keys) error {
 		if sweep == 3 {
 			return fmt.Errorf("rekey: %d object(s) are still not encrypted to %s after %d passes (first: %s): "+
 				"a machine without these keys is still writing; give it the keys (encryption.identity_file), restart it, and run 'ompsync rekey' again",
-				len(scan.keys), fingerprints(keys.Recipients), sweep+1, scan.keys[0])
+				len(scan.keys), Fingerprints(keys.Recipients), sweep+1, scan.keys[0])
 		}
 		for _, key := range scan.keys {
 			if err := run.add(ctx, key); err != nil {
@@ -312,7 +312,7 @@ func (r *Repo) rekeyMarker(ctx context.Context, m *Marker, keys Keys) (*Marker, 
 	if m.encryption() != nil {
 		return rotated(m, keys, func() error {
 			return fmt.Errorf("%w: only a holder of a current key (%s) may change the repository's recipients, and encryption.identity_file holds none",
-				ErrEncryptionMismatch, fingerprints(m.Encryption.Recipients))
+				ErrEncryptionMismatch, Fingerprints(m.Encryption.Recipients))
 		})
 	}
 	first, err := r.firstObject(ctx)

@@ -55,14 +55,11 @@ func (r *Repo) getAll(ctx context.Context, key string, limit int64) ([]byte, err
 		return nil, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	// A body that breaks off is the network failing (storedBody); one
+	// byte past limit is enough to refuse it, with a message of its own.
+	body := &storedBody{ctx: ctx, key: key, rc: rc, left: limit + 1}
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
-		var re *remote.Error
-		if ctx.Err() == nil && !errors.As(err, &re) {
-			// A body that breaks off is the network failing, whichever
-			// client (wrapped for retries or not) carried it.
-			err = &remote.Error{Op: "get", Key: key, Transient: true, Err: err}
-		}
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	if int64(len(b)) > limit {
@@ -138,7 +135,7 @@ func (r *Repo) GetChunk(ctx context.Context, s Stream, gen string, start, end in
 	if err != nil {
 		return ChunkHeader{}, nil, err
 	}
-	return DecodeChunk(plain, start, end)
+	return decodeChunk(plain, start, end, true)
 }
 
 // PutMeta stores a generation's metadata.
@@ -359,19 +356,10 @@ func (r *Repo) Machines(ctx context.Context) ([]string, error) {
 	return r.folders(ctx, MachinesPrefix(), "machines", MaxMachines, safename.Machine)
 }
 
-// PutBlob stores one of omp's content-addressed blobs unless it is there.
-func (r *Repo) PutBlob(ctx context.Context, name string, data []byte) (int, error) {
-	n, err := r.putSealed(ctx, "blob", BlobKey(name), data, remote.PutOptions{IfAbsent: true})
-	if errors.Is(err, remote.ErrPreconditionFailed) {
-		return 0, nil
-	}
-	return n, err
-}
-
 // PutBlobFrom stores the blob name, the size bytes of src, unless it is
 // there, streaming: the sealed object is written to a temp file in tmpDir
 // (removed after), then uploaded from it, so memory stays a few blocks
-// whatever the blob's size. The object's bytes are PutBlob's. A src that
+// whatever the blob's size. A src that
 // gives fewer than size bytes is an error wrapping io.ErrUnexpectedEOF,
 // and nothing is uploaded. It returns the object's size.
 func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, size int64, tmpDir string) (int64, error) {
@@ -492,15 +480,6 @@ func (e *TooLargeError) Error() string {
 // GetBlob reads a blob of at most limit bytes.
 func (r *Repo) GetBlob(ctx context.Context, name string, limit int64) ([]byte, error) {
 	return r.getOpen(ctx, BlobKey(name), limit)
-}
-
-// HasBlob reports whether a blob is on the remote.
-func (r *Repo) HasBlob(ctx context.Context, name string) (bool, error) {
-	_, err := r.client.Stat(ctx, BlobKey(name))
-	if errors.Is(err, remote.ErrNotFound) {
-		return false, nil
-	}
-	return err == nil, err
 }
 
 // Generation is what the remote holds of one generation of a stream.

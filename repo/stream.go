@@ -73,7 +73,8 @@ func (b *streamBufs) buf() *[]byte {
 func (b *streamBufs) putBuf(p *[]byte) { b.bytes.Put(p) }
 
 // storedBody is an object's stored bytes, refused past left and with a
-// body that breaks off reported as the network failing (as getAll does).
+// body that breaks off reported as the network failing, whichever client
+// (wrapped for retries or not) carried it.
 type storedBody struct {
 	ctx  context.Context
 	key  string

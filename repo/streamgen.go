@@ -367,20 +367,8 @@ func (r *Repo) chunkReader(ctx context.Context, s Stream, gen string, c ChunkRef
 		}
 		return hdr, bytes.NewReader(data), func() {}, nil
 	}
-	if !validMarks(hdr.Uploaded, c.Start, c.End) {
-		hdr.Uploaded = nil // advice, dropped as decodeChunk drops it
-	}
-	// What decodeChunk checks of a data chunk's header; its bytes are
-	// checked as they arrive.
-	switch name := ChunkName(c.Start, c.End); {
-	case hdr.V != 1:
-		err = fmt.Errorf("chunk %s: unknown chunk version %d", name, hdr.V)
-	case hdr.Start != c.Start || hdr.End != c.End:
-		err = fmt.Errorf("chunk %s: header says [%d, %d)", name, hdr.Start, hdr.End)
-	case hdr.HashFrom < 0 || hdr.HashFrom > c.End:
-		err = fmt.Errorf("chunk %s: bad hash_from %d", name, hdr.HashFrom)
-	}
-	if err != nil {
+	// A data chunk's bytes are checked as they arrive.
+	if err := checkHeader(&hdr, c.Start, c.End); err != nil {
 		closeBody()
 		return hdr, nil, nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
@@ -122,7 +123,7 @@ func TestRepairBlob(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "blobs", name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.PutBlob(ctx, name, data); err != nil {
+		if _, err := repotest.PutBlob(ctx, r, name, data); err != nil {
 			t.Fatal(err)
 		}
 		for _, damage := range []func(){

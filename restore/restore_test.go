@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
@@ -1024,7 +1025,7 @@ func TestRestoreBlobLinks(t *testing.T) {
 		}
 		// An older agent's upload of a link, with the bytes.
 		legacy := []byte("old agents uploaded the bytes of a link")
-		if _, err := r.PutBlob(t.Context(), name+".jpg", legacy); err != nil {
+		if _, err := repotest.PutBlob(t.Context(), r, name+".jpg", legacy); err != nil {
 			t.Fatal(err)
 		}
 

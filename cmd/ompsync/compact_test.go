@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
@@ -108,7 +109,7 @@ func TestCompactAndPruneCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	as, err := r.ReadGeneration(ctx, s, invs[0].Find(cur), 1<<20)
+	as, err := repotest.ReadGeneration(ctx, r, s, invs[0].Find(cur), 1<<20)
 	if err != nil || !bytes.Equal(as.Data, data) {
 		t.Fatalf("after compact: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 )
@@ -196,7 +197,7 @@ func remoteCopy(t *testing.T, r *repo.Repo, id, machine string) []byte {
 		if inv.Stream.Name != repo.SessionStream {
 			continue
 		}
-		as, err := r.ReadGeneration(context.Background(), inv.Stream, inv.Newest(), 1<<40)
+		as, err := repotest.ReadGeneration(context.Background(), r, inv.Stream, inv.Newest(), 1<<40)
 		if err != nil {
 			t.Fatalf("session %s: %v", id, err)
 		}

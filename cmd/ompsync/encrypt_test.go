@@ -19,6 +19,7 @@ import (
 	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
@@ -373,7 +374,7 @@ func readAll(t *testing.T, client remote.Client, keyFile string, files []string)
 		if err != nil || len(invs) != 1 {
 			return fmt.Sprintf("session %s: %d streams, %v", id, len(invs), err)
 		}
-		as, err := r.ReadGeneration(ctx, invs[0].Stream, invs[0].Newest(), 1<<30)
+		as, err := repotest.ReadGeneration(ctx, r, invs[0].Stream, invs[0].Newest(), 1<<30)
 		if err != nil {
 			return fmt.Sprintf("session %s: %v", id, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -163,10 +162,10 @@ func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
 		return err
 	}
 	if prog.Nothing {
-		fmt.Fprintf(a.stdout, "nothing to rekey: every object is already encrypted to %s (--force re-encrypts anyway)\n", joinFPs(target))
+		fmt.Fprintf(a.stdout, "nothing to rekey: every object is already encrypted to %s (--force re-encrypts anyway)\n", repo.Fingerprints(target))
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, joinFPs(target))
+	fmt.Fprintf(a.stdout, "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, repo.Fingerprints(target))
 	return nil
 }
 
@@ -224,11 +223,4 @@ func (j *rekeyJournal) progress(path string, log *slog.Logger) func(repo.RekeyPr
 		}
 		return atomicfile.Write(path, b, atomicfile.Options{})
 	}
-}
-
-func joinFPs(fps []string) string {
-	if len(fps) == 1 {
-		return "key " + fps[0]
-	}
-	return "keys " + strings.Join(fps, ", ")
 }

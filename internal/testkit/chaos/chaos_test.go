@@ -19,6 +19,7 @@ import (
 
 	"github.com/ompsync/ompsync/internal/testkit/faultproxy"
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/internal/testkit/repotest"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/session"
@@ -117,7 +118,7 @@ func newest(t *testing.T, r *repo.Repo, id, machine, stream string) []byte {
 		if inv.Stream.Name != stream || inv.Newest() == nil {
 			continue
 		}
-		as, err := r.ReadGeneration(context.Background(), inv.Stream, inv.Newest(), 1<<40)
+		as, err := repotest.ReadGeneration(context.Background(), r, inv.Stream, inv.Newest(), 1<<40)
 		if err != nil {
 			failf(t, "session %s stream %s: %v", id, stream, err)
 			return nil

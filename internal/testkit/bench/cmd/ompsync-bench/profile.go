@@ -169,7 +169,11 @@ func profileRestore(args []string) error {
 	if *parallel == 0 {
 		*parallel = cfg.Transfers
 	}
-	if err := r.Check(ctx); err != nil {
+	m, err := r.ReadMarker(ctx)
+	if err == nil {
+		err = r.CheckMarker(m)
+	}
+	if err != nil {
 		return err
 	}
 	if *cpuOut != "" {
