@@ -733,8 +733,8 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 
 // GrepAll searches across places (grepPlace): the sessions the prefixes
 // name, of whatever agent, or every agent's sessions without prefixes,
-// place by place; cache gives each agent's cache (a nil cache: none kept).
-// A match names its agent.
+// place by place; cache opens each agent's cache (a nil cache: none kept),
+// closed when that agent's search ends. A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
 	ids := [][]string{prefixes}
 	if len(places) > 1 {
@@ -763,6 +763,9 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 			m.Agent = name
 			return emit(m)
 		})
+		if c != nil {
+			c.Close()
+		}
 		if err != nil {
 			if len(places) > 1 {
 				err = fmt.Errorf("%s: %w", name, err)
