@@ -65,60 +65,54 @@ func (s *scanner) str() (string, bool) {
 	if s.peek() != '"' {
 		return "", false
 	}
-	s.i++
 	start := s.i
-	for s.i < len(s.b) {
+	escaped := s.strEnd()
+	if s.bad {
+		return "", false
+	}
+	return decode(s.b[start:s.i], escaped), true
+}
+
+// strEnd steps over the string at s.i (its opening quote), checked as
+// encoding/json checks it, and reports whether it holds escapes.
+func (s *scanner) strEnd() (escaped bool) {
+	for s.i++; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
 		case c == '"':
-			v := validString(s.b[start:s.i])
 			s.i++
-			return v, true
+			return escaped
 		case c == '\\':
-			return s.escaped(start), !s.bad
+			if !s.validEscape() {
+				s.fail()
+				return false
+			}
+			escaped = true
 		case c < 0x20:
 			s.fail()
-			return "", false
-		default:
-			s.i++
+			return false
 		}
 	}
 	s.fail()
-	return "", false
+	return false
 }
 
-// escaped finishes a string that holds escapes, from start.
-func (s *scanner) escaped(start int) string {
-	out := make([]byte, 0, s.i-start+64)
-	out = append(out, s.b[start:s.i]...)
-	for s.i < len(s.b) {
-		// The run up to the next quote, escape or control byte goes in
-		// whole.
-		run := s.i
-		for s.i < len(s.b) && s.b[s.i] != '"' && s.b[s.i] != '\\' && s.b[s.i] >= 0x20 {
-			s.i++
+// decode is the value of the string raw (quotes and all), checked by
+// strEnd, as encoding/json decodes it.
+func decode(raw []byte, escaped bool) string {
+	raw = raw[1 : len(raw)-1]
+	if !escaped {
+		return validString(raw)
+	}
+	out := make([]byte, 0, len(raw))
+	for {
+		i := bytes.IndexByte(raw, '\\')
+		if i < 0 {
+			return validString(append(out, raw...))
 		}
-		out = append(out, s.b[run:s.i]...)
-		if s.i >= len(s.b) {
-			break
-		}
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return validString(out)
-		case c < 0x20:
-			s.fail()
-			return ""
-		}
-		if s.i+1 >= len(s.b) {
-			s.fail()
-			return ""
-		}
-		e := s.b[s.i+1]
-		s.i += 2
+		out = append(out, raw[:i]...)
+		e := raw[i+1]
+		raw = raw[i+2:]
 		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
 		case 'b':
 			out = append(out, '\b')
 		case 'f':
@@ -130,38 +124,30 @@ func (s *scanner) escaped(start int) string {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := s.hex4()
-			if !ok {
-				s.fail()
-				return ""
-			}
+			r := hex4(raw)
+			raw = raw[4:]
 			if utf16.IsSurrogate(r) {
+				// A pair makes one rune; a half alone is U+FFFD, and what
+				// follows it stands alone.
 				r2 := rune(-1)
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
-					save := s.i
-					s.i += 2
-					if r2, ok = s.hex4(); !ok {
-						s.fail()
-						return ""
-					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-					} else {
-						s.i = save // not a pair: the second stands alone
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
+				if len(raw) >= 6 && raw[0] == '\\' && raw[1] == 'u' {
+					r2 = hex4(raw[2:])
+				}
+				if r = utf16.DecodeRune(r, r2); r != utf8.RuneError {
+					raw = raw[6:]
 				}
 			}
 			out = utf8.AppendRune(out, r)
-		default:
-			s.fail()
-			return ""
+		default: // '"', '\\', '/'
+			out = append(out, e)
 		}
 	}
-	s.fail()
-	return ""
+}
+
+// hex4 reads the four hex digits b starts with, checked by strEnd.
+func hex4(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(n)
 }
 
 // validString is b as a string, each byte that is not part of valid UTF-8
@@ -179,18 +165,6 @@ func validString(b []byte) string {
 	return string(out)
 }
 
-func (s *scanner) hex4() (rune, bool) {
-	if s.i+4 > len(s.b) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	s.i += 4
-	return rune(n), true
-}
-
 // skip steps over one value of any kind.
 func (s *scanner) skip(depth int) {
 	if depth > maxDepth {
@@ -199,25 +173,7 @@ func (s *scanner) skip(depth int) {
 	}
 	switch s.peek() {
 	case '"':
-		s.i++
-		for s.i < len(s.b) {
-			c := s.b[s.i]
-			if c == '"' {
-				s.i++
-				return
-			}
-			if c == '\\' {
-				if !s.validEscape() {
-					s.fail()
-					return
-				}
-			} else if c < 0x20 {
-				s.fail()
-				return
-			}
-			s.i++
-		}
-		s.fail()
+		s.strEnd()
 	case '{':
 		s.object(depth, func([]byte) { s.skip(depth + 1) })
 	case '[':
@@ -316,23 +272,15 @@ func (s *scanner) object(depth int, member func(key []byte)) {
 // key reads an object key. Keys are short and plain; one with escapes is
 // decoded.
 func (s *scanner) key() []byte {
-	s.i++ // the quote
 	start := s.i
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.i++
-			return s.b[start : s.i-1]
-		case c == '\\':
-			return []byte(s.escaped(start))
-		case c < 0x20:
-			s.fail()
-			return nil
-		}
-		s.i++
+	escaped := s.strEnd()
+	switch {
+	case s.bad:
+		return nil
+	case escaped:
+		return []byte(decode(s.b[start:s.i], true))
 	}
-	s.fail()
-	return nil
+	return s.b[start+1 : s.i-1]
 }
 
 func (s *scanner) array(depth int, elem func()) { s.list(depth, '[', ']', elem) }
