@@ -24,9 +24,6 @@ import (
 // Budget bounds the text of one tool result, in bytes.
 const Budget = 32 << 10
 
-// snippetWidth bounds a match's snippet, in runes (as grep's line).
-const snippetWidth = 200
-
 // Source is how the tools reach the remote.
 type Source struct {
 	// Places opens the remote's agents (of one agent, when set).
@@ -156,7 +153,7 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 		if !f.in(gm.Time, p) || !pg.take() {
 			return nil
 		}
-		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: gm.Label(), Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older})
+		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: gm.Label(), Entry: gm.Entry, Snippet: m.Excerpt(gm.Text), Older: gm.Older})
 		return nil
 	}
 	rep, err := restore.GrepAll(ctx, places, nil, opts, s.Cache, emit)

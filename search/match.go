@@ -233,9 +233,14 @@ func (m *Matcher) Index(text string) int {
 	return 0
 }
 
-// Excerpt is text, tabs as spaces, or when longer than width runes the
-// part around its first match: a minified file a tool read is one line.
-func (m *Matcher) Excerpt(text string, width int) string {
+// excerptWidth bounds an Excerpt, in runes: grep's line and the MCP
+// search's snippet alike.
+const excerptWidth = 200
+
+// Excerpt is text, tabs as spaces, or when longer than excerptWidth runes
+// the part around its first match: a minified file a tool read is one line.
+func (m *Matcher) Excerpt(text string) string {
+	const width = excerptWidth
 	text = strings.ReplaceAll(text, "\t", " ")
 	if utf8.RuneCountInString(text) <= width {
 		return text

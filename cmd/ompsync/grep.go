@@ -160,20 +160,12 @@ func grepTotals(rep *restore.GrepReport) string {
 	return line
 }
 
-// matchWidth bounds the text shown of a long line (a minified file a tool
-// read): the part around the match.
-const matchWidth = 200
-
 func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
-	at := "-"
-	if !gm.Time.IsZero() {
-		at = gm.Time.Local().Format(time.DateTime)
-	}
 	entry, title := cmp.Or(gm.Entry, "-"), oneLine(gm.Title)
-	text := m.Excerpt(gm.Text, matchWidth)
+	text := m.Excerpt(gm.Text)
 	if gm.Older {
 		text = "[older copy] " + text
 	}
-	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, gm.Label(), at, text)
+	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, gm.Label(), localTime(gm.Time), text)
 	return err
 }
