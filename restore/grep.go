@@ -215,11 +215,11 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	// remote.
 	lo := o
 	lo.All = false
-	eachTarget(ctx, r, stale, len(p.sessions), lo, nil, func(_ int, t *target, listed *repo.SessionObjects) {
-		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed, spool)
+	eachTarget(ctx, r, stale, len(p.sessions), lo, nil, func(i int, t *target, listed *repo.SessionObjects) {
+		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[i]], opts, listed, spool)
 		mu.Lock()
 		defer mu.Unlock()
-		copies[staleAt[t]] = cs
+		copies[staleAt[i]] = cs
 		rep.Fetched += fetched
 		rep.Bytes += n
 		rep.Problems = append(rep.Problems, problems...)
@@ -242,10 +242,9 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 
 // grepStale makes the copies of each target, as the cache holds them,
 // and says which targets have a copy the cache lacks or holds stale: those
-// are listed and read (stale, each at its index in targets).
-func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale []*target, staleAt map[*target]int, err error) {
+// are listed and read (stale, stale[j] at staleAt[j] in targets).
+func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale []*target, staleAt []int, err error) {
 	copies = make([][]*grepCopy, len(targets))
-	staleAt = map[*target]int{}
 	for i, t := range targets {
 		needs := false
 		for _, e := range t.entries {
@@ -270,8 +269,7 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 			}
 		}
 		if needs {
-			staleAt[t] = i
-			stale = append(stale, t)
+			stale, staleAt = append(stale, t), append(staleAt, i)
 		}
 	}
 	return copies, stale, staleAt, nil
