@@ -175,9 +175,9 @@ func (s *scanner) skip(depth int) {
 	case '"':
 		s.strEnd()
 	case '{':
-		s.object(depth, func([]byte) { s.skip(depth + 1) })
+		s.object(func([]byte) { s.skip(depth + 1) })
 	case '[':
-		s.array(depth, func() { s.skip(depth + 1) })
+		s.array(func() { s.skip(depth + 1) })
 	case 't':
 		s.word("true")
 	case 'f':
@@ -255,8 +255,8 @@ func (s *scanner) rawValue(depth int) ([]byte, bool) {
 
 // object reads an object, calling member with each key; member must
 // consume the value.
-func (s *scanner) object(depth int, member func(key []byte)) {
-	s.list(depth, '{', '}', func() {
+func (s *scanner) object(member func(key []byte)) {
+	s.list('{', '}', func() {
 		if s.peek() != '"' {
 			s.fail()
 			return
@@ -283,15 +283,11 @@ func (s *scanner) key() []byte {
 	return s.b[start+1 : s.i-1]
 }
 
-func (s *scanner) array(depth int, elem func()) { s.list(depth, '[', ']', elem) }
+func (s *scanner) array(elem func()) { s.list('[', ']', elem) }
 
 // list reads the values between open and close, separated by commas, each
 // with elem: an object's members or an array's elements.
-func (s *scanner) list(depth int, open, close byte, elem func()) {
-	if depth > maxDepth {
-		s.fail()
-		return
-	}
+func (s *scanner) list(open, close byte, elem func()) {
 	s.expect(open)
 	if s.peek() == close {
 		s.i++
@@ -337,7 +333,7 @@ func scanEntry(line []byte) (rawEntry, bool) {
 		*dst = v
 		good = good && ok
 	}
-	s.object(0, func(key []byte) {
+	s.object(func(key []byte) {
 		switch string(key) {
 		case "type":
 			setStr(&r.Type)
@@ -362,7 +358,7 @@ func scanEntry(line []byte) (rawEntry, bool) {
 			}
 			m := &rawMessage{}
 			r.Message = m
-			s.object(1, func(key []byte) {
+			s.object(func(key []byte) {
 				switch string(key) {
 				case "role":
 					setStr(&m.Role)
@@ -402,7 +398,7 @@ func scanContent(raw []byte, kind, tool string) []Part {
 	}
 	var out []Part
 	typed := true // every member read has the type encoding/json wants
-	s.array(0, func() {
+	s.array(func() {
 		if s.peek() != '{' {
 			s.skip(1)
 			out, s.bad = nil, true // encoding/json refuses a list of non-objects
@@ -415,7 +411,7 @@ func scanContent(raw []byte, kind, tool string) []Part {
 			v, ok := s.strOr(2)
 			*dst, typed = v, typed && ok
 		}
-		s.object(1, func(key []byte) {
+		s.object(func(key []byte) {
 			switch string(key) {
 			case "type":
 				set(&b.Type)
