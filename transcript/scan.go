@@ -26,6 +26,8 @@ type scanner struct {
 	// spaces counts the whitespace bytes stepped over between tokens: a
 	// value read raw with none in it is already compact.
 	spaces int
+	// mistyped: a member read (strOr) had a type encoding/json refuses.
+	mistyped bool
 }
 
 func (s *scanner) fail() { s.bad = true; s.i = len(s.b) }
@@ -307,19 +309,21 @@ func (s *scanner) list(open, close byte, elem func()) {
 	}
 }
 
-// strOr reads a string member's value; any other kind is stepped over and
-// counts as "", as encoding/json leaves a string field it cannot fill
-// (the line is then refused there: see parseJSON).
-func (s *scanner) strOr(depth int) (string, bool) {
-	if v, ok := s.str(); ok || s.bad {
-		return v, ok
-	}
-	if s.peek() == 'n' { // null leaves a field as it was
+// strOr reads a string member's value into dst; any other kind is stepped
+// over, leaves "" and marks the value mistyped, as encoding/json leaves a
+// string field it cannot fill (the line is then refused there: see
+// parseJSON).
+func (s *scanner) strOr(dst *string, depth int) {
+	v, ok := s.str()
+	switch {
+	case ok || s.bad:
+	case s.peek() == 'n': // null leaves a field as it was
 		s.word("null")
-		return "", true
+	default:
+		s.skip(depth)
+		s.mistyped = true
 	}
-	s.skip(depth)
-	return "", false
+	*dst = v
 }
 
 // scanEntry is Parse's reading of a line into the same fields parseJSON
@@ -327,20 +331,14 @@ func (s *scanner) strOr(depth int) (string, bool) {
 func scanEntry(line []byte) (rawEntry, bool) {
 	s := &scanner{b: line}
 	var r rawEntry
-	good := true
-	setStr := func(dst *string) {
-		v, ok := s.strOr(1)
-		*dst = v
-		good = good && ok
-	}
 	s.object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			setStr(&r.Type)
+			s.strOr(&r.Type, 1)
 		case "id":
-			setStr(&r.ID)
+			s.strOr(&r.ID, 1)
 		case "summary":
-			setStr(&r.Summary)
+			s.strOr(&r.Summary, 1)
 		case "timestamp":
 			r.Timestamp, _ = s.rawValue(1)
 		case "content":
@@ -353,7 +351,7 @@ func scanEntry(line []byte) (rawEntry, bool) {
 			}
 			if s.peek() != '{' {
 				s.skip(1)
-				good = false
+				s.mistyped = true
 				return
 			}
 			m := &rawMessage{}
@@ -361,13 +359,13 @@ func scanEntry(line []byte) (rawEntry, bool) {
 			s.object(func(key []byte) {
 				switch string(key) {
 				case "role":
-					setStr(&m.Role)
+					s.strOr(&m.Role, 1)
 				case "toolName":
-					setStr(&m.ToolName)
+					s.strOr(&m.ToolName, 1)
 				case "command":
-					setStr(&m.Command)
+					s.strOr(&m.Command, 1)
 				case "output":
-					setStr(&m.Output)
+					s.strOr(&m.Output, 1)
 				case "content":
 					m.Content, _ = s.rawValue(2)
 				case "timestamp":
@@ -381,7 +379,7 @@ func scanEntry(line []byte) (rawEntry, bool) {
 		}
 	})
 	s.ws()
-	return r, good && !s.bad && s.i == len(s.b)
+	return r, !s.mistyped && !s.bad && s.i == len(s.b)
 }
 
 // scanContent is content's reading of a content value with the scanner.
@@ -397,7 +395,6 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		return nil
 	}
 	var out []Part
-	typed := true // every member read has the type encoding/json wants
 	s.array(func() {
 		if s.peek() != '{' {
 			s.skip(1)
@@ -407,20 +404,16 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		var b rawBlock
 		var args []byte
 		compact := false
-		set := func(dst *string) {
-			v, ok := s.strOr(2)
-			*dst, typed = v, typed && ok
-		}
 		s.object(func(key []byte) {
 			switch string(key) {
 			case "type":
-				set(&b.Type)
+				s.strOr(&b.Type, 2)
 			case "text":
-				set(&b.Text)
+				s.strOr(&b.Text, 2)
 			case "thinking":
-				set(&b.Thinking)
+				s.strOr(&b.Thinking, 2)
 			case "name":
-				set(&b.Name)
+				s.strOr(&b.Name, 2)
 			case "arguments":
 				args, compact = s.rawValue(2)
 			default:
@@ -430,7 +423,7 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		b.Arguments = args
 		out = appendBlock(out, b, kind, tool, compact)
 	})
-	if s.ws(); s.bad || !typed || s.i != len(s.b) {
+	if s.ws(); s.bad || s.mistyped || s.i != len(s.b) {
 		return nil
 	}
 	return out
