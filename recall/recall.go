@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/restore"
 	"github.com/ompsync/ompsync/search"
 	"github.com/ompsync/ompsync/transcript"
@@ -23,14 +24,12 @@ import (
 // Budget bounds the text of one tool result, in bytes.
 const Budget = 32 << 10
 
-// snippetWidth bounds a match's snippet, in runes (as grep's line).
-const snippetWidth = 200
-
 // Source is how the tools reach the remote.
 type Source struct {
 	// Places opens the remote's agents (of one agent, when set).
 	Places func(ctx context.Context, machine, agent string) ([]restore.Place, []string, error)
-	// Cache opens an agent's search cache (nil, nil: none).
+	// Cache opens an agent's search cache (nil, nil: none), as
+	// restore.GrepAll takes it.
 	Cache        func(agent string) (*search.Cache, error)
 	Parallel     int
 	MaxMergeSize int64
@@ -91,11 +90,12 @@ type Match struct {
 
 type filter struct {
 	since, until time.Time
+	project      string
 	cursor       int
 }
 
 func (f Filter) parse() (filter, error) {
-	var out filter
+	out := filter{project: f.Project}
 	var err error
 	now := time.Now()
 	if f.Since != "" {
@@ -116,20 +116,17 @@ func (f Filter) parse() (filter, error) {
 	return out, nil
 }
 
-func (f filter) in(t time.Time) bool {
-	return (f.since.IsZero() || !t.Before(f.since)) && (f.until.IsZero() || !t.After(f.until))
+// in reports whether a session or match of that time and project passes.
+func (f filter) in(t time.Time, project string) bool {
+	return (f.since.IsZero() || !t.Before(f.since)) && (f.until.IsZero() || !t.After(f.until)) && strings.Contains(project, f.project)
 }
 
-// projects maps each session (agent/id) to its project, read from the
-// catalogs (what ls reads), with the sessions' list.
-func projects(list []restore.Listing) map[string]string {
-	m := make(map[string]string, len(list))
-	for _, l := range list {
-		if l.Project != nil {
-			m[l.Agent+"/"+l.ID] = l.Project.String()
-		}
+// projectOf is a session's project as the tools show it ("" for none).
+func projectOf(id *project.ID) string {
+	if id == nil {
+		return ""
 	}
-	return m
+	return id.String()
 }
 
 func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn) (*mcp.CallToolResult, any, error) {
@@ -148,37 +145,18 @@ func (s Source) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchIn)
 	if err != nil {
 		return nil, nil, err
 	}
-	var caches []*search.Cache
-	defer func() {
-		for _, c := range caches {
-			c.Close()
-		}
-	}()
-	cacheOf := func(agent string) (*search.Cache, error) {
-		if s.Cache == nil {
-			return nil, nil
-		}
-		c, err := s.Cache(agent)
-		if c != nil {
-			caches = append(caches, c)
-		}
-		return c, err
-	}
 	opts := restore.GrepOptions{Pattern: m, Since: f.since}
 	opts.Options = restore.Options{Machine: in.Machine, IncludeDeleted: true, Parallel: s.Parallel}
 	pg := &page[Match]{cursor: f.cursor}
 	emit := func(gm restore.GrepMatch) error {
-		var p string
-		if gm.Project != nil {
-			p = gm.Project.String()
-		}
-		if !f.in(gm.Time) || (in.Project != "" && !strings.Contains(p, in.Project)) || !pg.take() {
+		p := projectOf(gm.Project)
+		if !f.in(gm.Time, p) || !pg.take() {
 			return nil
 		}
-		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: gm.Label(), Entry: gm.Entry, Snippet: m.Excerpt(gm.Text, snippetWidth), Older: gm.Older})
+		pg.add(Match{Session: gm.Session, Agent: gm.Agent, Title: gm.Title, Project: p, Time: gm.Time, Role: gm.Label(), Entry: gm.Entry, Snippet: m.Excerpt(gm.Text), Older: gm.Older})
 		return nil
 	}
-	rep, err := restore.GrepAll(ctx, places, nil, opts, cacheOf, emit)
+	rep, err := restore.GrepAll(ctx, places, nil, opts, s.Cache, emit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -236,31 +214,24 @@ type Session struct {
 	State    string    `json:"state"`
 }
 
-// listed opens the remote's agents and lists their sessions, with the
-// problems of both steps.
-func (s Source) listed(ctx context.Context, machine, agent string) ([]restore.Place, []restore.Listing, []string, error) {
-	places, problems, err := s.Places(ctx, machine, agent)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	list, more, err := restore.ListAll(ctx, places, machine)
-	return places, list, append(problems, more...), err
-}
-
 func (s Source) list(ctx context.Context, _ *mcp.CallToolRequest, in Filter) (*mcp.CallToolResult, any, error) {
 	f, err := in.parse()
 	if err != nil {
 		return nil, nil, err
 	}
-	_, list, problems, err := s.listed(ctx, in.Machine, in.Agent)
+	places, problems, err := s.Places(ctx, in.Machine, in.Agent)
 	if err != nil {
 		return nil, nil, err
 	}
+	list, more, err := restore.ListAll(ctx, places, in.Machine)
+	if err != nil {
+		return nil, nil, err
+	}
+	problems = append(problems, more...)
 	pg := &page[Session]{cursor: f.cursor}
-	proj := projects(list)
 	for _, l := range list {
-		p := proj[l.Agent+"/"+l.ID]
-		if f.in(l.Mtime) && (in.Project == "" || strings.Contains(p, in.Project)) && pg.take() {
+		p := projectOf(l.Project)
+		if f.in(l.Mtime, p) && pg.take() {
 			pg.add(Session{ID: l.ID, Agent: l.Agent, Title: l.Title, Project: p, Machines: l.Machines, Size: l.Size, Mtime: l.Mtime, State: l.State})
 		}
 	}

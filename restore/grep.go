@@ -215,11 +215,11 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	// remote.
 	lo := o
 	lo.All = false
-	eachTarget(ctx, r, stale, len(p.sessions), lo, nil, func(_ int, t *target, listed *repo.SessionObjects) {
-		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[t]], opts, listed, spool)
+	eachTarget(ctx, r, stale, len(p.sessions), lo, nil, func(i int, t *target, listed *repo.SessionObjects) {
+		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[i]], opts, listed, spool)
 		mu.Lock()
 		defer mu.Unlock()
-		copies[staleAt[t]] = cs
+		copies[staleAt[i]] = cs
 		rep.Fetched += fetched
 		rep.Bytes += n
 		rep.Problems = append(rep.Problems, problems...)
@@ -242,10 +242,9 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 
 // grepStale makes the copies of each target, as the cache holds them,
 // and says which targets have a copy the cache lacks or holds stale: those
-// are listed and read (stale, each at its index in targets).
-func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale []*target, staleAt map[*target]int, err error) {
+// are listed and read (stale, stale[j] at staleAt[j] in targets).
+func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale []*target, staleAt []int, err error) {
 	copies = make([][]*grepCopy, len(targets))
-	staleAt = map[*target]int{}
 	for i, t := range targets {
 		needs := false
 		for _, e := range t.entries {
@@ -270,8 +269,7 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 			}
 		}
 		if needs {
-			staleAt[t] = i
-			stale = append(stale, t)
+			stale, staleAt = append(stale, t), append(staleAt, i)
 		}
 	}
 	return copies, stale, staleAt, nil
@@ -499,54 +497,47 @@ const (
 // grepSearch matches every copy's records, a few sessions at once, and
 // emits each session's matches in order.
 func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
-	results := make([]*grepResult, len(targets))
-	errs := make([]error, len(targets))
-	done := make([]chan struct{}, len(targets))
+	type searched struct {
+		res  *grepResult
+		err  error
+		bufs *search.Buffers
+	}
+	done := make([]chan searched, len(targets))
 	for i := range done {
-		done[i] = make(chan struct{})
+		done[i] = make(chan searched, 1)
 	}
-	next := make(chan int)
+	// A session's buffers come back once it is printed: at most cap(free)
+	// sessions are searched ahead of it.
+	free := make(chan *search.Buffers, max(grepAhead, runtime.GOMAXPROCS(0)))
+	for range cap(free) {
+		free <- new(search.Buffers)
+	}
 	stop := make(chan struct{})
-	ahead := make(chan struct{}, max(grepAhead, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var bufs search.Buffers
-			for i := range next {
-				results[i], errs[i] = grepTarget(targets[i], copies[i], opts, &bufs)
-				close(done[i])
-			}
-		}()
-	}
-	go func() {
-		defer close(next)
+	wg.Go(func() {
 		for i := range targets {
+			var bufs *search.Buffers
 			select {
-			case ahead <- struct{}{}:
+			case bufs = <-free:
 			case <-stop:
 				return
 			}
-			select {
-			case next <- i:
-			case <-stop:
-				return
-			}
+			wg.Go(func() {
+				res, err := grepTarget(targets[i], copies[i], opts, bufs)
+				done[i] <- searched{res, err, bufs}
+			})
 		}
-	}()
-	var bufs search.Buffers
+	})
 	var err error
 	for i := range targets {
-		<-done[i]
-		if err = errs[i]; err == nil {
-			err = results[i].emit(targets[i], copies[i], opts, &bufs, func(m GrepMatch) error {
+		s := <-done[i]
+		if err = s.err; err == nil {
+			err = s.res.emit(targets[i], copies[i], opts, s.bufs, func(m GrepMatch) error {
 				rep.Matches++
 				return emit(m)
 			})
 		}
-		results[i] = nil
-		<-ahead
+		free <- s.bufs
 		if err != nil {
 			break
 		}
@@ -557,24 +548,19 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 }
 
 // grepResult is one session's matching lines, each once, in the order
-// its copies hold them: the matches themselves, or, past grepHeld, only
-// their hashes (spilled).
+// its copies hold them: the matches themselves (out[i] is line i), or,
+// past grepHeld, only the lines (spilled).
 type grepResult struct {
-	out     []GrepMatch
-	keys    []lineKey // out[i]'s line is lines[keys[i]]
-	lines   map[lineKey]grepLine
-	more    [][]int // copies from the 64th on that hold a line (grepLine.more)
+	out   []GrepMatch
+	lines map[lineKey]int32 // a line's index
+	// holders[i*words:][:words] is the set of copies that hold line i: bit
+	// c%64 of word c/64 for copy c.
+	holders []uint64
+	words   int
 	spilled bool
 }
 
 type lineKey [16]byte
-
-// grepLine is what a result keeps of a matching line.
-type grepLine struct {
-	copies  uint64 // bit i: copy i holds it (i < 64)
-	more    int32  // index in grepResult.more + 1 (0: none)
-	printed bool
-}
 
 // lineKeyOf identifies a record across copies: the same entry's same text.
 func lineKeyOf(h hash.Hash, rec search.Record) lineKey {
@@ -595,33 +581,29 @@ func lineKeyOf(h hash.Hash, rec search.Record) lineKey {
 func grepTarget(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Buffers) (*grepResult, error) {
 	held, maxLines := cmp.Or(opts.maxHeld, grepHeld), cmp.Or(opts.maxLines, grepMaxLines)
 	l := t.listing()
-	res := &grepResult{lines: map[lineKey]grepLine{}}
+	res := &grepResult{lines: map[lineKey]int32{}, words: (len(copies) + 63) / 64}
 	h := sha256.New()
 	for ci, c := range copies {
 		var tooMany bool
 		err := scanCopy(c, opts, bufs, func(rec search.Record) {
 			k := lineKeyOf(h, rec)
-			line, seen := res.lines[k]
-			switch {
-			case !seen && len(res.lines) >= maxLines:
-				tooMany = true
-				return
-			case ci < 64:
-				line.copies |= 1 << ci
-			case line.more == 0:
-				res.more = append(res.more, []int{ci})
-				line.more = int32(len(res.more))
-			case !slices.Contains(res.more[line.more-1], ci):
-				res.more[line.more-1] = append(res.more[line.more-1], ci)
-			}
-			if !seen && !res.spilled {
-				res.out = append(res.out, grepMatch(l, rec))
-				res.keys = append(res.keys, k)
-				if held -= len(rec.Text) + len(rec.Entry) + 64; held < 0 {
-					res.out, res.keys, res.spilled = nil, nil, true // searched again as it is printed
+			i, seen := res.lines[k]
+			if !seen {
+				if len(res.lines) >= maxLines {
+					tooMany = true
+					return
+				}
+				i = int32(len(res.lines))
+				res.lines[k] = i
+				res.holders = append(res.holders, make([]uint64, res.words)...)
+				if !res.spilled {
+					res.out = append(res.out, grepMatch(l, rec))
+					if held -= len(rec.Text) + len(rec.Entry) + 64; held < 0 {
+						res.out, res.spilled = nil, true // searched again as it is printed
+					}
 				}
 			}
-			res.lines[k] = line
+			res.holders[int(i)*res.words+ci/64] |= 1 << (ci % 64)
 		})
 		if err != nil {
 			return nil, err
@@ -662,24 +644,18 @@ func scanCopy(c *grepCopy, opts GrepOptions, bufs *search.Buffers, f func(search
 	return opts.Pattern.ScanFrom(recs, opts.Since.UnixMilli(), bufs, f)
 }
 
-// machines names the machines whose current copies hold line, in the
+// machines names the machines whose current copies hold line i, in the
 // copies' order; or, when none does, those whose older copies do (older).
-func (r *grepResult) machines(line grepLine, copies []*grepCopy) (names []string, older bool) {
-	var held []int
-	for i := range copies[:min(len(copies), 64)] {
-		if line.copies&(1<<i) != 0 {
-			held = append(held, i)
-		}
+func (r *grepResult) machines(i int32, copies []*grepCopy) (names []string, older bool) {
+	set := r.holders[int(i)*r.words:][:r.words]
+	held := func(c int) bool { return set[c/64]&(1<<(c%64)) != 0 }
+	older = true
+	for c, cp := range copies {
+		older = older && (cp.older || !held(c))
 	}
-	if line.more > 0 {
-		more := slices.Clone(r.more[line.more-1])
-		slices.Sort(more)
-		held = append(held, more...)
-	}
-	older = !slices.ContainsFunc(held, func(i int) bool { return !copies[i].older })
-	for _, i := range held {
-		if copies[i].older == older && !slices.Contains(names, copies[i].e.machine) {
-			names = append(names, copies[i].e.machine)
+	for c, cp := range copies {
+		if held(c) && cp.older == older && !slices.Contains(names, cp.e.machine) {
+			names = append(names, cp.e.machine)
 		}
 	}
 	return names, older
@@ -690,7 +666,7 @@ func (r *grepResult) machines(line grepLine, copies []*grepCopy) (names []string
 func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs *search.Buffers, emit func(GrepMatch) error) error {
 	if !r.spilled {
 		for i, m := range r.out {
-			m.Machines, m.Older = r.machines(r.lines[r.keys[i]], copies)
+			m.Machines, m.Older = r.machines(int32(i), copies)
 			if err := emit(m); err != nil {
 				return err
 			}
@@ -699,23 +675,22 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 	}
 	l := t.listing()
 	h := sha256.New()
-	printed := 0
+	printed := make([]bool, len(r.lines))
+	n := 0
 	var err error
 	for _, c := range copies {
 		serr := scanCopy(c, opts, bufs, func(rec search.Record) {
 			if err != nil {
 				return
 			}
-			k := lineKeyOf(h, rec)
-			line, ok := r.lines[k]
-			if !ok || line.printed {
+			i, ok := r.lines[lineKeyOf(h, rec)]
+			if !ok || printed[i] {
 				return // a line the first search did not see is not the same search
 			}
-			line.printed = true
-			r.lines[k] = line
-			printed++
+			printed[i] = true
+			n++
 			m := grepMatch(l, rec)
-			m.Machines, m.Older = r.machines(line, copies)
+			m.Machines, m.Older = r.machines(i, copies)
 			err = emit(m)
 		})
 		if err != nil {
@@ -725,16 +700,16 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 			return serr
 		}
 	}
-	if printed < len(r.lines) {
-		return fmt.Errorf("session %s: %d of its %d matching lines were gone from its copies when they were printed (another search changed the cache?); search again", t.id, len(r.lines)-printed, len(r.lines))
+	if n < len(r.lines) {
+		return fmt.Errorf("session %s: %d of its %d matching lines were gone from its copies when they were printed (another search changed the cache?); search again", t.id, len(r.lines)-n, len(r.lines))
 	}
 	return nil
 }
 
 // GrepAll searches across places (grepPlace): the sessions the prefixes
 // name, of whatever agent, or every agent's sessions without prefixes,
-// place by place; cache gives each agent's cache (a nil cache: none kept).
-// A match names its agent.
+// place by place; cache opens each agent's cache (a nil cache: none kept),
+// closed when that agent's search ends. A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
 	ids := [][]string{prefixes}
 	if len(places) > 1 {
@@ -763,6 +738,9 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 			m.Agent = name
 			return emit(m)
 		})
+		if c != nil {
+			c.Close()
+		}
 		if err != nil {
 			if len(places) > 1 {
 				err = fmt.Errorf("%s: %w", name, err)

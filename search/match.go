@@ -94,30 +94,10 @@ func (m *Matcher) Scan(recs []byte, since int64, scratch *[]byte, f func(Record)
 			f(r)
 		}
 	}
-	if m.re != nil && !m.whole {
-		for at := 0; at < len(recs); {
-			end := lineEnd(recs, at)
-			if ts := textStart(recs[at:end]); ts >= 0 && m.re.Match(recs[at+ts:end]) {
-				emit(at, end)
-			}
-			at = end + 1
-		}
-		return
-	}
 	for at := 0; at < len(hay); {
-		var hit int
-		if m.re != nil {
-			loc := m.re.FindIndex(hay[at:])
-			if loc == nil {
-				return
-			}
-			hit = at + loc[0]
-		} else {
-			i := bytes.Index(hay[at:], m.lit)
-			if i < 0 {
-				return
-			}
-			hit = at + i
+		hit := m.next(hay, at)
+		if hit < 0 {
+			return
 		}
 		start := bytes.LastIndexByte(hay[:hit], '\n') + 1
 		end := lineEnd(hay, hit)
@@ -126,13 +106,11 @@ func (m *Matcher) Scan(recs []byte, since int64, scratch *[]byte, f func(Record)
 		// decides.
 		if ts := textStart(hay[start:end]); ts >= 0 {
 			text := hay[start+ts : end]
-			ok := hit >= start+ts && m.re == nil
-			if !ok {
-				if m.re != nil {
-					ok = m.re.Match(text)
-				} else {
-					ok = bytes.Contains(text, m.lit)
-				}
+			var ok bool
+			if m.re != nil {
+				ok = m.re.Match(text)
+			} else {
+				ok = hit >= start+ts || bytes.Contains(text, m.lit)
 			}
 			if ok {
 				emit(start, end)
@@ -140,6 +118,27 @@ func (m *Matcher) Scan(recs []byte, since int64, scratch *[]byte, f func(Record)
 		}
 		at = end + 1
 	}
+}
+
+// next is where the first hit in hay from at on begins, -1 when none
+// does: for a pattern matched record by record (!whole), the record at at.
+func (m *Matcher) next(hay []byte, at int) int {
+	var i int
+	switch {
+	case m.re == nil:
+		i = bytes.Index(hay[at:], m.lit)
+	case !m.whole:
+		return at
+	default:
+		i = -1
+		if loc := m.re.FindIndex(hay[at:]); loc != nil {
+			i = loc[0]
+		}
+	}
+	if i < 0 {
+		return -1
+	}
+	return at + i
 }
 
 // scanBuffer is how much of a file of records ScanFrom reads at a time.
@@ -222,23 +221,26 @@ func isASCII(s string) bool {
 // Index is where text's first match begins (0 when none does).
 func (m *Matcher) Index(text string) int {
 	b := []byte(text)
-	var i int
-	switch {
-	case m.re != nil:
-		if loc := m.re.FindIndex(b); loc != nil {
-			i = loc[0]
-		}
-	case m.fold:
-		i = bytes.Index(lowerASCII(nil, b), m.lit)
-	default:
-		i = bytes.Index(b, m.lit)
+	if m.fold {
+		b = lowerASCII(nil, b)
 	}
-	return max(i, 0)
+	if m.re == nil {
+		return max(bytes.Index(b, m.lit), 0)
+	}
+	if loc := m.re.FindIndex(b); loc != nil {
+		return loc[0]
+	}
+	return 0
 }
 
-// Excerpt is text, tabs as spaces, or when longer than width runes the
-// part around its first match: a minified file a tool read is one line.
-func (m *Matcher) Excerpt(text string, width int) string {
+// excerptWidth bounds an Excerpt, in runes: grep's line and the MCP
+// search's snippet alike.
+const excerptWidth = 200
+
+// Excerpt is text, tabs as spaces, or when longer than excerptWidth runes
+// the part around its first match: a minified file a tool read is one line.
+func (m *Matcher) Excerpt(text string) string {
+	const width = excerptWidth
 	text = strings.ReplaceAll(text, "\t", " ")
 	if utf8.RuneCountInString(text) <= width {
 		return text

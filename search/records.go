@@ -139,14 +139,10 @@ func (p *Pending) Commit(st *CopyState) error {
 func (p *Pending) Detach() (*os.File, error) {
 	size := p.Size()
 	var err error
-	switch {
-	case p.c == nil:
-	case p.tmp != "":
+	if p.tmp != "" {
 		err = os.Remove(p.tmp)
-		if err == nil {
-			err = p.c.Remove(p.id, p.mach)
-		}
-	default:
+	}
+	if err == nil && p.c != nil {
 		err = p.c.Remove(p.id, p.mach) // the open file stays readable
 	}
 	if err == nil {

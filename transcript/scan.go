@@ -26,6 +26,8 @@ type scanner struct {
 	// spaces counts the whitespace bytes stepped over between tokens: a
 	// value read raw with none in it is already compact.
 	spaces int
+	// mistyped: a member read (strOr) had a type encoding/json refuses.
+	mistyped bool
 }
 
 func (s *scanner) fail() { s.bad = true; s.i = len(s.b) }
@@ -65,60 +67,54 @@ func (s *scanner) str() (string, bool) {
 	if s.peek() != '"' {
 		return "", false
 	}
-	s.i++
 	start := s.i
-	for s.i < len(s.b) {
+	escaped := s.strEnd()
+	if s.bad {
+		return "", false
+	}
+	return decode(s.b[start:s.i], escaped), true
+}
+
+// strEnd steps over the string at s.i (its opening quote), checked as
+// encoding/json checks it, and reports whether it holds escapes.
+func (s *scanner) strEnd() (escaped bool) {
+	for s.i++; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
 		case c == '"':
-			v := validString(s.b[start:s.i])
 			s.i++
-			return v, true
+			return escaped
 		case c == '\\':
-			return s.escaped(start), !s.bad
+			if !s.validEscape() {
+				s.fail()
+				return false
+			}
+			escaped = true
 		case c < 0x20:
 			s.fail()
-			return "", false
-		default:
-			s.i++
+			return false
 		}
 	}
 	s.fail()
-	return "", false
+	return false
 }
 
-// escaped finishes a string that holds escapes, from start.
-func (s *scanner) escaped(start int) string {
-	out := make([]byte, 0, s.i-start+64)
-	out = append(out, s.b[start:s.i]...)
-	for s.i < len(s.b) {
-		// The run up to the next quote, escape or control byte goes in
-		// whole.
-		run := s.i
-		for s.i < len(s.b) && s.b[s.i] != '"' && s.b[s.i] != '\\' && s.b[s.i] >= 0x20 {
-			s.i++
+// decode is the value of the string raw (quotes and all), checked by
+// strEnd, as encoding/json decodes it.
+func decode(raw []byte, escaped bool) string {
+	raw = raw[1 : len(raw)-1]
+	if !escaped {
+		return validString(raw)
+	}
+	out := make([]byte, 0, len(raw))
+	for {
+		i := bytes.IndexByte(raw, '\\')
+		if i < 0 {
+			return validString(append(out, raw...))
 		}
-		out = append(out, s.b[run:s.i]...)
-		if s.i >= len(s.b) {
-			break
-		}
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return validString(out)
-		case c < 0x20:
-			s.fail()
-			return ""
-		}
-		if s.i+1 >= len(s.b) {
-			s.fail()
-			return ""
-		}
-		e := s.b[s.i+1]
-		s.i += 2
+		out = append(out, raw[:i]...)
+		e := raw[i+1]
+		raw = raw[i+2:]
 		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
 		case 'b':
 			out = append(out, '\b')
 		case 'f':
@@ -130,38 +126,30 @@ func (s *scanner) escaped(start int) string {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := s.hex4()
-			if !ok {
-				s.fail()
-				return ""
-			}
+			r := hex4(raw)
+			raw = raw[4:]
 			if utf16.IsSurrogate(r) {
+				// A pair makes one rune; a half alone is U+FFFD, and what
+				// follows it stands alone.
 				r2 := rune(-1)
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
-					save := s.i
-					s.i += 2
-					if r2, ok = s.hex4(); !ok {
-						s.fail()
-						return ""
-					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-					} else {
-						s.i = save // not a pair: the second stands alone
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
+				if len(raw) >= 6 && raw[0] == '\\' && raw[1] == 'u' {
+					r2 = hex4(raw[2:])
+				}
+				if r = utf16.DecodeRune(r, r2); r != utf8.RuneError {
+					raw = raw[6:]
 				}
 			}
 			out = utf8.AppendRune(out, r)
-		default:
-			s.fail()
-			return ""
+		default: // '"', '\\', '/'
+			out = append(out, e)
 		}
 	}
-	s.fail()
-	return ""
+}
+
+// hex4 reads the four hex digits b starts with, checked by strEnd.
+func hex4(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(n)
 }
 
 // validString is b as a string, each byte that is not part of valid UTF-8
@@ -179,18 +167,6 @@ func validString(b []byte) string {
 	return string(out)
 }
 
-func (s *scanner) hex4() (rune, bool) {
-	if s.i+4 > len(s.b) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	s.i += 4
-	return rune(n), true
-}
-
 // skip steps over one value of any kind.
 func (s *scanner) skip(depth int) {
 	if depth > maxDepth {
@@ -199,29 +175,11 @@ func (s *scanner) skip(depth int) {
 	}
 	switch s.peek() {
 	case '"':
-		s.i++
-		for s.i < len(s.b) {
-			c := s.b[s.i]
-			if c == '"' {
-				s.i++
-				return
-			}
-			if c == '\\' {
-				if !s.validEscape() {
-					s.fail()
-					return
-				}
-			} else if c < 0x20 {
-				s.fail()
-				return
-			}
-			s.i++
-		}
-		s.fail()
+		s.strEnd()
 	case '{':
-		s.object(depth, func([]byte) { s.skip(depth + 1) })
+		s.object(func([]byte) { s.skip(depth + 1) })
 	case '[':
-		s.array(depth, func() { s.skip(depth + 1) })
+		s.array(func() { s.skip(depth + 1) })
 	case 't':
 		s.word("true")
 	case 'f':
@@ -299,8 +257,8 @@ func (s *scanner) rawValue(depth int) ([]byte, bool) {
 
 // object reads an object, calling member with each key; member must
 // consume the value.
-func (s *scanner) object(depth int, member func(key []byte)) {
-	s.list(depth, '{', '}', func() {
+func (s *scanner) object(member func(key []byte)) {
+	s.list('{', '}', func() {
 		if s.peek() != '"' {
 			s.fail()
 			return
@@ -316,34 +274,22 @@ func (s *scanner) object(depth int, member func(key []byte)) {
 // key reads an object key. Keys are short and plain; one with escapes is
 // decoded.
 func (s *scanner) key() []byte {
-	s.i++ // the quote
 	start := s.i
-	for s.i < len(s.b) {
-		switch c := s.b[s.i]; {
-		case c == '"':
-			s.i++
-			return s.b[start : s.i-1]
-		case c == '\\':
-			return []byte(s.escaped(start))
-		case c < 0x20:
-			s.fail()
-			return nil
-		}
-		s.i++
+	escaped := s.strEnd()
+	switch {
+	case s.bad:
+		return nil
+	case escaped:
+		return []byte(decode(s.b[start:s.i], true))
 	}
-	s.fail()
-	return nil
+	return s.b[start+1 : s.i-1]
 }
 
-func (s *scanner) array(depth int, elem func()) { s.list(depth, '[', ']', elem) }
+func (s *scanner) array(elem func()) { s.list('[', ']', elem) }
 
 // list reads the values between open and close, separated by commas, each
 // with elem: an object's members or an array's elements.
-func (s *scanner) list(depth int, open, close byte, elem func()) {
-	if depth > maxDepth {
-		s.fail()
-		return
-	}
+func (s *scanner) list(open, close byte, elem func()) {
 	s.expect(open)
 	if s.peek() == close {
 		s.i++
@@ -363,19 +309,21 @@ func (s *scanner) list(depth int, open, close byte, elem func()) {
 	}
 }
 
-// strOr reads a string member's value; any other kind is stepped over and
-// counts as "", as encoding/json leaves a string field it cannot fill
-// (the line is then refused there: see parseJSON).
-func (s *scanner) strOr(depth int) (string, bool) {
-	if v, ok := s.str(); ok || s.bad {
-		return v, ok
-	}
-	if s.peek() == 'n' { // null leaves a field as it was
+// strOr reads a string member's value into dst; any other kind is stepped
+// over, leaves "" and marks the value mistyped, as encoding/json leaves a
+// string field it cannot fill (the line is then refused there: see
+// parseJSON).
+func (s *scanner) strOr(dst *string, depth int) {
+	v, ok := s.str()
+	switch {
+	case ok || s.bad:
+	case s.peek() == 'n': // null leaves a field as it was
 		s.word("null")
-		return "", true
+	default:
+		s.skip(depth)
+		s.mistyped = true
 	}
-	s.skip(depth)
-	return "", false
+	*dst = v
 }
 
 // scanEntry is Parse's reading of a line into the same fields parseJSON
@@ -383,20 +331,14 @@ func (s *scanner) strOr(depth int) (string, bool) {
 func scanEntry(line []byte) (rawEntry, bool) {
 	s := &scanner{b: line}
 	var r rawEntry
-	good := true
-	setStr := func(dst *string) {
-		v, ok := s.strOr(1)
-		*dst = v
-		good = good && ok
-	}
-	s.object(0, func(key []byte) {
+	s.object(func(key []byte) {
 		switch string(key) {
 		case "type":
-			setStr(&r.Type)
+			s.strOr(&r.Type, 1)
 		case "id":
-			setStr(&r.ID)
+			s.strOr(&r.ID, 1)
 		case "summary":
-			setStr(&r.Summary)
+			s.strOr(&r.Summary, 1)
 		case "timestamp":
 			r.Timestamp, _ = s.rawValue(1)
 		case "content":
@@ -409,21 +351,21 @@ func scanEntry(line []byte) (rawEntry, bool) {
 			}
 			if s.peek() != '{' {
 				s.skip(1)
-				good = false
+				s.mistyped = true
 				return
 			}
 			m := &rawMessage{}
 			r.Message = m
-			s.object(1, func(key []byte) {
+			s.object(func(key []byte) {
 				switch string(key) {
 				case "role":
-					setStr(&m.Role)
+					s.strOr(&m.Role, 1)
 				case "toolName":
-					setStr(&m.ToolName)
+					s.strOr(&m.ToolName, 1)
 				case "command":
-					setStr(&m.Command)
+					s.strOr(&m.Command, 1)
 				case "output":
-					setStr(&m.Output)
+					s.strOr(&m.Output, 1)
 				case "content":
 					m.Content, _ = s.rawValue(2)
 				case "timestamp":
@@ -437,7 +379,7 @@ func scanEntry(line []byte) (rawEntry, bool) {
 		}
 	})
 	s.ws()
-	return r, good && !s.bad && s.i == len(s.b)
+	return r, !s.mistyped && !s.bad && s.i == len(s.b)
 }
 
 // scanContent is content's reading of a content value with the scanner.
@@ -453,8 +395,7 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		return nil
 	}
 	var out []Part
-	typed := true // every member read has the type encoding/json wants
-	s.array(0, func() {
+	s.array(func() {
 		if s.peek() != '{' {
 			s.skip(1)
 			out, s.bad = nil, true // encoding/json refuses a list of non-objects
@@ -463,20 +404,16 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		var b rawBlock
 		var args []byte
 		compact := false
-		set := func(dst *string) {
-			v, ok := s.strOr(2)
-			*dst, typed = v, typed && ok
-		}
-		s.object(1, func(key []byte) {
+		s.object(func(key []byte) {
 			switch string(key) {
 			case "type":
-				set(&b.Type)
+				s.strOr(&b.Type, 2)
 			case "text":
-				set(&b.Text)
+				s.strOr(&b.Text, 2)
 			case "thinking":
-				set(&b.Thinking)
+				s.strOr(&b.Thinking, 2)
 			case "name":
-				set(&b.Name)
+				s.strOr(&b.Name, 2)
 			case "arguments":
 				args, compact = s.rawValue(2)
 			default:
@@ -486,7 +423,7 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		b.Arguments = args
 		out = appendBlock(out, b, kind, tool, compact)
 	})
-	if s.ws(); s.bad || !typed || s.i != len(s.b) {
+	if s.ws(); s.bad || s.mistyped || s.i != len(s.b) {
 		return nil
 	}
 	return out

@@ -176,14 +176,9 @@ func parseTime(raw json.RawMessage) time.Time {
 	if len(raw) == 0 {
 		return time.Time{}
 	}
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-				return t
-			}
-		}
-		return time.Time{}
+	if raw[0] == '"' { // a JSON string: checked as the line was read
+		t, _ := time.Parse(time.RFC3339Nano, decode(raw, true))
+		return t
 	}
 	if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > 0 {
 		return time.UnixMilli(ms).UTC()

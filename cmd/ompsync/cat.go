@@ -81,20 +81,17 @@ func (a *app) runCat(ctx context.Context, f catFlags, prefix string) error {
 		return err
 	}
 	defer pr.Close()
-	if err := a.printCat(pr, f); err != nil {
+	// The verified session, or with --text its transcript.
+	if f.text {
+		err = pr.Transcript(a.stdout, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
+	} else {
+		_, err = pr.WriteTo(a.stdout)
+	}
+	if err != nil {
 		return err
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("some catalogs could not be read; a machine's copy may be missing from what was printed")
 	}
 	return nil
-}
-
-// printCat writes the verified session, or with --text its transcript.
-func (a *app) printCat(pr *restore.Printed, f catFlags) error {
-	if f.text {
-		return pr.Transcript(a.stdout, transcript.RenderOptions{Thinking: f.thinking, Location: time.Local})
-	}
-	_, err := pr.WriteTo(a.stdout)
-	return err
 }

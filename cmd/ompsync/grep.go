@@ -91,8 +91,6 @@ func (a *app) runGrep(ctx context.Context, f grepFlags, pattern string, prefixes
 	a.warn(problems)
 	opts.Options = f.Options
 	opts.Choose, opts.Parallel = a.chooser(), cfg.Transfers
-	caches := &grepCaches{cfg: cfg}
-	defer caches.close()
 	enc := json.NewEncoder(a.stdout)
 	emit := func(gm restore.GrepMatch) error {
 		if f.asJSON {
@@ -100,7 +98,8 @@ func (a *app) runGrep(ctx context.Context, f grepFlags, pattern string, prefixes
 		}
 		return printMatch(a.stdout, gm, opts.Pattern)
 	}
-	rep, err := restore.GrepAll(ctx, places, prefixes, opts, caches.of, emit)
+	cache := func(agent string) (*search.Cache, error) { return openSearchCache(cfg, agent) }
+	rep, err := restore.GrepAll(ctx, places, prefixes, opts, cache, emit)
 	if rep != nil {
 		a.warn(rep.LeftOut)
 		a.warn(rep.Problems)
@@ -133,22 +132,6 @@ func grepOptions(f grepFlags, pattern string) (restore.GrepOptions, error) {
 	return opts, nil
 }
 
-// grepCaches are the search caches grep opened: each agent's sits in its
-// state dir, since session ids of two agents may meet.
-type grepCaches struct {
-	cfg  *config.Config
-	open []*search.Cache
-}
-
-// of is agent's cache; nil when search.cache_size turns caching off.
-func (g *grepCaches) of(agent string) (*search.Cache, error) {
-	c, err := openSearchCache(g.cfg, agent)
-	if c != nil {
-		g.open = append(g.open, c)
-	}
-	return c, err
-}
-
 // openSearchCache opens agent's search cache, in its state dir; nil when
 // search.cache_size turns caching off.
 func openSearchCache(cfg *config.Config, agent string) (*search.Cache, error) {
@@ -157,12 +140,6 @@ func openSearchCache(cfg *config.Config, agent string) (*search.Cache, error) {
 		return nil, nil
 	}
 	return search.OpenCache(filepath.Join(stateDirOf(cfg, agent), "search"), n)
-}
-
-func (g *grepCaches) close() {
-	for _, c := range g.open {
-		c.Close()
-	}
 }
 
 // count is n and the noun, singular or plural.
@@ -183,20 +160,12 @@ func grepTotals(rep *restore.GrepReport) string {
 	return line
 }
 
-// matchWidth bounds the text shown of a long line (a minified file a tool
-// read): the part around the match.
-const matchWidth = 200
-
 func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {
-	at := "-"
-	if !gm.Time.IsZero() {
-		at = gm.Time.Local().Format(time.DateTime)
-	}
 	entry, title := cmp.Or(gm.Entry, "-"), oneLine(gm.Title)
-	text := m.Excerpt(gm.Text, matchWidth)
+	text := m.Excerpt(gm.Text)
 	if gm.Older {
 		text = "[older copy] " + text
 	}
-	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, gm.Label(), at, text)
+	_, err := fmt.Fprintf(w, "%s  %q  %s  %s  %s  %s\n", gm.Session, title, entry, gm.Label(), localTime(gm.Time), text)
 	return err
 }

@@ -43,11 +43,11 @@ func newMCPCmd(a *app) *cobra.Command {
 					_, places, problems, err := a.readPlaces(ctx, machine, agent)
 					return places, problems, err
 				},
+				Cache:        func(agent string) (*search.Cache, error) { return openSearchCache(cfg, agent) },
 				Parallel:     cfg.Transfers,
 				MaxMergeSize: cfg.Restore.MaxMergeSize.Bytes(),
 				Redact:       cfg.MCP.Redact,
 			}
-			src.Cache = func(agent string) (*search.Cache, error) { return openSearchCache(cfg, agent) }
 			return recall.NewServer(src, readBuildInfo().Version).Run(cmd.Context(), &mcp.StdioTransport{})
 		},
 	}
