@@ -365,20 +365,27 @@ func (s Source) history(ctx context.Context, _ *mcp.CallToolRequest, in HistoryI
 	if err != nil {
 		return nil, nil, err
 	}
-	// A long history keeps its newest copies within the budget.
-	for {
-		b, _ := json.Marshal(h)
-		if len(b) < Budget-1024 || len(h.Copies) <= 1 {
-			break
-		}
-		h.Copies = h.Copies[1:]
-		problems = append(problems[:0:0], append(problems, "older copies left out to stay within 32 KiB")...)
+	if keepNewest(h, Budget-1024) {
+		problems = append(problems, "older copies left out to stay within 32 KiB")
 	}
 	out := struct {
 		History  *restore.SessionHistory `json:"history"`
 		Problems []string                `json:"problems,omitempty"`
 	}{h, problems}
 	return s.result(out)
+}
+
+// keepNewest drops h's first copies until its JSON is under size, keeping
+// at least one, and reports whether it dropped any: a long history keeps
+// its newest copies within the budget.
+func keepNewest(h *restore.SessionHistory, size int) (dropped bool) {
+	for len(h.Copies) > 1 {
+		if b, _ := json.Marshal(h); len(b) < size {
+			break
+		}
+		h.Copies, dropped = h.Copies[1:], true
+	}
+	return dropped
 }
 
 // find is the place and id of the session prefix names (read_session,
