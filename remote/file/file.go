@@ -567,9 +567,8 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 			// root) may hold objects: it is yielded as the prefix it folds
 			// into, as S3 would list it, and a read under it fails there,
 			// where what it is for is known.
-			l.lastCP = cp
-			if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
-				return errStop
+			if err := l.yieldPrefix(cp); err != nil {
+				return err
 			}
 			continue
 		}
@@ -582,18 +581,27 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 
 var errGroupDone = errors.New("common prefix yielded")
 
-// groupOf returns the common prefix every key under the folder dirKey
-// shares, or "" when the delimiter does not fold the folder into one.
-func (l *lister) groupOf(dirKey string) string {
+// groupOf returns the common prefix the delimiter folds key (an object's,
+// or a folder's ending in "/") into, or "" when it folds it into none.
+func (l *lister) groupOf(key string) string {
 	d := l.opts.Delimiter
-	if d == "" || !strings.HasPrefix(dirKey, l.prefix) {
+	if d == "" || !strings.HasPrefix(key, l.prefix) {
 		return ""
 	}
-	i := strings.Index(dirKey[len(l.prefix):], d)
-	if i < 0 || len(l.prefix)+i+len(d) > len(dirKey) {
+	i := strings.Index(key[len(l.prefix):], d)
+	if i < 0 {
 		return ""
 	}
-	return dirKey[:len(l.prefix)+i+len(d)]
+	return key[:len(l.prefix)+i+len(d)]
+}
+
+// yieldPrefix yields the common prefix cp, once.
+func (l *lister) yieldPrefix(cp string) error {
+	l.lastCP = cp
+	if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
+		return errStop
+	}
+	return nil
 }
 
 // unwrapPath drops the path a file system error names.
@@ -614,18 +622,11 @@ func (l *lister) emit(key string, de fs.DirEntry) error {
 	if !strings.HasPrefix(key, l.prefix) || key <= l.opts.StartAfter {
 		return nil
 	}
-	if d := l.opts.Delimiter; d != "" {
-		if i := strings.Index(key[len(l.prefix):], d); i >= 0 {
-			cp := key[:len(l.prefix)+i+len(d)]
-			if cp == l.lastCP {
-				return nil
-			}
-			l.lastCP = cp
-			if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
-				return errStop
-			}
+	if cp := l.groupOf(key); cp != "" {
+		if cp == l.lastCP {
 			return nil
 		}
+		return l.yieldPrefix(cp)
 	}
 	fi, err := de.Info()
 	if errors.Is(err, fs.ErrNotExist) {
