@@ -17,18 +17,17 @@ package file
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"iter"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	pathpkg "path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -298,16 +297,12 @@ func conflictHint(err error) error {
 }
 
 // createTemp creates a new temp file in dir below the root, as
-// os.CreateTemp does (which an os.Root lacks).
+// os.CreateTemp does (which an os.Root lacks). Its name is 128 random bits:
+// two never meet, and O_EXCL would refuse the second.
 func createTemp(r *os.Root, dir string) (*os.File, string, error) {
-	for try := 0; ; try++ {
-		name := filepath.Join(dir, tmpPrefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
-		f, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) && try < 10000 {
-			continue
-		}
-		return f, name, err
-	}
+	name := filepath.Join(dir, tmpPrefix+rand.Text())
+	f, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	return f, name, err
 }
 
 // mkdirs creates dir and its missing parents (mode 0700) below the root,
