@@ -16,6 +16,7 @@
 package file
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -478,12 +479,7 @@ type entry struct {
 // walk calls visit for every object under the folder dirKey ("" or "a/b/")
 // that can match the prefix and StartAfter, in key order.
 func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) error) error {
-	f, err := l.r.Open(path(strings.TrimSuffix(dirKey, "/")))
-	var des []fs.DirEntry
-	if err == nil {
-		des, err = f.ReadDir(-1)
-		f.Close()
-	}
+	des, err := fs.ReadDir(l.r.FS(), cmp.Or(strings.TrimSuffix(dirKey, "/"), "."))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // nothing under this prefix; or it vanished under a Delete
