@@ -18,6 +18,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -424,11 +425,8 @@ func asString(raw any) (string, error) {
 }
 
 func oneOf(s string, allowed []string) (string, error) {
-	l := strings.ToLower(strings.TrimSpace(s))
-	for _, a := range allowed {
-		if l == a {
-			return a, nil
-		}
+	if l := strings.ToLower(strings.TrimSpace(s)); slices.Contains(allowed, l) {
+		return l, nil
 	}
 	return "", fmt.Errorf("%q is not one of %s", s, strings.Join(allowed, ", "))
 }
