@@ -136,9 +136,6 @@ func linkError(op, key, link string) error {
 	return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%q in the remote folder is a symbolic link: ompsync does not follow links there (a link could lead a read, write or delete outside the folder); replace it with the file or folder it points to, or remove it", link)}
 }
 
-// Root returns the folder the client stores into.
-func (c *Client) Root() string { return c.root }
-
 // check validates key and ctx before an operation and opens the root for
 // it; the caller closes the root.
 func (c *Client) check(ctx context.Context, op, key string) (*os.Root, error) {
