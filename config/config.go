@@ -18,6 +18,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -257,7 +258,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	// os.LookupEnv, so the injected environment goes in through Set, which
 	// outranks flags: it is skipped for keys whose flag was given.
 	v := viper.New()
-	if err := v.MergeConfigMap(fv.nested()); err != nil {
+	if err := v.MergeConfigMap(fv.values); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
 	}
 	for _, k := range keys {
@@ -351,62 +352,60 @@ func permWarning(path string) string {
 // the file; a []string from the file; a typed default) into the field's type.
 func parseValue(k key, raw any, e *environ) (any, error) {
 	var out any
+	var err error
 	switch k.field(&Config{}).(type) {
 	case *string:
-		s, err := asString(raw)
-		if err != nil {
-			return nil, err
-		}
-		if k.path && !(k.optional && strings.TrimSpace(s) == "") {
-			if strings.TrimSpace(s) == "" {
-				return nil, errors.New("the value is empty; give a folder (a leading ~ means your home)")
-			}
-			if s, err = e.expand(s); err != nil {
-				return nil, err
-			}
-		}
-		if k.enum != nil {
-			if s, err = oneOf(s, k.enum); err != nil {
-				return nil, err
-			}
-		}
-		out = s
+		out, err = asText(k, raw, e)
 	case *bool:
-		b, err := asBool(raw)
-		if err != nil {
-			return nil, err
-		}
-		out = b
+		out, err = asBool(raw)
 	case *time.Duration:
-		d, err := asDuration(raw, k.optional)
-		if err != nil {
-			return nil, err
-		}
-		out = d
+		out, err = asDuration(raw, k.optional)
 	case *int:
-		n, err := asInt(raw)
-		if err != nil {
-			return nil, err
-		}
-		out = n
+		out, err = asInt(raw)
 	case *[]string:
-		list := asList(raw)
-		if k.path {
-			for i, s := range list {
-				var err error
-				if list[i], err = e.expand(s); err != nil {
-					return nil, err
-				}
-			}
-		}
-		out = list
+		out, err = asPaths(k, asList(raw), e)
 	default:
 		panic("config: key " + k.name + " has a field of an unsupported type")
 	}
-	if k.check != nil {
-		return k.check(out)
+	if err != nil || k.check == nil {
+		return out, err
 	}
-	return out, nil
+	return k.check(out)
+}
+
+// asText is a string key's value: a path key's expanded (an optional one
+// may be empty), an enum key's one of its values.
+func asText(k key, raw any, e *environ) (string, error) {
+	s, err := asString(raw)
+	if err != nil {
+		return "", err
+	}
+	if k.path && !(k.optional && strings.TrimSpace(s) == "") {
+		if strings.TrimSpace(s) == "" {
+			return "", errors.New("the value is empty; give a folder (a leading ~ means your home)")
+		}
+		if s, err = e.expand(s); err != nil {
+			return "", err
+		}
+	}
+	if k.enum != nil {
+		return oneOf(s, k.enum)
+	}
+	return s, nil
+}
+
+// asPaths expands a path key's list items.
+func asPaths(k key, list []string, e *environ) ([]string, error) {
+	if !k.path {
+		return list, nil
+	}
+	for i, s := range list {
+		var err error
+		if list[i], err = e.expand(s); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
 }
 
 // assign sets the field field points at to val, which parseValue made of
@@ -426,11 +425,8 @@ func asString(raw any) (string, error) {
 }
 
 func oneOf(s string, allowed []string) (string, error) {
-	l := strings.ToLower(strings.TrimSpace(s))
-	for _, a := range allowed {
-		if l == a {
-			return a, nil
-		}
+	if l := strings.ToLower(strings.TrimSpace(s)); slices.Contains(allowed, l) {
+		return l, nil
 	}
 	return "", fmt.Errorf("%q is not one of %s", s, strings.Join(allowed, ", "))
 }

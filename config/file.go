@@ -113,25 +113,6 @@ func scalarOrList(n *yaml.Node) (any, error) {
 	}
 }
 
-// nested turns dotted keys into the nested map viper keeps.
-func (fv *fileValues) nested() map[string]any {
-	out := map[string]any{}
-	for k, v := range fv.values {
-		m := out
-		parts := strings.Split(k, ".")
-		for _, p := range parts[:len(parts)-1] {
-			sub, ok := m[p].(map[string]any)
-			if !ok {
-				sub = map[string]any{}
-				m[p] = sub
-			}
-			m = sub
-		}
-		m[parts[len(parts)-1]] = v
-	}
-	return out
-}
-
 // sectionKeys are the keys of a section ("s3"); none when name is no section.
 func sectionKeys(section string) []string {
 	var out []string

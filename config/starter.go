@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -69,26 +68,15 @@ func Starter(opts LoadOptions) ([]byte, error) {
 
 // starterValue renders a default as YAML of the key's type.
 func starterValue(k key, d string) (string, error) {
-	var v any
+	var v any = d // a string, or a duration as written in the table ("60s", not "1m0s")
 	switch k.field(&Config{}).(type) {
 	case *[]string:
 		v = asList(d)
-	case *bool:
-		b, err := asBool(d)
-		if err != nil {
+	case *bool, *int: // unquoted in YAML
+		var err error
+		if v, err = parseValue(k, d, nil); err != nil {
 			return "", err
 		}
-		v = b
-	case *time.Duration:
-		v = d // as written in the table ("60s", not "1m0s")
-	case *int:
-		n, err := asInt(d)
-		if err != nil {
-			return "", err
-		}
-		v = n
-	default:
-		v = d
 	}
 	var n yaml.Node
 	if err := n.Encode(v); err != nil {

@@ -151,37 +151,18 @@ func (c *checkedReader) Seek(offset int64, whence int) (int64, error) {
 	return pos, nil
 }
 
-// sameBytes reports whether rd gives exactly size bytes, those of r. An
-// error reading rd is returned; a source r that gives fewer bytes than size
-// (changed since) is not the same.
+// sameBytes reports whether rd gives exactly size bytes, those of r, by
+// their SHA-256. An error reading rd is returned; a source r that gives
+// fewer bytes than size (changed since) is not the same.
 func sameBytes(ctx context.Context, rd io.Reader, r io.ReaderAt, size int64) (bool, error) {
-	a := make([]byte, readBlock)
-	b := make([]byte, readBlock)
-	var off int64
-	for off < size {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		k := min(int64(len(a)), size-off)
-		if _, err := io.ReadFull(rd, a[:k]); err == io.EOF || err == io.ErrUnexpectedEOF {
-			return false, nil // stored object shorter
-		} else if err != nil {
-			return false, err
-		}
-		if n, _ := r.ReadAt(b[:k], off); int64(n) != k {
-			return false, nil
-		}
-		if !bytes.Equal(a[:k], b[:k]) {
-			return false, nil
-		}
-		off += k
+	want, err := Checksum(ctx, r, size, false)
+	if err != nil {
+		return false, ctx.Err() // nil when it is the source that fell short
 	}
-	n, err := io.ReadAtLeast(rd, a[:1], 1)
-	if n > 0 {
-		return false, nil // stored object longer
-	}
-	if err != nil && err != io.EOF {
+	h := sha256.New()
+	n, err := copyBlocks(ctx, h, rd)
+	if err != nil {
 		return false, err
 	}
-	return true, nil
+	return n == size && bytes.Equal(h.Sum(nil), want.SHA256[:]), nil
 }

@@ -151,22 +151,21 @@ func IsTransient(err error) bool {
 // ends, so every driver's Get body stops the same way, however much the
 // network or the file system has buffered.
 func ContextBody(ctx context.Context, rc io.ReadCloser) io.ReadCloser {
-	return &contextBody{ctx: ctx, rc: rc}
+	return contextBody{ctx, rc}
 }
 
+// contextBody's Close is the body's own.
 type contextBody struct {
 	ctx context.Context
-	rc  io.ReadCloser
+	io.ReadCloser
 }
 
-func (b *contextBody) Read(p []byte) (int, error) {
+func (b contextBody) Read(p []byte) (int, error) {
 	if err := b.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return b.rc.Read(p)
+	return b.ReadCloser.Read(p)
 }
-
-func (b *contextBody) Close() error { return b.rc.Close() }
 
 // DeleteDenied reports whether err is the server refusing these
 // credentials a delete (ErrAccessDenied from a delete): a key allowed to

@@ -107,13 +107,7 @@ func (c *S3Client) Get(ctx context.Context, key string, offset, length int64) (i
 	empty := io.NopCloser(strings.NewReader(""))
 	if length == 0 {
 		if _, err := c.Stat(ctx, key); err != nil {
-			var re *Error
-			if !errors.As(err, &re) {
-				return nil, err
-			}
-			e := *re // keeps Transient
-			e.Op = "get"
-			return nil, &e
+			return nil, c.fail(ctx, "get", key, err) // Stat's *Error, as get's
 		}
 		return empty, nil
 	}

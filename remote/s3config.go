@@ -79,23 +79,6 @@ func (c S3Config) EndpointURL() (*url.URL, error) {
 	return u, nil
 }
 
-// ReadCAFile reads CAFile: its PEM bytes and the pool of its
-// certificates, or nothing when CAFile is empty.
-func (c S3Config) ReadCAFile() ([]byte, *x509.CertPool, error) {
-	if c.CAFile == "" {
-		return nil, nil, nil
-	}
-	b, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("s3.ca_file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, nil, fmt.Errorf("s3.ca_file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----)", c.CAFile)
-	}
-	return b, pool, nil
-}
-
 // CertError returns the setup error for a TLS certificate the client
 // refused, or nil when err is not one.
 func (c S3Config) CertError(err error) error {
@@ -190,23 +173,63 @@ func (c S3Config) MarshalJSON() ([]byte, error) {
 // answers.
 const CredentialsTimeout = 5 * time.Second
 
+// FindCredentials runs a driver's search for credentials once, now (find
+// reports whether it found any), so that none is one clear error before
+// any request, not the library's chain of every place it asked or a
+// refusal of unsigned requests.
+func FindCredentials(ctx context.Context, find func(context.Context) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, CredentialsTimeout)
+	defer cancel()
+	if !find(ctx) {
+		return ErrNoCredentials
+	}
+	return nil
+}
+
+// S3Setup is what both S3 drivers build their client from.
+type S3Setup struct {
+	Prefix   string   // KeyPrefix's
+	Endpoint *url.URL // EndpointURL's; nil for AWS
+	// Region is Region, or us-east-1 for a self-hosted server (the SDK
+	// default it expects, whatever AWS_REGION says).
+	Region string
+	// CAPEM and CAs are CAFile's PEM bytes and their certificates, nil
+	// without a CAFile.
+	CAPEM []byte
+	CAs   *x509.CertPool
+}
+
 // Check is what an S3 driver checks before it builds its client (driver
-// names it in errors): a bucket, a valid prefix and endpoint, and both
-// static credentials or neither. It returns KeyPrefix and EndpointURL.
-func (c S3Config) Check(driver string) (prefix string, endpoint *url.URL, err error) {
+// names it in errors): a bucket, a valid prefix and endpoint, both static
+// credentials or neither, and a readable CAFile.
+func (c S3Config) Check(driver string) (s S3Setup, err error) {
 	if c.Bucket == "" {
-		return "", nil, fmt.Errorf("%s: no bucket", driver)
+		return s, fmt.Errorf("%s: no bucket", driver)
 	}
-	if prefix, err = c.KeyPrefix(); err != nil {
-		return "", nil, err
+	if s.Prefix, err = c.KeyPrefix(); err != nil {
+		return s, err
 	}
-	if endpoint, err = c.EndpointURL(); err != nil {
-		return "", nil, err
+	if s.Endpoint, err = c.EndpointURL(); err != nil {
+		return s, err
 	}
 	if (c.AccessKeyID == "") != (c.SecretAccessKey == "") {
-		return "", nil, fmt.Errorf("%s: give both access key id and secret access key, or neither", driver)
+		return s, fmt.Errorf("%s: give both access key id and secret access key, or neither", driver)
 	}
-	return prefix, endpoint, nil
+	s.Region = c.Region
+	if s.Region == "" && s.Endpoint != nil {
+		s.Region = "us-east-1"
+	}
+	if c.CAFile == "" {
+		return s, nil
+	}
+	if s.CAPEM, err = os.ReadFile(c.CAFile); err != nil {
+		return s, fmt.Errorf("s3.ca_file: %w", err)
+	}
+	s.CAs = x509.NewCertPool()
+	if !s.CAs.AppendCertsFromPEM(s.CAPEM) {
+		return s, fmt.Errorf("s3.ca_file %s holds no PEM certificate (-----BEGIN CERTIFICATE-----)", c.CAFile)
+	}
+	return s, nil
 }
 
 // S3Failure is what an S3 driver's library tells of a failed request.

@@ -489,14 +489,12 @@ func runAll(ctx context.Context, agents []*agent.Agent, ws []config.AgentFolder)
 	errs := make([]error, len(agents))
 	var wg sync.WaitGroup
 	for i, ag := range agents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if errs[i] = ag.Run(runCtx); errs[i] != nil {
 				errs[i] = fmt.Errorf("%s: %w", ws[i].Store.Name(), errs[i])
 				cancel(errs[i])
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

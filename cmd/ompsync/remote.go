@@ -115,12 +115,8 @@ func (a *app) readRemote(ctx context.Context, machine string, also func(context.
 // marker's verdict comes first, and also's error is returned only when the
 // marker was good.
 func readRepo(ctx context.Context, cfg *config.Config, m *meter, also func(context.Context, *repo.Repo) error) (*repo.Repo, error) {
-	loc, err := backend.ParseURL(cfg.Remote)
-	if err != nil {
-		return nil, err
-	}
-	if loc.Scheme == "file" {
-		if _, err := os.Stat(loc.Dir); errors.Is(err, fs.ErrNotExist) {
+	if dir, ok := remoteFolder(cfg); ok {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			return nil, noRepository(cfg, "the folder does not exist")
 		}
 	}

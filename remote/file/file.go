@@ -16,19 +16,19 @@
 package file
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"iter"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	pathpkg "path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -135,9 +135,6 @@ func noLinks(r *os.Root, op, key string) error {
 func linkError(op, key, link string) error {
 	return &remote.Error{Op: op, Key: key, Err: fmt.Errorf("%q in the remote folder is a symbolic link: ompsync does not follow links there (a link could lead a read, write or delete outside the folder); replace it with the file or folder it points to, or remove it", link)}
 }
-
-// Root returns the folder the client stores into.
-func (c *Client) Root() string { return c.root }
 
 // check validates key and ctx before an operation and opens the root for
 // it; the caller closes the root.
@@ -298,16 +295,12 @@ func conflictHint(err error) error {
 }
 
 // createTemp creates a new temp file in dir below the root, as
-// os.CreateTemp does (which an os.Root lacks).
+// os.CreateTemp does (which an os.Root lacks). Its name is 128 random bits:
+// two never meet, and O_EXCL would refuse the second.
 func createTemp(r *os.Root, dir string) (*os.File, string, error) {
-	for try := 0; ; try++ {
-		name := filepath.Join(dir, tmpPrefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
-		f, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) && try < 10000 {
-			continue
-		}
-		return f, name, err
-	}
+	name := filepath.Join(dir, tmpPrefix+rand.Text())
+	f, err := r.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	return f, name, err
 }
 
 // mkdirs creates dir and its missing parents (mode 0700) below the root,
@@ -483,12 +476,7 @@ type entry struct {
 // walk calls visit for every object under the folder dirKey ("" or "a/b/")
 // that can match the prefix and StartAfter, in key order.
 func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) error) error {
-	f, err := l.r.Open(path(strings.TrimSuffix(dirKey, "/")))
-	var des []fs.DirEntry
-	if err == nil {
-		des, err = f.ReadDir(-1)
-		f.Close()
-	}
+	des, err := fs.ReadDir(l.r.FS(), cmp.Or(strings.TrimSuffix(dirKey, "/"), "."))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // nothing under this prefix; or it vanished under a Delete
@@ -567,9 +555,8 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 			// root) may hold objects: it is yielded as the prefix it folds
 			// into, as S3 would list it, and a read under it fails there,
 			// where what it is for is known.
-			l.lastCP = cp
-			if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
-				return errStop
+			if err := l.yieldPrefix(cp); err != nil {
+				return err
 			}
 			continue
 		}
@@ -582,18 +569,27 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 
 var errGroupDone = errors.New("common prefix yielded")
 
-// groupOf returns the common prefix every key under the folder dirKey
-// shares, or "" when the delimiter does not fold the folder into one.
-func (l *lister) groupOf(dirKey string) string {
+// groupOf returns the common prefix the delimiter folds key (an object's,
+// or a folder's ending in "/") into, or "" when it folds it into none.
+func (l *lister) groupOf(key string) string {
 	d := l.opts.Delimiter
-	if d == "" || !strings.HasPrefix(dirKey, l.prefix) {
+	if d == "" || !strings.HasPrefix(key, l.prefix) {
 		return ""
 	}
-	i := strings.Index(dirKey[len(l.prefix):], d)
-	if i < 0 || len(l.prefix)+i+len(d) > len(dirKey) {
+	i := strings.Index(key[len(l.prefix):], d)
+	if i < 0 {
 		return ""
 	}
-	return dirKey[:len(l.prefix)+i+len(d)]
+	return key[:len(l.prefix)+i+len(d)]
+}
+
+// yieldPrefix yields the common prefix cp, once.
+func (l *lister) yieldPrefix(cp string) error {
+	l.lastCP = cp
+	if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
+		return errStop
+	}
+	return nil
 }
 
 // unwrapPath drops the path a file system error names.
@@ -614,18 +610,11 @@ func (l *lister) emit(key string, de fs.DirEntry) error {
 	if !strings.HasPrefix(key, l.prefix) || key <= l.opts.StartAfter {
 		return nil
 	}
-	if d := l.opts.Delimiter; d != "" {
-		if i := strings.Index(key[len(l.prefix):], d); i >= 0 {
-			cp := key[:len(l.prefix)+i+len(d)]
-			if cp == l.lastCP {
-				return nil
-			}
-			l.lastCP = cp
-			if !l.yield(remote.ObjectInfo{Key: cp, Prefix: true}, nil) {
-				return errStop
-			}
+	if cp := l.groupOf(key); cp != "" {
+		if cp == l.lastCP {
 			return nil
 		}
+		return l.yieldPrefix(cp)
 	}
 	fi, err := de.Info()
 	if errors.Is(err, fs.ErrNotExist) {

@@ -38,12 +38,12 @@ type api struct {
 // New builds a client. It makes no request (except, on AWS without a
 // region, the bucket location lookup minio-go does on first use).
 func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
-	prefix, endpoint, err := cfg.Check("minio")
+	setup, err := cfg.Check("minio")
 	if err != nil {
 		return nil, err
 	}
 	opts := &mc.Options{
-		Region:       cfg.Region,
+		Region:       setup.Region,
 		BucketLookup: mc.BucketLookupDNS,
 		MaxRetries:   1, // one try: remote.WithRetry retries
 	}
@@ -52,24 +52,27 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 	}
 	host := "s3.amazonaws.com"
 	opts.Secure = true
-	if endpoint != nil {
-		host = endpoint.Host
-		opts.Secure = endpoint.Scheme == "https"
-		if opts.Region == "" {
-			opts.Region = "us-east-1"
-		}
+	if setup.Endpoint != nil {
+		host = setup.Endpoint.Host
+		opts.Secure = setup.Endpoint.Scheme == "https"
 	}
 	if cfg.AccessKeyID != "" {
 		opts.Creds = credentials.NewStaticV4(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)
 	} else {
 		chain := []credentials.Provider{&credentials.EnvAWS{}, &credentials.FileAWSCredentials{}}
-		if endpoint == nil {
+		if setup.Endpoint == nil {
 			// Instance roles exist on AWS only; elsewhere the metadata
 			// service would only be waited for.
 			chain = append(chain, &credentials.IAM{})
 		}
 		opts.Creds = credentials.NewChainCredentials(chain)
-		if err := findCredentials(ctx, opts.Creds); err != nil {
+		// minio-go would otherwise send unsigned requests, which the
+		// server refuses as if the key were wrong.
+		err := remote.FindCredentials(ctx, func(ctx context.Context) bool {
+			v, err := opts.Creds.GetWithContext(&credentials.CredContext{Client: http.DefaultClient, Context: ctx})
+			return err == nil && v.AccessKeyID != "" && v.SignerType != credentials.SignatureAnonymous
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -82,12 +85,8 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 			return nil, fmt.Errorf("minio: %w", err)
 		}
 		tr.MaxIdleConnsPerHost = remote.IdleConnsPerHost
-		_, pool, err := cfg.ReadCAFile()
-		if err != nil {
-			return nil, err
-		}
-		if pool != nil && tr.TLSClientConfig != nil { // nil: plain http
-			tr.TLSClientConfig.RootCAs = pool
+		if setup.CAs != nil && tr.TLSClientConfig != nil { // nil: plain http
+			tr.TLSClientConfig.RootCAs = setup.CAs
 		}
 		base = tr
 	}
@@ -96,20 +95,7 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minio: %w", err)
 	}
-	return &Client{remote.NewS3Client(api{core, cfg.Bucket}, cfg, prefix)}, nil
-}
-
-// findCredentials looks for credentials once, now: minio-go would
-// otherwise send unsigned requests, which the server refuses as if the
-// key were wrong.
-func findCredentials(ctx context.Context, c *credentials.Credentials) error {
-	ctx, cancel := context.WithTimeout(ctx, remote.CredentialsTimeout)
-	defer cancel()
-	v, err := c.GetWithContext(&credentials.CredContext{Client: http.DefaultClient, Context: ctx})
-	if err != nil || v.AccessKeyID == "" || v.SignerType == credentials.SignatureAnonymous {
-		return remote.ErrNoCredentials
-	}
-	return nil
+	return &Client{remote.NewS3Client(api{core, cfg.Bucket}, cfg, setup.Prefix)}, nil
 }
 
 func (a api) PutObject(ctx context.Context, key string, body io.Reader, size int64, sums remote.Sums, opts remote.PutOptions) error {

@@ -46,7 +46,7 @@ const responseHeaderTimeout = time.Minute
 // New builds a client. It makes no request: a wrong bucket or key shows up
 // on the first operation.
 func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
-	prefix, endpoint, err := cfg.Check("s3")
+	setup, err := cfg.Check("s3")
 	if err != nil {
 		return nil, err
 	}
@@ -58,25 +58,16 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 	if static {
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken)))
-	} else if endpoint != nil {
+	} else if setup.Endpoint != nil {
 		// A self-hosted server has no instance roles: asking the EC2
 		// metadata service would only wait for an answer that never comes.
 		loadOpts = append(loadOpts, config.WithEC2IMDSClientEnableState(imds.ClientDisabled))
 	}
-	caPEM, _, err := cfg.ReadCAFile()
-	if err != nil {
-		return nil, err
+	if setup.CAPEM != nil {
+		loadOpts = append(loadOpts, config.WithCustomCABundle(bytes.NewReader(setup.CAPEM)))
 	}
-	if caPEM != nil {
-		loadOpts = append(loadOpts, config.WithCustomCABundle(bytes.NewReader(caPEM)))
-	}
-	region := cfg.Region
-	if region == "" && endpoint != nil {
-		// Self-hosted servers expect the SDK default, whatever AWS_REGION says.
-		region = "us-east-1"
-	}
-	if region != "" {
-		loadOpts = append(loadOpts, config.WithRegion(region))
+	if setup.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(setup.Region))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
@@ -86,7 +77,15 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 		awsCfg.Region = "us-east-1"
 	}
 	if !static {
-		if err := findCredentials(ctx, awsCfg.Credentials); err != nil {
+		// What it finds is cached for the requests.
+		err := remote.FindCredentials(ctx, func(ctx context.Context) bool {
+			if awsCfg.Credentials == nil {
+				return false
+			}
+			_, err := awsCfg.Credentials.Retrieve(ctx)
+			return err == nil
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -108,8 +107,8 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		o.HTTPClient = checkedClient{httpClient}
-		if endpoint != nil {
-			o.BaseEndpoint = aws.String(endpoint.String())
+		if setup.Endpoint != nil {
+			o.BaseEndpoint = aws.String(setup.Endpoint.String())
 		}
 		o.UsePathStyle = cfg.PathStyle
 		// "When required" keeps the SDK from adding CRC trailers that many
@@ -120,22 +119,7 @@ func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
 		o.Retryer = aws.NopRetryer{}
 		o.RetryMaxAttempts = 0
 	})
-	return &Client{remote.NewS3Client(api{client, aws.String(cfg.Bucket)}, cfg, prefix)}, nil
-}
-
-// findCredentials looks for credentials once, now, so that none is one
-// clear error rather than the SDK's chain of every place it asked. What it
-// finds is cached for the requests.
-func findCredentials(ctx context.Context, p aws.CredentialsProvider) error {
-	if p == nil {
-		return remote.ErrNoCredentials
-	}
-	ctx, cancel := context.WithTimeout(ctx, remote.CredentialsTimeout)
-	defer cancel()
-	if _, err := p.Retrieve(ctx); err != nil {
-		return remote.ErrNoCredentials
-	}
-	return nil
+	return &Client{remote.NewS3Client(api{client, aws.String(cfg.Bucket)}, cfg, setup.Prefix)}, nil
 }
 
 // checkedClient turns answers no S3 server gives into setup errors
