@@ -160,7 +160,9 @@ func sameBytes(ctx context.Context, rd io.Reader, r io.ReaderAt, size int64) (bo
 		return false, ctx.Err() // nil when it is the source that fell short
 	}
 	h := sha256.New()
-	n, err := copyBlocks(ctx, h, rd)
+	// One byte past size says the stored object is longer: a body that
+	// never ends is read no further.
+	n, err := copyBlocks(ctx, h, io.LimitReader(rd, size+1))
 	if err != nil {
 		return false, err
 	}
