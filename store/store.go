@@ -382,10 +382,8 @@ func ScanOpen(s Store) (*openfiles.Snapshot, error) {
 
 // Processes are the store's agent processes a ScanOpen saw.
 func Processes(s Store, snap *openfiles.Snapshot) []int {
-	if m := s.ProcessMarker(); m != "" {
-		return snap.WithSuffix(m)
-	}
-	return nil
+	// With no marker there are none: a scan notes no holder under "".
+	return snap.WithSuffix(s.ProcessMarker())
 }
 
 // firstPrompt is the first thing the user typed in head's whole lines,
