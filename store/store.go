@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,7 +189,7 @@ type spec struct {
 
 func (s *spec) Name() string                                     { return s.name }
 func (s *spec) Home() Home                                       { return s.home }
-func (s *spec) Roots() []string                                  { return s.roots }
+func (s *spec) Roots() []string                                  { return slices.Clone(s.roots) }
 func (s *spec) Resume(id string) string                          { return s.resume + " " + id }
 func (s *spec) ProcessMarker() string                            { return s.marker }
 func (s *spec) IDFromName(name string) (string, bool)            { return s.idFromName(name) }
