@@ -91,24 +91,26 @@ func (s *Snapshot) WithSuffix(suffix string) []int {
 	return s.bySuffix[suffix]
 }
 
-// match returns the suffix name ends in, "" for none; with no suffixes
-// every name matches.
-func match(name string, suffixes []string) (suffix string, ok bool) {
-	if len(suffixes) == 0 {
-		return "", true
-	}
+// record notes that pid holds open the file named name, stat'ed at stat,
+// when name is absolute and ends in one of suffixes (with none, any name
+// does).
+func (s *Snapshot) record(pid int, name, stat string, suffixes []string) {
 	name = strings.TrimSuffix(name, " (deleted)")
-	for _, s := range suffixes {
-		if strings.HasSuffix(name, s) {
-			return s, true
-		}
+	if !strings.HasPrefix(name, "/") {
+		return
 	}
-	return "", false
-}
-
-// add records that pid holds the file id, reached by a name ending in
-// suffix.
-func (s *Snapshot) add(pid int, id fileID, suffix string) {
+	suffix := ""
+	if len(suffixes) > 0 {
+		i := slices.IndexFunc(suffixes, func(x string) bool { return strings.HasSuffix(name, x) })
+		if i < 0 {
+			return
+		}
+		suffix = suffixes[i]
+	}
+	id, ok := statID(stat)
+	if !ok {
+		return
+	}
 	if !slices.Contains(s.holders[id], pid) {
 		s.holders[id] = append(s.holders[id], pid)
 	}

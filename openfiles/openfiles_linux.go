@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // scan walks /proc/<pid>/fd: a readlink per descriptor names the file, and
@@ -31,19 +30,10 @@ func scan(self int, suffixes []string) (*Snapshot, error) {
 			continue
 		}
 		for _, fd := range fds {
-			link, err := os.Readlink(dir + fd.Name())
-			if err != nil || !strings.HasPrefix(link, "/") {
-				continue
+			// Stat'ed through the descriptor: a deleted file's name is gone.
+			if link, err := os.Readlink(dir + fd.Name()); err == nil {
+				s.record(pid, link, dir+fd.Name(), suffixes)
 			}
-			suffix, ok := match(link, suffixes)
-			if !ok {
-				continue
-			}
-			var st syscall.Stat_t
-			if syscall.Stat(dir+fd.Name(), &st) != nil {
-				continue
-			}
-			s.add(pid, fileID{uint64(st.Dev), st.Ino}, suffix)
 		}
 	}
 	return s, nil

@@ -34,17 +34,10 @@ func scanLsof(self int, suffixes []string) (*Snapshot, error) {
 		case strings.HasPrefix(line, "f"):
 			fd = line[1:]
 		case strings.HasPrefix(line, "n") && pid != self && pid > 0:
-			name := line[1:]
 			if fd == "cwd" {
-				cwds[pid] = name
-				continue
-			}
-			suffix, ok := match(name, suffixes)
-			if !strings.HasPrefix(name, "/") || !ok {
-				continue
-			}
-			if id, ok := statID(name); ok {
-				s.add(pid, id, suffix)
+				cwds[pid] = line[1:]
+			} else {
+				s.record(pid, line[1:], line[1:], suffixes)
 			}
 		}
 	}

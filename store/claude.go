@@ -27,40 +27,37 @@ import (
 // sessionId; a subagent's lines name the parent). Nothing outside
 // projects/ is read: never .credentials.json, settings.json, history.jsonl
 // or .claude.json. `claude --resume <id>` resumes a session.
-func Claude() Store { return claude{} }
-
-type claude struct{ plain }
-
-func (claude) Name() string { return "claude" }
-
-func (claude) Home() Home {
-	return Home{Title: "Claude Code's folder", Env: "CLAUDE_CONFIG_DIR", Dir: ".claude"}
-}
-
-func (claude) Roots() []string { return []string{"projects"} }
-
-func (claude) Classify(rel string) Kind {
-	parts := cleanParts(rel)
-	if len(parts) < 3 || parts[0] != "projects" {
-		return KindIgnored
+func Claude() Store {
+	return &spec{
+		name:   "claude",
+		home:   Home{Title: "Claude Code's folder", Env: "CLAUDE_CONFIG_DIR", Dir: ".claude"},
+		roots:  []string{"projects"},
+		resume: "claude --resume",
+		what:   "a session file under projects/",
+		classify: func(parts []string) Kind {
+			switch {
+			case len(parts) < 3 || parts[0] != "projects":
+				return KindIgnored
+			case len(parts) == 3 && strings.HasSuffix(parts[2], ".jsonl") && safename.SessionID(strings.TrimSuffix(parts[2], ".jsonl")):
+				return KindSession
+			case len(parts) >= 4 && safename.SessionID(parts[2]):
+				return KindArtifact // projects/<dir>/<uuid>/<inner...>
+			}
+			return KindIgnored
+		},
+		idFromName: func(name string) (string, bool) {
+			id := strings.TrimSuffix(path.Base(name), ".jsonl")
+			return id, safename.SessionID(id)
+		},
+		describe: claudeDescribe,
+		text:     claudeText,
+		// Entries merge by uuid and parentUuid.
+		merge: session.Format{Entry: claudeEntry},
+		openArchive: func(rel string, _ io.Reader, _ int64) (io.ReadCloser, error) {
+			return nil, fmt.Errorf("%s: Claude Code archives no session", rel)
+		},
+		cwdDir: claudeDir,
 	}
-	switch {
-	case len(parts) == 3 && strings.HasSuffix(parts[2], ".jsonl") && safename.SessionID(strings.TrimSuffix(parts[2], ".jsonl")):
-		return KindSession
-	case len(parts) >= 4 && safename.SessionID(parts[2]):
-		return KindArtifact
-	}
-	return KindIgnored
-}
-
-func (c claude) SessionID(rel string, _ []byte) string {
-	id, _ := c.IDFromName(rel)
-	return id
-}
-
-func (claude) IDFromName(name string) (string, bool) {
-	id := strings.TrimSuffix(path.Base(name), ".jsonl")
-	return id, safename.SessionID(id)
 }
 
 // claudeLine is what ompsync reads of one of Claude Code's lines.
@@ -69,21 +66,22 @@ type claudeLine struct {
 	UUID        string  `json:"uuid"`
 	ParentUUID  *string `json:"parentUuid"`
 	Timestamp   string  `json:"timestamp"`
-	SessionID   string  `json:"sessionId"`
 	Cwd         string  `json:"cwd"`
 	IsSidechain bool    `json:"isSidechain"`
 	Summary     string  `json:"summary"`
 	CustomTitle string  `json:"customTitle"`
-	Message     *struct {
+	// The summary /compact left, which Claude Code sends as a user message.
+	IsCompactSummary bool `json:"isCompactSummary"`
+	Message          *struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
 }
 
-// Describe: the cwd of the first line that names one; the title a /rename
+// claudeDescribe: the cwd of the first line that names one; the title a /rename
 // or a summary gave, else the first thing the user typed. The id is the
 // file's name, not a line's (a subagent's lines name their parent).
-func (claude) Describe(head []byte) (Info, bool) {
+func claudeDescribe(head []byte) (Info, bool) {
 	var info Info
 	var prompt string
 	found := false
@@ -131,25 +129,6 @@ func userText(raw json.RawMessage) string {
 	return ""
 }
 
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
-func (claude) Beside(string, string) (string, bool)   { return "", false }
-func (claude) Resume(id string) string                { return "claude --resume " + id }
-func (claude) Archived(string) (string, string, bool) { return "", "", false }
-func (claude) ArchiveOf(string) string                { return "" }
-func (claude) OpenArchive(rel string, _ io.Reader, _ int64) (io.ReadCloser, error) {
-	return nil, fmt.Errorf("%s: Claude Code archives no session", rel)
-}
-
-// MergeFormat: entries by uuid and parentUuid.
-func (claude) MergeFormat() (session.Format, bool) { return session.Format{Entry: claudeEntry}, true }
-
 func claudeEntry(line []byte) (session.Entry, bool) {
 	var l claudeLine
 	if json.Unmarshal(line, &l) != nil {
@@ -158,63 +137,21 @@ func claudeEntry(line []byte) (session.Entry, bool) {
 	return session.Entry{Type: l.Type, ID: l.UUID, ParentID: l.ParentUUID, Timestamp: l.Timestamp}, true
 }
 
-// Artifact: projects/<dir>/<uuid>/<inner...>.
-func (c claude) Artifact(rel string) (string, string, bool) {
-	if c.Classify(rel) != KindArtifact {
-		return "", "", false
-	}
-	parts := strings.Split(rel, "/")
-	return parts[2], strings.Join(parts[3:], "/"), true
-}
-
-func (c claude) ArtifactRel(sessionRel, inner string) (string, bool) {
-	if !safename.RelPath(inner) {
-		return "", false
-	}
-	out := strings.TrimSuffix(sessionRel, ".jsonl") + "/" + inner
-	return out, c.Classify(out) == KindArtifact
-}
-
-// SessionRel: projects/<dir>/<uuid>.jsonl, the folder cwd's: Claude Code
-// names the folder of /home/ana/src "-home-ana-src". The folder of a path
-// longer than 200 characters ends in a hash of the path (Bun's), which
-// ompsync cannot make: such a session keeps its recorded folder.
-func (c claude) SessionRel(p, cwd, _ string) (string, error) {
-	if !safename.RelPath(p) || c.Classify(p) != KindSession {
-		return "", fmt.Errorf("recorded path %q is not a session file under projects/", p)
-	}
-	dir := claudeDir(cwd)
-	if cwd == "" || len(dir) > 200 {
-		return p, nil
-	}
-	parts := strings.Split(p, "/")
-	parts[1] = dir
-	return checkMoved(c, p, strings.Join(parts, "/"))
-}
-
-// claudeDir names the projects/ folder of a path as Claude Code does.
-func claudeDir(p string) string {
+// claudeDir names the projects/ folder of a path as Claude Code does:
+// /home/ana/src is "-home-ana-src". The folder of a path longer than 200
+// characters ends in a hash of the path (Bun's), which ompsync cannot
+// make: a session moved there keeps its recorded folder ("").
+func claudeDir(p, _ string) string {
 	b := []byte(p)
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
 			b[i] = '-'
 		}
 	}
+	if len(b) > 200 {
+		return ""
+	}
 	return string(b)
-}
-
-// claudeText is what Text reads of one of Claude Code's lines.
-type claudeText struct {
-	Type      string `json:"type"`
-	UUID      string `json:"uuid"`
-	Timestamp string `json:"timestamp"`
-	Summary   string `json:"summary"`
-	// The summary /compact left, which Claude Code sends as a user message.
-	IsCompactSummary bool `json:"isCompactSummary"`
-	Message          *struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"message"`
 }
 
 // claudeBlock is one block of a message's content, in the Anthropic
@@ -228,19 +165,19 @@ type claudeBlock struct {
 	Content  json.RawMessage `json:"content"` // tool_result: a string or text blocks
 }
 
-// Text: the user and assistant entries' message.content, a string or
+// claudeText: the user and assistant entries' message.content, a string or
 // blocks (text, thinking, tool_use's input, tool_result's content); a user
 // entry holding only tool results is a toolResult, as omp's are. The API
 // requests, attachments and other bookkeeping lines (the system prompt,
 // tool lists, costs) hold no conversation.
-func (claude) Text(line []byte, n int) (transcript.Entry, bool) {
+func claudeText(line []byte, n int) (transcript.Entry, bool) {
 	// The bookkeeping lines are most of a file's bytes (each API request
 	// carries the system prompt): a line whose type is not one of these is
 	// not decoded at all. Claude Code writes JSON.stringify's compact JSON.
 	if !bytes.Contains(line, []byte(`"type":"user"`)) && !bytes.Contains(line, []byte(`"type":"assistant"`)) && !bytes.Contains(line, []byte(`"type":"summary"`)) {
 		return transcript.Entry{}, false
 	}
-	var l claudeText
+	var l claudeLine
 	if json.Unmarshal(line, &l) != nil {
 		return transcript.Entry{}, false
 	}
@@ -302,5 +239,3 @@ func claudeContent(raw json.RawMessage) []transcript.Part {
 	}
 	return out
 }
-
-func (claude) EntryKey(line []byte) (string, bool) { return entryKey(claudeEntry(line)) }

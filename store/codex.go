@@ -3,13 +3,12 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/transcript"
 )
@@ -26,102 +25,63 @@ import (
 // which neither Codex nor ompsync takes for a session). Nothing else in the
 // folder is read: never auth.json, config.toml, history.jsonl, the SQLite
 // databases or the logs. `codex resume <id>` resumes a session.
-func Codex() Store { return codex{} }
-
-type codex struct{ plain }
-
-func (codex) Name() string { return "codex" }
-
-func (codex) Home() Home { return Home{Title: "Codex's folder", Env: "CODEX_HOME", Dir: ".codex"} }
-
-func (codex) Roots() []string { return []string{"sessions", "archived_sessions"} }
-
-func (codex) Classify(rel string) Kind {
-	parts := cleanParts(rel)
-	if parts == nil {
-		return KindIgnored
+func Codex() Store {
+	return &spec{
+		name:     "codex",
+		home:     Home{Title: "Codex's folder", Env: "CODEX_HOME", Dir: ".codex"},
+		roots:    []string{"sessions", "archived_sessions"},
+		resume:   "codex resume",
+		what:     "a Codex rollout under sessions/ or archived_sessions/",
+		classify: codexClassify,
+		// The UUID that ends a rollout's name.
+		idFromName: func(name string) (string, bool) {
+			id := codexIDEnd.FindString(strings.TrimSuffix(path.Base(strings.TrimSuffix(name, ".zst")), ".jsonl"))
+			return id, id != ""
+		},
+		headID: func(head []byte) string {
+			info, _ := codexDescribe(head)
+			return info.ID
+		},
+		describe: codexDescribe,
+		text:     codexText,
+		// <name>.jsonl.zst, compressed in place, was <name>.jsonl.
+		archiveExt: ".zst",
+		openArchive: func(_ string, r io.Reader, limit int64) (io.ReadCloser, error) {
+			d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
+			if err != nil {
+				return nil, err
+			}
+			return d.IOReadCloser(), nil
+		},
+		beside: true,
 	}
-	base := parts[len(parts)-1]
-	dated := len(parts) == 5 && parts[0] == "sessions" && codexDate(parts[1], 4) && codexDate(parts[2], 2) && codexDate(parts[3], 2)
-	archived := len(parts) == 2 && parts[0] == "archived_sessions"
-	if !dated && !archived || !strings.HasPrefix(base, "rollout-") {
+}
+
+// codexUUID is the UUID that ends a rollout's name.
+const codexUUID = `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`
+
+// codexRollout is a rollout's path, in a year/month/day folder or
+// archived, and compressed in place (.zst) or not.
+var codexRollout = regexp.MustCompile(`^(sessions/[0-9]{4}/[0-9]{2}/[0-9]{2}|archived_sessions)/rollout-[^/]*` + codexUUID + `\.jsonl(\.zst)?$`)
+
+var codexIDEnd = regexp.MustCompile(codexUUID + `$`)
+
+func codexClassify(parts []string) Kind {
+	switch m := codexRollout.FindStringSubmatch(strings.Join(parts, "/")); {
+	case m == nil:
 		return KindIgnored
-	}
-	switch {
-	case strings.HasSuffix(base, ".jsonl") && codexID(base) != "":
-		return KindSession
-	case strings.HasSuffix(base, ".jsonl.zst") && codexID(strings.TrimSuffix(base, ".zst")) != "":
+	case m[2] != "":
 		return KindArchive
 	}
-	return KindIgnored
+	return KindSession
 }
 
-// codexDate: n decimal digits (a year, month or day folder).
-func codexDate(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for i := 0; i < n; i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// codexID is the UUID that ends a rollout's name, "" when there is none.
-func codexID(name string) string {
-	stem := strings.TrimSuffix(path.Base(name), ".jsonl")
-	if len(stem) < 36 {
-		return ""
-	}
-	id := stem[len(stem)-36:]
-	for i := 0; i < 36; i++ {
-		c := id[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return ""
-			}
-		default:
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-				return ""
-			}
-		}
-	}
-	return id
-}
-
-type codexLine struct {
-	Type    string `json:"type"`
-	Payload struct {
-		ID      string          `json:"id"`
-		Cwd     string          `json:"cwd"`
-		Type    string          `json:"type"`
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"payload"`
-}
-
-func (c codex) SessionID(rel string, head []byte) string {
-	if info, ok := c.Describe(head); ok && safename.SessionID(info.ID) {
-		return info.ID
-	}
-	id, _ := c.IDFromName(rel)
-	return id
-}
-
-func (codex) IDFromName(name string) (string, bool) {
-	id := codexID(strings.TrimSuffix(name, ".zst"))
-	return id, id != ""
-}
-
-// Describe: session_meta's id and cwd; the title is the first thing the
+// codexDescribe: session_meta's id and cwd; the title is the first thing the
 // user typed (Codex's own context messages are in tags). session_meta
 // carries Codex's whole system prompt, so the first line often runs past
 // the bytes given: its id and cwd, which come first, are read from what
 // there is.
-func (codex) Describe(head []byte) (Info, bool) {
+func codexDescribe(head []byte) (Info, bool) {
 	var info Info
 	found := false
 	if session.SettledLen(head) == 0 {
@@ -130,68 +90,13 @@ func (codex) Describe(head []byte) (Info, bool) {
 	}
 	for _, line := range bytes.Split(head[:session.SettledLen(head)], []byte("\n")) {
 		var l codexLine
-		if json.Unmarshal(line, &l) != nil {
-			continue
-		}
-		switch {
-		case l.Type == "session_meta" && !found:
+		if json.Unmarshal(line, &l) == nil && l.Type == "session_meta" {
 			info.ID, info.Cwd, found = l.Payload.ID, l.Payload.Cwd, true
-		case l.Type == "response_item" && l.Payload.Type == "message" && l.Payload.Role == "user" && info.Title == "":
-			var parts []struct {
-				Text string `json:"text"`
-			}
-			_ = json.Unmarshal(l.Payload.Content, &parts)
-			for _, p := range parts {
-				if t := strings.TrimSpace(p.Text); t != "" && !strings.HasPrefix(t, "<") {
-					info.Title = shorten(t, 80)
-					break
-				}
-			}
+			break
 		}
 	}
+	info.Title = firstPrompt(codexText, head, true)
 	return info, found
-}
-
-func (codex) MergeFormat() (session.Format, bool) { return session.Format{}, false }
-func (codex) Resume(id string) string             { return "codex resume " + id }
-
-func (codex) Artifact(string) (string, string, bool)    { return "", "", false }
-func (codex) ArtifactRel(string, string) (string, bool) { return "", false }
-
-// Archived: <name>.jsonl.zst, compressed in place, was <name>.jsonl.
-func (c codex) Archived(rel string) (string, string, bool) {
-	if c.Classify(rel) != KindArchive {
-		return "", "", false
-	}
-	id, _ := c.IDFromName(rel)
-	return id, strings.TrimSuffix(rel, ".zst"), true
-}
-
-func (codex) ArchiveOf(live string) string { return live + ".zst" }
-
-// OpenArchive: zstd.
-func (codex) OpenArchive(_ string, r io.Reader, limit int64) (io.ReadCloser, error) {
-	d, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
-	if err != nil {
-		return nil, err
-	}
-	return d.IOReadCloser(), nil
-}
-
-// SessionRel: rollouts are named by date, not by cwd; nothing to map.
-func (c codex) SessionRel(p, _, _ string) (string, error) {
-	if !safename.RelPath(p) || c.Classify(p) != KindSession {
-		return "", fmt.Errorf("recorded path %q is not a Codex rollout under sessions/ or archived_sessions/", p)
-	}
-	return p, nil
-}
-
-// Beside: <name>.jsonl.<machine>.
-func (codex) Beside(rel, machine string) (string, bool) {
-	if !safename.Machine(machine) {
-		return "", false
-	}
-	return rel + "." + machine, true
 }
 
 // codexMetaPrefix reads the id and cwd of a session_meta line from its
@@ -236,13 +141,14 @@ func codexMetaPrefix(b []byte) (id, cwd string, ok bool) {
 	}
 }
 
-// codexText is what Text reads of one of Codex's lines.
-type codexText struct {
+// codexLine is what ompsync reads of one of Codex's lines.
+type codexLine struct {
 	Type      string `json:"type"`
 	Timestamp string `json:"timestamp"`
 	Payload   struct {
 		Type    string          `json:"type"`
 		ID      string          `json:"id"`
+		Cwd     string          `json:"cwd"`
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 		// reasoning
@@ -261,18 +167,18 @@ type codexText struct {
 	} `json:"payload"`
 }
 
-// Text: the response items, the conversation as the model saw it: user
+// codexText: the response items, the conversation as the model saw it: user
 // and assistant messages (input_text, output_text), the model's reasoning
 // summaries, tool calls (function_call's arguments, custom and shell
 // calls) and their outputs, as toolResult entries like omp's; a
 // compaction's summary. The developer and system messages are Codex's own
 // instructions (omp keeps its system prompt out of its files too), and the
 // event_msg lines repeat what the response items hold.
-func (codex) Text(line []byte, n int) (transcript.Entry, bool) {
+func codexText(line []byte, n int) (transcript.Entry, bool) {
 	if !bytes.Contains(line, []byte(`"response_item"`)) && !bytes.Contains(line, []byte(`"compacted"`)) {
 		return transcript.Entry{}, false
 	}
-	var l codexText
+	var l codexLine
 	if json.Unmarshal(line, &l) != nil {
 		return transcript.Entry{}, false
 	}
@@ -322,6 +228,3 @@ func (codex) Text(line []byte, n int) (transcript.Entry, bool) {
 	}
 	return e, len(e.Parts) > 0
 }
-
-// EntryKey: Codex's lines carry no entry ids; each is known by its bytes.
-func (codex) EntryKey([]byte) (string, bool) { return "", false }

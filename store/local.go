@@ -28,7 +28,7 @@ const maxSessionDepth = 4
 // safe for concurrent use.
 type Local struct {
 	mu   sync.Mutex
-	byID map[string][]string
+	byID map[string][]string // each sorted
 	// temps are ompsync's own hidden temp files in the session folders
 	// (atomicfile.IsTemp), for a restore to sweep those a killed one left.
 	temps []string
@@ -108,20 +108,13 @@ func ScanLocal(st Store, agentDir string) (*Local, error) {
 }
 
 // Temps lists ompsync's temp files the scan saw in the session folders,
-// slash-separated and relative to the agent dir.
-func (l *Local) Temps() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.temps)
-}
+// slash-separated and relative to the agent dir. (Only ScanLocal writes
+// them, before any reader has the Local.)
+func (l *Local) Temps() []string { return slices.Clone(l.temps) }
 
 // PreMerges lists the files merges kept beside the sessions they
 // replaced, slash-separated and relative to the agent dir.
-func (l *Local) PreMerges() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.premerges)
-}
+func (l *Local) PreMerges() []string { return slices.Clone(l.premerges) }
 
 // Find returns the local file of a session, or "".
 func (l *Local) Find(id string) string {
@@ -137,13 +130,9 @@ func (l *Local) Find(id string) string {
 func (l *Local) Add(id, rel string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, r := range l.byID[id] {
-		if r == rel {
-			return
-		}
+	if i, found := slices.BinarySearch(l.byID[id], rel); !found {
+		l.byID[id] = slices.Insert(l.byID[id], i, rel)
 	}
-	l.byID[id] = append(l.byID[id], rel)
-	sort.Strings(l.byID[id])
 }
 
 func absPath(agentDir, rel string) string {

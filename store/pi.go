@@ -11,10 +11,9 @@ package store
 // models.json and settings.json beside sessions/ are never read.
 // `pi --session <id prefix>` resumes a session.
 func Pi() Store {
-	return family{
-		name:    "pi",
-		secrets: []string{"auth.json"},
-		resume:  "pi --session",
-		home:    Home{Title: "pi's agent folder", Env: "PI_CODING_AGENT_DIR", Dir: ".pi/agent"},
-	}
+	return family{secrets: []string{"auth.json"}}.store(&spec{
+		name:   "pi",
+		resume: "pi --session",
+		home:   Home{Title: "pi's agent folder", Env: "PI_CODING_AGENT_DIR", Dir: ".pi/agent"},
+	})
 }

@@ -15,10 +15,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ompsync/ompsync/openfiles"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/session"
 	"github.com/ompsync/ompsync/transcript"
 )
@@ -128,7 +131,6 @@ type Store interface {
 	Text(line []byte, n int) (transcript.Entry, bool)
 }
 
-// Known lists every store ompsync knows, omp first.
 // Home is an agent's folder as the agent finds it itself: the folder an
 // environment variable names, else one under the home folder.
 type Home struct {
@@ -137,6 +139,7 @@ type Home struct {
 	Dir   string // else this folder under the home folder, slash-separated
 }
 
+// Known lists every store ompsync knows, omp first.
 func Known() []Store { return []Store{OMP(), Pi(), Claude(), Codex()} }
 
 // ByName returns the known store of that name.
@@ -151,15 +154,192 @@ func ByName(name string) (Store, error) {
 	return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(names, ", "))
 }
 
-// plain is what an agent without omp's extras answers: no title slot, no
-// lock sidecars, no process marker. Claude and Codex embed it.
-type plain struct{}
+// spec is every agent's Store: what differs between the agents is the
+// facts and the few readers of their names and lines held here, so each
+// question a Store answers is answered one way for all of them.
+type spec struct {
+	name   string
+	home   Home
+	roots  []string
+	resume string // the command that resumes a session, before its id
+	// what a session file is, in the error about a recorded path that is none
+	what string
+	// classify is Classify of a path's segments, none empty or hidden.
+	classify   func(parts []string) Kind
+	idFromName func(name string) (string, bool)
+	// headID is the id a session file's first bytes name, "" for none;
+	// nil when only its name does.
+	headID   func(head []byte) string
+	describe func(head []byte) (Info, bool)
+	text     func(line []byte, n int) (transcript.Entry, bool)
+	merge    session.Format // with a nil Entry, copies cannot be merged
+	slot     bool           // files may start with omp's title slot
+	locks    bool           // the omp family's lock sidecars
+	marker   string
+	// An archived session lies at archiveDir + its live path + archiveExt;
+	// archiveExt is "" for an agent that archives nothing.
+	archiveDir, archiveExt string
+	openArchive            func(rel string, r io.Reader, limit int64) (io.ReadCloser, error)
+	// cwdDir is the folder the agent keeps the sessions of cwd in, "" to
+	// keep a recorded one; nil for an agent that files them otherwise.
+	cwdDir func(cwd, home string) string
+	// beside: a copy that cannot be merged goes beside the session file.
+	beside bool
+}
 
-func (plain) SlotLen([]byte) int              { return 0 }
-func (plain) SlotTitle([]byte) (string, bool) { return "", false }
-func (plain) NewestSlot([][]byte) []byte      { return nil }
-func (plain) LockFiles(string) []string       { return nil }
-func (plain) ProcessMarker() string           { return "" }
+func (s *spec) Name() string                                     { return s.name }
+func (s *spec) Home() Home                                       { return s.home }
+func (s *spec) Roots() []string                                  { return slices.Clone(s.roots) }
+func (s *spec) Resume(id string) string                          { return s.resume + " " + id }
+func (s *spec) ProcessMarker() string                            { return s.marker }
+func (s *spec) IDFromName(name string) (string, bool)            { return s.idFromName(name) }
+func (s *spec) Describe(head []byte) (Info, bool)                { return s.describe(head) }
+func (s *spec) Text(line []byte, n int) (transcript.Entry, bool) { return s.text(line, n) }
+func (s *spec) MergeFormat() (session.Format, bool)              { return s.merge, s.merge.Entry != nil }
+
+func (s *spec) OpenArchive(rel string, r io.Reader, limit int64) (io.ReadCloser, error) {
+	return s.openArchive(rel, r, limit)
+}
+
+func (s *spec) Classify(rel string) Kind {
+	if parts := cleanParts(rel); parts != nil {
+		return s.classify(parts)
+	}
+	return KindIgnored
+}
+
+func (s *spec) SessionID(rel string, head []byte) string {
+	if s.headID != nil {
+		if id := s.headID(head); safename.SessionID(id) {
+			return id
+		}
+	}
+	if id, ok := s.idFromName(rel); ok {
+		return id
+	}
+	return ""
+}
+
+func (s *spec) SlotLen(b []byte) int {
+	if !s.slot {
+		return 0
+	}
+	return session.SlotLen(b)
+}
+
+func (s *spec) SlotTitle(slot []byte) (string, bool) {
+	if !s.slot {
+		return "", false
+	}
+	ts, ok := session.ParseTitleSlot(slot)
+	return ts.Title, ok
+}
+
+func (s *spec) NewestSlot(copies [][]byte) []byte {
+	if !s.slot {
+		return nil
+	}
+	return session.NewestSlot(copies)
+}
+
+// EntryKey: an entry's id and timestamp, as session.Format's merge keys
+// it; an entry without an id is known by its bytes there.
+func (s *spec) EntryKey(line []byte) (string, bool) {
+	if s.merge.Entry == nil {
+		return "", false
+	}
+	e, ok := s.merge.Entry(line)
+	if !ok || e.ID == "" {
+		return "", false
+	}
+	return e.ID + "\x00" + e.Timestamp, true
+}
+
+// Artifact: <root>/<folder>/<session>/<inner...>, the session's artifact
+// folder named like its file without .jsonl; omp's gc moves one into
+// archive/ as it is. Both feed the same stream (named by inner), so an
+// archived folder uploads nothing again, and restore puts it back beside
+// the session file.
+func (s *spec) Artifact(rel string) (string, string, bool) {
+	if s.Classify(rel) != KindArtifact {
+		return "", "", false
+	}
+	parts := strings.Split(strings.TrimPrefix(rel, s.archiveDir), "/")
+	id, ok := s.idFromName(parts[2])
+	if !ok {
+		return "", "", false
+	}
+	return id, strings.Join(parts[3:], "/"), true
+}
+
+// ArtifactRel: in the folder named like the live session file without
+// .jsonl.
+func (s *spec) ArtifactRel(sessionRel, inner string) (string, bool) {
+	if !safename.RelPath(inner) || !strings.HasPrefix(sessionRel, s.roots[0]+"/") {
+		return "", false
+	}
+	out := strings.TrimSuffix(sessionRel, ".jsonl") + "/" + inner
+	return out, s.Classify(out) == KindArtifact
+}
+
+func (s *spec) Archived(rel string) (string, string, bool) {
+	if s.Classify(rel) != KindArchive {
+		return "", "", false
+	}
+	id, ok := s.idFromName(rel)
+	if !ok {
+		return "", "", false
+	}
+	return id, strings.TrimSuffix(strings.TrimPrefix(rel, s.archiveDir), s.archiveExt), true
+}
+
+func (s *spec) ArchiveOf(live string) string {
+	if s.archiveExt == "" {
+		return ""
+	}
+	return s.archiveDir + live + s.archiveExt
+}
+
+// SessionRel: the recorded path with its folder (the second segment)
+// the one the agent keeps cwd's sessions in.
+func (s *spec) SessionRel(p, cwd, home string) (string, error) {
+	if !safename.RelPath(p) || s.Classify(p) != KindSession {
+		return "", fmt.Errorf("recorded path %q is not %s", p, s.what)
+	}
+	if cwd == "" || s.cwdDir == nil {
+		return p, nil
+	}
+	dir := s.cwdDir(cwd, home)
+	if dir == "" {
+		return p, nil
+	}
+	parts := strings.Split(p, "/")
+	parts[1] = dir
+	// A folder named "..", say, would make it no session path.
+	out := strings.Join(parts, "/")
+	if !safename.RelPath(out) || s.Classify(out) != KindSession {
+		return "", fmt.Errorf("placing %q gives %q, which is not a session path", p, out)
+	}
+	return out, nil
+}
+
+// Beside: <name>.jsonl.<machine>.
+func (s *spec) Beside(rel, machine string) (string, bool) {
+	if !s.beside || !safename.Machine(machine) {
+		return "", false
+	}
+	return rel + "." + machine, true
+}
+
+// LockFiles: omp's ".<name>.jsonl.lock" around each write, and the
+// "<name>.jsonl.lock" of pi-utils' file lock.
+func (s *spec) LockFiles(rel string) []string {
+	if !s.locks {
+		return nil
+	}
+	dir, base := path.Split(rel)
+	return []string{dir + "." + base + ".lock", dir + base + ".lock"}
+}
 
 // ignoredName reports the names no agent's backup ever takes: hidden
 // files, locks, temp files and backups.
@@ -203,10 +383,42 @@ func ScanOpen(s Store) (*openfiles.Snapshot, error) {
 
 // Processes are the store's agent processes a ScanOpen saw.
 func Processes(s Store, snap *openfiles.Snapshot) []int {
-	if m := s.ProcessMarker(); m != "" {
-		return snap.WithSuffix(m)
+	// With no marker there are none: a scan notes no holder under "".
+	return snap.WithSuffix(s.ProcessMarker())
+}
+
+// firstPrompt is the first thing the user typed in head's whole lines,
+// shortened: the title of a session its agent has not titled (yet). With
+// tagged, text in <tags> is the agent's own context, not typed.
+func firstPrompt(text func([]byte, int) (transcript.Entry, bool), head []byte, tagged bool) string {
+	for i, line := range bytes.Split(head[:session.SettledLen(head)], []byte("\n")) {
+		// A user's message names its role: the lines before it (tool
+		// output, the model's answers, 64 KiB of them in a head) are
+		// passed over unparsed, which cost a restore a tenth of its CPU.
+		if !bytes.Contains(line, []byte(`"user"`)) {
+			continue
+		}
+		e, ok := text(line, i+1)
+		if !ok || e.Role != "user" {
+			continue
+		}
+		for _, p := range e.Parts {
+			t := strings.TrimSpace(p.Text)
+			if p.Kind == transcript.Text && t != "" && !(tagged && strings.HasPrefix(t, "<")) {
+				return shorten(p.Text, 80)
+			}
+		}
 	}
-	return nil
+	return ""
+}
+
+// shorten is s on one line, cut to n characters.
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 // The helpers below read the JSON shapes the agents' Text methods share.
@@ -281,13 +493,4 @@ func blockText(raw json.RawMessage) string {
 		}
 	}
 	return ""
-}
-
-// entryKey is an entry's id and timestamp, as session.Format's merge keys
-// it; an entry without an id is known by its bytes there.
-func entryKey(e session.Entry, ok bool) (string, bool) {
-	if !ok || e.ID == "" {
-		return "", false
-	}
-	return e.ID + "\x00" + e.Timestamp, true
 }
