@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -345,12 +344,5 @@ func (a *Agent) underSessions(rel string) bool {
 
 // sessionID reads a session's id from its first bytes, or else its name.
 func (a *Agent) sessionID(rel string) string {
-	var head []byte
-	if f, err := os.Open(a.abs(rel)); err == nil {
-		defer f.Close()
-		b := make([]byte, 8<<10)
-		n, _ := io.ReadFull(f, b)
-		head = b[:n]
-	}
-	return a.opts.Store.SessionID(rel, head)
+	return a.opts.Store.SessionID(rel, store.ReadHead(a.abs(rel)))
 }
