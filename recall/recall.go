@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -375,15 +376,21 @@ func (s Source) history(ctx context.Context, _ *mcp.CallToolRequest, in HistoryI
 	return s.result(out)
 }
 
-// keepNewest drops h's first copies until its JSON is under size, keeping
-// at least one, and reports whether it dropped any: a long history keeps
-// its newest copies within the budget.
+// keepNewest drops h's oldest copies (by when each began, whatever its
+// machine: the copies are ordered by machine first) until its JSON is
+// under size, keeping at least one, and reports whether it dropped any.
 func keepNewest(h *restore.SessionHistory, size int) (dropped bool) {
 	for len(h.Copies) > 1 {
 		if b, _ := json.Marshal(h); len(b) < size {
 			break
 		}
-		h.Copies, dropped = h.Copies[1:], true
+		oldest := 0
+		for i, c := range h.Copies {
+			if c.Started.Before(h.Copies[oldest].Started) {
+				oldest = i
+			}
+		}
+		h.Copies, dropped = slices.Delete(h.Copies, oldest, oldest+1), true
 	}
 	return dropped
 }
