@@ -175,7 +175,10 @@ func (a *Agent) ended(ctx context.Context, what, msg string, err error) (stop bo
 		return false
 	case remote.IsTransient(err) || errors.Is(err, context.DeadlineExceeded):
 		a.outage.failed(a.log, a.now(), err)
-	case ctx.Err() != nil, a.refused.report(a.log, err):
+	case ctx.Err() != nil:
+		// Stopping: nothing to say.
+	case a.refused.report(a.log, err):
+		// An encryption refusal, said by the refusal tracker.
 	default:
 		a.problems.warn(a.log, a.now(), what, msg, err)
 		return false
