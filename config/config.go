@@ -348,8 +348,8 @@ func permWarning(path string) string {
 		path, fi.Mode().Perm(), path)
 }
 
-// parseValue turns a layered value (a string from a flag, the environment or
-// the file; a []string from the file; a typed default) into the field's type.
+// parseValue turns a layered value (a string, or a typed flag's value; a
+// []string from a list flag or the file) into the field's type.
 func parseValue(k key, raw any, e *environ) (any, error) {
 	var out any
 	var err error
@@ -432,9 +432,6 @@ func oneOf(s string, allowed []string) (string, error) {
 }
 
 func asBool(raw any) (bool, error) {
-	if b, ok := raw.(bool); ok {
-		return b, nil
-	}
 	s, err := asString(raw)
 	if err != nil {
 		return false, err
@@ -448,12 +445,6 @@ func asBool(raw any) (bool, error) {
 
 // asDuration parses a positive duration; with zeroOK, 0 (off) too.
 func asDuration(raw any, zeroOK bool) (time.Duration, error) {
-	if d, ok := raw.(time.Duration); ok {
-		if d < 0 || d == 0 && !zeroOK {
-			return 0, fmt.Errorf("%s is not positive; write a duration above zero like 2s", d)
-		}
-		return d, nil
-	}
 	s, err := asString(raw)
 	if err != nil {
 		return 0, err
@@ -474,9 +465,6 @@ func asDuration(raw any, zeroOK bool) (time.Duration, error) {
 
 // asInt parses a whole number above zero.
 func asInt(raw any) (int, error) {
-	if n, ok := raw.(int); ok && n > 0 {
-		return n, nil
-	}
 	s, err := asString(raw)
 	if err != nil {
 		return 0, err
