@@ -10,13 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/safename"
+	"github.com/spf13/pflag"
 )
 
 // redaction says how much of a value config show may print.
@@ -459,35 +459,25 @@ func checkAddr(v any) (any, error) {
 	return s, nil
 }
 
-// KeyInfo describes a key for code that builds flags or help from the table.
-type KeyInfo struct {
-	Name, Env, Flag, Help string
-	// Kind is "string", "bool", "duration", "int" or "list".
-	Kind   string
-	Secret bool // never print the value, never take it from a flag
-}
-
-// Lookup describes the key name.
-func Lookup(name string) (KeyInfo, bool) {
-	k, ok := lookupKey(name)
-	if !ok {
-		return KeyInfo{}, false
+// AddFlags adds to fs a flag for each key named, called FlagName(key)
+// (agent_dir: --agent-dir), by which Load finds it.
+func AddFlags(fs *pflag.FlagSet, names ...string) {
+	for _, name := range names {
+		k, ok := lookupKey(name)
+		if !ok || k.redact != redactNone {
+			// a secret on the command line shows up in ps and shell history
+			panic("config.AddFlags: no flag for key " + name)
+		}
+		usage := fmt.Sprintf("%s [%s]", k.help, EnvVar(name))
+		switch k.field(&Config{}).(type) {
+		case *bool:
+			fs.Bool(FlagName(name), false, usage)
+		case *[]string:
+			fs.StringSlice(FlagName(name), nil, usage)
+		default:
+			fs.String(FlagName(name), "", usage)
+		}
 	}
-	kind := "string"
-	switch k.field(&Config{}).(type) {
-	case *bool:
-		kind = "bool"
-	case *time.Duration:
-		kind = "duration"
-	case *int:
-		kind = "int"
-	case *[]string:
-		kind = "list"
-	}
-	return KeyInfo{
-		Name: k.name, Env: EnvVar(k.name), Flag: FlagName(k.name), Help: k.help,
-		Kind: kind, Secret: k.redact != redactNone,
-	}, true
 }
 
 // DefaultTransfers is measured on a shaped line (internal/testkit/bench/run.sh -phases

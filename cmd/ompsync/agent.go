@@ -109,7 +109,7 @@ func newAgentCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "make one full pass (scan, upload everything settled, record deletions) and exit; exit 1 if anything could not be uploaded")
 	cmd.Flags().BoolVar(&idf.takeOver, "take-over-machine", false, "write this machine name's catalog though another ompsync (another state dir) wrote it: a reinstalled machine, an old disk gone; sessions not on this machine stay as they are")
 	cmd.Flags().BoolVar(&idf.confirmDeletions, "confirm-deletions", false, "with --once: record as deleted the sessions that vanished, even most of them at once")
-	addKeyFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
+	config.AddFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
 	cmd.Flags().SetNormalizeFunc(pullFlagNames)
 	return cmd
 }
