@@ -270,9 +270,7 @@ func Load(opts LoadOptions) (*Config, error) {
 		var f *pflag.Flag
 		if opts.Flags != nil {
 			if f = opts.Flags.Lookup(FlagName(k.name)); f != nil {
-				if err := v.BindPFlag(k.name, f); err != nil {
-					return nil, fmt.Errorf("bind flag --%s: %w", f.Name, err)
-				}
+				_ = v.BindPFlag(k.name, f) // fails only for a nil flag
 			}
 		}
 		src := Source{Kind: FromDefault, Name: e.from} // e.from: the variable the default came from
