@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ompsync/ompsync/safename"
@@ -187,12 +188,9 @@ func (o LoadOptions) envNames() []string {
 // a typo (OMPSYNC_REMOT) the user's value would be ignored and the backup
 // go where they did not mean, as with a typo in the config file.
 func checkEnvNames(names []string, e *environ) error {
-	known := map[string]bool{}
-	for _, k := range keys {
-		known[EnvVar(k.name)] = true
-	}
 	for _, name := range names {
-		if !strings.HasPrefix(name, "OMPSYNC_") || known[name] || toolVariable(name) {
+		setting := slices.ContainsFunc(keys, func(k key) bool { return EnvVar(k.name) == name })
+		if !strings.HasPrefix(name, "OMPSYNC_") || setting || toolVariable(name) {
 			continue
 		}
 		if _, set := e.get(name); !set {
