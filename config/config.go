@@ -414,7 +414,7 @@ func asString(raw any) (string, error) {
 	switch r := raw.(type) {
 	case string:
 		return r, nil
-	case []string, []any:
+	case []string:
 		return "", errors.New("want one value, not a list")
 	case nil:
 		return "", nil
@@ -481,10 +481,6 @@ func asList(raw any) []string {
 	switch r := raw.(type) {
 	case []string:
 		items = r
-	case []any:
-		for _, x := range r {
-			items = append(items, fmt.Sprint(x))
-		}
 	case string:
 		items = strings.Split(r, ",")
 	case nil:
