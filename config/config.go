@@ -192,15 +192,20 @@ func (s Source) String() string {
 	case FromEnv:
 		return "env " + s.Name
 	case FromFile:
-		if s.Line > 0 {
-			return fmt.Sprintf("file %s:%d", s.Name, s.Line)
-		}
-		return "file " + s.Name
+		return "file " + s.Where()
 	}
 	if s.Name != "" {
 		return "default, from " + s.Name
 	}
 	return "default"
+}
+
+// Where is the flag, the variable or the file:line a value came from.
+func (s Source) Where() string {
+	if s.Kind == FromFile && s.Line > 0 {
+		return fmt.Sprintf("%s:%d", s.Name, s.Line)
+	}
+	return s.Name
 }
 
 // KindName is "default", "file", "env" or "flag".
