@@ -34,7 +34,7 @@ func folderKeys() []key {
 			name: k,
 			help: fmt.Sprintf("%s; sessions are under <%s>/%s (default: $%s, else ~/%s)",
 				h.Title, k, s.Roots()[0], h.Env, h.Dir),
-			field:   func(c *Config) any { return c.folder(name) },
+			fieldOf: func(c *Config) any { return c.folder(name) },
 			defFunc: envOrHome(h.Env, h.Dir),
 			derived: true,
 			path:    true,

@@ -192,15 +192,20 @@ func (s Source) String() string {
 	case FromEnv:
 		return "env " + s.Name
 	case FromFile:
-		if s.Line > 0 {
-			return fmt.Sprintf("file %s:%d", s.Name, s.Line)
-		}
-		return "file " + s.Name
+		return "file " + s.Where()
 	}
 	if s.Name != "" {
 		return "default, from " + s.Name
 	}
 	return "default"
+}
+
+// Where is the flag, the variable or the file:line a value came from.
+func (s Source) Where() string {
+	if s.Kind == FromFile && s.Line > 0 {
+		return fmt.Sprintf("%s:%d", s.Name, s.Line)
+	}
+	return s.Name
 }
 
 // KindName is "default", "file", "env" or "flag".
@@ -270,9 +275,7 @@ func Load(opts LoadOptions) (*Config, error) {
 		var f *pflag.Flag
 		if opts.Flags != nil {
 			if f = opts.Flags.Lookup(FlagName(k.name)); f != nil {
-				if err := v.BindPFlag(k.name, f); err != nil {
-					return nil, fmt.Errorf("bind flag --%s: %w", f.Name, err)
-				}
+				_ = v.BindPFlag(k.name, f) // fails only for a nil flag
 			}
 		}
 		src := Source{Kind: FromDefault, Name: e.from} // e.from: the variable the default came from
@@ -348,8 +351,8 @@ func permWarning(path string) string {
 		path, fi.Mode().Perm(), path)
 }
 
-// parseValue turns a layered value (a string from a flag, the environment or
-// the file; a []string from the file; a typed default) into the field's type.
+// parseValue turns a layered value (a string, or a typed flag's value; a
+// []string from a list flag or the file) into the field's type.
 func parseValue(k key, raw any, e *environ) (any, error) {
 	var out any
 	var err error
@@ -416,7 +419,7 @@ func asString(raw any) (string, error) {
 	switch r := raw.(type) {
 	case string:
 		return r, nil
-	case []string, []any:
+	case []string:
 		return "", errors.New("want one value, not a list")
 	case nil:
 		return "", nil
@@ -432,9 +435,6 @@ func oneOf(s string, allowed []string) (string, error) {
 }
 
 func asBool(raw any) (bool, error) {
-	if b, ok := raw.(bool); ok {
-		return b, nil
-	}
 	s, err := asString(raw)
 	if err != nil {
 		return false, err
@@ -448,12 +448,6 @@ func asBool(raw any) (bool, error) {
 
 // asDuration parses a positive duration; with zeroOK, 0 (off) too.
 func asDuration(raw any, zeroOK bool) (time.Duration, error) {
-	if d, ok := raw.(time.Duration); ok {
-		if d < 0 || d == 0 && !zeroOK {
-			return 0, fmt.Errorf("%s is not positive; write a duration above zero like 2s", d)
-		}
-		return d, nil
-	}
 	s, err := asString(raw)
 	if err != nil {
 		return 0, err
@@ -474,9 +468,6 @@ func asDuration(raw any, zeroOK bool) (time.Duration, error) {
 
 // asInt parses a whole number above zero.
 func asInt(raw any) (int, error) {
-	if n, ok := raw.(int); ok && n > 0 {
-		return n, nil
-	}
 	s, err := asString(raw)
 	if err != nil {
 		return 0, err
@@ -495,10 +486,6 @@ func asList(raw any) []string {
 	switch r := raw.(type) {
 	case []string:
 		items = r
-	case []any:
-		for _, x := range r {
-			items = append(items, fmt.Sprint(x))
-		}
 	case string:
 		items = strings.Split(r, ",")
 	case nil:

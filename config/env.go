@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ompsync/ompsync/safename"
@@ -127,26 +128,17 @@ func defaultMachine(e *environ) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cannot read the host name (%v): set machine", err)
 	}
-	m := SanitizeMachine(h)
-	if !safename.Machine(m) {
-		return "", fmt.Errorf("host name %q gives no usable machine name: set machine to %s", h, safename.MachineRule)
-	}
-	return m, nil
-}
-
-// SanitizeMachine turns a host name into a machine name: bytes outside
-// [A-Za-z0-9._-] become '-', and the result is cut to 64 bytes.
-func SanitizeMachine(h string) string {
 	b := []byte(strings.TrimSpace(h))
 	for i, c := range b {
 		if !safename.MachineByte(c) {
 			b[i] = '-'
 		}
 	}
-	if len(b) > 64 {
-		b = b[:64]
+	m := string(b[:min(len(b), 64)])
+	if !safename.Machine(m) {
+		return "", fmt.Errorf("host name %q gives no usable machine name: set machine to %s", h, safename.MachineRule)
 	}
-	return string(b)
+	return m, nil
 }
 
 // FilePath returns the configuration file Load reads: LoadOptions.ConfigFile,
@@ -187,12 +179,9 @@ func (o LoadOptions) envNames() []string {
 // a typo (OMPSYNC_REMOT) the user's value would be ignored and the backup
 // go where they did not mean, as with a typo in the config file.
 func checkEnvNames(names []string, e *environ) error {
-	known := map[string]bool{}
-	for _, k := range keys {
-		known[EnvVar(k.name)] = true
-	}
 	for _, name := range names {
-		if !strings.HasPrefix(name, "OMPSYNC_") || known[name] || toolVariable(name) {
+		setting := slices.ContainsFunc(keys, func(k key) bool { return EnvVar(k.name) == name })
+		if !strings.HasPrefix(name, "OMPSYNC_") || setting || toolVariable(name) {
 			continue
 		}
 		if _, set := e.get(name); !set {

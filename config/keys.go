@@ -6,16 +6,17 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/safename"
+	"github.com/spf13/pflag"
 )
 
 // redaction says how much of a value config show may print.
@@ -28,16 +29,15 @@ const (
 )
 
 // key describes one configuration key. Adding a key is one entry in keys plus
-// the struct field that field points at: its environment variable, flag name,
-// file syntax, config show and config init all follow from this entry.
+// the struct field its name names (see field): its environment variable, flag
+// name, file syntax, config show and config init all follow from this entry.
 type key struct {
 	name string // dotted, lower case: "s3.client"
 	help string // one line, shown by config init and config show --help
 
-	// field returns a pointer to the Config field: *string, *bool,
-	// *time.Duration, *int or *[]string. The pointer type decides how values
-	// parse.
-	field func(c *Config) any
+	// fieldOf, when set, returns a pointer to the value's field in place
+	// of the one the name names (see field).
+	fieldOf func(c *Config) any
 
 	// def is the default in the form a user would write it in the file
 	// ("" when not set); defFunc, when set, computes it instead.
@@ -71,6 +71,28 @@ func checkPathMap(v any) (any, error) {
 	return v, nil
 }
 
+// field returns a pointer to the Config field k sets: *string, *bool,
+// *time.Duration, *int or *[]string, whose type decides how values parse.
+// It is the field the name names, each dotted part a field's name without
+// its underscores, in any case (s3.access_key_id: c.S3.AccessKeyID), unless
+// fieldOf says otherwise.
+func (k key) field(c *Config) any {
+	if k.fieldOf != nil {
+		return k.fieldOf(c)
+	}
+	v := reflect.ValueOf(c).Elem()
+	for part := range strings.SplitSeq(k.name, ".") {
+		name := strings.ReplaceAll(part, "_", "")
+		if v = v.FieldByNameFunc(func(f string) bool { return strings.EqualFold(f, name) }); !v.IsValid() {
+			panic("config: key " + k.name + " names no field of Config")
+		}
+	}
+	if v.Kind() == reflect.String {
+		return v.Addr().Convert(reflect.TypeFor[*string]()).Interface() // a Size too
+	}
+	return v.Addr().Interface()
+}
+
 // defaultOf is k's default as a user would write it.
 func (k key) defaultOf(e *environ) (string, error) {
 	if k.defFunc != nil {
@@ -92,7 +114,6 @@ var agentKeys = []key{
 	{
 		name:    "agent_dir",
 		help:    "omp's agent folder; sessions are under <agent_dir>/sessions (default: $PI_CODING_AGENT_DIR, else $XDG_DATA_HOME/omp when it exists, as omp uses it, else ~/.omp/agent)",
-		field:   func(c *Config) any { return &c.AgentDir },
 		defFunc: defaultAgentDir,
 		derived: true,
 		path:    true,
@@ -100,7 +121,6 @@ var agentKeys = []key{
 	{
 		name:  "agents",
 		help:  "the coding agents to back up: " + strings.Join(AgentNames(), ", ") + " (default: every one whose folder exists; omp when none does)",
-		field: func(c *Config) any { return &c.Agents },
 		check: checkAgents,
 	},
 }
@@ -109,7 +129,6 @@ var otherKeys = []key{
 	{
 		name:    "remote",
 		help:    "where backups go: " + backend.AcceptedForms() + " (a folder's parent must exist: a disk not mounted is refused, not filled)",
-		field:   func(c *Config) any { return &c.Remote },
 		defFunc: defaultRemote,
 		derived: true,
 		check:   checkRemote,
@@ -117,7 +136,6 @@ var otherKeys = []key{
 	{
 		name:    "state_dir",
 		help:    "the agent's local state: how far each session file has been uploaded",
-		field:   func(c *Config) any { return &c.StateDir },
 		defFunc: xdgDefault("XDG_STATE_HOME", ".local/state", "ompsync"),
 		derived: true,
 		path:    true,
@@ -125,72 +143,61 @@ var otherKeys = []key{
 	{
 		name:    "machine",
 		help:    "this machine's name on the remote: 1-64 of A-Z a-z 0-9 . _ - (default: the host name)",
-		field:   func(c *Config) any { return &c.Machine },
 		defFunc: defaultMachine,
 		derived: true,
 		check:   checkMachine,
 	},
 	{
-		name:  "interval",
-		help:  "how long the agent gathers new lines before it uploads them",
-		field: func(c *Config) any { return &c.Interval },
-		def:   "2s",
+		name: "interval",
+		help: "how long the agent gathers new lines before it uploads them",
+		def:  "2s",
 	},
 	{
-		name:  "reconcile_interval",
-		help:  "how often the agent rescans agent_dir for changes it missed",
-		field: func(c *Config) any { return &c.ReconcileInterval },
-		def:   "60s",
+		name: "reconcile_interval",
+		help: "how often the agent rescans agent_dir for changes it missed",
+		def:  "60s",
 	},
 	{
 		name:  "transfers",
 		help:  "requests in flight at once: uploads, restore, verify and pull (a line with a long round trip needs many to fill it)",
-		field: func(c *Config) any { return &c.Transfers },
 		def:   DefaultTransfers,
 		check: checkTransfers,
 	},
 	{
 		name:  "include",
 		help:  "globs (relative to agent_dir) a file must match to be backed up; empty means no restriction",
-		field: func(c *Config) any { return &c.Include },
 		check: checkGlobs,
 	},
 	{
 		name:  "exclude",
 		help:  "globs (relative to agent_dir) of files never to back up",
-		field: func(c *Config) any { return &c.Exclude },
 		check: checkGlobs,
 	},
 	{
 		name:    "s3.client",
 		help:    "the S3 library: " + clientHelp(),
-		field:   func(c *Config) any { return &c.S3.Client },
 		defFunc: func(*environ) (string, error) { return backend.Clients("s3")[0], nil },
 		enum:    backend.Clients("s3"),
 	},
 	{
 		name:  "s3.endpoint",
 		help:  "URL of an S3-compatible server, e.g. https://minio.example.com:9000; empty means AWS",
-		field: func(c *Config) any { return &c.S3.Endpoint },
 		check: checkEndpoint,
 	},
 	{
-		name:  "s3.region",
-		help:  "the bucket's region, e.g. eu-west-1; empty leaves it to the S3 client (AWS_REGION and the like)",
-		field: func(c *Config) any { return &c.S3.Region },
+		name: "s3.region",
+		help: "the bucket's region, e.g. eu-west-1; empty leaves it to the S3 client (AWS_REGION and the like)",
 	},
 	{
-		name:  "s3.path_style",
-		help:  "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true; an s3.endpoint that is an IP address or localhost always does, and defaults to it)",
-		field: func(c *Config) any { return &c.S3.PathStyle },
-		def:   "false",
+		name: "s3.path_style",
+		help: "address buckets as endpoint/bucket instead of bucket.endpoint (most self-hosted servers need true; an s3.endpoint that is an IP address or localhost always does, and defaults to it)",
+		def:  "false",
 		// Pinned false, it refused the endpoint 127.0.0.1 set later.
 		derived: true,
 	},
 	{
 		name:     "s3.ca_file",
 		help:     "file of the certificate authorities (PEM) to trust for an https s3.endpoint with a private CA (default: $AWS_CA_BUNDLE)",
-		field:    func(c *Config) any { return &c.S3.CAFile },
 		defFunc:  func(e *environ) (string, error) { v, _ := e.defaultFrom("AWS_CA_BUNDLE"); return v, nil },
 		derived:  true,
 		path:     true,
@@ -199,49 +206,41 @@ var otherKeys = []key{
 	{
 		name:   "s3.access_key_id",
 		help:   "S3 access key id; empty means AWS_ACCESS_KEY_ID from the environment",
-		field:  func(c *Config) any { return &c.S3.AccessKeyID },
 		redact: redactPartial,
 	},
 	{
 		name:   "s3.secret_access_key",
 		help:   "S3 secret key; empty means AWS_SECRET_ACCESS_KEY from the environment",
-		field:  func(c *Config) any { return &c.S3.SecretAccessKey },
 		redact: redactFull,
 	},
 	{
 		name:   "s3.session_token",
 		help:   "S3 session token of temporary credentials (STS), with the access key id and secret key; empty means AWS_SESSION_TOKEN from the environment when those come from there",
-		field:  func(c *Config) any { return &c.S3.SessionToken },
 		redact: redactFull,
 	},
 	{
-		name:  "sync.pull",
-		help:  "also pull sessions other machines uploaded into agent_dir",
-		field: func(c *Config) any { return &c.Sync.Pull },
-		def:   "false",
+		name: "sync.pull",
+		help: "also pull sessions other machines uploaded into agent_dir",
+		def:  "false",
 	},
 	{
-		name:  "sync.pull_interval",
-		help:  "how often the agent looks for other machines' new uploads when sync.pull is on",
-		field: func(c *Config) any { return &c.Sync.PullInterval },
-		def:   "30s",
+		name: "sync.pull_interval",
+		help: "how often the agent looks for other machines' new uploads when sync.pull is on",
+		def:  "30s",
 	},
 	{
 		name:  "sync.include",
 		help:  "globs (relative to agent_dir) a session must match to be pulled; empty means no restriction",
-		field: func(c *Config) any { return &c.Sync.Include },
 		check: checkGlobs,
 	},
 	{
 		name:  "sync.exclude",
 		help:  "globs (relative to agent_dir) of sessions never to pull",
-		field: func(c *Config) any { return &c.Sync.Exclude },
 		check: checkGlobs,
 	},
 	{
 		name:    "projects.roots",
 		help:    "folders searched (4 levels deep, hidden folders skipped, at most 20000 folders and 3s, cached for an hour) for git checkouts, so that a session from another machine is placed in this machine's checkout of the same repository (default: the home folder)",
-		field:   func(c *Config) any { return &c.Projects.Roots },
 		def:     "~",
 		derived: true,
 		path:    true,
@@ -249,125 +248,106 @@ var otherKeys = []key{
 	{
 		name:  "path_map",
 		help:  "FROM=TO folder pairs (e.g. /Users/ana=/home/ana): a session from another machine recorded in FROM or below runs in the same folder under TO here, when no checkout of its repository and no same folder under this home is found (pull and restore; restore --path-map adds pairs)",
-		field: func(c *Config) any { return &c.PathMap },
 		check: checkPathMap,
 	},
 	{
 		name:  "encryption.recipients",
 		help:  "encrypt every object to these public keys: age1... (from 'ompsync keygen') or ssh-ed25519 AAAA...; empty with identity_file set means its own key",
-		field: func(c *Config) any { return &c.Encryption.Recipients },
 		check: checkRecipients,
 	},
 	{
 		name:     "encryption.identity_file",
 		help:     "file of private keys (age identities, or an unencrypted ssh key) that restore, verify, pull and rekey decrypt with; mode 0600",
-		field:    func(c *Config) any { return &c.Encryption.IdentityFile },
 		path:     true,
 		optional: true,
 	},
 	{
 		name:     "encryption.passphrase_file",
 		help:     "instead of keys, encrypt with the passphrase on this file's first line (mode 0600)",
-		field:    func(c *Config) any { return &c.Encryption.PassphraseFile },
 		path:     true,
 		optional: true,
 	},
 	{
-		name:  "compaction.idle",
-		help:  "the agent merges a session's small chunks into a few large ones once it has been idle this long",
-		field: func(c *Config) any { return &c.Compaction.Idle },
-		def:   "10m",
+		name: "compaction.idle",
+		help: "the agent merges a session's small chunks into a few large ones once it has been idle this long",
+		def:  "10m",
 	},
 	{
-		name:  "compaction.max_chunks",
-		help:  "the agent also compacts a busy session once it holds more than this many small chunks",
-		field: func(c *Config) any { return &c.Compaction.MaxChunks },
-		def:   "64",
+		name: "compaction.max_chunks",
+		help: "the agent also compacts a busy session once it holds more than this many small chunks",
+		def:  "64",
 	},
 	{
 		name:     "retention.generations",
 		help:     "how long superseded generations (older copies of a rewritten session) are kept; 0 keeps them forever",
-		field:    func(c *Config) any { return &c.Retention.Generations },
 		def:      "720h",
 		optional: true,
 	},
 	{
 		name:     "retention.deleted",
 		help:     "how long the backup of a session deleted on this machine is kept; 0 keeps it forever",
-		field:    func(c *Config) any { return &c.Retention.Deleted },
 		def:      "0",
 		optional: true,
 	},
 	{
 		name:  "search.cache_size",
 		help:  "how much the search cache under state_dir/search may hold (the text of searched sessions), e.g. 500MB or 2GiB; 0 keeps nothing",
-		field: func(c *Config) any { return (*string)(&c.Search.CacheSize) },
 		def:   "1GiB",
 		check: checkSize,
 	},
 	{
 		name:  "verify.daily_read",
 		help:  "how much of what this machine uploaded the agent reads back from the remote each day, every hash checked, going on each day where the last stopped, so all of it is read within (bytes backed up / this) days (2 GiB at 128MiB: 16 days); damage is a WARN and a damaged alert; 0 reads nothing",
-		field: func(c *Config) any { return (*string)(&c.Verify.DailyRead) },
 		def:   "128MiB",
 		check: checkSize,
 	},
 	{
-		name:  "mcp.redact",
-		help:  "ompsync mcp masks strings in what it returns that look like credentials (AWS access keys and the secrets beside them, GitHub tokens, sk- API keys, PEM private keys), counting them in each result, so a search does not paste a key into a new conversation",
-		field: func(c *Config) any { return &c.MCP.Redact },
-		def:   "true",
+		name: "mcp.redact",
+		help: "ompsync mcp masks strings in what it returns that look like credentials (AWS access keys and the secrets beside them, GitHub tokens, sk- API keys, PEM private keys), counting them in each result, so a search does not paste a key into a new conversation",
+		def:  "true",
 	},
 	{
 		name:  "restore.max_merge_size",
 		help:  "how much memory restore and pull may give the index that merges a session's copies that went on apart line by line: 192 bytes a line of every copy (twice where copies hold an entry in other bytes) and the longest line, never the copies themselves, which are read through (256MiB is about 1.4 million lines, two copies of some 350 MiB each), e.g. 1GiB; past it the session is not merged and the error says so",
-		field: func(c *Config) any { return (*string)(&c.Restore.MaxMergeSize) },
 		def:   "256MiB",
 		check: checkMergeSize,
 	},
 	{
-		name:  "log.level",
-		help:  "least severe log messages shown: debug, info, warn or error",
-		field: func(c *Config) any { return &c.Log.Level },
-		def:   "info",
-		enum:  []string{"debug", "info", "warn", "error"},
+		name: "log.level",
+		help: "least severe log messages shown: debug, info, warn or error",
+		def:  "info",
+		enum: []string{"debug", "info", "warn", "error"},
 	},
 	{
-		name:  "log.format",
-		help:  "log line format: text or json",
-		field: func(c *Config) any { return &c.Log.Format },
-		def:   "text",
-		enum:  []string{"text", "json"},
+		name: "log.format",
+		help: "log line format: text or json",
+		def:  "text",
+		enum: []string{"text", "json"},
 	},
 	{
 		name:  "metrics.addr",
 		help:  "host:port to serve Prometheus metrics on, e.g. 127.0.0.1:9464; empty means off",
-		field: func(c *Config) any { return &c.Metrics.Addr },
 		check: checkAddr,
 	},
 	{
 		name:   "notify.url",
 		help:   "a health-check URL (healthchecks.io, Uptime Kuma push, Cronitor): pinged after good passes, <url>/fail when the backup has been failing or behind longer than notify.grace; empty means off",
-		field:  func(c *Config) any { return &c.Notify.URL },
 		check:  checkNotifyURL,
 		redact: redactPartial, // the URL is the check's credential
 	},
 	{
-		name:  "notify.command",
-		help:  "a shell command run on failing, lagging, recovered and damaged events, with OMPSYNC_EVENT, OMPSYNC_MESSAGE and OMPSYNC_MACHINE set; empty means off",
-		field: func(c *Config) any { return &c.Notify.Command },
+		name: "notify.command",
+		help: "a shell command run on failing, lagging, recovered and damaged events, with OMPSYNC_EVENT, OMPSYNC_MESSAGE and OMPSYNC_MACHINE set; empty means off",
 	},
 	{
-		name:  "notify.grace",
-		help:  "how long the backup may fail or fall behind before notify.url and notify.command are told",
-		field: func(c *Config) any { return &c.Notify.Grace },
-		def:   "15m",
+		name: "notify.grace",
+		help: "how long the backup may fail or fall behind before notify.url and notify.command are told",
+		def:  "15m",
 	},
 	{
-		name:  "notify.ping_interval",
-		help:  "how often notify.url is pinged while the backup is healthy",
-		field: func(c *Config) any { return &c.Notify.PingInterval },
-		def:   "1h",
+		name: "notify.ping_interval",
+		help: "how often notify.url is pinged while the backup is healthy",
+		def:  "1h",
 	},
 }
 
@@ -479,35 +459,25 @@ func checkAddr(v any) (any, error) {
 	return s, nil
 }
 
-// KeyInfo describes a key for code that builds flags or help from the table.
-type KeyInfo struct {
-	Name, Env, Flag, Help string
-	// Kind is "string", "bool", "duration", "int" or "list".
-	Kind   string
-	Secret bool // never print the value, never take it from a flag
-}
-
-// Lookup describes the key name.
-func Lookup(name string) (KeyInfo, bool) {
-	k, ok := lookupKey(name)
-	if !ok {
-		return KeyInfo{}, false
+// AddFlags adds to fs a flag for each key named, called FlagName(key)
+// (agent_dir: --agent-dir), by which Load finds it.
+func AddFlags(fs *pflag.FlagSet, names ...string) {
+	for _, name := range names {
+		k, ok := lookupKey(name)
+		if !ok || k.redact != redactNone {
+			// a secret on the command line shows up in ps and shell history
+			panic("config.AddFlags: no flag for key " + name)
+		}
+		usage := fmt.Sprintf("%s [%s]", k.help, EnvVar(name))
+		switch k.field(&Config{}).(type) {
+		case *bool:
+			fs.Bool(FlagName(name), false, usage)
+		case *[]string:
+			fs.StringSlice(FlagName(name), nil, usage)
+		default:
+			fs.String(FlagName(name), "", usage)
+		}
 	}
-	kind := "string"
-	switch k.field(&Config{}).(type) {
-	case *bool:
-		kind = "bool"
-	case *time.Duration:
-		kind = "duration"
-	case *int:
-		kind = "int"
-	case *[]string:
-		kind = "list"
-	}
-	return KeyInfo{
-		Name: k.name, Env: EnvVar(k.name), Flag: FlagName(k.name), Help: k.help,
-		Kind: kind, Secret: k.redact != redactNone,
-	}, true
 }
 
 // DefaultTransfers is measured on a shaped line (internal/testkit/bench/run.sh -phases

@@ -62,37 +62,35 @@ type Bar struct {
 	unit  string // what Count counts: "files", "sessions"
 	verb  string // what Bytes are: "" (done of total) or "checked"
 	start time.Time
+	poll  func() State // how far the work is, asked at each redraw
 	bar   *mpb.Bar
 	p     *mpb.Progress
 	done  sync.Once
 	// stop ends the redraws; stopped is closed once they ended.
 	stop, stopped chan struct{}
-
-	mu    sync.Mutex
-	state State
 }
 
 // refresh is how often the bar is redrawn.
 const refresh = 150 * time.Millisecond
 
-// Start draws a bar counting unit ("files") until Done; poll says how far
-// the work is, at every redraw. With verb "checked" the bytes are a count
-// without a total. It returns nil (a bar that draws nothing) when the
-// output draws no bars.
+// Start draws a bar counting unit ("files") until Done; poll, safe to call
+// from any goroutine, says how far the work is, at every redraw. With verb
+// "checked" the bytes are a count without a total. It returns nil (a bar
+// that draws nothing) when the output draws no bars.
 func (o *Output) Start(unit, verb string, poll func() State) *Bar {
 	if o == nil || !o.on {
 		return nil
 	}
 	rc := make(chan any, 1)
 	p := mpb.New(mpb.WithOutput(o.w), mpb.WithWidth(32), mpb.WithManualRefresh(rc))
-	b := &Bar{o: o, unit: unit, verb: verb, start: time.Now(), p: p, stop: make(chan struct{}), stopped: make(chan struct{})}
+	b := &Bar{o: o, unit: unit, verb: verb, start: time.Now(), poll: poll, p: p, stop: make(chan struct{}), stopped: make(chan struct{})}
 	b.bar = p.New(permille, mpb.BarStyle().Lbound("[").Rbound("]").Filler("=").Tip(">").Padding(" "),
 		mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return b.counts() })),
 		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return b.rateAndLeft() })),
 		mpb.BarRemoveOnComplete(),
 	)
 	update := func() {
-		b.set(poll())
+		b.bar.SetCurrent(int64(b.fraction(poll()) * (permille - 1))) // full only when done
 		select {
 		case rc <- nil:
 		default:
@@ -121,13 +119,6 @@ func (o *Output) Start(unit, verb string, poll func() State) *Bar {
 // permille is the bar's total: it fills by the fraction done.
 const permille = 1000
 
-func (b *Bar) set(s State) {
-	b.mu.Lock()
-	b.state = s
-	b.mu.Unlock()
-	b.bar.SetCurrent(int64(b.fraction(s) * (permille - 1))) // full only when done
-}
-
 // Done removes the bar; log lines go straight to the output again.
 func (b *Bar) Done() {
 	if b == nil {
@@ -154,15 +145,9 @@ func (b *Bar) fraction(s State) float64 {
 	return 0
 }
 
-func (b *Bar) get() State {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state
-}
-
 // counts is "12/2000 files  3.2 MiB/535.0 MiB" (or "3.2 MiB checked").
 func (b *Bar) counts() string {
-	s := b.get()
+	s := b.poll()
 	out := fmt.Sprintf("%d/%d %s", s.Count, s.CountTotal, b.unit)
 	switch {
 	case b.verb != "":
@@ -176,7 +161,7 @@ func (b *Bar) counts() string {
 // rateAndLeft is "1.1 MiB/s  4m30s left", from the average since the
 // start.
 func (b *Bar) rateAndLeft() string {
-	s := b.get()
+	s := b.poll()
 	el := time.Since(b.start).Seconds()
 	if el <= 0 {
 		return ""

@@ -96,14 +96,6 @@ func (m *Manager) Path() string {
 	return filepath.Join(m.opts.Home, ".config", "systemd", "user", UnitName)
 }
 
-// Content is the unit or plist that Install writes.
-func (m *Manager) Content() ([]byte, error) {
-	if m.kind == launchd {
-		return Plist(m.opts)
-	}
-	return Unit(m.opts)
-}
-
 // action is one step of an install or uninstall: write the file, remove it,
 // or run a command. Dry runs print the same steps they would take.
 type action struct {
@@ -125,10 +117,14 @@ const (
 	same
 )
 
-// fileState renders the file (Content) and compares the installed one
-// with it.
+// fileState renders the unit or plist Install writes and compares the
+// installed one with it.
 func (m *Manager) fileState() ([]byte, fileState, error) {
-	want, err := m.Content()
+	render := Unit
+	if m.kind == launchd {
+		render = Plist
+	}
+	want, err := render(m.opts)
 	if err != nil {
 		return nil, absent, err
 	}

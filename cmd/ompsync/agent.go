@@ -109,7 +109,7 @@ func newAgentCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "make one full pass (scan, upload everything settled, record deletions) and exit; exit 1 if anything could not be uploaded")
 	cmd.Flags().BoolVar(&idf.takeOver, "take-over-machine", false, "write this machine name's catalog though another ompsync (another state dir) wrote it: a reinstalled machine, an old disk gone; sessions not on this machine stay as they are")
 	cmd.Flags().BoolVar(&idf.confirmDeletions, "confirm-deletions", false, "with --once: record as deleted the sessions that vanished, even most of them at once")
-	addKeyFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
+	config.AddFlags(cmd.Flags(), "interval", "reconcile_interval", "metrics.addr", "sync.pull", "sync.pull_interval")
 	cmd.Flags().SetNormalizeFunc(pullFlagNames)
 	return cmd
 }
@@ -167,16 +167,48 @@ func (a *app) checkSessionDir(cfg *config.Config) error {
 	return nil
 }
 
-// storeOptions are the agent's options for watched agent w of n, and that
-// agent's repository: its folder, its state dir, its store and, with
-// sync.pull, its merger.
-func storeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, idf identityFlags, r *repo.Repo, w config.AgentFolder, n int) (agent.Options, *repo.Repo, error) {
-	ar, err := r.Agent(w.Store.Name())
+// agentRun is one run of the agent command: what its watched agents
+// share. The loop's agents share a metrics registry (nil: none) and the
+// readiness the service manager is told of too.
+type agentRun struct {
+	a     *app
+	cfg   *config.Config
+	idf   identityFlags
+	out   *progress.Output
+	log   *slog.Logger
+	ws    []config.AgentFolder
+	r     *repo.Repo
+	reg   *prometheus.Registry
+	ready sync.WaitGroup
+}
+
+// newAgentRun starts a run over the watched agents, logging at level.
+func newAgentRun(a *app, cfg *config.Config, idf identityFlags, level slog.Leveler) (*agentRun, error) {
+	out := a.output(false)
+	ws, err := cfg.BackedUp()
+	return &agentRun{a: a, cfg: cfg, idf: idf, out: out, log: cfg.LeveledLogger(out, level), ws: ws}, err
+}
+
+// several names watched agent w, in its lines, log, alerts and metrics,
+// when there are several; "" when there is one.
+func (run *agentRun) several(w config.AgentFolder) string {
+	if len(run.ws) == 1 {
+		return ""
+	}
+	return w.Store.Name()
+}
+
+// options are the agent's options for watched agent w, and that agent's
+// repository: its folder, its state dir, its store and, with sync.pull,
+// its merger.
+func (run *agentRun) options(ctx context.Context, w config.AgentFolder) (agent.Options, *repo.Repo, error) {
+	cfg, log := run.cfg, run.log
+	ar, err := run.r.Agent(w.Store.Name())
 	if err != nil {
 		return agent.Options{}, nil, err
 	}
-	if n > 1 {
-		log = log.With("agent", w.Store.Name())
+	if name := run.several(w); name != "" {
+		log = log.With("agent", name)
 	}
 	opts := agent.Options{
 		AgentDir: w.Dir, StateDir: stateDirOf(cfg, w.Store.Name()), Machine: cfg.Machine, Remote: remoteName(cfg),
@@ -184,7 +216,7 @@ func storeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, idf
 		// Another client found by its folder (agents unset) may never have
 		// written a session; omp's folder, or one agents names, must hold them.
 		Detected:        len(cfg.Agents) == 0 && w.Store.Name() != repo.DefaultAgent,
-		TakeOverMachine: idf.takeOver, ConfirmDeletions: idf.confirmDeletions, Damaged: idf.damaged,
+		TakeOverMachine: run.idf.takeOver, ConfirmDeletions: run.idf.confirmDeletions, Damaged: run.idf.damaged,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
 		Include: cfg.Include, Exclude: cfg.Exclude, Logger: log,
 		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
@@ -201,30 +233,27 @@ func storeOptions(ctx context.Context, cfg *config.Config, log *slog.Logger, idf
 }
 
 func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
-	out := a.output(false)
-	log := cfg.LeveledLogger(out, a.logLevel(cfg))
-	ws, err := cfg.BackedUp()
+	run, err := newAgentRun(a, cfg, idf, a.logLevel(cfg))
 	if err != nil {
 		return err
 	}
-	if err := missingFolder(ws); err != nil {
+	if err := missingFolder(run.ws); err != nil {
 		return err
 	}
 	m := a.meters()
-	m.log = log
-	r, err := openRepo(ctx, cfg, m)
-	if err != nil {
+	m.log = run.log
+	if run.r, err = openRepo(ctx, cfg, m); err != nil {
 		return err
 	}
-	logSameDisk(log, cfg, ws)
+	logSameDisk(run.log, cfg, run.ws)
 	var failed []string
-	for _, w := range ws {
-		passErr, err := a.oncePass(ctx, cfg, log, idf, r, w, len(ws), out)
+	for _, w := range run.ws {
+		passErr, err := run.oncePass(ctx, w)
 		if err != nil {
 			return err
 		}
 		if passErr != nil {
-			if len(ws) == 1 {
+			if len(run.ws) == 1 {
 				return fmt.Errorf("backup pass incomplete: %w", passErr)
 			}
 			failed = append(failed, fmt.Sprintf("%s: %v", w.Store.Name(), passErr))
@@ -241,12 +270,12 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 
 // oncePass runs one agent's pass and prints its totals: passErr is the
 // pass's own failure, err one that stops every agent.
-func (a *app) oncePass(ctx context.Context, cfg *config.Config, log *slog.Logger, idf identityFlags, r *repo.Repo, w config.AgentFolder, n int, out *progress.Output) (passErr, err error) {
-	opts, ar, err := storeOptions(ctx, cfg, log, idf, r, w, n)
+func (run *agentRun) oncePass(ctx context.Context, w config.AgentFolder) (passErr, err error) {
+	opts, ar, err := run.options(ctx, w)
 	if err != nil {
 		return nil, err
 	}
-	bar := &liveBar{out: out, unit: "files"}
+	bar := &liveBar{out: run.out, unit: "files"}
 	opts.Progress = bar.passProgress
 	ag, err := agent.New(ar, opts)
 	if err != nil {
@@ -265,7 +294,7 @@ func (a *app) oncePass(ctx context.Context, cfg *config.Config, log *slog.Logger
 		// found: "0 files checked" alone reads as nothing to do.
 		totals = "incomplete: " + totals
 	}
-	fmt.Fprintln(a.report(), agentPrefix(w.Store.Name(), n)+totals)
+	fmt.Fprintln(run.a.report(), agentPrefix(w.Store.Name(), len(run.ws))+totals)
 	return err, nil
 }
 
@@ -342,112 +371,93 @@ func logStarted(log *slog.Logger, cfg *config.Config, ws []config.AgentFolder) {
 	logSameDisk(log, cfg, ws)
 }
 
-// runAgentLoop runs the agents until a signal stops them.
+// runAgentLoop runs the agents until a signal stops them: metrics served,
+// the service manager told when they are ready, SIGHUP reloading the
+// configuration.
 func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityFlags) error {
 	level := new(slog.LevelVar)
 	level.Set(a.logLevel(cfg))
-	out := a.output(false)
-	log := cfg.LeveledLogger(out, level)
 	a.memoryLimits(0, defaultMemoryLimit)
-	ws, err := cfg.BackedUp()
+	run, err := newAgentRun(a, cfg, idf, level)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Debug("agent starting", "pid", os.Getpid())
-	m := a.meters()
-	m.log = log
-	reg := metricsRegistry(cfg, m)
+	run.log.Debug("agent starting", "pid", os.Getpid())
 	// A stop signal during start-up is Run's to handle (it finishes
 	// start-up and flushes), so opening, which makes at most a request or
 	// two of its own, is not cut short by it.
-	r, err := openRepo(context.WithoutCancel(ctx), cfg, m)
-	if err != nil {
+	m := a.meters()
+	m.log = run.log
+	if run.r, err = openRepo(context.WithoutCancel(ctx), cfg, m); err != nil {
 		return err
 	}
-	wr := agentWiring{log: log, reg: reg, bar: &liveBar{out: out, unit: "files"}, ready: &sync.WaitGroup{}}
-	defer wr.bar.done() // the first pass, on a terminal (of the first agent)
-	agents, err := a.newAgents(ctx, cfg, idf, r, ws, wr)
+	run.reg = metricsRegistry(cfg, m)
+	bar := &liveBar{out: run.out, unit: "files"}
+	defer bar.done() // the first pass, on a terminal (of the first agent)
+	agents, err := run.newAgents(ctx, bar)
 	for _, ag := range agents {
 		defer ag.Close()
 	}
 	if err != nil {
 		return err
 	}
-	return a.serveAgents(ctx, cfg, agents, ws, wr, level)
-}
-
-// serveAgents runs the agents until ctx ends: metrics served, the service
-// manager told when they are ready, SIGHUP reloading the configuration.
-func (a *app) serveAgents(ctx context.Context, cfg *config.Config, agents []*agent.Agent, ws []config.AgentFolder, wr agentWiring, level *slog.LevelVar) error {
-	closeMetrics, err := serveMetrics(cfg.Metrics.Addr, wr.reg, wr.log)
+	closeMetrics, err := serveMetrics(cfg.Metrics.Addr, run.reg, run.log)
 	if err != nil {
 		return err
 	}
 	defer closeMetrics()
-	go notifyReady(wr.ready, wr.log)
-	defer a.reloadOnSIGHUP(ctx, agents, wr.log, level)()
-	logStarted(wr.log, cfg, ws)
-	return stoppedEarly(ctx, runAll(ctx, agents, ws))
+	go notifyReady(&run.ready, run.log)
+	defer a.reloadOnSIGHUP(ctx, agents, run.log, level)()
+	logStarted(run.log, cfg, run.ws)
+	return stoppedEarly(ctx, runAll(ctx, agents, run.ws))
 }
 
-// agentWiring is what the agents of one process share: the log, the
-// metrics registry (nil: none), the first pass's progress bar and the
-// readiness the service manager is told of.
-type agentWiring struct {
-	log   *slog.Logger
-	reg   *prometheus.Registry
-	bar   *liveBar
-	ready *sync.WaitGroup
-}
-
-// watch gives one of n agents its notifier and its metrics.
-func (wr agentWiring) watch(ctx context.Context, cfg *config.Config, opts *agent.Options, w config.AgentFolder, n int) {
-	source := ""
-	if n > 1 {
-		source = w.Store.Name()
-	}
-	if nf := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: source,
+// watch gives watched agent w its notifier and its metrics.
+func (run *agentRun) watch(ctx context.Context, opts *agent.Options, w config.AgentFolder) {
+	cfg := run.cfg
+	if nf := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Source: run.several(w),
 		Grace: cfg.Notify.Grace, PingInterval: cfg.Notify.PingInterval, Logger: opts.Logger}); nf != nil {
 		opts.Notifier = nf
 		go nf.Run(ctx) // its own goroutine: a slow notifier never holds up the backup
 	}
-	if wr.reg != nil {
+	if run.reg != nil {
 		// Several agents' series are told apart by a label; one agent's
 		// are as they always were.
-		var rg prometheus.Registerer = wr.reg
-		if n > 1 {
-			rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": w.Store.Name()}, wr.reg)
+		var rg prometheus.Registerer = run.reg
+		if name := run.several(w); name != "" {
+			rg = prometheus.WrapRegistererWith(prometheus.Labels{"agent": name}, run.reg)
 		}
 		opts.Metrics = agent.NewMetrics(rg)
 	}
 }
 
-// newAgents makes an agent for each watched folder. It returns those made
-// so far with an error, for the caller to close.
-func (a *app) newAgents(ctx context.Context, cfg *config.Config, idf identityFlags, r *repo.Repo, ws []config.AgentFolder, wr agentWiring) ([]*agent.Agent, error) {
+// newAgents makes an agent for each watched folder, the first drawing bar
+// in its first pass. It returns those made so far with an error, for the
+// caller to close.
+func (run *agentRun) newAgents(ctx context.Context, bar *liveBar) ([]*agent.Agent, error) {
 	var agents []*agent.Agent
-	for i, w := range ws {
-		opts, ar, err := storeOptions(ctx, cfg, wr.log, idf, r, w, len(ws))
+	for i, w := range run.ws {
+		opts, ar, err := run.options(ctx, w)
 		if err != nil {
 			return agents, err
 		}
 		if i == 0 {
-			opts.Progress = wr.bar.passProgress
+			opts.Progress = bar.passProgress
 		}
 		// The first pass ends with the totals line agent --once ends with:
 		// a new user sees that it ran, and what it found.
 		var ag *agent.Agent
-		prefix, report := agentPrefix(w.Store.Name(), len(ws)), a.report()
-		wr.ready.Add(1)
+		prefix, report := agentPrefix(w.Store.Name(), len(run.ws)), run.a.report()
+		run.ready.Add(1)
 		opts.Ready = func() {
 			if ctx.Err() == nil { // stopped: the stop's own line says what was done
 				fmt.Fprintln(report, prefix+"first pass: "+ag.Totals())
 			}
-			wr.ready.Done()
+			run.ready.Done()
 		}
-		wr.watch(ctx, cfg, &opts, w, len(ws))
+		run.watch(ctx, &opts, w)
 		if ag, err = agent.New(ar, opts); err != nil {
 			return agents, err
 		}
@@ -575,60 +585,55 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (clos
 	return func() { srv.Close() }, nil
 }
 
-// restoreMerger lets the agent's pull use restore's merge rule.
+// restoreMerger lets the agent's pull use restore's merge rule. Its
+// placer's index of checkouts is read again once older than
+// project.CacheAge: an agent runs for weeks, and a checkout cloned
+// meanwhile is where its project's sessions belong.
 type restoreMerger struct {
-	repo   *repo.Repo
-	opts   restore.Options // each merge's, but for the request's own
-	places *placeCache
-}
-
-// placeCache is the pull's placer, its index of checkouts read again once
-// older than project.CacheAge: an agent runs for weeks, and a checkout
-// cloned meanwhile is where its project's sessions belong.
-type placeCache struct {
-	mu       sync.Mutex
+	repo     *repo.Repo
+	opts     restore.Options // each merge's, but for the request's own
 	stateDir string
 	roots    []string
-	pl       *project.Placer
-	log      *slog.Logger
+
+	mu sync.Mutex
+	pl *project.Placer
 }
 
-func (c *placeCache) placer(ctx context.Context) *project.Placer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.pl.Index.Scanned) < project.CacheAge {
-		return c.pl
+func (m *restoreMerger) placer(ctx context.Context) *project.Placer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if time.Since(m.pl.Index.Scanned) < project.CacheAge {
+		return m.pl
 	}
-	pl := *c.pl // restores under way keep the placer they have
-	pl.Index = project.LoadIndex(ctx, c.stateDir, c.roots, project.DefaultLimits())
+	pl := *m.pl // restores under way keep the placer they have
+	pl.Index = project.LoadIndex(ctx, m.stateDir, m.roots, project.DefaultLimits())
 	for _, p := range pl.Index.Problems {
-		c.log.Debug("pull: " + p) // said at WARN at start-up
+		m.opts.Logger.Debug("pull: " + p) // said at WARN at start-up
 	}
-	c.pl = &pl
-	return c.pl
+	m.pl = &pl
+	return m.pl
 }
 
 // newMerger is the pull's merger for watched agent w: restore's merge, and
 // its placement of sessions from other machines. Where the search for
 // checkouts stopped short is said once, at WARN.
-func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w config.AgentFolder, log *slog.Logger) (restoreMerger, error) {
+func newMerger(ctx context.Context, cfg *config.Config, ar *repo.Repo, w config.AgentFolder, log *slog.Logger) (*restoreMerger, error) {
 	pl, problems, err := placer(ctx, cfg, nil)
 	if err != nil {
-		return restoreMerger{}, err
+		return nil, err
 	}
 	for _, p := range problems {
 		log.Warn("pull: " + p)
 	}
-	places := &placeCache{stateDir: cfg.StateDir, roots: cfg.Projects.Roots, pl: pl, log: log}
 	opts := restore.Options{AgentDir: w.Dir, Store: w.Store, Logger: log, HashWritten: true, MaxMergeSize: cfg.Restore.MaxMergeSize.Bytes()}
-	return restoreMerger{repo: ar, opts: opts, places: places}, nil
+	return &restoreMerger{repo: ar, opts: opts, stateDir: cfg.StateDir, roots: cfg.Projects.Roots, pl: pl}, nil
 }
 
-func (m restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
+func (m *restoreMerger) Merge(ctx context.Context, req agent.MergeRequest) (agent.Merged, error) {
 	id := req.SessionID
 	opts := m.opts
 	opts.Machine, opts.Catalogs, opts.OpenFiles, opts.Local = req.Machine, req.Catalogs, req.OpenFiles, req.Local
-	opts.Placer = m.places.placer(ctx)
+	opts.Placer = m.placer(ctx)
 	rep, err := restore.Run(ctx, m.repo, []string{id}, opts)
 	if err != nil {
 		return agent.Merged{}, err

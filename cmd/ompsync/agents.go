@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,12 +71,4 @@ func stateDirOf(cfg *config.Config, agentName string) string {
 		return cfg.StateDir
 	}
 	return filepath.Join(cfg.StateDir, "agents", agentName)
-}
-
-// agentErr names the agent in an error when several are watched.
-func agentErr(w config.AgentFolder, n int, err error) error {
-	if n == 1 {
-		return err
-	}
-	return fmt.Errorf("%s: %w", w.Store.Name(), err)
 }

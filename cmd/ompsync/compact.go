@@ -51,7 +51,7 @@ it, saying so.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return a.runCompact(cmd.Context(), args, dryRun) },
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be merged; change nothing")
-	addKeyFlags(cmd.Flags(), "compaction.idle", "compaction.max_chunks")
+	config.AddFlags(cmd.Flags(), "compaction.idle", "compaction.max_chunks")
 	return cmd
 }
 

@@ -92,12 +92,8 @@ func showJSON(a *app, cfg *config.Config) error {
 		if _, ok := v.(time.Duration); ok {
 			v = config.FormatValue(v)
 		}
-		from := s.Source.Name
-		if s.Source.Kind == config.FromFile && s.Source.Line > 0 {
-			from = fmt.Sprintf("%s:%d", from, s.Source.Line)
-		}
 		out.Settings = append(out.Settings, jsonSetting{
-			Key: s.Key, Env: s.Env, Value: v, Source: s.Source.KindName(), From: from,
+			Key: s.Key, Env: s.Env, Value: v, Source: s.Source.KindName(), From: s.Source.Where(),
 		})
 	}
 	enc := json.NewEncoder(a.stdout)

@@ -461,7 +461,7 @@ func TestAddedCommand(t *testing.T) {
 				return nil
 			},
 		}
-		addKeyFlags(work.Flags(), "interval")
+		config.AddFlags(work.Flags(), "interval")
 		work.Flags().Bool("fast", false, "")
 		work.Flags().Bool("slow", false, "")
 		work.MarkFlagsMutuallyExclusive("fast", "slow")

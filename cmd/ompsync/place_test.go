@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/project"
+	"github.com/ompsync/ompsync/restore"
 )
 
 // A running agent's pull finds a checkout cloned after it started, once
@@ -19,7 +20,7 @@ func TestPullRescansOldIndex(t *testing.T) {
 	roots := []string{t.TempDir()}
 	state := t.TempDir()
 	old := &project.Index{Scanned: time.Now().Add(-project.CacheAge - time.Minute), Roots: roots}
-	c := &placeCache{stateDir: state, roots: roots, pl: &project.Placer{Index: old}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &restoreMerger{stateDir: state, roots: roots, pl: &project.Placer{Index: old}, opts: restore.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 
 	clone := filepath.Join(roots[0], "code", "app")
 	if out, err := exec.Command("git", "init", "-q", clone).CombinedOutput(); err != nil {

@@ -48,7 +48,7 @@ func newPruneCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be deleted; delete nothing")
-	addKeyFlags(cmd.Flags(), "retention.generations", "retention.deleted")
+	config.AddFlags(cmd.Flags(), "retention.generations", "retention.deleted")
 	return cmd
 }
 

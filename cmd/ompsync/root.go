@@ -159,7 +159,7 @@ func newRootCmd(a *app) *cobra.Command {
 	pf.StringVar(&a.configFile, "config", "", "config file (default $OMPSYNC_CONFIG, else ~/.config/ompsync/config.yaml)")
 	pf.BoolVarP(&a.quiet, "quiet", "q", false, "print errors only: no progress, summaries or logs below level error (-v is --version)")
 	// the configuration keys every command takes as a flag
-	addKeyFlags(pf, "agent_dir", "remote", "state_dir", "machine", "log.level", "log.format")
+	config.AddFlags(pf, "agent_dir", "remote", "state_dir", "machine", "log.level", "log.format")
 
 	root.AddCommand(
 		newConfigCmd(a),
@@ -176,28 +176,6 @@ func newRootCmd(a *app) *cobra.Command {
 	)
 	prepare(a, root)
 	return root
-}
-
-// addKeyFlags adds a flag for each configuration key, named config.FlagName
-// (agent_dir -> --agent-dir). config.Load finds the flags by that name, so a
-// command adds its own with addKeyFlags(cmd.Flags(), "interval").
-func addKeyFlags(fs *pflag.FlagSet, keys ...string) {
-	for _, name := range keys {
-		k, ok := config.Lookup(name)
-		if !ok || k.Secret {
-			// a secret on the command line shows up in ps and shell history
-			panic("addKeyFlags: no flag for key " + name)
-		}
-		usage := fmt.Sprintf("%s [%s]", k.Help, k.Env)
-		switch k.Kind {
-		case "bool":
-			fs.Bool(k.Flag, false, usage)
-		case "list":
-			fs.StringSlice(k.Flag, nil, usage)
-		default:
-			fs.String(k.Flag, "", usage)
-		}
-	}
 }
 
 // prepare fits every command in the tree to the app: RunE records the

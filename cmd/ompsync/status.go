@@ -82,7 +82,7 @@ func (a *app) statusFiles(ctx context.Context) ([]agent.FileStatus, error) {
 		fs, err := agent.Status(agent.StatusOptions{AgentDir: w.Dir, StateDir: stateDir, Store: w.Store,
 			Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
 		if err != nil {
-			return nil, agentErr(w, len(ws), err)
+			return nil, fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
 		}
 		if len(ws) > 1 { // paths of several agents: each under its folder
 			for i := range fs {
@@ -92,7 +92,7 @@ func (a *app) statusFiles(ctx context.Context) ([]agent.FileStatus, error) {
 		files = append(files, fs...)
 		// Files uploaded to another remote are not uploaded to this one.
 		if err := a.checkStateRemote(ctx, cfg, stateDir); err != nil {
-			return nil, agentErr(w, len(ws), err)
+			return nil, fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
 		}
 	}
 	return files, nil
