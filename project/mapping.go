@@ -84,26 +84,9 @@ type Rewriter struct {
 }
 
 // boundary reports whether b, what follows the needle, ends the folder
-// (the closing quote) or goes below it (a separator): 1 yes, 0 no, -1 not
-// known yet.
-func (r *Rewriter) boundary(b []byte) int {
-	if len(b) == 0 {
-		return -1
-	}
-	if b[0] == '"' {
-		return 1
-	}
-	if r.sep == nil {
-		return 0
-	}
-	n := min(len(b), len(r.sep))
-	if !bytes.Equal(b[:n], r.sep[:n]) {
-		return 0
-	}
-	if n < len(r.sep) {
-		return -1
-	}
-	return 1
+// (the closing quote) or goes below it (a separator).
+func (r *Rewriter) boundary(b []byte) bool {
+	return len(b) > 0 && (b[0] == '"' || r.sep != nil && bytes.HasPrefix(b, r.sep))
 }
 
 func (r *Rewriter) Write(p []byte) (int, error) {
@@ -118,54 +101,39 @@ func (r *Rewriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// scan passes data on, rewritten; the bytes that may still turn out to
-// start a value are kept back, unless final.
+// scan passes data on, rewritten. Unless final, it keeps back the bytes
+// a needle may start in and the bytes to come decide.
 func (r *Rewriter) scan(data []byte, final bool) error {
-	for {
-		i := bytes.Index(data, r.needle)
-		if i < 0 {
+	safe := len(data) // a needle found before it is decided now
+	if !final {
+		safe -= len(r.needle) + max(len(r.sep), 1) - 1
+	}
+	done := 0
+	for at := 0; ; {
+		i := bytes.Index(data[at:], r.needle)
+		if i < 0 || at+i >= safe {
 			break
 		}
-		switch r.boundary(data[i+len(r.needle):]) {
-		case -1:
-			if !final {
-				if err := r.emit(data[:i]); err != nil {
-					return err
-				}
-				r.pend = append(r.pend[:0], data[i:]...)
-				return nil
-			}
-			// The end came: a folder name's start, not the folder.
-		case 1:
-			if err := r.emit(data[:i]); err != nil {
-				return err
-			}
-			if err := r.emit(r.repl); err != nil {
-				return err
-			}
-			r.Changed++
-			data = data[i+len(r.needle):]
-			continue
+		i += at
+		at = i + 1
+		if !r.boundary(data[i+len(r.needle):]) {
+			continue // a folder name's start, not the folder
 		}
-		if err := r.emit(data[:i+1]); err != nil {
+		if err := r.emit(data[done:i]); err != nil {
 			return err
 		}
-		data = data[i+1:]
-	}
-	keep := 0
-	if !final {
-		// The longest end of data that starts the needle.
-		for k := min(len(r.needle)-1, len(data)); k > 0; k-- {
-			if bytes.HasPrefix(r.needle, data[len(data)-k:]) {
-				keep = k
-				break
-			}
+		if err := r.emit(r.repl); err != nil {
+			return err
 		}
+		r.Changed++
+		done = i + len(r.needle)
+		at = done
 	}
-	if err := r.emit(data[:len(data)-keep]); err != nil {
+	keep := max(done, safe)
+	if err := r.emit(data[done:keep]); err != nil {
 		return err
 	}
-	r.pend = append(r.pend[:0], data[len(data)-keep:]...)
+	r.pend = append(r.pend[:0], data[keep:]...)
 	return nil
 }
 

@@ -271,21 +271,17 @@ type window struct {
 }
 
 func (w *window) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			w.partial = append(w.partial, p...)
-			break
+	for l := range bytes.Lines(p) {
+		w.partial = append(w.partial, l...)
+		if l[len(l)-1] != '\n' {
+			break // the last line goes on in the next write
 		}
-		w.partial = append(w.partial, p[:i+1]...)
-		p = p[i+1:]
 		if err := w.take(string(w.partial)); err != nil {
 			return 0, err
 		}
 		w.partial = w.partial[:0]
 	}
-	return n, nil
+	return len(p), nil
 }
 
 func (w *window) take(l string) error {

@@ -82,26 +82,7 @@ func Checksum(ctx context.Context, r io.ReaderAt, size int64, withMD5 bool) (Sum
 
 // copyBlocks is io.Copy in readBlock reads that stops when ctx ends.
 func copyBlocks(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
-	buf := make([]byte, readBlock)
-	var n int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return n, err
-		}
-		k, err := r.Read(buf)
-		if k > 0 {
-			if _, werr := w.Write(buf[:k]); werr != nil {
-				return n, werr
-			}
-			n += int64(k)
-		}
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
+	return io.CopyBuffer(w, ContextBody(ctx, io.NopCloser(r)), make([]byte, readBlock))
 }
 
 // CheckedReader reads size bytes of r, the second pass of a PutReader: it

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,15 +30,9 @@ type RetryPolicy struct {
 var DefaultRetry = RetryPolicy{MaxAttempts: 6, Base: 250 * time.Millisecond, Max: 8 * time.Second}
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = DefaultRetry.MaxAttempts
-	}
-	if p.Base <= 0 {
-		p.Base = DefaultRetry.Base
-	}
-	if p.Max <= 0 {
-		p.Max = DefaultRetry.Max
-	}
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultRetry.MaxAttempts)
+	p.Base = cmp.Or(p.Base, DefaultRetry.Base)
+	p.Max = cmp.Or(p.Max, DefaultRetry.Max)
 	return p
 }
 

@@ -364,7 +364,6 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 	for _, c := range copies {
 		c.g, c.olderGens = nil, nil
 	}
-	listed := map[string]bool{}
 	for _, inv := range invs {
 		i := slices.IndexFunc(copies, func(c *grepCopy) bool { return !c.older && c.e.machine == inv.Stream.Machine })
 		if inv.Stream.Name != repo.SessionStream || i < 0 {
@@ -379,7 +378,6 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 			cur.olderGens = append(cur.olderGens, g.Name)
 			_, end := repo.Cover(g.Chunks)
 			c := &grepCopy{e: machineEntry{cur.e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true, g: g}
-			listed[c.key()] = true
 			if cache != nil {
 				st, err := cache.State(t.id, c.key())
 				if err != nil {
@@ -393,8 +391,8 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 	}
 	for _, c := range copies {
 		for _, gen := range c.olderCached() {
-			if key := search.OlderCopy(c.e.machine, gen); !listed[key] {
-				if err := cache.Remove(t.id, key); err != nil {
+			if !slices.Contains(c.olderGens, gen) {
+				if err := cache.Remove(t.id, search.OlderCopy(c.e.machine, gen)); err != nil {
 					return copies, err
 				}
 			}

@@ -17,11 +17,12 @@ import (
 // Index is the reference an Indexer is held to: the records of data, whole
 // lines of a session file, made in memory.
 func Index(out, data []byte, format transcript.Format) []byte {
-	if format == nil {
-		format = transcript.OMP()
+	text := transcript.Parse
+	if format != nil {
+		text = format.Text
 	}
 	for n, line := range bytes.Split(data, []byte("\n")) {
-		if e, ok := format.Text(line, n+1); ok {
+		if e, ok := text(line, n+1); ok {
 			out = appendEntry(out, e)
 		}
 	}

@@ -15,7 +15,7 @@ type RenderOptions struct {
 	Thinking bool
 	// Location is the time zone of the times shown (nil: UTC).
 	Location *time.Location
-	// Format reads the session's lines (nil: OMP).
+	// Format reads the session's lines (nil: Parse, omp's and pi's).
 	Format Format
 	// EntryIDs puts each entry's id in brackets after its time, on its
 	// first line (ompsync mcp: a reader can go to an entry search named).

@@ -1,7 +1,7 @@
 // Package transcript reads the conversation out of a session file: who
 // said what, when, with tool calls and their results, for people (ompsync
 // cat --text) and for search (ompsync grep). It reads omp's and pi's lines
-// itself (OMP); another agent's lines are read by that agent's Format,
+// itself (Parse); another agent's lines are read by that agent's Format,
 // which package store holds beside the rest of what it knows of the agent.
 // It only reads: the bytes of a session are never changed here, and lines
 // it does not understand are skipped, not refused.
@@ -79,13 +79,6 @@ type Format interface {
 	// it holds, false for a line that holds no conversation text.
 	Text(line []byte, n int) (Entry, bool)
 }
-
-// OMP is omp's and pi's format: Parse.
-func OMP() Format { return ompFormat{} }
-
-type ompFormat struct{}
-
-func (ompFormat) Text(line []byte, n int) (Entry, bool) { return Parse(line, n) }
 
 // Parse reads one line (without its newline) numbered n. It reports false
 // for lines that hold no conversation text: the title slot, the header,
@@ -190,7 +183,7 @@ func parseTime(raw json.RawMessage) time.Time {
 const MaxLine = 64 << 20
 
 // Lines reads a session's lines as its bytes are written to it, in pieces
-// of any size: each line, once whole, is read by Format (nil: OMP), and
+// of any size: each line, once whole, is read by Format (nil: Parse, omp's and pi's), and
 // the entry it holds goes to Entry; a line longer than Max (0: MaxLine) is
 // read past, not held, and named to Long. Memory stays the longest line,
 // whatever the session's size. Close ends a last line without a newline.
@@ -269,11 +262,11 @@ func (l *Lines) end() {
 
 func (l *Lines) read(line []byte) {
 	l.n++
-	f := l.Format
-	if f == nil {
-		f = OMP()
+	text := Parse
+	if l.Format != nil {
+		text = l.Format.Text
 	}
-	if e, ok := f.Text(line, l.n); ok {
+	if e, ok := text(line, l.n); ok {
 		l.Entry(e)
 	}
 }

@@ -449,7 +449,7 @@ func (c *Client) List(ctx context.Context, prefix string, opts remote.ListOption
 		defer r.Close()
 		l := lister{r: r, ctx: ctx, prefix: prefix, opts: opts, yield: yield}
 		base := prefix[:strings.LastIndex(prefix, "/")+1] // the folder the prefix is in
-		if err := l.walk(base, l.emit); err != nil && !errors.Is(err, errStop) {
+		if err := l.walk(base); err != nil && !errors.Is(err, errStop) {
 			yield(remote.ObjectInfo{}, err)
 		}
 	}
@@ -467,40 +467,41 @@ type lister struct {
 }
 
 type entry struct {
-	key   string // full key; folders end in "/"
-	dir   bool
-	link  bool // a symbolic link: an error where it sorts
-	entry fs.DirEntry
+	key string // full key; folders end in "/"
+	de  fs.DirEntry
 }
 
-// walk calls visit for every object under the folder dirKey ("" or "a/b/")
-// that can match the prefix and StartAfter, in key order.
-func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) error) error {
+// walk yields what the folder dirKey ("" or "a/b/") holds that the prefix
+// and StartAfter select, in key order. A folder the delimiter folds into
+// a common prefix yields it at its first object, and the rest of it is
+// skipped: every key under it folds into that prefix.
+func (l *lister) walk(dirKey string) error {
 	des, err := fs.ReadDir(l.r.FS(), cmp.Or(strings.TrimSuffix(dirKey, "/"), "."))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return nil // nothing under this prefix; or it vanished under a Delete
-		}
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return nil // nothing under this prefix; or it vanished under a Delete
+	case errors.Is(err, fs.ErrPermission) && l.groupOf(dirKey) != "":
+		// A folder this user cannot read (a disk's lost+found, owned by
+		// root) may hold objects: it is yielded as the prefix it folds
+		// into, as S3 would list it, and a read under it fails there,
+		// where what it is for is known.
+		return l.yieldPrefix(l.groupOf(dirKey))
+	case err != nil:
 		return &remote.Error{Op: "list", Key: l.prefix, Err: fmt.Errorf("read folder %q: %w", dirKey, unwrapPath(err))}
 	}
 	ents := make([]entry, 0, len(des))
 	for _, de := range des {
-		name := de.Name()
-		if strings.HasPrefix(name, tmpPrefix) {
-			if name != lockName && de.Type().IsRegular() {
+		switch name, t := de.Name(), de.Type(); {
+		case strings.HasPrefix(name, tmpPrefix):
+			if name != lockName && t.IsRegular() {
 				removeStale(l.r, path(dirKey+name))
 			}
-			continue
-		}
-		switch {
 		case de.IsDir():
-			ents = append(ents, entry{key: dirKey + name + "/", dir: true, entry: de})
-		case de.Type().IsRegular():
-			ents = append(ents, entry{key: dirKey + name, entry: de})
-		case de.Type()&fs.ModeSymlink != 0:
+			ents = append(ents, entry{dirKey + name + "/", de})
+		case t.IsRegular() || t&fs.ModeSymlink != 0:
 			// A link is never followed, and skipping it silently would make
 			// what it stands for look lost: the listing fails at it.
-			ents = append(ents, entry{key: dirKey + name, link: true, entry: de})
+			ents = append(ents, entry{dirKey + name, de})
 		}
 		// Other special files (sockets, fifos) are not objects.
 	}
@@ -509,65 +510,30 @@ func (l *lister) walk(dirKey string, visit func(key string, de fs.DirEntry) erro
 		if err := l.ctx.Err(); err != nil {
 			return &remote.Error{Op: "list", Key: l.prefix, Err: err}
 		}
-		if !strings.HasPrefix(e.key, l.prefix) && !(e.dir && strings.HasPrefix(l.prefix, e.key)) {
-			continue
-		}
-		if e.link {
-			if !strings.HasPrefix(e.key, l.prefix) || e.key <= l.opts.StartAfter {
-				continue
-			}
-			return linkError("list", l.prefix, e.key)
-		}
-		if !e.dir {
-			if err := visit(e.key, e.entry); err != nil {
-				return err
-			}
-			continue
-		}
-		// Every key in the folder starts with e.key: skip it when StartAfter
-		// sorts after all of them.
-		if sa := l.opts.StartAfter; sa > e.key && !strings.HasPrefix(sa, e.key) {
-			continue
-		}
+		dir, sa := e.de.IsDir(), l.opts.StartAfter
+		in := strings.HasPrefix(e.key, l.prefix)
 		cp := l.groupOf(e.key)
-		if cp == "" {
-			if err := l.walk(e.key, visit); err != nil {
-				return err
-			}
-			continue
+		var err error
+		switch {
+		case !dir && (!in || e.key <= sa),
+			dir && !in && !strings.HasPrefix(l.prefix, e.key),  // not on the way to the prefix
+			dir && sa > e.key && !strings.HasPrefix(sa, e.key), // StartAfter sorts after all in it
+			cp != "" && cp == l.lastCP:                         // folded into the prefix yielded last
+		case e.de.Type()&fs.ModeSymlink != 0:
+			return linkError("list", l.prefix, e.key)
+		case dir:
+			err = l.walk(e.key)
+		case cp != "":
+			err = l.yieldPrefix(cp)
+		default:
+			err = l.object(e)
 		}
-		// The whole folder falls in one common prefix: stop at the first key
-		// that yields it, rather than visiting every file below.
-		if cp == l.lastCP {
-			continue
-		}
-		err := l.walk(e.key, func(key string, de fs.DirEntry) error {
-			if err := visit(key, de); err != nil {
-				return err
-			}
-			if l.lastCP == cp {
-				return errGroupDone
-			}
-			return nil
-		})
-		if errors.Is(err, fs.ErrPermission) && l.lastCP != cp {
-			// A folder this user cannot read (a disk's lost+found, owned by
-			// root) may hold objects: it is yielded as the prefix it folds
-			// into, as S3 would list it, and a read under it fails there,
-			// where what it is for is known.
-			if err := l.yieldPrefix(cp); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil && !errors.Is(err, errGroupDone) {
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-var errGroupDone = errors.New("common prefix yielded")
 
 // groupOf returns the common prefix the delimiter folds key (an object's,
 // or a folder's ending in "/") into, or "" when it folds it into none.
@@ -592,6 +558,21 @@ func (l *lister) yieldPrefix(cp string) error {
 	return nil
 }
 
+// object yields the object e.
+func (l *lister) object(e entry) error {
+	fi, err := e.de.Info()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted while we listed
+	}
+	if err != nil {
+		return &remote.Error{Op: "list", Key: l.prefix, Err: unwrapPath(err)}
+	}
+	if !l.yield(remote.ObjectInfo{Key: e.key, Size: fi.Size(), ModTime: fi.ModTime()}, nil) {
+		return errStop
+	}
+	return nil
+}
+
 // unwrapPath drops the path a file system error names.
 func unwrapPath(err error) error {
 	var pe *fs.PathError
@@ -603,30 +584,6 @@ func unwrapPath(err error) error {
 		return le.Err
 	}
 	return err
-}
-
-// emit applies the prefix, StartAfter and delimiter rules to one key.
-func (l *lister) emit(key string, de fs.DirEntry) error {
-	if !strings.HasPrefix(key, l.prefix) || key <= l.opts.StartAfter {
-		return nil
-	}
-	if cp := l.groupOf(key); cp != "" {
-		if cp == l.lastCP {
-			return nil
-		}
-		return l.yieldPrefix(cp)
-	}
-	fi, err := de.Info()
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // deleted while we listed
-	}
-	if err != nil {
-		return &remote.Error{Op: "list", Key: l.prefix, Err: unwrapPath(err)}
-	}
-	if !l.yield(remote.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil) {
-		return errStop
-	}
-	return nil
 }
 
 // Backend serves file:///absolute/folder URLs.
