@@ -85,7 +85,8 @@ func Cat(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*Print
 	// The merge rule as restore applies it into an empty agent dir: a
 	// buffer at a time, or, for copies that diverged, line by line within
 	// MaxMergeSize.
-	m := &merger{store: opts.Store, dryRun: true, maxMerge: opts.MaxMergeSize, mergeMu: new(sync.Mutex), now: opts.Now}
+	opts.mergeMu = new(sync.Mutex)
+	m := &merger{Options: opts}
 	pr := &Printed{ID: t.id, Store: opts.Store, m: m, f: f}
 	w, err := m.plan("session "+t.id, false, f.session, format{opts.Store, true, true})
 	if err == nil && w.out.diverged {

@@ -101,7 +101,7 @@ func placeOne(pm placement) error {
 		os.Remove(tmp)
 		return fmt.Errorf("sync %s: %w", tmp, err)
 	}
-	return linkNew(pm.p, tmp, atomicfile.Options{Mtime: pm.mtime, NoDirSync: true})
+	return install(tmp, pm.p, nil, atomicfile.Options{Mtime: pm.mtime, NoDirSync: true})
 }
 
 // writeUnsynced writes data to a new hidden temp file beside p and starts

@@ -84,7 +84,7 @@ type Options struct {
 	// written (after its copies were fetched and merged), with its path.
 	beforeWrite func(rel string)
 	// mergeMu lets one session at a time merge diverged copies line by
-	// line (Run sets it).
+	// line (Run and Cat set it).
 	mergeMu *sync.Mutex
 	// buffers holds the in-memory copies' buffers for reuse (Run sets it).
 	buffers *buffers
@@ -452,7 +452,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	res.Notes = append(res.Notes, f.notes...)
 	res.Missing = append(res.Missing, f.missing...)
 	fetched := opts.Now()
-	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, later: later, now: opts.Now, blobMtimes: opts.blobMtimes,
+	m := &merger{Options: opts, later: later,
 		live: func() bool {
 			if opts.beforeWrite != nil {
 				opts.beforeWrite(dest)
