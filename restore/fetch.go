@@ -2,6 +2,7 @@ package restore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -38,10 +39,9 @@ type copyData struct {
 	// mtime is what the catalog recorded; for an artifact, what its
 	// chunks carry (zero from agents before chunk mtimes).
 	mtime time.Time
-	// recorded is the size of the copy on the remote; size differs from
-	// it when mapped, the copy's folders rewritten for this machine.
-	recorded int64
-	mapped   bool
+	// mapped: the copy's folders were rewritten for this machine (size is
+	// then what was written, not what the remote holds).
+	mapped bool
 }
 
 // mapping is what rewrites the copy of stream s for the folder the
@@ -170,16 +170,12 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 // past the local bound is left out, and named in refused.
 func (f *fetched) fetchStream(ctx context.Context, r *repo.Repo, t *target, inv *repo.StreamInventory, refused map[string]string, opts Options) error {
 	s := inv.Stream
-	var g *repo.Generation
-	switch {
-	case s.Name == repo.SessionStream && opts.Generation != "":
-		if g = inv.Find(opts.Generation); g == nil || !g.HasMeta {
-			return nil
-		}
-	default:
-		if g = inv.Newest(); g == nil {
-			return nil
-		}
+	g := inv.Newest()
+	if s.Name == repo.SessionStream && opts.Generation != "" {
+		g = inv.Find(opts.Generation)
+	}
+	if g == nil || !g.HasMeta {
+		return nil
 	}
 	limit := opts.MaxStreamSize
 	var mtime time.Time
@@ -299,10 +295,10 @@ func (b *buffers) put(buf []byte) {
 func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *repo.Generation, limit int64, opts Options) (copyData, error) {
 	c := copyData{machine: s.Machine, generation: g.Name}
 	var head []byte
-	err := retry(ctx, func() error {
+	var st repo.Streamed
+	err := retry(ctx, func() (err error) {
 		if c.file != "" {
-			os.Remove(c.file)
-			c.file = ""
+			os.Remove(c.file) // an attempt before's
 		}
 		// Sized once from the listed size, as the head is.
 		sp := &spill{dir: opts.AgentDir, buf: opts.buffers.get(repo.MaxEnd(g.Chunks))}
@@ -313,45 +309,35 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		// head is the spill's (a copy of every copy's first MiB, grown by
 		// doubling, was a sixth of a restore's CPU).
 		sw, rw := t.mappedScan(s, sp)
-		st, err := streamOnce(ctx, r, s, g, limit, sw, rw, false, opts.At)
+		st, err = streamOnce(ctx, r, s, g, limit, sw, rw, false, opts.At)
 		if err == nil && st.Head != nil {
 			err = sp.overlay(st.Head)
 		}
 		head, c.refs = sp.first(), sw.refs
-		if cerr := sp.close(err == nil && !opts.DryRun); err == nil {
-			err = cerr
-		}
-		c.data, c.file = sp.buf, sp.name
-		c.size, c.mtime = st.Size, st.Mtime // an artifact's mtime, from its chunks
-		c.recorded = st.Size
+		err = cmp.Or(err, sp.close(err == nil && !opts.DryRun))
+		c.data, c.file, c.size = sp.buf, sp.name, st.Size
 		if rw != nil {
 			c.size, c.mapped = rw.Written, rw.Changed > 0
 		}
-		if !opts.At.IsZero() {
-			c.mtime = st.Uploaded
-		}
 		return err
 	})
+	c.mtime = st.Mtime // an artifact's, from its chunks
+	if !opts.At.IsZero() {
+		c.mtime = st.Uploaded
+	}
 	if err != nil {
-		if c.file != "" {
-			os.Remove(c.file)
+		err = fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
+	} else if s.Name == repo.SessionStream {
+		if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
+			err = fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID)
+		} else if opts.At.IsZero() {
+			err = t.short(s, g, st.Size) // the remote's size, not the mapped copy's
 		}
-		return c, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
 	}
-	fail := func(err error) (copyData, error) {
+	if err != nil && c.file != "" {
 		os.Remove(c.file)
-		return c, err
 	}
-	if s.Name != repo.SessionStream {
-		return c, nil
-	}
-	if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
-		return fail(fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID))
-	}
-	if err := t.short(s, g, c.recorded); err != nil && opts.At.IsZero() {
-		return fail(err)
-	}
-	return c, nil
+	return c, err
 }
 
 // mappedScan is w behind this machine's folder mapping of s (rw, nil for

@@ -66,65 +66,51 @@ func (f format) slotLen(b []byte) int {
 // copies diverged and must be merged line by line (mergeLines): out.from
 // then lists the copies no other extends, -1 for the local file.
 func decide(local *body, copies []body, f format) (out outcome, ok bool, err error) {
-	type bcand struct {
-		b   body
-		idx int // -1 for the local file
-	}
-	var cands []bcand
+	all, off := copies, 0 // all[i] is copies[i-off], all[0] the local file when off is 1
 	if local != nil {
-		cands = append(cands, bcand{*local, -1})
+		all, off = append([]body{*local}, copies...), 1
 	}
-	for i, c := range copies {
-		cands = append(cands, bcand{c, i})
-	}
-	// in[i][j]: cands[i]'s bytes are a prefix of cands[j]'s.
-	in := make([][]bool, len(cands))
+	// in[i][j]: all[i]'s bytes are a prefix of all[j]'s.
+	in := make([][]bool, len(all))
 	for i := range in {
-		in[i] = make([]bool, len(cands))
+		in[i] = make([]bool, len(all))
 	}
-	for i := range cands {
-		for j := i + 1; j < len(cands); j++ {
-			if in[i][j], in[j][i], err = prefixes(cands[i].b, cands[j].b, f); err != nil {
+	for i := range all {
+		for j := i + 1; j < len(all); j++ {
+			if in[i][j], in[j][i], err = prefixes(all[i], all[j], f); err != nil {
 				return out, false, err
 			}
 		}
 	}
 	// Keep only the copies no other copy extends (the first of equals).
-	var top []bcand
-	for i, a := range cands {
+	var top []int
+	for i := range all {
 		covered := false
-		for j := range cands {
-			if i != j && in[i][j] && (!in[j][i] || j < i) {
-				covered = true
-				break
-			}
+		for j := range all {
+			covered = covered || i != j && in[i][j] && (!in[j][i] || j < i)
 		}
 		if !covered {
-			top = append(top, a)
+			top = append(top, i-off)
 		}
 	}
-	if len(top) == 1 {
-		m := top[0]
-		if m.idx < 0 {
-			return keepLocalBody(*local, copies, f), true, nil
-		}
-		c := content{src: m.b, slot: newerSlot(m.b.head, local, copies, f)}
-		if local == nil {
-			return outcome{action: Created, body: c, from: []int{m.idx}}, true, nil
-		}
-		// m extends the local file: they differ at most in the slot.
-		n := f.slotLen(m.b.head)
-		replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
-		return outcome{action: Appended, body: c, from: []int{m.idx}, replace: replace}, true, nil
+	if len(top) > 1 && f.lines {
+		return outcome{from: top}, false, nil
 	}
-	idx := make([]int, len(top))
-	for i, c := range top {
-		idx[i] = c.idx
+	if len(top) > 1 {
+		return divergedBody(local, copies, top), true, nil
 	}
-	if f.lines {
-		return outcome{from: idx}, false, nil
+	m := top[0]
+	if m < 0 {
+		return keepLocalBody(*local, copies, f), true, nil
 	}
-	return divergedBody(local, copies, idx), true, nil
+	c := content{src: copies[m], slot: newerSlot(copies[m].head, local, copies, f)}
+	if local == nil {
+		return outcome{action: Created, body: c, from: []int{m}}, true, nil
+	}
+	// copies[m] extends the local file: they differ at most in the slot.
+	n := f.slotLen(c.src.head)
+	replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
+	return outcome{action: Appended, body: c, from: []int{m}, replace: replace}, true, nil
 }
 
 // divergedBody is diverged for copies read through: top are the copies no
