@@ -30,6 +30,24 @@ func parallel(n, limit int, do func(i int)) {
 	wg.Wait()
 }
 
+// counted reports prog, the totals, to report (when not nil), and then,
+// at each call of done, one more session done and its bytes. done may be
+// called from many goroutines at once.
+func counted(report func(Progress), prog Progress) (done func(bytes int64)) {
+	if report == nil {
+		return func(int64) {}
+	}
+	report(prog)
+	var mu sync.Mutex
+	return func(n int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		prog.Sessions++
+		prog.Bytes += n
+		report(prog)
+	}
+}
+
 // eachTarget calls do for every target, at most opts.Parallel at once, and
 // returns when all are done. When listsAll, it lists every session's objects
 // with one paged LIST and starts each target as soon as the listing has gone

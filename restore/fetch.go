@@ -550,38 +550,36 @@ func hasBlob(agentDir, name string) bool {
 // file once its bytes hash to its name: a blob of any size costs a few
 // buffers, and a wrong one leaves nothing behind.
 func fetchBlob(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
-	tmp, err := retried(ctx, func() (string, error) { return fetchBlobOnce(ctx, r, agentDir, name, limit, keep) })
+	tmp, err := retried(ctx, func() (string, error) {
+		rc, err := r.OpenBlob(ctx, name, limit)
+		if err != nil {
+			return "", err
+		}
+		defer rc.Close()
+		check := func(w io.Writer) error {
+			h := sha256.New()
+			if _, err := io.Copy(io.MultiWriter(h, w), rc); err != nil {
+				return err
+			}
+			if hex.EncodeToString(h.Sum(nil)) != name {
+				return errors.New("content does not match its sha256")
+			}
+			return nil
+		}
+		if !keep {
+			return "", check(io.Discard)
+		}
+		// In the agent dir itself, hidden: on the same file system as
+		// blobs/, where it is linked into place, and never backed up.
+		if err := os.MkdirAll(agentDir, 0o700); err != nil {
+			return "", err
+		}
+		return atomicfile.Temp(agentDir, "blob", check)
+	})
 	if err != nil {
 		return "", fmt.Errorf("blob %s: %w", name, err)
 	}
 	return tmp, nil
-}
-
-func fetchBlobOnce(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
-	rc, err := r.OpenBlob(ctx, name, limit)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	check := func(w io.Writer) error {
-		h := sha256.New()
-		if _, err := io.Copy(io.MultiWriter(h, w), rc); err != nil {
-			return err
-		}
-		if hex.EncodeToString(h.Sum(nil)) != name {
-			return errors.New("content does not match its sha256")
-		}
-		return nil
-	}
-	if !keep {
-		return "", check(io.Discard)
-	}
-	// In the agent dir itself, hidden: on the same file system as
-	// blobs/, where it is linked into place, and never backed up.
-	if err := os.MkdirAll(agentDir, 0o700); err != nil {
-		return "", err
-	}
-	return atomicfile.Temp(agentDir, "blob", check)
 }
 
 // blobListing is every blob key on the remote, as restore --all lists them
@@ -592,8 +590,7 @@ type blobListing struct {
 	err             error
 }
 
-// listBlobs lists every blob on the remote; listBlobsLater does it in the
-// background, its result read once from the channel.
+// listBlobs lists every blob on the remote.
 func listBlobs(ctx context.Context, r *repo.Repo) blobListing {
 	var l blobListing
 	prefix := repo.BlobKey("")
@@ -616,12 +613,6 @@ func listBlobs(ctx context.Context, r *repo.Repo) blobListing {
 		l.names = append(l.names, name)
 	}
 	return l
-}
-
-func listBlobsLater(ctx context.Context, r *repo.Repo) <-chan blobListing {
-	c := make(chan blobListing, 1)
-	go func() { c <- listBlobs(ctx, r) }()
-	return c
 }
 
 // restoreAllBlobs brings back every blob of l that the agent dir lacks
