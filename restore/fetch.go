@@ -472,12 +472,9 @@ func (s *scanWriter) Write(p []byte) (int, error) {
 		blobRefs(append(s.tail[:len(s.tail):len(s.tail)], p[:min(len(p), keep)]...), s.refs)
 	}
 	blobRefs(p, s.refs)
-	if len(p) >= keep {
-		s.tail = append(s.tail[:0], p[len(p)-keep:]...)
-	} else {
-		s.tail = append(s.tail, p...)
-		s.tail = append(s.tail[:0], s.tail[max(0, len(s.tail)-keep):]...)
-	}
+	// The last keep bytes of the tail and p.
+	s.tail = append(s.tail, p[max(0, len(p)-keep):]...)
+	s.tail = append(s.tail[:0], s.tail[max(0, len(s.tail)-keep):]...)
 	return s.w.Write(p)
 }
 
