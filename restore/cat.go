@@ -41,9 +41,6 @@ func (p *Printed) WriteTo(w io.Writer) (int64, error) {
 // naming the session's id, title and cwd.
 func (p *Printed) Transcript(w io.Writer, opts transcript.RenderOptions) error {
 	st := p.Store
-	if st == nil {
-		st = store.OMP()
-	}
 	start := make([]byte, min(p.Size, describeBytes))
 	if _, err := p.out.ReadAt(start, 0); err != nil {
 		return err

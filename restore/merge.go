@@ -661,7 +661,7 @@ func create(p string, c content, mtime time.Time, later *later) error {
 		return put(p, nil, c, atomicfile.Options{Mtime: mtime})
 	}
 	if c.src.data != nil {
-		f, err := writeUnsynced(p, c.src.data)
+		f, err := writeUnsynced(p, c)
 		if err != nil {
 			return err
 		}
