@@ -148,7 +148,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	}
 	if len(f.session) == 0 {
 		if !opts.At.IsZero() {
-			return nil, errNoCopyAt(t.id, opts.At)
+			return nil, fmt.Errorf("session %s: the remote held no copy of it at %s (see 'ompsync history' for when each copy began): %w", t.id, opts.At.Format(time.RFC3339), errNoCopy)
 		}
 		if opts.Generation != "" {
 			sort.Strings(gens)
