@@ -66,6 +66,8 @@ type fetched struct {
 	missing   []string // see Result.Missing
 	// mapped: a session copy's folders were rewritten for this machine.
 	mapped bool
+	// refs are the blobs the copies reference, found as each streamed.
+	refs map[string]bool
 	// buffers takes back the copies' buffers when they are discarded.
 	buffers *buffers
 }
@@ -114,7 +116,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	if err != nil {
 		return nil, fmt.Errorf("list session %s: %w", t.id, err)
 	}
-	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}, buffers: opts.buffers}
+	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}, refs: map[string]bool{}, buffers: opts.buffers}
 	defer func() {
 		if err != nil {
 			f.discard() // the copies streamed before the failure
@@ -215,6 +217,7 @@ func (f *fetched) fetchStream(ctx context.Context, r *repo.Repo, t *target, inv 
 		}
 	}
 	f.mapped = f.mapped || c.mapped
+	maps.Copy(f.refs, c.refs)
 	switch {
 	case c.generation == "":
 		// No copy on this machine at opts.At.
@@ -501,17 +504,7 @@ func blobRefs(b []byte, into map[string]bool) {
 // blob whose bytes do not hash to its name fails the session; one missing
 // from the remote is a note (omp may have referenced it before it existed).
 func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) error {
-	refs := map[string]bool{} // found as each copy streamed
-	for _, c := range f.session {
-		maps.Copy(refs, c.refs)
-	}
-	for _, cs := range f.artifacts {
-		for _, c := range cs {
-			maps.Copy(refs, c.refs)
-		}
-	}
-	names := slices.Sorted(maps.Keys(refs))
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.refs)) {
 		if hasBlob(opts.AgentDir, name) {
 			continue
 		}
