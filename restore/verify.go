@@ -230,22 +230,19 @@ func (c *Check) verifyStream(ctx context.Context, r *repo.Repo, t *target, inv *
 		}
 		cc := CopyCheck{Machine: s.Machine, Stream: name, Generation: g.Name, Newest: g == newest}
 		st, err := verifyCopy(ctx, r, t, s, g, &cc, localPath, refs, opts)
+		if err == nil && cc.Newest && st.Meta.Reason == "shrank" && s.Name == repo.SessionStream {
+			shrunk = g
+		}
+		if err == nil {
+			// As restore refuses it: the catalog promises more than is there.
+			err = t.short(s, g, cc.Bytes)
+		}
 		if err != nil {
 			cc.Error = err.Error()
 			c.failed(err)
-			c.Copies = append(c.Copies, cc)
-			continue
 		}
-		if err := t.short(s, g, cc.Bytes); err != nil {
-			// As restore refuses it: the catalog promises more than is there.
-			cc.Error = err.Error()
-			c.Problems = append(c.Problems, cc.Error)
-		}
-		if !cc.Newest && cc.Bytes > longestBytes {
+		if !cc.Newest && cc.Bytes > longestBytes { // 0 for a copy that failed
 			longest, longestBytes = g, cc.Bytes
-		}
-		if cc.Newest && st.Meta.Reason == "shrank" && s.Name == repo.SessionStream {
-			shrunk = g
 		}
 		c.Copies = append(c.Copies, cc)
 	}
