@@ -75,6 +75,9 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 	next := progressAcross(opts.Progress)
 	for i, pl := range places {
 		if !opts.All && len(ids[i]) == 0 {
+			// Run reports no catalog problems of its own when given the
+			// catalogs: those of a place it skips come from here.
+			rep.Problems = append(rep.Problems, plans[i].problems...)
 			continue
 		}
 		o := forPlace(opts, pl)
@@ -93,11 +96,6 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 		rep.DeletedLeft += r.DeletedLeft
 		rep.Problems = append(rep.Problems, r.Problems...)
 		rep.Cleanup = append(rep.Cleanup, r.Cleanup...)
-	}
-	for i := range plans {
-		if !opts.All && len(ids[i]) == 0 {
-			rep.Problems = append(rep.Problems, plans[i].problems...)
-		}
 	}
 	return rep, nil
 }
