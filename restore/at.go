@@ -70,8 +70,3 @@ func streamAt(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, inv *
 
 // errNoCopy: no machine held a copy of the session at the time asked for.
 var errNoCopy = errors.New("no copy then")
-
-// errNoCopyAt says that no machine held a copy of the session at a time.
-func errNoCopyAt(id string, at time.Time) error {
-	return fmt.Errorf("session %s: the remote held no copy of it at %s (see 'ompsync history' for when each copy began): %w", id, at.Format(time.RFC3339), errNoCopy)
-}

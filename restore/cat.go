@@ -41,9 +41,6 @@ func (p *Printed) WriteTo(w io.Writer) (int64, error) {
 // naming the session's id, title and cwd.
 func (p *Printed) Transcript(w io.Writer, opts transcript.RenderOptions) error {
 	st := p.Store
-	if st == nil {
-		st = store.OMP()
-	}
 	start := make([]byte, min(p.Size, describeBytes))
 	if _, err := p.out.ReadAt(start, 0); err != nil {
 		return err
@@ -85,7 +82,8 @@ func Cat(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*Print
 	// The merge rule as restore applies it into an empty agent dir: a
 	// buffer at a time, or, for copies that diverged, line by line within
 	// MaxMergeSize.
-	m := &merger{store: opts.Store, dryRun: true, maxMerge: opts.MaxMergeSize, mergeMu: new(sync.Mutex), now: opts.Now}
+	opts.mergeMu = new(sync.Mutex)
+	m := &merger{Options: opts}
 	pr := &Printed{ID: t.id, Store: opts.Store, m: m, f: f}
 	w, err := m.plan("session "+t.id, false, f.session, format{opts.Store, true, true})
 	if err == nil && w.out.diverged {

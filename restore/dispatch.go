@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/ompsync/ompsync/repo"
+	"golang.org/x/sync/errgroup"
 )
 
 // listsAll reports whether restoring (or verifying) n of the sessions the
@@ -18,16 +19,30 @@ func listsAll(opts Options, n, sessions int) bool {
 // parallel calls do(i) for each i in [0, n), at most limit at once, and
 // returns when all are done.
 func parallel(n, limit int, do func(i int)) {
-	sem := make(chan struct{}, max(limit, 1))
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(max(limit, 1))
 	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			do(i)
-		})
+		g.Go(func() error { do(i); return nil })
 	}
-	wg.Wait()
+	g.Wait()
+}
+
+// counted reports prog, the totals, to report (when not nil), and then,
+// at each call of done, one more session done and its bytes. done may be
+// called from many goroutines at once.
+func counted(report func(Progress), prog Progress) (done func(bytes int64)) {
+	if report == nil {
+		return func(int64) {}
+	}
+	report(prog)
+	var mu sync.Mutex
+	return func(n int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		prog.Sessions++
+		prog.Bytes += n
+		report(prog)
+	}
 }
 
 // eachTarget calls do for every target, at most opts.Parallel at once, and

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -38,10 +39,9 @@ type copyData struct {
 	// mtime is what the catalog recorded; for an artifact, what its
 	// chunks carry (zero from agents before chunk mtimes).
 	mtime time.Time
-	// recorded is the size of the copy on the remote; size differs from
-	// it when mapped, the copy's folders rewritten for this machine.
-	recorded int64
-	mapped   bool
+	// mapped: the copy's folders were rewritten for this machine (size is
+	// then what was written, not what the remote holds).
+	mapped bool
 }
 
 // mapping is what rewrites the copy of stream s for the folder the
@@ -66,6 +66,8 @@ type fetched struct {
 	missing   []string // see Result.Missing
 	// mapped: a session copy's folders were rewritten for this machine.
 	mapped bool
+	// refs are the blobs the copies reference, found as each streamed.
+	refs map[string]bool
 	// buffers takes back the copies' buffers when they are discarded.
 	buffers *buffers
 }
@@ -114,7 +116,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	if err != nil {
 		return nil, fmt.Errorf("list session %s: %w", t.id, err)
 	}
-	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}, buffers: opts.buffers}
+	f := &fetched{artifacts: map[string][]copyData{}, blobs: map[string]string{}, blobLinks: map[string][]blobLink{}, refs: map[string]bool{}, buffers: opts.buffers}
 	defer func() {
 		if err != nil {
 			f.discard() // the copies streamed before the failure
@@ -148,7 +150,7 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 	}
 	if len(f.session) == 0 {
 		if !opts.At.IsZero() {
-			return nil, errNoCopyAt(t.id, opts.At)
+			return nil, fmt.Errorf("session %s: the remote held no copy of it at %s (see 'ompsync history' for when each copy began): %w", t.id, opts.At.Format(time.RFC3339), errNoCopy)
 		}
 		if opts.Generation != "" {
 			sort.Strings(gens)
@@ -170,16 +172,12 @@ func fetchOnce(ctx context.Context, r *repo.Repo, t *target, opts Options, liste
 // past the local bound is left out, and named in refused.
 func (f *fetched) fetchStream(ctx context.Context, r *repo.Repo, t *target, inv *repo.StreamInventory, refused map[string]string, opts Options) error {
 	s := inv.Stream
-	var g *repo.Generation
-	switch {
-	case s.Name == repo.SessionStream && opts.Generation != "":
-		if g = inv.Find(opts.Generation); g == nil || !g.HasMeta {
-			return nil
-		}
-	default:
-		if g = inv.Newest(); g == nil {
-			return nil
-		}
+	g := inv.Newest()
+	if s.Name == repo.SessionStream && opts.Generation != "" {
+		g = inv.Find(opts.Generation)
+	}
+	if g == nil || !g.HasMeta {
+		return nil
 	}
 	limit := opts.MaxStreamSize
 	var mtime time.Time
@@ -219,6 +217,7 @@ func (f *fetched) fetchStream(ctx context.Context, r *repo.Repo, t *target, inv 
 		}
 	}
 	f.mapped = f.mapped || c.mapped
+	maps.Copy(f.refs, c.refs)
 	switch {
 	case c.generation == "":
 		// No copy on this machine at opts.At.
@@ -299,10 +298,10 @@ func (b *buffers) put(buf []byte) {
 func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *repo.Generation, limit int64, opts Options) (copyData, error) {
 	c := copyData{machine: s.Machine, generation: g.Name}
 	var head []byte
-	err := retry(ctx, func() error {
+	var st repo.Streamed
+	err := retry(ctx, func() (err error) {
 		if c.file != "" {
-			os.Remove(c.file)
-			c.file = ""
+			os.Remove(c.file) // an attempt before's
 		}
 		// Sized once from the listed size, as the head is.
 		sp := &spill{dir: opts.AgentDir, buf: opts.buffers.get(repo.MaxEnd(g.Chunks))}
@@ -313,45 +312,35 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		// head is the spill's (a copy of every copy's first MiB, grown by
 		// doubling, was a sixth of a restore's CPU).
 		sw, rw := t.mappedScan(s, sp)
-		st, err := streamOnce(ctx, r, s, g, limit, sw, rw, false, opts.At)
+		st, err = streamOnce(ctx, r, s, g, limit, sw, rw, false, opts.At)
 		if err == nil && st.Head != nil {
 			err = sp.overlay(st.Head)
 		}
 		head, c.refs = sp.first(), sw.refs
-		if cerr := sp.close(err == nil && !opts.DryRun); err == nil {
-			err = cerr
-		}
-		c.data, c.file = sp.buf, sp.name
-		c.size, c.mtime = st.Size, st.Mtime // an artifact's mtime, from its chunks
-		c.recorded = st.Size
+		err = cmp.Or(err, sp.close(err == nil && !opts.DryRun))
+		c.data, c.file, c.size = sp.buf, sp.name, st.Size
 		if rw != nil {
 			c.size, c.mapped = rw.Written, rw.Changed > 0
 		}
-		if !opts.At.IsZero() {
-			c.mtime = st.Uploaded
-		}
 		return err
 	})
+	c.mtime = st.Mtime // an artifact's, from its chunks
+	if !opts.At.IsZero() {
+		c.mtime = st.Uploaded
+	}
 	if err != nil {
-		if c.file != "" {
-			os.Remove(c.file)
+		err = fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
+	} else if s.Name == repo.SessionStream {
+		if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
+			err = fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID)
+		} else if opts.At.IsZero() {
+			err = t.short(s, g, st.Size) // the remote's size, not the mapped copy's
 		}
-		return c, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
 	}
-	fail := func(err error) (copyData, error) {
+	if err != nil && c.file != "" {
 		os.Remove(c.file)
-		return c, err
 	}
-	if s.Name != repo.SessionStream {
-		return c, nil
-	}
-	if info, ok := opts.Store.Describe(head); ok && info.ID != "" && info.ID != t.id {
-		return fail(fmt.Errorf("session %s, machine %s: the copy's header names session %q", t.id, s.Machine, info.ID))
-	}
-	if err := t.short(s, g, c.recorded); err != nil && opts.At.IsZero() {
-		return fail(err)
-	}
-	return c, nil
+	return c, err
 }
 
 // mappedScan is w behind this machine's folder mapping of s (rw, nil for
@@ -486,12 +475,9 @@ func (s *scanWriter) Write(p []byte) (int, error) {
 		blobRefs(append(s.tail[:len(s.tail):len(s.tail)], p[:min(len(p), keep)]...), s.refs)
 	}
 	blobRefs(p, s.refs)
-	if len(p) >= keep {
-		s.tail = append(s.tail[:0], p[len(p)-keep:]...)
-	} else {
-		s.tail = append(s.tail, p...)
-		s.tail = append(s.tail[:0], s.tail[max(0, len(s.tail)-keep):]...)
-	}
+	// The last keep bytes of the tail and p.
+	s.tail = append(s.tail, p[max(0, len(p)-keep):]...)
+	s.tail = append(s.tail[:0], s.tail[max(0, len(s.tail)-keep):]...)
 	return s.w.Write(p)
 }
 
@@ -518,17 +504,7 @@ func blobRefs(b []byte, into map[string]bool) {
 // blob whose bytes do not hash to its name fails the session; one missing
 // from the remote is a note (omp may have referenced it before it existed).
 func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) error {
-	refs := map[string]bool{} // found as each copy streamed
-	for _, c := range f.session {
-		maps.Copy(refs, c.refs)
-	}
-	for _, cs := range f.artifacts {
-		for _, c := range cs {
-			maps.Copy(refs, c.refs)
-		}
-	}
-	names := slices.Sorted(maps.Keys(refs))
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.refs)) {
 		if hasBlob(opts.AgentDir, name) {
 			continue
 		}
@@ -564,38 +540,36 @@ func hasBlob(agentDir, name string) bool {
 // file once its bytes hash to its name: a blob of any size costs a few
 // buffers, and a wrong one leaves nothing behind.
 func fetchBlob(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
-	tmp, err := retried(ctx, func() (string, error) { return fetchBlobOnce(ctx, r, agentDir, name, limit, keep) })
+	tmp, err := retried(ctx, func() (string, error) {
+		rc, err := r.OpenBlob(ctx, name, limit)
+		if err != nil {
+			return "", err
+		}
+		defer rc.Close()
+		check := func(w io.Writer) error {
+			h := sha256.New()
+			if _, err := io.Copy(io.MultiWriter(h, w), rc); err != nil {
+				return err
+			}
+			if hex.EncodeToString(h.Sum(nil)) != name {
+				return errors.New("content does not match its sha256")
+			}
+			return nil
+		}
+		if !keep {
+			return "", check(io.Discard)
+		}
+		// In the agent dir itself, hidden: on the same file system as
+		// blobs/, where it is linked into place, and never backed up.
+		if err := os.MkdirAll(agentDir, 0o700); err != nil {
+			return "", err
+		}
+		return atomicfile.Temp(agentDir, "blob", check)
+	})
 	if err != nil {
 		return "", fmt.Errorf("blob %s: %w", name, err)
 	}
 	return tmp, nil
-}
-
-func fetchBlobOnce(ctx context.Context, r *repo.Repo, agentDir, name string, limit int64, keep bool) (string, error) {
-	rc, err := r.OpenBlob(ctx, name, limit)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	check := func(w io.Writer) error {
-		h := sha256.New()
-		if _, err := io.Copy(io.MultiWriter(h, w), rc); err != nil {
-			return err
-		}
-		if hex.EncodeToString(h.Sum(nil)) != name {
-			return errors.New("content does not match its sha256")
-		}
-		return nil
-	}
-	if !keep {
-		return "", check(io.Discard)
-	}
-	// In the agent dir itself, hidden: on the same file system as
-	// blobs/, where it is linked into place, and never backed up.
-	if err := os.MkdirAll(agentDir, 0o700); err != nil {
-		return "", err
-	}
-	return atomicfile.Temp(agentDir, "blob", check)
 }
 
 // blobListing is every blob key on the remote, as restore --all lists them
@@ -606,8 +580,7 @@ type blobListing struct {
 	err             error
 }
 
-// listBlobs lists every blob on the remote; listBlobsLater does it in the
-// background, its result read once from the channel.
+// listBlobs lists every blob on the remote.
 func listBlobs(ctx context.Context, r *repo.Repo) blobListing {
 	var l blobListing
 	prefix := repo.BlobKey("")
@@ -630,12 +603,6 @@ func listBlobs(ctx context.Context, r *repo.Repo) blobListing {
 		l.names = append(l.names, name)
 	}
 	return l
-}
-
-func listBlobsLater(ctx context.Context, r *repo.Repo) <-chan blobListing {
-	c := make(chan blobListing, 1)
-	go func() { c <- listBlobs(ctx, r) }()
-	return c
 }
 
 // restoreAllBlobs brings back every blob of l that the agent dir lacks

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/atomicfile"
@@ -67,65 +66,51 @@ func (f format) slotLen(b []byte) int {
 // copies diverged and must be merged line by line (mergeLines): out.from
 // then lists the copies no other extends, -1 for the local file.
 func decide(local *body, copies []body, f format) (out outcome, ok bool, err error) {
-	type bcand struct {
-		b   body
-		idx int // -1 for the local file
-	}
-	var cands []bcand
+	all, off := copies, 0 // all[i] is copies[i-off], all[0] the local file when off is 1
 	if local != nil {
-		cands = append(cands, bcand{*local, -1})
+		all, off = append([]body{*local}, copies...), 1
 	}
-	for i, c := range copies {
-		cands = append(cands, bcand{c, i})
-	}
-	// in[i][j]: cands[i]'s bytes are a prefix of cands[j]'s.
-	in := make([][]bool, len(cands))
+	// in[i][j]: all[i]'s bytes are a prefix of all[j]'s.
+	in := make([][]bool, len(all))
 	for i := range in {
-		in[i] = make([]bool, len(cands))
+		in[i] = make([]bool, len(all))
 	}
-	for i := range cands {
-		for j := i + 1; j < len(cands); j++ {
-			if in[i][j], in[j][i], err = prefixes(cands[i].b, cands[j].b, f); err != nil {
+	for i := range all {
+		for j := i + 1; j < len(all); j++ {
+			if in[i][j], in[j][i], err = prefixes(all[i], all[j], f); err != nil {
 				return out, false, err
 			}
 		}
 	}
 	// Keep only the copies no other copy extends (the first of equals).
-	var top []bcand
-	for i, a := range cands {
+	var top []int
+	for i := range all {
 		covered := false
-		for j := range cands {
-			if i != j && in[i][j] && (!in[j][i] || j < i) {
-				covered = true
-				break
-			}
+		for j := range all {
+			covered = covered || i != j && in[i][j] && (!in[j][i] || j < i)
 		}
 		if !covered {
-			top = append(top, a)
+			top = append(top, i-off)
 		}
 	}
-	if len(top) == 1 {
-		m := top[0]
-		if m.idx < 0 {
-			return keepLocalBody(*local, copies, f), true, nil
-		}
-		c := content{src: m.b, slot: newerSlot(m.b.head, local, copies, f)}
-		if local == nil {
-			return outcome{action: Created, body: c, from: []int{m.idx}}, true, nil
-		}
-		// m extends the local file: they differ at most in the slot.
-		n := f.slotLen(m.b.head)
-		replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
-		return outcome{action: Appended, body: c, from: []int{m.idx}, replace: replace}, true, nil
+	if len(top) > 1 && f.lines {
+		return outcome{from: top}, false, nil
 	}
-	idx := make([]int, len(top))
-	for i, c := range top {
-		idx[i] = c.idx
+	if len(top) > 1 {
+		return divergedBody(local, copies, top), true, nil
 	}
-	if f.lines {
-		return outcome{from: idx}, false, nil
+	m := top[0]
+	if m < 0 {
+		return keepLocalBody(*local, copies, f), true, nil
 	}
-	return divergedBody(local, copies, idx), true, nil
+	c := content{src: copies[m], slot: newerSlot(copies[m].head, local, copies, f)}
+	if local == nil {
+		return outcome{action: Created, body: c, from: []int{m}}, true, nil
+	}
+	// copies[m] extends the local file: they differ at most in the slot.
+	n := f.slotLen(c.src.head)
+	replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
+	return outcome{action: Appended, body: c, from: []int{m}, replace: replace}, true, nil
 }
 
 // divergedBody is diverged for copies read through: top are the copies no
@@ -211,10 +196,10 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 	}
 	m.mergeMu.Lock()
 	defer m.mergeMu.Unlock()
-	x, err := mf.NewIndex(m.maxMerge, srcs...)
+	x, err := mf.NewIndex(m.MaxMergeSize, srcs...)
 	var limit *session.IndexLimitError
 	if errors.As(err, &limit) {
-		return outcome{}, fmt.Errorf("%s: the copies went on apart, and merging them line by line takes an index of their lines: more than the %d MiB allowed (restore.max_merge_size) at line %d; raise it, or restore each machine's copy to another folder (restore --machine <name> --to <folder>)", rel, m.maxMerge>>20, limit.Lines)
+		return outcome{}, fmt.Errorf("%s: the copies went on apart, and merging them line by line takes an index of their lines: more than the %d MiB allowed (restore.max_merge_size) at line %d; raise it, or restore each machine's copy to another folder (restore --machine <name> --to <folder>)", rel, m.MaxMergeSize>>20, limit.Lines)
 	}
 	if err != nil {
 		return outcome{}, fmt.Errorf("%s: %w", rel, mergeErr(err))
@@ -275,8 +260,8 @@ func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f
 // dir (in a dry run, the system's temp folder), opened as a body; done
 // removes it unless write took it.
 func (m *merger) writeMerge(x *session.Index) (body, error) {
-	dir := m.agentDir
-	if m.dryRun {
+	dir := m.AgentDir
+	if m.DryRun {
 		dir = ""
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return body{}, err
@@ -390,25 +375,17 @@ func (m *merger) done() {
 	m.temps = nil
 }
 
-// merger decides by the merge rule and writes what it decided.
+// merger decides by the merge rule and writes what it decided, as the
+// run's options say (Run's mergeMu lets one session at a time merge
+// diverged copies line by line, within MaxMergeSize).
 type merger struct {
-	store       store.Store
-	agentDir    string
-	dryRun      bool
-	hashWritten bool // see Options.HashWritten
-	// maxMerge bounds the index of a line-by-line merge of diverged
-	// copies (session.Index); mergeMu, shared by every session of a Run,
-	// lets one merge at a time.
-	maxMerge int64
-	mergeMu  *sync.Mutex
+	Options
 	// files are the files plan opened, closed when apply ends; temps are
 	// the merges written, removed then unless write took them.
 	files []*os.File
 	temps []string
 	// later, when set, takes over syncing and placing a new session file.
-	later      *later
-	now        func() time.Time
-	blobMtimes map[string]time.Time // see Options.blobMtimes
+	later *later
 	// live, when set, looks again whether the session became live since
 	// it was fetched (and then records why in the result): right before
 	// its files are written, since a merge of large diverged copies takes
@@ -430,7 +407,7 @@ type fileWrite struct {
 // file, so that a session never appears before what it references.
 func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error {
 	defer m.done()
-	sw, err := m.plan(rel, hasLocal, f.session, format{m.store, true, true})
+	sw, err := m.plan(rel, hasLocal, f.session, format{m.Store, true, true})
 	if err != nil {
 		return err
 	}
@@ -451,7 +428,7 @@ func (m *merger) apply(f *fetched, rel string, hasLocal bool, res *Result) error
 	}
 	res.Artifacts = len(arts)
 	res.Blobs = len(f.blobs)
-	if m.dryRun {
+	if m.DryRun {
 		return nil
 	}
 	if res.Blobs, err = m.placeBlobs(f); err != nil {
@@ -480,22 +457,22 @@ func (m *merger) planBeside(f *fetched, rel string, apart []int, res *Result) ([
 	var beside []fileWrite
 	for _, i := range apart {
 		c := f.session[i]
-		brel, ok := m.store.Beside(rel, c.machine)
+		brel, ok := m.Store.Beside(rel, c.machine)
 		if !ok {
 			res.Missing = append(res.Missing, fmt.Sprintf("the copy of machine %s went on apart from this one and cannot be merged; kept on the remote (restore --machine %s --to another folder to read it)", c.machine, c.machine))
 			continue
 		}
-		fi, err := os.Lstat(abs(m.agentDir, brel))
+		fi, err := os.Lstat(abs(m.AgentDir, brel))
 		has := err == nil
 		if has && !fi.Mode().IsRegular() {
 			res.Missing = append(res.Missing, fmt.Sprintf("the copy of machine %s is not written beside: something else is at %s", c.machine, brel))
 			continue
 		}
-		w, err := m.plan(brel, has, []copyData{c}, format{st: m.store})
+		w, err := m.plan(brel, has, []copyData{c}, format{st: m.Store})
 		if err != nil {
 			return nil, err
 		}
-		res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s went on apart from this one and %s lines carry no entry ids to merge by: it is at %s", c.machine, m.store.Name(), brel))
+		res.Notes = append(res.Notes, fmt.Sprintf("the copy of machine %s went on apart from this one and %s lines carry no entry ids to merge by: it is at %s", c.machine, m.Store.Name(), brel))
 		if w.out.action != Unchanged {
 			beside = append(beside, w)
 		}
@@ -507,18 +484,18 @@ func (m *merger) planBeside(f *fetched, rel string, apart []int, res *Result) ([
 func (m *merger) planArtifacts(f *fetched, rel string, res *Result) ([]fileWrite, error) {
 	var arts []fileWrite
 	for _, ar := range slices.Sorted(maps.Keys(f.artifacts)) {
-		dst, ok := m.store.ArtifactRel(rel, ar)
+		dst, ok := m.Store.ArtifactRel(rel, ar)
 		if !ok {
-			res.Missing = append(res.Missing, fmt.Sprintf("artifact %q: not a path %s uses", ar, m.store.Name()))
+			res.Missing = append(res.Missing, fmt.Sprintf("artifact %q: not a path %s uses", ar, m.Store.Name()))
 			continue
 		}
-		fi, err := os.Lstat(abs(m.agentDir, dst))
+		fi, err := os.Lstat(abs(m.AgentDir, dst))
 		has := err == nil
 		if has && !fi.Mode().IsRegular() {
 			res.Missing = append(res.Missing, fmt.Sprintf("artifact %s: something else is in its place (move it away and restore again)", dst))
 			continue
 		}
-		w, err := m.plan(dst, has, f.artifacts[ar], format{m.store, false, strings.HasSuffix(ar, ".jsonl")})
+		w, err := m.plan(dst, has, f.artifacts[ar], format{m.Store, false, strings.HasSuffix(ar, ".jsonl")})
 		if err != nil {
 			return nil, err
 		}
@@ -537,7 +514,7 @@ func (m *merger) planArtifacts(f *fetched, rel string, res *Result) ([]fileWrite
 }
 
 // account records in res what writing the session file sw adds: its
-// bytes, the span added (with m.hashWritten) and the backup a merge makes.
+// bytes, the span added (with m.HashWritten) and the backup a merge makes.
 func (m *merger) account(sw fileWrite, rel string, res *Result) error {
 	size := sw.out.body.size()
 	switch sw.out.action {
@@ -546,12 +523,12 @@ func (m *merger) account(sw fileWrite, rel string, res *Result) error {
 	case Created, Merged:
 		res.Bytes = size
 	case Retitled:
-		res.Bytes = int64(m.store.SlotLen(sw.out.body.head()))
+		res.Bytes = int64(m.Store.SlotLen(sw.out.body.head()))
 	}
-	if m.hashWritten && !m.dryRun && (sw.out.action == Created || sw.out.action == Appended) {
+	if m.HashWritten && !m.DryRun && (sw.out.action == Created || sw.out.action == Appended) {
 		// What is added after the title slot, from what is written, not
 		// from the file, which omp may change the moment it appears.
-		start := int64(m.store.SlotLen(sw.out.body.head()))
+		start := int64(m.Store.SlotLen(sw.out.body.head()))
 		if sw.out.action == Appended {
 			start = max(start, sw.local.size)
 		}
@@ -574,7 +551,7 @@ func (m *merger) account(sw fileWrite, rel string, res *Result) error {
 func (m *merger) placeBlobs(f *fetched) (int, error) {
 	n := 0
 	for _, name := range slices.Sorted(maps.Keys(f.blobs)) {
-		wrote, err := placeBlob(m.agentDir, name, f.blobs[name], m.blobMtimes[name])
+		wrote, err := placeBlob(m.AgentDir, name, f.blobs[name], m.blobMtimes[name])
 		if err != nil {
 			return n, err
 		}
@@ -582,7 +559,7 @@ func (m *merger) placeBlobs(f *fetched) (int, error) {
 			n++
 		}
 		for _, l := range f.blobLinks[name] {
-			if _, err := writeBlobLink(m.agentDir, l); err != nil {
+			if _, err := writeBlobLink(m.AgentDir, l); err != nil {
 				return n, err
 			}
 		}
@@ -597,7 +574,7 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 	w := fileWrite{rel: rel}
 	var local *body
 	if has {
-		p := abs(m.agentDir, rel)
+		p := abs(m.AgentDir, rel)
 		fi, err := os.Lstat(p)
 		if err != nil {
 			return w, fmt.Errorf("local file %s: %w", rel, err)
@@ -648,58 +625,59 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 
 // backupName is the hidden name the pre-merge local file is kept under: omp
 // lists only *.jsonl and the agent skips hidden files.
-func (m *merger) backupName(rel string) string { return store.PreMergeName(rel, m.now()) }
+func (m *merger) backupName(rel string) string { return store.PreMergeName(rel, m.Now()) }
 
 // write carries out one planned write and returns the backup it made. A
 // file it creates is durable once its folder is synced: by write, or, when
 // later is set, by Run, which later tells (and which then also syncs and
-// links a new file held in memory). A copy's verified temp file becomes the
-// file (linked or renamed); any other content is written through a temp
-// file beside it, never held whole.
+// links a new file held in memory). A local file behind the copy gets the
+// rest appended; any other content is put in place whole (put).
 func (m *merger) write(w fileWrite, later *later) (backup string, err error) {
-	p := abs(m.agentDir, w.rel)
+	p := abs(m.AgentDir, w.rel)
 	c := w.out.body
-	switch w.out.action {
-	case Unchanged:
+	switch {
+	case w.out.action == Unchanged:
 		return "", nil
-	case Created:
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return "", fmt.Errorf("create folder: %w", err)
-		}
-		if later != nil && c.src.data != nil {
-			f, err := writeUnsynced(p, c.src.data)
-			if err != nil {
-				return "", err
-			}
-			later.place(f, p, w.mtime)
-		} else if err := createNew(p, c, atomicfile.Options{Mtime: w.mtime, NoDirSync: later != nil}); err != nil {
-			return "", err
-		}
-		if later != nil {
-			later.syncDir(filepath.Dir(p))
-		}
-		return "", nil
-	case Retitled:
-		return "", replaceWith(p, w.before, c, w.mtime)
-	case Appended:
-		if !w.out.replace {
-			return "", appendFile(p, w.local.size, c.section(w.local.size), w.mtime)
-		}
-		return "", replaceWith(p, w.before, c, w.mtime)
-	case Merged:
+	case w.out.action == Created:
+		return "", create(p, c, w.mtime, later)
+	case w.out.action == Appended && !w.out.replace:
+		return "", appendFile(p, w.local.size, c.section(w.local.size), w.mtime)
+	case w.out.action == Merged:
 		if backup, err = m.keepBeside(w); err != nil {
 			return "", fmt.Errorf("keep the pre-merge file: %w", err)
 		}
-		return backup, replaceWith(p, w.before, c, w.mtime)
 	}
-	return "", fmt.Errorf("unknown action %q", w.out.action)
+	return backup, put(p, w.before, c, atomicfile.Options{Mtime: w.mtime})
+}
+
+// create writes c to a new file at p (mode 0600), its folder made; with
+// later a copy held in memory is left to the placer to sync and link, and
+// the folder to sync once.
+func create(p string, c content, mtime time.Time, later *later) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("create folder: %w", err)
+	}
+	if later == nil {
+		return put(p, nil, c, atomicfile.Options{Mtime: mtime})
+	}
+	if c.src.data != nil {
+		f, err := writeUnsynced(p, c)
+		if err != nil {
+			return err
+		}
+		later.place(f, p, mtime)
+	} else if err := put(p, nil, c, atomicfile.Options{Mtime: mtime, NoDirSync: true}); err != nil {
+		return err
+	}
+	later.syncDir(filepath.Dir(p))
+	return nil
 }
 
 // keepBeside keeps the local file as it was under its backup name, read
 // through into a synced temp file beside it and linked to the first free
 // name, its mtime kept.
 func (m *merger) keepBeside(w fileWrite) (string, error) {
-	p := abs(m.agentDir, w.rel)
+	p := abs(m.AgentDir, w.rel)
 	tmp, err := tempOf(filepath.Dir(p), content{src: w.local})
 	if err != nil {
 		return "", err
@@ -708,7 +686,7 @@ func (m *merger) keepBeside(w fileWrite) (string, error) {
 	opts := atomicfile.Options{Exclusive: true, Mtime: w.before.ModTime()}
 	backup := m.backupName(w.rel)
 	for i := 2; ; i++ {
-		err := atomicfile.Install(tmp, abs(m.agentDir, backup), opts)
+		err := atomicfile.Install(tmp, abs(m.AgentDir, backup), opts)
 		if !errors.Is(err, fs.ErrExist) || i > 100 {
 			return backup, err
 		}
@@ -742,16 +720,56 @@ func tempOf(dir string, c content) (string, error) {
 	})
 }
 
-// place makes the synced temp file tmp the file p as opts say
-// (atomicfile.Install: with Exclusive a hard link, which fails with
-// fs.ErrExist if anything is at p, else a rename over p). Where that fails
-// for a tmp in another folder (on another file system, a link or rename
-// cannot reach p), tmp is copied beside p and put from there.
-func place(tmp, p string, opts atomicfile.Options) error {
-	err := atomicfile.Install(tmp, p, opts)
-	if err == nil || errors.Is(err, fs.ErrExist) || filepath.Dir(tmp) == filepath.Dir(p) {
+// put makes c the file at p through a synced temp file (tempOf) that
+// install puts in place: a new file when before is nil, else the
+// replacement of the file read as before.
+func put(p string, before fs.FileInfo, c content, opts atomicfile.Options) error {
+	tmp, err := tempOf(filepath.Dir(p), c)
+	if err != nil && before != nil {
+		// A full disk or an I/O error: the file was never touched.
+		return fmt.Errorf("replacing %s failed, file left as it was: %w", p, err)
+	}
+	if err != nil {
 		return err
 	}
+	return install(tmp, p, before, opts)
+}
+
+// install makes the synced temp file tmp the file p as opts say (its
+// mtime, NoDirSync when the caller syncs the folder), and removes tmp:
+// with before nil a new file, linked (atomicfile.Install, Exclusive),
+// which fails if anything appeared at p meanwhile: a restore never
+// replaces a file it did not read; else the file read as before, renamed
+// over once checked unchanged. Where tmp is in another folder and that
+// fails (on another file system, a link or rename cannot reach p), tmp is
+// copied beside p and put from there.
+func install(tmp, p string, before fs.FileInfo, opts atomicfile.Options) error {
+	defer os.Remove(tmp)
+	if before != nil {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if !os.SameFile(fi, before) || fi.Size() != before.Size() || !fi.ModTime().Equal(before.ModTime()) {
+			return fmt.Errorf("%s changed while restoring; nothing written to it (run the restore again)", p)
+		}
+	}
+	opts.Exclusive = before == nil
+	err := atomicfile.Install(tmp, p, opts)
+	if err != nil && !errors.Is(err, fs.ErrExist) && filepath.Dir(tmp) != filepath.Dir(p) {
+		err = copyInstall(tmp, p, opts)
+	}
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
+	case err != nil && before != nil:
+		return fmt.Errorf("replace %s: %w", p, err)
+	}
+	return err
+}
+
+// copyInstall puts a copy of tmp at p as opts say.
+func copyInstall(tmp, p string, opts atomicfile.Options) error {
 	in, err := os.Open(tmp)
 	if err != nil {
 		return err
@@ -761,59 +779,6 @@ func place(tmp, p string, opts atomicfile.Options) error {
 		_, err := io.Copy(w, in)
 		return err
 	}, opts)
-}
-
-// replaceWith replaces the file read as before with c, atomically.
-func replaceWith(p string, before fs.FileInfo, c content, mtime time.Time) error {
-	tmp, err := tempOf(filepath.Dir(p), c)
-	if err != nil {
-		// A full disk or an I/O error: the file was never touched.
-		return fmt.Errorf("replacing %s failed, file left as it was: %w", p, err)
-	}
-	defer os.Remove(tmp)
-	if err := changed(p, before); err != nil {
-		return err
-	}
-	if err := place(tmp, p, atomicfile.Options{Mtime: mtime}); err != nil {
-		return fmt.Errorf("replace %s: %w", p, err)
-	}
-	return nil
-}
-
-// createNew writes c to a new file at p (mode 0600) through a synced temp
-// file beside it and a hard link, which fails if anything appeared at p
-// meanwhile: a restore never replaces a file it did not read. opts say
-// the mtime, and NoDirSync when the caller syncs the folder.
-func createNew(p string, c content, opts atomicfile.Options) error {
-	tmp, err := tempOf(filepath.Dir(p), c)
-	if err != nil {
-		return err
-	}
-	return linkNew(p, tmp, opts)
-}
-
-// linkNew makes the verified, synced temp file tmp the new file p, as
-// createNew does; tmp is removed.
-func linkNew(p, tmp string, opts atomicfile.Options) error {
-	defer os.Remove(tmp)
-	opts.Exclusive = true
-	err := place(tmp, p, opts)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
-	}
-	return err
-}
-
-// changed reports whether the file at p is no longer the one read as before.
-func changed(p string, before fs.FileInfo) error {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	if !os.SameFile(fi, before) || fi.Size() != before.Size() || !fi.ModTime().Equal(before.ModTime()) {
-		return fmt.Errorf("%s changed while restoring; nothing written to it (run the restore again)", p)
-	}
-	return nil
 }
 
 // appendFile appends tail to the file at p, after checking that it still
@@ -877,7 +842,7 @@ func placeBlob(agentDir, name, tmp string, mtime time.Time) (bool, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return false, fmt.Errorf("create blobs folder: %w", err)
 	}
-	err := place(tmp, p, atomicfile.Options{Exclusive: true, Mtime: mtime})
+	err := install(tmp, p, nil, atomicfile.Options{Mtime: mtime})
 	if errors.Is(err, fs.ErrExist) {
 		return false, nil // another session's restore wrote it: same bytes
 	}

@@ -101,17 +101,21 @@ func placeOne(pm placement) error {
 		os.Remove(tmp)
 		return fmt.Errorf("sync %s: %w", tmp, err)
 	}
-	return linkNew(pm.p, tmp, atomicfile.Options{Mtime: pm.mtime, NoDirSync: true})
+	return install(tmp, pm.p, nil, atomicfile.Options{Mtime: pm.mtime, NoDirSync: true})
 }
 
-// writeUnsynced writes data to a new hidden temp file beside p and starts
-// its writeback; the file is returned open, for its fsync.
-func writeUnsynced(p string, data []byte) (*os.File, error) {
+// writeUnsynced writes c, held in memory, to a new hidden temp file beside
+// p and starts its writeback; the file is returned open, for its fsync.
+func writeUnsynced(p string, c content) (*os.File, error) {
 	f, err := os.CreateTemp(filepath.Dir(p), atomicfile.TempPattern(filepath.Base(p)))
 	if err != nil {
 		return nil, fmt.Errorf("create temp file: %w", err)
 	}
-	if _, err := f.Write(data); err != nil { // the error names the file
+	_, err = f.Write(c.src.data)
+	if err == nil && c.slot != nil {
+		_, err = f.WriteAt(c.slot, 0) // another copy's newer title
+	}
+	if err != nil { // the error names the file
 		f.Close()
 		os.Remove(f.Name())
 		return nil, err

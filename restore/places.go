@@ -75,6 +75,9 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 	next := progressAcross(opts.Progress)
 	for i, pl := range places {
 		if !opts.All && len(ids[i]) == 0 {
+			// Run reports no catalog problems of its own when given the
+			// catalogs: those of a place it skips come from here.
+			rep.Problems = append(rep.Problems, plans[i].problems...)
 			continue
 		}
 		o := forPlace(opts, pl)
@@ -93,11 +96,6 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 		rep.DeletedLeft += r.DeletedLeft
 		rep.Problems = append(rep.Problems, r.Problems...)
 		rep.Cleanup = append(rep.Cleanup, r.Cleanup...)
-	}
-	for i := range plans {
-		if !opts.All && len(ids[i]) == 0 {
-			rep.Problems = append(rep.Problems, plans[i].problems...)
-		}
 	}
 	return rep, nil
 }
@@ -176,19 +174,19 @@ func locateOne(plans []*planner, pre string, opts Options) (int, string, error) 
 	type hit struct {
 		place int
 		t     *target
+		l     Listing
 	}
 	var exact, hits []hit
-	amb := &AmbiguousError{Prefix: pre}
 	var notFound error
 	for i, p := range plans {
 		ts, err := p.match(pre)
 		notFound = cmp.Or(notFound, err)
 		for _, t := range ts {
+			h := hit{i, t, t.listing()}
 			if strings.EqualFold(t.id, strings.TrimSpace(pre)) {
-				exact = append(exact, hit{i, t})
+				exact = append(exact, h)
 			}
-			hits = append(hits, hit{i, t})
-			amb.Candidates = append(amb.Candidates, t.listing())
+			hits = append(hits, h)
 		}
 	}
 	if len(exact) == 1 {
@@ -203,31 +201,27 @@ func locateOne(plans []*planner, pre string, opts Options) (int, string, error) 
 	case 1:
 		return hits[0].place, hits[0].t.id, nil
 	}
-	slices.SortFunc(amb.Candidates, newestFirst)
-	pick := func(c Candidate) (int, string, error) {
-		for _, h := range hits {
-			if h.t.id == c.ID && h.t.agent == c.Agent {
-				return h.place, h.t.id, nil
-			}
-		}
-		return 0, "", fmt.Errorf("session %q is not among those %q matches", c.ID, pre)
+	slices.SortFunc(hits, func(a, b hit) int { return newestFirst(a.l, b.l) })
+	amb := &AmbiguousError{Prefix: pre}
+	for _, h := range hits {
+		amb.Candidates = append(amb.Candidates, h.l)
 	}
-	switch {
-	case opts.Latest:
-		return pick(amb.Candidates[0])
-	case opts.Choose != nil:
-		id, err := opts.Choose(amb)
-		if err != nil {
+	id := hits[0].t.id // the newest, for opts.Latest
+	if !opts.Latest {
+		if opts.Choose == nil {
+			return 0, "", amb
+		}
+		var err error
+		if id, err = opts.Choose(amb); err != nil {
 			return 0, "", err
 		}
-		for _, c := range amb.Candidates {
-			if c.ID == id {
-				return pick(c)
-			}
-		}
-		return 0, "", fmt.Errorf("session %q is not among those %q matches", id, pre)
 	}
-	return 0, "", amb
+	for _, h := range hits {
+		if h.t.id == id {
+			return h.place, id, nil
+		}
+	}
+	return 0, "", fmt.Errorf("session %q is not among those %q matches", id, pre)
 }
 
 // ListAll is List across places: every agent's sessions, newest first.

@@ -64,9 +64,6 @@ func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, erro
 			return nil, err
 		}
 	}
-	if opts.Store == nil {
-		opts.Store = store.OMP()
-	}
 	p := &planner{sessions: map[string]*target{}, problems: problems, opts: opts, catalogs: cats}
 	for _, c := range cats {
 		if opts.Machine != "" && c.Machine != opts.Machine {

@@ -84,7 +84,7 @@ type Options struct {
 	// written (after its copies were fetched and merged), with its path.
 	beforeWrite func(rel string)
 	// mergeMu lets one session at a time merge diverged copies line by
-	// line (Run sets it).
+	// line (Run and Cat set it).
 	mergeMu *sync.Mutex
 	// buffers holds the in-memory copies' buffers for reuse (Run sets it).
 	buffers *buffers
@@ -275,7 +275,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		return nil, err
 	}
 	var early *earlyListing
-	var blobs <-chan blobListing
+	blobs := make(chan blobListing, 1) // read once, with opts.All
 	if opts.All {
 		// Every session's objects and every blob are listed while the
 		// catalogs are read: on a line, three round trips sooner, and the
@@ -284,7 +284,7 @@ func Run(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) (*R
 		defer early.stop()
 		bctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		blobs = listBlobsLater(bctx, r)
+		go func() { blobs <- listBlobs(bctx, r) }()
 	}
 	p, targets, err := planTargets(ctx, r, opts, prefixes)
 	if err != nil {
@@ -350,11 +350,7 @@ func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessio
 	for _, t := range targets {
 		total += t.recordedSize()
 	}
-	var mu sync.Mutex
-	prog := Progress{SessionsTotal: len(targets), BytesTotal: total}
-	if opts.Progress != nil {
-		opts.Progress(prog) // the totals, before the first session
-	}
+	done := counted(opts.Progress, Progress{SessionsTotal: len(targets), BytesTotal: total})
 	// New session files are synced and linked into place by the placer,
 	// off the transfers' path, and made durable by one sync of their
 	// folder at the end, not one per file (a thousand sessions sit in a
@@ -363,8 +359,6 @@ func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessio
 	pl := startPlacer()
 	eachTarget(ctx, r, targets, sessions, opts, early, func(i int, t *target, listed *repo.SessionObjects) {
 		if ctx.Err() != nil {
-			mu.Lock()
-			defer mu.Unlock()
 			results[i] = Result{Agent: opts.Store.Name(), ID: t.id, Action: Refused, Error: ctx.Err().Error()}
 			return
 		}
@@ -374,14 +368,8 @@ func restoreTargets(ctx context.Context, r *repo.Repo, targets []*target, sessio
 		if res.Error != "" && res.Action != SkippedLive {
 			opts.Logger.Warn("session not restored", "session", t.id, "action", res.Action, "err", res.Error)
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		results[i] = res
-		prog.Sessions++
-		prog.Bytes += t.recordedSize()
-		if opts.Progress != nil {
-			opts.Progress(prog)
-		}
+		done(t.recordedSize())
 	})
 	for i, err := range pl.wait() {
 		opts.Logger.Warn("session not restored", "session", targets[i].id, "action", Failed, "err", err)
@@ -452,7 +440,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	res.Notes = append(res.Notes, f.notes...)
 	res.Missing = append(res.Missing, f.missing...)
 	fetched := opts.Now()
-	m := &merger{store: opts.Store, agentDir: opts.AgentDir, dryRun: opts.DryRun, hashWritten: opts.HashWritten, maxMerge: opts.MaxMergeSize, mergeMu: opts.mergeMu, later: later, now: opts.Now, blobMtimes: opts.blobMtimes,
+	m := &merger{Options: opts, later: later,
 		live: func() bool {
 			if opts.beforeWrite != nil {
 				opts.beforeWrite(dest)

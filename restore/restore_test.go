@@ -291,6 +291,29 @@ func TestRestoreAppendTakesNewerTitle(t *testing.T) {
 	}
 }
 
+// A new session takes the newest title slot too: one machine's copy holds
+// more lines, another's a newer title, and the file created here has both,
+// whether the copy is held in memory (the placer writes it) or not.
+func TestRestoreCreatedTakesNewerTitle(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	rel := sessionPath("-.omp-work", f.id, 1)
+	a := newMachine(t, r, "desktop")
+	a.write(rel, f.data, base)
+	a.backup()
+	b := newMachine(t, r, "laptop")
+	b.write(rel, retitled(t, f.data[:lineCut(f.data, len(f.data)/2)], "Login", "2030-10-08T00:00:00.000Z"), base.Add(-time.Hour))
+	b.backup()
+
+	c := newMachine(t, r, "third")
+	if res := c.restoreOK([]string{f.id}, Options{}).Results[0]; res.Action != Created {
+		t.Fatalf("result %+v", res)
+	}
+	if got, want := c.read(rel), retitled(t, f.data, "Login", "2030-10-08T00:00:00.000Z"); !bytes.Equal(got, want) {
+		t.Fatalf("the new file lacks the newer title: %.120q", got)
+	}
+}
+
 // retitled returns data with its title slot rewritten in place, as omp's
 // /rename does (same size).
 func retitled(t *testing.T, data []byte, title, at string) []byte {

@@ -100,19 +100,10 @@ func Verify(ctx context.Context, r *repo.Repo, prefixes []string, opts Options) 
 	}
 	checks := make([]Check, len(targets))
 	blobs := &blobChecker{}
-	var mu sync.Mutex
-	prog := Progress{SessionsTotal: len(targets)}
-	if opts.Progress != nil {
-		opts.Progress(prog) // the total, before the first session
-	}
+	done := counted(opts.Progress, Progress{SessionsTotal: len(targets)})
 	eachTarget(ctx, r, targets, len(p.sessions), opts, nil, func(i int, t *target, listed *repo.SessionObjects) {
 		checks[i] = verifyOne(ctx, r, t, local.Find(t.id), blobs, opts, listed)
-		mu.Lock()
-		defer mu.Unlock()
-		prog.Sessions++
-		if opts.Progress != nil {
-			opts.Progress(prog)
-		}
+		done(0) // no bytes: verify reads older generations too
 	})
 	problems := p.problems
 	if opts.All && opts.Machine == "" && ctx.Err() == nil {
@@ -239,22 +230,19 @@ func (c *Check) verifyStream(ctx context.Context, r *repo.Repo, t *target, inv *
 		}
 		cc := CopyCheck{Machine: s.Machine, Stream: name, Generation: g.Name, Newest: g == newest}
 		st, err := verifyCopy(ctx, r, t, s, g, &cc, localPath, refs, opts)
+		if err == nil && cc.Newest && st.Meta.Reason == "shrank" && s.Name == repo.SessionStream {
+			shrunk = g
+		}
+		if err == nil {
+			// As restore refuses it: the catalog promises more than is there.
+			err = t.short(s, g, cc.Bytes)
+		}
 		if err != nil {
 			cc.Error = err.Error()
 			c.failed(err)
-			c.Copies = append(c.Copies, cc)
-			continue
 		}
-		if err := t.short(s, g, cc.Bytes); err != nil {
-			// As restore refuses it: the catalog promises more than is there.
-			cc.Error = err.Error()
-			c.Problems = append(c.Problems, cc.Error)
-		}
-		if !cc.Newest && cc.Bytes > longestBytes {
+		if !cc.Newest && cc.Bytes > longestBytes { // 0 for a copy that failed
 			longest, longestBytes = g, cc.Bytes
-		}
-		if cc.Newest && st.Meta.Reason == "shrank" && s.Name == repo.SessionStream {
-			shrunk = g
 		}
 		c.Copies = append(c.Copies, cc)
 	}
@@ -321,10 +309,9 @@ func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 // checkBlobs checks the blobs the newest copies reference, in name order.
 func (c *Check) checkBlobs(ctx context.Context, r *repo.Repo, names []string, blobs *blobChecker, opts Options) {
 	for _, n := range names {
-		switch s := blobs.check(ctx, r, n, opts.MaxBlobSize); {
-		case s.unanswered != nil:
-			c.failed(fmt.Errorf("session %s: blob %s: %w", c.ID, n, s.unanswered))
-		case s.missing:
+		switch err := blobs.check(ctx, r, n, opts.MaxBlobSize); {
+		case err == nil:
+		case errors.Is(err, remote.ErrNotFound):
 			// A gap in the backup only if this agent dir has the blob.
 			if hasBlob(opts.AgentDir, n) {
 				c.Problems = append(c.Problems, fmt.Sprintf("blob %s is referenced and on disk but not on the remote", n))
@@ -332,8 +319,10 @@ func (c *Check) checkBlobs(ctx context.Context, r *repo.Repo, names []string, bl
 			} else {
 				c.Notes = append(c.Notes, fmt.Sprintf("blob %s is referenced but neither on the remote nor on disk", n))
 			}
-		case s.problem != "":
-			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", c.ID, s.problem))
+		case remote.Unanswered(err):
+			c.failed(fmt.Errorf("session %s: blob %s: %w", c.ID, n, err))
+		default:
+			c.Problems = append(c.Problems, fmt.Sprintf("session %s: %s", c.ID, err))
 			c.Blobs = append(c.Blobs, n)
 		}
 	}
@@ -431,28 +420,15 @@ func (c *localCmp) result(head []byte, f format) string {
 
 // blobChecker verifies each blob once, however many sessions reference it.
 type blobChecker struct {
-	seen sync.Map // blob name -> blobState
+	seen sync.Map // blob name -> its check's error (nil: sound)
 }
 
-type blobState struct {
-	problem    string // "" when sound
-	missing    bool
-	unanswered error // the remote did not answer: neither sound nor damaged
-}
-
-func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limit int64) blobState {
-	if s, ok := b.seen.Load(name); ok {
-		return s.(blobState)
+func (b *blobChecker) check(ctx context.Context, r *repo.Repo, name string, limit int64) error {
+	if err, ok := b.seen.Load(name); ok {
+		err, _ := err.(error)
+		return err
 	}
-	var s blobState
-	switch _, err := fetchBlob(ctx, r, "", name, limit, false); {
-	case errors.Is(err, remote.ErrNotFound):
-		s.missing = true
-	case remote.Unanswered(err):
-		s.unanswered = err
-	case err != nil:
-		s.problem = err.Error()
-	}
-	b.seen.Store(name, s)
-	return s
+	_, err := fetchBlob(ctx, r, "", name, limit, false)
+	b.seen.Store(name, err)
+	return err
 }
