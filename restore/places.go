@@ -74,10 +74,10 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 	rep := &Report{}
 	next := progressAcross(opts.Progress)
 	for i, pl := range places {
+		// Run reports no catalog problems of its own when given the
+		// catalogs: every place's come from here.
+		rep.Problems = append(rep.Problems, plans[i].problems...)
 		if !opts.All && len(ids[i]) == 0 {
-			// Run reports no catalog problems of its own when given the
-			// catalogs: those of a place it skips come from here.
-			rep.Problems = append(rep.Problems, plans[i].problems...)
 			continue
 		}
 		o := forPlace(opts, pl)

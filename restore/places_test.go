@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ompsync/ompsync/agent"
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
@@ -101,5 +103,27 @@ func TestRunAllAcrossAgents(t *testing.T) {
 	list, _, err := ListAll(ctx, places, "")
 	if err != nil || len(list) != 2 || list[0].Agent != "claude" || list[1].Agent != "omp" {
 		t.Errorf("ListAll = %+v, %v", list, err)
+	}
+}
+
+// A catalog the remote holds damaged is said by a restore across agents
+// for the place it restores too, not only for a place it skips: the
+// sessions of that machine are not found, and the restore must say so.
+func TestRunAllSaysCatalogProblemsOfEveryPlace(t *testing.T) {
+	places, _, claudeID := twoAgents(t)
+	ctx := context.Background()
+	// Another machine's Claude Code catalog, damaged.
+	if err := places[1].Repo.Client().Put(ctx, repo.CatalogKey("desk"), []byte("not a catalog"), remote.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	said := func(rep *Report) bool {
+		return rep != nil && slices.ContainsFunc(rep.Problems, func(p string) bool { return strings.Contains(p, "machine desk") })
+	}
+	rep, err := RunAll(ctx, places, []string{claudeID[:12]}, Options{})
+	if err != nil || len(rep.Results) != 1 || rep.Results[0].ID != claudeID || !said(rep) {
+		t.Fatalf("a restore of the Claude Code session: %+v, %v; want it restored and desk's damaged catalog said", rep, err)
+	}
+	if rep, err = RunAll(ctx, places, nil, Options{All: true}); err != nil || len(rep.Results) != 2 || !said(rep) {
+		t.Fatalf("restore --all: %+v, %v; want both sessions and desk's damaged catalog said", rep, err)
 	}
 }
