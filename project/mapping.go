@@ -56,8 +56,9 @@ func jsonString(s string) string {
 }
 
 // Writer rewrites what is written through it by m and passes it on to w,
-// in constant memory whatever the length of a line: only the last bytes,
-// which may start a "cwd" value, wait for the next write (or Close).
+// in constant memory whatever the length of a line: only a fixed tail (a
+// needle's length and the bytes that decide it) waits for the next write
+// (or Close).
 func (m Mapping) Writer(w io.Writer) *Rewriter {
 	// A root folder keeps its separator.
 	from, to := cmp.Or(strings.TrimRight(m.From, `/\`), m.From), cmp.Or(strings.TrimRight(m.To, `/\`), m.To)

@@ -30,9 +30,11 @@ type RetryPolicy struct {
 var DefaultRetry = RetryPolicy{MaxAttempts: 6, Base: 250 * time.Millisecond, Max: 8 * time.Second}
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
-	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultRetry.MaxAttempts)
-	p.Base = cmp.Or(p.Base, DefaultRetry.Base)
-	p.Max = cmp.Or(p.Max, DefaultRetry.Max)
+	// A negative field is taken as zero: a negative Max would make the
+	// backoff's random wait panic.
+	p.MaxAttempts = cmp.Or(max(p.MaxAttempts, 0), DefaultRetry.MaxAttempts)
+	p.Base = cmp.Or(max(p.Base, 0), DefaultRetry.Base)
+	p.Max = cmp.Or(max(p.Max, 0), DefaultRetry.Max)
 	return p
 }
 

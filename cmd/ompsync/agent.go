@@ -390,10 +390,10 @@ func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	// two of its own, is not cut short by it.
 	m := a.meters()
 	m.log = run.log
+	run.reg = metricsRegistry(cfg, m) // counts the retries of opening too
 	if run.r, err = openRepo(context.WithoutCancel(ctx), cfg, m); err != nil {
 		return err
 	}
-	run.reg = metricsRegistry(cfg, m)
 	bar := &liveBar{out: run.out, unit: "files"}
 	defer bar.done() // the first pass, on a terminal (of the first agent)
 	agents, err := run.newAgents(ctx, bar)

@@ -517,10 +517,12 @@ func (l *lister) walk(dirKey string) error {
 		switch {
 		case !dir && (!in || e.key <= sa),
 			dir && !in && !strings.HasPrefix(l.prefix, e.key),  // not on the way to the prefix
-			dir && sa > e.key && !strings.HasPrefix(sa, e.key), // StartAfter sorts after all in it
-			cp != "" && cp == l.lastCP:                         // folded into the prefix yielded last
-		case e.de.Type()&fs.ModeSymlink != 0:
+			dir && sa > e.key && !strings.HasPrefix(sa, e.key): // StartAfter sorts after all in it
+		case e.de.Type()&fs.ModeSymlink != 0 && (cp == "" || cp != l.lastCP || l.groupOf(dirKey) == ""):
+			// A link is refused wherever it is listed, but inside a
+			// folder folded into a prefix already yielded, which is not read.
 			return linkError("list", l.prefix, e.key)
+		case cp != "" && cp == l.lastCP: // folded into the prefix yielded last
 		case dir:
 			err = l.walk(e.key)
 		case cp != "":

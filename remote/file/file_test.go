@@ -307,6 +307,17 @@ func TestPlantedSymlinks(t *testing.T) {
 			t.Errorf("list %q = %v, want an error naming a link", prefix, listErr)
 		}
 	}
+	// A delimiter that folds the link into a prefix already yielded
+	// (v1/machines/m for m1/catalog, then the link m2/catalog) still names it.
+	var foldErr error
+	for _, err := range c.List(ctx, "v1/machines/", remote.ListOptions{Delimiter: "m"}) {
+		if err != nil {
+			foldErr = err
+		}
+	}
+	if foldErr == nil || !strings.Contains(foldErr.Error(), "is a symbolic link") {
+		t.Errorf("list folding the link into a prefix yielded = %v, want an error naming a link", foldErr)
+	}
 	if after := snapshot(t, outside); !maps.Equal(before, after) {
 		t.Errorf("files outside the remote changed:\nbefore %q\nafter  %q", before, after)
 	}
