@@ -211,15 +211,14 @@ type Agent struct {
 	upToDate time.Time
 	// watchGaps: a folder could not be watched, so a change in it shows
 	// only at a full scan, and a pass that had no event to follow is not
-	// up to date.
+	// up to date; set when the first such folder is said.
 	watchGaps atomic.Bool
 	// replanned: a pass's planning changed a stream's path or state (a
 	// move, a restored file), which is saved even with nothing uploaded.
 	replanned atomic.Bool
 	// unwatched are the folders that could not be watched, polled every
-	// interval instead (under mu); watchWarned: the first was said.
-	unwatched   map[string]bool
-	watchWarned bool
+	// interval instead (under mu).
+	unwatched map[string]bool
 	// gapsPolled: Run polled the unwatched folders before this pass, so
 	// it missed no change for want of an event.
 	gapsPolled bool
@@ -830,12 +829,10 @@ func inParallel[T any](n int, items []T, fn func(T)) {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-time.After(d): // collected once it fires or is dropped
 		return true
 	}
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -130,11 +129,9 @@ func (s *State) replay(dir string) error {
 		return fmt.Errorf("read state journal: %w", err)
 	}
 	s.journalBytes = int64(len(b))
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
+	for line := range bytes.Lines(b) {
 		var rec journalRecord
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+		if err := json.Unmarshal(line, &rec); err != nil {
 			// A torn line: what is appended after it would never be
 			// read, so the next persist writes the whole state instead.
 			s.changed.all = true

@@ -3,8 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -396,16 +394,13 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && (os.SameFile(fi, bfi) || bfi.Size() != fi.Size()) {
 		return os.SameFile(fi, bfi), nil // a link, or not a copy of the blob: nothing to hash
 	}
-	f, err := os.Open(a.abs(rel))
+	src, _, err := a.openSource(rel, false)
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return false, err
-	}
-	return hex.EncodeToString(h.Sum(nil)) == blob, nil
+	defer src.Close()
+	_, sum, err := hashRange(src, 0, src.size())
+	return sum == blob, err
 }
 
 // syncArchive backs up an archived session from its gzip file: usually the

@@ -154,13 +154,7 @@ func (f *FileState) pulledAt(off int64) (at *PulledRange, next int64) {
 
 // dropPulled forgets the ranges that start before off: uploaded or stale.
 func (f *FileState) dropPulled(off int64) {
-	kept := f.Pulled[:0]
-	for _, p := range f.Pulled {
-		if p.Start >= off {
-			kept = append(kept, p)
-		}
-	}
-	f.Pulled = kept
+	f.Pulled = slices.DeleteFunc(f.Pulled, func(p PulledRange) bool { return p.Start < off })
 	if len(f.Pulled) == 0 {
 		f.Pulled = nil
 	}

@@ -613,9 +613,6 @@ func tailMatches(src source, fst *FileState) (bool, error) {
 // prefixMatches re-hashes [HashFrom, Offset) and compares it with the
 // running hash of what was uploaded.
 func prefixMatches(src source, fst *FileState) (bool, error) {
-	if src.size() < fst.Offset {
-		return false, nil
-	}
 	if fst.HashFrom > 0 {
 		// The bytes before HashFrom must still be a title slot.
 		slot := make([]byte, fst.HashFrom)

@@ -87,10 +87,8 @@ func (a *Agent) unwatchable(dir string, err error) {
 		a.unwatched = map[string]bool{}
 	}
 	a.unwatched[dir] = true
-	first := !a.watchWarned
-	a.watchWarned = true
 	a.mu.Unlock()
-	a.watchGaps.Store(true)
+	first := !a.watchGaps.Swap(true)
 	iv := time.Duration(a.interval.Load())
 	if !first {
 		a.log.Debug("cannot watch folder either; polling it", "path", dir, "err", err)
