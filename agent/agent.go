@@ -267,12 +267,12 @@ type Agent struct {
 	linksSaid saidOnce
 
 	outage outage
-	// failSince is when passes began to fail (zero while they succeed),
-	// failMsg the first failure's error; lastGood: the last pass did not
-	// fail. Run's goroutine only.
+	// failSince is when passes began to fail (zero while they succeed:
+	// the last pass did not fail), failMsg the first failure's error.
+	// Run's goroutine only. Before the first pass only an outage is
+	// observed, which says the backup is not good.
 	failSince time.Time
 	failMsg   string
-	lastGood  bool
 
 	// beforeRead, when set (tests), runs just before a chunk's bytes are
 	// read, after the stat and the checks: where a file can change under
@@ -745,19 +745,16 @@ func (a *Agent) observe(err error, passed bool) {
 			err = ErrVanished
 		}
 	}
-	if passed {
-		a.lastGood = err == nil
-		switch {
-		case err == nil:
-			a.failSince, a.failMsg = time.Time{}, ""
-		case a.failSince.IsZero():
-			a.failSince, a.failMsg = now, err.Error()
-		}
+	switch {
+	case passed && err == nil:
+		a.failSince, a.failMsg = time.Time{}, ""
+	case passed && a.failSince.IsZero():
+		a.failSince, a.failMsg = now, err.Error()
 	}
 	if a.opts.Notifier == nil {
 		return
 	}
-	h := notify.Health{Good: a.lastGood}
+	h := notify.Health{Good: a.failSince.IsZero()}
 	h.Pending, h.PendingSince = a.metrics.pending()
 	if !a.failSince.IsZero() {
 		h.Failing, h.FailingSince = a.failMsg, a.failSince

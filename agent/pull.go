@@ -300,10 +300,7 @@ func (a *Agent) pullIncluded(e repo.CatalogEntry) bool {
 		}
 		return false
 	}
-	if len(a.opts.PullInclude) > 0 && !match(a.opts.PullInclude) {
-		return false
-	}
-	return !match(a.opts.PullExclude)
+	return (len(a.opts.PullInclude) == 0 || match(a.opts.PullInclude)) && !match(a.opts.PullExclude)
 }
 
 // pulled records what merging one machine's copy of a session into the

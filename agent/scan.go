@@ -170,10 +170,7 @@ func dirKey(st store.Store) string {
 
 // included applies the include and exclude globs.
 func (a *Agent) included(rel string) bool {
-	if len(a.opts.Include) > 0 && !matches(a.opts.Include, rel) {
-		return false
-	}
-	return !matches(a.opts.Exclude, rel)
+	return (len(a.opts.Include) == 0 || matches(a.opts.Include, rel)) && !matches(a.opts.Exclude, rel)
 }
 
 // matches says whether one of globs names rel or, as a glob naming a
