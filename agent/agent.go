@@ -840,10 +840,11 @@ func (a *Agent) markDirty(rel string) {
 	a.mu.Unlock()
 }
 
+// takeDirty empties the dirty set and returns its paths, in order.
 func (a *Agent) takeDirty() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := slices.Collect(maps.Keys(a.dirty))
+	out := slices.Sorted(maps.Keys(a.dirty))
 	clear(a.dirty)
 	return out
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -114,9 +113,7 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 // in a pass that is not full, the paths the watcher saw.
 func (a *Agent) passPaths(full bool) ([]string, *scanned, error) {
 	if !full {
-		rels := a.takeDirty()
-		sort.Strings(rels)
-		return rels, nil, nil
+		return a.takeDirty(), nil, nil
 	}
 	a.problems.beginFullPass()
 	a.clearTemp()
@@ -367,19 +364,13 @@ func (a *Agent) tempDir() (string, error) {
 	return dir, nil
 }
 
-// clearTemp removes what a crashed process left in the temp folder. It
-// runs before a full pass's jobs, when no temp file is in use (the state
-// dir's lock keeps other processes out). On Unix there is never any: a
-// temp file is unlinked as soon as it is open.
+// clearTemp removes what a crashed process left in the temp folder, with
+// the folder (tempDir makes it again). It runs before a full pass's jobs,
+// when no temp file is in use (the state dir's lock keeps other processes
+// out). On Unix there is never any: a temp file is unlinked as soon as it
+// is open.
 func (a *Agent) clearTemp() {
-	dir := filepath.Join(a.opts.StateDir, tempDirName)
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, de := range des {
-		os.Remove(filepath.Join(dir, de.Name()))
-	}
+	os.RemoveAll(filepath.Join(a.opts.StateDir, tempDirName))
 }
 
 // isBlobLink reports whether the file at rel, named "<sha256>.<ext>", is
