@@ -159,6 +159,15 @@ func orDefault[T int | int64 | time.Duration](v *T, def T) {
 	}
 }
 
+// made is *m, made first when it is nil: a map made on first use, or
+// loaded from a file that had none.
+func made[M ~map[K]V, K comparable, V any](m *M) M {
+	if *m == nil {
+		*m = M{}
+	}
+	return *m
+}
+
 // Agent backs up one agent dir to one remote.
 type Agent struct {
 	opts    Options

@@ -56,10 +56,7 @@ func (s *State) forget(key string) {
 
 func (s *State) changedStream(key string) {
 	s.mu.Lock()
-	if s.changed.streams == nil {
-		s.changed.streams = map[string]bool{}
-	}
-	s.changed.streams[key] = true
+	made(&s.changed.streams)[key] = true
 	s.mu.Unlock()
 }
 

@@ -61,10 +61,7 @@ func (s *saidOnce) first(key string) bool {
 	if (*s)[key] {
 		return false
 	}
-	if *s == nil {
-		*s = saidOnce{}
-	}
-	(*s)[key] = true
+	made(s)[key] = true
 	return true
 }
 
@@ -103,10 +100,7 @@ func (pr *problem) note(now time.Time, msg string) int {
 // noteIn notes err as a failure of key's problem in *m (made on first use),
 // as problem.note says.
 func noteIn(m *map[string]*problem, key string, now time.Time, err error) (*problem, int) {
-	if *m == nil {
-		*m = map[string]*problem{}
-	}
-	pr := (*m)[key]
+	pr := made(m)[key]
 	if pr == nil {
 		pr = &problem{}
 		(*m)[key] = pr
@@ -118,10 +112,7 @@ func noteIn(m *map[string]*problem, key string, now time.Time, err error) (*prob
 func (p *problems) report(log *slog.Logger, now time.Time, path string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.inPass == nil {
-		p.inPass = map[string]bool{}
-	}
-	p.inPass[path] = true
+	made(&p.inPass)[path] = true
 	verb := "cannot read"
 	if errors.Is(err, errPastLimit) {
 		verb = "cannot back up"

@@ -266,15 +266,9 @@ func LoadState(dir string) (*State, error) {
 	if s.V != 1 || s.Streams == nil {
 		return nil, fmt.Errorf("state file %s has an unknown version", filepath.Join(dir, stateFile))
 	}
-	if s.Blobs == nil {
-		s.Blobs = map[string]bool{}
-	}
-	if s.BlobMtimes == nil {
-		s.BlobMtimes = map[string]time.Time{}
-	}
-	if s.Seen == nil {
-		s.Seen = map[string]string{}
-	}
+	made(&s.Blobs)
+	made(&s.BlobMtimes)
+	made(&s.Seen)
 	for k, f := range s.Streams {
 		if f == nil || k != streamKey(f.SessionID, f.Stream) {
 			return nil, fmt.Errorf("state file %s is damaged: entry %q", filepath.Join(dir, stateFile), k)

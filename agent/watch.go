@@ -83,10 +83,7 @@ const watchFix = "raise the inotify limit: sudo sysctl fs.inotify.max_user_watch
 // folder is a WARN with the fix; the others are counted in it at debug.
 func (a *Agent) unwatchable(dir string, err error) {
 	a.mu.Lock()
-	if a.unwatched == nil {
-		a.unwatched = map[string]bool{}
-	}
-	a.unwatched[dir] = true
+	made(&a.unwatched)[dir] = true
 	a.mu.Unlock()
 	first := !a.watchGaps.Swap(true)
 	iv := time.Duration(a.interval.Load())
