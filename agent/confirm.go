@@ -185,13 +185,15 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 // (metaObject: a meta object among it), and rewinds f to what the remote
 // still holds.
 func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation, metaObject bool) error {
-	g = a.withoutDamaged(f.stream(a.opts.Machine), g)
+	s := f.stream(a.opts.Machine)
+	g = a.withoutDamaged(s, g)
 	chunks, hasMeta, hasHead := g.Chunks, g.HasMeta, g.HasHead
 	if f.HeadUnconfirmed && hasHead {
 		// A head is replaced in place: a lost put of a retitle leaves the
-		// one before it, so only its bytes say whether it is this one.
-		var err error
-		if hasHead, err = a.headIsSlot(ctx, f); err != nil {
+		// one before it, so only its bytes say whether it is this one (one
+		// GET of a few hundred bytes).
+		slot, err := a.repo.GetHead(ctx, s, f.Generation)
+		if hasHead, err = readBackIs(slot, err, "title slot", func(b []byte) bool { return hashHex(b) == f.SlotHash }); err != nil {
 			return err
 		}
 	}
@@ -203,7 +205,8 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 		a.markDirty(f.Path)
 	}
 	if f.MetaUnconfirmed && metaObject {
-		named, err := a.metaNamesPath(ctx, f)
+		m, err := a.repo.GetMeta(ctx, s, f.Generation)
+		named, err := readBackIs(m, err, "meta object", func(m repo.Meta) bool { return m.Path == f.MetaPath })
 		if err != nil {
 			return err
 		}
@@ -254,20 +257,6 @@ func (a *Agent) withoutDamaged(s repo.Stream, g repo.Generation) repo.Generation
 		g.HasMeta = false // its first chunk, which carried the meta, is damaged
 	}
 	return g
-}
-
-// headIsSlot reads f's head object back and reports whether it holds the
-// title slot last put (one GET of a few hundred bytes, after a retitle).
-func (a *Agent) headIsSlot(ctx context.Context, f *FileState) (bool, error) {
-	slot, err := a.repo.GetHead(ctx, f.stream(a.opts.Machine), f.Generation)
-	return readBackIs(slot, err, "title slot", func(b []byte) bool { return hashHex(b) == f.SlotHash })
-}
-
-// metaNamesPath reads f's meta object back and reports whether it names
-// the path last put.
-func (a *Agent) metaNamesPath(ctx context.Context, f *FileState) (bool, error) {
-	m, err := a.repo.GetMeta(ctx, f.stream(a.opts.Machine), f.Generation)
-	return readBackIs(m, err, "meta object", func(m repo.Meta) bool { return m.Path == f.MetaPath })
 }
 
 // readBackIs says whether v, an object read back (err the read's, what

@@ -251,7 +251,7 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 		a.tally.file(j.rel, res.objects > 0, err)
 		if err != nil {
 			a.markDirty(j.rel) // retried next pass
-			a.metrics.failed()
+			a.metrics.uploadErrors.Inc()
 			firstErr = cmp.Or(firstErr, err)
 		}
 		var re *remote.Error

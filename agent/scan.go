@@ -276,7 +276,7 @@ func (a *Agent) streamFor(rel string, kind store.Kind) *FileState {
 func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 	var id, stream string
 	if kind == store.KindSession {
-		id = a.sessionID(rel)
+		id = a.opts.Store.SessionID(rel, store.ReadHead(a.abs(rel))) // from its first bytes, or else its name
 		stream = repo.SessionStream
 	} else {
 		var inner string
@@ -337,9 +337,4 @@ func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 // first root), not in an archive.
 func (a *Agent) underSessions(rel string) bool {
 	return strings.HasPrefix(rel, a.opts.Store.Roots()[0]+"/")
-}
-
-// sessionID reads a session's id from its first bytes, or else its name.
-func (a *Agent) sessionID(rel string) string {
-	return a.opts.Store.SessionID(rel, store.ReadHead(a.abs(rel)))
 }
