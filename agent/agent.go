@@ -8,6 +8,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -355,7 +356,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, projects: map[string]project.ID{},
 	}
 	a.interval.Store(int64(opts.Interval))
-	a.outage.remote = opts.Remote
+	a.outage.remote = cmp.Or(opts.Remote, "the remote")
 	st, err := LoadState(opts.StateDir)
 	switch {
 	case err != nil:
@@ -770,7 +771,7 @@ func (a *Agent) observe(err error, passed bool) {
 	}
 	if down, since, why := a.outage.state(); down {
 		h.Good = false
-		h.Failing = "remote " + a.outage.name() + " unreachable: " + why
+		h.Failing = "remote " + a.outage.remote + " unreachable: " + why
 		if h.FailingSince.IsZero() || since.Before(h.FailingSince) {
 			h.FailingSince = since
 		}
