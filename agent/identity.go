@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -167,7 +168,7 @@ func (a *Agent) distrust(cat catalogSeen, w *repo.Writer, at time.Time) (why str
 	st := a.state
 	id := a.repo.ID()
 	if st.RepoID != "" && st.RepoID != id {
-		return fmt.Sprintf("the local state describes another remote (%s, repository %s), not this one (repository %s)", orUnknown(st.Remote), short(st.RepoID), short(id)), true
+		return fmt.Sprintf("the local state describes another remote (%s, repository %s), not this one (repository %s)", cmp.Or(st.Remote, "unknown"), short(st.RepoID), short(id)), true
 	}
 	uploaded := false
 	for _, f := range st.Streams {
@@ -191,14 +192,7 @@ func short(id string) string {
 	if len(id) > 8 {
 		return id[:8]
 	}
-	return orUnknown(id)
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
+	return cmp.Or(id, "unknown")
 }
 
 // reconcileAll stops trusting what the state says was uploaded: every
