@@ -361,15 +361,7 @@ func errNotObject(t json.Token, err error) error {
 // json.Marshal of the whole state built it in one buffer, 16 MiB for
 // 10,000 sessions, which encoding/json then kept pooled while the agent
 // idled.
-func (s *State) writeTo(w io.Writer) (int64, error) {
-	var n int64
-	var werr error // the first write's that failed: nothing after it is written
-	put := func(b []byte) {
-		if werr == nil {
-			m, err := w.Write(b)
-			n, werr = n+int64(m), err
-		}
-	}
+func (s *State) writeTo(w io.Writer) (n int64, err error) {
 	rest, err := json.Marshal(struct {
 		*State
 		// Written below. A field named "streams" at this depth hides the
@@ -381,28 +373,34 @@ func (s *State) writeTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// rest is an object with at least "v": it ends in '}'.
-	put(rest[:len(rest)-1])
-	put([]byte(`,"streams":{`))
-	keys := slices.Sorted(maps.Keys(s.Streams))
-	for i, k := range keys {
+	// rest is an object with at least "v": it ends in '}'. b holds what
+	// is not written yet: the head, then one stream at a time.
+	b := append(rest[:len(rest)-1], `,"streams":{`...)
+	write := func(b []byte) error {
+		m, err := w.Write(b)
+		n += int64(m)
+		return err
+	}
+	for i, k := range slices.Sorted(maps.Keys(s.Streams)) {
 		key, err := json.Marshal(k)
 		if err != nil {
-			return 0, err
+			return n, err
 		}
 		f, err := json.Marshal(s.Streams[k].onDisk())
 		if err != nil {
-			return 0, err
+			return n, err
 		}
 		if i > 0 {
-			put([]byte{','})
+			b = append(b, ',')
 		}
-		put(key)
-		put([]byte{':'})
-		put(f)
+		b = append(append(append(b, key...), ':'), f...)
+		if err := write(b); err != nil {
+			return n, err
+		}
+		b = b[:0]
 	}
-	put([]byte("}}"))
-	return n, werr
+	err = write(append(b, "}}"...))
+	return n, err
 }
 
 // save writes the whole state atomically (a crash leaves the old or the new
