@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -133,7 +134,7 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	}
 	present := map[string]bool{}
 	prefix := repo.BlobKey("")
-	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
+	for obj, err := range a.repo.Client().List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			a.log.Debug("could not list blobs; will check again", "err", err)
 			a.unchecked.failed(ctx, err)
@@ -143,14 +144,9 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 			present[name] = true
 		}
 	}
-	lost := 0
-	for name := range a.state.Blobs {
-		if !present[name] {
-			delete(a.state.Blobs, name)
-			lost++
-		}
-	}
-	if lost > 0 {
+	had := len(a.state.Blobs)
+	maps.DeleteFunc(a.state.Blobs, func(name string, _ bool) bool { return !present[name] })
+	if lost := had - len(a.state.Blobs); lost > 0 {
 		a.log.Warn("the remote lost blobs it had acknowledged; uploading them again", "blobs", lost)
 		a.fullScan.Store(true)
 	}

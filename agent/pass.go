@@ -20,8 +20,6 @@ import (
 	"github.com/ompsync/ompsync/store"
 )
 
-var listAll = remote.ListOptions{}
-
 // maxArchive bounds what an archived session may inflate to: what a
 // stream may hold, as for the live file.
 const maxArchive = repo.MaxStreamSize
