@@ -616,7 +616,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer w.close()
+	defer w.w.Close()
 	a.watch = w
 	go w.run(ctx)
 

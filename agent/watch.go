@@ -34,8 +34,6 @@ func (a *Agent) newWatcher() (*watcher, error) {
 	return w, nil
 }
 
-func (w *watcher) close() { w.w.Close() }
-
 // addTree watches dir and the folders below it that can hold backed-up files.
 // A root that is a symlink is followed, as the scan follows it; the watches
 // are added by the path under the agent dir, so events are named by it.
