@@ -95,10 +95,11 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		a.catalogStale = true
 		a.saveState("could not save state; the next start uploads the last batch again")
 	}
-	cerr := a.passCatalog(ctx)
+	cerr := a.putCatalog(ctx)
 	if errors.Is(cerr, ErrMachineInUse) {
-		return cerr // Run stops with it
+		return cerr // Run stops with it, and says it
 	}
+	a.ended(ctx, "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
 	if err = cmp.Or(err, cerr); err == nil {
 		a.markUpToDate(start, full)
 		a.outage.ok(a.log, a.now())
@@ -144,16 +145,6 @@ func (a *Agent) endFullPass(ctx context.Context, seen map[string]bool, sc *scann
 		err = a.problems.err()
 	}
 	return changed, err
-}
-
-// passCatalog puts this machine's catalog at the end of a pass, and says
-// how that went.
-func (a *Agent) passCatalog(ctx context.Context) error {
-	cerr := a.putCatalog(ctx)
-	if !errors.Is(cerr, ErrMachineInUse) { // said by Run, which stops
-		a.ended(ctx, "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
-	}
-	return cerr
 }
 
 // ended says how the work on what ended (err): a success clears what was
