@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/notify"
@@ -612,13 +613,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := checkLayout(a.opts.AgentDir, a.opts.Store); err != nil {
 		return err
 	}
-	w, err := a.newWatcher()
+	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
-	defer w.w.Close()
-	a.watch = w
-	go w.run(ctx)
+	defer fw.Close()
+	a.watch = &watcher{a: a, w: fw}
+	a.watch.addTree(a.opts.AgentDir)
+	go a.watch.run(ctx)
 
 	if ok, err := a.startRetrying(ctx); !ok {
 		return err

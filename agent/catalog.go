@@ -200,7 +200,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		}
 	}
 	now := a.now().UTC()
-	w := a.writer()
+	w := &repo.Writer{Instance: a.state.Instance, Host: a.opts.Hostname, HostID: a.opts.HostID, StateDir: a.opts.StateDir}
 	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Writer: w, Sessions: changed, Blobs: newBlobs}
 	var body []byte
 	// The catalog is rewritten whole when sessions left it, or when the

@@ -98,11 +98,6 @@ func hostID() string {
 	return ""
 }
 
-// writer is what this agent's catalog puts say of it.
-func (a *Agent) writer() *repo.Writer {
-	return &repo.Writer{Instance: a.state.Instance, Host: a.opts.Hostname, HostID: a.opts.HostID, StateDir: a.opts.StateDir}
-}
-
 // foreign reports whether w is an agent other than this one and the ones
 // it took the name over from.
 func (a *Agent) foreign(w *repo.Writer) bool {

@@ -41,10 +41,6 @@ type changes struct {
 	all bool
 }
 
-func (c *changes) empty() bool {
-	return !c.all && len(c.streams) == 0 && len(c.recs) == 0
-}
-
 // touch notes that a stream's state changed.
 func (s *State) touch(f *FileState) { s.changedStream(streamKey(f.SessionID, f.Stream)) }
 
@@ -72,7 +68,7 @@ func (s *State) setSeen(key, sig string) {
 // (which empties the journal). A crash leaves the old or new state and at
 // most a torn last journal line, which loading ignores.
 func (s *State) persist(dir string) error {
-	if s.changed.empty() {
+	if !s.changed.all && len(s.changed.streams) == 0 && len(s.changed.recs) == 0 {
 		return nil
 	}
 	if s.changed.all || s.journalBytes > max(1<<20, s.snapshotBytes/2) {

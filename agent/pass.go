@@ -115,7 +115,11 @@ func (a *Agent) passPaths(full bool) ([]string, *scanned, error) {
 		return a.takeDirty(), nil, nil
 	}
 	a.problems.beginFullPass()
-	a.clearTemp()
+	// What a crashed process left in the temp folder goes, with the folder
+	// (tempDir makes it again): no temp file is in use before the jobs,
+	// and the state dir's lock keeps other processes out. On Unix there is
+	// never any: a temp file is unlinked as soon as it is open.
+	os.RemoveAll(filepath.Join(a.opts.StateDir, tempDirName))
 	sc, err := a.scan()
 	if err != nil {
 		return nil, nil, err
@@ -351,15 +355,6 @@ func (a *Agent) tempDir() (string, error) {
 		return "", err
 	}
 	return dir, nil
-}
-
-// clearTemp removes what a crashed process left in the temp folder, with
-// the folder (tempDir makes it again). It runs before a full pass's jobs,
-// when no temp file is in use (the state dir's lock keeps other processes
-// out). On Unix there is never any: a temp file is unlinked as soon as it
-// is open.
-func (a *Agent) clearTemp() {
-	os.RemoveAll(filepath.Join(a.opts.StateDir, tempDirName))
 }
 
 // isBlobLink reports whether the file at rel, named "<sha256>.<ext>", is

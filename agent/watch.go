@@ -24,16 +24,6 @@ type watcher struct {
 	w *fsnotify.Watcher
 }
 
-func (a *Agent) newWatcher() (*watcher, error) {
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, err
-	}
-	w := &watcher{a: a, w: fw}
-	w.addTree(a.opts.AgentDir)
-	return w, nil
-}
-
 // addTree watches dir and the folders below it that can hold backed-up files.
 // A root that is a symlink is followed, as the scan follows it; the watches
 // are added by the path under the agent dir, so events are named by it.
