@@ -267,16 +267,13 @@ func (a *Agent) runJob(ctx context.Context, j job) (syncResult, error) {
 	case store.KindArchive:
 		return a.syncArchive(ctx, j)
 	default:
-		res, err := a.syncFile(ctx, j.fst, a.auditDue(j.fst))
+		audit := j.fst.Generation != "" && a.now().Sub(j.fst.Verified) >= a.opts.AuditInterval
+		res, err := a.syncFile(ctx, j.fst, audit)
 		if res.objects > 0 {
 			a.log.Debug("uploaded", "path", j.rel, "offset", j.fst.Offset, "objects", res.objects)
 		}
 		return res, err
 	}
-}
-
-func (a *Agent) auditDue(fst *FileState) bool {
-	return fst.Generation != "" && a.now().Sub(fst.Verified) >= a.opts.AuditInterval
 }
 
 func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) {

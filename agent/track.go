@@ -260,7 +260,10 @@ func (a *Agent) whyNewGeneration(fst *FileState, src source, inode uint64, audit
 		}
 		fst.Verified = time.Now().UTC()
 	default:
-		same, err := tailMatches(src, fst)
+		// Something is uploaded (Offset > 0) and the file holds it all
+		// (size >= Offset): the bytes just before Offset tell cheaply.
+		tail, err := tailHash(src, fst)
+		same := tail == fst.TailHash
 		if err == nil && same && size == fst.Offset && !slotChanged(src, fst) {
 			// Written to (the stat changed) yet neither grown nor retitled:
 			// only a full re-hash tells whether uploaded bytes changed.
@@ -597,17 +600,6 @@ func slotChanged(src source, fst *FileState) bool {
 		return true
 	}
 	return hashHex(slot) != fst.SlotHash
-}
-
-func tailMatches(src source, fst *FileState) (bool, error) {
-	if fst.Offset == 0 {
-		return true, nil
-	}
-	if src.size() < fst.Offset {
-		return false, nil
-	}
-	h, err := tailHash(src, fst)
-	return h == fst.TailHash, err
 }
 
 // prefixMatches re-hashes [HashFrom, Offset) and compares it with the
