@@ -407,28 +407,12 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	return res, nil
 }
 
-// inflated is an archived session's content in a temp file, read like the
-// live file it was: memory stays a buffer whatever the session's size.
-type inflated struct {
-	fileSource
-	name string
-}
-
-// Close closes and removes the temp file.
-func (s *inflated) Close() error {
-	err := s.File.Close()
-	if rerr := os.Remove(s.name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
-		err = rerr
-	}
-	return err
-}
-
 // readArchiveFile inflates the archive at p, named rel in errors, into a
 // temp file in tmpDir, as st reads its archives. One
 // that inflates past limit is an error: cut at the limit it would look
 // like a shrunk session, start a new generation, and let retention delete
 // the complete older one.
-func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) (*inflated, fs.FileInfo, error) {
+func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) (*source, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, nil, err
@@ -450,7 +434,7 @@ func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) 
 	// Unlinked at once where the system allows (Unix): a crash then leaves
 	// nothing behind. On Windows that fails while it is open; Close removes it.
 	os.Remove(tmp.Name())
-	out := &inflated{fileSource: fileSource{File: tmp}, name: tmp.Name()}
+	out := &source{File: tmp, temp: tmp.Name()}
 	n, err := io.CopyBuffer(struct{ io.Writer }{tmp}, io.LimitReader(zr, limit+1), make([]byte, 256<<10))
 	switch {
 	case err != nil:
