@@ -242,10 +242,10 @@ type Agent struct {
 	// not only what is new or due (Once: a one-shot run is asked whether
 	// the remote holds the backup now, not as of the last daily check).
 	confirmAll bool
-	// sessionsGone: the last full scan found no sessions folder; watch is
+	// sessionsGone: the last full scan found no sessions folder; fsw is
 	// the running agent's watcher, to watch the folder again when it is back.
 	sessionsGone bool
-	watch        *watcher
+	fsw          *fsnotify.Watcher
 	// scanFound is how many files the last full scan found to back up.
 	scanFound int
 	// vanishLogged is when a vanished tree was last logged at ERROR.
@@ -618,9 +618,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer fw.Close()
-	a.watch = &watcher{a: a, w: fw}
-	a.watch.addTree(a.opts.AgentDir)
-	go a.watch.run(ctx)
+	a.fsw = fw
+	a.addTree(a.opts.AgentDir)
+	go a.watchEvents(ctx)
 
 	if ok, err := a.startRetrying(ctx); !ok {
 		return err

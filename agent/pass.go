@@ -125,8 +125,8 @@ func (a *Agent) passPaths(full bool) ([]string, *scanned, error) {
 		return nil, nil, err
 	}
 	a.takeDirty()
-	if a.sessionsGone && !sc.sessionsGone && a.watch != nil {
-		a.watch.addTree(a.opts.AgentDir) // back (remounted): its watches went with it
+	if a.sessionsGone && !sc.sessionsGone && a.fsw != nil {
+		a.addTree(a.opts.AgentDir) // back (remounted): its watches went with it
 	}
 	a.sessionsGone = sc.sessionsGone
 	return sc.rels, sc, nil
