@@ -220,10 +220,16 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 		}
 		return job{kind: kind, rel: rel}, true
 	case store.KindSession, store.KindArtifact:
-		fst := a.streamFor(rel, kind)
+		// Known by its path, else by its session id (placeStream), so a
+		// file that moved to another cwd-dir keeps its stream.
+		fst := a.state.Streams[a.byPath[rel]]
+		if fst == nil || fst.Path != rel {
+			fst = a.placeStream(rel, kind)
+		}
 		if fst == nil {
 			return job{}, false
 		}
+		fst.Unseen = false // seen here: from now on, gone means deleted
 		return job{kind: kind, rel: rel, fst: fst}, true
 	case store.KindArchive:
 		id, livePath, ok := a.opts.Store.Archived(rel)
@@ -255,20 +261,6 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 		return job{kind: kind, rel: rel, fst: fst}, true
 	}
 	return job{}, false
-}
-
-// streamFor finds or creates the state of the stream a session or artifact
-// file feeds. A session is known by its id, so a file that moved to another
-// cwd-dir keeps its stream.
-func (a *Agent) streamFor(rel string, kind store.Kind) *FileState {
-	fst := a.state.Streams[a.byPath[rel]]
-	if fst == nil || fst.Path != rel {
-		if fst = a.placeStream(rel, kind); fst == nil {
-			return nil
-		}
-	}
-	fst.Unseen = false // seen here: from now on, gone means deleted
-	return fst
 }
 
 // placeStream finds the stream of a file at a path the state does not
