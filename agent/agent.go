@@ -134,18 +134,14 @@ func (o *Options) setDefaults() {
 	if o.Home == "" {
 		o.Home, _ = os.UserHomeDir()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	if o.Store == nil {
-		o.Store = store.OMP()
-	}
+	o.Store = cmp.Or(o.Store, store.OMP())
 	if o.Hostname == "" {
 		o.Hostname, _ = os.Hostname()
 	}

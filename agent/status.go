@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,9 +60,7 @@ type StatusOptions struct {
 // mtime and ctime, so a file restored with its old mtime has waited only
 // since the restore.
 func Status(o StatusOptions) ([]FileStatus, error) {
-	if o.Store == nil {
-		o.Store = store.OMP()
-	}
+	o.Store = cmp.Or(o.Store, store.OMP())
 	if err := checkLayout(o.AgentDir, o.Store); err != nil {
 		return nil, err
 	}
