@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,9 +89,7 @@ func (u *unchecked) failed(ctx context.Context, err error) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.pass == nil {
-		u.pass = err
-	}
+	u.pass = cmp.Or(u.pass, err)
 }
 
 // endPass says what this pass could not check, as the type says.
