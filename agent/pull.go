@@ -213,7 +213,14 @@ func (a *Agent) pullChanged(ctx context.Context) ([]repo.Catalog, []pullItem, er
 func (a *Agent) recordMerge(ctx context.Context, req MergeRequest, res Merged, err error, sig string) error {
 	id := req.SessionID
 	err = a.pulled(ctx, req, res, err)
-	a.notePlacement(ctx, id, res)
+	// Where a session new here was placed, and a note on it (no folder for
+	// its project here, and what to set) once per note.
+	if res.Action == MergeCreated && res.Placed != "" {
+		a.log.Info("pull: placed a session from another machine", "session", id, "cwd", res.Cwd, "how", res.Placed)
+	}
+	for _, n := range res.Notes {
+		a.log.Log(ctx, a.placeNoted.level(n, slog.LevelWarn), "pull: "+n, "session", id)
+	}
 	switch {
 	case err != nil:
 		a.log.Warn("pull: session not merged; will retry", "session", id, "machine", req.Machine, "err", err)
@@ -241,17 +248,6 @@ func (a *Agent) ownUses() repo.Catalog {
 		}
 	}
 	return c
-}
-
-// notePlacement says where a session new here was placed, and a note on
-// it (no folder for its project here, and what to set) once per note.
-func (a *Agent) notePlacement(ctx context.Context, id string, res Merged) {
-	if res.Action == MergeCreated && res.Placed != "" {
-		a.log.Info("pull: placed a session from another machine", "session", id, "cwd", res.Cwd, "how", res.Placed)
-	}
-	for _, n := range res.Notes {
-		a.log.Log(ctx, a.placeNoted.level(n, slog.LevelWarn), "pull: "+n, "session", id)
-	}
 }
 
 // errNotMerged: a pull left sessions unmerged, each said at WARN already.
