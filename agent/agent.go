@@ -8,6 +8,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/notify"
@@ -132,18 +134,14 @@ func (o *Options) setDefaults() {
 	if o.Home == "" {
 		o.Home, _ = os.UserHomeDir()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
-	if o.Store == nil {
-		o.Store = store.OMP()
-	}
+	o.Store = cmp.Or(o.Store, store.OMP())
 	if o.Hostname == "" {
 		o.Hostname, _ = os.Hostname()
 	}
@@ -157,6 +155,15 @@ func orDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
+}
+
+// made is *m, made first when it is nil: a map made on first use, or
+// loaded from a file that had none.
+func made[M ~map[K]V, K comparable, V any](m *M) M {
+	if *m == nil {
+		*m = M{}
+	}
+	return *m
 }
 
 // Agent backs up one agent dir to one remote.
@@ -211,15 +218,14 @@ type Agent struct {
 	upToDate time.Time
 	// watchGaps: a folder could not be watched, so a change in it shows
 	// only at a full scan, and a pass that had no event to follow is not
-	// up to date.
+	// up to date; set when the first such folder is said.
 	watchGaps atomic.Bool
 	// replanned: a pass's planning changed a stream's path or state (a
 	// move, a restored file), which is saved even with nothing uploaded.
 	replanned atomic.Bool
 	// unwatched are the folders that could not be watched, polled every
-	// interval instead (under mu); watchWarned: the first was said.
-	unwatched   map[string]bool
-	watchWarned bool
+	// interval instead (under mu).
+	unwatched map[string]bool
 	// gapsPolled: Run polled the unwatched folders before this pass, so
 	// it missed no change for want of an event.
 	gapsPolled bool
@@ -232,10 +238,10 @@ type Agent struct {
 	// not only what is new or due (Once: a one-shot run is asked whether
 	// the remote holds the backup now, not as of the last daily check).
 	confirmAll bool
-	// sessionsGone: the last full scan found no sessions folder; watch is
+	// sessionsGone: the last full scan found no sessions folder; fsw is
 	// the running agent's watcher, to watch the folder again when it is back.
 	sessionsGone bool
-	watch        *watcher
+	fsw          *fsnotify.Watcher
 	// scanFound is how many files the last full scan found to back up.
 	scanFound int
 	// vanishLogged is when a vanished tree was last logged at ERROR.
@@ -268,12 +274,12 @@ type Agent struct {
 	linksSaid saidOnce
 
 	outage outage
-	// failSince is when passes began to fail (zero while they succeed),
-	// failMsg the first failure's error; lastGood: the last pass did not
-	// fail. Run's goroutine only.
+	// failSince is when passes began to fail (zero while they succeed:
+	// the last pass did not fail), failMsg the first failure's error.
+	// Run's goroutine only. Before the first pass only an outage is
+	// observed, which says the backup is not good.
 	failSince time.Time
 	failMsg   string
-	lastGood  bool
 
 	// beforeRead, when set (tests), runs just before a chunk's bytes are
 	// read, after the stat and the checks: where a file can change under
@@ -347,7 +353,7 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 		byPath: map[string]string{}, dirty: map[string]bool{}, reload: make(chan struct{}, 1), cataloged: map[string]bool{}, projects: map[string]project.ID{},
 	}
 	a.interval.Store(int64(opts.Interval))
-	a.outage.remote = opts.Remote
+	a.outage.remote = cmp.Or(opts.Remote, "the remote")
 	st, err := LoadState(opts.StateDir)
 	switch {
 	case err != nil:
@@ -603,13 +609,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := checkLayout(a.opts.AgentDir, a.opts.Store); err != nil {
 		return err
 	}
-	w, err := a.newWatcher()
+	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
 	}
-	defer w.close()
-	a.watch = w
-	go w.run(ctx)
+	defer fw.Close()
+	a.fsw = fw
+	a.addTree(a.opts.AgentDir)
+	go a.watchEvents(ctx)
 
 	if ok, err := a.startRetrying(ctx); !ok {
 		return err
@@ -746,26 +753,23 @@ func (a *Agent) observe(err error, passed bool) {
 			err = ErrVanished
 		}
 	}
-	if passed {
-		a.lastGood = err == nil
-		switch {
-		case err == nil:
-			a.failSince, a.failMsg = time.Time{}, ""
-		case a.failSince.IsZero():
-			a.failSince, a.failMsg = now, err.Error()
-		}
+	switch {
+	case passed && err == nil:
+		a.failSince, a.failMsg = time.Time{}, ""
+	case passed && a.failSince.IsZero():
+		a.failSince, a.failMsg = now, err.Error()
 	}
 	if a.opts.Notifier == nil {
 		return
 	}
-	h := notify.Health{Good: a.lastGood}
+	h := notify.Health{Good: a.failSince.IsZero()}
 	h.Pending, h.PendingSince = a.metrics.pending()
 	if !a.failSince.IsZero() {
 		h.Failing, h.FailingSince = a.failMsg, a.failSince
 	}
 	if down, since, why := a.outage.state(); down {
 		h.Good = false
-		h.Failing = "remote " + a.outage.name() + " unreachable: " + why
+		h.Failing = "remote " + a.outage.remote + " unreachable: " + why
 		if h.FailingSince.IsZero() || since.Before(h.FailingSince) {
 			h.FailingSince = since
 		}
@@ -830,12 +834,10 @@ func inParallel[T any](n int, items []T, fn func(T)) {
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-time.After(d): // collected once it fires or is dropped
 		return true
 	}
 }
@@ -846,10 +848,11 @@ func (a *Agent) markDirty(rel string) {
 	a.mu.Unlock()
 }
 
+// takeDirty empties the dirty set and returns its paths, in order.
 func (a *Agent) takeDirty() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := slices.Collect(maps.Keys(a.dirty))
+	out := slices.Sorted(maps.Keys(a.dirty))
 	clear(a.dirty)
 	return out
 }

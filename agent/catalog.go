@@ -47,7 +47,7 @@ func (a *Agent) seedFromCatalog(c repo.Catalog) {
 // file is matched against it as after a lost state (adoptSource). One LIST
 // per stream that changes after a start, or the pass's listing of every
 // session when many do (prefetchStale); none for the others.
-func (a *Agent) checkStale(ctx context.Context, fst *FileState, src source) error {
+func (a *Agent) checkStale(ctx context.Context, fst *FileState, src *source) error {
 	invs, ok := a.listed[fst.SessionID]
 	if !ok {
 		var err error
@@ -98,7 +98,7 @@ func newestOf(invs []*repo.StreamInventory, f *FileState) *repo.Generation {
 
 // adoptSource continues the newest remote generation of fst when src still
 // starts with exactly its bytes; otherwise fst starts a new generation.
-func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
+func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src *source) {
 	invs, err := a.repo.Inventory(ctx, fst.SessionID, a.opts.Machine)
 	if err != nil {
 		a.log.Warn("cannot list the remote copy; uploading a new generation", "session", fst.SessionID, "err", err)
@@ -109,7 +109,7 @@ func (a *Agent) adoptSource(ctx context.Context, fst *FileState, src source) {
 // adoptFrom continues generation g (the newest remote one, nil when there
 // is none) when src still starts with exactly its bytes; otherwise fst
 // starts a new generation.
-func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src source, g *repo.Generation) {
+func (a *Agent) adoptFrom(ctx context.Context, fst *FileState, src *source, g *repo.Generation) {
 	fst.Adopt, fst.stale = false, false // matched against the remote just now
 	fresh := func() {
 		fst.Generation, fst.Offset, fst.HashState, fst.MetaPath = "", 0, nil, ""
@@ -200,7 +200,7 @@ func (a *Agent) putCatalog(ctx context.Context) error {
 		}
 	}
 	now := a.now().UTC()
-	w := a.writer()
+	w := &repo.Writer{Instance: a.state.Instance, Host: a.opts.Hostname, HostID: a.opts.HostID, StateDir: a.opts.StateDir}
 	recent := repo.Catalog{Machine: a.opts.Machine, Base: a.catBaseAt, Writer: w, Sessions: changed, Blobs: newBlobs}
 	var body []byte
 	// The catalog is rewritten whole when sessions left it, or when the

@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -87,9 +89,7 @@ func (u *unchecked) failed(ctx context.Context, err error) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.pass == nil {
-		u.pass = err
-	}
+	u.pass = cmp.Or(u.pass, err)
 }
 
 // endPass says what this pass could not check, as the type says.
@@ -133,7 +133,7 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 	}
 	present := map[string]bool{}
 	prefix := repo.BlobKey("")
-	for obj, err := range a.repo.Client().List(ctx, prefix, listAll) {
+	for obj, err := range a.repo.Client().List(ctx, prefix, remote.ListOptions{}) {
 		if err != nil {
 			a.log.Debug("could not list blobs; will check again", "err", err)
 			a.unchecked.failed(ctx, err)
@@ -143,14 +143,9 @@ func (a *Agent) confirmBlobs(ctx context.Context) bool {
 			present[name] = true
 		}
 	}
-	lost := 0
-	for name := range a.state.Blobs {
-		if !present[name] {
-			delete(a.state.Blobs, name)
-			lost++
-		}
-	}
-	if lost > 0 {
+	had := len(a.state.Blobs)
+	maps.DeleteFunc(a.state.Blobs, func(name string, _ bool) bool { return !present[name] })
+	if lost := had - len(a.state.Blobs); lost > 0 {
 		a.log.Warn("the remote lost blobs it had acknowledged; uploading them again", "blobs", lost)
 		a.fullScan.Store(true)
 	}
@@ -185,13 +180,15 @@ func (a *Agent) confirm(ctx context.Context, f *FileState) error {
 // (metaObject: a meta object among it), and rewinds f to what the remote
 // still holds.
 func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation, metaObject bool) error {
-	g = a.withoutDamaged(f.stream(a.opts.Machine), g)
+	s := f.stream(a.opts.Machine)
+	g = a.withoutDamaged(s, g)
 	chunks, hasMeta, hasHead := g.Chunks, g.HasMeta, g.HasHead
 	if f.HeadUnconfirmed && hasHead {
 		// A head is replaced in place: a lost put of a retitle leaves the
-		// one before it, so only its bytes say whether it is this one.
-		var err error
-		if hasHead, err = a.headIsSlot(ctx, f); err != nil {
+		// one before it, so only its bytes say whether it is this one (one
+		// GET of a few hundred bytes).
+		slot, err := a.repo.GetHead(ctx, s, f.Generation)
+		if hasHead, err = readBackIs(slot, err, "title slot", func(b []byte) bool { return hashHex(b) == f.SlotHash }); err != nil {
 			return err
 		}
 	}
@@ -203,7 +200,8 @@ func (a *Agent) confirmFrom(ctx context.Context, f *FileState, g repo.Generation
 		a.markDirty(f.Path)
 	}
 	if f.MetaUnconfirmed && metaObject {
-		named, err := a.metaNamesPath(ctx, f)
+		m, err := a.repo.GetMeta(ctx, s, f.Generation)
+		named, err := readBackIs(m, err, "meta object", func(m repo.Meta) bool { return m.Path == f.MetaPath })
 		if err != nil {
 			return err
 		}
@@ -254,20 +252,6 @@ func (a *Agent) withoutDamaged(s repo.Stream, g repo.Generation) repo.Generation
 		g.HasMeta = false // its first chunk, which carried the meta, is damaged
 	}
 	return g
-}
-
-// headIsSlot reads f's head object back and reports whether it holds the
-// title slot last put (one GET of a few hundred bytes, after a retitle).
-func (a *Agent) headIsSlot(ctx context.Context, f *FileState) (bool, error) {
-	slot, err := a.repo.GetHead(ctx, f.stream(a.opts.Machine), f.Generation)
-	return readBackIs(slot, err, "title slot", func(b []byte) bool { return hashHex(b) == f.SlotHash })
-}
-
-// metaNamesPath reads f's meta object back and reports whether it names
-// the path last put.
-func (a *Agent) metaNamesPath(ctx context.Context, f *FileState) (bool, error) {
-	m, err := a.repo.GetMeta(ctx, f.stream(a.opts.Machine), f.Generation)
-	return readBackIs(m, err, "meta object", func(m repo.Meta) bool { return m.Path == f.MetaPath })
 }
 
 // readBackIs says whether v, an object read back (err the read's, what

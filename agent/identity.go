@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -97,11 +98,6 @@ func hostID() string {
 	return ""
 }
 
-// writer is what this agent's catalog puts say of it.
-func (a *Agent) writer() *repo.Writer {
-	return &repo.Writer{Instance: a.state.Instance, Host: a.opts.Hostname, HostID: a.opts.HostID, StateDir: a.opts.StateDir}
-}
-
 // foreign reports whether w is an agent other than this one and the ones
 // it took the name over from.
 func (a *Agent) foreign(w *repo.Writer) bool {
@@ -167,7 +163,7 @@ func (a *Agent) distrust(cat catalogSeen, w *repo.Writer, at time.Time) (why str
 	st := a.state
 	id := a.repo.ID()
 	if st.RepoID != "" && st.RepoID != id {
-		return fmt.Sprintf("the local state describes another remote (%s, repository %s), not this one (repository %s)", orUnknown(st.Remote), short(st.RepoID), short(id)), true
+		return fmt.Sprintf("the local state describes another remote (%s, repository %s), not this one (repository %s)", cmp.Or(st.Remote, "unknown"), short(st.RepoID), short(id)), true
 	}
 	uploaded := false
 	for _, f := range st.Streams {
@@ -191,14 +187,7 @@ func short(id string) string {
 	if len(id) > 8 {
 		return id[:8]
 	}
-	return orUnknown(id)
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
+	return cmp.Or(id, "unknown")
 }
 
 // reconcileAll stops trusting what the state says was uploaded: every

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -42,10 +41,6 @@ type changes struct {
 	all bool
 }
 
-func (c *changes) empty() bool {
-	return !c.all && len(c.streams) == 0 && len(c.recs) == 0
-}
-
 // touch notes that a stream's state changed.
 func (s *State) touch(f *FileState) { s.changedStream(streamKey(f.SessionID, f.Stream)) }
 
@@ -57,10 +52,7 @@ func (s *State) forget(key string) {
 
 func (s *State) changedStream(key string) {
 	s.mu.Lock()
-	if s.changed.streams == nil {
-		s.changed.streams = map[string]bool{}
-	}
-	s.changed.streams[key] = true
+	made(&s.changed.streams)[key] = true
 	s.mu.Unlock()
 }
 
@@ -76,7 +68,7 @@ func (s *State) setSeen(key, sig string) {
 // (which empties the journal). A crash leaves the old or new state and at
 // most a torn last journal line, which loading ignores.
 func (s *State) persist(dir string) error {
-	if s.changed.empty() {
+	if !s.changed.all && len(s.changed.streams) == 0 && len(s.changed.recs) == 0 {
 		return nil
 	}
 	if s.changed.all || s.journalBytes > max(1<<20, s.snapshotBytes/2) {
@@ -130,11 +122,9 @@ func (s *State) replay(dir string) error {
 		return fmt.Errorf("read state journal: %w", err)
 	}
 	s.journalBytes = int64(len(b))
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
+	for line := range bytes.Lines(b) {
 		var rec journalRecord
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+		if err := json.Unmarshal(line, &rec); err != nil {
 			// A torn line: what is appended after it would never be
 			// read, so the next persist writes the whole state instead.
 			s.changed.all = true

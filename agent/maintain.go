@@ -96,19 +96,25 @@ func (a *Agent) compactStreams(ctx context.Context, now time.Time, locked func()
 	return true
 }
 
+// due reports whether a job run every interval that last ran at *last is
+// due at now. The first time (*last zero) it is not: *last is set so that
+// it runs some time in the coming interval, not at start-up, where it
+// would hold up the catch-up uploads.
+func (a *Agent) due(last *time.Time, now time.Time, every time.Duration) bool {
+	if last.IsZero() {
+		*last = now.Add(-time.Duration(rand.Int64N(int64(every))))
+		a.state.changed.all = true
+		return false
+	}
+	return now.Sub(*last) >= every
+}
+
 // applyRetention applies retention once a day, once locked holds.
 func (a *Agent) applyRetention(ctx context.Context, now time.Time, locked func() bool) {
 	if a.opts.Retention.Generations <= 0 && a.opts.Retention.Deleted <= 0 {
 		return
 	}
-	if a.state.LastPrune.IsZero() {
-		// First run: prune some time in the coming day, not at start-up,
-		// where it would hold up the catch-up uploads.
-		a.state.LastPrune = now.Add(-time.Duration(rand.Int64N(int64(24 * time.Hour))))
-		a.state.changed.all = true
-		return
-	}
-	if now.Sub(a.state.LastPrune) < 24*time.Hour || !locked() {
+	if !a.due(&a.state.LastPrune, now, 24*time.Hour) || !locked() {
 		return
 	}
 	a.state.LastPrune = now

@@ -58,8 +58,6 @@ func (m *Metrics) uploaded(bytes, objects int64) {
 	m.objectsUploaded.Add(float64(objects))
 }
 
-func (m *Metrics) failed() { m.uploadErrors.Inc() }
-
 func (m *Metrics) catalogUpdated() {
 	m.catalogUpdates.Inc()
 	m.objectsUploaded.Inc()

@@ -3,8 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -22,8 +19,6 @@ import (
 	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 )
-
-var listAll = remote.ListOptions{}
 
 // maxArchive bounds what an archived session may inflate to: what a
 // stream may hold, as for the live file.
@@ -100,10 +95,11 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		a.catalogStale = true
 		a.saveState("could not save state; the next start uploads the last batch again")
 	}
-	cerr := a.passCatalog(ctx)
+	cerr := a.putCatalog(ctx)
 	if errors.Is(cerr, ErrMachineInUse) {
-		return cerr // Run stops with it
+		return cerr // Run stops with it, and says it
 	}
+	a.ended(ctx, "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
 	if err = cmp.Or(err, cerr); err == nil {
 		a.markUpToDate(start, full)
 		a.outage.ok(a.log, a.now())
@@ -116,19 +112,21 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 // in a pass that is not full, the paths the watcher saw.
 func (a *Agent) passPaths(full bool) ([]string, *scanned, error) {
 	if !full {
-		rels := a.takeDirty()
-		sort.Strings(rels)
-		return rels, nil, nil
+		return a.takeDirty(), nil, nil
 	}
 	a.problems.beginFullPass()
-	a.clearTemp()
+	// What a crashed process left in the temp folder goes, with the folder
+	// (tempDir makes it again): no temp file is in use before the jobs,
+	// and the state dir's lock keeps other processes out. On Unix there is
+	// never any: a temp file is unlinked as soon as it is open.
+	os.RemoveAll(filepath.Join(a.opts.StateDir, tempDirName))
 	sc, err := a.scan()
 	if err != nil {
 		return nil, nil, err
 	}
 	a.takeDirty()
-	if a.sessionsGone && !sc.sessionsGone && a.watch != nil {
-		a.watch.addTree(a.opts.AgentDir) // back (remounted): its watches went with it
+	if a.sessionsGone && !sc.sessionsGone && a.fsw != nil {
+		a.addTree(a.opts.AgentDir) // back (remounted): its watches went with it
 	}
 	a.sessionsGone = sc.sessionsGone
 	return sc.rels, sc, nil
@@ -151,16 +149,6 @@ func (a *Agent) endFullPass(ctx context.Context, seen map[string]bool, sc *scann
 		err = a.problems.err()
 	}
 	return changed, err
-}
-
-// passCatalog puts this machine's catalog at the end of a pass, and says
-// how that went.
-func (a *Agent) passCatalog(ctx context.Context) error {
-	cerr := a.putCatalog(ctx)
-	if !errors.Is(cerr, ErrMachineInUse) { // said by Run, which stops
-		a.ended(ctx, "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
-	}
-	return cerr
 }
 
 // ended says how the work on what ended (err): a success clears what was
@@ -256,7 +244,7 @@ func (a *Agent) runJobs(ctx context.Context, jobs []job, after func(job)) (chang
 		a.tally.file(j.rel, res.objects > 0, err)
 		if err != nil {
 			a.markDirty(j.rel) // retried next pass
-			a.metrics.failed()
+			a.metrics.uploadErrors.Inc()
 			firstErr = cmp.Or(firstErr, err)
 		}
 		var re *remote.Error
@@ -279,16 +267,13 @@ func (a *Agent) runJob(ctx context.Context, j job) (syncResult, error) {
 	case store.KindArchive:
 		return a.syncArchive(ctx, j)
 	default:
-		res, err := a.syncFile(ctx, j.fst, a.auditDue(j.fst))
+		audit := j.fst.Generation != "" && a.now().Sub(j.fst.Verified) >= a.opts.AuditInterval
+		res, err := a.syncFile(ctx, j.fst, audit)
 		if res.objects > 0 {
 			a.log.Debug("uploaded", "path", j.rel, "offset", j.fst.Offset, "objects", res.objects)
 		}
 		return res, err
 	}
-}
-
-func (a *Agent) auditDue(fst *FileState) bool {
-	return fst.Generation != "" && a.now().Sub(fst.Verified) >= a.opts.AuditInterval
 }
 
 func (a *Agent) uploadBlob(ctx context.Context, rel string) (syncResult, error) {
@@ -369,21 +354,6 @@ func (a *Agent) tempDir() (string, error) {
 	return dir, nil
 }
 
-// clearTemp removes what a crashed process left in the temp folder. It
-// runs before a full pass's jobs, when no temp file is in use (the state
-// dir's lock keeps other processes out). On Unix there is never any: a
-// temp file is unlinked as soon as it is open.
-func (a *Agent) clearTemp() {
-	dir := filepath.Join(a.opts.StateDir, tempDirName)
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, de := range des {
-		os.Remove(filepath.Join(dir, de.Name()))
-	}
-}
-
 // isBlobLink reports whether the file at rel, named "<sha256>.<ext>", is
 // omp's image-viewer name for that blob: a hard link to it, or a copy where
 // linking failed. Such a name is recorded as an empty object, since its
@@ -396,16 +366,13 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && (os.SameFile(fi, bfi) || bfi.Size() != fi.Size()) {
 		return os.SameFile(fi, bfi), nil // a link, or not a copy of the blob: nothing to hash
 	}
-	f, err := os.Open(a.abs(rel))
+	src, _, err := a.openSource(rel, false)
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return false, err
-	}
-	return hex.EncodeToString(h.Sum(nil)) == blob, nil
+	defer src.Close()
+	_, sum, err := hashRange(src, 0, src.size())
+	return sum == blob, err
 }
 
 // syncArchive backs up an archived session from its gzip file: usually the
@@ -440,28 +407,12 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 	return res, nil
 }
 
-// inflated is an archived session's content in a temp file, read like the
-// live file it was: memory stays a buffer whatever the session's size.
-type inflated struct {
-	fileSource
-	name string
-}
-
-// Close closes and removes the temp file.
-func (s *inflated) Close() error {
-	err := s.File.Close()
-	if rerr := os.Remove(s.name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
-		err = rerr
-	}
-	return err
-}
-
 // readArchiveFile inflates the archive at p, named rel in errors, into a
 // temp file in tmpDir, as st reads its archives. One
 // that inflates past limit is an error: cut at the limit it would look
 // like a shrunk session, start a new generation, and let retention delete
 // the complete older one.
-func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) (*inflated, fs.FileInfo, error) {
+func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) (*source, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, nil, err
@@ -483,7 +434,7 @@ func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) 
 	// Unlinked at once where the system allows (Unix): a crash then leaves
 	// nothing behind. On Windows that fails while it is open; Close removes it.
 	os.Remove(tmp.Name())
-	out := &inflated{fileSource: fileSource{File: tmp}, name: tmp.Name()}
+	out := &source{File: tmp, temp: tmp.Name()}
 	n, err := io.CopyBuffer(struct{ io.Writer }{tmp}, io.LimitReader(zr, limit+1), make([]byte, 256<<10))
 	switch {
 	case err != nil:

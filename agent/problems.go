@@ -61,10 +61,7 @@ func (s *saidOnce) first(key string) bool {
 	if (*s)[key] {
 		return false
 	}
-	if *s == nil {
-		*s = saidOnce{}
-	}
-	(*s)[key] = true
+	made(s)[key] = true
 	return true
 }
 
@@ -103,10 +100,7 @@ func (pr *problem) note(now time.Time, msg string) int {
 // noteIn notes err as a failure of key's problem in *m (made on first use),
 // as problem.note says.
 func noteIn(m *map[string]*problem, key string, now time.Time, err error) (*problem, int) {
-	if *m == nil {
-		*m = map[string]*problem{}
-	}
-	pr := (*m)[key]
+	pr := made(m)[key]
 	if pr == nil {
 		pr = &problem{}
 		(*m)[key] = pr
@@ -118,10 +112,7 @@ func noteIn(m *map[string]*problem, key string, now time.Time, err error) (*prob
 func (p *problems) report(log *slog.Logger, now time.Time, path string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.inPass == nil {
-		p.inPass = map[string]bool{}
-	}
-	p.inPass[path] = true
+	made(&p.inPass)[path] = true
 	verb := "cannot read"
 	if errors.Is(err, errPastLimit) {
 		verb = "cannot back up"
@@ -192,7 +183,8 @@ type outage struct {
 	// once: a single run (agent --once), which stops at the failure
 	// rather than watching on.
 	once bool
-	// remote names the remote in messages (never with credentials).
+	// remote names the remote in messages (never with credentials), or
+	// is "the remote".
 	remote  string
 	backoff time.Duration
 	retryAt time.Time
@@ -200,13 +192,6 @@ type outage struct {
 	// lastErr the last failure.
 	away    problem
 	lastErr string
-}
-
-func (o *outage) name() string {
-	if o.remote == "" {
-		return "the remote"
-	}
-	return o.remote
 }
 
 func (o *outage) failed(log *slog.Logger, now time.Time, err error) {
@@ -219,10 +204,10 @@ func (o *outage) failed(log *slog.Logger, now time.Time, err error) {
 		if o.once {
 			msg = "remote unreachable"
 		}
-		log.Warn(msg, "remote", o.name(), "err", err, "fix", outageFix)
+		log.Warn(msg, "remote", o.remote, "err", err, "fix", outageFix)
 		o.backoff = time.Second
 	case n > 0:
-		log.Warn("remote still unreachable; nothing is uploaded until it answers", "remote", o.name(),
+		log.Warn("remote still unreachable; nothing is uploaded until it answers", "remote", o.remote,
 			"since", o.away.since.Format(time.RFC3339), "for", now.Sub(o.away.since).Round(time.Second).String(),
 			"failures", n, "err", err, "fix", outageFix)
 		fallthrough
@@ -236,7 +221,7 @@ func (o *outage) ok(log *slog.Logger, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.away.since.IsZero() {
-		log.Info("remote reachable again; catching up", "remote", o.name(), "down_for", now.Sub(o.away.since).Round(time.Second).String())
+		log.Info("remote reachable again; catching up", "remote", o.remote, "down_for", now.Sub(o.away.since).Round(time.Second).String())
 		o.away = problem{}
 	}
 }

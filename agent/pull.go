@@ -212,15 +212,22 @@ func (a *Agent) pullChanged(ctx context.Context) ([]repo.Catalog, []pullItem, er
 // says it: the error it returns is the merge's, or recording's.
 func (a *Agent) recordMerge(ctx context.Context, req MergeRequest, res Merged, err error, sig string) error {
 	id := req.SessionID
-	done, err := a.pulled(ctx, req, res, err)
-	a.notePlacement(ctx, id, res)
+	err = a.pulled(ctx, req, res, err)
+	// Where a session new here was placed, and a note on it (no folder for
+	// its project here, and what to set) once per note.
+	if res.Action == MergeCreated && res.Placed != "" {
+		a.log.Info("pull: placed a session from another machine", "session", id, "cwd", res.Cwd, "how", res.Placed)
+	}
+	for _, n := range res.Notes {
+		a.log.Log(ctx, a.placeNoted.level(n, slog.LevelWarn), "pull: "+n, "session", id)
+	}
 	switch {
 	case err != nil:
 		a.log.Warn("pull: session not merged; will retry", "session", id, "machine", req.Machine, "err", err)
 	case len(res.Missing) > 0:
 		// Not seen: the next pull tries again. Said once.
 		a.log.Log(ctx, a.pullIncomplete.level(id, slog.LevelWarn), "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", req.Machine, "missing", strings.Join(res.Missing, "; "))
-	case done:
+	case res.Action != MergeLive: // merged
 		delete(a.pullIncomplete, id)
 		a.state.setSeen(req.Machine+"/"+id, sig)
 	}
@@ -241,17 +248,6 @@ func (a *Agent) ownUses() repo.Catalog {
 		}
 	}
 	return c
-}
-
-// notePlacement says where a session new here was placed, and a note on
-// it (no folder for its project here, and what to set) once per note.
-func (a *Agent) notePlacement(ctx context.Context, id string, res Merged) {
-	if res.Action == MergeCreated && res.Placed != "" {
-		a.log.Info("pull: placed a session from another machine", "session", id, "cwd", res.Cwd, "how", res.Placed)
-	}
-	for _, n := range res.Notes {
-		a.log.Log(ctx, a.placeNoted.level(n, slog.LevelWarn), "pull: "+n, "session", id)
-	}
 }
 
 // errNotMerged: a pull left sessions unmerged, each said at WARN already.
@@ -300,26 +296,22 @@ func (a *Agent) pullIncluded(e repo.CatalogEntry) bool {
 		}
 		return false
 	}
-	if len(a.opts.PullInclude) > 0 && !match(a.opts.PullInclude) {
-		return false
-	}
-	return !match(a.opts.PullExclude)
+	return (len(a.opts.PullInclude) == 0 || match(a.opts.PullInclude)) && !match(a.opts.PullExclude)
 }
 
 // pulled records what merging one machine's copy of a session into the
-// local file did (res, or err). It reports false when the file was in use
-// (omp holds it open or is writing it) and the pull must be tried again
-// once it is released.
-func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err error) (bool, error) {
+// local file did (res, or err). A file in use (omp holds it open or is
+// writing it) is merged by a later pull, once it is released.
+func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err error) error {
 	machine, id := req.Machine, req.SessionID
 	if err != nil {
-		return false, err
+		return err
 	}
 	if res.Action == MergeLive {
 		// Said once per session at INFO: a session open in omp for hours
 		// is normal, and the work waits safely on the remote.
 		a.log.Log(ctx, a.pullWaiting.level(id, slog.LevelInfo), "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
-		return false, nil
+		return nil
 	}
 	if a.pullWaiting[id] {
 		delete(a.pullWaiting, id)
@@ -328,26 +320,23 @@ func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err er
 	switch res.Action {
 	case MergeRefused, MergeFailed, MergeNotFetched:
 		// Not marked seen (an error): the next pull tries it again.
-		return res.Action == MergeRefused, fmt.Errorf("%s: %s", res.Action, res.Problem)
+		return fmt.Errorf("%s: %s", res.Action, res.Problem)
 	case MergeUnchanged:
-		return true, nil
 	case MergeRetitled:
 		// Only the title slot changed; the next pass uploads it as this
 		// machine's head like any retitle.
 		a.log.Info("pull: took a newer title from another machine", "session", id, "machine", machine)
-		return true, nil
 	case MergeMerged:
 		a.log.Info("pull: merged work from another machine", "session", id, "machine", machine, "backup", res.Backup)
-		return true, nil
 	case MergeCreated, MergeAppended:
+		// The new bytes are exactly that machine's; recorded so that the
+		// uploader stores a reference, not a second copy.
+		a.log.Info("pull: session updated from another machine", "session", id, "machine", machine, "action", res.Action, "bytes", res.Bytes)
+		a.recordPulled(id, res)
 	default:
-		return false, fmt.Errorf("unknown merge action %q: %s", res.Action, res.Problem)
+		return fmt.Errorf("unknown merge action %q: %s", res.Action, res.Problem)
 	}
-	// Created or Appended: the new bytes are exactly that machine's; record
-	// them so the uploader stores a reference, not a second copy.
-	a.log.Info("pull: session updated from another machine", "session", id, "machine", machine, "action", res.Action, "bytes", res.Bytes)
-	a.recordPulled(id, res)
-	return true, nil
+	return nil
 }
 
 // recordPulled notes the range restore wrote as pulled from its source:

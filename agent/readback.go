@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -33,13 +32,7 @@ func (a *Agent) readBack(ctx context.Context) {
 		return
 	}
 	now := a.now()
-	if a.state.ReadBackAt.IsZero() {
-		// First run: some time in the coming day, not at start-up.
-		a.state.ReadBackAt = now.Add(-time.Duration(rand.Int64N(int64(readBackEvery))))
-		a.state.changed.all = true
-		return
-	}
-	if now.Sub(a.state.ReadBackAt) < readBackEvery {
+	if !a.due(&a.state.ReadBackAt, now, readBackEvery) {
 		return
 	}
 	var keys []string

@@ -170,10 +170,7 @@ func dirKey(st store.Store) string {
 
 // included applies the include and exclude globs.
 func (a *Agent) included(rel string) bool {
-	if len(a.opts.Include) > 0 && !matches(a.opts.Include, rel) {
-		return false
-	}
-	return !matches(a.opts.Exclude, rel)
+	return (len(a.opts.Include) == 0 || matches(a.opts.Include, rel)) && !matches(a.opts.Exclude, rel)
 }
 
 // matches says whether one of globs names rel or, as a glob naming a
@@ -223,10 +220,16 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 		}
 		return job{kind: kind, rel: rel}, true
 	case store.KindSession, store.KindArtifact:
-		fst := a.streamFor(rel, kind)
+		// Known by its path, else by its session id (placeStream), so a
+		// file that moved to another cwd-dir keeps its stream.
+		fst := a.state.Streams[a.byPath[rel]]
+		if fst == nil || fst.Path != rel {
+			fst = a.placeStream(rel, kind)
+		}
 		if fst == nil {
 			return job{}, false
 		}
+		fst.Unseen = false // seen here: from now on, gone means deleted
 		return job{kind: kind, rel: rel, fst: fst}, true
 	case store.KindArchive:
 		id, livePath, ok := a.opts.Store.Archived(rel)
@@ -260,26 +263,12 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 	return job{}, false
 }
 
-// streamFor finds or creates the state of the stream a session or artifact
-// file feeds. A session is known by its id, so a file that moved to another
-// cwd-dir keeps its stream.
-func (a *Agent) streamFor(rel string, kind store.Kind) *FileState {
-	fst := a.state.Streams[a.byPath[rel]]
-	if fst == nil || fst.Path != rel {
-		if fst = a.placeStream(rel, kind); fst == nil {
-			return nil
-		}
-	}
-	fst.Unseen = false // seen here: from now on, gone means deleted
-	return fst
-}
-
 // placeStream finds the stream of a file at a path the state does not
 // know it at, by its session id: new, moved, or back from a restore.
 func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 	var id, stream string
 	if kind == store.KindSession {
-		id = a.sessionID(rel)
+		id = a.opts.Store.SessionID(rel, store.ReadHead(a.abs(rel))) // from its first bytes, or else its name
 		stream = repo.SessionStream
 	} else {
 		var inner string
@@ -340,9 +329,4 @@ func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 // first root), not in an archive.
 func (a *Agent) underSessions(rel string) bool {
 	return strings.HasPrefix(rel, a.opts.Store.Roots()[0]+"/")
-}
-
-// sessionID reads a session's id from its first bytes, or else its name.
-func (a *Agent) sessionID(rel string) string {
-	return a.opts.Store.SessionID(rel, store.ReadHead(a.abs(rel)))
 }

@@ -154,13 +154,7 @@ func (f *FileState) pulledAt(off int64) (at *PulledRange, next int64) {
 
 // dropPulled forgets the ranges that start before off: uploaded or stale.
 func (f *FileState) dropPulled(off int64) {
-	kept := f.Pulled[:0]
-	for _, p := range f.Pulled {
-		if p.Start >= off {
-			kept = append(kept, p)
-		}
-	}
-	f.Pulled = kept
+	f.Pulled = slices.DeleteFunc(f.Pulled, func(p PulledRange) bool { return p.Start < off })
 	if len(f.Pulled) == 0 {
 		f.Pulled = nil
 	}
@@ -272,15 +266,9 @@ func LoadState(dir string) (*State, error) {
 	if s.V != 1 || s.Streams == nil {
 		return nil, fmt.Errorf("state file %s has an unknown version", filepath.Join(dir, stateFile))
 	}
-	if s.Blobs == nil {
-		s.Blobs = map[string]bool{}
-	}
-	if s.BlobMtimes == nil {
-		s.BlobMtimes = map[string]time.Time{}
-	}
-	if s.Seen == nil {
-		s.Seen = map[string]string{}
-	}
+	made(&s.Blobs)
+	made(&s.BlobMtimes)
+	made(&s.Seen)
 	for k, f := range s.Streams {
 		if f == nil || k != streamKey(f.SessionID, f.Stream) {
 			return nil, fmt.Errorf("state file %s is damaged: entry %q", filepath.Join(dir, stateFile), k)
@@ -373,15 +361,7 @@ func errNotObject(t json.Token, err error) error {
 // json.Marshal of the whole state built it in one buffer, 16 MiB for
 // 10,000 sessions, which encoding/json then kept pooled while the agent
 // idled.
-func (s *State) writeTo(w io.Writer) (int64, error) {
-	var n int64
-	var werr error // the first write's that failed: nothing after it is written
-	put := func(b []byte) {
-		if werr == nil {
-			m, err := w.Write(b)
-			n, werr = n+int64(m), err
-		}
-	}
+func (s *State) writeTo(w io.Writer) (n int64, err error) {
 	rest, err := json.Marshal(struct {
 		*State
 		// Written below. A field named "streams" at this depth hides the
@@ -393,28 +373,34 @@ func (s *State) writeTo(w io.Writer) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// rest is an object with at least "v": it ends in '}'.
-	put(rest[:len(rest)-1])
-	put([]byte(`,"streams":{`))
-	keys := slices.Sorted(maps.Keys(s.Streams))
-	for i, k := range keys {
+	// rest is an object with at least "v": it ends in '}'. b holds what
+	// is not written yet: the head, then one stream at a time.
+	b := append(rest[:len(rest)-1], `,"streams":{`...)
+	write := func(b []byte) error {
+		m, err := w.Write(b)
+		n += int64(m)
+		return err
+	}
+	for i, k := range slices.Sorted(maps.Keys(s.Streams)) {
 		key, err := json.Marshal(k)
 		if err != nil {
-			return 0, err
+			return n, err
 		}
 		f, err := json.Marshal(s.Streams[k].onDisk())
 		if err != nil {
-			return 0, err
+			return n, err
 		}
 		if i > 0 {
-			put([]byte{','})
+			b = append(b, ',')
 		}
-		put(key)
-		put([]byte{':'})
-		put(f)
+		b = append(append(append(b, key...), ':'), f...)
+		if err := write(b); err != nil {
+			return n, err
+		}
+		b = b[:0]
 	}
-	put([]byte("}}"))
-	return n, werr
+	err = write(append(b, "}}"...))
+	return n, err
 }
 
 // save writes the whole state atomically (a crash leaves the old or the new

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,13 +60,11 @@ type StatusOptions struct {
 // mtime and ctime, so a file restored with its old mtime has waited only
 // since the restore.
 func Status(o StatusOptions) ([]FileStatus, error) {
-	if o.Store == nil {
-		o.Store = store.OMP()
-	}
+	o.Store = cmp.Or(o.Store, store.OMP())
 	if err := checkLayout(o.AgentDir, o.Store); err != nil {
 		return nil, err
 	}
-	st, err := loadForRead(o.StateDir)
+	st, err := StateOrigin(o.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -227,16 +226,13 @@ func Running(stateDir string) bool {
 	return processAlive(pid)
 }
 
-// StateOrigin reads the state in stateDir for the remote it describes:
-// its Remote as the agent was told it (for messages) and its RepoID, the
-// repository's id; both are empty for a state written before ompsync
-// recorded them.
-func StateOrigin(stateDir string) (*State, error) { return loadForRead(stateDir) }
-
-// loadForRead loads the state in stateDir for a command that reads it
-// beside the agent: an agent that is starting has recorded nothing yet
-// (not even the remote it checks).
-func loadForRead(stateDir string) (*State, error) {
+// StateOrigin loads the state in stateDir for a command that reads it
+// beside the agent (status, and the remote it describes: its Remote as the
+// agent was told it, for messages, and its RepoID, the repository's id;
+// both are empty for a state written before ompsync recorded them). An
+// agent that is starting has recorded nothing yet (not even the remote it
+// checks).
+func StateOrigin(stateDir string) (*State, error) {
 	st, err := LoadState(stateDir)
 	if err == nil && st == nil {
 		if !Running(stateDir) {

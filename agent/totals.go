@@ -27,16 +27,14 @@ const (
 func (t *tally) file(rel string, uploaded bool, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.files == nil {
-		t.files = map[string]string{}
-	}
+	files := made(&t.files)
 	switch {
 	case err != nil:
-		t.files[rel] = fileFailed
-	case uploaded || t.files[rel] == fileUploaded:
-		t.files[rel] = fileUploaded
+		files[rel] = fileFailed
+	case uploaded || files[rel] == fileUploaded:
+		files[rel] = fileUploaded
 	default:
-		t.files[rel] = fileUnchanged
+		files[rel] = fileUnchanged
 	}
 }
 

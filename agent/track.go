@@ -24,20 +24,28 @@ import (
 // change to check that the uploaded prefix is still what the file holds.
 const tailLen = 4096
 
-// source is an open view of a file's bytes: a live file, or the decompressed
-// content of an archived one.
-type source interface {
-	io.ReaderAt
-	io.Closer
-	size() int64
-}
-
-type fileSource struct {
+// source is an open view of a file's bytes, n of them: a live file, or
+// the content of an archived one inflated into a temp file (temp), which
+// Close removes: memory stays a buffer whatever the session's size.
+type source struct {
 	*os.File
-	n int64
+	n    int64
+	temp string
 }
 
-func (f fileSource) size() int64 { return f.n }
+func (s *source) size() int64 { return s.n }
+
+// Close closes the file, and removes it if it is a temp file.
+func (s *source) Close() error {
+	err := s.File.Close()
+	if s.temp == "" {
+		return err
+	}
+	if rerr := os.Remove(s.temp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+		err = rerr
+	}
+	return err
+}
 
 // errFileChanged means a read returned fewer bytes than the stat promised,
 // or the bytes before the uploaded offset changed while a chunk was read:
@@ -47,7 +55,7 @@ var errFileChanged = errors.New("the file changed while it was read")
 // readFull fills b from src at off, or fails: a short read is the file
 // shrinking under the agent (truncated between its stat and the read), and
 // the bytes it did not return must never be uploaded as if they were NULs.
-func readFull(src source, b []byte, off int64) error {
+func readFull(src *source, b []byte, off int64) error {
 	n, err := src.ReadAt(b, off)
 	switch {
 	case n == len(b):
@@ -59,7 +67,7 @@ func readFull(src source, b []byte, off int64) error {
 }
 
 // copyFull hashes (or copies) exactly n bytes of src from off into w.
-func copyFull(w io.Writer, src source, off, n int64) error {
+func copyFull(w io.Writer, src *source, off, n int64) error {
 	got, err := io.Copy(w, io.NewSectionReader(src, off, n))
 	if err == nil && got != n {
 		err = fmt.Errorf("%w: %d of %d bytes at offset %d", errFileChanged, got, n, off)
@@ -69,7 +77,7 @@ func copyFull(w io.Writer, src source, off, n int64) error {
 
 // hashRange is the SHA-256 of src's bytes [from, to): its running state,
 // marshalled (FileState.HashState), and its sum in hex.
-func hashRange(src source, from, to int64) (state []byte, sum string, err error) {
+func hashRange(src *source, from, to int64) (state []byte, sum string, err error) {
 	h := sha256.New()
 	if err := copyFull(h, src, from, to-from); err != nil {
 		return nil, "", err
@@ -135,17 +143,13 @@ func (a *Agent) syncOpen(ctx context.Context, fst *FileState, audit bool) (syncR
 // maxArchive) into a temp file of the state dir, which Close removes. Its
 // stat is the open descriptor's: a rename over the path while it is read
 // leaves a consistent old file.
-func (a *Agent) openSource(rel string, archived bool) (source, fs.FileInfo, error) {
+func (a *Agent) openSource(rel string, archived bool) (*source, fs.FileInfo, error) {
 	if archived {
 		tmp, err := a.tempDir()
 		if err != nil {
 			return nil, nil, err
 		}
-		in, fi, err := readArchiveFile(a.opts.Store, a.abs(rel), rel, maxArchive, tmp)
-		if err != nil {
-			return nil, nil, err
-		}
-		return in, fi, nil
+		return readArchiveFile(a.opts.Store, a.abs(rel), rel, maxArchive, tmp)
 	}
 	f, err := os.Open(a.abs(rel))
 	if err != nil {
@@ -156,7 +160,7 @@ func (a *Agent) openSource(rel string, archived bool) (source, fs.FileInfo, erro
 		f.Close()
 		return nil, nil, err
 	}
-	return fileSource{f, fi.Size()}, fi, nil
+	return &source{File: f, n: fi.Size()}, fi, nil
 }
 
 // errPastLimit: a file is larger than restore takes. It stays so until
@@ -165,7 +169,7 @@ var errPastLimit = errors.New("more than restore takes")
 
 // syncSource uploads what src holds beyond what the remote has, starting a
 // new generation when bytes already uploaded have changed.
-func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inode uint64, mtime time.Time, settleAll, audit bool) (syncResult, error) {
+func (a *Agent) syncSource(ctx context.Context, fst *FileState, src *source, inode uint64, mtime time.Time, settleAll, audit bool) (syncResult, error) {
 	var res syncResult
 	if size := src.size(); size > repo.MaxStreamSize {
 		// Restore takes no stream past the bound: bytes that go up past it
@@ -225,7 +229,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src source, inod
 
 // whyNewGeneration says why src starts a new generation of fst, or ""
 // when the bytes uploaded of it are still what it holds.
-func (a *Agent) whyNewGeneration(fst *FileState, src source, inode uint64, audit bool) (string, error) {
+func (a *Agent) whyNewGeneration(fst *FileState, src *source, inode uint64, audit bool) (string, error) {
 	size := src.size()
 	switch {
 	case fst.Generation == "":
@@ -260,7 +264,10 @@ func (a *Agent) whyNewGeneration(fst *FileState, src source, inode uint64, audit
 		}
 		fst.Verified = time.Now().UTC()
 	default:
-		same, err := tailMatches(src, fst)
+		// Something is uploaded (Offset > 0) and the file holds it all
+		// (size >= Offset): the bytes just before Offset tell cheaply.
+		tail, err := tailHash(src, fst)
+		same := tail == fst.TailHash
 		if err == nil && same && size == fst.Offset && !slotChanged(src, fst) {
 			// Written to (the stat changed) yet neither grown nor retitled:
 			// only a full re-hash tells whether uploaded bytes changed.
@@ -275,7 +282,7 @@ func (a *Agent) whyNewGeneration(fst *FileState, src source, inode uint64, audit
 
 // syncSlot uploads the title slot when it changed: the slot may change in
 // place, and travels as its own object.
-func (a *Agent) syncSlot(ctx context.Context, fst *FileState, src source, res *syncResult) error {
+func (a *Agent) syncSlot(ctx context.Context, fst *FileState, src *source, res *syncResult) error {
 	if fst.HashFrom != repo.HeadSize || fst.Offset < repo.HeadSize {
 		return nil
 	}
@@ -310,7 +317,7 @@ func (a *Agent) syncSlot(ctx context.Context, fst *FileState, src source, res *s
 // settledEnd is where the uploadable bytes end: after the last newline of
 // a session log (a partial last line may still be being written), or the
 // whole file otherwise.
-func settledEnd(src source, from int64, settleAll bool) (int64, error) {
+func settledEnd(src *source, from int64, settleAll bool) (int64, error) {
 	size := src.size()
 	if settleAll || size <= from {
 		return size, nil
@@ -332,7 +339,7 @@ func settledEnd(src source, from int64, settleAll bool) (int64, error) {
 }
 
 // startGeneration resets fst to upload src from offset 0 as a new generation.
-func (a *Agent) startGeneration(fst *FileState, src source, reason string) error {
+func (a *Agent) startGeneration(fst *FileState, src *source, reason string) error {
 	head := make([]byte, min(src.size(), 64<<10))
 	if err := readFull(src, head, 0); err != nil {
 		return fmt.Errorf("read header: %w", err)
@@ -376,7 +383,7 @@ func (a *Agent) startGeneration(fst *FileState, src source, reason string) error
 // artifact's chunks carry mtime, the file's as stat saw it before the
 // read: restore has no catalog entry to take it from. It returns the
 // objects it put.
-func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mtime time.Time, settleAll bool) (objects int64, err error) {
+func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src *source, mtime time.Time, settleAll bool) (objects int64, err error) {
 	var fileMtime time.Time
 	if !fst.isSession() {
 		fileMtime = mtime.UTC()
@@ -448,7 +455,7 @@ func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src source, mti
 
 // holdsPulled reports whether src still holds exactly the bytes of p, a
 // range sync pulled from another machine, past the title slot.
-func holdsPulled(fst *FileState, src source, p *PulledRange) (bool, error) {
+func holdsPulled(fst *FileState, src *source, p *PulledRange) (bool, error) {
 	if p.Start < fst.HashFrom {
 		return false, nil
 	}
@@ -459,7 +466,7 @@ func holdsPulled(fst *FileState, src source, p *PulledRange) (bool, error) {
 // readChunk reads the next chunk, from start: up to ChunkSize and next
 // (where a pulled range begins), cut at a line boundary unless settleAll.
 // It fails when the bytes before start are no longer tail, those uploaded.
-func (a *Agent) readChunk(fst *FileState, src source, start, next, end int64, settleAll bool, tail string) ([]byte, error) {
+func (a *Agent) readChunk(fst *FileState, src *source, start, next, end int64, settleAll bool, tail string) ([]byte, error) {
 	stop := min(end, start+a.opts.ChunkSize)
 	if next > start {
 		stop = min(stop, next)
@@ -522,7 +529,7 @@ func (a *Agent) putChunk(ctx context.Context, fst *FileState, hdr *repo.ChunkHea
 }
 
 // committed records that the chunk ending at stop is on the remote.
-func (a *Agent) committed(fst *FileState, src source, h hash.Hash, stop int64) error {
+func (a *Agent) committed(fst *FileState, src *source, h hash.Hash, stop int64) error {
 	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
 		return err
@@ -560,7 +567,7 @@ func (a *Agent) putMeta(ctx context.Context, fst *FileState) error {
 }
 
 // readLine reads from off up to and including the next newline before end.
-func readLine(src source, off, end int64) ([]byte, error) {
+func readLine(src *source, off, end int64) ([]byte, error) {
 	var out []byte
 	buf := make([]byte, 64<<10)
 	for off < end {
@@ -578,7 +585,7 @@ func readLine(src source, off, end int64) ([]byte, error) {
 }
 
 // tailHash hashes the bytes just before fst.Offset (never the title slot).
-func tailHash(src source, fst *FileState) (string, error) {
+func tailHash(src *source, fst *FileState) (string, error) {
 	from := min(max(fst.HashFrom, fst.Offset-tailLen), fst.Offset)
 	b := make([]byte, fst.Offset-from)
 	if err := readFull(src, b, from); err != nil {
@@ -588,7 +595,7 @@ func tailHash(src source, fst *FileState) (string, error) {
 }
 
 // slotChanged reports whether the title slot differs from the one uploaded.
-func slotChanged(src source, fst *FileState) bool {
+func slotChanged(src *source, fst *FileState) bool {
 	if fst.HashFrom != repo.HeadSize {
 		return false
 	}
@@ -599,23 +606,9 @@ func slotChanged(src source, fst *FileState) bool {
 	return hashHex(slot) != fst.SlotHash
 }
 
-func tailMatches(src source, fst *FileState) (bool, error) {
-	if fst.Offset == 0 {
-		return true, nil
-	}
-	if src.size() < fst.Offset {
-		return false, nil
-	}
-	h, err := tailHash(src, fst)
-	return h == fst.TailHash, err
-}
-
 // prefixMatches re-hashes [HashFrom, Offset) and compares it with the
 // running hash of what was uploaded.
-func prefixMatches(src source, fst *FileState) (bool, error) {
-	if src.size() < fst.Offset {
-		return false, nil
-	}
+func prefixMatches(src *source, fst *FileState) (bool, error) {
 	if fst.HashFrom > 0 {
 		// The bytes before HashFrom must still be a title slot.
 		slot := make([]byte, fst.HashFrom)

@@ -16,30 +16,10 @@ import (
 	"github.com/ompsync/ompsync/store"
 )
 
-// watcher turns fsnotify events into dirty paths. It is only a hint: the
-// reconcile scan catches anything it misses (queue overflow, a folder
-// created before its watch was added).
-type watcher struct {
-	a *Agent
-	w *fsnotify.Watcher
-}
-
-func (a *Agent) newWatcher() (*watcher, error) {
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, err
-	}
-	w := &watcher{a: a, w: fw}
-	w.addTree(a.opts.AgentDir)
-	return w, nil
-}
-
-func (w *watcher) close() { w.w.Close() }
-
 // addTree watches dir and the folders below it that can hold backed-up files.
 // A root that is a symlink is followed, as the scan follows it; the watches
 // are added by the path under the agent dir, so events are named by it.
-func (w *watcher) addTree(dir string) {
+func (a *Agent) addTree(dir string) {
 	target, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return // gone: the reconcile scan notices when it is back
@@ -50,26 +30,26 @@ func (w *watcher) addTree(dir string) {
 		}
 		p = dir + p[len(target):]
 		if d.Type()&fs.ModeSymlink != 0 {
-			if rel, ok := w.a.relOf(p); ok && onRootPath(w.a.opts.Store, rel) {
-				w.addTree(p)
+			if rel, ok := a.relOf(p); ok && onRootPath(a.opts.Store, rel) {
+				a.addTree(p)
 			}
 			return nil
 		}
 		if !d.IsDir() {
 			return nil
 		}
-		if p != w.a.opts.AgentDir && strings.HasPrefix(d.Name(), ".") {
+		if p != a.opts.AgentDir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		if rel, ok := w.a.relOf(p); ok && !watchable(w.a.opts.Store, rel) {
+		if rel, ok := a.relOf(p); ok && !watchable(a.opts.Store, rel) {
 			return filepath.SkipDir
 		}
-		add := w.w.Add
-		if w.a.addWatch != nil {
-			add = w.a.addWatch
+		add := a.fsw.Add
+		if a.addWatch != nil {
+			add = a.addWatch
 		}
 		if err := add(p); err != nil {
-			w.a.unwatchable(p, err)
+			a.unwatchable(p, err)
 		}
 		return nil
 	})
@@ -83,14 +63,9 @@ const watchFix = "raise the inotify limit: sudo sysctl fs.inotify.max_user_watch
 // folder is a WARN with the fix; the others are counted in it at debug.
 func (a *Agent) unwatchable(dir string, err error) {
 	a.mu.Lock()
-	if a.unwatched == nil {
-		a.unwatched = map[string]bool{}
-	}
-	a.unwatched[dir] = true
-	first := !a.watchWarned
-	a.watchWarned = true
+	made(&a.unwatched)[dir] = true
 	a.mu.Unlock()
-	a.watchGaps.Store(true)
+	first := !a.watchGaps.Swap(true)
 	iv := time.Duration(a.interval.Load())
 	if !first {
 		a.log.Debug("cannot watch folder either; polling it", "path", dir, "err", err)
@@ -157,48 +132,51 @@ func onRootPath(s store.Store, rel string) bool {
 	return false
 }
 
-func (w *watcher) run(ctx context.Context) {
+// watchEvents turns fsnotify events into dirty paths, until ctx ends. They
+// are only a hint: the reconcile scan catches anything they miss (queue
+// overflow, a folder created before its watch was added).
+func (a *Agent) watchEvents(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case err, ok := <-w.w.Errors:
+		case err, ok := <-a.fsw.Errors:
 			if !ok {
 				return
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.a.log.Warn("file events overflowed; a full scan catches up")
+				a.log.Warn("file events overflowed; a full scan catches up")
 			}
-			w.a.fullScan.Store(true)
-		case ev, ok := <-w.w.Events:
+			a.fullScan.Store(true)
+		case ev, ok := <-a.fsw.Events:
 			if !ok {
 				return
 			}
-			w.handle(ev)
+			a.handle(ev)
 		}
 	}
 }
 
-func (w *watcher) handle(ev fsnotify.Event) {
-	rel, ok := w.a.relOf(ev.Name)
+func (a *Agent) handle(ev fsnotify.Event) {
+	rel, ok := a.relOf(ev.Name)
 	if !ok {
 		return
 	}
 	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-		w.a.fullScan.Store(true)
+		a.fullScan.Store(true)
 		return
 	}
 	if ev.Has(fsnotify.Create) {
-		if fi, err := os.Lstat(ev.Name); err == nil && (fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0 && onRootPath(w.a.opts.Store, rel)) {
-			if watchable(w.a.opts.Store, rel) {
-				w.addTree(ev.Name)
+		if fi, err := os.Lstat(ev.Name); err == nil && (fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0 && onRootPath(a.opts.Store, rel)) {
+			if watchable(a.opts.Store, rel) {
+				a.addTree(ev.Name)
 				// Files may have landed before the watch: a scan finds them.
-				w.a.fullScan.Store(true)
+				a.fullScan.Store(true)
 			}
 			return
 		}
 	}
-	if w.a.opts.Store.Classify(rel) != store.KindIgnored {
-		w.a.markDirty(rel)
+	if a.opts.Store.Classify(rel) != store.KindIgnored {
+		a.markDirty(rel)
 	}
 }
