@@ -494,24 +494,13 @@ func (r *Repo) resealBlob(ctx context.Context, key string, limit int64) (int64, 
 	}
 	// Sealed as the second read arrives; the temp file holds sealed bytes
 	// only.
-	pr, pw := io.Pipe()
 	var again [sha256.Size]byte
 	var got int64
-	read2 := make(chan error, 1)
-	go func() {
-		var err error
-		again, got, err = read(pw)
-		pw.CloseWithError(err)
-		read2 <- err
-	}()
-	tmp, n, err := r.sealTemp("", ".ompsync-rekey-*.sealed", pr, size)
-	pr.CloseWithError(err)
-	if rerr := <-read2; rerr != nil {
-		if err == nil {
-			removeTemp(tmp)
-		}
-		err = rerr
-	}
+	tmp, n, err := r.sealTemp("", ".ompsync-rekey-*.sealed", size, func(w io.Writer) (int64, error) {
+		var rerr error
+		again, got, rerr = read(w)
+		return got, rerr
+	})
 	if err != nil {
 		return 0, fmt.Errorf("rekey: seal %s: %w", key, err)
 	}
