@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -81,29 +82,19 @@ func execute(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generatio
 		}
 		// Reference chunks hold no bytes of this machine: they stay, and
 		// the data chunks between them are merged run by run.
-		var run []source
-		flush := func() error {
-			if len(run) >= 2 {
-				did, err := mergeRun(ctx, r, s, g.Name, run, all)
+		for len(srcs) > 0 {
+			n := slices.IndexFunc(srcs, func(src source) bool { return src.h.Ref != nil })
+			if n < 0 {
+				n = len(srcs)
+			}
+			if n >= 2 {
+				did, err := mergeRun(ctx, r, s, g.Name, srcs[:n], all)
 				res.add(did)
 				if err != nil {
-					return err
-				}
-			}
-			run = run[:0]
-			return nil
-		}
-		for _, src := range srcs {
-			if src.h.Ref != nil {
-				if err := flush(); err != nil {
 					return res, err
 				}
-				continue
 			}
-			run = append(run, src)
-		}
-		if err := flush(); err != nil {
-			return res, err
+			srcs = srcs[min(n+1, len(srcs)):]
 		}
 	}
 	for i, inside := range pl.inside {
