@@ -95,15 +95,19 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		return prog, err
 	}
 	run := &rekeyRun{r: r, opts: opts, prog: RekeyProgress{After: opts.After}}
+	var batch []string
 	for obj, err := range r.client.List(ctx, root, remote.ListOptions{StartAfter: opts.After}) {
 		if err != nil {
 			return run.prog, fmt.Errorf("list %s: %w", root, err)
 		}
-		if err := run.add(ctx, obj.Key); err != nil {
-			return run.prog, err
+		if batch = append(batch, obj.Key); len(batch) == rekeyBatch {
+			if err := run.flush(ctx, batch); err != nil {
+				return run.prog, err
+			}
+			batch = batch[:0]
 		}
 	}
-	if err := run.flush(ctx); err != nil {
+	if err := run.flush(ctx, batch); err != nil {
 		return run.prog, err
 	}
 	// The last look: objects put the old way while the pass ran, by
@@ -159,18 +163,18 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 		// The marker's pending list is what writers said; the objects
 		// are what is there (a writer without the key may have put
 		// plaintext since): look at each one's first bytes.
-		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		stale, plain, err := r.scanObjects(ctx, len(keys.Recipients))
 		if err != nil {
 			return settled, false, err
 		}
-		if scan.plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
+		if plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
 			cp := *nm
 			ce := *nm.Encryption
 			ce.Pending = sorted(append(slices.Clone(ce.Pending), PendingPlaintext))
 			cp.Encryption = &ce
 			nm, changed = &cp, true
 		}
-		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && scan.plain+scan.other == 0 {
+		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && len(stale) == 0 {
 			return settled, true, nil
 		}
 	}
@@ -200,25 +204,22 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 // a few times: a machine still writing the old way fails it.
 func (r *Repo) rekeySweep(ctx context.Context, run *rekeyRun, keys Keys) error {
 	for sweep := 0; ; sweep++ {
-		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		stale, _, err := r.scanObjects(ctx, len(keys.Recipients))
 		if err != nil {
 			return err
 		}
-		if len(scan.keys) == 0 {
+		if len(stale) == 0 {
 			return nil
 		}
 		if sweep == 3 {
 			return fmt.Errorf("rekey: %d object(s) are still not encrypted to %s after %d passes (first: %s): "+
 				"a machine without these keys is still writing; give it the keys (encryption.identity_file), restart it, and run 'ompsync rekey' again",
-				len(scan.keys), Fingerprints(keys.Recipients), sweep+1, scan.keys[0])
+				len(stale), Fingerprints(keys.Recipients), sweep+1, stale[0])
 		}
-		for _, key := range scan.keys {
-			if err := run.add(ctx, key); err != nil {
+		for batch := range slices.Chunk(stale, rekeyBatch) {
+			if err := run.flush(ctx, batch); err != nil {
 				return err
 			}
-		}
-		if err := run.flush(ctx); err != nil {
-			return err
 		}
 	}
 }
@@ -251,34 +252,25 @@ func (r *Repo) rekeyDone(ctx context.Context, keys Keys) error {
 	return r.WriteMarker(ctx, &done)
 }
 
-// rekeyRun re-encrypts objects in batches of rekeyBatch, opts.Parallel at
-// a time, reporting progress after each batch (where a resumed run starts).
+// rekeyRun re-encrypts objects in batches (of rekeyBatch), opts.Parallel
+// at a time, reporting progress after each batch (where a resumed run
+// starts).
 type rekeyRun struct {
-	r     *Repo
-	opts  RekeyOptions
-	prog  RekeyProgress
-	batch []string
+	r    *Repo
+	opts RekeyOptions
+	prog RekeyProgress
 }
 
-// add queues an object, re-encrypting the batch once it is full.
-func (k *rekeyRun) add(ctx context.Context, key string) error {
-	k.batch = append(k.batch, key)
-	if len(k.batch) < rekeyBatch {
-		return nil
-	}
-	return k.flush(ctx)
-}
-
-// flush re-encrypts the queued objects.
-func (k *rekeyRun) flush(ctx context.Context) error {
-	if len(k.batch) == 0 {
+// flush re-encrypts a batch of objects.
+func (k *rekeyRun) flush(ctx context.Context, batch []string) error {
+	if len(batch) == 0 {
 		return nil
 	}
 	// The first error cancels the objects still in flight.
 	g, bctx := errgroup.WithContext(ctx)
 	g.SetLimit(k.opts.Parallel)
 	var mu sync.Mutex
-	for _, key := range k.batch {
+	for _, key := range batch {
 		g.Go(func() error {
 			n, skipped, err := k.r.reseal(bctx, key, k.opts.MaxBlobSize)
 			mu.Lock()
@@ -298,8 +290,7 @@ func (k *rekeyRun) flush(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	k.prog.After = k.batch[len(k.batch)-1]
-	k.batch = k.batch[:0]
+	k.prog.After = batch[len(batch)-1]
 	if k.opts.Progress != nil {
 		return k.opts.Progress(k.prog)
 	}
@@ -561,24 +552,16 @@ func mutableObject(key string) bool {
 	return slices.Contains([]string{"/meta", "/head"}, key[max(0, strings.LastIndexByte(key, '/')):])
 }
 
-// objectScan is what scanObjects found.
-type objectScan struct {
-	// plain counts objects that are not age-encrypted; other those
-	// encrypted to another number of recipients than the current ones.
-	plain, other int
-	// keys are those objects' keys.
-	keys []string
-}
-
 // scanObjects reads the first bytes of every object under root: its age
-// header, if any, and the number of its recipient stanzas. An X25519
+// header, if any, and the number of its recipient stanzas. It returns the
+// keys of the objects not encrypted to as many recipients as the current
+// ones, and how many of them are not age-encrypted at all. An X25519
 // stanza does not name its recipient, so an object encrypted to as many
 // other keys passes; the marker's pending list covers those.
-func (r *Repo) scanObjects(ctx context.Context, recipients int) (objectScan, error) {
-	var scan objectScan
+func (r *Repo) scanObjects(ctx context.Context, recipients int) (stale []string, plain int, err error) {
 	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
 		if err != nil {
-			return scan, fmt.Errorf("list %s: %w", root, err)
+			return nil, 0, fmt.Errorf("list %s: %w", root, err)
 		}
 		if _, ok := objectLimit(obj.Key, 0); !ok || obj.Size == 0 {
 			continue
@@ -587,16 +570,15 @@ func (r *Repo) scanObjects(ctx context.Context, recipients int) (objectScan, err
 		switch {
 		case errors.Is(err, remote.ErrNotFound):
 		case err != nil:
-			return scan, err
-		case n == 0:
-			scan.plain++
-			scan.keys = append(scan.keys, obj.Key)
+			return nil, 0, err
 		case n != recipients:
-			scan.other++
-			scan.keys = append(scan.keys, obj.Key)
+			stale = append(stale, obj.Key)
+			if n == 0 {
+				plain++
+			}
 		}
 	}
-	return scan, nil
+	return stale, plain, nil
 }
 
 // maxAgeHeader bounds what stanzas reads of an object's age header: a
