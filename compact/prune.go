@@ -191,17 +191,12 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 			}
 			// Superseded when a newer generation with meta began; one
 			// without a newer such generation may be an upload in progress.
-			var next *repo.Generation
-			for _, n := range st.Generations[i+1:] {
-				if n.HasMeta {
-					next = n
-					break
-				}
-			}
-			if next == nil {
+			later := st.Generations[i+1:]
+			next := slices.IndexFunc(later, func(n *repo.Generation) bool { return n.HasMeta })
+			if next < 0 {
 				continue
 			}
-			if since := started(next.Name); now.Sub(since) > ret.Generations {
+			if since := started(later[next].Name); now.Sub(since) > ret.Generations {
 				cands = append(cands, candidate{st, g, ReasonSuperseded, since})
 			}
 		}
