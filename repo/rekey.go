@@ -240,12 +240,8 @@ func (r *Repo) rekeyDone(ctx context.Context, keys Keys) error {
 	de := *now.Encryption
 	// What was pending is now revoked: no object is encrypted to it, and
 	// no writer may encrypt to it again.
-	for _, fp := range de.Pending {
-		if fp != PendingPlaintext && !slices.Contains(de.Recipients, fp) {
-			de.Removed = append(slices.Clone(de.Removed), fp)
-		}
-	}
-	de.Removed = sorted(de.Removed)
+	revoked := slices.DeleteFunc(slices.Clone(de.Pending), func(fp string) bool { return fp == PendingPlaintext || slices.Contains(de.Recipients, fp) })
+	de.Removed = sorted(append(slices.Clone(de.Removed), revoked...))
 	de.Pending = nil
 	de.PassphraseKey = keys.PassphraseKey
 	done.Encryption = &de
