@@ -367,60 +367,9 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 	mutable := mutableObject(key)
 	wait := 20 * time.Millisecond
 	for try := 1; ; try++ {
-		var tag string
-		if mutable {
-			info, err := r.client.Stat(ctx, key)
-			if errors.Is(err, remote.ErrNotFound) {
-				return 0, false, nil // removed since the listing (retention)
-			}
-			if err != nil {
-				return 0, false, err
-			}
-			tag = info.ETag
-		}
-		sealed, err := r.getAll(ctx, key, sealedLimit(limit))
-		if errors.Is(err, remote.ErrNotFound) {
-			return 0, false, nil
-		}
-		if err != nil {
-			return 0, false, err
-		}
-		plain, err := r.open(ctx, key, sealed, limit)
-		if err != nil {
-			return 0, false, fmt.Errorf("rekey: %w", err)
-		}
-		fresh, err := r.codec.Seal(plain)
-		if err != nil {
-			return 0, false, fmt.Errorf("rekey: seal %s: %w", key, err)
-		}
-		if back, err := r.codec.Open(fresh, limit); err != nil || !bytes.Equal(back, plain) {
-			return 0, false, fmt.Errorf("rekey: %s: the re-encrypted object does not open to the same bytes (%v); left as it was", key, err)
-		}
-		changed := false
-		var opts remote.PutOptions
-		switch {
-		case mutable && tag != "":
-			opts.IfMatch = tag
-		case mutable:
-			now, err := r.getAll(ctx, key, sealedLimit(limit))
-			if errors.Is(err, remote.ErrNotFound) {
-				return 0, false, nil
-			}
-			if err != nil {
-				return 0, false, err
-			}
-			changed = !bytes.Equal(now, sealed)
-		}
-		if !changed {
-			err = r.client.Put(ctx, key, fresh, opts)
-			switch {
-			case err == nil:
-				return len(fresh), false, nil
-			case errors.Is(err, remote.ErrNotFound) && opts.IfMatch != "":
-				return 0, false, nil // removed since it was read
-			case !errors.Is(err, remote.ErrPreconditionFailed) || opts.IfMatch == "":
-				return 0, false, fmt.Errorf("rekey: %w", err)
-			}
+		n, done, err := r.resealOnce(ctx, key, limit, mutable)
+		if done || err != nil {
+			return n, false, err
 		}
 		// Changed since it was read: what is there now is newer, and is
 		// what gets re-encrypted.
@@ -438,6 +387,62 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 	}
 }
 
+// resealOnce is one try of reseal: done is false when the object changed
+// since it was read, and was left as it is.
+func (r *Repo) resealOnce(ctx context.Context, key string, limit int64, mutable bool) (n int, done bool, err error) {
+	var opts remote.PutOptions
+	if mutable {
+		info, err := r.client.Stat(ctx, key)
+		if err != nil {
+			return 0, true, gone(err)
+		}
+		opts.IfMatch = info.ETag
+	}
+	sealed, err := r.getAll(ctx, key, sealedLimit(limit))
+	if err != nil {
+		return 0, true, gone(err)
+	}
+	plain, err := r.open(ctx, key, sealed, limit)
+	if err != nil {
+		return 0, true, fmt.Errorf("rekey: %w", err)
+	}
+	fresh, err := r.codec.Seal(plain)
+	if err != nil {
+		return 0, true, fmt.Errorf("rekey: seal %s: %w", key, err)
+	}
+	if back, err := r.codec.Open(fresh, limit); err != nil || !bytes.Equal(back, plain) {
+		return 0, true, fmt.Errorf("rekey: %s: the re-encrypted object does not open to the same bytes (%v); left as it was", key, err)
+	}
+	if mutable && opts.IfMatch == "" {
+		now, err := r.getAll(ctx, key, sealedLimit(limit))
+		if err != nil {
+			return 0, true, gone(err)
+		}
+		if !bytes.Equal(now, sealed) {
+			return 0, false, nil
+		}
+	}
+	err = r.client.Put(ctx, key, fresh, opts)
+	switch {
+	case err == nil:
+		return len(fresh), true, nil
+	case opts.IfMatch != "" && errors.Is(err, remote.ErrNotFound):
+		return 0, true, nil // removed since it was read
+	case opts.IfMatch != "" && errors.Is(err, remote.ErrPreconditionFailed):
+		return 0, false, nil
+	}
+	return 0, true, fmt.Errorf("rekey: %w", err)
+}
+
+// gone is err, but nil for an object not found: removed since it was
+// listed (retention), there is nothing to re-encrypt.
+func gone(err error) error {
+	if errors.Is(err, remote.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
 // isBlob reports whether key is a blob's, or a blob link's (empty).
 func isBlob(key string) bool { return strings.HasPrefix(layoutKey(key), root+"blobs/") }
 
@@ -450,11 +455,8 @@ func isBlob(key string) bool { return strings.HasPrefix(layoutKey(key), root+"bl
 // (PutBlobLink), has nothing to re-encrypt.
 func (r *Repo) resealBlob(ctx context.Context, key string, limit int64) (int64, error) {
 	info, err := r.client.Stat(ctx, key)
-	if errors.Is(err, remote.ErrNotFound) {
-		return 0, nil
-	}
 	if err != nil {
-		return 0, err
+		return 0, gone(err)
 	}
 	if info.Size == 0 {
 		return 0, nil
