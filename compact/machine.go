@@ -76,26 +76,19 @@ func Machine(ctx context.Context, r *repo.Repo, machine string, prefixes []strin
 // match picks the catalog's session ids that start with a prefix, ignoring
 // case as omp's --resume does.
 func match(cat repo.Catalog, prefixes []string) (ids, unmatched []string) {
-	hit := make([]bool, len(prefixes))
+	matches := func(id, pre string) bool { return strings.HasPrefix(strings.ToLower(id), strings.ToLower(pre)) }
 	for _, e := range cat.Sessions {
-		ok := len(prefixes) == 0
-		for i, pre := range prefixes {
-			if strings.HasPrefix(strings.ToLower(e.ID), strings.ToLower(pre)) {
-				ok, hit[i] = true, true
-			}
-		}
-		if ok {
+		if len(prefixes) == 0 || slices.ContainsFunc(prefixes, func(pre string) bool { return matches(e.ID, pre) }) {
 			ids = append(ids, e.ID)
 		}
 	}
-	for i, pre := range prefixes {
-		if !hit[i] {
+	for _, pre := range prefixes {
+		if !slices.ContainsFunc(ids, func(id string) bool { return matches(id, pre) }) {
 			unmatched = append(unmatched, pre)
 		}
 	}
 	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	return ids, unmatched
+	return slices.Compact(ids), unmatched
 }
 
 // skipReason says why a generation has nothing to merge.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -81,29 +82,19 @@ func execute(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generatio
 		}
 		// Reference chunks hold no bytes of this machine: they stay, and
 		// the data chunks between them are merged run by run.
-		var run []source
-		flush := func() error {
-			if len(run) >= 2 {
-				did, err := mergeRun(ctx, r, s, g.Name, run, all)
+		for len(srcs) > 0 {
+			n := slices.IndexFunc(srcs, func(src source) bool { return src.h.Ref != nil })
+			if n < 0 {
+				n = len(srcs)
+			}
+			if n >= 2 {
+				did, err := mergeRun(ctx, r, s, g.Name, srcs[:n], all)
 				res.add(did)
 				if err != nil {
-					return err
-				}
-			}
-			run = run[:0]
-			return nil
-		}
-		for _, src := range srcs {
-			if src.h.Ref != nil {
-				if err := flush(); err != nil {
 					return res, err
 				}
-				continue
 			}
-			run = append(run, src)
-		}
-		if err := flush(); err != nil {
-			return res, err
+			srcs = srcs[min(n+1, len(srcs)):]
 		}
 	}
 	for i, inside := range pl.inside {
@@ -144,6 +135,7 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 	// And the file's mtime its newest bytes were read with (artifacts).
 	var mtime time.Time
 	read := map[repo.ChunkRef]bool{} // deleteInside need not read these again
+	stream := sha256.New()
 	for _, src := range run {
 		if src.h.HashFrom != hashFrom {
 			return res, fmt.Errorf("chunks %s and %s disagree on hash_from", repo.ChunkName(run[0].c.Start, run[0].c.End), repo.ChunkName(src.c.Start, src.c.End))
@@ -158,26 +150,19 @@ func mergeRun(ctx context.Context, r *repo.Repo, s repo.Stream, gen string, run 
 		}
 		marks = append(marks, repo.ChunkMarks(src.h, src.c, held)...)
 		data = append(data, src.data[overlap:]...)
+		// From offset 0 the stream hashes can be checked too: the merged
+		// bytes are then the ones every replaced chunk vouches for, not
+		// just the last.
+		if a == 0 {
+			stream.Write(data[min(max(held, hashFrom), int64(len(data))):])
+			if hex.EncodeToString(stream.Sum(nil)) != src.h.StreamSHA256 {
+				return res, fmt.Errorf("chunk %s: stream hash mismatch", repo.ChunkName(src.c.Start, src.c.End))
+			}
+		}
 		if src.h.Mtime.After(mtime) {
 			mtime = src.h.Mtime
 		}
 		read[src.c] = true
-	}
-	// From offset 0 the stream hashes can be checked too: the merged bytes
-	// are then the ones every replaced chunk vouches for, not just the
-	// last.
-	if a == 0 {
-		h := sha256.New()
-		pos := min(hashFrom, int64(len(data)))
-		for _, src := range run {
-			if src.c.End > pos {
-				h.Write(data[pos:src.c.End])
-				pos = src.c.End
-			}
-			if hex.EncodeToString(h.Sum(nil)) != src.h.StreamSHA256 {
-				return res, fmt.Errorf("chunk %s: stream hash mismatch", repo.ChunkName(src.c.Start, src.c.End))
-			}
-		}
 	}
 	hdr := repo.ChunkHeader{Start: a, End: b, HashFrom: hashFrom, SHA256: repo.HashHex(data), StreamSHA256: last.StreamSHA256, Uploaded: marks, Mtime: mtime}
 	if a == 0 {

@@ -58,22 +58,16 @@ func plan(chunks []repo.ChunkRef, idle bool, p Policy) (*planned, error) {
 	if pl.to-pl.from >= 2 {
 		pl.Merge = Span{Start: picked[pl.from].Start, End: picked[pl.to-1].End}
 	}
-	isPicked := map[repo.ChunkRef]bool{}
-	for _, c := range picked {
-		isPicked[c] = true
-	}
 	for _, c := range chunks {
 		if pl.Merge.End > 0 && pl.Merge.Start <= c.Start && c.End <= pl.Merge.End {
 			pl.Merge.Chunks++
 			continue
 		}
-		if isPicked[c] {
-			continue
-		}
 		// Picked chunks start and end further along one after another,
 		// so the first that could hold c is the first ending at or past
-		// its end: found by bisection, not a scan per chunk.
-		if i := sort.Search(len(picked), func(i int) bool { return picked[i].End >= c.End }); i < len(picked) && picked[i].Start <= c.Start {
+		// its end: found by bisection, not a scan per chunk. A picked
+		// chunk finds itself.
+		if i := sort.Search(len(picked), func(i int) bool { return picked[i].End >= c.End }); i < len(picked) && picked[i].Start <= c.Start && picked[i] != c {
 			pl.inside[i] = append(pl.inside[i], c)
 			pl.Redundant++
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ompsync/ompsync/remote"
@@ -169,11 +170,17 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 		return err
 	}
 	var cands []candidate
+	// The lines of the newest generation of this machine's session stream
+	// (one in a session), read once for all of its superseded ones.
+	var newestLines func() (lineSet, error)
 	for _, st := range streams {
 		if st.Stream.Machine != machine {
 			continue
 		}
 		newest := st.Newest()
+		if st.Stream.Name == repo.SessionStream {
+			newestLines = sync.OnceValues(func() (lineSet, error) { return readLineSet(ctx, r, st.Stream, newest, lines, b) })
+		}
 		for i, g := range st.Generations {
 			if deleted {
 				cands = append(cands, candidate{st, g, ReasonDeleted, e.Changed})
@@ -184,17 +191,12 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 			}
 			// Superseded when a newer generation with meta began; one
 			// without a newer such generation may be an upload in progress.
-			var next *repo.Generation
-			for _, n := range st.Generations[i+1:] {
-				if n.HasMeta {
-					next = n
-					break
-				}
-			}
-			if next == nil {
+			later := st.Generations[i+1:]
+			next := slices.IndexFunc(later, func(n *repo.Generation) bool { return n.HasMeta })
+			if next < 0 {
 				continue
 			}
-			if since := started(next.Name); now.Sub(since) > ret.Generations {
+			if since := started(later[next].Name); now.Sub(since) > ret.Generations {
 				cands = append(cands, candidate{st, g, ReasonSuperseded, since})
 			}
 		}
@@ -202,10 +204,9 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 	refs := map[string]map[string]string{} // stream name -> generation -> referring machine
 	refErr := map[string]error{}
 	kept := false
-	newest := &newestLines{bounds: b, sets: map[*repo.StreamInventory]lineSetOrErr{}}
 	for _, c := range cands {
 		name := c.st.Stream.Name
-		if _, done := refs[name]; !done && refErr[name] == nil {
+		if _, done := refs[name]; !done {
 			refs[name], refErr[name] = referenced(ctx, r, streams, machine, name)
 		}
 		why := ""
@@ -217,7 +218,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 		case c.reason == ReasonSuperseded && name == repo.SessionStream && c.g.HasMeta:
 			// An upload cut off before its meta is no copy restore
 			// takes: only one with meta is compared.
-			why = newest.lacking(ctx, r, lines, c.st, c.g)
+			why = lacking(ctx, r, lines, b, c.st, c.g, newestLines)
 		}
 		if why != "" {
 			rep.Kept = append(rep.Kept, Kept{c.st.Stream, c.g.Name, why})
@@ -233,38 +234,22 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 	return nil
 }
 
-// newestLines holds the line set of each stream's newest generation, read
-// once for all of the stream's superseded ones.
-type newestLines struct {
-	bounds bounds
-	sets   map[*repo.StreamInventory]lineSetOrErr
-}
-
-type lineSetOrErr struct {
-	set lineSet
-	err error
-}
-
 // lacking says why superseded generation g of st must stay: it holds a
-// line the newest generation lacks, or the two cannot be compared. ""
-// when every line of g is in the newest.
-func (nl *newestLines) lacking(ctx context.Context, r *repo.Repo, lines Lines, st *repo.StreamInventory, g *repo.Generation) string {
-	newest := st.Newest()
-	cur, done := nl.sets[st]
-	if !done {
-		cur.set, cur.err = readLineSet(ctx, r, st.Stream, newest, lines, nl.bounds)
-		nl.sets[st] = cur
+// line the newest generation, whose lines newest reads, lacks, or the two
+// cannot be compared. "" when every line of g is in the newest.
+func lacking(ctx context.Context, r *repo.Repo, lines Lines, b bounds, st *repo.StreamInventory, g *repo.Generation, newest func() (lineSet, error)) string {
+	cur := st.Newest()
+	set, err := newest()
+	n := 0
+	if err == nil {
+		n, err = firstLacking(ctx, r, st.Stream, g, lines, set, b)
 	}
-	if cur.err != nil {
-		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.Name, cur.err)
-	}
-	n, err := firstLacking(ctx, r, st.Stream, g, lines, cur.set, nl.bounds)
 	switch {
 	case err != nil:
-		return fmt.Sprintf("cannot compare with the current generation %s: %v", newest.Name, err)
+		return fmt.Sprintf("cannot compare with the current generation %s: %v", cur.Name, err)
 	case n > 0:
 		return fmt.Sprintf("holds lines the current generation %s lacks (the first is line %d; the file was cut short or edited): 'ompsync restore --generation %s %s' brings them back",
-			newest.Name, n, g.Name, st.Stream.SessionID)
+			cur.Name, n, g.Name, st.Stream.SessionID)
 	}
 	return ""
 }

@@ -20,15 +20,8 @@ const agentsPrefix = root + "agents/"
 // ValidAgent: an agent's name is 1-32 of a-z 0-9 and "-", starting with a
 // letter.
 func ValidAgent(name string) bool {
-	if name == "" || len(name) > 32 || name[0] < 'a' || name[0] > 'z' {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return name != "" && len(name) <= 32 && name[0] >= 'a' && name[0] <= 'z' &&
+		!strings.ContainsFunc(name, func(c rune) bool { return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') })
 }
 
 // Agent is the repository of one agent's sessions: r itself for omp, else

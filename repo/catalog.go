@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -279,9 +280,6 @@ type recentObject struct {
 // the same session.
 func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
 	out := recentObject{V: 1, Machine: recent.Machine, Updated: recent.Updated, Base: recent.Base, Writer: recent.Writer, Blobs: sortedBlobs(recent.Blobs)}
-	if len(out.Blobs) == 0 {
-		out.Blobs = nil
-	}
 	for _, e := range recent.Sessions {
 		var b indexedEntry
 		inBase := false
@@ -313,16 +311,13 @@ func EncodeRecent(recent Catalog, base *CatalogIndex) []byte {
 		patch(&p.Changed, &e.Changed, diff(!b.Changed.Equal(e.Changed)))
 		out.Sessions = append(out.Sessions, p)
 	}
-	sort.Slice(out.Sessions, func(i, j int) bool {
-		a, b := out.Sessions[i], out.Sessions[j]
-		switch {
-		case a.N != nil && b.N != nil:
-			return *a.N < *b.N
-		case a.N != nil || b.N != nil:
-			return a.N != nil
+	pos := func(p entryPatch) int { // positions first, in order; then ids
+		if p.N == nil {
+			return math.MaxInt
 		}
-		return a.ID < b.ID
-	})
+		return *p.N
+	}
+	slices.SortFunc(out.Sessions, func(a, b entryPatch) int { return cmp.Or(cmp.Compare(pos(a), pos(b)), cmp.Compare(a.ID, b.ID)) })
 	b, _ := json.Marshal(out)
 	return b
 }

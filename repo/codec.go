@@ -178,40 +178,26 @@ func (z *zstdWriter) Close() error {
 // AgeHeader starts every age-encrypted object (the encrypting codec's).
 const AgeHeader = "age-encryption.org/v1\n"
 
-// Open decompresses sealed, stopping at limit bytes.
+// Open decompresses sealed, stopping at limit bytes: OpenReader's
+// plaintext, read into one buffer.
 func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
-	if bytes.HasPrefix(sealed, []byte(AgeHeader)) {
-		return nil, fmt.Errorf("%w: the object is encrypted with age and no encryption is configured", ErrNoKey)
-	}
-	d, err := z.decoder()
+	// The age header is all OpenReader peeks at.
+	rc, err := z.OpenReader(bufio.NewReaderSize(bytes.NewReader(sealed), len(AgeHeader)), limit)
 	if err != nil {
 		return nil, err
 	}
-	defer z.release(d)
-	if err := d.Reset(bytes.NewReader(sealed)); err != nil {
-		return nil, fmt.Errorf("zstd: %w", err)
-	}
-	// Streaming under a limit: a bomb stops at limit+1 bytes. The frame
-	// says how large it is (ompsync's always do): the output is allocated
-	// once, not grown, unless that is past the limit.
-	// A hostile frame may claim any size: the claim is believed only up to
-	// a ratio real data does not pass; beyond it the buffer grows as read.
+	defer rc.Close()
+	// The frame says how large it is (ompsync's always do): the output is
+	// allocated once, not grown, unless that is past the limit. A hostile
+	// frame may claim any size: the claim is believed only up to a ratio
+	// real data does not pass; beyond it the buffer grows as read. Past
+	// limit, the reader fails with ErrTooLarge.
 	size := int64(len(sealed)) * 4
 	var h zstd.Header
 	if h.Decode(sealed) == nil && h.HasFCS && h.FrameContentSize <= uint64(limit) {
 		size = min(int64(h.FrameContentSize), int64(len(sealed))*64+64<<10)
 	}
-	out, err := readAll(io.LimitReader(d, limit+1), min(size, limit)+1, limit+1)
-	if err != nil {
-		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
-			return nil, ErrTooLarge
-		}
-		return nil, fmt.Errorf("zstd: %w", err)
-	}
-	if int64(len(out)) > limit {
-		return nil, ErrTooLarge
-	}
-	return out, nil
+	return readAll(rc, min(size, limit)+1, limit+1)
 }
 
 // OpenReader decompresses sealed as it is read, stopping at limit bytes.

@@ -148,18 +148,17 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string, first int) iter
 	return func(yield func(SessionObjects, error) bool) {
 		prefix := SessionsPrefix()
 		var cur SessionObjects
-		var b *inventory
-		open := false
+		var b *inventory // nil: no session open
 		done := map[string]bool{}
 		flush := func() bool {
-			if !open {
+			if b == nil {
 				return true
 			}
-			open = false
 			done[cur.ID] = true
 			if cur.Err == nil {
 				cur.Streams = b.sorted()
 			}
+			b = nil
 			return yield(cur, nil)
 		}
 		for obj, err := range r.client.List(ctx, prefix, remote.ListOptions{FirstPage: first}) {
@@ -176,7 +175,7 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string, first int) iter
 			if !found {
 				continue // under no session's prefix: no Inventory lists it
 			}
-			if !open || id != cur.ID {
+			if b == nil || id != cur.ID {
 				if !flush() {
 					return
 				}
@@ -184,7 +183,7 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string, first int) iter
 					yield(SessionObjects{}, fmt.Errorf("list sessions: the keys of session %q are not listed together", id))
 					return
 				}
-				cur, b, open = SessionObjects{ID: id}, newInventory(), true
+				cur, b = SessionObjects{ID: id}, newInventory()
 			}
 			if machine != "" && !strings.HasPrefix(inside, machine+"/") {
 				continue // Inventory(id, machine) lists id/machine/ only
@@ -199,7 +198,6 @@ func (r *Repo) InventoryAll(ctx context.Context, machine string, first int) iter
 			if errors.Is(err, errTooManyObjects) {
 				// A listing that never ends would never reach the next
 				// session: the rest is not known.
-				open = false
 				if yield(SessionObjects{ID: cur.ID, Err: err}, nil) {
 					yield(SessionObjects{}, fmt.Errorf("list sessions: %w", err))
 				}

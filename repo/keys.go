@@ -173,13 +173,9 @@ func BlobName(name string) bool { return lowerHex(name, 64, 64) }
 // a-z 0-9.
 func BlobLink(name string) (blob, ext string, ok bool) {
 	blob, ext, ok = strings.Cut(name, ".")
-	if !ok || !BlobName(blob) || ext == "" || len(ext) > 8 {
+	if !ok || !BlobName(blob) || ext == "" || len(ext) > 8 ||
+		strings.ContainsFunc(ext, func(c rune) bool { return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') }) {
 		return "", "", false
-	}
-	for i := 0; i < len(ext); i++ {
-		if c := ext[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			return "", "", false
-		}
 	}
 	return blob, ext, true
 }
@@ -194,15 +190,7 @@ func ValidGeneration(g string) bool { return lowerHex(g, 16, 16) }
 // lowerHex reports whether s is min to max lower-case hex digits: the
 // spelling of every name ompsync makes of a hash, a time or a random id.
 func lowerHex(s string, min, max int) bool {
-	if len(s) < min || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) >= min && len(s) <= max && !strings.ContainsFunc(s, func(c rune) bool { return !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') })
 }
 
 // rawPathMark starts a recorded path whose bytes are not UTF-8, which a

@@ -446,13 +446,8 @@ func rotated(m *Marker, k Keys, notHolder func() error) (nm *Marker, changed boo
 // rotatedPending is the Pending list after a change to recipients to: every
 // recipient objects may still be encrypted to, other than the new ones.
 func rotatedPending(e *Encryption, to []string) []string {
-	var out []string
-	for _, fp := range append(slices.Clone(e.Pending), e.Recipients...) {
-		if !slices.Contains(to, fp) && !slices.Contains(out, fp) {
-			out = append(out, fp)
-		}
-	}
-	return sorted(out)
+	earlier := append(slices.Clone(e.Pending), e.Recipients...)
+	return sorted(slices.DeleteFunc(earlier, func(fp string) bool { return slices.Contains(to, fp) }))
 }
 
 // CheckMarker refuses, of a marker just read (ReadMarker already refused a

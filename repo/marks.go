@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -82,14 +83,8 @@ func validMarks(ms []Mark, start, end int64) bool {
 // (the listing's: when the object was written, which for a chunk a
 // compaction made is later than its bytes arrived).
 func ChunkMarks(h ChunkHeader, c ChunkRef, held int64) []Mark {
-	var out []Mark
 	if len(h.Uploaded) > 0 {
-		for _, m := range h.Uploaded {
-			if m.End > held {
-				out = append(out, m)
-			}
-		}
-		return out
+		return slices.DeleteFunc(slices.Clone(h.Uploaded), func(m Mark) bool { return m.End <= held })
 	}
 	at := int64(math.MaxInt64) // unknown: never "by then"
 	if !c.ModTime.IsZero() {

@@ -95,15 +95,19 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		return prog, err
 	}
 	run := &rekeyRun{r: r, opts: opts, prog: RekeyProgress{After: opts.After}}
+	var batch []string
 	for obj, err := range r.client.List(ctx, root, remote.ListOptions{StartAfter: opts.After}) {
 		if err != nil {
 			return run.prog, fmt.Errorf("list %s: %w", root, err)
 		}
-		if err := run.add(ctx, obj.Key); err != nil {
-			return run.prog, err
+		if batch = append(batch, obj.Key); len(batch) == rekeyBatch {
+			if err := run.flush(ctx, batch); err != nil {
+				return run.prog, err
+			}
+			batch = batch[:0]
 		}
 	}
-	if err := run.flush(ctx); err != nil {
+	if err := run.flush(ctx, batch); err != nil {
 		return run.prog, err
 	}
 	// The last look: objects put the old way while the pass ran, by
@@ -159,18 +163,18 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 		// The marker's pending list is what writers said; the objects
 		// are what is there (a writer without the key may have put
 		// plaintext since): look at each one's first bytes.
-		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		stale, plain, err := r.scanObjects(ctx, len(keys.Recipients))
 		if err != nil {
 			return settled, false, err
 		}
-		if scan.plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
+		if plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
 			cp := *nm
 			ce := *nm.Encryption
 			ce.Pending = sorted(append(slices.Clone(ce.Pending), PendingPlaintext))
 			cp.Encryption = &ce
 			nm, changed = &cp, true
 		}
-		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && scan.plain+scan.other == 0 {
+		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && len(stale) == 0 {
 			return settled, true, nil
 		}
 	}
@@ -200,25 +204,22 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 // a few times: a machine still writing the old way fails it.
 func (r *Repo) rekeySweep(ctx context.Context, run *rekeyRun, keys Keys) error {
 	for sweep := 0; ; sweep++ {
-		scan, err := r.scanObjects(ctx, len(keys.Recipients))
+		stale, _, err := r.scanObjects(ctx, len(keys.Recipients))
 		if err != nil {
 			return err
 		}
-		if len(scan.keys) == 0 {
+		if len(stale) == 0 {
 			return nil
 		}
 		if sweep == 3 {
 			return fmt.Errorf("rekey: %d object(s) are still not encrypted to %s after %d passes (first: %s): "+
 				"a machine without these keys is still writing; give it the keys (encryption.identity_file), restart it, and run 'ompsync rekey' again",
-				len(scan.keys), Fingerprints(keys.Recipients), sweep+1, scan.keys[0])
+				len(stale), Fingerprints(keys.Recipients), sweep+1, stale[0])
 		}
-		for _, key := range scan.keys {
-			if err := run.add(ctx, key); err != nil {
+		for batch := range slices.Chunk(stale, rekeyBatch) {
+			if err := run.flush(ctx, batch); err != nil {
 				return err
 			}
-		}
-		if err := run.flush(ctx); err != nil {
-			return err
 		}
 	}
 }
@@ -239,46 +240,33 @@ func (r *Repo) rekeyDone(ctx context.Context, keys Keys) error {
 	de := *now.Encryption
 	// What was pending is now revoked: no object is encrypted to it, and
 	// no writer may encrypt to it again.
-	for _, fp := range de.Pending {
-		if fp != PendingPlaintext && !slices.Contains(de.Recipients, fp) {
-			de.Removed = append(slices.Clone(de.Removed), fp)
-		}
-	}
-	de.Removed = sorted(de.Removed)
+	revoked := slices.DeleteFunc(slices.Clone(de.Pending), func(fp string) bool { return fp == PendingPlaintext || slices.Contains(de.Recipients, fp) })
+	de.Removed = sorted(append(slices.Clone(de.Removed), revoked...))
 	de.Pending = nil
 	de.PassphraseKey = keys.PassphraseKey
 	done.Encryption = &de
 	return r.WriteMarker(ctx, &done)
 }
 
-// rekeyRun re-encrypts objects in batches of rekeyBatch, opts.Parallel at
-// a time, reporting progress after each batch (where a resumed run starts).
+// rekeyRun re-encrypts objects in batches (of rekeyBatch), opts.Parallel
+// at a time, reporting progress after each batch (where a resumed run
+// starts).
 type rekeyRun struct {
-	r     *Repo
-	opts  RekeyOptions
-	prog  RekeyProgress
-	batch []string
+	r    *Repo
+	opts RekeyOptions
+	prog RekeyProgress
 }
 
-// add queues an object, re-encrypting the batch once it is full.
-func (k *rekeyRun) add(ctx context.Context, key string) error {
-	k.batch = append(k.batch, key)
-	if len(k.batch) < rekeyBatch {
-		return nil
-	}
-	return k.flush(ctx)
-}
-
-// flush re-encrypts the queued objects.
-func (k *rekeyRun) flush(ctx context.Context) error {
-	if len(k.batch) == 0 {
+// flush re-encrypts a batch of objects.
+func (k *rekeyRun) flush(ctx context.Context, batch []string) error {
+	if len(batch) == 0 {
 		return nil
 	}
 	// The first error cancels the objects still in flight.
 	g, bctx := errgroup.WithContext(ctx)
 	g.SetLimit(k.opts.Parallel)
 	var mu sync.Mutex
-	for _, key := range k.batch {
+	for _, key := range batch {
 		g.Go(func() error {
 			n, skipped, err := k.r.reseal(bctx, key, k.opts.MaxBlobSize)
 			mu.Lock()
@@ -298,8 +286,7 @@ func (k *rekeyRun) flush(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	k.prog.After = k.batch[len(k.batch)-1]
-	k.batch = k.batch[:0]
+	k.prog.After = batch[len(batch)-1]
 	if k.opts.Progress != nil {
 		return k.opts.Progress(k.prog)
 	}
@@ -380,60 +367,9 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 	mutable := mutableObject(key)
 	wait := 20 * time.Millisecond
 	for try := 1; ; try++ {
-		var tag string
-		if mutable {
-			info, err := r.client.Stat(ctx, key)
-			if errors.Is(err, remote.ErrNotFound) {
-				return 0, false, nil // removed since the listing (retention)
-			}
-			if err != nil {
-				return 0, false, err
-			}
-			tag = info.ETag
-		}
-		sealed, err := r.getAll(ctx, key, sealedLimit(limit))
-		if errors.Is(err, remote.ErrNotFound) {
-			return 0, false, nil
-		}
-		if err != nil {
-			return 0, false, err
-		}
-		plain, err := r.open(ctx, key, sealed, limit)
-		if err != nil {
-			return 0, false, fmt.Errorf("rekey: %w", err)
-		}
-		fresh, err := r.codec.Seal(plain)
-		if err != nil {
-			return 0, false, fmt.Errorf("rekey: seal %s: %w", key, err)
-		}
-		if back, err := r.codec.Open(fresh, limit); err != nil || !bytes.Equal(back, plain) {
-			return 0, false, fmt.Errorf("rekey: %s: the re-encrypted object does not open to the same bytes (%v); left as it was", key, err)
-		}
-		changed := false
-		var opts remote.PutOptions
-		switch {
-		case mutable && tag != "":
-			opts.IfMatch = tag
-		case mutable:
-			now, err := r.getAll(ctx, key, sealedLimit(limit))
-			if errors.Is(err, remote.ErrNotFound) {
-				return 0, false, nil
-			}
-			if err != nil {
-				return 0, false, err
-			}
-			changed = !bytes.Equal(now, sealed)
-		}
-		if !changed {
-			err = r.client.Put(ctx, key, fresh, opts)
-			switch {
-			case err == nil:
-				return len(fresh), false, nil
-			case errors.Is(err, remote.ErrNotFound) && opts.IfMatch != "":
-				return 0, false, nil // removed since it was read
-			case !errors.Is(err, remote.ErrPreconditionFailed) || opts.IfMatch == "":
-				return 0, false, fmt.Errorf("rekey: %w", err)
-			}
+		n, done, err := r.resealOnce(ctx, key, limit, mutable)
+		if done || err != nil {
+			return n, false, err
 		}
 		// Changed since it was read: what is there now is newer, and is
 		// what gets re-encrypted.
@@ -451,6 +387,62 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 	}
 }
 
+// resealOnce is one try of reseal: done is false when the object changed
+// since it was read, and was left as it is.
+func (r *Repo) resealOnce(ctx context.Context, key string, limit int64, mutable bool) (n int, done bool, err error) {
+	var opts remote.PutOptions
+	if mutable {
+		info, err := r.client.Stat(ctx, key)
+		if err != nil {
+			return 0, true, gone(err)
+		}
+		opts.IfMatch = info.ETag
+	}
+	sealed, err := r.getAll(ctx, key, sealedLimit(limit))
+	if err != nil {
+		return 0, true, gone(err)
+	}
+	plain, err := r.open(ctx, key, sealed, limit)
+	if err != nil {
+		return 0, true, fmt.Errorf("rekey: %w", err)
+	}
+	fresh, err := r.codec.Seal(plain)
+	if err != nil {
+		return 0, true, fmt.Errorf("rekey: seal %s: %w", key, err)
+	}
+	if back, err := r.codec.Open(fresh, limit); err != nil || !bytes.Equal(back, plain) {
+		return 0, true, fmt.Errorf("rekey: %s: the re-encrypted object does not open to the same bytes (%v); left as it was", key, err)
+	}
+	if mutable && opts.IfMatch == "" {
+		now, err := r.getAll(ctx, key, sealedLimit(limit))
+		if err != nil {
+			return 0, true, gone(err)
+		}
+		if !bytes.Equal(now, sealed) {
+			return 0, false, nil
+		}
+	}
+	err = r.client.Put(ctx, key, fresh, opts)
+	switch {
+	case err == nil:
+		return len(fresh), true, nil
+	case opts.IfMatch != "" && errors.Is(err, remote.ErrNotFound):
+		return 0, true, nil // removed since it was read
+	case opts.IfMatch != "" && errors.Is(err, remote.ErrPreconditionFailed):
+		return 0, false, nil
+	}
+	return 0, true, fmt.Errorf("rekey: %w", err)
+}
+
+// gone is err, but nil for an object not found: removed since it was
+// listed (retention), there is nothing to re-encrypt.
+func gone(err error) error {
+	if errors.Is(err, remote.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
 // isBlob reports whether key is a blob's, or a blob link's (empty).
 func isBlob(key string) bool { return strings.HasPrefix(layoutKey(key), root+"blobs/") }
 
@@ -463,11 +455,8 @@ func isBlob(key string) bool { return strings.HasPrefix(layoutKey(key), root+"bl
 // (PutBlobLink), has nothing to re-encrypt.
 func (r *Repo) resealBlob(ctx context.Context, key string, limit int64) (int64, error) {
 	info, err := r.client.Stat(ctx, key)
-	if errors.Is(err, remote.ErrNotFound) {
-		return 0, nil
-	}
 	if err != nil {
-		return 0, err
+		return 0, gone(err)
 	}
 	if info.Size == 0 {
 		return 0, nil
@@ -494,24 +483,13 @@ func (r *Repo) resealBlob(ctx context.Context, key string, limit int64) (int64, 
 	}
 	// Sealed as the second read arrives; the temp file holds sealed bytes
 	// only.
-	pr, pw := io.Pipe()
 	var again [sha256.Size]byte
 	var got int64
-	read2 := make(chan error, 1)
-	go func() {
-		var err error
-		again, got, err = read(pw)
-		pw.CloseWithError(err)
-		read2 <- err
-	}()
-	tmp, n, err := r.sealTemp("", ".ompsync-rekey-*.sealed", pr, size)
-	pr.CloseWithError(err)
-	if rerr := <-read2; rerr != nil {
-		if err == nil {
-			removeTemp(tmp)
-		}
-		err = rerr
-	}
+	tmp, n, err := r.sealTemp("", ".ompsync-rekey-*.sealed", size, func(w io.Writer) (int64, error) {
+		var rerr error
+		again, got, rerr = read(w)
+		return got, rerr
+	})
 	if err != nil {
 		return 0, fmt.Errorf("rekey: seal %s: %w", key, err)
 	}
@@ -572,24 +550,16 @@ func mutableObject(key string) bool {
 	return slices.Contains([]string{"/meta", "/head"}, key[max(0, strings.LastIndexByte(key, '/')):])
 }
 
-// objectScan is what scanObjects found.
-type objectScan struct {
-	// plain counts objects that are not age-encrypted; other those
-	// encrypted to another number of recipients than the current ones.
-	plain, other int
-	// keys are those objects' keys.
-	keys []string
-}
-
 // scanObjects reads the first bytes of every object under root: its age
-// header, if any, and the number of its recipient stanzas. An X25519
+// header, if any, and the number of its recipient stanzas. It returns the
+// keys of the objects not encrypted to as many recipients as the current
+// ones, and how many of them are not age-encrypted at all. An X25519
 // stanza does not name its recipient, so an object encrypted to as many
 // other keys passes; the marker's pending list covers those.
-func (r *Repo) scanObjects(ctx context.Context, recipients int) (objectScan, error) {
-	var scan objectScan
+func (r *Repo) scanObjects(ctx context.Context, recipients int) (stale []string, plain int, err error) {
 	for obj, err := range r.client.List(ctx, root, remote.ListOptions{}) {
 		if err != nil {
-			return scan, fmt.Errorf("list %s: %w", root, err)
+			return nil, 0, fmt.Errorf("list %s: %w", root, err)
 		}
 		if _, ok := objectLimit(obj.Key, 0); !ok || obj.Size == 0 {
 			continue
@@ -598,16 +568,15 @@ func (r *Repo) scanObjects(ctx context.Context, recipients int) (objectScan, err
 		switch {
 		case errors.Is(err, remote.ErrNotFound):
 		case err != nil:
-			return scan, err
-		case n == 0:
-			scan.plain++
-			scan.keys = append(scan.keys, obj.Key)
+			return nil, 0, err
 		case n != recipients:
-			scan.other++
-			scan.keys = append(scan.keys, obj.Key)
+			stale = append(stale, obj.Key)
+			if n == 0 {
+				plain++
+			}
 		}
 	}
-	return scan, nil
+	return stale, plain, nil
 }
 
 // maxAgeHeader bounds what stanzas reads of an object's age header: a

@@ -367,7 +367,9 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 		return 0, err
 	}
 	h := sha256.New()
-	tmp, n, err := r.sealTemp(tmpDir, ".blob-*.sealed", io.TeeReader(io.NewSectionReader(src, 0, size), h), size)
+	tmp, n, err := r.sealTemp(tmpDir, ".blob-*.sealed", size, func(w io.Writer) (int64, error) {
+		return io.CopyBuffer(w, io.TeeReader(io.NewSectionReader(src, 0, size), h), make([]byte, 256<<10))
+	})
 	if err != nil {
 		return 0, fmt.Errorf("seal blob: %w", err)
 	}
@@ -387,12 +389,12 @@ func (r *Repo) PutBlobFrom(ctx context.Context, name string, src io.ReaderAt, si
 	return n, nil
 }
 
-// sealTemp seals the size bytes of src into a new temp file in dir and
-// returns it (nil on error) with the sealed size. It is unlinked at once
-// where the system allows (Unix), so a crash leaves nothing; elsewhere
-// removeTemp removes it. The written bytes are not synced: this process
-// alone reads them back.
-func (r *Repo) sealTemp(dir, pattern string, src io.Reader, size int64) (*os.File, int64, error) {
+// sealTemp seals the size bytes that write writes (it returns how many)
+// into a new temp file in dir and returns it (nil on error) with the
+// sealed size. It is unlinked at once where the system allows (Unix), so a
+// crash leaves nothing; elsewhere removeTemp removes it. The written bytes
+// are not synced: this process alone reads them back.
+func (r *Repo) sealTemp(dir, pattern string, size int64, write func(io.Writer) (int64, error)) (*os.File, int64, error) {
 	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return nil, 0, err
@@ -404,7 +406,7 @@ func (r *Repo) sealTemp(dir, pattern string, src io.Reader, size int64) (*os.Fil
 		if err != nil {
 			return 0, err
 		}
-		copied, err := io.CopyBuffer(sw, src, make([]byte, 256<<10))
+		copied, err := write(sw)
 		if err != nil {
 			return 0, err
 		}

@@ -383,11 +383,9 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 		return 0, errors.New("merge index written already")
 	}
 	x.written = true
-	var slots [][]byte
-	for _, c := range x.copies {
-		if c.slot != nil {
-			slots = append(slots, c.slot)
-		}
+	slots := make([][]byte, len(x.copies)) // nil for a copy without one
+	for i, c := range x.copies {
+		slots[i] = c.slot
 	}
 	slot := NewestSlot(slots)
 	order := x.blockOrder()
