@@ -519,8 +519,14 @@ func (r *Repo) isAge(ctx context.Context, key string) bool {
 }
 
 // explainOpen adds to a codec's error what the marker says about the keys
-// the repository needs, so the user learns which key to configure.
+// the repository needs, so the user learns which key to configure. Every
+// failed open, whole or streamed, comes here.
 func (r *Repo) explainOpen(ctx context.Context, err error) error {
+	if errors.Is(err, ErrNoKey) {
+		// An age object where this codec expected none: the repository
+		// may have been encrypted since the marker was read.
+		r.RecheckBeforeWrite()
+	}
 	m, _ := r.cachedMarker(ctx)
 	e := m.encryption()
 	switch {

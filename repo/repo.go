@@ -84,11 +84,6 @@ func (r *Repo) getOpen(ctx context.Context, key string, limit int64) ([]byte, er
 // object; it is accepted only where the marker says plaintext belongs.
 func (r *Repo) open(ctx context.Context, key string, sealed []byte, limit int64) ([]byte, error) {
 	plain, err := r.codec.Open(sealed, limit)
-	if errors.Is(err, ErrNoKey) {
-		// An age object where this codec expected none: the repository
-		// may have been encrypted since the marker was read.
-		r.RecheckBeforeWrite()
-	}
 	if errors.Is(err, ErrNotEncrypted) && r.plaintextAllowed(ctx) {
 		plain, err = (&Zstd{}).Open(sealed, limit)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
+	"github.com/ompsync/ompsync/remote/file"
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -109,4 +110,53 @@ func TestRevocationHolds(t *testing.T) {
 			t.Errorf("%d objects after the refusals, %d before", len(after), len(before))
 		}
 	})
+}
+
+// A plaintext writer that meets an encrypted object, whole or streamed,
+// reads the marker again before its next put: the repository may have been
+// encrypted since it last looked, and it must not put plaintext there.
+func TestOpeningAnAgeObjectRechecksTheMarker(t *testing.T) {
+	ctx := context.Background()
+	k := newKey(t)
+	for _, tc := range []struct {
+		name string
+		read func(r *repo.Repo, blob string) error
+	}{
+		{"whole", func(r *repo.Repo, blob string) error { _, err := r.GetBlob(ctx, blob, 1<<20); return err }},
+		{"streamed", func(r *repo.Repo, blob string) error {
+			rc, err := r.OpenBlob(ctx, blob, 1<<20)
+			if err == nil {
+				rc.Close()
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := file.New(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain := repo.New(c, repo.NewZstd())
+			if err := plain.Init(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := plain.CheckWrite(ctx); err != nil {
+				t.Fatal(err)
+			}
+			enc := repo.New(c, codec(t, crypt.Options{Recipients: []string{k.recipient}, IdentityFile: k.file}))
+			if _, err := enc.Rekey(ctx, repo.RekeyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			blob := repo.HashHex([]byte(tc.name))
+			if _, err := enc.PutBlob(ctx, blob, []byte(tc.name)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.read(plain, blob); !errors.Is(err, repo.ErrNoKey) {
+				t.Fatalf("read an encrypted blob without a key: %v", err)
+			}
+			if err := plain.CheckWrite(ctx); !errors.Is(err, repo.ErrEncryptionMismatch) {
+				t.Errorf("the next put's check after meeting an encrypted object: %v, want a refusal", err)
+			}
+		})
+	}
 }
