@@ -170,7 +170,7 @@ func newerSlot(head []byte, local *body, copies []body, f format) []byte {
 // session.Format, or a copy that holds every line, a merge made
 // elsewhere, adopted) without holding them: a first pass reads each copy
 // once into an index of its lines (session.Index: tens of bytes a line,
-// never the lines, within maxMerge), a second reads each line back and
+// never the lines, within MaxMergeSize), a second reads each line back and
 // writes the merge to a temp file in the agent dir, which write then
 // renames into place; the local file is not touched until then. One
 // session merges at a time. top are the copies no other extends (-1 the
@@ -376,8 +376,8 @@ func (m *merger) done() {
 }
 
 // merger decides by the merge rule and writes what it decided, as the
-// run's options say (Run's mergeMu lets one session at a time merge
-// diverged copies line by line, within MaxMergeSize).
+// run's options say (mergeMu, which Run and Cat set, lets one session at a
+// time merge diverged copies line by line, within MaxMergeSize).
 type merger struct {
 	Options
 	// files are the files plan opened, closed when apply ends; temps are
@@ -569,7 +569,7 @@ func (m *merger) placeBlobs(f *fetched) (int, error) {
 
 // plan reads the local file at rel (when has) and decides by the merge
 // rule: a buffer at a time (decide) wherever one copy holds the others,
-// line by line (mergeLines) when copies diverged, within maxMerge.
+// line by line (mergeLines) when copies diverged, within MaxMergeSize.
 func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWrite, error) {
 	w := fileWrite{rel: rel}
 	var local *body
@@ -646,6 +646,8 @@ func (m *merger) write(w fileWrite, later *later) (backup string, err error) {
 		if backup, err = m.keepBeside(w); err != nil {
 			return "", fmt.Errorf("keep the pre-merge file: %w", err)
 		}
+	case w.out.action != Retitled && w.out.action != Appended:
+		return "", fmt.Errorf("unknown action %q", w.out.action)
 	}
 	return backup, put(p, w.before, c, atomicfile.Options{Mtime: w.mtime})
 }
@@ -760,7 +762,7 @@ func install(tmp, p string, before fs.FileInfo, opts atomicfile.Options) error {
 		err = copyInstall(tmp, p, opts)
 	}
 	switch {
-	case errors.Is(err, fs.ErrExist):
+	case errors.Is(err, fs.ErrExist) && before == nil:
 		return fmt.Errorf("%s appeared while restoring; not replacing it (run the restore again): %w", p, fs.ErrExist)
 	case err != nil && before != nil:
 		return fmt.Errorf("replace %s: %w", p, err)
