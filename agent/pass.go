@@ -115,11 +115,17 @@ func (a *Agent) passPaths(full bool) ([]string, *scanned, error) {
 		return a.takeDirty(), nil, nil
 	}
 	a.problems.beginFullPass()
-	// What a crashed process left in the temp folder goes, with the folder
-	// (tempDir makes it again): no temp file is in use before the jobs,
-	// and the state dir's lock keeps other processes out. On Unix there is
-	// never any: a temp file is unlinked as soon as it is open.
-	os.RemoveAll(filepath.Join(a.opts.StateDir, tempDirName))
+	// What a crashed process left in the temp folder goes: no temp file
+	// is in use before the jobs, and the state dir's lock keeps other
+	// processes out. On Unix there is never any: a temp file is unlinked
+	// as soon as it is open. The folder stays: it may be a link to a
+	// larger disk.
+	tmp := filepath.Join(a.opts.StateDir, tempDirName)
+	if des, err := os.ReadDir(tmp); err == nil {
+		for _, de := range des {
+			os.Remove(filepath.Join(tmp, de.Name()))
+		}
+	}
 	sc, err := a.scan()
 	if err != nil {
 		return nil, nil, err
@@ -372,6 +378,9 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 	}
 	defer src.Close()
 	_, sum, err := hashRange(src, 0, src.size())
+	if errors.Is(err, errFileChanged) {
+		return false, nil // it changed as it was read: uploaded as what it is now
+	}
 	return sum == blob, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -274,5 +275,27 @@ func TestStaleStateTempRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(young); err != nil {
 		t.Errorf("the young temp file was removed: %v", err)
+	}
+
+	// A temp folder that links to another disk stays a link; what a
+	// crashed process left there goes.
+	elsewhere := t.TempDir()
+	leftover := filepath.Join(elsewhere, "leftover")
+	if err := os.WriteFile(leftover, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(e.stateDir, "tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, tmp); err != nil {
+		t.Fatal(err)
+	}
+	e.once()
+	if fi, err := os.Lstat(tmp); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the linked temp folder was not kept as a link: %v", err)
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Errorf("what a crashed process left in the linked temp folder is still there")
 	}
 }
