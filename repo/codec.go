@@ -197,7 +197,11 @@ func (z *Zstd) Open(sealed []byte, limit int64) ([]byte, error) {
 	if h.Decode(sealed) == nil && h.HasFCS && h.FrameContentSize <= uint64(limit) {
 		size = min(int64(h.FrameContentSize), int64(len(sealed))*64+64<<10)
 	}
-	return readAll(rc, min(size, limit)+1, limit+1)
+	out, err := readAll(rc, min(size, limit)+1, limit+1)
+	if err != nil {
+		return nil, err // nothing of a failed open is handed on (or counted)
+	}
+	return out, nil
 }
 
 // OpenReader decompresses sealed as it is read, stopping at limit bytes.
