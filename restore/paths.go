@@ -101,6 +101,13 @@ func (o *openScan) get() (*openfiles.Snapshot, error) {
 	return snap, nil
 }
 
+// expire has the next get scan again.
+func (o *openScan) expire() {
+	o.mu.Lock()
+	o.snap = nil
+	o.mu.Unlock()
+}
+
 // liveReason says why the session file at rel must not be changed now: a
 // process holds it open (omp keeps its descriptor for as long as the session
 // is open and stops saving it once the file changes under it: nothing

@@ -439,12 +439,14 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	}
 	res.Notes = append(res.Notes, f.notes...)
 	res.Missing = append(res.Missing, f.missing...)
-	// A merge that took long is checked against a scan taken after it:
-	// live rescans when the last scan is older than maxScanAge.
+	fetched := opts.Now()
 	m := &merger{Options: opts, later: later,
 		live: func() bool {
 			if opts.beforeWrite != nil {
 				opts.beforeWrite(dest)
+			}
+			if opts.Now().Sub(fetched) >= maxScanAge {
+				open.expire() // the merge took long: a scan of before it is too old
 			}
 			return live()
 		}}
