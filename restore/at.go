@@ -18,17 +18,13 @@ func ParseAt(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	var d time.Duration
-	var err error
+	d, err := time.ParseDuration(s)
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		var days int
-		if days, err = strconv.Atoi(n); err == nil && days >= 0 && days < 1<<16 {
-			d = time.Duration(days) * 24 * time.Hour
-		} else if err == nil {
-			err = errors.New("out of range")
+		if days, err = strconv.Atoi(n); days >= 1<<16 {
+			err = errors.New("out of range") // past what a Duration holds
 		}
-	} else {
-		d, err = time.ParseDuration(s)
+		d = time.Duration(days) * 24 * time.Hour
 	}
 	if err != nil || d < 0 {
 		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-10-07T14:00:00Z) nor a duration back from now (3h, 2d)", s)

@@ -60,7 +60,6 @@ type Copy struct {
 // copies the catalogs do not describe come from their head or first chunk.
 func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*SessionHistory, []string, error) {
 	opts.setDefaults()
-	opts.IncludeDeleted = true
 	p, targets, err := planTargets(ctx, r, opts, []string{prefix})
 	if err != nil {
 		return nil, p.problems, err

@@ -1,11 +1,13 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,9 +86,6 @@ func newPlanner(ctx context.Context, r *repo.Repo, opts Options) (*planner, erro
 	return p, nil
 }
 
-// blobMtimes is each blob's mtime as the catalogs record it: the earliest
-// where machines differ (each recorded its own copy; the first was the
-// original).
 // uses are the folders machine's own catalog records its sessions ran in.
 func (p *planner) uses(machine string) []project.Use {
 	var out []project.Use
@@ -103,6 +102,9 @@ func (p *planner) uses(machine string) []project.Use {
 	return out
 }
 
+// blobMtimes is each blob's mtime as the catalogs record it: the earliest
+// where machines differ (each recorded its own copy; the first was the
+// original).
 func (p *planner) blobMtimes() map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, c := range p.catalogs {
@@ -185,13 +187,10 @@ func (t *target) deleted() bool {
 // newest is the catalog entry with the newest mtime: its path is where the
 // session last lived.
 func (t *target) newest() machineEntry {
-	best := t.entries[0]
-	for _, e := range t.entries[1:] {
-		if e.Mtime.After(best.Mtime) || e.Mtime.Equal(best.Mtime) && e.Changed.After(best.Changed) {
-			best = e
-		}
-	}
-	return best
+	// MaxFunc keeps the first of equals: the lowest machine's.
+	return slices.MaxFunc(t.entries, func(a, b machineEntry) int {
+		return cmp.Or(a.Mtime.Compare(b.Mtime), a.Changed.Compare(b.Changed))
+	})
 }
 
 func (t *target) entry(machine string) *machineEntry {

@@ -182,7 +182,6 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 		return c
 	}
 	refs := map[string]bool{}
-	sawSession := false
 	if localRel != "" {
 		// Each machine's copy is compared in this machine's form: the
 		// folders it records rewritten for the local file's (as restore
@@ -190,10 +189,9 @@ func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, bl
 		t.cwd = headerCwd(opts.Store, abs(opts.AgentDir, localRel))
 	}
 	for _, inv := range invs {
-		sawSession = sawSession || inv.Stream.Name == repo.SessionStream
 		c.verifyStream(ctx, r, t, inv, localRel, refs, opts)
 	}
-	if !sawSession {
+	if !slices.ContainsFunc(invs, func(inv *repo.StreamInventory) bool { return inv.Stream.Name == repo.SessionStream }) {
 		c.Problems = append(c.Problems, "the catalog lists this session but the remote holds no copy of it")
 	}
 	c.checkBlobs(ctx, r, slices.Sorted(maps.Keys(refs)), blobs, opts)
