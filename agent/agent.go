@@ -33,6 +33,7 @@ import (
 	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 )
 
 // Options configure an Agent. Zero values take the defaults noted.
@@ -821,16 +822,12 @@ func (a *Agent) waitForAgentDir(ctx context.Context) error {
 // inParallel calls fn for each item, at most n at once, in their order,
 // and returns when every call has.
 func inParallel[T any](n int, items []T, fn func(T)) {
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(n)
 	for _, it := range items {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(it)
-		})
+		g.Go(func() error { fn(it); return nil })
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
