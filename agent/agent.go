@@ -176,7 +176,10 @@ type Agent struct {
 	lock    *os.File
 
 	state  *State
-	byPath map[string]string // rel path -> stream key
+	// byPath finds a present stream by its path (rel path -> stream key).
+	// A path a stream moved away from may still name it: plan checks the
+	// stream's Path, and finds a moved file's stream by its session id.
+	byPath map[string]string
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.
