@@ -767,7 +767,7 @@ func (a *Agent) observe(err error, passed bool) {
 		return
 	}
 	h := notify.Health{Good: a.failSince.IsZero()}
-	h.Pending, h.PendingSince = a.metrics.pending()
+	h.Pending, h.PendingSince, _ = a.metrics.pending()
 	if !a.failSince.IsZero() {
 		h.Failing, h.FailingSince = a.failMsg, a.failSince
 	}
