@@ -33,6 +33,7 @@ import (
 	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 )
 
 // Options configure an Agent. Zero values take the defaults noted.
@@ -175,7 +176,10 @@ type Agent struct {
 	lock    *os.File
 
 	state  *State
-	byPath map[string]string // rel path -> stream key
+	// byPath finds a present stream by its path (rel path -> stream key).
+	// A path a stream moved away from may still name it: plan checks the
+	// stream's Path, and finds a moved file's stream by its session id.
+	byPath map[string]string
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.
@@ -763,7 +767,7 @@ func (a *Agent) observe(err error, passed bool) {
 		return
 	}
 	h := notify.Health{Good: a.failSince.IsZero()}
-	h.Pending, h.PendingSince = a.metrics.pending()
+	h.Pending, h.PendingSince, _ = a.metrics.pending()
 	if !a.failSince.IsZero() {
 		h.Failing, h.FailingSince = a.failMsg, a.failSince
 	}
@@ -821,16 +825,12 @@ func (a *Agent) waitForAgentDir(ctx context.Context) error {
 // inParallel calls fn for each item, at most n at once, in their order,
 // and returns when every call has.
 func inParallel[T any](n int, items []T, fn func(T)) {
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(n)
 	for _, it := range items {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(it)
-		})
+		g.Go(func() error { fn(it); return nil })
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -48,8 +48,11 @@ func (a *Agent) confirmUploads(ctx context.Context) (changed bool) {
 		if invs, ok := listed[f.SessionID]; ok {
 			g := listedGeneration(invs, f)
 			err = a.confirmFrom(ctx, f, g, g.HasMeta && !g.MetaInChunk)
+		} else if g, lerr := a.repo.ListGeneration(ctx, f.stream(a.opts.Machine), f.Generation); lerr == nil {
+			err = a.confirmFrom(ctx, f, *g, g.MetaObject)
 		} else {
-			err = a.confirm(ctx, f)
+			err = lerr
+			a.unchecked.failed(ctx, err)
 		}
 		if err != nil {
 			a.log.Debug("could not confirm uploads; will check again", "path", f.Path, "err", err)
@@ -164,16 +167,6 @@ func listedGeneration(invs []*repo.StreamInventory, f *FileState) repo.Generatio
 		}
 	}
 	return repo.Generation{Name: f.Generation}
-}
-
-// confirm lists f's generation and checks that it holds what was uploaded.
-func (a *Agent) confirm(ctx context.Context, f *FileState) error {
-	g, err := a.repo.ListGeneration(ctx, f.stream(a.opts.Machine), f.Generation)
-	if err != nil {
-		a.unchecked.failed(ctx, err)
-		return err
-	}
-	return a.confirmFrom(ctx, f, *g, g.MetaObject)
 }
 
 // confirmFrom checks f against what the remote lists of its generation

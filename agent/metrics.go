@@ -35,22 +35,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		now:             time.Now,
 	}
 	bytesPending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ompsync_bytes_pending", Help: "Bytes written locally and not yet uploaded."},
-		func() float64 { n, _ := m.Pending(); return float64(n) })
+		func() float64 { n, _, _ := m.pending(); return float64(n) })
 	oldestPending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ompsync_oldest_pending_seconds", Help: "Seconds the oldest pending byte may have waited: since its file was last fully uploaded, or the agent was last up to date, whichever is later (0 when nothing is pending)."},
-		func() float64 { _, age := m.Pending(); return age.Seconds() })
+		func() float64 { _, _, age := m.pending(); return age.Seconds() })
 	reg.MustRegister(bytesPending, oldestPending, m.bytesUploaded, m.objectsUploaded, m.uploadErrors, m.catalogUpdates)
 	return m
 }
 
-// Pending is what the pending gauges show now: the bytes not yet uploaded
-// and how long the oldest of them has waited.
-func (m *Metrics) Pending() (int64, time.Duration) {
+// pending is what the pending gauges show now: the bytes not yet
+// uploaded, since when the oldest of them has waited, and for how long.
+func (m *Metrics) pending() (n int64, since time.Time, age time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pendingN == 0 || m.pendingSince.IsZero() {
-		return m.pendingN, 0
+	if m.pendingN > 0 && !m.pendingSince.IsZero() {
+		age = max(m.now().Sub(m.pendingSince), 0)
 	}
-	return m.pendingN, max(m.now().Sub(m.pendingSince), 0)
+	return m.pendingN, m.pendingSince, age
 }
 
 func (m *Metrics) uploaded(bytes, objects int64) {
@@ -64,15 +64,9 @@ func (m *Metrics) catalogUpdated() {
 }
 
 // setPending records the bytes not yet uploaded and since when the oldest
-// of them waits; pending reads them back.
+// of them waits.
 func (m *Metrics) setPending(n int64, since time.Time) {
 	m.mu.Lock()
 	m.pendingN, m.pendingSince = n, since
 	m.mu.Unlock()
-}
-
-func (m *Metrics) pending() (int64, time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.pendingN, m.pendingSince
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,7 +103,6 @@ func (a *Agent) pull(ctx context.Context) error {
 	}
 	// Sessions are merged Parallel at once, each one's copies (one per
 	// machine) in turn: the second merges into what the first wrote.
-	var ids []string
 	byID := map[string][]pullItem{}
 	for _, it := range todo {
 		// Present here when the decision was made, gone from the index
@@ -111,14 +112,11 @@ func (a *Agent) pull(ctx context.Context) error {
 		if a.presentHere(it.entry.ID) && local.Find(it.entry.ID) == "" {
 			continue
 		}
-		if byID[it.entry.ID] == nil {
-			ids = append(ids, it.entry.ID)
-		}
 		byID[it.entry.ID] = append(byID[it.entry.ID], it)
 	}
 	var mu sync.Mutex // the state, and what pulled records in it
 	failed, live := 0, 0
-	inParallel(a.opts.Parallel, ids, func(id string) {
+	inParallel(a.opts.Parallel, slices.Sorted(maps.Keys(byID)), func(id string) {
 		for _, it := range byID[id] {
 			if ctx.Err() != nil {
 				return
@@ -138,12 +136,12 @@ func (a *Agent) pull(ctx context.Context) error {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("pull: %d of %d sessions not merged (see above); the next pull tries them again: %w", failed, len(ids), errNotMerged)
+		return fmt.Errorf("pull: %d of %d sessions not merged (see above); the next pull tries them again: %w", failed, len(byID), errNotMerged)
 	}
 	if live > 0 && a.outage.once {
 		// The running agent merges them once released; one pass must not
 		// say it brought in what it left on the remote.
-		return fmt.Errorf("pull: %d of %d sessions are in use here and were not merged (see above): run again once they are closed", live, len(ids))
+		return fmt.Errorf("pull: %d of %d sessions are in use here and were not merged (see above): run again once they are closed", live, len(byID))
 	}
 	return nil
 }
