@@ -176,10 +176,7 @@ type Agent struct {
 	lock    *os.File
 
 	state  *State
-	// byPath finds a present stream by its path (rel path -> stream key).
-	// A path a stream moved away from may still name it: plan checks the
-	// stream's Path, and finds a moved file's stream by its session id.
-	byPath map[string]string
+	byPath map[string]string // rel path -> stream key
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.
