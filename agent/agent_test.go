@@ -290,6 +290,58 @@ func TestArchive(t *testing.T) {
 	})
 }
 
+// A session brought back from its archive to where it lived (and
+// continued there) is live again: present in the catalog, its new lines
+// uploaded; by the agent that saw it archived, as by a new one.
+func TestArchivedSessionBackLive(t *testing.T) {
+	t.Run("new agent", func(t *testing.T) { archivedBackLive(t, nil) })
+	t.Run("same agent", func(t *testing.T) {
+		var a *Agent
+		archivedBackLive(t, func(e *env) {
+			if a == nil {
+				var err error
+				if a, err = New(e.repo, e.opts); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { a.Close() })
+			}
+			if err := a.Once(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
+
+func archivedBackLive(t *testing.T, pass func(e *env)) {
+	e := newEnv(t, newFileClient(t))
+	if pass == nil {
+		pass = func(e *env) { e.once() }
+	}
+	orig := corpus(t, ompFile)
+	e.writeRename(ompRel, orig)
+	pass(e)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(orig)
+	zw.Close()
+	e.write("archive/"+ompRel+".gz", gz.Bytes())
+	os.Remove(e.path(ompRel))
+	pass(e)
+	if st := e.catalogEntry(ompID).State; st != repo.StateArchived {
+		t.Fatalf("state %q, want archived", st)
+	}
+	more := append(bytes.Clone(orig), []byte(`{"type":"message","id":"back0001","parentId":null,"timestamp":"2026-10-08T00:00:00.000Z","message":{"role":"user","content":"back"}}`+"\n")...)
+	e.writeRename(ompRel, more)
+	os.Remove(e.path("archive/" + ompRel + ".gz"))
+	pass(e)
+	if st := e.catalogEntry(ompID).State; st != repo.StatePresent {
+		t.Errorf("state %q after the session came back, want present", st)
+	}
+	if got, _ := e.remoteStream(ompID, repo.SessionStream); !bytes.Equal(got, more) {
+		t.Errorf("the remote holds %d bytes, want the %d the session has now", len(got), len(more))
+	}
+}
+
 // An archive the agent never saw live is backed up from the gzip file.
 func TestArchiveNeverSeenLive(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c remote.Client) {

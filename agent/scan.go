@@ -221,9 +221,11 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 		return job{kind: kind, rel: rel}, true
 	case store.KindSession, store.KindArtifact:
 		// Known by its path, else by its session id (placeStream), so a
-		// file that moved to another cwd-dir keeps its stream.
+		// file that moved to another cwd-dir keeps its stream; a stream
+		// not present (archived, the file back from its archive) is
+		// placed again, as live.
 		fst := a.state.Streams[a.byPath[rel]]
-		if fst == nil || fst.Path != rel {
+		if fst == nil || fst.Path != rel || fst.State != repo.StatePresent {
 			fst = a.placeStream(rel, kind)
 		}
 		if fst == nil {
