@@ -53,8 +53,13 @@ func (a *app) warn(lines []string) {
 	}
 }
 
-// jsonLines writes one JSON object per item per line.
-func jsonLines[T any](w io.Writer, items []T) error {
+// printList prints a command's items: one JSON object per item per line
+// with asJSON (--json), else as text prints them.
+func printList[T any](w io.Writer, asJSON bool, items []T, text func()) error {
+	if !asJSON {
+		text()
+		return nil
+	}
 	enc := json.NewEncoder(w)
 	for _, it := range items {
 		if err := enc.Encode(it); err != nil {

@@ -212,12 +212,8 @@ func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
 // totals, hint, cleanup notes and problems.
 func (a *app) writeRestore(rep *restore.Report, opts restore.Options, f restoreFlags) error {
 	notes := a.notes(f.asJSON)
-	if f.asJSON {
-		if err := jsonLines(a.stdout, rep.Results); err != nil {
-			return err
-		}
-	} else {
-		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
+	if err := printList(a.stdout, f.asJSON, rep.Results, func() { printRestore(a.stdout, rep, opts, a.quiet) }); err != nil {
+		return err
 	}
 	fmt.Fprintln(notes, restoreTotals(rep, opts))
 	if hint := resumeHint(rep, opts); hint != "" && f.to == "" && !f.asJSON {
@@ -335,20 +331,6 @@ func interruptedRestore(rep *restore.Report, stopped int) error {
 	return &interruptedError{msg + "; what was written is complete: run the same command again to finish"}
 }
 
-// quietResults is rep, or with -q only its sessions not restored.
-func quietResults(quiet bool, rep *restore.Report) *restore.Report {
-	if !quiet {
-		return rep
-	}
-	out := &restore.Report{}
-	for _, res := range rep.Results {
-		if !res.OK() {
-			out.Results = append(out.Results, res)
-		}
-	}
-	return out
-}
-
 // resumeHint is how to go on with the one session a restore wrote, in the
 // agent that wrote it; "" when it wrote none or several.
 func resumeHint(rep *restore.Report, opts restore.Options) string {
@@ -408,12 +390,14 @@ func restoreVerbs(dryRun bool) map[restore.Action]string {
 	return verb
 }
 
-func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
+// printRestore prints a line per session, with its notes; with quiet
+// (-q), only the sessions not restored.
+func printRestore(w io.Writer, rep *restore.Report, opts restore.Options, quiet bool) {
 	verb := restoreVerbs(opts.DryRun)
 	said := map[string]bool{} // a note on a project's placement is said once
 	for _, res := range rep.Results {
-		if res.Action == interrupted {
-			continue // the error line names them, once
+		if res.Action == interrupted || (quiet && res.OK()) {
+			continue // the error line names the interrupted ones, once
 		}
 		fmt.Fprintln(w, restoreLine(res, verb[res.Action], opts.DryRun))
 		if res.Backup != "" {
@@ -432,7 +416,7 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 			}
 		}
 	}
-	if rep.Blobs > 0 {
+	if rep.Blobs > 0 && !quiet {
 		fmt.Fprintf(w, "%d more blobs restored\n", rep.Blobs)
 	}
 }

@@ -95,12 +95,8 @@ func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
 		}
 		problems = append(problems, unknown...)
 	}
-	if o.asJSON {
-		if err := jsonLines(a.stdout, checks); err != nil {
-			return err
-		}
-	} else {
-		printChecks(a, checks)
+	if err := printList(a.stdout, o.asJSON, checks, func() { printChecks(a, checks) }); err != nil {
+		return err
 	}
 	return verifyOutcome(a, cfg, checks, problems, o.asJSON)
 }
