@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -295,7 +296,8 @@ func unknownBeforeHelp(root *cobra.Command, args []string) error {
 	return &usageError{cmd: c, err: unknownSubcommand(c, fs.Args())}
 }
 
-// execute runs the command line and prints any error as one line.
+// execute runs the command line, prints any error as one line, and is the
+// exit status.
 func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
 	var cmd *cobra.Command
@@ -309,40 +311,43 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	if err == nil {
 		return exitOK
 	}
-	var ue *usageError
-	var re *runError
-	switch {
-	case errors.As(err, &ue):
-		if ue.cmd != nil {
-			cmd = ue.cmd
-		}
-	case errors.As(err, &re):
-		return a.failed(ctx, re.err)
-	}
-	// Everything cobra itself returns (unknown command or flag, bad flag
-	// value, wrong arguments, conflicting flags) is a usage error.
-	if cmd == nil {
-		cmd = root
-	}
-	fmt.Fprintf(a.stderr, "ompsync: %s; see '%s --help'\n", oneLine(err.Error()), cmd.CommandPath())
-	return exitUsage
+	msg, code := a.failure(ctx, cmp.Or(cmd, root), err)
+	fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(msg))
+	return code
 }
 
-// failed prints the error a command's own code returned, and is the exit
-// status.
-func (a *app) failed(ctx context.Context, err error) int {
-	if ctx.Err() != nil {
+// failure is what the user reads for err, which stopped cmd, and the exit
+// status. A setup error says all there is to say (what to change), so the
+// operations it broke off are left out.
+func (a *app) failure(ctx context.Context, cmd *cobra.Command, err error) (string, int) {
+	var ue *usageError
+	var re *runError
+	var ie *interruptedError
+	switch {
+	case errors.As(err, &ue):
+		cmd = cmp.Or(ue.cmd, cmd)
+	case !errors.As(err, &re):
+		// Everything cobra itself returns (unknown command or flag, bad
+		// flag value, wrong arguments, conflicting flags) is a usage error.
+	case ctx.Err() != nil && errors.As(err, &ie):
+		return ie.Error(), exitInterrupted
+	case ctx.Err() != nil:
 		// Stopped by a signal: what failed is the stop, whatever error
 		// it broke off with.
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(interruptedMessage(err)))
-		return exitInterrupted
+		return "interrupted before the work was done: run the command again to finish (" + err.Error() + ")", exitInterrupted
+	default:
+		if msg, listed := explainAmbiguous(a.stderr, re.err); listed {
+			return msg, exitFailure
+		}
+		if se, ok := remote.Setup(re.err); ok {
+			if a.cfg != nil {
+				return a.cfg.Remote + ": " + se.Error(), exitFailure
+			}
+			return se.Error(), exitFailure
+		}
+		return err.Error(), exitFailure
 	}
-	msg, listed := explainAmbiguous(a.stderr, err)
-	if !listed {
-		msg = a.message(err)
-	}
-	fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(msg))
-	return exitFailure
+	return fmt.Sprintf("%s; see '%s --help'", oneLine(err.Error()), cmd.CommandPath()), exitUsage
 }
 
 // interruptedError is a command's account of what it did before a signal
@@ -350,26 +355,6 @@ func (a *app) failed(ctx context.Context, err error) int {
 type interruptedError struct{ msg string }
 
 func (e *interruptedError) Error() string { return "interrupted: " + e.msg }
-
-func interruptedMessage(err error) string {
-	var ie *interruptedError
-	if errors.As(err, &ie) {
-		return ie.Error()
-	}
-	return "interrupted before the work was done: run the command again to finish (" + err.Error() + ")"
-}
-
-// message is what the user reads for err. A setup error says all there is
-// to say (what to change), so the operations it broke off are left out.
-func (a *app) message(err error) string {
-	if se, ok := remote.Setup(err); ok {
-		if a.cfg != nil {
-			return a.cfg.Remote + ": " + se.Error()
-		}
-		return se.Error()
-	}
-	return err.Error()
-}
 
 // oneLine keeps a message on one line, as scripts and logs expect.
 func oneLine(s string) string {
