@@ -143,6 +143,24 @@ func (b *liveBar) done() {
 	bar.Done()
 }
 
+// counted is a number of things and what they are, for tally.
+type counted struct {
+	n    int
+	what string
+}
+
+// tally is "; N what" for each count above zero, in order: how a totals
+// line names what did not go well.
+func tally(counts ...counted) string {
+	s := ""
+	for _, c := range counts {
+		if c.n > 0 {
+			s += fmt.Sprintf("; %d %s", c.n, c.what)
+		}
+	}
+	return s
+}
+
 // Column widths of the ls, history and status tables without --wide: a line
 // stays within 200 columns, the rest of a long value cut with "…".
 const (

@@ -324,10 +324,7 @@ func interruptedRestore(rep *restore.Report, stopped int) error {
 	if stopped > len(ids) {
 		msg += fmt.Sprintf(" and %d more", stopped-len(ids))
 	}
-	msg += ")"
-	if other > 0 {
-		msg += fmt.Sprintf("; %d not restored for another reason (see above)", other)
-	}
+	msg += ")" + tally(counted{other, "not restored for another reason (see above)"})
 	return &interruptedError{msg + "; what was written is complete: run the same command again to finish"}
 }
 
@@ -480,23 +477,14 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 // restoreLeft is the end of restoreTotals' line: the sessions not
 // restored, and why.
 func restoreLeft(n map[restore.Action]int, incomplete, deletedLeft int) string {
-	line := ""
-	for _, p := range []struct {
-		n    int
-		what string
-	}{
-		{n[restore.Unchanged], "already up to date"},
-		{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
-		{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
-		{n[restore.NoCopy], "had no copy on the remote at that time (they began later; see 'ompsync history')"},
-		{n[restore.NotFetched], "not fetched: the remote did not answer, so nothing was written for them (restore again once it is reachable)"},
-		{n[restore.Failed], "failed to write here (see above)"},
-		{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
-		{deletedLeft, "recorded as deleted (add --include-deleted)"},
-	} {
-		if p.n > 0 {
-			line += fmt.Sprintf("; %d %s", p.n, p.what)
-		}
-	}
-	return line
+	return tally(
+		counted{n[restore.Unchanged], "already up to date"},
+		counted{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
+		counted{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
+		counted{n[restore.NoCopy], "had no copy on the remote at that time (they began later; see 'ompsync history')"},
+		counted{n[restore.NotFetched], "not fetched: the remote did not answer, so nothing was written for them (restore again once it is reachable)"},
+		counted{n[restore.Failed], "failed to write here (see above)"},
+		counted{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
+		counted{deletedLeft, "recorded as deleted (add --include-deleted)"},
+	)
 }
