@@ -47,9 +47,13 @@ func (a *app) notes(machineReadable bool) io.Writer {
 }
 
 // warn prints each line on standard error after "ompsync: ".
-func (a *app) warn(lines []string) {
+func (a *app) warn(lines []string) { under(a.stderr, "ompsync: ", lines) }
+
+// under prints each line after lead: an item's problems and notes under
+// its first line.
+func under(w io.Writer, lead string, lines []string) {
 	for _, l := range lines {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", l)
+		fmt.Fprintf(w, "%s%s\n", lead, l)
 	}
 }
 

@@ -403,9 +403,7 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options, quiet 
 		if res.Error != "" {
 			fmt.Fprintf(w, "             %s\n", res.Error)
 		}
-		for _, n := range res.Missing {
-			fmt.Fprintf(w, "             not restored: %s\n", n)
-		}
+		under(w, "             not restored: ", res.Missing)
 		for _, n := range res.Notes {
 			if !said[n] {
 				said[n] = true

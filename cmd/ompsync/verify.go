@@ -132,15 +132,9 @@ func printChecks(a *app, checks []restore.Check) {
 			continue // -q: the damaged ones only
 		}
 		fmt.Fprintln(a.stdout, checkLine(c))
-		for _, p := range c.Problems {
-			fmt.Fprintf(a.stdout, "          problem: %s\n", p)
-		}
-		for _, u := range c.Unchecked {
-			fmt.Fprintf(a.stdout, "          not checked: %s\n", u)
-		}
-		for _, n := range c.Notes {
-			fmt.Fprintf(a.stdout, "          note: %s\n", n)
-		}
+		under(a.stdout, "          problem: ", c.Problems)
+		under(a.stdout, "          not checked: ", c.Unchecked)
+		under(a.stdout, "          note: ", c.Notes)
 	}
 }
 
