@@ -73,9 +73,7 @@ func (a *app) config() (*config.Config, error) {
 		a.cfgErr = err
 		return nil, err
 	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(a.stderr, "ompsync: warning: %s\n", w)
-	}
+	under(a.stderr, "ompsync: warning: ", cfg.Warnings())
 	a.cfg = cfg
 	return cfg, nil
 }
