@@ -171,11 +171,9 @@ func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, 
 		return nil, nil, nil, err
 	}
 	opts.Placer = pl
-	for _, s := range scanned {
-		// Where the search for checkouts stopped short: worth knowing,
-		// not a failure of the restore.
-		fmt.Fprintf(a.stderr, "ompsync: note: %s\n", s)
-	}
+	// Where the search for checkouts stopped short: worth knowing, not a
+	// failure of the restore.
+	under(a.stderr, "ompsync: note: ", scanned)
 	opts.Parallel = cfg.Transfers
 	opts.MaxMergeSize = cfg.Restore.MaxMergeSize.Bytes()
 	if f.to == "" {
