@@ -94,13 +94,6 @@ func usagef(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
 }
 
-// runError marks an error returned by a command's own code, as opposed to
-// one cobra returns while parsing flags and arguments (a usage error).
-type runError struct{ err error }
-
-func (e *runError) Error() string { return e.err.Error() }
-func (e *runError) Unwrap() error { return e.err }
-
 const rootLong = `ompsync backs up the session files of coding agents (omp, pi, Claude Code and
 Codex: JSON Lines under ~/.omp/agent/sessions, ~/.pi/agent/sessions,
 ~/.claude/projects and ~/.codex/sessions) to an S3 bucket or a local folder. A
@@ -178,10 +171,11 @@ func newRootCmd(a *app) *cobra.Command {
 }
 
 // prepare fits every command in the tree to the app: RunE records the
-// running command (for a.config) and marks its errors as run errors; a
-// command with subcommands but no code of its own prints its help, and
-// refuses an unknown subcommand instead of ignoring it. Commands use RunE
-// alone: no other hook is wrapped.
+// running command (for a.config; an error once it is set is the command's
+// own, not a usage error cobra found); a command with subcommands but no
+// code of its own prints its help, and refuses an unknown subcommand
+// instead of ignoring it. Commands use RunE alone: no other hook is
+// wrapped.
 func prepare(a *app, c *cobra.Command) {
 	if c.HasSubCommands() && !c.Runnable() {
 		c.Args = unknownSubcommand
@@ -193,10 +187,7 @@ func prepare(a *app, c *cobra.Command) {
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			a.cmd = cmd
-			if err := run(cmd, args); err != nil {
-				return &runError{err: err}
-			}
-			return nil
+			return run(cmd, args)
 		}
 	}
 	for _, sub := range c.Commands() {
@@ -319,14 +310,14 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 // operations it broke off are left out.
 func (a *app) failure(ctx context.Context, cmd *cobra.Command, err error) (string, int) {
 	var ue *usageError
-	var re *runError
 	var ie *interruptedError
 	switch {
 	case errors.As(err, &ue):
 		cmd = cmp.Or(ue.cmd, cmd)
-	case !errors.As(err, &re):
-		// Everything cobra itself returns (unknown command or flag, bad
-		// flag value, wrong arguments, conflicting flags) is a usage error.
+	case a.cmd == nil:
+		// Everything cobra itself returns, before a command's code runs
+		// (unknown command or flag, bad flag value, wrong arguments,
+		// conflicting flags), is a usage error.
 	case ctx.Err() != nil && errors.As(err, &ie):
 		return ie.Error(), exitInterrupted
 	case ctx.Err() != nil:
@@ -334,10 +325,10 @@ func (a *app) failure(ctx context.Context, cmd *cobra.Command, err error) (strin
 		// it broke off with.
 		return "interrupted before the work was done: run the command again to finish (" + err.Error() + ")", exitInterrupted
 	default:
-		if msg, listed := explainAmbiguous(a.stderr, re.err); listed {
+		if msg, listed := explainAmbiguous(a.stderr, err); listed {
 			return msg, exitFailure
 		}
-		if se, ok := remote.Setup(re.err); ok {
+		if se, ok := remote.Setup(err); ok {
 			if a.cfg != nil {
 				return a.cfg.Remote + ": " + se.Error(), exitFailure
 			}
