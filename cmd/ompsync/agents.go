@@ -11,6 +11,7 @@ import (
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/restore"
+	"github.com/ompsync/ompsync/safename"
 	"github.com/ompsync/ompsync/store"
 )
 
@@ -20,48 +21,63 @@ func addAgentFlag(fl *pflag.FlagSet, p *string) {
 	fl.StringVar(p, "agent", "", "only this agent's sessions: "+strings.Join(config.AgentNames(), ", "))
 }
 
-// readPlaces is how the commands that read sessions start: readRemote, and
-// the agents the remote holds sessions of, each with its folder (or only
-// the one --agent names). The problems are the agents this ompsync does
-// not know.
+// readPlaces is how the commands that read sessions start: check --agent
+// and --machine, load the configuration, open the remote for reading
+// (readRepo), and list the agents it holds sessions of, each with its
+// folder (or only the one --agent names). The problems are the agents
+// this ompsync does not know.
 func (a *app) readPlaces(ctx context.Context, machine, agentName string) (*config.Config, []restore.Place, []string, error) {
 	if agentName != "" && !slices.Contains(config.AgentNames(), agentName) {
 		return nil, nil, nil, usagef("--agent %q: want one of %s", agentName, strings.Join(config.AgentNames(), ", "))
 	}
-	// The agents' LIST goes out with the marker's GET (readRemote has
-	// loaded the configuration by then).
+	if machine != "" && !safename.Machine(machine) {
+		return nil, nil, nil, usagef("--machine %q is not a machine name", machine)
+	}
+	cfg, err := a.config()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m := a.meters()
+	if m.log == nil { // its retries, at debug
+		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
+	}
+	// The agents' LIST goes out with the marker's GET.
 	var places []restore.Place
 	var problems []string
-	cfg, r, err := a.readRemote(ctx, machine, func(ctx context.Context, r *repo.Repo) error {
-		cfg, err := a.config()
-		if err != nil {
-			return err
-		}
+	r, err := readRepo(ctx, cfg, m, func(ctx context.Context, r *repo.Repo) (err error) {
 		places, problems, err = restore.Places(ctx, r, cfg.AgentDirOf)
 		return err
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if agentName == "" {
-		return cfg, places, problems, nil
-	}
-	for _, pl := range places {
-		if pl.Store.Name() == agentName {
-			return cfg, []restore.Place{pl}, nil, nil
+	if agentName != "" {
+		problems = nil // of agents other than the one asked for
+		if places, err = agentPlace(r, cfg, places, agentName); err != nil {
+			return nil, nil, nil, err
 		}
 	}
-	// Nothing of that agent on the remote: an empty place says so as
-	// every command does for no sessions.
+	return cfg, places, problems, nil
+}
+
+// agentPlace is the place of the agent --agent names: an empty one when
+// the remote holds nothing of it, which says so as every command does for
+// no sessions.
+func agentPlace(r *repo.Repo, cfg *config.Config, places []restore.Place, agentName string) ([]restore.Place, error) {
+	for _, pl := range places {
+		if pl.Store.Name() == agentName {
+			return []restore.Place{pl}, nil
+		}
+	}
 	st, err := store.ByName(agentName)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	ar, err := r.Agent(agentName)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return cfg, []restore.Place{{Store: st, Repo: ar, Dir: cfg.AgentDirOf(agentName)}}, nil, nil
+	return []restore.Place{{Store: st, Repo: ar, Dir: cfg.AgentDirOf(agentName)}}, nil
 }
 
 // stateDirOf is where the backup agent of one agent keeps its state: omp's

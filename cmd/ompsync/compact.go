@@ -85,6 +85,7 @@ func (a *app) runCompact(ctx context.Context, prefixes []string, dryRun bool) er
 func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 	var before, after, streams, failed, skipped, denied int
 	var uploaded int64
+	merging := map[string]bool{} // the sessions a dry run would merge chunks of
 	for _, s := range rep.Streams {
 		where := fmt.Sprintf("%s %s generation %s", s.Stream.SessionID, s.Stream.Name, s.Generation)
 		switch {
@@ -97,9 +98,8 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 			skipped++
 			fmt.Fprintf(a.stdout, "%s: %s\n", where, s.Skipped)
 		case dryRun:
-			streams++
+			merging[s.Stream.SessionID] = true
 			fmt.Fprintf(a.stdout, "%s: %s\n", where, planText(s.Plan))
-			before += s.Plan.Chunks
 		default:
 			streams++
 			res := s.Result
@@ -111,7 +111,7 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 		return errNoDelete
 	}
 	if dryRun {
-		fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", countSessions(rep), rep.Sessions)
+		fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", len(merging), rep.Sessions)
 	} else {
 		fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
 			streams, rep.Sessions, before, after, progress.Size(uploaded), skipped)
@@ -177,16 +177,6 @@ func (a *app) compactPlace(ctx context.Context, cfg *config.Config, pl restore.P
 		defer unlock()
 	}
 	return compact.Machine(ctx, pl.Repo, cfg.Machine, prefixes, p, dryRun)
-}
-
-func countSessions(rep *compact.MachineReport) int {
-	seen := map[string]bool{}
-	for _, s := range rep.Streams {
-		if s.Err == nil && s.Skipped == "" {
-			seen[s.Stream.SessionID] = true
-		}
-	}
-	return len(seen)
 }
 
 // maintainedPlaces is how compact and prune start: the configuration, the

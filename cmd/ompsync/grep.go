@@ -152,12 +152,9 @@ func count(n int, one, many string) string {
 
 // grepTotals says what was searched and what it cost.
 func grepTotals(rep *restore.GrepReport) string {
-	line := fmt.Sprintf("%s; %s searched (%s; %d read from the remote, %s)", count(rep.Matches, "match", "matches"),
-		count(rep.Sessions, "session", "sessions"), count(rep.Copies, "copy", "copies"), rep.Fetched, progress.Size(rep.Bytes))
-	if rep.DeletedLeft > 0 {
-		line += fmt.Sprintf("; %d recorded as deleted not searched (add --include-deleted)", rep.DeletedLeft)
-	}
-	return line
+	return fmt.Sprintf("%s; %s searched (%s; %d read from the remote, %s)", count(rep.Matches, "match", "matches"),
+		count(rep.Sessions, "session", "sessions"), count(rep.Copies, "copy", "copies"), rep.Fetched, progress.Size(rep.Bytes)) +
+		tally(counted{rep.DeletedLeft, "recorded as deleted not searched (add --include-deleted)"})
 }
 
 func printMatch(w io.Writer, gm restore.GrepMatch, m *search.Matcher) error {

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -73,12 +72,9 @@ func (a *app) runHistory(ctx context.Context, f historyFlags, prefix string) err
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		if err := json.NewEncoder(a.stdout).Encode(h); err != nil {
-			return err
-		}
-	} else {
-		printHistory(a.stdout, h, f.wide)
+	// With --json, the history is one object.
+	if err := printList(a.stdout, f.asJSON, []*restore.SessionHistory{h}, func() { printHistory(a.stdout, h, f.wide) }); err != nil {
+		return err
 	}
 	a.warn(h.Problems)
 	if len(h.Problems) > 0 || len(problems) > 0 {

@@ -61,12 +61,7 @@ func (a *app) runLs(ctx context.Context, f lsFlags) error {
 		return err
 	}
 	problems = append(problems, more...)
-	if f.asJSON {
-		err = jsonLines(a.stdout, list)
-	} else {
-		printSessions(a.stdout, list, f.wide)
-	}
-	if err != nil {
+	if err := printList(a.stdout, f.asJSON, list, func() { printSessions(a.stdout, list, f.wide) }); err != nil {
 		return err
 	}
 	a.warn(problems)

@@ -47,14 +47,23 @@ func (a *app) notes(machineReadable bool) io.Writer {
 }
 
 // warn prints each line on standard error after "ompsync: ".
-func (a *app) warn(lines []string) {
+func (a *app) warn(lines []string) { under(a.stderr, "ompsync: ", lines) }
+
+// under prints each line after lead: an item's problems and notes under
+// its first line.
+func under(w io.Writer, lead string, lines []string) {
 	for _, l := range lines {
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", l)
+		fmt.Fprintf(w, "%s%s\n", lead, l)
 	}
 }
 
-// jsonLines writes one JSON object per item per line.
-func jsonLines[T any](w io.Writer, items []T) error {
+// printList prints a command's items: one JSON object per item per line
+// with asJSON (--json), else as text prints them.
+func printList[T any](w io.Writer, asJSON bool, items []T, text func()) error {
+	if !asJSON {
+		text()
+		return nil
+	}
 	enc := json.NewEncoder(w)
 	for _, it := range items {
 		if err := enc.Encode(it); err != nil {
@@ -136,6 +145,24 @@ func (b *liveBar) done() {
 	b.bar, b.started = nil, true
 	b.mu.Unlock()
 	bar.Done()
+}
+
+// counted is a number of things and what they are, for tally.
+type counted struct {
+	n    int
+	what string
+}
+
+// tally is "; N what" for each count above zero, in order: how a totals
+// line names what did not go well.
+func tally(counts ...counted) string {
+	s := ""
+	for _, c := range counts {
+		if c.n > 0 {
+			s += fmt.Sprintf("; %d %s", c.n, c.what)
+		}
+	}
+	return s
 }
 
 // Column widths of the ls, history and status tables without --wide: a line

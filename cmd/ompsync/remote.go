@@ -13,7 +13,6 @@ import (
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
-	"github.com/ompsync/ompsync/safename"
 )
 
 // openRepo opens the configured remote as an ompsync repository, with the
@@ -82,28 +81,6 @@ func (a *app) meters() *meter {
 		a.meter = &meter{}
 	}
 	return a.meter
-}
-
-// readRemote is how ls, verify and restore start: check --machine, load
-// the configuration, open the remote for reading. also, when set, runs
-// while the marker is read (readRepo).
-func (a *app) readRemote(ctx context.Context, machine string, also func(context.Context, *repo.Repo) error) (*config.Config, *repo.Repo, error) {
-	if machine != "" && !safename.Machine(machine) {
-		return nil, nil, usagef("--machine %q is not a machine name", machine)
-	}
-	cfg, err := a.config()
-	if err != nil {
-		return nil, nil, err
-	}
-	m := a.meters()
-	if m.log == nil { // its retries, at debug
-		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
-	}
-	r, err := readRepo(ctx, cfg, m, also)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, r, nil
 }
 
 // readRepo opens the configured remote for reading, counting in m, and

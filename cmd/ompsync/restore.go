@@ -171,11 +171,9 @@ func (a *app) restorePlaces(ctx context.Context, f restoreFlags, args []string, 
 		return nil, nil, nil, err
 	}
 	opts.Placer = pl
-	for _, s := range scanned {
-		// Where the search for checkouts stopped short: worth knowing,
-		// not a failure of the restore.
-		fmt.Fprintf(a.stderr, "ompsync: note: %s\n", s)
-	}
+	// Where the search for checkouts stopped short: worth knowing, not a
+	// failure of the restore.
+	under(a.stderr, "ompsync: note: ", scanned)
 	opts.Parallel = cfg.Transfers
 	opts.MaxMergeSize = cfg.Restore.MaxMergeSize.Bytes()
 	if f.to == "" {
@@ -212,12 +210,8 @@ func restoreOptions(a *app, f restoreFlags) (restore.Options, error) {
 // totals, hint, cleanup notes and problems.
 func (a *app) writeRestore(rep *restore.Report, opts restore.Options, f restoreFlags) error {
 	notes := a.notes(f.asJSON)
-	if f.asJSON {
-		if err := jsonLines(a.stdout, rep.Results); err != nil {
-			return err
-		}
-	} else {
-		printRestore(a.stdout, quietResults(a.quiet, rep), opts)
+	if err := printList(a.stdout, f.asJSON, rep.Results, func() { printRestore(a.stdout, rep, opts, a.quiet) }); err != nil {
+		return err
 	}
 	fmt.Fprintln(notes, restoreTotals(rep, opts))
 	if hint := resumeHint(rep, opts); hint != "" && f.to == "" && !f.asJSON {
@@ -328,25 +322,8 @@ func interruptedRestore(rep *restore.Report, stopped int) error {
 	if stopped > len(ids) {
 		msg += fmt.Sprintf(" and %d more", stopped-len(ids))
 	}
-	msg += ")"
-	if other > 0 {
-		msg += fmt.Sprintf("; %d not restored for another reason (see above)", other)
-	}
+	msg += ")" + tally(counted{other, "not restored for another reason (see above)"})
 	return &interruptedError{msg + "; what was written is complete: run the same command again to finish"}
-}
-
-// quietResults is rep, or with -q only its sessions not restored.
-func quietResults(quiet bool, rep *restore.Report) *restore.Report {
-	if !quiet {
-		return rep
-	}
-	out := &restore.Report{}
-	for _, res := range rep.Results {
-		if !res.OK() {
-			out.Results = append(out.Results, res)
-		}
-	}
-	return out
 }
 
 // resumeHint is how to go on with the one session a restore wrote, in the
@@ -408,12 +385,14 @@ func restoreVerbs(dryRun bool) map[restore.Action]string {
 	return verb
 }
 
-func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
+// printRestore prints a line per session, with its notes; with quiet
+// (-q), only the sessions not restored.
+func printRestore(w io.Writer, rep *restore.Report, opts restore.Options, quiet bool) {
 	verb := restoreVerbs(opts.DryRun)
 	said := map[string]bool{} // a note on a project's placement is said once
 	for _, res := range rep.Results {
-		if res.Action == interrupted {
-			continue // the error line names them, once
+		if res.Action == interrupted || (quiet && res.OK()) {
+			continue // the error line names the interrupted ones, once
 		}
 		fmt.Fprintln(w, restoreLine(res, verb[res.Action], opts.DryRun))
 		if res.Backup != "" {
@@ -422,9 +401,7 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 		if res.Error != "" {
 			fmt.Fprintf(w, "             %s\n", res.Error)
 		}
-		for _, n := range res.Missing {
-			fmt.Fprintf(w, "             not restored: %s\n", n)
-		}
+		under(w, "             not restored: ", res.Missing)
 		for _, n := range res.Notes {
 			if !said[n] {
 				said[n] = true
@@ -432,7 +409,7 @@ func printRestore(w io.Writer, rep *restore.Report, opts restore.Options) {
 			}
 		}
 	}
-	if rep.Blobs > 0 {
+	if rep.Blobs > 0 && !quiet {
 		fmt.Fprintf(w, "%d more blobs restored\n", rep.Blobs)
 	}
 }
@@ -496,23 +473,14 @@ func restoreTotals(rep *restore.Report, opts restore.Options) string {
 // restoreLeft is the end of restoreTotals' line: the sessions not
 // restored, and why.
 func restoreLeft(n map[restore.Action]int, incomplete, deletedLeft int) string {
-	line := ""
-	for _, p := range []struct {
-		n    int
-		what string
-	}{
-		{n[restore.Unchanged], "already up to date"},
-		{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
-		{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
-		{n[restore.NoCopy], "had no copy on the remote at that time (they began later; see 'ompsync history')"},
-		{n[restore.NotFetched], "not fetched: the remote did not answer, so nothing was written for them (restore again once it is reachable)"},
-		{n[restore.Failed], "failed to write here (see above)"},
-		{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
-		{deletedLeft, "recorded as deleted (add --include-deleted)"},
-	} {
-		if p.n > 0 {
-			line += fmt.Sprintf("; %d %s", p.n, p.what)
-		}
-	}
-	return line
+	return tally(
+		counted{n[restore.Unchanged], "already up to date"},
+		counted{n[restore.SkippedLive], "skipped: in use (omp or another process has the file, or it changed seconds ago; see above)"},
+		counted{n[restore.Refused], "refused: the remote copy failed a check (see above)"},
+		counted{n[restore.NoCopy], "had no copy on the remote at that time (they began later; see 'ompsync history')"},
+		counted{n[restore.NotFetched], "not fetched: the remote did not answer, so nothing was written for them (restore again once it is reachable)"},
+		counted{n[restore.Failed], "failed to write here (see above)"},
+		counted{incomplete, "incomplete: part of what the backup holds was not written (see above)"},
+		counted{deletedLeft, "recorded as deleted (add --include-deleted)"},
+	)
 }

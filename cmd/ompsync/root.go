@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,9 +73,7 @@ func (a *app) config() (*config.Config, error) {
 		a.cfgErr = err
 		return nil, err
 	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(a.stderr, "ompsync: warning: %s\n", w)
-	}
+	under(a.stderr, "ompsync: warning: ", cfg.Warnings())
 	a.cfg = cfg
 	return cfg, nil
 }
@@ -94,13 +93,6 @@ func (e *usageError) Unwrap() error { return e.err }
 func usagef(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
 }
-
-// runError marks an error returned by a command's own code, as opposed to
-// one cobra returns while parsing flags and arguments (a usage error).
-type runError struct{ err error }
-
-func (e *runError) Error() string { return e.err.Error() }
-func (e *runError) Unwrap() error { return e.err }
 
 const rootLong = `ompsync backs up the session files of coding agents (omp, pi, Claude Code and
 Codex: JSON Lines under ~/.omp/agent/sessions, ~/.pi/agent/sessions,
@@ -179,10 +171,11 @@ func newRootCmd(a *app) *cobra.Command {
 }
 
 // prepare fits every command in the tree to the app: RunE records the
-// running command (for a.config) and marks its errors as run errors; a
-// command with subcommands but no code of its own prints its help, and
-// refuses an unknown subcommand instead of ignoring it. Commands use RunE
-// alone: no other hook is wrapped.
+// running command (for a.config; an error once it is set is the command's
+// own, not a usage error cobra found); a command with subcommands but no
+// code of its own prints its help, and refuses an unknown subcommand
+// instead of ignoring it. Commands use RunE alone: no other hook is
+// wrapped.
 func prepare(a *app, c *cobra.Command) {
 	if c.HasSubCommands() && !c.Runnable() {
 		c.Args = unknownSubcommand
@@ -194,10 +187,7 @@ func prepare(a *app, c *cobra.Command) {
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			a.cmd = cmd
-			if err := run(cmd, args); err != nil {
-				return &runError{err: err}
-			}
-			return nil
+			return run(cmd, args)
 		}
 	}
 	for _, sub := range c.Commands() {
@@ -295,7 +285,8 @@ func unknownBeforeHelp(root *cobra.Command, args []string) error {
 	return &usageError{cmd: c, err: unknownSubcommand(c, fs.Args())}
 }
 
-// execute runs the command line and prints any error as one line.
+// execute runs the command line, prints any error as one line, and is the
+// exit status.
 func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
 	var cmd *cobra.Command
@@ -309,40 +300,43 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	if err == nil {
 		return exitOK
 	}
-	var ue *usageError
-	var re *runError
-	switch {
-	case errors.As(err, &ue):
-		if ue.cmd != nil {
-			cmd = ue.cmd
-		}
-	case errors.As(err, &re):
-		return a.failed(ctx, re.err)
-	}
-	// Everything cobra itself returns (unknown command or flag, bad flag
-	// value, wrong arguments, conflicting flags) is a usage error.
-	if cmd == nil {
-		cmd = root
-	}
-	fmt.Fprintf(a.stderr, "ompsync: %s; see '%s --help'\n", oneLine(err.Error()), cmd.CommandPath())
-	return exitUsage
+	msg, code := a.failure(ctx, cmp.Or(cmd, root), err)
+	fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(msg))
+	return code
 }
 
-// failed prints the error a command's own code returned, and is the exit
-// status.
-func (a *app) failed(ctx context.Context, err error) int {
-	if ctx.Err() != nil {
+// failure is what the user reads for err, which stopped cmd, and the exit
+// status. A setup error says all there is to say (what to change), so the
+// operations it broke off are left out.
+func (a *app) failure(ctx context.Context, cmd *cobra.Command, err error) (string, int) {
+	var ue *usageError
+	var ie *interruptedError
+	switch {
+	case errors.As(err, &ue):
+		cmd = cmp.Or(ue.cmd, cmd)
+	case a.cmd == nil:
+		// Everything cobra itself returns, before a command's code runs
+		// (unknown command or flag, bad flag value, wrong arguments,
+		// conflicting flags), is a usage error.
+	case ctx.Err() != nil && errors.As(err, &ie):
+		return ie.Error(), exitInterrupted
+	case ctx.Err() != nil:
 		// Stopped by a signal: what failed is the stop, whatever error
 		// it broke off with.
-		fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(interruptedMessage(err)))
-		return exitInterrupted
+		return "interrupted before the work was done: run the command again to finish (" + err.Error() + ")", exitInterrupted
+	default:
+		if msg, listed := explainAmbiguous(a.stderr, err); listed {
+			return msg, exitFailure
+		}
+		if se, ok := remote.Setup(err); ok {
+			if a.cfg != nil {
+				return a.cfg.Remote + ": " + se.Error(), exitFailure
+			}
+			return se.Error(), exitFailure
+		}
+		return err.Error(), exitFailure
 	}
-	msg, listed := explainAmbiguous(a.stderr, err)
-	if !listed {
-		msg = a.message(err)
-	}
-	fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(msg))
-	return exitFailure
+	return fmt.Sprintf("%s; see '%s --help'", oneLine(err.Error()), cmd.CommandPath()), exitUsage
 }
 
 // interruptedError is a command's account of what it did before a signal
@@ -350,26 +344,6 @@ func (a *app) failed(ctx context.Context, err error) int {
 type interruptedError struct{ msg string }
 
 func (e *interruptedError) Error() string { return "interrupted: " + e.msg }
-
-func interruptedMessage(err error) string {
-	var ie *interruptedError
-	if errors.As(err, &ie) {
-		return ie.Error()
-	}
-	return "interrupted before the work was done: run the command again to finish (" + err.Error() + ")"
-}
-
-// message is what the user reads for err. A setup error says all there is
-// to say (what to change), so the operations it broke off are left out.
-func (a *app) message(err error) string {
-	if se, ok := remote.Setup(err); ok {
-		if a.cfg != nil {
-			return a.cfg.Remote + ": " + se.Error()
-		}
-		return se.Error()
-	}
-	return err.Error()
-}
 
 // oneLine keeps a message on one line, as scripts and logs expect.
 func oneLine(s string) string {

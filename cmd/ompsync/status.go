@@ -55,12 +55,8 @@ func (a *app) runStatus(ctx context.Context, o statusOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.json {
-		if err := jsonLines(a.stdout, files); err != nil {
-			return err
-		}
-	} else {
-		printStatus(a.stdout, files, o.wide)
+	if err := printList(a.stdout, o.json, files, func() { printStatus(a.stdout, files, o.wide) }); err != nil {
+		return err
 	}
 	return lagError(files, o.maxLag)
 }

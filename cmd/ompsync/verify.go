@@ -95,12 +95,8 @@ func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
 		}
 		problems = append(problems, unknown...)
 	}
-	if o.asJSON {
-		if err := jsonLines(a.stdout, checks); err != nil {
-			return err
-		}
-	} else {
-		printChecks(a, checks)
+	if err := printList(a.stdout, o.asJSON, checks, func() { printChecks(a, checks) }); err != nil {
+		return err
 	}
 	return verifyOutcome(a, cfg, checks, problems, o.asJSON)
 }
@@ -108,23 +104,13 @@ func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
 // verifyOutcome prints the totals and the problems, alerts when anything
 // is damaged, and is the exit status.
 func verifyOutcome(a *app, cfg *config.Config, checks []restore.Check, problems []string, asJSON bool) error {
-	bad, unchecked := 0, 0
+	n := map[string]int{}
 	for _, c := range checks {
-		switch {
-		case c.Damaged():
-			bad++
-		case !c.OK():
-			unchecked++
-		}
+		n[checkStatus(c)]++
 	}
-	totals := fmt.Sprintf("%d sessions checked: %d ok", len(checks), len(checks)-bad-unchecked)
-	if bad > 0 {
-		totals += fmt.Sprintf("; %d DAMAGED (see above)", bad)
-	}
-	if unchecked > 0 {
-		totals += fmt.Sprintf("; %d not checked: the remote did not answer (see above)", unchecked)
-	}
-	fmt.Fprintln(a.notes(asJSON), totals)
+	bad, unchecked := n["DAMAGED"], n["UNCHECKED"]
+	fmt.Fprintf(a.notes(asJSON), "%d sessions checked: %d ok%s\n", len(checks), n["ok"],
+		tally(counted{bad, "DAMAGED (see above)"}, counted{unchecked, "not checked: the remote did not answer (see above)"}))
 	a.warn(problems)
 	if bad > 0 {
 		notifyDamaged(cfg, a.stderr, fmt.Sprintf("verify found %d of %d sessions damaged on the remote; run 'ompsync verify' to see which", bad, len(checks)))
@@ -146,29 +132,27 @@ func printChecks(a *app, checks []restore.Check) {
 			continue // -q: the damaged ones only
 		}
 		fmt.Fprintln(a.stdout, checkLine(c))
-		for _, p := range c.Problems {
-			fmt.Fprintf(a.stdout, "          problem: %s\n", p)
-		}
-		for _, u := range c.Unchecked {
-			fmt.Fprintf(a.stdout, "          not checked: %s\n", u)
-		}
-		for _, n := range c.Notes {
-			fmt.Fprintf(a.stdout, "          note: %s\n", n)
-		}
+		under(a.stdout, "          problem: ", c.Problems)
+		under(a.stdout, "          not checked: ", c.Unchecked)
+		under(a.stdout, "          note: ", c.Notes)
 	}
+}
+
+// checkStatus is a session's status in verify's report.
+func checkStatus(c restore.Check) string {
+	switch {
+	case c.Damaged():
+		return "DAMAGED"
+	case !c.OK():
+		return "UNCHECKED"
+	}
+	return "ok"
 }
 
 // checkLine is a session's first line in verify's report: its status, the
 // generations and bytes checked, and how the newest copies compare with
 // the local files.
 func checkLine(c restore.Check) string {
-	status := "ok"
-	switch {
-	case c.Damaged():
-		status = "DAMAGED"
-	case !c.OK():
-		status = "UNCHECKED"
-	}
 	var bytes int64
 	local := map[string]bool{}
 	for _, cc := range c.Copies {
@@ -177,7 +161,7 @@ func checkLine(c restore.Check) string {
 			local[cc.Machine+": local "+cc.Local] = true
 		}
 	}
-	line := fmt.Sprintf("%-9s %s  %s  %s, %s checked", status, c.ID, c.Path, count(len(c.Copies), "generation", "generations"), progress.Size(bytes))
+	line := fmt.Sprintf("%-9s %s  %s  %s, %s checked", checkStatus(c), c.ID, c.Path, count(len(c.Copies), "generation", "generations"), progress.Size(bytes))
 	if len(local) > 0 {
 		line += "; " + strings.Join(slices.Sorted(maps.Keys(local)), ", ")
 	}
