@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -273,11 +272,7 @@ func TestArchive(t *testing.T) {
 		orig := corpus(t, ompFile)
 		e.writeRename(ompRel, orig)
 		e.once()
-		var gz bytes.Buffer
-		zw := gzip.NewWriter(&gz)
-		zw.Write(orig)
-		zw.Close()
-		e.write("archive/"+ompRel+".gz", gz.Bytes())
+		e.write("archive/"+ompRel+".gz", gzipped(orig))
 		os.Remove(e.path(ompRel))
 		e.once()
 		if st := e.catalogEntry(ompID).State; st != repo.StateArchived {
@@ -320,11 +315,7 @@ func archivedBackLive(t *testing.T, pass func(e *env)) {
 	orig := corpus(t, ompFile)
 	e.writeRename(ompRel, orig)
 	pass(e)
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(orig)
-	zw.Close()
-	e.write("archive/"+ompRel+".gz", gz.Bytes())
+	e.write("archive/"+ompRel+".gz", gzipped(orig))
 	os.Remove(e.path(ompRel))
 	pass(e)
 	if st := e.catalogEntry(ompID).State; st != repo.StateArchived {
@@ -347,11 +338,7 @@ func TestArchiveNeverSeenLive(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c remote.Client) {
 		e := newEnv(t, c)
 		orig := corpus(t, ompFile)
-		var gz bytes.Buffer
-		zw := gzip.NewWriter(&gz)
-		zw.Write(orig)
-		zw.Close()
-		e.write("archive/"+ompRel+".gz", gz.Bytes())
+		e.write("archive/"+ompRel+".gz", gzipped(orig))
 		e.once()
 		got, meta := e.remoteStream(ompID, repo.SessionStream)
 		if !bytes.Equal(got, orig) || meta.Path != ompRel {
@@ -598,11 +585,7 @@ func TestArchiveKeepsLiveMtime(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.once()
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(orig)
-	zw.Close()
-	e.write("archive/"+ompRel+".gz", gz.Bytes())
+	e.write("archive/"+ompRel+".gz", gzipped(orig))
 	os.Remove(e.path(ompRel))
 	e.once()
 	if got := e.catalogEntry(ompID); got.State != repo.StateArchived || !got.Mtime.Equal(live) {

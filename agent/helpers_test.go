@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"log/slog"
@@ -285,4 +286,13 @@ func listOMP(ctx context.Context, r *repo.Repo) ([]restore.Listing, []string, er
 // restoredAll reports whether rep restored everything asked for.
 func restoredAll(rep *restore.Report) bool {
 	return len(rep.Problems) == 0 && !slices.ContainsFunc(rep.Results, func(r restore.Result) bool { return !r.OK() })
+}
+
+// gzipped is b as omp archives a session: gzip.
+func gzipped(b []byte) []byte {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(b)
+	zw.Close()
+	return gz.Bytes()
 }
