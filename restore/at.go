@@ -21,8 +21,8 @@ func ParseAt(s string, now time.Time) (time.Time, error) {
 	d, err := time.ParseDuration(s)
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		var days int
-		if days, err = strconv.Atoi(n); days >= 1<<16 {
-			err = errors.New("out of range") // past what a Duration holds
+		if days, err = strconv.Atoi(n); days < 0 || days >= 1<<16 {
+			err = errors.New("out of range") // past what a Duration holds either way
 		}
 		d = time.Duration(days) * 24 * time.Hour
 	}

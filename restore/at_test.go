@@ -172,7 +172,7 @@ func TestParseAt(t *testing.T) {
 			t.Errorf("%q: %v %v, want %v", tc.in, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "yesterday", "-3h", "3", "d", "-2d", "2.5d", "2026-10-07"} {
+	for _, bad := range []string{"", "yesterday", "-3h", "3", "d", "-2d", "2.5d", "2026-10-07", "65536d", "-384307168202282326d", "-9223372036854775807d"} {
 		if _, err := ParseAt(bad, now); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
