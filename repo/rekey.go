@@ -34,9 +34,10 @@ type RekeyOptions struct {
 	// Force re-encrypts even when the marker says nothing is pending.
 	Force bool
 	// Settle is how long after it changes the marker rekey waits before
-	// its last look at the objects: a writer that read the marker just
-	// before (it trusts it for MarkerTTL) may still be putting an object
-	// encrypted the old way. 0 waits not.
+	// it lists the objects: a writer that read the marker just before (it
+	// trusts it for MarkerTTL) may still be putting an object encrypted
+	// the old way, and only a listing after its last put sees that put.
+	// 0 waits not.
 	Settle time.Duration
 }
 
@@ -94,6 +95,18 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 		prog.Nothing = nothing
 		return prog, err
 	}
+	// Wait before listing, not before a last look: a stale writer may put
+	// an object the listing has passed, encrypted to as many recipients
+	// as now, and the header of an X25519 stanza does not say whose.
+	if d := time.Until(settled); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return prog, ctx.Err()
+		case <-t.C:
+		}
+	}
 	run := &rekeyRun{r: r, opts: opts, prog: RekeyProgress{After: opts.After}}
 	var batch []string
 	for obj, err := range r.client.List(ctx, root, remote.ListOptions{StartAfter: opts.After}) {
@@ -110,17 +123,8 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	if err := run.flush(ctx, batch); err != nil {
 		return run.prog, err
 	}
-	// The last look: objects put the old way while the pass ran, by
-	// writers that had not yet read the new marker.
-	if d := time.Until(settled); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return run.prog, ctx.Err()
-		case <-t.C:
-		}
-	}
+	// The last look: objects a machine without the new keys put (in
+	// plaintext, or to another number of recipients) while the pass ran.
 	if err := r.rekeySweep(ctx, run, keys); err != nil {
 		return run.prog, err
 	}

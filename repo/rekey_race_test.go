@@ -20,9 +20,10 @@ import (
 type racing struct {
 	remote.Client
 	key string
-	// beforePut and afterGet run at each of rekey's puts and reads of key.
-	beforePut, afterGet func()
-	noETag              bool // a remote without conditional replacement
+	// beforePut, afterPut and afterGet run at each of rekey's puts and
+	// reads of key.
+	beforePut, afterPut, afterGet func()
+	noETag                        bool // a remote without conditional replacement
 }
 
 func (r *racing) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
@@ -32,7 +33,11 @@ func (r *racing) Put(ctx context.Context, key string, data []byte, opts remote.P
 	if r.noETag && opts.IfMatch != "" {
 		return errors.New("this remote has no conditional replacement")
 	}
-	return r.Client.Put(ctx, key, data, opts)
+	err := r.Client.Put(ctx, key, data, opts)
+	if err == nil && key == r.key && r.afterPut != nil {
+		r.afterPut()
+	}
+	return err
 }
 
 func (r *racing) PutReader(ctx context.Context, key string, src io.ReaderAt, size int64, opts remote.PutOptions) error {
@@ -148,6 +153,62 @@ func TestRekeyNeverRollsBack(t *testing.T) {
 					t.Fatalf("the changing catalog: %d sessions, %v; want the writer's last, %d", len(got.Sessions), err, n)
 				}
 			})
+		}
+	})
+}
+
+// A writer that read the marker before a rotation from {K1, K2} to
+// {K1, K3} keeps putting to {K1, K2} until it reads the marker again (up to
+// MarkerTTL, which the settle wait covers). Its objects have as many
+// recipient stanzas as the new ones, and no stanza says whose it is, so
+// rekey must list the objects only after that writer's last put: after it,
+// a machine holding only K2 reads nothing, though rekey held only K1.
+func TestRekeyOutlastsAStaleWriterOfAsManyRecipients(t *testing.T) {
+	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
+		ctx := context.Background()
+		c := b.Client
+		k1, k2, k3 := newKey(t), newKey(t), newKey(t)
+		stale := repo.New(c, codec(t, crypt.Options{Recipients: []string{k1.recipient, k2.recipient}, IdentityFile: k1.file}))
+		writeSession(t, stale, 3)
+		n := 1
+		if _, err := stale.PutCatalog(ctx, agentCatalog(n)); err != nil {
+			t.Fatal(err)
+		}
+
+		// From the marker's change, the stale writer puts its catalog
+		// again and again, for half the settle wait.
+		const settle = time.Second
+		done := make(chan struct{})
+		rc := &racing{Client: c, key: repo.MarkerKey}
+		rc.afterPut = func() {
+			rc.afterPut = nil
+			go func() {
+				defer close(done)
+				for start := time.Now(); time.Since(start) < settle/2; {
+					if _, err := stale.PutCatalog(ctx, agentCatalog(n+1)); err != nil {
+						t.Errorf("the stale writer: %v", err)
+						return
+					}
+					n++
+				}
+			}()
+		}
+		rot := repo.New(rc, codec(t, crypt.Options{Recipients: []string{k1.recipient, k3.recipient}, IdentityFile: k1.file}))
+		if _, err := rot.Rekey(ctx, repo.RekeyOptions{Settle: settle}); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if n == 1 {
+			t.Fatal("the stale writer put nothing after the marker changed")
+		}
+
+		only := repo.New(c, codec(t, crypt.Options{IdentityFile: k2.file}))
+		if _, err := only.GetCatalog(ctx, "laptop"); !errors.Is(err, repo.ErrNoKey) {
+			t.Errorf("a machine holding only the revoked K2 read the stale writer's catalog after the rekey: %v", err)
+		}
+		got, err := repo.New(c, codec(t, crypt.Options{IdentityFile: k3.file})).GetCatalog(ctx, "laptop")
+		if err != nil || len(got.Sessions) != n {
+			t.Errorf("the catalog for K3: %d sessions, %v; want the stale writer's last, %d", len(got.Sessions), err, n)
 		}
 	})
 }

@@ -125,7 +125,7 @@ func newRekeyCmd(a *app) *cobra.Command {
 	// How long after changing the marker rekey looks at the objects a last
 	// time: writers trust the marker they read for repo.MarkerTTL. Tests
 	// lower it.
-	cmd.Flags().DurationVar(&settle, "settle", repo.MarkerTTL+5*time.Second, "wait this long after changing keys before the last look at the objects")
+	cmd.Flags().DurationVar(&settle, "settle", repo.MarkerTTL+5*time.Second, "wait this long after changing keys before listing the objects (writers trust the keys they read for 15 s)")
 	_ = cmd.Flags().MarkHidden("settle")
 	return cmd
 }
