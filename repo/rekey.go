@@ -90,22 +90,22 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	if err := opensWhatItSeals(enc); err != nil {
 		return prog, err
 	}
-	settled, nothing, err := r.rekeyStart(ctx, opts, keys)
+	nothing, err := r.rekeyStart(ctx, opts, keys)
 	if err != nil || nothing {
 		prog.Nothing = nothing
 		return prog, err
 	}
 	// Wait before listing, not before a last look: a stale writer may put
 	// an object the listing has passed, encrypted to as many recipients
-	// as now, and the header of an X25519 stanza does not say whose.
-	if d := time.Until(settled); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return prog, ctx.Err()
-		case <-t.C:
-		}
+	// as now, and the header of an X25519 stanza does not say whose. A
+	// run that did not change the marker waits too: the one that did may
+	// have been stopped seconds ago.
+	t := time.NewTimer(opts.Settle)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return prog, ctx.Err()
+	case <-t.C:
 	}
 	run := &rekeyRun{r: r, opts: opts, prog: RekeyProgress{After: opts.After}}
 	var batch []string
@@ -150,18 +150,17 @@ func opensWhatItSeals(enc Encrypter) error {
 	return nil
 }
 
-// rekeyStart writes the marker for a rekey to keys, when it changes, and
-// says when writers will all have read it (settled), or that there is
-// nothing to do: a fresh run (no opts.After) that finds every object
-// encrypted to keys and the marker saying so.
-func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (settled time.Time, nothing bool, err error) {
+// rekeyStart writes the marker for a rekey to keys, when it changes, or
+// says there is nothing to do: a fresh run (no opts.After) that finds every
+// object encrypted to keys and the marker saying so.
+func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (nothing bool, err error) {
 	m, err := r.ReadMarker(ctx)
 	if err != nil {
-		return settled, false, err
+		return false, err
 	}
 	nm, changed, err := r.rekeyMarker(ctx, m, keys)
 	if err != nil {
-		return settled, false, err
+		return false, err
 	}
 	if opts.After == "" {
 		// The marker's pending list is what writers said; the objects
@@ -169,7 +168,7 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 		// plaintext since): look at each one's first bytes.
 		stale, plain, err := r.scanObjects(ctx, len(keys.Recipients))
 		if err != nil {
-			return settled, false, err
+			return false, err
 		}
 		if plain > 0 && !slices.Contains(nm.Encryption.Pending, PendingPlaintext) {
 			cp := *nm
@@ -179,11 +178,11 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 			nm, changed = &cp, true
 		}
 		if !changed && len(nm.Encryption.Pending) == 0 && !opts.Force && len(stale) == 0 {
-			return settled, true, nil
+			return true, nil
 		}
 	}
 	if !changed {
-		return settled, false, nil
+		return false, nil
 	}
 	// Before the marker changes, make sure the old objects open: a rekey
 	// without the old keys must not leave the marker claiming recipients
@@ -192,16 +191,16 @@ func (r *Repo) rekeyStart(ctx context.Context, opts RekeyOptions, keys Keys) (se
 	newRecipients := m.encryption() == nil || !sameSet(m.Encryption.Recipients, nm.Encryption.Recipients)
 	if newRecipients {
 		if err := r.openFirst(ctx, opts.After, opts.MaxBlobSize); err != nil {
-			return settled, false, err
+			return false, err
 		}
 	}
 	if err := r.WriteMarker(ctx, nm); err != nil {
-		return settled, false, err
+		return false, err
 	}
 	if newRecipients {
 		r.logRecipients(m.encryption(), nm.Encryption, "rekey")
 	}
-	return time.Now().Add(opts.Settle), false, nil
+	return false, nil
 }
 
 // rekeySweep re-encrypts what a last look finds not yet encrypted to keys,

@@ -162,53 +162,70 @@ func TestRekeyNeverRollsBack(t *testing.T) {
 // MarkerTTL, which the settle wait covers). Its objects have as many
 // recipient stanzas as the new ones, and no stanza says whose it is, so
 // rekey must list the objects only after that writer's last put: after it,
-// a machine holding only K2 reads nothing, though rekey held only K1.
+// a machine holding only K2 reads nothing, though rekey held only K1. A
+// rekey stopped in its wait and run again at once waits again.
 func TestRekeyOutlastsAStaleWriterOfAsManyRecipients(t *testing.T) {
-	remotetest.Each(t, func(t *testing.T, b remotetest.Backend) {
-		ctx := context.Background()
-		c := b.Client
-		k1, k2, k3 := newKey(t), newKey(t), newKey(t)
-		stale := repo.New(c, codec(t, crypt.Options{Recipients: []string{k1.recipient, k2.recipient}, IdentityFile: k1.file}))
-		writeSession(t, stale, 3)
-		n := 1
-		if _, err := stale.PutCatalog(ctx, agentCatalog(n)); err != nil {
-			t.Fatal(err)
-		}
+	for _, stopped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one run", true: "stopped and run again"}[stopped], func(t *testing.T) {
+			remotetest.Each(t, func(t *testing.T, b remotetest.Backend) { rekeyBesideStaleWriter(t, b.Client, stopped) })
+		})
+	}
+}
 
-		// From the marker's change, the stale writer puts its catalog
-		// again and again, for half the settle wait.
-		const settle = time.Second
-		done := make(chan struct{})
-		rc := &racing{Client: c, key: repo.MarkerKey}
-		rc.afterPut = func() {
-			rc.afterPut = nil
-			go func() {
-				defer close(done)
-				for start := time.Now(); time.Since(start) < settle/2; {
-					if _, err := stale.PutCatalog(ctx, agentCatalog(n+1)); err != nil {
-						t.Errorf("the stale writer: %v", err)
-						return
-					}
-					n++
+func rekeyBesideStaleWriter(t *testing.T, c remote.Client, stopped bool) {
+	ctx := context.Background()
+	k1, k2, k3 := newKey(t), newKey(t), newKey(t)
+	stale := repo.New(c, codec(t, crypt.Options{Recipients: []string{k1.recipient, k2.recipient}, IdentityFile: k1.file}))
+	writeSession(t, stale, 3)
+	n := 1
+	if _, err := stale.PutCatalog(ctx, agentCatalog(n)); err != nil {
+		t.Fatal(err)
+	}
+
+	// From the marker's change, the stale writer puts its catalog again
+	// and again, for half the settle wait.
+	const settle = time.Second
+	done := make(chan struct{})
+	rctx, stop := context.WithCancel(ctx)
+	rc := &racing{Client: c, key: repo.MarkerKey}
+	rc.afterPut = func() {
+		rc.afterPut = nil
+		go func() {
+			defer close(done)
+			for start := time.Now(); time.Since(start) < settle/2; {
+				if _, err := stale.PutCatalog(ctx, agentCatalog(n+1)); err != nil {
+					t.Errorf("the stale writer: %v", err)
+					return
 				}
-			}()
+				n++
+			}
+		}()
+		if stopped {
+			stop()
 		}
-		rot := repo.New(rc, codec(t, crypt.Options{Recipients: []string{k1.recipient, k3.recipient}, IdentityFile: k1.file}))
-		if _, err := rot.Rekey(ctx, repo.RekeyOptions{Settle: settle}); err != nil {
-			t.Fatal(err)
+	}
+	rot := repo.New(rc, codec(t, crypt.Options{Recipients: []string{k1.recipient, k3.recipient}, IdentityFile: k1.file}))
+	_, err := rot.Rekey(rctx, repo.RekeyOptions{Settle: settle})
+	if stopped {
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("rekey stopped in its wait: %v", err)
 		}
-		<-done
-		if n == 1 {
-			t.Fatal("the stale writer put nothing after the marker changed")
-		}
+		_, err = rot.Rekey(ctx, repo.RekeyOptions{Settle: settle})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if n == 1 {
+		t.Fatal("the stale writer put nothing after the marker changed")
+	}
 
-		only := repo.New(c, codec(t, crypt.Options{IdentityFile: k2.file}))
-		if _, err := only.GetCatalog(ctx, "laptop"); !errors.Is(err, repo.ErrNoKey) {
-			t.Errorf("a machine holding only the revoked K2 read the stale writer's catalog after the rekey: %v", err)
-		}
-		got, err := repo.New(c, codec(t, crypt.Options{IdentityFile: k3.file})).GetCatalog(ctx, "laptop")
-		if err != nil || len(got.Sessions) != n {
-			t.Errorf("the catalog for K3: %d sessions, %v; want the stale writer's last, %d", len(got.Sessions), err, n)
-		}
-	})
+	only := repo.New(c, codec(t, crypt.Options{IdentityFile: k2.file}))
+	if _, err := only.GetCatalog(ctx, "laptop"); !errors.Is(err, repo.ErrNoKey) {
+		t.Errorf("a machine holding only the revoked K2 read the stale writer's catalog after the rekey: %v", err)
+	}
+	got, err := repo.New(c, codec(t, crypt.Options{IdentityFile: k3.file})).GetCatalog(ctx, "laptop")
+	if err != nil || len(got.Sessions) != n {
+		t.Errorf("the catalog for K3: %d sessions, %v; want the stale writer's last, %d", len(got.Sessions), err, n)
+	}
 }
