@@ -160,16 +160,12 @@ func (a *app) runConfigInit(path string, force bool) error {
 // checkStarter loads the starter as written before the user is told it is
 // ready, without the OMPSYNC_ variables, which are not in it.
 func checkStarter(opts config.LoadOptions, target string) error {
-	lookup := opts.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
 	check := config.LoadOptions{ConfigFile: target, Hostname: opts.Hostname,
 		LookupEnv: func(k string) (string, bool) {
 			if strings.HasPrefix(k, "OMPSYNC_") {
 				return "", false
 			}
-			return lookup(k)
+			return opts.LookupEnv(k) // the app's environment: always set
 		}}
 	if _, err := config.Load(check); err != nil {
 		var ke *config.KeyError

@@ -83,10 +83,10 @@ type liveBar struct {
 	unit, verb string
 	opened     *atomic.Int64
 
+	start   sync.Once // the bar, at the first update; after done, never
+	opened0 int64     // set in start, before the bar reads it
 	mu      sync.Mutex
 	st      progress.State
-	opened0 int64
-	started bool // once started or done, never started again
 	bar     *progress.Bar
 }
 
@@ -111,18 +111,17 @@ func (b *liveBar) passProgress(p agent.PassProgress) {
 
 func (b *liveBar) update(st progress.State) {
 	b.mu.Lock()
-	start := !b.started
-	b.st, b.started = st, true
-	if start && b.opened != nil {
-		b.opened0 = b.opened.Load()
-	}
+	b.st = st
 	b.mu.Unlock()
-	if start {
+	b.start.Do(func() {
+		if b.opened != nil {
+			b.opened0 = b.opened.Load()
+		}
 		bar := b.out.Start(b.unit, b.verb, b.state)
 		b.mu.Lock()
 		b.bar = bar
 		b.mu.Unlock()
-	}
+	})
 }
 
 func (b *liveBar) state() progress.State {
@@ -140,9 +139,10 @@ func (b *liveBar) state() progress.State {
 
 // done removes the bar.
 func (b *liveBar) done() {
+	b.start.Do(func() {})
 	b.mu.Lock()
 	bar := b.bar
-	b.bar, b.started = nil, true
+	b.bar = nil
 	b.mu.Unlock()
 	bar.Done()
 }
