@@ -186,15 +186,10 @@ type Source struct {
 }
 
 func (s Source) String() string {
-	switch s.Kind {
-	case FromFlag:
-		return "flag " + s.Name
-	case FromEnv:
-		return "env " + s.Name
-	case FromFile:
-		return "file " + s.Where()
-	}
-	if s.Name != "" {
+	switch {
+	case s.Kind != FromDefault:
+		return s.KindName() + " " + s.Where() // "flag --remote", "file /path:3"
+	case s.Name != "":
 		return "default, from " + s.Name
 	}
 	return "default"
