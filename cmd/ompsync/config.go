@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,10 +66,7 @@ func showText(a *app, cfg *config.Config) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
 	for _, s := range cfg.Settings() {
-		v := config.FormatValue(s.Value)
-		if v == "" {
-			v = `""`
-		}
+		v := cmp.Or(config.FormatValue(s.Value), `""`)
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Key, v, s.Source)
 	}
 	return tw.Flush()
@@ -129,9 +127,7 @@ its folder 0700). An existing file is kept unless --force is given.`,
 // and checks that it loads.
 func (a *app) runConfigInit(path string, force bool) error {
 	opts := a.loadOptions()
-	if path != "" {
-		opts.ConfigFile = path
-	}
+	opts.ConfigFile = cmp.Or(path, opts.ConfigFile)
 	target, _, err := config.FilePath(opts)
 	if err != nil {
 		return err
