@@ -83,11 +83,12 @@ type liveBar struct {
 	unit, verb string
 	opened     *atomic.Int64
 
-	start   sync.Once // the bar, at the first update; after done, never
-	opened0 int64     // set in start, before the bar reads it
-	mu      sync.Mutex
-	st      progress.State
-	bar     *progress.Bar
+	start   sync.Once     // the bar, at the first update; after done, never
+	opened0 int64         // set in start, before the bar reads it
+	bar     *progress.Bar // set in start; taken by done under mu
+
+	mu sync.Mutex
+	st progress.State
 }
 
 func (a *app) sessionBar(machineReadable bool, verb string) *liveBar {
@@ -117,10 +118,7 @@ func (b *liveBar) update(st progress.State) {
 		if b.opened != nil {
 			b.opened0 = b.opened.Load()
 		}
-		bar := b.out.Start(b.unit, b.verb, b.state)
-		b.mu.Lock()
-		b.bar = bar
-		b.mu.Unlock()
+		b.bar = b.out.Start(b.unit, b.verb, b.state) // done's start.Do waits for it
 	})
 }
 
