@@ -186,15 +186,10 @@ type Source struct {
 }
 
 func (s Source) String() string {
-	switch s.Kind {
-	case FromFlag:
-		return "flag " + s.Name
-	case FromEnv:
-		return "env " + s.Name
-	case FromFile:
-		return "file " + s.Where()
-	}
-	if s.Name != "" {
+	switch {
+	case s.Kind != FromDefault:
+		return s.KindName() + " " + s.Where() // "flag --remote", "file /path:3"
+	case s.Name != "":
 		return "default, from " + s.Name
 	}
 	return "default"
@@ -356,19 +351,10 @@ func permWarning(path string) string {
 func parseValue(k key, raw any, e *environ) (any, error) {
 	var out any
 	var err error
-	switch k.field(&Config{}).(type) {
-	case *string:
-		out, err = asText(k, raw, e)
-	case *bool:
-		out, err = asBool(raw)
-	case *time.Duration:
-		out, err = asDuration(raw, k.optional)
-	case *int:
-		out, err = asInt(raw)
-	case *[]string:
+	if _, list := k.field(&Config{}).(*[]string); list {
 		out, err = asPaths(k, asList(raw), e)
-	default:
-		panic("config: key " + k.name + " has a field of an unsupported type")
+	} else {
+		out, err = asScalar(k, raw, e)
 	}
 	if err != nil || k.check == nil {
 		return out, err
@@ -376,17 +362,33 @@ func parseValue(k key, raw any, e *environ) (any, error) {
 	return k.check(out)
 }
 
-// asText is a string key's value: a path key's expanded (an optional one
-// may be empty), an enum key's one of its values.
-func asText(k key, raw any, e *environ) (string, error) {
+// asScalar is a one-value key's value, of its field's type.
+func asScalar(k key, raw any, e *environ) (any, error) {
 	s, err := asString(raw)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	switch k.field(&Config{}).(type) {
+	case *string:
+		return asText(k, s, e)
+	case *bool:
+		return asBool(s)
+	case *time.Duration:
+		return asDuration(s, k.optional)
+	case *int:
+		return asInt(s)
+	}
+	panic("config: key " + k.name + " has a field of an unsupported type")
+}
+
+// asText is a string key's value: a path key's expanded (an optional one
+// may be empty), an enum key's one of its values.
+func asText(k key, s string, e *environ) (string, error) {
 	if k.path && !(k.optional && strings.TrimSpace(s) == "") {
 		if strings.TrimSpace(s) == "" {
 			return "", errors.New("the value is empty; give a folder (a leading ~ means your home)")
 		}
+		var err error
 		if s, err = e.expand(s); err != nil {
 			return "", err
 		}
@@ -434,11 +436,7 @@ func oneOf(s string, allowed []string) (string, error) {
 	return "", fmt.Errorf("%q is not one of %s", s, strings.Join(allowed, ", "))
 }
 
-func asBool(raw any) (bool, error) {
-	s, err := asString(raw)
-	if err != nil {
-		return false, err
-	}
+func asBool(s string) (bool, error) {
 	b, err := strconv.ParseBool(strings.TrimSpace(s))
 	if err != nil {
 		return false, fmt.Errorf("%q is not a boolean; write true or false", s)
@@ -447,11 +445,7 @@ func asBool(raw any) (bool, error) {
 }
 
 // asDuration parses a positive duration; with zeroOK, 0 (off) too.
-func asDuration(raw any, zeroOK bool) (time.Duration, error) {
-	s, err := asString(raw)
-	if err != nil {
-		return 0, err
-	}
+func asDuration(s string, zeroOK bool) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	d, err := time.ParseDuration(s)
 	if err != nil {
@@ -467,11 +461,7 @@ func asDuration(raw any, zeroOK bool) (time.Duration, error) {
 }
 
 // asInt parses a whole number above zero.
-func asInt(raw any) (int, error) {
-	s, err := asString(raw)
-	if err != nil {
-		return 0, err
-	}
+func asInt(s string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(s))
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("%q is not a whole number above zero; write it like 64", s)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -21,10 +22,7 @@ func Doc(flag func(key string) string) string {
 	b.WriteString("| Key | Environment variable | Flag | Default | Meaning |\n")
 	b.WriteString("|---|---|---|---|---|\n")
 	for _, k := range keys {
-		fl := flag(k.name)
-		if fl == "" {
-			fl = "-"
-		}
+		fl := cmp.Or(flag(k.name), "-")
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n",
 			k.name, EnvVar(k.name), fl, docDefault(k), docCell(k.help))
 	}

@@ -200,16 +200,8 @@ func checkEnvNames(names []string, e *environ) error {
 // setting: the config file's path, and those of ompsync's own tests,
 // benchmarks and CI.
 func toolVariable(name string) bool {
-	switch name {
-	case "OMPSYNC_CONFIG", "OMPSYNC_OMP_CACHE", "OMPSYNC_CLIENT_CACHE", "OMPSYNC_CORPUS":
-		return true
-	}
-	for _, p := range []string{"OMPSYNC_TEST_", "OMPSYNC_BENCH_", "OMPSYNC_REMOTETEST_"} {
-		if strings.HasPrefix(name, p) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains([]string{"OMPSYNC_CONFIG", "OMPSYNC_OMP_CACHE", "OMPSYNC_CLIENT_CACHE", "OMPSYNC_CORPUS"}, name) ||
+		slices.ContainsFunc([]string{"OMPSYNC_TEST_", "OMPSYNC_BENCH_", "OMPSYNC_REMOTETEST_"}, func(p string) bool { return strings.HasPrefix(name, p) })
 }
 
 func (o LoadOptions) environ() *environ {

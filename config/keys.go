@@ -182,7 +182,7 @@ var otherKeys = []key{
 	{
 		name:  "s3.endpoint",
 		help:  "URL of an S3-compatible server, e.g. https://minio.example.com:9000; empty means AWS",
-		check: checkEndpoint,
+		check: unlessEmpty(checkEndpoint),
 	},
 	{
 		name: "s3.region",
@@ -327,12 +327,12 @@ var otherKeys = []key{
 	{
 		name:  "metrics.addr",
 		help:  "host:port to serve Prometheus metrics on, e.g. 127.0.0.1:9464; empty means off",
-		check: checkAddr,
+		check: unlessEmpty(checkAddr),
 	},
 	{
 		name:   "notify.url",
 		help:   "a health-check URL (healthchecks.io, Uptime Kuma push, Cronitor): pinged after good passes, <url>/fail when the backup has been failing or behind longer than notify.grace; empty means off",
-		check:  checkNotifyURL,
+		check:  unlessEmpty(checkNotifyURL),
 		redact: redactPartial, // the URL is the check's credential
 	},
 	{
@@ -412,11 +412,18 @@ func checkGlobs(v any) (any, error) {
 	return v, nil
 }
 
-func checkEndpoint(v any) (any, error) {
-	s := v.(string)
-	if s == "" {
-		return s, nil
+// unlessEmpty is check for a text key whose empty value means off, which
+// needs no check.
+func unlessEmpty(check func(s string) (any, error)) func(any) (any, error) {
+	return func(v any) (any, error) {
+		if v.(string) == "" {
+			return v, nil
+		}
+		return check(v.(string))
 	}
+}
+
+func checkEndpoint(s string) (any, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%q is not an endpoint URL; write it like https://s3.example.com or http://127.0.0.1:9000", s)
@@ -436,11 +443,7 @@ func checkRecipients(v any) (any, error) {
 	return v, nil
 }
 
-func checkNotifyURL(v any) (any, error) {
-	s := v.(string)
-	if s == "" {
-		return s, nil
-	}
+func checkNotifyURL(s string) (any, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%q is not an http(s) URL; write it like https://hc-ping.com/<uuid>", s)
@@ -448,11 +451,7 @@ func checkNotifyURL(v any) (any, error) {
 	return strings.TrimSuffix(s, "/"), nil
 }
 
-func checkAddr(v any) (any, error) {
-	s := v.(string)
-	if s == "" {
-		return s, nil
-	}
+func checkAddr(s string) (any, error) {
 	if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
 		return nil, fmt.Errorf("%q is not host:port; write it like 127.0.0.1:9464 or :9464", s)
 	}

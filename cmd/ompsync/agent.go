@@ -186,7 +186,9 @@ type agentRun struct {
 func newAgentRun(a *app, cfg *config.Config, idf identityFlags, level slog.Leveler) (*agentRun, error) {
 	out := a.output(false)
 	ws, err := cfg.BackedUp()
-	return &agentRun{a: a, cfg: cfg, idf: idf, out: out, log: cfg.LeveledLogger(out, level), ws: ws}, err
+	log := cfg.LeveledLogger(out, level)
+	a.meters().log = log // a retry of the remote's is one debug line
+	return &agentRun{a: a, cfg: cfg, idf: idf, out: out, log: log, ws: ws}, err
 }
 
 // several names watched agent w, in its lines, log, alerts and metrics,
@@ -240,9 +242,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err := missingFolder(run.ws); err != nil {
 		return err
 	}
-	m := a.meters()
-	m.log = run.log
-	if run.r, err = openRepo(ctx, cfg, m); err != nil {
+	if run.r, err = openRepo(ctx, cfg, a.meters()); err != nil {
 		return err
 	}
 	logSameDisk(run.log, cfg, run.ws)
@@ -388,10 +388,8 @@ func runAgentLoop(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	// A stop signal during start-up is Run's to handle (it finishes
 	// start-up and flushes), so opening, which makes at most a request or
 	// two of its own, is not cut short by it.
-	m := a.meters()
-	m.log = run.log
-	run.reg = metricsRegistry(cfg, m) // counts the retries of opening too
-	if run.r, err = openRepo(context.WithoutCancel(ctx), cfg, m); err != nil {
+	run.reg = metricsRegistry(cfg, a.meters()) // counts the retries of opening too
+	if run.r, err = openRepo(context.WithoutCancel(ctx), cfg, a.meters()); err != nil {
 		return err
 	}
 	bar := &liveBar{out: run.out, unit: "files"}
@@ -491,9 +489,6 @@ func (a *app) reloadOnSIGHUP(ctx context.Context, agents []*agent.Agent, log *sl
 // name taken, say) stops the others: the process says what went wrong and
 // exits, as with one.
 func runAll(ctx context.Context, agents []*agent.Agent, ws []config.AgentFolder) error {
-	if len(agents) == 1 {
-		return agents[0].Run(ctx)
-	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := make([]error, len(agents))
@@ -501,7 +496,7 @@ func runAll(ctx context.Context, agents []*agent.Agent, ws []config.AgentFolder)
 	for i, ag := range agents {
 		wg.Go(func() {
 			if errs[i] = ag.Run(runCtx); errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", ws[i].Store.Name(), errs[i])
+				errs[i] = fmt.Errorf("%s%w", agentPrefix(ws[i].Store.Name(), len(ws)), errs[i])
 				cancel(errs[i])
 			}
 		})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,10 +66,7 @@ func showText(a *app, cfg *config.Config) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tVALUE\tSOURCE")
 	for _, s := range cfg.Settings() {
-		v := config.FormatValue(s.Value)
-		if v == "" {
-			v = `""`
-		}
+		v := cmp.Or(config.FormatValue(s.Value), `""`)
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Key, v, s.Source)
 	}
 	return tw.Flush()
@@ -129,9 +127,7 @@ its folder 0700). An existing file is kept unless --force is given.`,
 // and checks that it loads.
 func (a *app) runConfigInit(path string, force bool) error {
 	opts := a.loadOptions()
-	if path != "" {
-		opts.ConfigFile = path
-	}
+	opts.ConfigFile = cmp.Or(path, opts.ConfigFile)
 	target, _, err := config.FilePath(opts)
 	if err != nil {
 		return err
@@ -160,16 +156,12 @@ func (a *app) runConfigInit(path string, force bool) error {
 // checkStarter loads the starter as written before the user is told it is
 // ready, without the OMPSYNC_ variables, which are not in it.
 func checkStarter(opts config.LoadOptions, target string) error {
-	lookup := opts.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
 	check := config.LoadOptions{ConfigFile: target, Hostname: opts.Hostname,
 		LookupEnv: func(k string) (string, bool) {
 			if strings.HasPrefix(k, "OMPSYNC_") {
 				return "", false
 			}
-			return lookup(k)
+			return opts.LookupEnv(k) // the app's environment: always set
 		}}
 	if _, err := config.Load(check); err != nil {
 		var ke *config.KeyError

@@ -83,11 +83,12 @@ type liveBar struct {
 	unit, verb string
 	opened     *atomic.Int64
 
-	mu      sync.Mutex
-	st      progress.State
-	opened0 int64
-	started bool // once started or done, never started again
-	bar     *progress.Bar
+	start   sync.Once     // the bar, at the first update; after done, never
+	opened0 int64         // set in start, before the bar reads it
+	bar     *progress.Bar // set in start; taken by done under mu
+
+	mu sync.Mutex
+	st progress.State
 }
 
 func (a *app) sessionBar(machineReadable bool, verb string) *liveBar {
@@ -111,18 +112,14 @@ func (b *liveBar) passProgress(p agent.PassProgress) {
 
 func (b *liveBar) update(st progress.State) {
 	b.mu.Lock()
-	start := !b.started
-	b.st, b.started = st, true
-	if start && b.opened != nil {
-		b.opened0 = b.opened.Load()
-	}
+	b.st = st
 	b.mu.Unlock()
-	if start {
-		bar := b.out.Start(b.unit, b.verb, b.state)
-		b.mu.Lock()
-		b.bar = bar
-		b.mu.Unlock()
-	}
+	b.start.Do(func() {
+		if b.opened != nil {
+			b.opened0 = b.opened.Load()
+		}
+		b.bar = b.out.Start(b.unit, b.verb, b.state) // done's start.Do waits for it
+	})
 }
 
 func (b *liveBar) state() progress.State {
@@ -140,9 +137,10 @@ func (b *liveBar) state() progress.State {
 
 // done removes the bar.
 func (b *liveBar) done() {
+	b.start.Do(func() {})
 	b.mu.Lock()
 	bar := b.bar
-	b.bar, b.started = nil, true
+	b.bar = nil
 	b.mu.Unlock()
 	bar.Done()
 }

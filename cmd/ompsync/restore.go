@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -338,11 +339,7 @@ func resumeHint(rep *restore.Report, opts restore.Options) string {
 	default:
 		return ""
 	}
-	agent := res.Agent
-	if agent == "" {
-		agent = repo.DefaultAgent
-	}
-	st, err := store.ByName(agent)
+	st, err := store.ByName(cmp.Or(res.Agent, repo.DefaultAgent))
 	if err != nil {
 		return ""
 	}

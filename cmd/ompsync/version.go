@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -21,9 +22,7 @@ type buildInfo struct {
 func readBuildInfo() buildInfo {
 	b := buildInfo{Version: "(devel)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			b.Version = bi.Main.Version
-		}
+		b.Version = cmp.Or(bi.Main.Version, b.Version)
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
@@ -35,9 +34,7 @@ func readBuildInfo() buildInfo {
 			}
 		}
 	}
-	if version != "" {
-		b.Version = version
-	}
+	b.Version = cmp.Or(version, b.Version) // -X main.version
 	if commit != "" {
 		b.Commit, b.Modified = commit, false
 	}
