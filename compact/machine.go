@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -108,7 +109,7 @@ func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Pol
 		return []StreamReport{{Stream: repo.Stream{SessionID: id, Machine: machine, Name: repo.SessionStream}, Err: err}}
 	}
 	var out []StreamReport
-	now := p.Now()
+	now := time.Now()
 	for _, st := range streams {
 		newest := st.Newest()
 		for _, g := range st.Generations {
