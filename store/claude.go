@@ -181,7 +181,7 @@ func claudeText(line []byte, n int) (transcript.Entry, bool) {
 	if json.Unmarshal(line, &l) != nil {
 		return transcript.Entry{}, false
 	}
-	e := transcript.Entry{Line: n, ID: l.UUID, Time: rfc3339(l.Timestamp)}
+	e := transcript.Entry{Line: n, ID: l.UUID, Time: session.ParseTime(l.Timestamp)}
 	switch {
 	case l.Type == "summary" && l.Summary != "":
 		e.Role = "summary"
