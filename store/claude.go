@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/ompsync/ompsync/safename"
@@ -194,13 +195,7 @@ func claudeText(line []byte, n int) (transcript.Entry, bool) {
 				e.Parts[i].Kind = transcript.Summary
 			}
 		}
-		results := 0
-		for _, p := range e.Parts {
-			if p.Kind == transcript.ToolResult {
-				results++
-			}
-		}
-		if results > 0 && results == len(e.Parts) {
+		if len(e.Parts) > 0 && !slices.ContainsFunc(e.Parts, func(p transcript.Part) bool { return p.Kind != transcript.ToolResult }) {
 			e.Role = "toolResult"
 		}
 	}
