@@ -32,11 +32,6 @@ type Policy struct {
 	// MaxChunkBytes bounds a merged chunk (plaintext); larger stretches stay
 	// in several chunks. It bounds the memory a merge needs. Default 32 MiB.
 	MaxChunkBytes int64
-	// BusyRatio and IdleRatio are the level ratios (see mergeRange).
-	// Defaults 1/MaxChunks and 1.
-	BusyRatio, IdleRatio float64
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
 }
 
 // Defaults of Policy.
@@ -44,7 +39,6 @@ const (
 	DefaultIdle          = 10 * time.Minute
 	DefaultMaxChunks     = 64
 	DefaultMaxChunkBytes = 32 << 20
-	DefaultIdleRatio     = 1.0
 )
 
 func (p Policy) withDefaults() Policy {
@@ -56,15 +50,6 @@ func (p Policy) withDefaults() Policy {
 	}
 	if p.MaxChunkBytes <= 0 {
 		p.MaxChunkBytes = DefaultMaxChunkBytes
-	}
-	if p.BusyRatio <= 0 {
-		p.BusyRatio = 1 / float64(p.MaxChunks)
-	}
-	if p.IdleRatio <= 0 {
-		p.IdleRatio = DefaultIdleRatio
-	}
-	if p.Now == nil {
-		p.Now = time.Now
 	}
 	return p
 }

@@ -275,7 +275,7 @@ func randomSequence(t *testing.T, r *repo.Repo, seed uint64, steps int) {
 }
 
 // checkLevels fails unless no chunk lies inside another and, after the
-// last full chunk, each chunk holds at least IdleRatio times the bytes after
+// last full chunk, each chunk holds at least idleRatio times the bytes after
 // it, or could not be merged with the next within MaxChunkBytes.
 func checkLevels(t *testing.T, chunks []repo.ChunkRef, p Policy, when string) {
 	t.Helper()
@@ -298,7 +298,7 @@ func checkLevels(t *testing.T, chunks []repo.ChunkRef, p Policy, when string) {
 		for _, f := range fresh[i+1:] {
 			after += f
 		}
-		if float64(fresh[i]) < p.IdleRatio*float64(after) && picked[i+1].End-picked[i].Start <= p.MaxChunkBytes {
+		if float64(fresh[i]) < idleRatio*float64(after) && picked[i+1].End-picked[i].Start <= p.MaxChunkBytes {
 			t.Fatalf("%s: chunk %d of %d adds %d bytes, %d follow: %v", when, i, len(picked), fresh[i], after, picked)
 		}
 	}

@@ -55,41 +55,34 @@ type lineSplitter struct {
 }
 
 func (s *lineSplitter) Write(p []byte) (int, error) {
-	written := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		part := p
-		if i >= 0 {
-			part = p[:i]
-		}
-		if i >= 0 && s.long == nil && len(s.buf) == 0 && len(part) <= s.max {
-			// A whole line in p: keyed where it lies, not copied.
-			p = p[i+1:]
-			if err := s.line(part); err != nil {
-				return written, err
-			}
-			continue
-		}
-		if s.long == nil && len(s.buf)+len(part) > s.max {
-			s.long = sha256.New()
-			s.long.Write([]byte{'o'})
-			s.long.Write(s.buf)
-			s.buf = s.buf[:0]
-		}
-		if s.long != nil {
-			s.long.Write(part)
-		} else {
-			s.buf = append(s.buf, part...)
-		}
+	for rest := p; ; {
+		i := bytes.IndexByte(rest, '\n')
 		if i < 0 {
-			break
+			s.add(rest)
+			return len(p), nil
 		}
-		p = p[i+1:]
+		s.add(rest[:i])
 		if err := s.line(s.buf); err != nil {
-			return written, err
+			return len(p), err
 		}
+		rest = rest[i+1:]
 	}
-	return written, nil
+}
+
+// add takes the next bytes of a line: held while the line fits the
+// buffer, hashed from the first byte once it outgrows it.
+func (s *lineSplitter) add(part []byte) {
+	if s.long == nil && len(s.buf)+len(part) > s.max {
+		s.long = sha256.New()
+		s.long.Write([]byte{'o'})
+		s.long.Write(s.buf)
+		s.buf = s.buf[:0]
+	}
+	if s.long != nil {
+		s.long.Write(part)
+	} else {
+		s.buf = append(s.buf, part...)
+	}
 }
 
 // flush ends a last line without a newline.

@@ -7,17 +7,6 @@ import (
 	"github.com/ompsync/ompsync/repo"
 )
 
-// lastWritten is the latest modification time of g's chunks.
-func lastWritten(g *repo.Generation) time.Time {
-	var t time.Time
-	for _, c := range g.Chunks {
-		if c.ModTime.After(t) {
-			t = c.ModTime
-		}
-	}
-	return t
-}
-
 // deleteKeys lists g's objects in the order they are deleted: meta first,
 // then the chunks from offset 0 (a chunk at 0 makes it complete), so that
 // an interrupted delete leaves a generation readers ignore rather than one

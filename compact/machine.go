@@ -1,12 +1,12 @@
 package compact
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -66,10 +66,9 @@ func Machine(ctx context.Context, r *repo.Repo, machine string, prefixes []strin
 		})
 	}
 	_ = g.Wait()
+	// In order: the ids are sorted, and Inventory lists a session's
+	// streams by name, generations oldest first.
 	rep.Streams = slices.Concat(outs...)
-	slices.SortFunc(rep.Streams, func(a, b StreamReport) int {
-		return cmp.Or(cmp.Compare(a.Stream.SessionID, b.Stream.SessionID), cmp.Compare(a.Stream.Name, b.Stream.Name), cmp.Compare(a.Generation, b.Generation))
-	})
 	return rep, ctx.Err()
 }
 
@@ -108,14 +107,17 @@ func compactSession(ctx context.Context, r *repo.Repo, id, machine string, p Pol
 		return []StreamReport{{Stream: repo.Stream{SessionID: id, Machine: machine, Name: repo.SessionStream}, Err: err}}
 	}
 	var out []StreamReport
-	now := p.Now()
+	now := time.Now()
 	for _, st := range streams {
 		newest := st.Newest()
 		for _, g := range st.Generations {
 			if !g.HasMeta {
 				continue
 			}
-			idle := g != newest || now.Sub(lastWritten(g)) >= p.Idle
+			// A generation with meta has chunks: the newest is busy while
+			// its last written one is younger than p.Idle.
+			last := slices.MaxFunc(g.Chunks, func(a, b repo.ChunkRef) int { return a.ModTime.Compare(b.ModTime) })
+			idle := g != newest || now.Sub(last.ModTime) >= p.Idle
 			sr := StreamReport{Stream: st.Stream, Generation: g.Name, Idle: idle}
 			switch pl, err := plan(g.Chunks, idle, p); {
 			case err != nil:

@@ -87,6 +87,10 @@ func likelyRef(c repo.ChunkRef) bool {
 	return c.Size <= 1<<10 && c.End-c.Start >= 64*c.Size
 }
 
+// idleRatio is the level ratio of an idle stream; a busy one's is
+// 1/MaxChunks (see mergeRange).
+const idleRatio = 1.0
+
 // mergeRange picks the chunks to merge, picked[from:to], by one rule with
 // two ratios. Each chunk, oldest first, must hold at least ratio times the
 // bytes of all chunks after it; the first chunk that does not is merged
@@ -94,11 +98,11 @@ func likelyRef(c repo.ChunkRef) bool {
 // start of the stream to its end, so the number of chunks is logarithmic in
 // the stream's size and every byte is rewritten once per level it climbs.
 //
-// A busy stream uses BusyRatio (1/MaxChunks: levels MaxChunks+1 times
+// A busy stream uses the ratio 1/MaxChunks (levels MaxChunks+1 times
 // apart) and merges only once more than MaxChunks chunks trail: the agent's
 // small chunks become one chunk per MaxChunks uploads, and MaxChunks of
 // those merge into one of the next level, and so on. An idle stream uses
-// IdleRatio (1: each chunk at least as large as all after it), which leaves
+// idleRatio (1: each chunk at least as large as all after it), which leaves
 // a finished session in one or a few chunks.
 //
 // No merge makes a chunk larger than MaxChunkBytes. A chunk of at least
@@ -123,9 +127,9 @@ func mergeRange(picked []repo.ChunkRef, idle bool, p Policy) (from, to int) {
 	for i := n - 1; i >= first; i-- {
 		suffix[i] = suffix[i+1] + fresh[i]
 	}
-	ratio := p.BusyRatio
+	ratio := 1 / float64(p.MaxChunks)
 	if idle {
-		ratio = p.IdleRatio
+		ratio = idleRatio
 	}
 	j := -1
 	for i := first; i < n-1; i++ {

@@ -6,6 +6,3 @@ package session
 func (f Format) NewIndexHooked(budget int64, read func(), srcs ...Source) (*Index, error) {
 	return f.newIndex(budget, read, srcs...)
 }
-
-// ParseTime is the merge's reading of a timestamp.
-var ParseTime = parseTime

@@ -40,7 +40,10 @@ type Format struct {
 // parentId.
 func OMPFormat() Format { return Format{Slot: true, Entry: ParseEntry} }
 
-func parseTime(s string) time.Time {
+// ParseTime reads an entry's RFC 3339 timestamp, the zero time when it has
+// none (or another text): how a merge orders lines and agents' transcripts
+// date them.
+func ParseTime(s string) time.Time {
 	if s == "" {
 		return time.Time{}
 	}
@@ -63,7 +66,7 @@ func NewestSlot(copies [][]byte) []byte {
 		if !ok {
 			continue
 		}
-		slot, t := c[:TitleSlotSize], parseTime(s.UpdatedAt)
+		slot, t := c[:TitleSlotSize], ParseTime(s.UpdatedAt)
 		if best == nil || t.After(at) || (t.Equal(at) && bytes.Compare(slot, best) > 0) {
 			best, at = slot, t
 		}

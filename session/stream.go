@@ -298,7 +298,7 @@ func (x *Index) occur(ci int, index map[skey]occurrence, k skey, mk func() int32
 }
 
 func (x *Index) node(ci int, off int64, raw []byte, sum sum128, ts string, entry bool) int32 {
-	t := parseTime(ts)
+	t := ParseTime(ts)
 	nd := snode{off: off, sec: t.Unix(), nsec: uint32(t.Nanosecond()), sum: sum, n: uint32(len(raw)), src: int32(ci), child: -1, occ: -1}
 	if entry {
 		nd.nsec |= entryBit
@@ -370,7 +370,7 @@ func readFull(r io.ReaderAt, p []byte, off int64) error {
 	return err
 }
 
-// time is the line's timestamp: the same instant as parseTime's, the zero
+// time is the line's timestamp: the same instant as ParseTime's, the zero
 // time's too, which is all blockOrder compares.
 func (t *snode) time() time.Time {
 	return time.Unix(t.sec, int64(t.nsec&^entryBit))

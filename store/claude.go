@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/ompsync/ompsync/safename"
@@ -181,7 +182,7 @@ func claudeText(line []byte, n int) (transcript.Entry, bool) {
 	if json.Unmarshal(line, &l) != nil {
 		return transcript.Entry{}, false
 	}
-	e := transcript.Entry{Line: n, ID: l.UUID, Time: rfc3339(l.Timestamp)}
+	e := transcript.Entry{Line: n, ID: l.UUID, Time: session.ParseTime(l.Timestamp)}
 	switch {
 	case l.Type == "summary" && l.Summary != "":
 		e.Role = "summary"
@@ -194,13 +195,7 @@ func claudeText(line []byte, n int) (transcript.Entry, bool) {
 				e.Parts[i].Kind = transcript.Summary
 			}
 		}
-		results := 0
-		for _, p := range e.Parts {
-			if p.Kind == transcript.ToolResult {
-				results++
-			}
-		}
-		if results > 0 && results == len(e.Parts) {
+		if len(e.Parts) > 0 && !slices.ContainsFunc(e.Parts, func(p transcript.Part) bool { return p.Kind != transcript.ToolResult }) {
 			e.Role = "toolResult"
 		}
 	}

@@ -183,7 +183,7 @@ func codexText(line []byte, n int) (transcript.Entry, bool) {
 		return transcript.Entry{}, false
 	}
 	p := &l.Payload
-	e := transcript.Entry{Line: n, ID: p.ID, Time: rfc3339(l.Timestamp)}
+	e := transcript.Entry{Line: n, ID: p.ID, Time: session.ParseTime(l.Timestamp)}
 	add := func(kind, name, text string) {
 		if text != "" {
 			e.Parts = append(e.Parts, transcript.Part{Kind: kind, Name: name, Text: text})

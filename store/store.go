@@ -18,7 +18,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ompsync/ompsync/openfiles"
 	"github.com/ompsync/ompsync/safename"
@@ -422,15 +421,6 @@ func shorten(s string, n int) string {
 }
 
 // The helpers below read the JSON shapes the agents' Text methods share.
-
-// rfc3339 is an entry's timestamp, zero when it has none.
-func rfc3339(s string) time.Time {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
 
 // compactJSON is a tool call's arguments on one line: a JSON value
 // compacted, or a string holding JSON (as Codex keeps them) compacted, or
