@@ -175,7 +175,7 @@ type Agent struct {
 	metrics *Metrics
 	lock    *os.File
 
-	state  *State
+	state *State
 	// byPath is the stream last placed at each rel path: a hint that
 	// spares plan reading a file's head, checked against the stream
 	// (its path and state) at every use, so never cleaned up.
