@@ -321,6 +321,7 @@ func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 		fst.State, fst.Changed = repo.StatePresent, a.now().UTC()
 		a.replanned.Store(true)
 	}
+	a.state.touch(fst) // new, moved or back: saved even if its sync fails
 	a.byPath[rel] = key
 	return fst
 }

@@ -106,6 +106,9 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 	if !audit && fst.unchanged(fi) {
 		return syncResult{}, nil // one stat
 	}
+	// What follows may change the stream's state; an unchanged file's,
+	// left out, keeps the journal of a full pass to what it looked at.
+	a.state.touch(fst)
 	// A file that changed while it was read uploads nothing of that read;
 	// the next look, at once, decides from what it holds then (usually a
 	// new generation). One that keeps changing is left to the next pass.
