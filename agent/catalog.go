@@ -31,10 +31,7 @@ func (a *Agent) seedFromCatalog(c repo.Catalog) {
 			Generation: e.Generation, Offset: e.Size, UploadedMtime: e.Mtime,
 			State: e.State, Changed: e.Changed, Adopt: true, MetaPath: e.Path, Unseen: e.State == repo.StatePresent,
 		}
-		if e.State == repo.StatePresent {
-			// Not yet seen on disk: a scan decides.
-			a.byPath[e.Path] = key
-		}
+		a.byPath[e.Path] = key
 	}
 }
 

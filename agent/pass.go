@@ -83,11 +83,6 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		// new file's pending age from when it was first seen.
 		changed = true
 	}
-	for _, j := range jobs {
-		if j.fst != nil {
-			a.state.touch(j.fst)
-		}
-	}
 	if full {
 		changed, err = a.endFullPass(ctx, seen, sc, changed, err)
 	}
@@ -387,6 +382,7 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 // syncArchive backs up an archived session from its gzip file: usually the
 // remote already holds every byte and only the state changes.
 func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
+	a.state.touch(j.fst) // plan may have placed or moved it
 	src, fi, err := a.openSource(j.rel, true)
 	if err != nil {
 		return syncResult{}, err
@@ -552,7 +548,6 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 			}
 		}
 		fst.Changed = a.now().UTC()
-		delete(a.byPath, fst.Path)
 		a.state.touch(fst)
 		changed = true
 	}

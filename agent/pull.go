@@ -207,10 +207,39 @@ func (a *Agent) pullChanged(ctx context.Context) ([]repo.Catalog, []pullItem, er
 }
 
 // recordMerge records in the state what one merge (res, err) did, and
-// says it: the error it returns is the merge's, or recording's.
+// says it: the error it returns is the merge's, or recording's. A file in
+// use (omp holds it open or is writing it) is merged by a later pull, once
+// it is released.
 func (a *Agent) recordMerge(ctx context.Context, req MergeRequest, res Merged, err error, sig string) error {
-	id := req.SessionID
-	err = a.pulled(ctx, req, res, err)
+	id, machine := req.SessionID, req.Machine
+	if err == nil && res.Action != MergeLive && a.pullWaiting[id] {
+		delete(a.pullWaiting, id)
+		a.log.Info("pull: session released; merging the work that waited", "session", id, "machine", machine)
+	}
+	switch act := res.Action; {
+	case err != nil:
+	case act == MergeLive:
+		// Said once per session at INFO: a session open in omp for hours
+		// is normal, and the work waits safely on the remote.
+		a.log.Log(ctx, a.pullWaiting.level(id, slog.LevelInfo), "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
+	case act == MergeRefused || act == MergeFailed || act == MergeNotFetched:
+		// Not marked seen (an error): the next pull tries it again.
+		err = fmt.Errorf("%s: %s", act, res.Problem)
+	case act == MergeUnchanged:
+	case act == MergeRetitled:
+		// Only the title slot changed; the next pass uploads it as this
+		// machine's head like any retitle.
+		a.log.Info("pull: took a newer title from another machine", "session", id, "machine", machine)
+	case act == MergeMerged:
+		a.log.Info("pull: merged work from another machine", "session", id, "machine", machine, "backup", res.Backup)
+	case act == MergeCreated || act == MergeAppended:
+		// The new bytes are exactly that machine's; recorded so that the
+		// uploader stores a reference, not a second copy.
+		a.log.Info("pull: session updated from another machine", "session", id, "machine", machine, "action", act, "bytes", res.Bytes)
+		a.recordPulled(id, res)
+	default:
+		err = fmt.Errorf("unknown merge action %q: %s", act, res.Problem)
+	}
 	// Where a session new here was placed, and a note on it (no folder for
 	// its project here, and what to set) once per note.
 	if res.Action == MergeCreated && res.Placed != "" {
@@ -221,13 +250,13 @@ func (a *Agent) recordMerge(ctx context.Context, req MergeRequest, res Merged, e
 	}
 	switch {
 	case err != nil:
-		a.log.Warn("pull: session not merged; will retry", "session", id, "machine", req.Machine, "err", err)
+		a.log.Warn("pull: session not merged; will retry", "session", id, "machine", machine, "err", err)
 	case len(res.Missing) > 0:
 		// Not seen: the next pull tries again. Said once.
-		a.log.Log(ctx, a.pullIncomplete.level(id, slog.LevelWarn), "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", req.Machine, "missing", strings.Join(res.Missing, "; "))
+		a.log.Log(ctx, a.pullIncomplete.level(id, slog.LevelWarn), "pull: session merged, but part of what the backup holds was not written; will retry", "session", id, "machine", machine, "missing", strings.Join(res.Missing, "; "))
 	case res.Action != MergeLive: // merged
 		delete(a.pullIncomplete, id)
-		a.state.setSeen(req.Machine+"/"+id, sig)
+		a.state.setSeen(machine+"/"+id, sig)
 	}
 	return err
 }
@@ -295,46 +324,6 @@ func (a *Agent) pullIncluded(e repo.CatalogEntry) bool {
 		return false
 	}
 	return (len(a.opts.PullInclude) == 0 || match(a.opts.PullInclude)) && !match(a.opts.PullExclude)
-}
-
-// pulled records what merging one machine's copy of a session into the
-// local file did (res, or err). A file in use (omp holds it open or is
-// writing it) is merged by a later pull, once it is released.
-func (a *Agent) pulled(ctx context.Context, req MergeRequest, res Merged, err error) error {
-	machine, id := req.Machine, req.SessionID
-	if err != nil {
-		return err
-	}
-	if res.Action == MergeLive {
-		// Said once per session at INFO: a session open in omp for hours
-		// is normal, and the work waits safely on the remote.
-		a.log.Log(ctx, a.pullWaiting.level(id, slog.LevelInfo), "pull: waiting for the session to be released before merging another machine's work", "session", id, "machine", machine, "why", res.Problem)
-		return nil
-	}
-	if a.pullWaiting[id] {
-		delete(a.pullWaiting, id)
-		a.log.Info("pull: session released; merging the work that waited", "session", id, "machine", machine)
-	}
-	switch res.Action {
-	case MergeRefused, MergeFailed, MergeNotFetched:
-		// Not marked seen (an error): the next pull tries it again.
-		return fmt.Errorf("%s: %s", res.Action, res.Problem)
-	case MergeUnchanged:
-	case MergeRetitled:
-		// Only the title slot changed; the next pass uploads it as this
-		// machine's head like any retitle.
-		a.log.Info("pull: took a newer title from another machine", "session", id, "machine", machine)
-	case MergeMerged:
-		a.log.Info("pull: merged work from another machine", "session", id, "machine", machine, "backup", res.Backup)
-	case MergeCreated, MergeAppended:
-		// The new bytes are exactly that machine's; recorded so that the
-		// uploader stores a reference, not a second copy.
-		a.log.Info("pull: session updated from another machine", "session", id, "machine", machine, "action", res.Action, "bytes", res.Bytes)
-		a.recordPulled(id, res)
-	default:
-		return fmt.Errorf("unknown merge action %q: %s", res.Action, res.Problem)
-	}
-	return nil
 }
 
 // recordPulled notes the range restore wrote as pulled from its source:

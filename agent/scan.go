@@ -257,7 +257,6 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 		if fst.Path != livePath {
 			// Moved, then archived before a scan saw the move: the archive
 			// says where it last lived.
-			delete(a.byPath, fst.Path)
 			fst.Path, fst.Changed = livePath, a.now().UTC()
 		}
 		return job{kind: kind, rel: rel, fst: fst}, true
@@ -313,7 +312,6 @@ func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 			}
 			a.log.Info(what, "session", id, "from", fst.Path, "to", rel)
 		}
-		delete(a.byPath, fst.Path)
 		fst.Path = rel
 		fallthrough
 	case fst.State != repo.StatePresent:
@@ -323,6 +321,7 @@ func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 		fst.State, fst.Changed = repo.StatePresent, a.now().UTC()
 		a.replanned.Store(true)
 	}
+	a.state.touch(fst) // new, moved or back: saved even if its sync fails
 	a.byPath[rel] = key
 	return fst
 }

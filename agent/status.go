@@ -151,18 +151,13 @@ func (f *FileState) pendingSince(upToDate time.Time) time.Time {
 }
 
 // noNewline reports whether the n bytes of the file at p from off hold no
-// newline (all of them read: a file that shrank since is not). The last
-// byte is read first: a file that ends in a newline costs one byte.
+// newline (all of them read: a file that shrank since is not).
 func noNewline(p string, off, n int64) bool {
 	f, err := os.Open(p)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	last := make([]byte, 1)
-	if _, err := f.ReadAt(last, off+n-1); err != nil || last[0] == '\n' {
-		return false
-	}
 	b := make([]byte, n)
 	if _, err := f.ReadAt(b, off); err != nil {
 		return false

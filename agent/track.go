@@ -106,6 +106,9 @@ func (a *Agent) syncFile(ctx context.Context, fst *FileState, audit bool) (syncR
 	if !audit && fst.unchanged(fi) {
 		return syncResult{}, nil // one stat
 	}
+	// What follows may change the stream's state; an unchanged file's,
+	// left out, keeps the journal of a full pass to what it looked at.
+	a.state.touch(fst)
 	// A file that changed while it was read uploads nothing of that read;
 	// the next look, at once, decides from what it holds then (usually a
 	// new generation). One that keeps changing is left to the next pass.
@@ -199,8 +202,11 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src *source, ino
 	if err := a.syncSlot(ctx, fst, src, &res); err != nil {
 		return res, err
 	}
-
-	objs, err := a.uploadRange(ctx, fst, src, mtime, settleAll)
+	end, err := settledEnd(src, fst.Offset, settleAll)
+	if err != nil {
+		return res, fmt.Errorf("read %s: %w", fst.Path, err)
+	}
+	objs, err := a.uploadRange(ctx, fst, src, mtime, end, settleAll)
 	res.objects += objs
 	res.changed = res.changed || objs > 0
 	if err != nil {
@@ -215,7 +221,7 @@ func (a *Agent) syncSource(ctx context.Context, fst *FileState, src *source, ino
 		res.objects++
 		res.changed = true
 	}
-	if end, err := settledEnd(src, fst.Offset, settleAll); err == nil && fst.Offset == end {
+	if fst.Offset == end {
 		// Everything settled is up: remember the stat so that an unchanged
 		// file costs one stat next time.
 		fst.Size, fst.MtimeNs, fst.Inode = src.size(), mtime.UnixNano(), inode
@@ -376,21 +382,17 @@ func (a *Agent) startGeneration(fst *FileState, src *source, reason string) erro
 	return nil
 }
 
-// uploadRange uploads settled bytes past fst.Offset as chunks of at most
+// uploadRange uploads the settled bytes past fst.Offset, up to end, as chunks of at most
 // ChunkSize (a single longer line makes one longer chunk); a range sync
 // pulled from another machine goes up as a reference chunk to that
 // machine's copy while the file still holds it (holdsPulled). An
 // artifact's chunks carry mtime, the file's as stat saw it before the
 // read: restore has no catalog entry to take it from. It returns the
 // objects it put.
-func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src *source, mtime time.Time, settleAll bool) (objects int64, err error) {
+func (a *Agent) uploadRange(ctx context.Context, fst *FileState, src *source, mtime time.Time, end int64, settleAll bool) (objects int64, err error) {
 	var fileMtime time.Time
 	if !fst.isSession() {
 		fileMtime = mtime.UTC()
-	}
-	end, err := settledEnd(src, fst.Offset, settleAll)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", fst.Path, err)
 	}
 	if end <= fst.Offset {
 		return 0, nil

@@ -17,9 +17,26 @@ import (
 )
 
 // addTree watches dir and the folders below it that can hold backed-up files.
-// A root that is a symlink is followed, as the scan follows it; the watches
-// are added by the path under the agent dir, so events are named by it.
 func (a *Agent) addTree(dir string) {
+	add := a.fsw.Add
+	if a.addWatch != nil {
+		add = a.addWatch
+	}
+	a.walkWatchable(dir, func(p, _ string, d fs.DirEntry) {
+		if d.IsDir() {
+			if err := add(p); err != nil {
+				a.unwatchable(p, err)
+			}
+		}
+	})
+}
+
+// walkWatchable calls visit for dir, each folder below it that can hold
+// backed-up files, and the files in them, with their paths under the
+// agent dir (p) and relative to it (rel, "" outside). A root that is a
+// symlink is followed, as the scan follows it, and named by its path
+// under the agent dir, as events are.
+func (a *Agent) walkWatchable(dir string, visit func(p, rel string, d fs.DirEntry)) {
 	target, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return // gone: the reconcile scan notices when it is back
@@ -29,28 +46,17 @@ func (a *Agent) addTree(dir string) {
 			return nil
 		}
 		p = dir + p[len(target):]
-		if d.Type()&fs.ModeSymlink != 0 {
-			if rel, ok := a.relOf(p); ok && onRootPath(a.opts.Store, rel) {
-				a.addTree(p)
+		rel, ok := a.relOf(p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			if ok && onRootPath(a.opts.Store, rel) {
+				a.walkWatchable(p, visit)
 			}
 			return nil
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		if p != a.opts.AgentDir && strings.HasPrefix(d.Name(), ".") {
+		case d.IsDir() && (p != a.opts.AgentDir && strings.HasPrefix(d.Name(), ".") || ok && !watchable(a.opts.Store, rel)):
 			return filepath.SkipDir
 		}
-		if rel, ok := a.relOf(p); ok && !watchable(a.opts.Store, rel) {
-			return filepath.SkipDir
-		}
-		add := a.fsw.Add
-		if a.addWatch != nil {
-			add = a.addWatch
-		}
-		if err := add(p); err != nil {
-			a.unwatchable(p, err)
-		}
+		visit(p, rel, d)
 		return nil
 	})
 }
@@ -94,21 +100,10 @@ func (a *Agent) pollUnwatched() bool {
 			a.mu.Unlock()
 			continue
 		}
-		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			rel, ok := a.relOf(p)
-			if d.IsDir() {
-				if p != dir && (strings.HasPrefix(d.Name(), ".") || ok && !watchable(a.opts.Store, rel)) {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if ok && d.Type().IsRegular() && a.opts.Store.Classify(rel) != store.KindIgnored {
+		a.walkWatchable(dir, func(_, rel string, d fs.DirEntry) {
+			if rel != "" && d.Type().IsRegular() && a.opts.Store.Classify(rel) != store.KindIgnored {
 				a.markDirty(rel)
 			}
-			return nil
 		})
 	}
 	return len(dirs) > 0
