@@ -61,9 +61,14 @@ type Writer struct {
 // maxWriterField bounds what a catalog may say of its writer.
 const maxWriterField = 4096
 
-// checkWriter refuses a writer that is not one an agent writes.
-func checkWriter(what string, w *Writer) error {
+// checkStamp checks what a catalog or recent object says of itself: its
+// version, its machine's name, and a writer that is one an agent writes.
+func checkStamp(what string, v int, machine string, w *Writer) error {
 	switch {
+	case v != 1:
+		return fmt.Errorf("%s: unknown version %d", what, v)
+	case !safename.Machine(machine):
+		return fmt.Errorf("%s: unsafe machine name %q", what, machine)
 	case w == nil:
 		return nil
 	case !ValidID(w.Instance):
@@ -155,10 +160,7 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Catalog{}, fmt.Errorf("catalog: %w", err)
 	}
-	if err := checkCatalogHeader("catalog", c.V, c.Machine); err != nil {
-		return Catalog{}, err
-	}
-	if err := checkWriter("catalog", c.Writer); err != nil {
+	if err := checkStamp("catalog", c.V, c.Machine, c.Writer); err != nil {
 		return Catalog{}, err
 	}
 	c.Encoded = len(b)
@@ -174,17 +176,6 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	c.Sessions = kept
 	c.Blobs = checkBlobs("catalog of "+c.Machine, c.Blobs, &c.Refused)
 	return c, nil
-}
-
-// checkCatalogHeader checks what a catalog or recent object says of itself.
-func checkCatalogHeader(what string, v int, machine string) error {
-	if v != 1 {
-		return fmt.Errorf("%s: unknown version %d", what, v)
-	}
-	if !safename.Machine(machine) {
-		return fmt.Errorf("%s: unsafe machine name %q", what, machine)
-	}
-	return nil
 }
 
 // entryProblem says what makes a catalog entry unsafe, or "".
@@ -332,10 +323,7 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Catalog{}, fmt.Errorf("recent catalog changes: %w", err)
 	}
-	if err := checkCatalogHeader("recent catalog changes", r.V, r.Machine); err != nil {
-		return Catalog{}, err
-	}
-	if err := checkWriter("recent catalog changes", r.Writer); err != nil {
+	if err := checkStamp("recent catalog changes", r.V, r.Machine, r.Writer); err != nil {
 		return Catalog{}, err
 	}
 	at := make(map[string]CatalogEntry, len(base.Sessions))

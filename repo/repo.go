@@ -274,14 +274,11 @@ func (r *Repo) CatalogStamp(ctx context.Context, key, machine string) (Stamp, er
 	if err := json.Unmarshal(b, &head); err != nil {
 		return Stamp{}, fmt.Errorf("catalog of %s: %w", machine, err)
 	}
-	if err := checkCatalogHeader("catalog of "+machine, head.V, head.Machine); err != nil {
+	if err := checkStamp("catalog of "+machine, head.V, head.Machine, head.Writer); err != nil {
 		return Stamp{}, err
 	}
 	if head.Machine != machine {
 		return Stamp{}, fmt.Errorf("catalog of %s names machine %q", machine, head.Machine)
-	}
-	if err := checkWriter("catalog of "+machine, head.Writer); err != nil {
-		return Stamp{}, err
 	}
 	return Stamp{head.Writer, head.Updated}, nil
 }
