@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -117,20 +116,20 @@ const MaxCatalogSize = 64 << 20
 // EncodeCatalog renders c with its sessions sorted by id.
 func EncodeCatalog(c Catalog) []byte {
 	c.V = 1
-	c.Sessions = append([]CatalogEntry(nil), c.Sessions...)
+	c.Sessions = slices.SortedStableFunc(slices.Values(c.Sessions), byID)
 	for i := range c.Sessions {
 		c.Sessions[i].Path = EncodePath(c.Sessions[i].Path)
 	}
-	sort.Slice(c.Sessions, func(i, j int) bool { return c.Sessions[i].ID < c.Sessions[j].ID })
 	c.Blobs = sortedBlobs(c.Blobs)
 	b, _ := json.Marshal(c)
 	return b
 }
 
+// byID orders a catalog's sessions as it is stored.
+func byID(a, b CatalogEntry) int { return cmp.Compare(a.ID, b.ID) }
+
 func sortedBlobs(b []BlobEntry) []BlobEntry {
-	b = append([]BlobEntry(nil), b...)
-	sort.Slice(b, func(i, j int) bool { return b[i].Name < b[j].Name })
-	return b
+	return slices.SortedStableFunc(slices.Values(b), func(x, y BlobEntry) int { return cmp.Compare(x.Name, y.Name) })
 }
 
 // checkBlobs drops the blob entries that do not name a blob, or name one
@@ -212,7 +211,7 @@ type indexedEntry struct {
 // IndexCatalog indexes the sessions of a catalog as EncodeCatalog stores them.
 func IndexCatalog(sessions []CatalogEntry) *CatalogIndex {
 	x := &CatalogIndex{entries: make(map[string]indexedEntry, len(sessions))}
-	stored := slices.SortedStableFunc(slices.Values(sessions), func(a, b CatalogEntry) int { return cmp.Compare(a.ID, b.ID) })
+	stored := slices.SortedStableFunc(slices.Values(sessions), byID)
 	for i, e := range stored {
 		x.entries[e.ID] = indexedEntry{CatalogEntry: e, pos: i}
 	}
@@ -330,7 +329,7 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	for _, e := range base.Sessions {
 		at[e.ID] = e
 	}
-	sorted := len(base.Refused) == 0 && sort.SliceIsSorted(base.Sessions, func(i, j int) bool { return base.Sessions[i].ID < base.Sessions[j].ID })
+	sorted := len(base.Refused) == 0 && slices.IsSortedFunc(base.Sessions, byID)
 	c := Catalog{V: 1, Machine: r.Machine, Updated: r.Updated, Base: r.Base, Writer: r.Writer}
 	refuse := func(why string) {
 		c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: %s", r.Machine, why))
