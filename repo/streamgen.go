@@ -94,9 +94,7 @@ func (r *Repo) streamGeneration(ctx context.Context, s Stream, g *Generation, ma
 		if err == nil && mr.meta.HashFrom != out.Meta.HashFrom {
 			return out, fmt.Errorf("%s generation %s: the chunks' hash_from is %d, meta says %d", s.Prefix(), g.Name, out.Meta.HashFrom, mr.meta.HashFrom)
 		}
-		hashFrom := out.Meta.HashFrom
-		out.Meta = mr.meta
-		out.Meta.HashFrom = hashFrom
+		out.Meta = mr.meta // its hash_from is the chunks' (checked), or err goes back with it
 	}
 	if err != nil {
 		return out, err
