@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -61,9 +60,14 @@ type Writer struct {
 // maxWriterField bounds what a catalog may say of its writer.
 const maxWriterField = 4096
 
-// checkWriter refuses a writer that is not one an agent writes.
-func checkWriter(what string, w *Writer) error {
+// checkStamp checks what a catalog or recent object says of itself: its
+// version, its machine's name, and a writer that is one an agent writes.
+func checkStamp(what string, v int, machine string, w *Writer) error {
 	switch {
+	case v != 1:
+		return fmt.Errorf("%s: unknown version %d", what, v)
+	case !safename.Machine(machine):
+		return fmt.Errorf("%s: unsafe machine name %q", what, machine)
 	case w == nil:
 		return nil
 	case !ValidID(w.Instance):
@@ -112,20 +116,20 @@ const MaxCatalogSize = 64 << 20
 // EncodeCatalog renders c with its sessions sorted by id.
 func EncodeCatalog(c Catalog) []byte {
 	c.V = 1
-	c.Sessions = append([]CatalogEntry(nil), c.Sessions...)
+	c.Sessions = slices.SortedStableFunc(slices.Values(c.Sessions), byID)
 	for i := range c.Sessions {
 		c.Sessions[i].Path = EncodePath(c.Sessions[i].Path)
 	}
-	sort.Slice(c.Sessions, func(i, j int) bool { return c.Sessions[i].ID < c.Sessions[j].ID })
 	c.Blobs = sortedBlobs(c.Blobs)
 	b, _ := json.Marshal(c)
 	return b
 }
 
+// byID orders a catalog's sessions as it is stored.
+func byID(a, b CatalogEntry) int { return cmp.Compare(a.ID, b.ID) }
+
 func sortedBlobs(b []BlobEntry) []BlobEntry {
-	b = append([]BlobEntry(nil), b...)
-	sort.Slice(b, func(i, j int) bool { return b[i].Name < b[j].Name })
-	return b
+	return slices.SortedStableFunc(slices.Values(b), func(x, y BlobEntry) int { return cmp.Compare(x.Name, y.Name) })
 }
 
 // checkBlobs drops the blob entries that do not name a blob, or name one
@@ -155,10 +159,7 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Catalog{}, fmt.Errorf("catalog: %w", err)
 	}
-	if err := checkCatalogHeader("catalog", c.V, c.Machine); err != nil {
-		return Catalog{}, err
-	}
-	if err := checkWriter("catalog", c.Writer); err != nil {
+	if err := checkStamp("catalog", c.V, c.Machine, c.Writer); err != nil {
 		return Catalog{}, err
 	}
 	c.Encoded = len(b)
@@ -174,17 +175,6 @@ func DecodeCatalog(b []byte) (Catalog, error) {
 	c.Sessions = kept
 	c.Blobs = checkBlobs("catalog of "+c.Machine, c.Blobs, &c.Refused)
 	return c, nil
-}
-
-// checkCatalogHeader checks what a catalog or recent object says of itself.
-func checkCatalogHeader(what string, v int, machine string) error {
-	if v != 1 {
-		return fmt.Errorf("%s: unknown version %d", what, v)
-	}
-	if !safename.Machine(machine) {
-		return fmt.Errorf("%s: unsafe machine name %q", what, machine)
-	}
-	return nil
 }
 
 // entryProblem says what makes a catalog entry unsafe, or "".
@@ -221,7 +211,7 @@ type indexedEntry struct {
 // IndexCatalog indexes the sessions of a catalog as EncodeCatalog stores them.
 func IndexCatalog(sessions []CatalogEntry) *CatalogIndex {
 	x := &CatalogIndex{entries: make(map[string]indexedEntry, len(sessions))}
-	stored := slices.SortedStableFunc(slices.Values(sessions), func(a, b CatalogEntry) int { return cmp.Compare(a.ID, b.ID) })
+	stored := slices.SortedStableFunc(slices.Values(sessions), byID)
 	for i, e := range stored {
 		x.entries[e.ID] = indexedEntry{CatalogEntry: e, pos: i}
 	}
@@ -332,17 +322,14 @@ func DecodeRecent(b []byte, base Catalog) (Catalog, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Catalog{}, fmt.Errorf("recent catalog changes: %w", err)
 	}
-	if err := checkCatalogHeader("recent catalog changes", r.V, r.Machine); err != nil {
-		return Catalog{}, err
-	}
-	if err := checkWriter("recent catalog changes", r.Writer); err != nil {
+	if err := checkStamp("recent catalog changes", r.V, r.Machine, r.Writer); err != nil {
 		return Catalog{}, err
 	}
 	at := make(map[string]CatalogEntry, len(base.Sessions))
 	for _, e := range base.Sessions {
 		at[e.ID] = e
 	}
-	sorted := len(base.Refused) == 0 && sort.SliceIsSorted(base.Sessions, func(i, j int) bool { return base.Sessions[i].ID < base.Sessions[j].ID })
+	sorted := len(base.Refused) == 0 && slices.IsSortedFunc(base.Sessions, byID)
 	c := Catalog{V: 1, Machine: r.Machine, Updated: r.Updated, Base: r.Base, Writer: r.Writer}
 	refuse := func(why string) {
 		c.Refused = append(c.Refused, fmt.Sprintf("recent catalog changes of %s: %s", r.Machine, why))

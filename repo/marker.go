@@ -140,11 +140,15 @@ func (r *Repo) ReadMarker(ctx context.Context) (*Marker, error) {
 
 // WriteMarker replaces the marker. Only Init and rekey change it.
 func (r *Repo) WriteMarker(ctx context.Context, m *Marker) error {
+	return r.writeMarker(ctx, m, remote.PutOptions{})
+}
+
+func (r *Repo) writeMarker(ctx context.Context, m *Marker, opts remote.PutOptions) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if err := r.client.Put(ctx, MarkerKey, b, remote.PutOptions{}); err != nil {
+	if err := r.client.Put(ctx, MarkerKey, b, opts); err != nil {
 		return fmt.Errorf("write repository marker: %w", err)
 	}
 	r.setMarker(m)
@@ -306,20 +310,14 @@ func (r *Repo) prepare(ctx context.Context) error {
 			if encrypting {
 				k = new(enc.Keys())
 			}
-			nm := newMarker(m, k)
-			b, _ := json.Marshal(nm)
 			// A new marker only if there is none, so two first writers
 			// cannot both create one; a plaintext marker of an empty
 			// repository is replaced.
-			err = r.client.Put(ctx, MarkerKey, b, remote.PutOptions{IfAbsent: m == nil})
+			err = r.writeMarker(ctx, newMarker(m, k), remote.PutOptions{IfAbsent: m == nil})
 			if errors.Is(err, remote.ErrPreconditionFailed) && attempt == 0 {
 				continue // another writer created it: check theirs
 			}
-			if err != nil {
-				return fmt.Errorf("write repository marker: %w", err)
-			}
-			r.setMarker(nm)
-			return nil
+			return err
 		}
 		if m.Encryption == nil {
 			return nil // plaintext writer, plaintext repository

@@ -9,11 +9,6 @@ import (
 // ErrGap means a generation's chunks do not form one unbroken stream.
 var ErrGap = errors.New("gap in stream")
 
-type metaResult struct {
-	meta Meta
-	err  error
-}
-
 func errStreamHash(start, end int64) error {
 	return fmt.Errorf("chunk %s: stream hash mismatch: the chunks do not belong together", ChunkName(start, end))
 }

@@ -47,6 +47,11 @@ func (r *Repo) ReadGenerationHashOnce(ctx context.Context, s Stream, g *Generati
 	return r.ReadGenerationRef(ctx, s, g, maxSize, false)
 }
 
+type metaResult struct {
+	meta Meta
+	err  error
+}
+
 // ReadGenerationRef reassembles a generation in memory and verifies every
 // chunk's hash (with every; otherwise as ReadGenerationHashOnce) and the
 // running stream hash at every chunk boundary: the reference that

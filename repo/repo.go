@@ -274,14 +274,11 @@ func (r *Repo) CatalogStamp(ctx context.Context, key, machine string) (Stamp, er
 	if err := json.Unmarshal(b, &head); err != nil {
 		return Stamp{}, fmt.Errorf("catalog of %s: %w", machine, err)
 	}
-	if err := checkCatalogHeader("catalog of "+machine, head.V, head.Machine); err != nil {
+	if err := checkStamp("catalog of "+machine, head.V, head.Machine, head.Writer); err != nil {
 		return Stamp{}, err
 	}
 	if head.Machine != machine {
 		return Stamp{}, fmt.Errorf("catalog of %s names machine %q", machine, head.Machine)
-	}
-	if err := checkWriter("catalog of "+machine, head.Writer); err != nil {
-		return Stamp{}, err
 	}
 	return Stamp{head.Writer, head.Updated}, nil
 }
@@ -291,28 +288,25 @@ func (r *Repo) CatalogStamp(ctx context.Context, key, machine string) (Stamp, er
 // one round trip, not two: a recent object written after the catalog read
 // names another base and is ignored, as one read after it would be.
 func (r *Repo) GetCatalogParts(ctx context.Context, machine string) (Catalog, *Catalog, error) {
-	type got struct {
-		b   []byte
-		err error
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rc := make(chan got, 1)
+	var b []byte
+	var berr error
+	read := make(chan struct{})
 	go func() {
-		b, err := r.getOpen(ctx, RecentKey(machine), MaxCatalogSize)
-		rc <- got{b, err}
+		defer close(read)
+		b, berr = r.getOpen(ctx, RecentKey(machine), MaxCatalogSize)
 	}()
 	c, err := r.getCatalogObject(ctx, CatalogKey(machine), machine)
 	if err != nil {
 		return Catalog{}, nil, err
 	}
-	rec := <-rc
-	b, err := rec.b, rec.err
-	if errors.Is(err, remote.ErrNotFound) {
+	<-read
+	if errors.Is(berr, remote.ErrNotFound) {
 		return c, nil, nil
 	}
-	if err != nil {
-		return Catalog{}, nil, err
+	if berr != nil {
+		return Catalog{}, nil, berr
 	}
 	recent, err := DecodeRecent(b, c)
 	if err != nil {

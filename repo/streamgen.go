@@ -75,28 +75,28 @@ func (r *Repo) streamGeneration(ctx context.Context, s Stream, g *Generation, ma
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	metaC := make(chan metaResult, 1)
 	// A meta object is read beside the chunks; a meta in the first chunk
 	// comes with it (streamChunks).
+	var meta Meta
+	var metaErr error
+	metaRead := make(chan struct{})
 	metaObject := every && !g.MetaInChunk
 	if metaObject {
 		go func() {
-			m, err := r.GetMeta(ctx, s, g.Name)
-			metaC <- metaResult{m, err}
+			defer close(metaRead)
+			meta, metaErr = r.GetMeta(ctx, s, g.Name)
 		}()
 	}
 	err := r.streamChunks(ctx, s, g, maxSize, at, &chunkStream{w: w, out: &out, every: every, stream: sha256.New()})
 	if metaObject {
-		mr := <-metaC
-		if mr.err != nil {
-			return out, mr.err
+		<-metaRead
+		if metaErr != nil {
+			return out, metaErr
 		}
-		if err == nil && mr.meta.HashFrom != out.Meta.HashFrom {
-			return out, fmt.Errorf("%s generation %s: the chunks' hash_from is %d, meta says %d", s.Prefix(), g.Name, out.Meta.HashFrom, mr.meta.HashFrom)
+		if err == nil && meta.HashFrom != out.Meta.HashFrom {
+			return out, fmt.Errorf("%s generation %s: the chunks' hash_from is %d, meta says %d", s.Prefix(), g.Name, out.Meta.HashFrom, meta.HashFrom)
 		}
-		hashFrom := out.Meta.HashFrom
-		out.Meta = mr.meta
-		out.Meta.HashFrom = hashFrom
+		out.Meta = meta // its hash_from is the chunks' (checked), or err goes back with it
 	}
 	if err != nil {
 		return out, err
