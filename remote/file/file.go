@@ -16,6 +16,7 @@
 package file
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -174,10 +175,7 @@ func fail(op, key string, err error) error {
 
 // Put writes data to key atomically.
 func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
-	return c.put(ctx, key, opts, func(f *os.File) error {
-		_, err := f.Write(data)
-		return err
-	})
+	return c.put(ctx, key, opts, bytes.NewReader(data))
 }
 
 // PutReader writes size bytes of r to key atomically. The bytes are
@@ -191,14 +189,11 @@ func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size 
 	if err != nil {
 		return fail("put", key, err)
 	}
-	return c.put(ctx, key, opts, func(f *os.File) error {
-		_, err := io.Copy(struct{ io.Writer }{f}, remote.CheckedReader(r, size, sums))
-		return err
-	})
+	return c.put(ctx, key, opts, remote.CheckedReader(r, size, sums))
 }
 
-// put writes what write writes to a temp file, then moves it to key.
-func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, write func(*os.File) error) error {
+// put writes src to a temp file, then moves it to key.
+func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, src io.Reader) error {
 	r, err := c.check(ctx, "put", key)
 	if err != nil {
 		return err
@@ -222,7 +217,7 @@ func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, wr
 		}
 	}
 	defer r.Remove(tmp) // no-op after a rename; clears the temp file otherwise
-	err = write(f)
+	_, err = io.Copy(f, src)
 	if err == nil {
 		err = f.Sync()
 	}
