@@ -52,31 +52,20 @@ func ScheduledTaskCommand(o Options) string {
 // logLines is how much of the agent's log Status shows.
 const logLines = 20
 
-type kind int
-
-const (
-	systemd kind = iota
-	launchd
-)
-
 // Manager installs, removes and reports on the agent's service for one user.
 type Manager struct {
-	opts Options
-	kind kind
-	run  Runner
-	out  io.Writer
+	opts    Options
+	systemd bool // else launchd
+	run     Runner
+	out     io.Writer
 }
 
 // NewManager returns a Manager for the service manager of goos (usually
 // runtime.GOOS): systemd for "linux", launchd for "darwin". Files go under
 // o.Home; commands go through r; what the user should read goes to out.
 func NewManager(goos string, o Options, r Runner, out io.Writer) (*Manager, error) {
-	m := &Manager{opts: o, run: r, out: out}
 	switch goos {
-	case "linux":
-		m.kind = systemd
-	case "darwin":
-		m.kind = launchd
+	case "linux", "darwin":
 	case "windows":
 		return nil, fmt.Errorf("%s: %w; to run the agent at logon, create a scheduled task: %s", goos, ErrUnsupported, ScheduledTaskCommand(o))
 	default:
@@ -85,12 +74,12 @@ func NewManager(goos string, o Options, r Runner, out io.Writer) (*Manager, erro
 	if err := o.validate(true); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &Manager{opts: o, systemd: goos == "linux", run: r, out: out}, nil
 }
 
 // Path is where the unit or plist is installed.
 func (m *Manager) Path() string {
-	if m.kind == launchd {
+	if !m.systemd {
 		return filepath.Join(m.opts.Home, "Library", "LaunchAgents", Label+".plist")
 	}
 	return filepath.Join(m.opts.Home, ".config", "systemd", "user", UnitName)
@@ -121,7 +110,7 @@ const (
 // installed one with it.
 func (m *Manager) fileState() ([]byte, fileState, error) {
 	render := Unit
-	if m.kind == launchd {
+	if !m.systemd {
 		render = Plist
 	}
 	want, err := render(m.opts)
@@ -159,7 +148,7 @@ func (m *Manager) Install(ctx context.Context, dryRun bool) error {
 	}
 
 	var acts []action
-	if m.kind == systemd {
+	if m.systemd {
 		switch state {
 		case absent:
 			acts = []action{{write: content}, m.systemctl("daemon-reload"), m.systemctl("enable", "--now", UnitName)}
@@ -187,7 +176,7 @@ func (m *Manager) Install(ctx context.Context, dryRun bool) error {
 	if dryRun {
 		return nil
 	}
-	if m.kind == systemd {
+	if m.systemd {
 		user := "$USER"
 		if m.opts.User != "" {
 			user = shellWord(m.opts.User)
@@ -213,7 +202,7 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 	} else if err != nil {
 		return fmt.Errorf("stat service file: %w", err)
 	}
-	if m.kind == systemd {
+	if m.systemd {
 		// The file goes even when systemd cannot be told (no user
 		// manager for this login): what cannot be done is said, and the
 		// exit status says it.
@@ -233,7 +222,7 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 	}
 	if !dryRun {
 		fmt.Fprintln(m.out, "The ompsync service is removed.")
-		if m.kind == launchd {
+		if !m.systemd {
 			fmt.Fprintf(m.out, "Its log stays at %s.\n", m.opts.LogPath())
 		}
 	}
@@ -258,7 +247,7 @@ func (m *Manager) Status(ctx context.Context) error {
 		fmt.Fprintf(m.out, "Installed: %s (differs from what \"ompsync service install\" would write now)\n", path)
 	}
 
-	if m.kind == systemd {
+	if m.systemd {
 		enabled, errEnabled := m.query(ctx, m.systemctl("is-enabled", UnitName).cmd)
 		active, errActive := m.query(ctx, m.systemctl("is-active", UnitName).cmd)
 		problem := cmp.Or(errEnabled, errActive)
@@ -380,7 +369,7 @@ func (m *Manager) commandError(line string, out []byte, err error) error {
 	msg := strings.TrimSpace(string(out))
 	var hint string // on a line of its own
 	switch {
-	case errors.Is(err, exec.ErrNotFound) && m.kind == systemd:
+	case errors.Is(err, exec.ErrNotFound) && m.systemd:
 		hint = "\nthis system does not seem to run systemd; start \"ompsync agent\" from your own init system"
 	case noUserManager(msg):
 		hint = "\nthere is no systemd user manager for this login (common under su, sudo and in containers); " +
