@@ -85,12 +85,10 @@ func (m *Manager) Path() string {
 	return filepath.Join(m.opts.Home, ".config", "systemd", "user", UnitName)
 }
 
-// action is one step of an install or uninstall: write the file, remove it,
-// or run a command. Dry runs print the same steps they would take.
+// action is a command an install or uninstall runs. Dry runs print the
+// same steps they would take.
 type action struct {
-	write  []byte
-	remove bool
-	cmd    []string
+	cmd []string
 	// tolerate reports whether a failed command means there was nothing to
 	// do, such as booting out a job that is not loaded.
 	tolerate func(out []byte, err error) bool
@@ -147,28 +145,30 @@ func (m *Manager) Install(ctx context.Context, dryRun bool) error {
 		fmt.Fprintf(m.out, "%s exists with different content; it is replaced.\n", path)
 	}
 
+	// Both managers are told of a file written first.
+	if state != same {
+		if err := m.write(content, dryRun); err != nil {
+			return err
+		}
+	}
 	var acts []action
-	if m.systemd {
-		switch state {
-		case absent:
-			acts = []action{{write: content}, m.systemctl("daemon-reload"), m.systemctl("enable", "--now", UnitName)}
-		case differs:
-			// enable --now leaves a running agent on the old unit: restart it.
-			acts = []action{{write: content}, m.systemctl("daemon-reload"), m.systemctl("enable", UnitName), m.systemctl("restart", UnitName)}
-		case same:
-			acts = []action{m.systemctl("enable", "--now", UnitName)}
+	switch {
+	case m.systemd && state == absent:
+		acts = []action{m.systemctl("daemon-reload"), m.systemctl("enable", "--now", UnitName)}
+	case m.systemd && state == differs:
+		// enable --now leaves a running agent on the old unit: restart it.
+		acts = []action{m.systemctl("daemon-reload"), m.systemctl("enable", UnitName), m.systemctl("restart", UnitName)}
+	case m.systemd:
+		acts = []action{m.systemctl("enable", "--now", UnitName)}
+	case state == same && m.loaded(ctx):
+		fmt.Fprintf(m.out, "%s is loaded.\n", Label)
+	default:
+		if state != same {
+			acts = []action{m.bootout()}
 		}
-	} else {
-		if state == same && m.loaded(ctx) {
-			fmt.Fprintf(m.out, "%s is loaded.\n", Label)
-		} else {
-			if state != same {
-				acts = []action{{write: content}, m.bootout()}
-			}
-			// enable undoes an earlier `launchctl disable`, which would make
-			// bootstrap fail.
-			acts = append(acts, run("launchctl", "enable", m.target()), run("launchctl", "bootstrap", m.domain(), path))
-		}
+		// enable undoes an earlier `launchctl disable`, which would make
+		// bootstrap fail.
+		acts = append(acts, run("launchctl", "enable", m.target()), run("launchctl", "bootstrap", m.domain(), path))
 	}
 	if err := m.apply(ctx, acts, dryRun); err != nil {
 		return err
@@ -207,7 +207,7 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 		// manager for this login): what cannot be done is said, and the
 		// exit status says it.
 		stopErr := m.apply(ctx, []action{m.systemctl("disable", "--now", UnitName)}, dryRun)
-		if err := m.apply(ctx, []action{{remove: true}}, dryRun); err != nil {
+		if err := m.remove(dryRun); err != nil {
 			return err
 		}
 		if stopErr != nil {
@@ -217,7 +217,9 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 		if err := m.apply(ctx, []action{m.systemctl("daemon-reload")}, dryRun); err != nil {
 			return err
 		}
-	} else if err := m.apply(ctx, []action{m.bootout(), {remove: true}}, dryRun); err != nil {
+	} else if err := m.apply(ctx, []action{m.bootout()}, dryRun); err != nil {
+		return err
+	} else if err := m.remove(dryRun); err != nil {
 		return err
 	}
 	if !dryRun {
@@ -320,46 +322,57 @@ func noUserManager(out string) bool {
 }
 
 func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
-	path := m.Path()
 	for _, a := range acts {
-		switch {
-		case a.write != nil:
-			if dryRun {
-				fmt.Fprintf(m.out, "Would write %s (mode 0644):\n%s", path, a.write)
-				continue
-			}
-			if err := writeFile(path, a.write); err != nil {
-				return err
-			}
-			fmt.Fprintf(m.out, "Wrote %s\n", path)
-		case a.remove:
-			if dryRun {
-				fmt.Fprintf(m.out, "Would remove %s\n", path)
-				continue
-			}
-			if err := os.Remove(path); err != nil {
-				return fmt.Errorf("remove service file: %w", err)
-			}
-			fmt.Fprintf(m.out, "Removed %s\n", path)
-		default:
-			line := commandLine(a.cmd)
-			if dryRun {
-				fmt.Fprintf(m.out, "Would run: %s\n", line)
-				continue
-			}
-			fmt.Fprintf(m.out, "Running: %s\n", line)
-			out, err := m.run.Run(ctx, a.cmd[0], a.cmd[1:]...)
-			if err != nil && a.tolerate != nil && a.tolerate(out, err) {
-				continue
-			}
-			if err != nil {
-				return m.commandError(line, out, err)
-			}
-			for l := range strings.FieldsFuncSeq(string(out), func(r rune) bool { return r == '\n' }) { // no empty lines
-				fmt.Fprintf(m.out, "  %s\n", l)
-			}
+		line := commandLine(a.cmd)
+		if dryRun {
+			fmt.Fprintf(m.out, "Would run: %s\n", line)
+			continue
+		}
+		fmt.Fprintf(m.out, "Running: %s\n", line)
+		out, err := m.run.Run(ctx, a.cmd[0], a.cmd[1:]...)
+		if err != nil && a.tolerate != nil && a.tolerate(out, err) {
+			continue
+		}
+		if err != nil {
+			return m.commandError(line, out, err)
+		}
+		for l := range strings.FieldsFuncSeq(string(out), func(r rune) bool { return r == '\n' }) { // no empty lines
+			fmt.Fprintf(m.out, "  %s\n", l)
 		}
 	}
+	return nil
+}
+
+// write replaces the unit or plist with content, mode 0644 whatever the
+// umask, so that a crash leaves the old file or the new one and never half
+// of one.
+func (m *Manager) write(content []byte, dryRun bool) error {
+	path := m.Path()
+	if dryRun {
+		fmt.Fprintf(m.out, "Would write %s (mode 0644):\n%s", path, content)
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create service folder: %w", err)
+	}
+	if err := atomicfile.Write(path, content, atomicfile.Options{Perm: 0o644}); err != nil {
+		return fmt.Errorf("write service file: %w", err)
+	}
+	fmt.Fprintf(m.out, "Wrote %s\n", path)
+	return nil
+}
+
+// remove removes the unit or plist.
+func (m *Manager) remove(dryRun bool) error {
+	path := m.Path()
+	if dryRun {
+		fmt.Fprintf(m.out, "Would remove %s\n", path)
+		return nil
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove service file: %w", err)
+	}
+	fmt.Fprintf(m.out, "Removed %s\n", path)
 	return nil
 }
 
@@ -444,18 +457,6 @@ func describe(out []byte, err error) string {
 		return s
 	}
 	return err.Error()
-}
-
-// writeFile replaces path with data, mode 0644 whatever the umask, so that a
-// crash leaves the old file or the new one and never half of one.
-func writeFile(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create service folder: %w", err)
-	}
-	if err := atomicfile.Write(path, data, atomicfile.Options{Perm: 0o644}); err != nil {
-		return fmt.Errorf("write service file: %w", err)
-	}
-	return nil
 }
 
 // tailLines returns the last n lines of the file at path, reading at most
