@@ -95,18 +95,6 @@ func (c S3Config) CertError(err error) error {
 	return nil
 }
 
-// KeyPrefix returns Prefix normalised to "" or "some/prefix/" after checking it.
-func (c S3Config) KeyPrefix() (string, error) {
-	p := strings.Trim(c.Prefix, "/")
-	if p == "" {
-		return "", nil
-	}
-	if err := ValidateKey(p); err != nil {
-		return "", fmt.Errorf("s3 prefix %q: %w", c.Prefix, err)
-	}
-	return p + "/", nil
-}
-
 // Redacted stands in for a secret in anything ompsync prints.
 const Redacted = "<redacted>"
 
@@ -188,7 +176,7 @@ func FindCredentials(ctx context.Context, find func(context.Context) bool) error
 
 // S3Setup is what both S3 drivers build their client from.
 type S3Setup struct {
-	Prefix   string   // KeyPrefix's
+	Prefix   string   // Prefix, "" or "some/prefix/"
 	Endpoint *url.URL // EndpointURL's; nil for AWS
 	// Region is Region, or us-east-1 for a self-hosted server (the SDK
 	// default it expects, whatever AWS_REGION says).
@@ -206,8 +194,11 @@ func (c S3Config) Check(driver string) (s S3Setup, err error) {
 	if c.Bucket == "" {
 		return s, fmt.Errorf("%s: no bucket", driver)
 	}
-	if s.Prefix, err = c.KeyPrefix(); err != nil {
-		return s, err
+	if p := strings.Trim(c.Prefix, "/"); p != "" { // "" or "some/prefix/"
+		if err := ValidateKey(p); err != nil {
+			return s, fmt.Errorf("s3 prefix %q: %w", c.Prefix, err)
+		}
+		s.Prefix = p + "/"
 	}
 	if s.Endpoint, err = c.EndpointURL(); err != nil {
 		return s, err
