@@ -252,19 +252,15 @@ func (m *Manager) Status(ctx context.Context) error {
 	if m.systemd {
 		enabled, errEnabled := m.query(ctx, m.systemctl("is-enabled", UnitName).cmd)
 		active, errActive := m.query(ctx, m.systemctl("is-active", UnitName).cmd)
-		problem := cmp.Or(errEnabled, errActive)
-		if problem != nil {
+		if problem := cmp.Or(errEnabled, errActive); problem != nil {
 			// One question systemd could not answer makes the other's
 			// answer (is-enabled reads files, and says "disabled"
-			// without a manager) no answer either.
-			enabled, active = "unknown", "unknown"
-		}
-		fmt.Fprintf(m.out, "Enabled:   %s\nActive:    %s\n", enabled, active)
-		if problem != nil {
-			// Without an answer from systemd nothing is known of the
-			// agent: that is a failure, not a status.
+			// without a manager) no answer either; and without an answer
+			// nothing is known of the agent: a failure, not a status.
+			fmt.Fprintf(m.out, "Enabled:   unknown\nActive:    unknown\n")
 			return fmt.Errorf("cannot ask systemd about the service: %w", problem)
 		}
+		fmt.Fprintf(m.out, "Enabled:   %s\nActive:    %s\n", enabled, active)
 		cmd := []string{"journalctl", "--user", "-u", UnitName, "-n", strconv.Itoa(logLines), "--no-pager"}
 		fmt.Fprintf(m.out, "\n%s:\n", commandLine(cmd))
 		out, err := m.run.Run(ctx, cmd[0], cmd[1:]...)
