@@ -42,9 +42,6 @@ type Snapshot struct {
 	// Supported is false where this system offers no way to list open
 	// files; Holders then always reports none.
 	Supported bool
-	// Unreadable counts processes whose open files could not be read
-	// (another user's, when not root).
-	Unreadable int
 }
 
 // Scan lists the files every other process holds open. Only files whose

@@ -66,8 +66,6 @@ type Bar struct {
 	bar   *mpb.Bar
 	p     *mpb.Progress
 	done  sync.Once
-	// stop ends the redraws; stopped is closed once they ended.
-	stop, stopped chan struct{}
 }
 
 // refresh is how often the bar is redrawn.
@@ -81,35 +79,22 @@ func (o *Output) Start(unit, verb string, poll func() State) *Bar {
 	if o == nil || !o.on {
 		return nil
 	}
-	rc := make(chan any, 1)
-	p := mpb.New(mpb.WithOutput(o.w), mpb.WithWidth(32), mpb.WithManualRefresh(rc))
-	b := &Bar{o: o, unit: unit, verb: verb, start: time.Now(), poll: poll, p: p, stop: make(chan struct{}), stopped: make(chan struct{})}
-	b.bar = p.New(permille, mpb.BarStyle().Lbound("[").Rbound("]").Filler("=").Tip(">").Padding(" "),
+	p := mpb.New(mpb.WithOutput(o.w), mpb.WithWidth(32), mpb.WithRefreshRate(refresh), mpb.WithAutoRefresh())
+	b := &Bar{o: o, unit: unit, verb: verb, start: time.Now(), poll: poll, p: p}
+	// Each redraw fills the bar by poll: nothing else keeps its count.
+	fill := mpb.BarFillerMiddleware(func(base mpb.BarFiller) mpb.BarFiller {
+		return mpb.BarFillerFunc(func(w io.Writer, st decor.Statistics) error {
+			if !st.Completed {
+				st.Current = int64(b.fraction(poll()) * (permille - 1)) // full only when done
+			}
+			return base.Fill(w, st)
+		})
+	})
+	b.bar = p.New(permille, mpb.BarStyle().Lbound("[").Rbound("]").Filler("=").Tip(">").Padding(" "), fill,
 		mpb.PrependDecorators(decor.Any(func(decor.Statistics) string { return b.counts() })),
 		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return b.rateAndLeft() })),
 		mpb.BarRemoveOnComplete(),
 	)
-	update := func() {
-		b.bar.SetCurrent(int64(b.fraction(poll()) * (permille - 1))) // full only when done
-		select {
-		case rc <- nil:
-		default:
-		}
-	}
-	update() // drawn at once, so even a short run shows it
-	go func() {
-		defer close(b.stopped)
-		t := time.NewTicker(refresh)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				update()
-			case <-b.stop:
-				return
-			}
-		}
-	}()
 	o.mu.Lock()
 	o.p = p
 	o.mu.Unlock()
@@ -128,8 +113,6 @@ func (b *Bar) Done() {
 		b.o.mu.Lock()
 		b.o.p = nil
 		b.o.mu.Unlock()
-		close(b.stop)
-		<-b.stopped
 		b.bar.SetTotal(permille, true)
 		b.p.Wait()
 	})

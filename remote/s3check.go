@@ -1,6 +1,8 @@
 package remote
 
 import (
+	"cmp"
+	"fmt"
 	"mime"
 	"net/http"
 	"strings"
@@ -54,8 +56,6 @@ func checkS3Answer(req *http.Request, resp *http.Response) error {
 	default:
 		return nil
 	}
-	if mt == "" {
-		mt = ct
-	}
-	return NotS3(req.URL.Scheme+"://"+req.URL.Host, status, mt)
+	return &SetupError{fmt.Sprintf("%s://%s did not answer like an S3 server (HTTP %d, %s): check s3.endpoint",
+		req.URL.Scheme, req.URL.Host, status, cmp.Or(mt, ct, "no content type"))}
 }

@@ -79,34 +79,6 @@ func (c S3Config) EndpointURL() (*url.URL, error) {
 	return u, nil
 }
 
-// CertError returns the setup error for a TLS certificate the client
-// refused, or nil when err is not one.
-func (c S3Config) CertError(err error) error {
-	var unknown x509.UnknownAuthorityError
-	var host x509.HostnameError
-	switch {
-	case errors.As(err, &unknown) && c.CAFile != "":
-		return &SetupError{fmt.Sprintf("the server's certificate is not signed by an authority in s3.ca_file (%s): set it to the file of the authority that signed it (PEM)", c.CAFile)}
-	case errors.As(err, &unknown):
-		return &SetupError{"the server's certificate is signed by an authority this machine does not trust: set s3.ca_file (or AWS_CA_BUNDLE) to the file of that authority's certificate (PEM)"}
-	case errors.As(err, &host):
-		return &SetupError{fmt.Sprintf("the server's certificate is not for %s (%v): check s3.endpoint", host.Host, host)}
-	}
-	return nil
-}
-
-// KeyPrefix returns Prefix normalised to "" or "some/prefix/" after checking it.
-func (c S3Config) KeyPrefix() (string, error) {
-	p := strings.Trim(c.Prefix, "/")
-	if p == "" {
-		return "", nil
-	}
-	if err := ValidateKey(p); err != nil {
-		return "", fmt.Errorf("s3 prefix %q: %w", c.Prefix, err)
-	}
-	return p + "/", nil
-}
-
 // Redacted stands in for a secret in anything ompsync prints.
 const Redacted = "<redacted>"
 
@@ -188,7 +160,7 @@ func FindCredentials(ctx context.Context, find func(context.Context) bool) error
 
 // S3Setup is what both S3 drivers build their client from.
 type S3Setup struct {
-	Prefix   string   // KeyPrefix's
+	Prefix   string   // Prefix, "" or "some/prefix/"
 	Endpoint *url.URL // EndpointURL's; nil for AWS
 	// Region is Region, or us-east-1 for a self-hosted server (the SDK
 	// default it expects, whatever AWS_REGION says).
@@ -206,8 +178,11 @@ func (c S3Config) Check(driver string) (s S3Setup, err error) {
 	if c.Bucket == "" {
 		return s, fmt.Errorf("%s: no bucket", driver)
 	}
-	if s.Prefix, err = c.KeyPrefix(); err != nil {
-		return s, err
+	if p := strings.Trim(c.Prefix, "/"); p != "" { // "" or "some/prefix/"
+		if err := ValidateKey(p); err != nil {
+			return s, fmt.Errorf("s3 prefix %q: %w", c.Prefix, err)
+		}
+		s.Prefix = p + "/"
 	}
 	if s.Endpoint, err = c.EndpointURL(); err != nil {
 		return s, err
@@ -253,20 +228,33 @@ func (c S3Config) Fail(ctx context.Context, op, key string, err error, f S3Failu
 	if se, ok := Setup(err); ok {
 		return wrap(se)
 	}
-	if ce := c.CertError(err); ce != nil {
-		return wrap(ce)
-	}
-	if serr := AuthError(f.Code); serr != nil {
-		return wrap(serr)
-	}
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
 	switch {
+	// A TLS certificate the client refused.
+	case errors.As(err, &unknown) && c.CAFile != "":
+		return wrap(&SetupError{fmt.Sprintf("the server's certificate is not signed by an authority in s3.ca_file (%s): set it to the file of the authority that signed it (PEM)", c.CAFile)})
+	case errors.As(err, &unknown):
+		return wrap(&SetupError{"the server's certificate is signed by an authority this machine does not trust: set s3.ca_file (or AWS_CA_BUNDLE) to the file of that authority's certificate (PEM)"})
+	case errors.As(err, &host):
+		return wrap(&SetupError{fmt.Sprintf("the server's certificate is not for %s (%v): check s3.endpoint", host.Host, host)})
+	// Wrong credentials (versitygw says XAdminUserNotFound, with HTTP 404).
+	case f.Code == "InvalidAccessKeyId", f.Code == "XAdminUserNotFound":
+		return wrap(ErrUnknownAccessKey)
+	case f.Code == "SignatureDoesNotMatch":
+		return wrap(ErrWrongSecret)
 	case f.Code == "NoSuchBucket":
 		return wrap(fmt.Errorf("bucket %q does not exist (NoSuchBucket): create it, or correct the bucket in remote", c.Bucket))
 	case f.NotFound, f.Code == "NoSuchKey", f.Code == "NotFound", f.Status == http.StatusNotFound:
 		return wrap(ErrNotFound)
 	case f.Code == "PreconditionFailed", f.Status == http.StatusPreconditionFailed:
 		return wrap(ErrPreconditionFailed)
-	case Denied(f.Status, f.Code):
+	// Refused to these credentials (a policy without the operation):
+	// AccessDenied, or a 403 with no code of its own (a HEAD answer has no
+	// body: the aws SDK names it Forbidden, minio-go AccessDenied, so there
+	// a wrong secret looks the same). A skewed clock (RequestTimeTooSkewed,
+	// also 403) is not.
+	case f.Code == "AccessDenied", f.Status == http.StatusForbidden && (f.Code == "" || f.Code == "Forbidden"):
 		return wrap(fmt.Errorf("%w (s3 answered HTTP %d %s)", ErrAccessDenied, f.Status, f.Code))
 	case f.Status != 0 || f.Code != "":
 		msg := fmt.Sprintf("s3 answered HTTP %d", f.Status)

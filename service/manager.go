@@ -52,31 +52,20 @@ func ScheduledTaskCommand(o Options) string {
 // logLines is how much of the agent's log Status shows.
 const logLines = 20
 
-type kind int
-
-const (
-	systemd kind = iota
-	launchd
-)
-
 // Manager installs, removes and reports on the agent's service for one user.
 type Manager struct {
-	opts Options
-	kind kind
-	run  Runner
-	out  io.Writer
+	opts    Options
+	systemd bool // else launchd
+	run     Runner
+	out     io.Writer
 }
 
 // NewManager returns a Manager for the service manager of goos (usually
 // runtime.GOOS): systemd for "linux", launchd for "darwin". Files go under
 // o.Home; commands go through r; what the user should read goes to out.
 func NewManager(goos string, o Options, r Runner, out io.Writer) (*Manager, error) {
-	m := &Manager{opts: o, run: r, out: out}
 	switch goos {
-	case "linux":
-		m.kind = systemd
-	case "darwin":
-		m.kind = launchd
+	case "linux", "darwin":
 	case "windows":
 		return nil, fmt.Errorf("%s: %w; to run the agent at logon, create a scheduled task: %s", goos, ErrUnsupported, ScheduledTaskCommand(o))
 	default:
@@ -85,23 +74,21 @@ func NewManager(goos string, o Options, r Runner, out io.Writer) (*Manager, erro
 	if err := o.validate(true); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &Manager{opts: o, systemd: goos == "linux", run: r, out: out}, nil
 }
 
 // Path is where the unit or plist is installed.
 func (m *Manager) Path() string {
-	if m.kind == launchd {
+	if !m.systemd {
 		return filepath.Join(m.opts.Home, "Library", "LaunchAgents", Label+".plist")
 	}
 	return filepath.Join(m.opts.Home, ".config", "systemd", "user", UnitName)
 }
 
-// action is one step of an install or uninstall: write the file, remove it,
-// or run a command. Dry runs print the same steps they would take.
+// action is a command an install or uninstall runs. Dry runs print the
+// same steps they would take.
 type action struct {
-	write  []byte
-	remove bool
-	cmd    []string
+	cmd []string
 	// tolerate reports whether a failed command means there was nothing to
 	// do, such as booting out a job that is not loaded.
 	tolerate func(out []byte, err error) bool
@@ -121,7 +108,7 @@ const (
 // installed one with it.
 func (m *Manager) fileState() ([]byte, fileState, error) {
 	render := Unit
-	if m.kind == launchd {
+	if !m.systemd {
 		render = Plist
 	}
 	want, err := render(m.opts)
@@ -158,28 +145,30 @@ func (m *Manager) Install(ctx context.Context, dryRun bool) error {
 		fmt.Fprintf(m.out, "%s exists with different content; it is replaced.\n", path)
 	}
 
+	// Both managers are told of a file written first.
+	if state != same {
+		if err := m.write(content, dryRun); err != nil {
+			return err
+		}
+	}
 	var acts []action
-	if m.kind == systemd {
-		switch state {
-		case absent:
-			acts = []action{{write: content}, m.systemctl("daemon-reload"), m.systemctl("enable", "--now", UnitName)}
-		case differs:
-			// enable --now leaves a running agent on the old unit: restart it.
-			acts = []action{{write: content}, m.systemctl("daemon-reload"), m.systemctl("enable", UnitName), m.systemctl("restart", UnitName)}
-		case same:
-			acts = []action{m.systemctl("enable", "--now", UnitName)}
+	switch {
+	case m.systemd && state == absent:
+		acts = []action{m.systemctl("daemon-reload"), m.systemctl("enable", "--now", UnitName)}
+	case m.systemd && state == differs:
+		// enable --now leaves a running agent on the old unit: restart it.
+		acts = []action{m.systemctl("daemon-reload"), m.systemctl("enable", UnitName), m.systemctl("restart", UnitName)}
+	case m.systemd:
+		acts = []action{m.systemctl("enable", "--now", UnitName)}
+	case state == same && m.loaded(ctx):
+		fmt.Fprintf(m.out, "%s is loaded.\n", Label)
+	default:
+		if state != same {
+			acts = []action{m.bootout()}
 		}
-	} else {
-		if state == same && m.loaded(ctx) {
-			fmt.Fprintf(m.out, "%s is loaded.\n", Label)
-		} else {
-			if state != same {
-				acts = []action{{write: content}, m.bootout()}
-			}
-			// enable undoes an earlier `launchctl disable`, which would make
-			// bootstrap fail.
-			acts = append(acts, run("launchctl", "enable", m.target()), run("launchctl", "bootstrap", m.domain(), path))
-		}
+		// enable undoes an earlier `launchctl disable`, which would make
+		// bootstrap fail.
+		acts = append(acts, run("launchctl", "enable", m.target()), run("launchctl", "bootstrap", m.domain(), path))
 	}
 	if err := m.apply(ctx, acts, dryRun); err != nil {
 		return err
@@ -187,7 +176,7 @@ func (m *Manager) Install(ctx context.Context, dryRun bool) error {
 	if dryRun {
 		return nil
 	}
-	if m.kind == systemd {
+	if m.systemd {
 		user := "$USER"
 		if m.opts.User != "" {
 			user = shellWord(m.opts.User)
@@ -213,12 +202,12 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 	} else if err != nil {
 		return fmt.Errorf("stat service file: %w", err)
 	}
-	if m.kind == systemd {
+	if m.systemd {
 		// The file goes even when systemd cannot be told (no user
 		// manager for this login): what cannot be done is said, and the
 		// exit status says it.
 		stopErr := m.apply(ctx, []action{m.systemctl("disable", "--now", UnitName)}, dryRun)
-		if err := m.apply(ctx, []action{{remove: true}}, dryRun); err != nil {
+		if err := m.remove(dryRun); err != nil {
 			return err
 		}
 		if stopErr != nil {
@@ -228,12 +217,14 @@ func (m *Manager) Uninstall(ctx context.Context, dryRun bool) error {
 		if err := m.apply(ctx, []action{m.systemctl("daemon-reload")}, dryRun); err != nil {
 			return err
 		}
-	} else if err := m.apply(ctx, []action{m.bootout(), {remove: true}}, dryRun); err != nil {
+	} else if err := m.apply(ctx, []action{m.bootout()}, dryRun); err != nil {
+		return err
+	} else if err := m.remove(dryRun); err != nil {
 		return err
 	}
 	if !dryRun {
 		fmt.Fprintln(m.out, "The ompsync service is removed.")
-		if m.kind == launchd {
+		if !m.systemd {
 			fmt.Fprintf(m.out, "Its log stays at %s.\n", m.opts.LogPath())
 		}
 	}
@@ -258,22 +249,18 @@ func (m *Manager) Status(ctx context.Context) error {
 		fmt.Fprintf(m.out, "Installed: %s (differs from what \"ompsync service install\" would write now)\n", path)
 	}
 
-	if m.kind == systemd {
+	if m.systemd {
 		enabled, errEnabled := m.query(ctx, m.systemctl("is-enabled", UnitName).cmd)
 		active, errActive := m.query(ctx, m.systemctl("is-active", UnitName).cmd)
-		problem := cmp.Or(errEnabled, errActive)
-		if problem != nil {
+		if problem := cmp.Or(errEnabled, errActive); problem != nil {
 			// One question systemd could not answer makes the other's
 			// answer (is-enabled reads files, and says "disabled"
-			// without a manager) no answer either.
-			enabled, active = "unknown", "unknown"
-		}
-		fmt.Fprintf(m.out, "Enabled:   %s\nActive:    %s\n", enabled, active)
-		if problem != nil {
-			// Without an answer from systemd nothing is known of the
-			// agent: that is a failure, not a status.
+			// without a manager) no answer either; and without an answer
+			// nothing is known of the agent: a failure, not a status.
+			fmt.Fprintf(m.out, "Enabled:   unknown\nActive:    unknown\n")
 			return fmt.Errorf("cannot ask systemd about the service: %w", problem)
 		}
+		fmt.Fprintf(m.out, "Enabled:   %s\nActive:    %s\n", enabled, active)
 		cmd := []string{"journalctl", "--user", "-u", UnitName, "-n", strconv.Itoa(logLines), "--no-pager"}
 		fmt.Fprintf(m.out, "\n%s:\n", commandLine(cmd))
 		out, err := m.run.Run(ctx, cmd[0], cmd[1:]...)
@@ -331,46 +318,57 @@ func noUserManager(out string) bool {
 }
 
 func (m *Manager) apply(ctx context.Context, acts []action, dryRun bool) error {
-	path := m.Path()
 	for _, a := range acts {
-		switch {
-		case a.write != nil:
-			if dryRun {
-				fmt.Fprintf(m.out, "Would write %s (mode 0644):\n%s", path, a.write)
-				continue
-			}
-			if err := writeFile(path, a.write); err != nil {
-				return err
-			}
-			fmt.Fprintf(m.out, "Wrote %s\n", path)
-		case a.remove:
-			if dryRun {
-				fmt.Fprintf(m.out, "Would remove %s\n", path)
-				continue
-			}
-			if err := os.Remove(path); err != nil {
-				return fmt.Errorf("remove service file: %w", err)
-			}
-			fmt.Fprintf(m.out, "Removed %s\n", path)
-		default:
-			line := commandLine(a.cmd)
-			if dryRun {
-				fmt.Fprintf(m.out, "Would run: %s\n", line)
-				continue
-			}
-			fmt.Fprintf(m.out, "Running: %s\n", line)
-			out, err := m.run.Run(ctx, a.cmd[0], a.cmd[1:]...)
-			if err != nil && a.tolerate != nil && a.tolerate(out, err) {
-				continue
-			}
-			if err != nil {
-				return m.commandError(line, out, err)
-			}
-			for l := range strings.FieldsFuncSeq(string(out), func(r rune) bool { return r == '\n' }) { // no empty lines
-				fmt.Fprintf(m.out, "  %s\n", l)
-			}
+		line := commandLine(a.cmd)
+		if dryRun {
+			fmt.Fprintf(m.out, "Would run: %s\n", line)
+			continue
+		}
+		fmt.Fprintf(m.out, "Running: %s\n", line)
+		out, err := m.run.Run(ctx, a.cmd[0], a.cmd[1:]...)
+		if err != nil && a.tolerate != nil && a.tolerate(out, err) {
+			continue
+		}
+		if err != nil {
+			return m.commandError(line, out, err)
+		}
+		for l := range strings.FieldsFuncSeq(string(out), func(r rune) bool { return r == '\n' }) { // no empty lines
+			fmt.Fprintf(m.out, "  %s\n", l)
 		}
 	}
+	return nil
+}
+
+// write replaces the unit or plist with content, mode 0644 whatever the
+// umask, so that a crash leaves the old file or the new one and never half
+// of one.
+func (m *Manager) write(content []byte, dryRun bool) error {
+	path := m.Path()
+	if dryRun {
+		fmt.Fprintf(m.out, "Would write %s (mode 0644):\n%s", path, content)
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create service folder: %w", err)
+	}
+	if err := atomicfile.Write(path, content, atomicfile.Options{Perm: 0o644}); err != nil {
+		return fmt.Errorf("write service file: %w", err)
+	}
+	fmt.Fprintf(m.out, "Wrote %s\n", path)
+	return nil
+}
+
+// remove removes the unit or plist.
+func (m *Manager) remove(dryRun bool) error {
+	path := m.Path()
+	if dryRun {
+		fmt.Fprintf(m.out, "Would remove %s\n", path)
+		return nil
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove service file: %w", err)
+	}
+	fmt.Fprintf(m.out, "Removed %s\n", path)
 	return nil
 }
 
@@ -380,7 +378,7 @@ func (m *Manager) commandError(line string, out []byte, err error) error {
 	msg := strings.TrimSpace(string(out))
 	var hint string // on a line of its own
 	switch {
-	case errors.Is(err, exec.ErrNotFound) && m.kind == systemd:
+	case errors.Is(err, exec.ErrNotFound) && m.systemd:
 		hint = "\nthis system does not seem to run systemd; start \"ompsync agent\" from your own init system"
 	case noUserManager(msg):
 		hint = "\nthere is no systemd user manager for this login (common under su, sudo and in containers); " +
@@ -455,18 +453,6 @@ func describe(out []byte, err error) string {
 		return s
 	}
 	return err.Error()
-}
-
-// writeFile replaces path with data, mode 0644 whatever the umask, so that a
-// crash leaves the old file or the new one and never half of one.
-func writeFile(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create service folder: %w", err)
-	}
-	if err := atomicfile.Write(path, data, atomicfile.Options{Perm: 0o644}); err != nil {
-		return fmt.Errorf("write service file: %w", err)
-	}
-	return nil
 }
 
 // tailLines returns the last n lines of the file at path, reading at most

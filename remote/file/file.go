@@ -16,6 +16,7 @@
 package file
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -26,7 +27,7 @@ import (
 	"iter"
 	"net/url"
 	"os"
-	pathpkg "path"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -158,14 +159,6 @@ func (c *Client) check(ctx context.Context, op, key string) (*os.Root, error) {
 	return r, nil
 }
 
-// path is key's path relative to the root.
-func path(key string) string {
-	if key == "" {
-		return "."
-	}
-	return filepath.FromSlash(key)
-}
-
 // fail wraps a file system error. Paths are made relative to the root so
 // messages name keys, not the layout of the machine.
 func fail(op, key string, err error) error {
@@ -174,10 +167,7 @@ func fail(op, key string, err error) error {
 
 // Put writes data to key atomically.
 func (c *Client) Put(ctx context.Context, key string, data []byte, opts remote.PutOptions) error {
-	return c.put(ctx, key, opts, func(f *os.File) error {
-		_, err := f.Write(data)
-		return err
-	})
+	return c.put(ctx, key, opts, bytes.NewReader(data))
 }
 
 // PutReader writes size bytes of r to key atomically. The bytes are
@@ -191,20 +181,17 @@ func (c *Client) PutReader(ctx context.Context, key string, r io.ReaderAt, size 
 	if err != nil {
 		return fail("put", key, err)
 	}
-	return c.put(ctx, key, opts, func(f *os.File) error {
-		_, err := io.Copy(struct{ io.Writer }{f}, remote.CheckedReader(r, size, sums))
-		return err
-	})
+	return c.put(ctx, key, opts, remote.CheckedReader(r, size, sums))
 }
 
-// put writes what write writes to a temp file, then moves it to key.
-func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, write func(*os.File) error) error {
+// put writes src to a temp file, then moves it to key.
+func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, src io.Reader) error {
 	r, err := c.check(ctx, "put", key)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	p := path(key)
+	p := filepath.FromSlash(key)
 	dir := filepath.Dir(p)
 	var f *os.File
 	var tmp string
@@ -222,7 +209,7 @@ func (c *Client) put(ctx context.Context, key string, opts remote.PutOptions, wr
 		}
 	}
 	defer r.Remove(tmp) // no-op after a rename; clears the temp file otherwise
-	err = write(f)
+	_, err = io.Copy(f, src)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -351,7 +338,7 @@ func (c *Client) Get(ctx context.Context, key string, offset, length int64) (io.
 		return nil, err
 	}
 	defer r.Close() // f stays open without it
-	f, err := r.Open(path(key))
+	f, err := r.Open(filepath.FromSlash(key))
 	if err != nil {
 		return nil, notFound("get", key, err)
 	}
@@ -392,7 +379,7 @@ func (c *Client) Stat(ctx context.Context, key string) (remote.ObjectInfo, error
 		return remote.ObjectInfo{}, err
 	}
 	defer r.Close()
-	fi, err := r.Stat(path(key))
+	fi, err := r.Stat(filepath.FromSlash(key))
 	if err != nil {
 		return remote.ObjectInfo{}, notFound("stat", key, err)
 	}
@@ -409,7 +396,7 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	defer r.Close()
-	p := path(key)
+	p := filepath.FromSlash(key)
 	fi, err := r.Lstat(p)
 	if err != nil {
 		if err = notFound("delete", key, err); errors.Is(err, remote.ErrNotFound) {
@@ -494,7 +481,7 @@ func (l *lister) walk(dirKey string) error {
 		switch name, t := de.Name(), de.Type(); {
 		case strings.HasPrefix(name, tmpPrefix):
 			if name != lockName && t.IsRegular() {
-				removeStale(l.r, path(dirKey+name))
+				removeStale(l.r, filepath.FromSlash(dirKey+name))
 			}
 		case de.IsDir():
 			ents = append(ents, entry{dirKey + name + "/", de})
@@ -608,7 +595,7 @@ func parseURL(u *url.URL) (remote.Location, error) {
 	case strings.ContainsFunc(u.Path, unicode.IsControl):
 		return remote.Location{}, errors.New("the path has a control character")
 	}
-	return remote.Location{Scheme: "file", Dir: pathpkg.Clean(u.Path)}, nil
+	return remote.Location{Scheme: "file", Dir: path.Clean(u.Path)}, nil
 }
 
 // makeFolder creates a file remote's folder when it is missing, and only

@@ -26,18 +26,21 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
-// Client stores objects in one bucket, under an optional prefix.
-type Client struct{ *remote.S3Client }
-
 // api is minio-go's side of remote.S3Client.
 type api struct {
 	core   *mc.Core
 	bucket string
 }
 
-// New builds a client. It makes no request (except, on AWS without a
+// Client stores objects in one bucket, under an optional prefix: its own
+// type, so a caller can tell which driver it opened.
+type Client struct{ *remote.S3Client }
+
+// New builds a client for loc's bucket and prefix with cfg's other
+// settings: Backend's Open. It makes no request (except, on AWS without a
 // region, the bucket location lookup minio-go does on first use).
-func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
+func New(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
+	cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
 	setup, err := cfg.Check("minio")
 	if err != nil {
 		return nil, err
@@ -187,8 +190,4 @@ func (api) Failure(err error) remote.S3Failure {
 }
 
 // Backend serves s3:// URLs when s3.client is minio.
-var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "minio", Library: "minio-go", Parse: remote.ParseS3URL,
-	Open: func(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
-		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
-		return New(ctx, cfg)
-	}}
+var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "minio", Library: "minio-go", Parse: remote.ParseS3URL, Open: New}

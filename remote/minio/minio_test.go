@@ -16,11 +16,7 @@ import (
 func TestMain(m *testing.M) { remotetest.Main(m) }
 
 func open(ctx context.Context, cfg remote.S3Config) (remote.Client, error) {
-	c, err := minio.New(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return minio.New(ctx, remote.Location{Bucket: cfg.Bucket, Prefix: cfg.Prefix}, cfg)
 }
 
 func TestDriver(t *testing.T) { remotetest.RunS3Driver(t, open) }

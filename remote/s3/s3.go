@@ -30,9 +30,6 @@ import (
 	"github.com/ompsync/ompsync/remote"
 )
 
-// Client stores objects in one bucket, under an optional prefix.
-type Client struct{ *remote.S3Client }
-
 // api is the aws SDK's side of remote.S3Client.
 type api struct {
 	s3     *s3.Client
@@ -43,9 +40,15 @@ type api struct {
 // answer once sent; a stuck server then fails transiently instead of hanging.
 const responseHeaderTimeout = time.Minute
 
-// New builds a client. It makes no request: a wrong bucket or key shows up
-// on the first operation.
-func New(ctx context.Context, cfg remote.S3Config) (*Client, error) {
+// Client stores objects in one bucket, under an optional prefix: its own
+// type, so a caller can tell which driver it opened.
+type Client struct{ *remote.S3Client }
+
+// New builds a client for loc's bucket and prefix with cfg's other
+// settings: Backend's Open. It makes no request: a wrong bucket or key
+// shows up on the first operation.
+func New(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
+	cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
 	setup, err := cfg.Check("s3")
 	if err != nil {
 		return nil, err
@@ -209,8 +212,4 @@ func (api) Failure(err error) remote.S3Failure {
 }
 
 // Backend serves s3:// URLs when s3.client is aws.
-var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "aws", Library: "aws-sdk-go-v2", Parse: remote.ParseS3URL,
-	Open: func(ctx context.Context, loc remote.Location, cfg remote.S3Config) (remote.Client, error) {
-		cfg.Bucket, cfg.Prefix = loc.Bucket, loc.Prefix
-		return New(ctx, cfg)
-	}}
+var Backend = remote.Backend{Scheme: "s3", Form: "s3://bucket[/prefix]", Client: "aws", Library: "aws-sdk-go-v2", Parse: remote.ParseS3URL, Open: New}

@@ -19,11 +19,7 @@ import (
 func TestMain(m *testing.M) { remotetest.Main(m) }
 
 func open(ctx context.Context, cfg remote.S3Config) (remote.Client, error) {
-	c, err := s3.New(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return s3.New(ctx, remote.Location{Bucket: cfg.Bucket, Prefix: cfg.Prefix}, cfg)
 }
 
 func TestDriver(t *testing.T) { remotetest.RunS3Driver(t, open) }
@@ -73,7 +69,7 @@ func TestNoCredentialsSaysNothingOfItsOwn(t *testing.T) {
 	}
 	stderr := os.Stderr
 	os.Stderr = w
-	_, err = s3.New(t.Context(), remote.S3Config{Bucket: "b"})
+	_, err = s3.New(t.Context(), remote.Location{Bucket: "b"}, remote.S3Config{})
 	os.Stderr = stderr
 	w.Close()
 	said, _ := io.ReadAll(r)
