@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -100,13 +99,11 @@ type GrepReport struct {
 // grepCopy is one machine's copy of a session being searched.
 type grepCopy struct {
 	e  machineEntry
-	st *search.CopyState // what the cache holds
+	st *search.CopyState // what the cache holds, or recs
 	// recs are the copy's records when they are not in the cache (too
 	// large for it, or no cache): a part of the search's spool.
-	recs *io.SectionReader
-	// leftOut are its lines too long to index, when not in the cache.
-	leftOut []search.LeftLine
-	fresh   bool
+	recs  *io.SectionReader
+	fresh bool
 	// older: e names an older generation of the machine's (e.Size its
 	// bytes), searched beside the current copy.
 	older bool
@@ -131,44 +128,6 @@ func (c *grepCopy) olderCached() []string {
 		return nil
 	}
 	return c.st.Older
-}
-
-// grepSpool is one unlinked temp file that holds, one after the other,
-// the records of the copies not kept in the cache, until they are
-// searched: a search of thousands of sessions without a cache holds one
-// file open, not one a copy, nor their records in memory.
-type grepSpool struct {
-	mu   sync.Mutex
-	f    *os.File
-	size int64
-}
-
-// add moves the records f holds (from its start) to the spool, and
-// closes f.
-func (sp *grepSpool) add(f *os.File) (*io.SectionReader, error) {
-	defer f.Close()
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if sp.f == nil {
-		t, err := search.TempFile()
-		if err != nil {
-			return nil, err
-		}
-		sp.f = t
-	}
-	n, err := io.Copy(io.NewOffsetWriter(sp.f, sp.size), f)
-	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	sec := io.NewSectionReader(sp.f, sp.size, n)
-	sp.size += n
-	return sec, nil
-}
-
-func (sp *grepSpool) close() {
-	if sp.f != nil {
-		sp.f.Close()
-	}
 }
 
 // grepPlace searches the text of every session the catalogs hold (those the
@@ -209,14 +168,14 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	rep.Problems = append(rep.Problems, p.problems...)
 
 	var mu sync.Mutex
-	spool := &grepSpool{}
-	defer spool.close()
+	var spool search.Spool
+	defer spool.Close()
 	// A few stale sessions among many list one by one, not the whole
 	// remote.
 	lo := o
 	lo.All = false
 	eachTarget(ctx, r, stale, len(p.sessions), lo, nil, func(i int, t *target, listed *repo.SessionObjects) {
-		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[i]], opts, listed, spool)
+		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[i]], opts, listed, &spool)
 		mu.Lock()
 		defer mu.Unlock()
 		copies[staleAt[i]] = cs
@@ -281,11 +240,10 @@ func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions) []st
 	var out []string
 	for i, t := range targets {
 		for _, c := range copies[i] {
-			left := c.leftOut
-			if c.st != nil {
-				left = c.st.LeftOut
+			if c.st == nil {
+				continue
 			}
-			for _, l := range left {
+			for _, l := range c.st.LeftOut {
 				out = append(out, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
 					t.id, c.e.machine, l.At, sizeText(l.Size), sizeText(maxLine)))
 			}
@@ -298,7 +256,7 @@ func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions) []st
 // and indexes it, into the cache or c.recs, and adds the older
 // generations the listing shows, read once. It returns t's copies, how
 // many were read, the bytes that took, and the problems.
-func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects, spool *grepSpool) ([]*grepCopy, int, int64, []string) {
+func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects, spool *search.Spool) ([]*grepCopy, int, int64, []string) {
 	var problems []string
 	fetched := 0
 	var bytes int64
@@ -404,7 +362,7 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 // grepUpdate reads one copy from where the cache left off, or from the
 // start, indexing the new bytes as they stream: into the cache, or into
 // the spool when the copy's records are more than the cache holds.
-func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts GrepOptions, spool *grepSpool) (int64, error) {
+func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts GrepOptions, spool *search.Spool) (int64, error) {
 	g := c.g
 	if g == nil {
 		return 0, errors.New("the catalog lists the session but the remote holds no copy of it")
@@ -462,21 +420,14 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 			st.HashFrom = from.HashFrom
 		}
 	}
-	if opts.Cache != nil && p.Size() <= opts.Cache.MaxBytes() {
-		if err := p.Commit(st); err != nil {
-			return n, err
-		}
-		c.st, c.recs, c.leftOut = st, nil, nil
-		return n, nil
-	}
-	// More than the whole cache: searched from the spool, and not kept.
-	f, err := p.Detach()
+	// Records more than the whole cache holds are searched from the
+	// spool, and not kept.
+	recs, err := p.Keep(st, spool)
 	if err != nil {
 		return n, err
 	}
-	c.st, c.leftOut = nil, st.LeftOut
-	c.recs, err = spool.add(f)
-	return n, err
+	c.st, c.recs = st, recs
+	return n, nil
 }
 
 // A session's matches wait in memory for their turn to be printed, up to
@@ -623,7 +574,9 @@ func grepMatch(l Listing, rec search.Record) GrepMatch {
 func scanCopy(c *grepCopy, opts GrepOptions, bufs *search.Buffers, f func(search.Record)) error {
 	var recs io.Reader
 	switch {
-	case c.st != nil && opts.Cache != nil:
+	case c.recs != nil:
+		recs = io.NewSectionReader(c.recs, 0, c.recs.Size())
+	case c.st != nil:
 		rc, err := opts.Cache.Open(c.st)
 		if err != nil {
 			return err
@@ -633,8 +586,6 @@ func scanCopy(c *grepCopy, opts GrepOptions, bufs *search.Buffers, f func(search
 		}
 		defer rc.Close()
 		recs = rc
-	case c.recs != nil:
-		recs = io.NewSectionReader(c.recs, 0, c.recs.Size())
 	default:
 		return nil
 	}
