@@ -199,19 +199,19 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	return err
 }
 
-// grepStale makes the copies of each target, as the cache holds them,
-// and says which targets have a copy the cache lacks or holds stale: those
-// are listed and read (stale, stale[j] at staleAt[j] in targets).
+// grepStale makes the copies of each target as the cache holds them (the
+// current ones, then the older generations their states name), and says
+// which targets have a copy the cache lacks or holds stale: those are
+// listed and read (stale, stale[j] at staleAt[j] in targets).
 func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale []*target, staleAt []int, err error) {
 	copies = make([][]*grepCopy, len(targets))
 	for i, t := range targets {
 		needs := false
+		var older []*grepCopy
 		for _, e := range t.entries {
 			c := &grepCopy{e: e}
-			if opts.Cache != nil {
-				if c.st, err = opts.Cache.State(t.id, e.machine); err != nil {
-					return nil, nil, nil, err
-				}
+			if c.st, err = opts.Cache.State(t.id, e.machine); err != nil {
+				return nil, nil, nil, err
 			}
 			// Older generations never change: as the last listing found
 			// them, for a day.
@@ -219,14 +219,20 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 				len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist
 			needs = needs || c.fresh
 			copies[i] = append(copies[i], c)
-		}
-		if !needs {
-			// An older copy the cache does not hold was not read whole
-			// (a failed check): read again, and named again if it fails.
-			if copies[i], needs, err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
-				return nil, nil, nil, err
+			for _, gen := range c.olderCached() {
+				o := &grepCopy{e: machineEntry{e.machine, repo.CatalogEntry{Generation: gen}}, older: true}
+				if o.st, err = opts.Cache.State(t.id, o.key()); err != nil {
+					return nil, nil, nil, err
+				}
+				// One the cache does not hold was not read whole (a failed
+				// check): read again, and named again if it fails.
+				if needs = needs || o.st == nil; o.st != nil {
+					o.e.Size = o.st.Offset
+					older = append(older, o)
+				}
 			}
 		}
+		copies[i] = append(copies[i], older...)
 		if needs {
 			stale, staleAt = append(stale, t), append(staleAt, i)
 		}
@@ -293,25 +299,6 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 	}
 }
 
-// cachedOlder is copies with the older generations their cached states
-// name, as the cache holds them.
-func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) (_ []*grepCopy, missing bool, err error) {
-	for _, c := range copies {
-		for _, gen := range c.olderCached() {
-			st, err := cache.State(id, search.OlderCopy(c.e.machine, gen))
-			if err != nil {
-				return nil, false, err
-			}
-			if st == nil {
-				missing = true
-				continue
-			}
-			copies = append(copies, &grepCopy{e: machineEntry{c.e.machine, repo.CatalogEntry{Generation: gen, Size: st.Offset}}, st: st, older: true})
-		}
-	}
-	return copies, missing, nil
-}
-
 // olderCopies is copies with t's older generations as invs list them: the
 // complete generations of a machine with a current copy that are not that
 // copy. One the cache holds whole is not read again; one retention removed
@@ -336,12 +323,9 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 			cur.olderGens = append(cur.olderGens, g.Name)
 			_, end := repo.Cover(g.Chunks)
 			c := &grepCopy{e: machineEntry{cur.e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true, g: g}
-			if cache != nil {
-				st, err := cache.State(t.id, c.key())
-				if err != nil {
-					return copies, err
-				}
-				c.st = st
+			var err error
+			if c.st, err = cache.State(t.id, c.key()); err != nil {
+				return copies, err
 			}
 			c.fresh = c.st == nil || c.st.Generation != g.Name || c.st.Offset < end
 			copies = append(copies, c)
@@ -378,14 +362,13 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 		x    *search.Indexer
 	)
 	err := retry(ctx, func() (err error) {
-		if p, err = opts.Cache.Begin(t.id, c.key(), from); err != nil {
-			return err
-		}
-		if p == nil { // the cached records are gone: indexed anew
+		p, err = opts.Cache.Begin(t.id, c.key(), from)
+		if p == nil && err == nil { // the cached records are gone: indexed anew
 			from = nil
-			if p, err = opts.Cache.Begin(t.id, c.key(), nil); err != nil {
-				return err
-			}
+			p, err = opts.Cache.Begin(t.id, c.key(), nil)
+		}
+		if err != nil {
+			return err
 		}
 		offset, state := int64(0), []byte(nil)
 		if from != nil {

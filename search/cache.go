@@ -109,8 +109,11 @@ func (c *Cache) paths(id, machine string) (state, records string, err error) {
 }
 
 // State returns what the cache holds of a session's copy on machine, or
-// nil when it holds nothing usable.
+// nil when it holds nothing usable (or there is no cache, c nil).
 func (c *Cache) State(id, machine string) (*CopyState, error) {
+	if c == nil {
+		return nil, nil
+	}
 	sp, _, err := c.paths(id, machine)
 	if err != nil {
 		return nil, err
