@@ -434,49 +434,41 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 		err  error
 		bufs *search.Buffers
 	}
+	// A session's buffers go to the one ahead once it is printed: at most
+	// ahead sessions are searched at a time, the one printed among them.
+	ahead := max(grepAhead, runtime.GOMAXPROCS(0))
 	done := make([]chan searched, len(targets))
-	for i := range done {
-		done[i] = make(chan searched, 1)
-	}
-	// A session's buffers come back once it is printed: at most cap(free)
-	// sessions are searched ahead of it.
-	free := make(chan *search.Buffers, max(grepAhead, runtime.GOMAXPROCS(0)))
-	for range cap(free) {
-		free <- new(search.Buffers)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := range targets {
-			var bufs *search.Buffers
-			select {
-			case bufs = <-free:
-			case <-stop:
-				return
-			}
-			wg.Go(func() {
+	start := func(i int, bufs *search.Buffers) {
+		if i < len(targets) {
+			ch := make(chan searched, 1)
+			done[i] = ch
+			go func() {
 				res, err := grepTarget(targets[i], copies[i], opts, bufs)
-				done[i] <- searched{res, err, bufs}
-			})
+				ch <- searched{res, err, bufs}
+			}()
 		}
-	})
-	var err error
+	}
+	for i := range ahead {
+		start(i, new(search.Buffers))
+	}
 	for i := range targets {
 		s := <-done[i]
-		if err = s.err; err == nil {
+		err := s.err
+		if err == nil {
 			err = s.res.emit(targets[i], copies[i], opts, s.bufs, func(m GrepMatch) error {
 				rep.Matches++
 				return emit(m)
 			})
 		}
-		free <- s.bufs
 		if err != nil {
-			break
+			for _, ch := range done[i+1 : min(i+ahead, len(targets))] {
+				<-ch // those searched ahead end before the cache closes
+			}
+			return err
 		}
+		start(i+ahead, s.bufs)
 	}
-	close(stop)
-	wg.Wait()
-	return err
+	return nil
 }
 
 // grepResult is one session's matching lines, each once, in the order
