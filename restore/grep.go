@@ -186,10 +186,7 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, cs := range copies {
-		rep.Copies += len(cs)
-	}
-	rep.LeftOut = append(rep.LeftOut, grepLeftOut(targets, copies, opts)...)
+	grepLeftOut(targets, copies, opts, rep)
 	err = grepSearch(targets, copies, opts, rep, emit)
 	if opts.Cache != nil {
 		if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
@@ -240,22 +237,22 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 	return copies, stale, staleAt, nil
 }
 
-// grepLeftOut names the lines of the copies too long to search.
-func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions) []string {
+// grepLeftOut counts the copies into rep, and names their lines too long
+// to search.
+func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport) {
 	maxLine := int64(cmp.Or(opts.maxLine, search.MaxLine))
-	var out []string
 	for i, t := range targets {
+		rep.Copies += len(copies[i])
 		for _, c := range copies[i] {
 			if c.st == nil {
 				continue
 			}
 			for _, l := range c.st.LeftOut {
-				out = append(out, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
+				rep.LeftOut = append(rep.LeftOut, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
 					t.id, c.e.machine, l.At, sizeText(l.Size), sizeText(maxLine)))
 			}
 		}
 	}
-	return out
 }
 
 // grepFetch brings the stale copies of t up to date: reads what they lack
