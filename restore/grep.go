@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -100,13 +99,11 @@ type GrepReport struct {
 // grepCopy is one machine's copy of a session being searched.
 type grepCopy struct {
 	e  machineEntry
-	st *search.CopyState // what the cache holds
+	st *search.CopyState // what the cache holds, or recs
 	// recs are the copy's records when they are not in the cache (too
 	// large for it, or no cache): a part of the search's spool.
-	recs *io.SectionReader
-	// leftOut are its lines too long to index, when not in the cache.
-	leftOut []search.LeftLine
-	fresh   bool
+	recs  *io.SectionReader
+	fresh bool
 	// older: e names an older generation of the machine's (e.Size its
 	// bytes), searched beside the current copy.
 	older bool
@@ -131,44 +128,6 @@ func (c *grepCopy) olderCached() []string {
 		return nil
 	}
 	return c.st.Older
-}
-
-// grepSpool is one unlinked temp file that holds, one after the other,
-// the records of the copies not kept in the cache, until they are
-// searched: a search of thousands of sessions without a cache holds one
-// file open, not one a copy, nor their records in memory.
-type grepSpool struct {
-	mu   sync.Mutex
-	f    *os.File
-	size int64
-}
-
-// add moves the records f holds (from its start) to the spool, and
-// closes f.
-func (sp *grepSpool) add(f *os.File) (*io.SectionReader, error) {
-	defer f.Close()
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if sp.f == nil {
-		t, err := search.TempFile()
-		if err != nil {
-			return nil, err
-		}
-		sp.f = t
-	}
-	n, err := io.Copy(io.NewOffsetWriter(sp.f, sp.size), f)
-	if err != nil {
-		return nil, fmt.Errorf("search: %w", err)
-	}
-	sec := io.NewSectionReader(sp.f, sp.size, n)
-	sp.size += n
-	return sec, nil
-}
-
-func (sp *grepSpool) close() {
-	if sp.f != nil {
-		sp.f.Close()
-	}
 }
 
 // grepPlace searches the text of every session the catalogs hold (those the
@@ -209,14 +168,14 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	rep.Problems = append(rep.Problems, p.problems...)
 
 	var mu sync.Mutex
-	spool := &grepSpool{}
-	defer spool.close()
+	var spool search.Spool
+	defer spool.Close()
 	// A few stale sessions among many list one by one, not the whole
 	// remote.
 	lo := o
 	lo.All = false
 	eachTarget(ctx, r, stale, len(p.sessions), lo, nil, func(i int, t *target, listed *repo.SessionObjects) {
-		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[i]], opts, listed, spool)
+		cs, fetched, n, problems := grepFetch(ctx, r, t, copies[staleAt[i]], opts, listed, &spool)
 		mu.Lock()
 		defer mu.Unlock()
 		copies[staleAt[i]] = cs
@@ -227,10 +186,7 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, cs := range copies {
-		rep.Copies += len(cs)
-	}
-	rep.LeftOut = append(rep.LeftOut, grepLeftOut(targets, copies, opts)...)
+	grepLeftOut(targets, copies, opts, rep)
 	err = grepSearch(targets, copies, opts, rep, emit)
 	if opts.Cache != nil {
 		if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
@@ -240,19 +196,19 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	return err
 }
 
-// grepStale makes the copies of each target, as the cache holds them,
-// and says which targets have a copy the cache lacks or holds stale: those
-// are listed and read (stale, stale[j] at staleAt[j] in targets).
+// grepStale makes the copies of each target as the cache holds them (the
+// current ones, then the older generations their states name), and says
+// which targets have a copy the cache lacks or holds stale: those are
+// listed and read (stale, stale[j] at staleAt[j] in targets).
 func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale []*target, staleAt []int, err error) {
 	copies = make([][]*grepCopy, len(targets))
 	for i, t := range targets {
 		needs := false
+		var older []*grepCopy
 		for _, e := range t.entries {
 			c := &grepCopy{e: e}
-			if opts.Cache != nil {
-				if c.st, err = opts.Cache.State(t.id, e.machine); err != nil {
-					return nil, nil, nil, err
-				}
+			if c.st, err = opts.Cache.State(t.id, e.machine); err != nil {
+				return nil, nil, nil, err
 			}
 			// Older generations never change: as the last listing found
 			// them, for a day.
@@ -260,14 +216,20 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 				len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist
 			needs = needs || c.fresh
 			copies[i] = append(copies[i], c)
-		}
-		if !needs {
-			// An older copy the cache does not hold was not read whole
-			// (a failed check): read again, and named again if it fails.
-			if copies[i], needs, err = cachedOlder(opts.Cache, t.id, copies[i]); err != nil {
-				return nil, nil, nil, err
+			for _, gen := range c.olderCached() {
+				o := &grepCopy{e: machineEntry{e.machine, repo.CatalogEntry{Generation: gen}}, older: true}
+				if o.st, err = opts.Cache.State(t.id, o.key()); err != nil {
+					return nil, nil, nil, err
+				}
+				// One the cache does not hold was not read whole (a failed
+				// check): read again, and named again if it fails.
+				if needs = needs || o.st == nil; o.st != nil {
+					o.e.Size = o.st.Offset
+					older = append(older, o)
+				}
 			}
 		}
+		copies[i] = append(copies[i], older...)
 		if needs {
 			stale, staleAt = append(stale, t), append(staleAt, i)
 		}
@@ -275,30 +237,29 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 	return copies, stale, staleAt, nil
 }
 
-// grepLeftOut names the lines of the copies too long to search.
-func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions) []string {
+// grepLeftOut counts the copies into rep, and names their lines too long
+// to search.
+func grepLeftOut(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport) {
 	maxLine := int64(cmp.Or(opts.maxLine, search.MaxLine))
-	var out []string
 	for i, t := range targets {
+		rep.Copies += len(copies[i])
 		for _, c := range copies[i] {
-			left := c.leftOut
-			if c.st != nil {
-				left = c.st.LeftOut
+			if c.st == nil {
+				continue
 			}
-			for _, l := range left {
-				out = append(out, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
+			for _, l := range c.st.LeftOut {
+				rep.LeftOut = append(rep.LeftOut, fmt.Sprintf("session %s, machine %s: the line at byte %d holds %s, more than the %s a search reads of one line; not searched",
 					t.id, c.e.machine, l.At, sizeText(l.Size), sizeText(maxLine)))
 			}
 		}
 	}
-	return out
 }
 
 // grepFetch brings the stale copies of t up to date: reads what they lack
 // and indexes it, into the cache or c.recs, and adds the older
 // generations the listing shows, read once. It returns t's copies, how
 // many were read, the bytes that took, and the problems.
-func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects, spool *grepSpool) ([]*grepCopy, int, int64, []string) {
+func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy, opts GrepOptions, listed *repo.SessionObjects, spool *search.Spool) ([]*grepCopy, int, int64, []string) {
 	var problems []string
 	fetched := 0
 	var bytes int64
@@ -335,25 +296,6 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 	}
 }
 
-// cachedOlder is copies with the older generations their cached states
-// name, as the cache holds them.
-func cachedOlder(cache *search.Cache, id string, copies []*grepCopy) (_ []*grepCopy, missing bool, err error) {
-	for _, c := range copies {
-		for _, gen := range c.olderCached() {
-			st, err := cache.State(id, search.OlderCopy(c.e.machine, gen))
-			if err != nil {
-				return nil, false, err
-			}
-			if st == nil {
-				missing = true
-				continue
-			}
-			copies = append(copies, &grepCopy{e: machineEntry{c.e.machine, repo.CatalogEntry{Generation: gen, Size: st.Offset}}, st: st, older: true})
-		}
-	}
-	return copies, missing, nil
-}
-
 // olderCopies is copies with t's older generations as invs list them: the
 // complete generations of a machine with a current copy that are not that
 // copy. One the cache holds whole is not read again; one retention removed
@@ -378,12 +320,9 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 			cur.olderGens = append(cur.olderGens, g.Name)
 			_, end := repo.Cover(g.Chunks)
 			c := &grepCopy{e: machineEntry{cur.e.machine, repo.CatalogEntry{Generation: g.Name, Size: end}}, older: true, g: g}
-			if cache != nil {
-				st, err := cache.State(t.id, c.key())
-				if err != nil {
-					return copies, err
-				}
-				c.st = st
+			var err error
+			if c.st, err = cache.State(t.id, c.key()); err != nil {
+				return copies, err
 			}
 			c.fresh = c.st == nil || c.st.Generation != g.Name || c.st.Offset < end
 			copies = append(copies, c)
@@ -404,7 +343,7 @@ func olderCopies(t *target, copies []*grepCopy, invs []*repo.StreamInventory, ca
 // grepUpdate reads one copy from where the cache left off, or from the
 // start, indexing the new bytes as they stream: into the cache, or into
 // the spool when the copy's records are more than the cache holds.
-func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts GrepOptions, spool *grepSpool) (int64, error) {
+func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts GrepOptions, spool *search.Spool) (int64, error) {
 	g := c.g
 	if g == nil {
 		return 0, errors.New("the catalog lists the session but the remote holds no copy of it")
@@ -420,14 +359,13 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 		x    *search.Indexer
 	)
 	err := retry(ctx, func() (err error) {
-		if p, err = opts.Cache.Begin(t.id, c.key(), from); err != nil {
-			return err
-		}
-		if p == nil { // the cached records are gone: indexed anew
+		p, err = opts.Cache.Begin(t.id, c.key(), from)
+		if p == nil && err == nil { // the cached records are gone: indexed anew
 			from = nil
-			if p, err = opts.Cache.Begin(t.id, c.key(), nil); err != nil {
-				return err
-			}
+			p, err = opts.Cache.Begin(t.id, c.key(), nil)
+		}
+		if err != nil {
+			return err
 		}
 		offset, state := int64(0), []byte(nil)
 		if from != nil {
@@ -462,21 +400,14 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 			st.HashFrom = from.HashFrom
 		}
 	}
-	if opts.Cache != nil && p.Size() <= opts.Cache.MaxBytes() {
-		if err := p.Commit(st); err != nil {
-			return n, err
-		}
-		c.st, c.recs, c.leftOut = st, nil, nil
-		return n, nil
-	}
-	// More than the whole cache: searched from the spool, and not kept.
-	f, err := p.Detach()
+	// Records more than the whole cache holds are searched from the
+	// spool, and not kept.
+	recs, err := p.Keep(st, spool)
 	if err != nil {
 		return n, err
 	}
-	c.st, c.leftOut = nil, st.LeftOut
-	c.recs, err = spool.add(f)
-	return n, err
+	c.st, c.recs = st, recs
+	return n, nil
 }
 
 // A session's matches wait in memory for their turn to be printed, up to
@@ -500,49 +431,41 @@ func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *
 		err  error
 		bufs *search.Buffers
 	}
+	// A session's buffers go to the one ahead once it is printed: at most
+	// ahead sessions are searched at a time, the one printed among them.
+	ahead := max(grepAhead, runtime.GOMAXPROCS(0))
 	done := make([]chan searched, len(targets))
-	for i := range done {
-		done[i] = make(chan searched, 1)
-	}
-	// A session's buffers come back once it is printed: at most cap(free)
-	// sessions are searched ahead of it.
-	free := make(chan *search.Buffers, max(grepAhead, runtime.GOMAXPROCS(0)))
-	for range cap(free) {
-		free <- new(search.Buffers)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := range targets {
-			var bufs *search.Buffers
-			select {
-			case bufs = <-free:
-			case <-stop:
-				return
-			}
-			wg.Go(func() {
+	start := func(i int, bufs *search.Buffers) {
+		if i < len(targets) {
+			ch := make(chan searched, 1)
+			done[i] = ch
+			go func() {
 				res, err := grepTarget(targets[i], copies[i], opts, bufs)
-				done[i] <- searched{res, err, bufs}
-			})
+				ch <- searched{res, err, bufs}
+			}()
 		}
-	})
-	var err error
+	}
+	for i := range ahead {
+		start(i, new(search.Buffers))
+	}
 	for i := range targets {
 		s := <-done[i]
-		if err = s.err; err == nil {
+		err := s.err
+		if err == nil {
 			err = s.res.emit(targets[i], copies[i], opts, s.bufs, func(m GrepMatch) error {
 				rep.Matches++
 				return emit(m)
 			})
 		}
-		free <- s.bufs
 		if err != nil {
-			break
+			for _, ch := range done[i+1 : min(i+ahead, len(targets))] {
+				<-ch // those searched ahead end before the cache closes
+			}
+			return err
 		}
+		start(i+ahead, s.bufs)
 	}
-	close(stop)
-	wg.Wait()
-	return err
+	return nil
 }
 
 // grepResult is one session's matching lines, each once, in the order
@@ -623,7 +546,9 @@ func grepMatch(l Listing, rec search.Record) GrepMatch {
 func scanCopy(c *grepCopy, opts GrepOptions, bufs *search.Buffers, f func(search.Record)) error {
 	var recs io.Reader
 	switch {
-	case c.st != nil && opts.Cache != nil:
+	case c.recs != nil:
+		recs = io.NewSectionReader(c.recs, 0, c.recs.Size())
+	case c.st != nil:
 		rc, err := opts.Cache.Open(c.st)
 		if err != nil {
 			return err
@@ -633,8 +558,6 @@ func scanCopy(c *grepCopy, opts GrepOptions, bufs *search.Buffers, f func(search
 		}
 		defer rc.Close()
 		recs = rc
-	case c.recs != nil:
-		recs = io.NewSectionReader(c.recs, 0, c.recs.Size())
 	default:
 		return nil
 	}

@@ -23,7 +23,7 @@ import (
 // its bytes, the running stream hash there), and <machine>.txt, the
 // records, to which a grown session's new records are appended. It is
 // bounded: Evict removes the copies used longest ago until the records fit
-// in MaxBytes. The records are the sessions' text: the folder is 0700 and
+// in the bound it was opened with. The records are the sessions' text: the folder is 0700 and
 // its files 0600, as the state dir's.
 type Cache struct {
 	dir  string
@@ -87,9 +87,6 @@ func OpenCache(dir string, maxBytes int64) (*Cache, error) {
 // Close releases the cache's lock.
 func (c *Cache) Close() error { return c.lock.Close() }
 
-// MaxBytes is the bound on the records the cache keeps.
-func (c *Cache) MaxBytes() int64 { return c.max }
-
 // OlderCopy is the cache's name for machine's older generation gen, kept
 // beside its current copy: a generation that is not the newest never
 // grows. ("@" is in no machine's name.)
@@ -112,8 +109,11 @@ func (c *Cache) paths(id, machine string) (state, records string, err error) {
 }
 
 // State returns what the cache holds of a session's copy on machine, or
-// nil when it holds nothing usable.
+// nil when it holds nothing usable (or there is no cache, c nil).
 func (c *Cache) State(id, machine string) (*CopyState, error) {
+	if c == nil {
+		return nil, nil
+	}
 	sp, _, err := c.paths(id, machine)
 	if err != nil {
 		return nil, err

@@ -7,15 +7,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // Pending is a copy's records being written as its bytes are read, and
 // kept only once they are all verified: into the cache after the records
 // it holds (appending), or into a temp file beside them (a copy indexed
-// anew), or, without a cache, into an unlinked temp file. Commit keeps
-// them in the cache; Detach hands them over to be searched once, the cache
-// forgetting the copy (they are more than it may hold); Abort drops them,
-// leaving the cache as it was.
+// anew), or, without a cache, into an unlinked temp file. Keep keeps them
+// in the cache, or moves them to the search's Spool to be searched once,
+// the cache forgetting the copy (they are more than it may hold); Abort
+// drops them, leaving the cache as it was.
 type Pending struct {
 	c        *Cache
 	id, mach string
@@ -33,10 +34,10 @@ const tmpSuffix = ".tmp"
 // Begin starts writing a copy's records: after those from holds (nil:
 // anew). It returns nil, with no error, when from's records are gone: the
 // copy is to be indexed anew. Without a cache (c nil) the records go to a
-// TempFile, to be searched once (Detach).
+// tempFile, to be searched once (Keep moves them to the Spool).
 func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
 	if c == nil {
-		f, err := TempFile()
+		f, err := tempFile()
 		if err != nil {
 			return nil, err
 		}
@@ -74,9 +75,9 @@ func (c *Cache) Begin(id, machine string, from *CopyState) (*Pending, error) {
 	return p, nil
 }
 
-// TempFile is a file in the system's temp folder, unlinked at once:
+// tempFile is a file in the system's temp folder, unlinked at once:
 // nothing of the records it holds is left behind, whatever ends the run.
-func TempFile() (*os.File, error) {
+func tempFile() (*os.File, error) {
 	f, err := os.CreateTemp("", ".ompsync-grep-*")
 	if err == nil {
 		if err = os.Remove(f.Name()); err != nil {
@@ -99,23 +100,28 @@ func (p *Pending) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// Size is the bytes of all the copy's records: those appended to and the
+// size is the bytes of all the copy's records: those appended to and the
 // new.
-func (p *Pending) Size() int64 { return p.base + p.n }
+func (p *Pending) size() int64 { return p.base + p.n }
 
-// Commit keeps the records in the cache as st's (st.Records is set). The
-// caller detaches a copy larger than MaxBytes instead: Evict would remove
-// it.
-func (p *Pending) Commit(st *CopyState) error {
-	if p.c == nil {
-		return errors.New("search: records outside the cache cannot be kept")
+// Keep keeps the records in the cache as st's and returns nil; records
+// more than the cache holds (Evict would remove them), or without a cache
+// any, it moves to sp instead (spool), and returns where they are there.
+func (p *Pending) Keep(st *CopyState, sp *Spool) (*io.SectionReader, error) {
+	if p.c == nil || p.size() > p.c.max {
+		return p.spool(sp)
 	}
+	return nil, p.commit(st)
+}
+
+// commit keeps the records in the cache as st's (st.Records is set).
+func (p *Pending) commit(st *CopyState) error {
 	sp, rp, err := p.c.paths(st.Session, st.Machine)
 	if err != nil {
 		p.Abort()
 		return err
 	}
-	err = p.f.Truncate(p.Size()) // drop what a cut-off run left
+	err = p.f.Truncate(p.size()) // drop what a cut-off run left
 	if cerr := p.f.Close(); err == nil {
 		err = cerr
 	}
@@ -128,16 +134,33 @@ func (p *Pending) Commit(st *CopyState) error {
 		}
 		return fmt.Errorf("search cache: %w", err)
 	}
-	st.Records = p.Size()
+	st.Records = p.size()
 	st.Version = recordsVersion
 	p.c.use(rp)
 	return p.c.saveState(sp, st)
 }
 
-// Detach returns the records to be searched once, from disk, and makes
-// the cache forget the copy; closing what it returns drops them.
-func (p *Pending) Detach() (*os.File, error) {
-	size := p.Size()
+// Spool is one unlinked temp file that holds, one after the other, the
+// records of the copies not kept in the cache, until they are searched: a
+// search of thousands of sessions without a cache holds one file open, not
+// one a copy, nor their records in memory. The zero Spool is empty.
+type Spool struct {
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// Close drops what the spool holds.
+func (sp *Spool) Close() {
+	if sp.f != nil {
+		sp.f.Close()
+	}
+}
+
+// spool moves the records to sp, to be searched once from there, and makes
+// the cache forget the copy.
+func (p *Pending) spool(sp *Spool) (*io.SectionReader, error) {
+	defer p.f.Close()
 	var err error
 	if p.tmp != "" {
 		err = os.Remove(p.tmp)
@@ -145,17 +168,23 @@ func (p *Pending) Detach() (*os.File, error) {
 	if err == nil && p.c != nil {
 		err = p.c.Remove(p.id, p.mach) // the open file stays readable
 	}
-	if err == nil {
-		err = p.f.Truncate(size)
-	}
-	if err == nil {
-		_, err = p.f.Seek(0, io.SeekStart)
-	}
 	if err != nil {
-		p.f.Close()
 		return nil, fmt.Errorf("search cache: %w", err)
 	}
-	return p.f, nil
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.f == nil {
+		if sp.f, err = tempFile(); err != nil {
+			return nil, err
+		}
+	}
+	n, err := io.Copy(io.NewOffsetWriter(sp.f, sp.size), io.NewSectionReader(p.f, 0, p.size()))
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	recs := io.NewSectionReader(sp.f, sp.size, n)
+	sp.size += n
+	return recs, nil
 }
 
 // Abort drops the new records: the cache holds what it held before.

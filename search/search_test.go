@@ -177,7 +177,7 @@ func store(c *Cache, st *CopyState, appendTo bool, recs string) error {
 		p.Abort()
 		return err
 	}
-	return p.Commit(st)
+	return p.commit(st)
 }
 
 // records reads st's records back.

@@ -179,12 +179,13 @@ func TestPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Write([]byte("b\tuser\ttext\t0\tsecond\n"))
-	f, err := p.Detach()
+	var sp Spool
+	defer sp.Close()
+	recs, err := p.spool(&sp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(f)
-	f.Close()
+	b, _ := io.ReadAll(recs)
 	if string(b) != "a\tuser\ttext\t0\tfirst\nb\tuser\ttext\t0\tsecond\n" {
 		t.Errorf("detached records %q", b)
 	}
