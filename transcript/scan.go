@@ -3,8 +3,7 @@ package transcript
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
-	"unicode/utf16"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -99,72 +98,39 @@ func (s *scanner) strEnd() (escaped bool) {
 }
 
 // decode is the value of the string raw (quotes and all), checked by
-// strEnd, as encoding/json decodes it.
+// strEnd, as encoding/json decodes it. The escapes JSON.stringify writes
+// are undone here, in one pass; a string with \u escapes or bytes that are
+// not UTF-8 (rare: control characters, a broken file) is left to
+// encoding/json, which makes one rune of a surrogate pair and U+FFFD of
+// what is not a character.
 func decode(raw []byte, escaped bool) string {
-	raw = raw[1 : len(raw)-1]
-	if !escaped {
-		return validString(raw)
+	if out, ok := unescape(raw[1 : len(raw)-1]); ok && utf8.Valid(out) {
+		return string(out)
 	}
-	out := make([]byte, 0, len(raw))
-	for {
-		i := bytes.IndexByte(raw, '\\')
-		if i < 0 {
-			return validString(append(out, raw...))
-		}
-		out = append(out, raw[:i]...)
-		e := raw[i+1]
-		raw = raw[i+2:]
-		switch e {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r := hex4(raw)
-			raw = raw[4:]
-			if utf16.IsSurrogate(r) {
-				// A pair makes one rune; a half alone is U+FFFD, and what
-				// follows it stands alone.
-				r2 := rune(-1)
-				if len(raw) >= 6 && raw[0] == '\\' && raw[1] == 'u' {
-					r2 = hex4(raw[2:])
-				}
-				if r = utf16.DecodeRune(r, r2); r != utf8.RuneError {
-					raw = raw[6:]
-				}
-			}
-			out = utf8.AppendRune(out, r)
-		default: // '"', '\\', '/'
-			out = append(out, e)
-		}
-	}
+	var v string
+	_ = json.Unmarshal(raw, &v) // checked by strEnd: cannot fail
+	return v
 }
 
-// hex4 reads the four hex digits b starts with, checked by strEnd.
-func hex4(b []byte) rune {
-	n, _ := strconv.ParseUint(string(b[:4]), 16, 32)
-	return rune(n)
-}
-
-// validString is b as a string, each byte that is not part of valid UTF-8
-// replaced by U+FFFD, as encoding/json decodes it.
-func validString(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
+// unescape undoes the one-letter escapes of b; false when it holds a \u.
+func unescape(b []byte) ([]byte, bool) {
+	i := bytes.IndexByte(b, '\\')
+	if i < 0 {
+		return b, true
 	}
-	out := make([]byte, 0, len(b)+8)
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		out = utf8.AppendRune(out, r) // RuneError, size 1, for a bad byte
-		b = b[n:]
+	out := make([]byte, 0, len(b))
+	for ; i >= 0; i = bytes.IndexByte(b, '\\') {
+		e := b[i+1]
+		if e == 'u' {
+			return nil, false
+		}
+		if j := strings.IndexByte("bfnrt", e); j >= 0 {
+			e = "\b\f\n\r\t"[j]
+		}
+		out = append(append(out, b[:i]...), e) // '"', '\\', '/' stand for themselves
+		b = b[i+2:]
 	}
-	return string(out)
+	return append(out, b...), true
 }
 
 // skip steps over one value of any kind.
