@@ -2,7 +2,9 @@ package transcript
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -143,9 +145,9 @@ func (s *scanner) skip(depth int) {
 	case '"':
 		s.strEnd()
 	case '{':
-		s.object(func([]byte) { s.skip(depth + 1) })
+		s.object(depth, func([]byte) { s.skip(depth + 1) })
 	case '[':
-		s.array(func() { s.skip(depth + 1) })
+		s.list('[', ']', func() { s.skip(depth + 1) })
 	case 't':
 		s.word("true")
 	case 'f':
@@ -163,23 +165,16 @@ func (s *scanner) validEscape() bool {
 	if s.i+1 >= len(s.b) {
 		return false
 	}
-	switch s.b[s.i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+	if s.b[s.i+1] != 'u' {
 		s.i++
-		return true
-	case 'u':
-		if s.i+6 > len(s.b) {
-			return false
-		}
-		for _, c := range s.b[s.i+2 : s.i+6] {
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-				return false
-			}
-		}
-		s.i += 5
-		return true
+		return strings.IndexByte(`"\\/bfnrt`, s.b[s.i]) >= 0
 	}
-	return false
+	if s.i+6 > len(s.b) {
+		return false
+	}
+	_, err := strconv.ParseUint(string(s.b[s.i+2:s.i+6]), 16, 16)
+	s.i += 5
+	return err == nil
 }
 
 func (s *scanner) word(w string) {
@@ -190,20 +185,13 @@ func (s *scanner) word(w string) {
 	s.i += len(w)
 }
 
-// number steps over a number, checking its shape loosely: the characters a
-// JSON number holds, at least one digit.
+// number steps over the characters a JSON number holds, checked as one.
 func (s *scanner) number() {
-	start, digits := s.i, false
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		if c >= '0' && c <= '9' {
-			digits = true
-		} else if c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
-			break
-		}
+	start := s.i
+	for s.i < len(s.b) && strings.IndexByte("0123456789-+.eE", s.b[s.i]) >= 0 {
 		s.i++
 	}
-	if !digits || !json.Valid(s.b[start:s.i]) {
+	if !json.Valid(s.b[start:s.i]) {
 		s.fail()
 	}
 }
@@ -221,9 +209,21 @@ func (s *scanner) rawValue(depth int) ([]byte, bool) {
 	return s.b[start:s.i], s.spaces == spaces
 }
 
-// object reads an object, calling member with each key; member must
-// consume the value.
-func (s *scanner) object(member func(key []byte)) {
+// object reads an object, calling member with each key (member must
+// consume the value), and reports true. In its place null is nothing
+// (false), and any other kind is stepped over and marks the value
+// mistyped, as encoding/json refuses it for a struct.
+func (s *scanner) object(depth int, member func(key []byte)) bool {
+	switch s.peek() {
+	case '{':
+	case 'n':
+		s.word("null")
+		return false
+	default:
+		s.skip(depth)
+		s.mistyped = true
+		return false
+	}
 	s.list('{', '}', func() {
 		if s.peek() != '"' {
 			s.fail()
@@ -235,6 +235,7 @@ func (s *scanner) object(member func(key []byte)) {
 			member(key)
 		}
 	})
+	return true
 }
 
 // key reads an object key. Keys are short and plain; one with escapes is
@@ -250,8 +251,6 @@ func (s *scanner) key() []byte {
 	}
 	return s.b[start+1 : s.i-1]
 }
-
-func (s *scanner) array(elem func()) { s.list('[', ']', elem) }
 
 // list reads the values between open and close, separated by commas, each
 // with elem: an object's members or an array's elements.
@@ -282,14 +281,15 @@ func (s *scanner) list(open, close byte, elem func()) {
 func (s *scanner) strOr(dst *string, depth int) {
 	v, ok := s.str()
 	switch {
-	case ok || s.bad:
+	case ok:
+		*dst = v
+	case s.bad:
 	case s.peek() == 'n': // null leaves a field as it was
 		s.word("null")
 	default:
 		s.skip(depth)
 		s.mistyped = true
 	}
-	*dst = v
 }
 
 // scanEntry is Parse's reading of a line into the same fields parseJSON
@@ -297,7 +297,7 @@ func (s *scanner) strOr(dst *string, depth int) {
 func scanEntry(line []byte) (rawEntry, bool) {
 	s := &scanner{b: line}
 	var r rawEntry
-	s.object(func(key []byte) {
+	s.object(0, func(key []byte) {
 		switch string(key) {
 		case "type":
 			s.strOr(&r.Type, 1)
@@ -310,19 +310,11 @@ func scanEntry(line []byte) (rawEntry, bool) {
 		case "content":
 			r.Content, _ = s.rawValue(1)
 		case "message":
-			if s.peek() == 'n' {
-				s.word("null")
-				r.Message = nil
-				return
-			}
-			if s.peek() != '{' {
-				s.skip(1)
-				s.mistyped = true
-				return
-			}
-			m := &rawMessage{}
+			// A second message member fills the first, as encoding/json
+			// fills a pointer; null clears it.
+			m := cmp.Or(r.Message, &rawMessage{})
 			r.Message = m
-			s.object(func(key []byte) {
+			if !s.object(1, func(key []byte) {
 				switch string(key) {
 				case "role":
 					s.strOr(&m.Role, 1)
@@ -339,7 +331,9 @@ func scanEntry(line []byte) (rawEntry, bool) {
 				default:
 					s.skip(2)
 				}
-			})
+			}) {
+				r.Message = nil
+			}
 		default:
 			s.skip(1)
 		}
@@ -361,16 +355,10 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		return nil
 	}
 	var out []Part
-	s.array(func() {
-		if s.peek() != '{' {
-			s.skip(1)
-			out, s.bad = nil, true // encoding/json refuses a list of non-objects
-			return
-		}
+	s.list('[', ']', func() {
 		var b rawBlock
-		var args []byte
-		compact := false
-		s.object(func(key []byte) {
+		var compact bool
+		s.object(1, func(key []byte) {
 			switch string(key) {
 			case "type":
 				s.strOr(&b.Type, 2)
@@ -381,12 +369,11 @@ func scanContent(raw []byte, kind, tool string) []Part {
 			case "name":
 				s.strOr(&b.Name, 2)
 			case "arguments":
-				args, compact = s.rawValue(2)
+				b.Arguments, compact = s.rawValue(2)
 			default:
 				s.skip(2)
 			}
 		})
-		b.Arguments = args
 		out = appendBlock(out, b, kind, tool, compact)
 	})
 	if s.ws(); s.bad || s.mistyped || s.i != len(s.b) {
