@@ -69,34 +69,29 @@ func (s *scanner) str() (string, bool) {
 		return "", false
 	}
 	start := s.i
-	escaped := s.strEnd()
-	if s.bad {
+	if s.strEnd(); s.bad {
 		return "", false
 	}
-	return decode(s.b[start:s.i], escaped), true
+	return decode(s.b[start:s.i]), true
 }
 
 // strEnd steps over the string at s.i (its opening quote), checked as
-// encoding/json checks it, and reports whether it holds escapes.
-func (s *scanner) strEnd() (escaped bool) {
+// encoding/json checks it.
+func (s *scanner) strEnd() {
 	for s.i++; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
-			return escaped
+			return
 		case c == '\\':
 			if !s.validEscape() {
 				s.fail()
-				return false
 			}
-			escaped = true
 		case c < 0x20:
 			s.fail()
-			return false
 		}
 	}
 	s.fail()
-	return false
 }
 
 // decode is the value of the string raw (quotes and all), checked by
@@ -105,7 +100,7 @@ func (s *scanner) strEnd() (escaped bool) {
 // not UTF-8 (rare: control characters, a broken file) is left to
 // encoding/json, which makes one rune of a surrogate pair and U+FFFD of
 // what is not a character.
-func decode(raw []byte, escaped bool) string {
+func decode(raw []byte) string {
 	if out, ok := unescape(raw[1 : len(raw)-1]); ok && utf8.Valid(out) {
 		return string(out)
 	}
@@ -242,14 +237,13 @@ func (s *scanner) object(depth int, member func(key []byte)) bool {
 // decoded.
 func (s *scanner) key() []byte {
 	start := s.i
-	escaped := s.strEnd()
-	switch {
-	case s.bad:
+	if s.strEnd(); s.bad {
 		return nil
-	case escaped:
-		return []byte(decode(s.b[start:s.i], true))
 	}
-	return s.b[start+1 : s.i-1]
+	if k := s.b[start+1 : s.i-1]; bytes.IndexByte(k, '\\') < 0 {
+		return k
+	}
+	return []byte(decode(s.b[start:s.i]))
 }
 
 // list reads the values between open and close, separated by commas, each

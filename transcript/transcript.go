@@ -170,7 +170,7 @@ func parseTime(raw json.RawMessage) time.Time {
 		return time.Time{}
 	}
 	if raw[0] == '"' { // a JSON string: checked as the line was read
-		t, _ := time.Parse(time.RFC3339Nano, decode(raw, true))
+		t, _ := time.Parse(time.RFC3339Nano, decode(raw))
 		return t
 	}
 	if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > 0 {
