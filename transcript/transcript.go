@@ -214,12 +214,8 @@ func (l *Lines) Write(p []byte) (int, error) {
 			l.At += int64(len(p))
 			break
 		}
-		if l.size == 0 && int64(i) <= l.max() {
-			l.read(p[:i]) // whole in p: not copied
-		} else {
-			l.hold(p[:i])
-			l.end()
-		}
+		l.hold(p[:i])
+		l.end()
 		l.At += int64(i + 1)
 		p = p[i+1:]
 	}
@@ -243,29 +239,22 @@ func (l *Lines) hold(p []byte) {
 
 // end reads the held line, or names it when it was too long.
 func (l *Lines) end() {
-	if l.size > l.max() {
-		l.n++
-		if l.Long != nil {
-			l.Long(l.n, l.start, l.size)
-		}
-	} else {
-		l.read(l.line)
-	}
-	if cap(l.line) > 1<<20 {
-		l.line = nil // a long line's buffer is not kept for the short ones
-	}
-	l.line, l.size = l.line[:0], 0
-}
-
-func (l *Lines) read(line []byte) {
 	l.n++
 	text := Parse
 	if l.Format != nil {
 		text = l.Format.Text
 	}
-	if e, ok := text(line, l.n); ok {
+	if l.size > l.max() {
+		if l.Long != nil {
+			l.Long(l.n, l.start, l.size)
+		}
+	} else if e, ok := text(l.line, l.n); ok {
 		l.Entry(e)
 	}
+	if cap(l.line) > 1<<20 {
+		l.line = nil // a long line's buffer is not kept for the short ones
+	}
+	l.line, l.size = l.line[:0], 0
 }
 
 // Close reads the last line, if the bytes did not end with a newline.
