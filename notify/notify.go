@@ -90,9 +90,8 @@ type Notifier struct {
 	alerted  Event // Failing or Lagging once said, until Recovered
 	lastPing time.Time
 
-	mu      sync.Mutex
-	next    *delivery // the latest event not yet delivered
-	wake    chan struct{}
+	mu      sync.Mutex      // one send at a time; guards failed
+	next    chan delivery   // the latest event not yet delivered
 	failed  map[string]bool // a channel whose failure was said
 	pending sync.WaitGroup  // deliveries queued or under way (Flush)
 }
@@ -114,7 +113,7 @@ func New(opts Options) *Notifier {
 	opts.Timeout = cmp.Or(opts.Timeout, DefaultTimeout)
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.URL = strings.TrimSuffix(opts.URL, "/")
-	return &Notifier{opts: opts, wake: make(chan struct{}, 1), failed: map[string]bool{}}
+	return &Notifier{opts: opts, next: make(chan delivery, 1), failed: map[string]bool{}}
 }
 
 // Observe is told the backup's health; it never blocks. Failing or lagging
@@ -173,15 +172,14 @@ func (n *Notifier) prefix() string {
 // cannot keep up delivers the latest state, not a backlog.
 func (n *Notifier) send(ev Event, msg string) {
 	n.mu.Lock()
-	if n.next == nil {
-		n.pending.Add(1)
-	}
-	n.next = &delivery{ev: ev, msg: oneLine(msg)}
-	n.mu.Unlock()
+	defer n.mu.Unlock()
+	n.pending.Add(1)
 	select {
-	case n.wake <- struct{}{}:
+	case <-n.next: // replaced: never delivered
+		n.pending.Done()
 	default:
 	}
+	n.next <- delivery{ev: ev, msg: oneLine(msg)}
 }
 
 // Run delivers events until ctx ends.
@@ -193,14 +191,8 @@ func (n *Notifier) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.wake:
-		}
-		n.mu.Lock()
-		d := n.next
-		n.next = nil
-		n.mu.Unlock()
-		if d != nil {
-			n.deliver(ctx, *d)
+		case d := <-n.next:
+			n.deliver(ctx, d)
 			n.pending.Done()
 		}
 	}

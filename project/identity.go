@@ -95,9 +95,9 @@ func under(root, p string) (string, bool) {
 // Repository finds the git repository dir is in: its top folder and its
 // normalised origin ("" when it has none). top is "" outside a repository.
 func Repository(dir string) (top, origin string) {
-	for i := 0; i < maxUp; i++ {
-		if cfg, ok := gitConfig(filepath.Join(dir, ".git")); ok {
-			return dir, originOf(cfg)
+	for range maxUp {
+		if ok, origin := checkoutAt(dir); ok {
+			return dir, origin
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {

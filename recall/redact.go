@@ -14,7 +14,7 @@ const Masked = "[REDACTED]"
 var credentials = regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z ]*PRIVATE KEY-----|$)` +
 	`|(?:AKIA|ASIA)[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}` +
 	// sk- begins a word, or follows an escaped newline or tab in JSON.
-	`|(?:^|[^A-Za-z0-9_-]|\\[nrt])sk-[A-Za-z0-9_-]{20,}`)
+	`|(?:^|[^A-Za-z0-9_-]|\\[nrt])(sk-[A-Za-z0-9_-]{20,})`)
 
 // keyBody is a line of a PEM key's body or another long base64 secret,
 // masked when it mixes cases and digits (a hex hash does not).
@@ -28,34 +28,31 @@ var awsSecret = regexp.MustCompile(`(?:^|[^A-Za-z0-9/+])([A-Za-z0-9/+]{40})(?:[^
 func Redact(text string) (string, int) {
 	n := 0
 	hasAWS := strings.Contains(text, "AKIA") || strings.Contains(text, "ASIA") || strings.Contains(strings.ToLower(text), "secret")
-	text = credentials.ReplaceAllStringFunc(text, func(s string) string {
-		n++
-		// Keep what an sk- key followed.
-		if i := strings.Index(s, "sk-"); i > 0 && !strings.HasPrefix(s, "-----") {
-			return s[:i] + Masked
-		}
-		return Masked
-	})
-	text = keyBody.ReplaceAllStringFunc(text, func(k string) string {
-		if !mixed(k) {
-			return k
-		}
-		n++
-		return Masked
-	})
+	text = mask(text, credentials, false, &n)
+	text = mask(text, keyBody, true, &n)
 	if hasAWS {
-		text = awsSecret.ReplaceAllStringFunc(text, func(s string) string {
-			m := awsSecret.FindStringSubmatchIndex(s)
-			// The 40 characters must mix cases and digits, as a key does.
-			k := s[m[2]:m[3]]
-			if !mixed(k) {
-				return s
-			}
-			n++
-			return s[:m[2]] + Masked + s[m[3]:]
-		})
+		text = mask(text, awsSecret, true, &n)
 	}
 	return text, n
+}
+
+// mask replaces what each match of re holds in its group (all of it when
+// the group is unset: what an sk- key or an AWS secret follows is kept),
+// when that mixes cases and digits as a key does or mixed is not asked,
+// and counts the masks in n.
+func mask(text string, re *regexp.Regexp, mixedOnly bool, n *int) string {
+	return re.ReplaceAllStringFunc(text, func(s string) string {
+		m := re.FindStringSubmatchIndex(s)
+		i, j := 0, len(s)
+		if len(m) > 2 && m[2] >= 0 {
+			i, j = m[2], m[3]
+		}
+		if mixedOnly && !mixed(s[i:j]) {
+			return s
+		}
+		*n++
+		return s[:i] + Masked + s[j:]
+	})
 }
 
 // mixed: k has upper and lower case letters, as a key does.

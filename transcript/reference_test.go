@@ -68,6 +68,10 @@ var crafted = []string{
 	`{"type":"message","id":"e11","message":{"role":"user","content":{}}}`,
 	`{"type":"message","id":"e12","timestamp":-0.5e-3,"message":{"role":"user","content":"n"}}`,
 	`{"type":"message","id":"e13","timestamp":01,"message":{"role":"user","content":"n"}}`,
+	`{"type":"message","id":"e14","message":{"role":"user","content":[{"type":"text","text":"a"},null]}}`,
+	`{"type":"message","id":"e15","id":null,"message":{"role":"user","content":"a"}}`,
+	`{"type":"message","id":"e16","message":{"role":"user"},"message":{"content":"a"}}`,
+	`{"type":"message","id":"e17","message":{"role":"user","content":"a"},"message":null}`,
 	`{}`, `{`, `{"type":}`, `{"type":"message",}`, `[]`, `{"a":[[[[[]]]]]}`,
 }
 

@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -46,15 +47,12 @@ const summaryWidth = 160
 // reads a line at a time (Lines): a line longer than MaxLine is named in a
 // line of its own instead of shown.
 func RenderFrom(w io.Writer, r io.Reader, opts RenderOptions) error {
-	loc := opts.Location
-	if loc == nil {
-		loc = time.UTC
-	}
+	opts.Location = cmp.Or(opts.Location, time.UTC)
 	bw := bufio.NewWriter(w)
 	if opts.Heading != "" {
 		fmt.Fprintln(bw, opts.Heading)
 	}
-	lines := &Lines{Format: opts.Format, Entry: func(e Entry) { writeEntry(bw, e, loc, opts.Thinking, opts.EntryIDs) },
+	lines := &Lines{Format: opts.Format, Entry: func(e Entry) { writeEntry(bw, e, opts) },
 		Long: func(n int, _, size int64) {
 			fmt.Fprintf(bw, "-  (line %d: %d MiB, more than the %d MiB a transcript shows of one line; left out)\n", n, size>>20, MaxLine>>20)
 		}}
@@ -67,19 +65,19 @@ func RenderFrom(w io.Writer, r io.Reader, opts RenderOptions) error {
 
 // writeEntry writes one entry's parts, a line each (a text's further lines
 // indented under it).
-func writeEntry(bw *bufio.Writer, e Entry, loc *time.Location, thinking, ids bool) {
+func writeEntry(bw *bufio.Writer, e Entry, opts RenderOptions) {
 	at := "-"
 	if !e.Time.IsZero() {
-		at = e.Time.In(loc).Format(time.DateTime)
+		at = e.Time.In(opts.Location).Format(time.DateTime)
 	}
-	if ids && e.ID != "" {
+	if opts.EntryIDs && e.ID != "" {
 		at += "  [" + e.ID + "]"
 	}
 	for _, p := range e.Parts {
 		var head, body string
 		switch p.Kind {
 		case Thinking:
-			if !thinking {
+			if !opts.Thinking {
 				continue
 			}
 			head, body = e.Role+" (thinking)", p.Text

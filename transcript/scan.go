@@ -2,9 +2,10 @@ package transcript
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"strconv"
-	"unicode/utf16"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -68,103 +69,65 @@ func (s *scanner) str() (string, bool) {
 		return "", false
 	}
 	start := s.i
-	escaped := s.strEnd()
-	if s.bad {
+	if s.strEnd(); s.bad {
 		return "", false
 	}
-	return decode(s.b[start:s.i], escaped), true
+	return decode(s.b[start:s.i]), true
 }
 
 // strEnd steps over the string at s.i (its opening quote), checked as
-// encoding/json checks it, and reports whether it holds escapes.
-func (s *scanner) strEnd() (escaped bool) {
+// encoding/json checks it.
+func (s *scanner) strEnd() {
 	for s.i++; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
-			return escaped
+			return
 		case c == '\\':
 			if !s.validEscape() {
 				s.fail()
-				return false
 			}
-			escaped = true
 		case c < 0x20:
 			s.fail()
-			return false
 		}
 	}
 	s.fail()
-	return false
 }
 
 // decode is the value of the string raw (quotes and all), checked by
-// strEnd, as encoding/json decodes it.
-func decode(raw []byte, escaped bool) string {
-	raw = raw[1 : len(raw)-1]
-	if !escaped {
-		return validString(raw)
+// strEnd, as encoding/json decodes it. The escapes JSON.stringify writes
+// are undone here, in one pass; a string with \u escapes or bytes that are
+// not UTF-8 (rare: control characters, a broken file) is left to
+// encoding/json, which makes one rune of a surrogate pair and U+FFFD of
+// what is not a character.
+func decode(raw []byte) string {
+	if out, ok := unescape(raw[1 : len(raw)-1]); ok && utf8.Valid(out) {
+		return string(out)
 	}
-	out := make([]byte, 0, len(raw))
-	for {
-		i := bytes.IndexByte(raw, '\\')
-		if i < 0 {
-			return validString(append(out, raw...))
-		}
-		out = append(out, raw[:i]...)
-		e := raw[i+1]
-		raw = raw[i+2:]
-		switch e {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r := hex4(raw)
-			raw = raw[4:]
-			if utf16.IsSurrogate(r) {
-				// A pair makes one rune; a half alone is U+FFFD, and what
-				// follows it stands alone.
-				r2 := rune(-1)
-				if len(raw) >= 6 && raw[0] == '\\' && raw[1] == 'u' {
-					r2 = hex4(raw[2:])
-				}
-				if r = utf16.DecodeRune(r, r2); r != utf8.RuneError {
-					raw = raw[6:]
-				}
-			}
-			out = utf8.AppendRune(out, r)
-		default: // '"', '\\', '/'
-			out = append(out, e)
-		}
-	}
+	var v string
+	_ = json.Unmarshal(raw, &v) // checked by strEnd: cannot fail
+	return v
 }
 
-// hex4 reads the four hex digits b starts with, checked by strEnd.
-func hex4(b []byte) rune {
-	n, _ := strconv.ParseUint(string(b[:4]), 16, 32)
-	return rune(n)
-}
-
-// validString is b as a string, each byte that is not part of valid UTF-8
-// replaced by U+FFFD, as encoding/json decodes it.
-func validString(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
+// unescape undoes the one-letter escapes of b; false when it holds a \u.
+func unescape(b []byte) ([]byte, bool) {
+	i := bytes.IndexByte(b, '\\')
+	if i < 0 {
+		return b, true
 	}
-	out := make([]byte, 0, len(b)+8)
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		out = utf8.AppendRune(out, r) // RuneError, size 1, for a bad byte
-		b = b[n:]
+	out := make([]byte, 0, len(b))
+	for ; i >= 0; i = bytes.IndexByte(b, '\\') {
+		e := b[i+1]
+		if e == 'u' {
+			return nil, false
+		}
+		if j := strings.IndexByte("bfnrt", e); j >= 0 {
+			e = "\b\f\n\r\t"[j]
+		}
+		out = append(append(out, b[:i]...), e) // '"', '\\', '/' stand for themselves
+		b = b[i+2:]
 	}
-	return string(out)
+	return append(out, b...), true
 }
 
 // skip steps over one value of any kind.
@@ -177,9 +140,9 @@ func (s *scanner) skip(depth int) {
 	case '"':
 		s.strEnd()
 	case '{':
-		s.object(func([]byte) { s.skip(depth + 1) })
+		s.object(depth, func([]byte) { s.skip(depth + 1) })
 	case '[':
-		s.array(func() { s.skip(depth + 1) })
+		s.list('[', ']', func() { s.skip(depth + 1) })
 	case 't':
 		s.word("true")
 	case 'f':
@@ -197,23 +160,16 @@ func (s *scanner) validEscape() bool {
 	if s.i+1 >= len(s.b) {
 		return false
 	}
-	switch s.b[s.i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+	if s.b[s.i+1] != 'u' {
 		s.i++
-		return true
-	case 'u':
-		if s.i+6 > len(s.b) {
-			return false
-		}
-		for _, c := range s.b[s.i+2 : s.i+6] {
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-				return false
-			}
-		}
-		s.i += 5
-		return true
+		return strings.IndexByte(`"\\/bfnrt`, s.b[s.i]) >= 0
 	}
-	return false
+	if s.i+6 > len(s.b) {
+		return false
+	}
+	_, err := strconv.ParseUint(string(s.b[s.i+2:s.i+6]), 16, 16)
+	s.i += 5
+	return err == nil
 }
 
 func (s *scanner) word(w string) {
@@ -224,20 +180,13 @@ func (s *scanner) word(w string) {
 	s.i += len(w)
 }
 
-// number steps over a number, checking its shape loosely: the characters a
-// JSON number holds, at least one digit.
+// number steps over the characters a JSON number holds, checked as one.
 func (s *scanner) number() {
-	start, digits := s.i, false
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		if c >= '0' && c <= '9' {
-			digits = true
-		} else if c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
-			break
-		}
+	start := s.i
+	for s.i < len(s.b) && strings.IndexByte("0123456789-+.eE", s.b[s.i]) >= 0 {
 		s.i++
 	}
-	if !digits || !json.Valid(s.b[start:s.i]) {
+	if !json.Valid(s.b[start:s.i]) {
 		s.fail()
 	}
 }
@@ -255,9 +204,21 @@ func (s *scanner) rawValue(depth int) ([]byte, bool) {
 	return s.b[start:s.i], s.spaces == spaces
 }
 
-// object reads an object, calling member with each key; member must
-// consume the value.
-func (s *scanner) object(member func(key []byte)) {
+// object reads an object, calling member with each key (member must
+// consume the value), and reports true. In its place null is nothing
+// (false), and any other kind is stepped over and marks the value
+// mistyped, as encoding/json refuses it for a struct.
+func (s *scanner) object(depth int, member func(key []byte)) bool {
+	switch s.peek() {
+	case '{':
+	case 'n':
+		s.word("null")
+		return false
+	default:
+		s.skip(depth)
+		s.mistyped = true
+		return false
+	}
 	s.list('{', '}', func() {
 		if s.peek() != '"' {
 			s.fail()
@@ -269,23 +230,21 @@ func (s *scanner) object(member func(key []byte)) {
 			member(key)
 		}
 	})
+	return true
 }
 
 // key reads an object key. Keys are short and plain; one with escapes is
 // decoded.
 func (s *scanner) key() []byte {
 	start := s.i
-	escaped := s.strEnd()
-	switch {
-	case s.bad:
+	if s.strEnd(); s.bad {
 		return nil
-	case escaped:
-		return []byte(decode(s.b[start:s.i], true))
 	}
-	return s.b[start+1 : s.i-1]
+	if k := s.b[start+1 : s.i-1]; bytes.IndexByte(k, '\\') < 0 {
+		return k
+	}
+	return []byte(decode(s.b[start:s.i]))
 }
-
-func (s *scanner) array(elem func()) { s.list('[', ']', elem) }
 
 // list reads the values between open and close, separated by commas, each
 // with elem: an object's members or an array's elements.
@@ -316,14 +275,15 @@ func (s *scanner) list(open, close byte, elem func()) {
 func (s *scanner) strOr(dst *string, depth int) {
 	v, ok := s.str()
 	switch {
-	case ok || s.bad:
+	case ok:
+		*dst = v
+	case s.bad:
 	case s.peek() == 'n': // null leaves a field as it was
 		s.word("null")
 	default:
 		s.skip(depth)
 		s.mistyped = true
 	}
-	*dst = v
 }
 
 // scanEntry is Parse's reading of a line into the same fields parseJSON
@@ -331,7 +291,7 @@ func (s *scanner) strOr(dst *string, depth int) {
 func scanEntry(line []byte) (rawEntry, bool) {
 	s := &scanner{b: line}
 	var r rawEntry
-	s.object(func(key []byte) {
+	s.object(0, func(key []byte) {
 		switch string(key) {
 		case "type":
 			s.strOr(&r.Type, 1)
@@ -344,19 +304,11 @@ func scanEntry(line []byte) (rawEntry, bool) {
 		case "content":
 			r.Content, _ = s.rawValue(1)
 		case "message":
-			if s.peek() == 'n' {
-				s.word("null")
-				r.Message = nil
-				return
-			}
-			if s.peek() != '{' {
-				s.skip(1)
-				s.mistyped = true
-				return
-			}
-			m := &rawMessage{}
+			// A second message member fills the first, as encoding/json
+			// fills a pointer; null clears it.
+			m := cmp.Or(r.Message, &rawMessage{})
 			r.Message = m
-			s.object(func(key []byte) {
+			if !s.object(1, func(key []byte) {
 				switch string(key) {
 				case "role":
 					s.strOr(&m.Role, 1)
@@ -373,7 +325,9 @@ func scanEntry(line []byte) (rawEntry, bool) {
 				default:
 					s.skip(2)
 				}
-			})
+			}) {
+				r.Message = nil
+			}
 		default:
 			s.skip(1)
 		}
@@ -395,16 +349,10 @@ func scanContent(raw []byte, kind, tool string) []Part {
 		return nil
 	}
 	var out []Part
-	s.array(func() {
-		if s.peek() != '{' {
-			s.skip(1)
-			out, s.bad = nil, true // encoding/json refuses a list of non-objects
-			return
-		}
+	s.list('[', ']', func() {
 		var b rawBlock
-		var args []byte
-		compact := false
-		s.object(func(key []byte) {
+		var compact bool
+		s.object(1, func(key []byte) {
 			switch string(key) {
 			case "type":
 				s.strOr(&b.Type, 2)
@@ -415,12 +363,11 @@ func scanContent(raw []byte, kind, tool string) []Part {
 			case "name":
 				s.strOr(&b.Name, 2)
 			case "arguments":
-				args, compact = s.rawValue(2)
+				b.Arguments, compact = s.rawValue(2)
 			default:
 				s.skip(2)
 			}
 		})
-		b.Arguments = args
 		out = appendBlock(out, b, kind, tool, compact)
 	})
 	if s.ws(); s.bad || s.mistyped || s.i != len(s.b) {

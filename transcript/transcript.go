@@ -170,7 +170,7 @@ func parseTime(raw json.RawMessage) time.Time {
 		return time.Time{}
 	}
 	if raw[0] == '"' { // a JSON string: checked as the line was read
-		t, _ := time.Parse(time.RFC3339Nano, decode(raw, true))
+		t, _ := time.Parse(time.RFC3339Nano, decode(raw))
 		return t
 	}
 	if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil && ms > 0 {
@@ -195,10 +195,10 @@ type Lines struct {
 	Entry func(Entry)
 	// Long gets line n's offset and its size without its newline.
 	Long func(n int, at, size int64)
-	// line is the line begun and not yet ended, or, when long, long counts
-	// its bytes read past; start is its offset, n the lines read.
+	// line holds the line begun and not yet ended, unless it grew past
+	// Max; size counts its bytes either way, start is its offset, n the
+	// lines read.
 	line  []byte
-	long  bool
 	size  int64
 	start int64
 	n     int
@@ -214,30 +214,24 @@ func (l *Lines) Write(p []byte) (int, error) {
 			l.At += int64(len(p))
 			break
 		}
-		if len(l.line) == 0 && !l.long && i <= l.max() {
-			l.read(p[:i]) // whole in p: not copied
-		} else {
-			l.hold(p[:i])
-			l.end()
-		}
+		l.hold(p[:i])
+		l.end()
 		l.At += int64(i + 1)
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
-func (l *Lines) max() int { return cmp.Or(l.Max, MaxLine) }
+func (l *Lines) max() int64 { return int64(cmp.Or(l.Max, MaxLine)) }
 
-// hold keeps part of the current line, or counts it past Max.
+// hold keeps part of the current line, or only counts it past Max.
 func (l *Lines) hold(p []byte) {
-	if len(l.line) == 0 && !l.long {
+	if l.size == 0 {
 		l.start = l.At
 	}
-	if !l.long && len(l.line)+len(p) > l.max() {
-		l.long, l.size, l.line = true, int64(len(l.line)), l.line[:0]
-	}
-	if l.long {
-		l.size += int64(len(p))
+	l.size += int64(len(p))
+	if l.size > l.max() {
+		l.line = l.line[:0]
 		return
 	}
 	l.line = append(l.line, p...)
@@ -245,35 +239,27 @@ func (l *Lines) hold(p []byte) {
 
 // end reads the held line, or names it when it was too long.
 func (l *Lines) end() {
-	if l.long {
-		l.n++
-		if l.Long != nil {
-			l.Long(l.n, l.start, l.size)
-		}
-		l.long = false
-	} else {
-		l.read(l.line)
-	}
-	if cap(l.line) > 1<<20 {
-		l.line = nil // a long line's buffer is not kept for the short ones
-	}
-	l.line = l.line[:0]
-}
-
-func (l *Lines) read(line []byte) {
 	l.n++
 	text := Parse
 	if l.Format != nil {
 		text = l.Format.Text
 	}
-	if e, ok := text(line, l.n); ok {
+	if l.size > l.max() {
+		if l.Long != nil {
+			l.Long(l.n, l.start, l.size)
+		}
+	} else if e, ok := text(l.line, l.n); ok {
 		l.Entry(e)
 	}
+	if cap(l.line) > 1<<20 {
+		l.line = nil // a long line's buffer is not kept for the short ones
+	}
+	l.line, l.size = l.line[:0], 0
 }
 
 // Close reads the last line, if the bytes did not end with a newline.
 func (l *Lines) Close() {
-	if len(l.line) > 0 || l.long {
+	if l.size > 0 {
 		l.end()
 	}
 }
