@@ -34,11 +34,11 @@ type outcome struct {
 	replace bool
 	// from are the copies the result came from (indexes into copies).
 	from []int
-	// diverged: the copies diverged and cannot be merged line by line (an
-	// artifact that is not JSON Lines, a format without entry ids); apart
-	// are the copies (indexes into copies) that went on apart from data.
-	diverged bool
-	apart    []int
+	// apart, set only when the copies diverged and cannot be merged line
+	// by line (an artifact that is not JSON Lines, a format without entry
+	// ids), are the copies (indexes into copies) that went on apart from
+	// the result: never empty then.
+	apart []int
 }
 
 // format is how the merge rule reads one stream: st's session files (slotted)
@@ -116,9 +116,9 @@ func decide(local *body, copies []body, f format) (out outcome, ok bool, err err
 // divergedBody is diverged for copies read through: top are the copies no
 // other extends (-1 the local file, first).
 func divergedBody(local *body, copies []body, top []int) outcome {
-	out := outcome{action: Unchanged, diverged: true}
+	out := outcome{action: Unchanged}
 	if local == nil {
-		out = outcome{action: Created, body: content{src: copies[top[0]]}, from: []int{top[0]}, diverged: true}
+		out = outcome{action: Created, body: content{src: copies[top[0]]}, from: []int{top[0]}}
 	}
 	for _, i := range top {
 		if i >= 0 && (local != nil || i != top[0]) {
@@ -499,7 +499,7 @@ func (m *merger) planArtifacts(f *fetched, rel string, res *Result) ([]fileWrite
 		if err != nil {
 			return nil, err
 		}
-		if w.out.diverged {
+		if len(w.out.apart) > 0 {
 			if has {
 				res.Notes = append(res.Notes, fmt.Sprintf("artifact %s differs from the backup; the local file was kept", dst))
 			} else {
