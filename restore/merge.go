@@ -62,10 +62,9 @@ func (f format) slotLen(b []byte) int {
 // instead of holding them: the local file (nil for none)
 // equal to a copy, behind one (the rest appended) or ahead of them all,
 // one copy and no local file, or a format that cannot be merged line by
-// line, cost a few buffers whatever their size. ok is false when the
-// copies diverged and must be merged line by line (mergeLines): out.from
-// then lists the copies no other extends, -1 for the local file.
-func decide(local *body, copies []body, f format) (out outcome, ok bool, err error) {
+// line, cost a few buffers whatever their size. Copies that diverged are
+// merged line by line (mergeLines) where the format can.
+func (m *merger) decide(rel string, local *body, copies []body, f format) (outcome, error) {
 	all, off := copies, 0 // all[i] is copies[i-off], all[0] the local file when off is 1
 	if local != nil {
 		all, off = append([]body{*local}, copies...), 1
@@ -77,8 +76,9 @@ func decide(local *body, copies []body, f format) (out outcome, ok bool, err err
 	}
 	for i := range all {
 		for j := i + 1; j < len(all); j++ {
+			var err error
 			if in[i][j], in[j][i], err = prefixes(all[i], all[j], f); err != nil {
-				return out, false, err
+				return outcome{}, fmt.Errorf("%s: %w", rel, err)
 			}
 		}
 	}
@@ -93,24 +93,24 @@ func decide(local *body, copies []body, f format) (out outcome, ok bool, err err
 			top = append(top, i-off)
 		}
 	}
-	if len(top) > 1 && f.lines {
-		return outcome{from: top}, false, nil
-	}
 	if len(top) > 1 {
-		return divergedBody(local, copies, top), true, nil
+		if mf, ok := f.st.MergeFormat(); ok && f.lines {
+			return m.mergeLines(rel, local, copies, top, f, mf)
+		}
+		return divergedBody(local, copies, top), nil
 	}
-	m := top[0]
-	if m < 0 {
-		return keepLocalBody(*local, copies, f), true, nil
+	k := top[0]
+	if k < 0 {
+		return keepLocalBody(*local, copies, f), nil
 	}
-	c := content{src: copies[m], slot: newerSlot(copies[m].head, local, copies, f)}
+	c := content{src: copies[k], slot: newerSlot(copies[k].head, local, copies, f)}
 	if local == nil {
-		return outcome{action: Created, body: c, from: []int{m}}, true, nil
+		return outcome{action: Created, body: c, from: []int{k}}, nil
 	}
-	// copies[m] extends the local file: they differ at most in the slot.
+	// copies[k] extends the local file: they differ at most in the slot.
 	n := f.slotLen(c.src.head)
 	replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
-	return outcome{action: Appended, body: c, from: []int{m}, replace: replace}, true, nil
+	return outcome{action: Appended, body: c, from: []int{k}, replace: replace}, nil
 }
 
 // divergedBody is diverged for copies read through: top are the copies no
@@ -175,11 +175,7 @@ func newerSlot(head []byte, local *body, copies []body, f format) []byte {
 // renames into place; the local file is not touched until then. One
 // session merges at a time. top are the copies no other extends (-1 the
 // local file, first).
-func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f format) (outcome, error) {
-	mf, ok := f.st.MergeFormat()
-	if !ok {
-		return divergedBody(local, copies, top), nil
-	}
+func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f format, mf session.Format) (outcome, error) {
 	var srcs []session.Source
 	var in []body
 	var from []int
@@ -600,19 +596,13 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 		b.file = c.file
 		bodies[i] = b
 	}
-	out, ok, err := decide(local, bodies, f)
-	if err != nil {
-		return w, fmt.Errorf("%s: %w", rel, err)
+	var err error
+	if w.out, err = m.decide(rel, local, bodies, f); err != nil {
+		return w, err
 	}
-	if !ok {
-		if out, err = m.mergeLines(rel, local, bodies, out.from, f); err != nil {
-			return w, err
-		}
-	}
-	w.out = out
 	// The mtime the newest copy had when uploaded, so omp lists the
 	// session where it was; never older than the local file's.
-	for _, i := range out.from {
+	for _, i := range w.out.from {
 		if copies[i].mtime.After(w.mtime) {
 			w.mtime = copies[i].mtime
 		}
