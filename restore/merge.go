@@ -3,6 +3,7 @@ package restore
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -69,30 +70,29 @@ func (m *merger) decide(rel string, local *body, copies []body, f format) (outco
 	if local != nil {
 		all, off = append([]body{*local}, copies...), 1
 	}
-	// in[i][j]: all[i]'s bytes are a prefix of all[j]'s.
-	in := make([][]bool, len(all))
-	for i := range in {
-		in[i] = make([]bool, len(all))
+	// The copies no other extends (the first of equals; -1 the local
+	// file), found longest first: a prefix of another copy is a prefix of
+	// one of those found before it.
+	order := make([]int, len(all))
+	for i := range order {
+		order[i] = i
 	}
-	for i := range all {
-		for j := i + 1; j < len(all); j++ {
-			var err error
-			if in[i][j], in[j][i], err = prefixes(all[i], all[j], f); err != nil {
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(all[j].size, all[i].size) })
+	var top []int
+next:
+	for _, i := range order {
+		for _, j := range top {
+			in, err := isPrefix(all[i], all[j+off], f)
+			if err != nil {
 				return outcome{}, fmt.Errorf("%s: %w", rel, err)
 			}
+			if in {
+				continue next
+			}
 		}
+		top = append(top, i-off)
 	}
-	// Keep only the copies no other copy extends (the first of equals).
-	var top []int
-	for i := range all {
-		covered := false
-		for j := range all {
-			covered = covered || i != j && in[i][j] && (!in[j][i] || j < i)
-		}
-		if !covered {
-			top = append(top, i-off)
-		}
-	}
+	slices.Sort(top)
 	if len(top) > 1 {
 		if mf, ok := f.st.MergeFormat(); ok && f.lines {
 			return m.mergeLines(rel, local, copies, top, f, mf)
@@ -271,7 +271,7 @@ func (m *merger) writeMerge(x *session.Index) (body, error) {
 		// A full disk or an I/O error: nothing was written in place.
 		return body{}, fmt.Errorf("writing the merge failed, the local file left as it was: %w", mergeErr(err))
 	}
-	m.temps = append(m.temps, tmp)
+	m.undo = append(m.undo, func() { os.Remove(tmp) })
 	b, err := m.openBody(tmp, n)
 	b.file = tmp
 	return b, err
@@ -355,20 +355,17 @@ func (m *merger) openBody(p string, size int64) (body, error) {
 	if err != nil {
 		return body{}, err
 	}
-	m.files = append(m.files, f)
+	m.undo = append(m.undo, func() { f.Close() })
 	return fileBody(f, size)
 }
 
-// done closes what plan opened and removes the merges write did not take.
+// done closes what plan opened and removes the merges write did not take,
+// the last first (a merge's file is closed before it is removed).
 func (m *merger) done() {
-	for _, f := range m.files {
-		f.Close()
+	for _, u := range slices.Backward(m.undo) {
+		u()
 	}
-	m.files = nil
-	for _, t := range m.temps {
-		os.Remove(t)
-	}
-	m.temps = nil
+	m.undo = nil
 }
 
 // merger decides by the merge rule and writes what it decided, as the
@@ -376,10 +373,9 @@ func (m *merger) done() {
 // time merge diverged copies line by line, within MaxMergeSize).
 type merger struct {
 	Options
-	// files are the files plan opened, closed when apply ends; temps are
-	// the merges written, removed then unless write took them.
-	files []*os.File
-	temps []string
+	// undo closes the files plan opened and removes the merges written
+	// (unless write took them), when apply ends.
+	undo []func()
 	// later, when set, takes over syncing and placing a new session file.
 	later *later
 	// live, when set, looks again whether the session became live since
