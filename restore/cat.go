@@ -86,7 +86,7 @@ func Cat(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*Print
 	m := &merger{Options: opts}
 	pr := &Printed{ID: t.id, Store: opts.Store, m: m, f: f}
 	w, err := m.plan("session "+t.id, false, f.session, format{opts.Store, true, true})
-	if err == nil && w.out.diverged {
+	if err == nil && len(w.out.apart) > 0 {
 		err = errors.New("the copies diverged and cannot be merged") // not for session files
 	}
 	if err != nil {

@@ -86,23 +86,19 @@ func (c content) sum(from int64) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// prefixes reports whether a's bytes are a prefix of b's (aInB) and b's of
-// a's (bInA) (with f.slotted, past title slots of the same length),
-// reading both a buffer at a time.
-func prefixes(a, b body, f format) (aInB, bInA bool, err error) {
+// isPrefix reports whether a's bytes are a prefix of b's (with f.slotted,
+// past title slots of the same length), reading both a buffer at a time.
+func isPrefix(a, b body, f format) (bool, error) {
 	la, lb := f.slotLen(a.head), f.slotLen(b.head)
-	if la != lb {
-		return false, false, nil
+	if la != lb || a.size > b.size {
+		return false, nil
 	}
-	same, err := sameBytes(a.r, b.r, int64(la), min(a.size, b.size))
+	same, err := sameBytes(a.r, b.r, int64(la), a.size)
 	if errors.Is(err, io.EOF) {
 		// Shorter than it was a moment ago: omp (or a user) cut it.
-		return false, false, errors.New("the local file shrank while restoring; nothing written (run the restore again)")
+		return false, errors.New("the local file shrank while restoring; nothing written (run the restore again)")
 	}
-	if err != nil || !same {
-		return false, false, err
-	}
-	return a.size <= b.size, b.size <= a.size, nil
+	return same, err
 }
 
 // sameBytes reports whether a and b hold the same bytes [from, to).

@@ -64,8 +64,6 @@ type fetched struct {
 	blobLinks map[string][]blobLink // the other names of those blobs
 	notes     []string
 	missing   []string // see Result.Missing
-	// mapped: a session copy's folders were rewritten for this machine.
-	mapped bool
 	// refs are the blobs the copies reference, found as each streamed.
 	refs map[string]bool
 	// buffers takes back the copies' buffers when they are discarded.
@@ -216,7 +214,6 @@ func (f *fetched) fetchStream(ctx context.Context, r *repo.Repo, t *target, inv 
 			f.notes = append(f.notes, note)
 		}
 	}
-	f.mapped = f.mapped || c.mapped
 	maps.Copy(f.refs, c.refs)
 	switch {
 	case c.generation == "":

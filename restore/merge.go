@@ -3,6 +3,7 @@ package restore
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -34,11 +35,11 @@ type outcome struct {
 	replace bool
 	// from are the copies the result came from (indexes into copies).
 	from []int
-	// diverged: the copies diverged and cannot be merged line by line (an
-	// artifact that is not JSON Lines, a format without entry ids); apart
-	// are the copies (indexes into copies) that went on apart from data.
-	diverged bool
-	apart    []int
+	// apart, set only when the copies diverged and cannot be merged line
+	// by line (an artifact that is not JSON Lines, a format without entry
+	// ids), are the copies (indexes into copies) that went on apart from
+	// the result: never empty then.
+	apart []int
 }
 
 // format is how the merge rule reads one stream: st's session files (slotted)
@@ -62,63 +63,62 @@ func (f format) slotLen(b []byte) int {
 // instead of holding them: the local file (nil for none)
 // equal to a copy, behind one (the rest appended) or ahead of them all,
 // one copy and no local file, or a format that cannot be merged line by
-// line, cost a few buffers whatever their size. ok is false when the
-// copies diverged and must be merged line by line (mergeLines): out.from
-// then lists the copies no other extends, -1 for the local file.
-func decide(local *body, copies []body, f format) (out outcome, ok bool, err error) {
+// line, cost a few buffers whatever their size. Copies that diverged are
+// merged line by line (mergeLines) where the format can.
+func (m *merger) decide(rel string, local *body, copies []body, f format) (outcome, error) {
 	all, off := copies, 0 // all[i] is copies[i-off], all[0] the local file when off is 1
 	if local != nil {
 		all, off = append([]body{*local}, copies...), 1
 	}
-	// in[i][j]: all[i]'s bytes are a prefix of all[j]'s.
-	in := make([][]bool, len(all))
-	for i := range in {
-		in[i] = make([]bool, len(all))
+	// The copies no other extends (the first of equals; -1 the local
+	// file), found longest first: a prefix of another copy is a prefix of
+	// one of those found before it.
+	order := make([]int, len(all))
+	for i := range order {
+		order[i] = i
 	}
-	for i := range all {
-		for j := i + 1; j < len(all); j++ {
-			if in[i][j], in[j][i], err = prefixes(all[i], all[j], f); err != nil {
-				return out, false, err
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(all[j].size, all[i].size) })
+	var top []int
+next:
+	for _, i := range order {
+		for _, j := range top {
+			in, err := isPrefix(all[i], all[j+off], f)
+			if err != nil {
+				return outcome{}, fmt.Errorf("%s: %w", rel, err)
+			}
+			if in {
+				continue next
 			}
 		}
+		top = append(top, i-off)
 	}
-	// Keep only the copies no other copy extends (the first of equals).
-	var top []int
-	for i := range all {
-		covered := false
-		for j := range all {
-			covered = covered || i != j && in[i][j] && (!in[j][i] || j < i)
-		}
-		if !covered {
-			top = append(top, i-off)
-		}
-	}
-	if len(top) > 1 && f.lines {
-		return outcome{from: top}, false, nil
-	}
+	slices.Sort(top)
 	if len(top) > 1 {
-		return divergedBody(local, copies, top), true, nil
+		if mf, ok := f.st.MergeFormat(); ok && f.lines {
+			return m.mergeLines(rel, local, copies, top, f, mf)
+		}
+		return divergedBody(local, copies, top), nil
 	}
-	m := top[0]
-	if m < 0 {
-		return keepLocalBody(*local, copies, f), true, nil
+	k := top[0]
+	if k < 0 {
+		return keepLocalBody(*local, copies, f), nil
 	}
-	c := content{src: copies[m], slot: newerSlot(copies[m].head, local, copies, f)}
+	c := content{src: copies[k], slot: newerSlot(copies[k].head, local, copies, f)}
 	if local == nil {
-		return outcome{action: Created, body: c, from: []int{m}}, true, nil
+		return outcome{action: Created, body: c, from: []int{k}}, nil
 	}
-	// copies[m] extends the local file: they differ at most in the slot.
+	// copies[k] extends the local file: they differ at most in the slot.
 	n := f.slotLen(c.src.head)
 	replace := n > 0 && !bytes.Equal(c.head()[:n], local.head[:n])
-	return outcome{action: Appended, body: c, from: []int{m}, replace: replace}, true, nil
+	return outcome{action: Appended, body: c, from: []int{k}, replace: replace}, nil
 }
 
 // divergedBody is diverged for copies read through: top are the copies no
 // other extends (-1 the local file, first).
 func divergedBody(local *body, copies []body, top []int) outcome {
-	out := outcome{action: Unchanged, diverged: true}
+	out := outcome{action: Unchanged}
 	if local == nil {
-		out = outcome{action: Created, body: content{src: copies[top[0]]}, from: []int{top[0]}, diverged: true}
+		out = outcome{action: Created, body: content{src: copies[top[0]]}, from: []int{top[0]}}
 	}
 	for _, i := range top {
 		if i >= 0 && (local != nil || i != top[0]) {
@@ -175,11 +175,7 @@ func newerSlot(head []byte, local *body, copies []body, f format) []byte {
 // renames into place; the local file is not touched until then. One
 // session merges at a time. top are the copies no other extends (-1 the
 // local file, first).
-func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f format) (outcome, error) {
-	mf, ok := f.st.MergeFormat()
-	if !ok {
-		return divergedBody(local, copies, top), nil
-	}
+func (m *merger) mergeLines(rel string, local *body, copies []body, top []int, f format, mf session.Format) (outcome, error) {
 	var srcs []session.Source
 	var in []body
 	var from []int
@@ -275,7 +271,7 @@ func (m *merger) writeMerge(x *session.Index) (body, error) {
 		// A full disk or an I/O error: nothing was written in place.
 		return body{}, fmt.Errorf("writing the merge failed, the local file left as it was: %w", mergeErr(err))
 	}
-	m.temps = append(m.temps, tmp)
+	m.undo = append(m.undo, func() { os.Remove(tmp) })
 	b, err := m.openBody(tmp, n)
 	b.file = tmp
 	return b, err
@@ -297,11 +293,6 @@ func keepsLocalBody(local body, c content, f format) error {
 		return fmt.Errorf("would shrink the local file from %d to %d bytes", local.size, c.size())
 	}
 	sl, sd := f.slotLen(local.head), f.slotLen(c.head())
-	if sd == sl {
-		if same, err := sameBytes(local.r, c, int64(sl), local.size); err != nil || same {
-			return err
-		}
-	}
 	need := map[[sha256.Size]byte]int{}
 	if err := eachLineSum(local.r, int64(sl), local.size, func(s [sha256.Size]byte) { need[s]++ }); err != nil {
 		return err
@@ -359,20 +350,17 @@ func (m *merger) openBody(p string, size int64) (body, error) {
 	if err != nil {
 		return body{}, err
 	}
-	m.files = append(m.files, f)
+	m.undo = append(m.undo, func() { f.Close() })
 	return fileBody(f, size)
 }
 
-// done closes what plan opened and removes the merges write did not take.
+// done closes what plan opened and removes the merges write did not take,
+// the last first (a merge's file is closed before it is removed).
 func (m *merger) done() {
-	for _, f := range m.files {
-		f.Close()
+	for _, u := range slices.Backward(m.undo) {
+		u()
 	}
-	m.files = nil
-	for _, t := range m.temps {
-		os.Remove(t)
-	}
-	m.temps = nil
+	m.undo = nil
 }
 
 // merger decides by the merge rule and writes what it decided, as the
@@ -380,10 +368,9 @@ func (m *merger) done() {
 // time merge diverged copies line by line, within MaxMergeSize).
 type merger struct {
 	Options
-	// files are the files plan opened, closed when apply ends; temps are
-	// the merges written, removed then unless write took them.
-	files []*os.File
-	temps []string
+	// undo closes the files plan opened and removes the merges written
+	// (unless write took them), when apply ends.
+	undo []func()
 	// later, when set, takes over syncing and placing a new session file.
 	later *later
 	// live, when set, looks again whether the session became live since
@@ -499,7 +486,7 @@ func (m *merger) planArtifacts(f *fetched, rel string, res *Result) ([]fileWrite
 		if err != nil {
 			return nil, err
 		}
-		if w.out.diverged {
+		if len(w.out.apart) > 0 {
 			if has {
 				res.Notes = append(res.Notes, fmt.Sprintf("artifact %s differs from the backup; the local file was kept", dst))
 			} else {
@@ -600,19 +587,13 @@ func (m *merger) plan(rel string, has bool, copies []copyData, f format) (fileWr
 		b.file = c.file
 		bodies[i] = b
 	}
-	out, ok, err := decide(local, bodies, f)
-	if err != nil {
-		return w, fmt.Errorf("%s: %w", rel, err)
+	var err error
+	if w.out, err = m.decide(rel, local, bodies, f); err != nil {
+		return w, err
 	}
-	if !ok {
-		if out, err = m.mergeLines(rel, local, bodies, out.from, f); err != nil {
-			return w, err
-		}
-	}
-	w.out = out
 	// The mtime the newest copy had when uploaded, so omp lists the
 	// session where it was; never older than the local file's.
-	for _, i := range out.from {
+	for _, i := range w.out.from {
 		if copies[i].mtime.After(w.mtime) {
 			w.mtime = copies[i].mtime
 		}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -453,7 +454,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	if err := m.apply(f, dest, localRel != "", &res); err != nil {
 		res.Action, res.Error = Failed, failure(err)
 	}
-	if f.mapped {
+	if slices.ContainsFunc(f.session, func(c copyData) bool { return c.mapped }) {
 		// The bytes written are the copy's with this machine's folders:
 		// no machine's stream holds them as they are here.
 		res.Sources = nil
