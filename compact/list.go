@@ -1,9 +1,6 @@
 package compact
 
 import (
-	"strconv"
-	"time"
-
 	"github.com/ompsync/ompsync/repo"
 )
 
@@ -22,14 +19,4 @@ func deleteKeys(s repo.Stream, g *repo.Generation) (keys []string, bytes int64) 
 		keys, bytes = append(keys, s.ChunkKey(g.Name, c.Start, c.End)), bytes+c.Size
 	}
 	return keys, bytes
-}
-
-// started is when the generation began: its name is the start time in Unix
-// nanoseconds on the machine that wrote it.
-func started(gen string) time.Time {
-	n, err := strconv.ParseUint(gen, 16, 63)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(0, int64(n))
 }

@@ -196,7 +196,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 			if next < 0 {
 				continue
 			}
-			if since := started(later[next].Name); now.Sub(since) > ret.Generations {
+			if since := repo.GenerationTime(later[next].Name); now.Sub(since) > ret.Generations {
 				cands = append(cands, candidate{st, g, ReasonSuperseded, since})
 			}
 		}

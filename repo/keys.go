@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ompsync/ompsync/safename"
@@ -183,6 +184,16 @@ func BlobLink(name string) (blob, ext string, ok bool) {
 // NewGeneration names a generation by its start time, so that names sort in
 // the order the generations began on one machine.
 func NewGeneration(unixNano int64) string { return fmt.Sprintf("%016x", unixNano) }
+
+// GenerationTime is when a generation began, NewGeneration read back (the
+// writing machine's clock); zero for a name that is not one.
+func GenerationTime(name string) time.Time {
+	n, err := strconv.ParseUint(name, 16, 63)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(n)).UTC()
+}
 
 // ValidGeneration: 16 lower-case hex digits.
 func ValidGeneration(g string) bool { return lowerHex(g, 16, 16) }

@@ -45,7 +45,7 @@ func streamAt(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, inv *
 		// A generation is named by when it began, on the machine whose
 		// clock also times its uploads: one begun after opts.At had no
 		// bytes on the remote then.
-		if !g.HasMeta || generationTime(g.Name).After(opts.At) || opts.Generation != "" && g.Name != opts.Generation {
+		if !g.HasMeta || repo.GenerationTime(g.Name).After(opts.At) || opts.Generation != "" && g.Name != opts.Generation {
 			continue
 		}
 		at := *g

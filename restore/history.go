@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/ompsync/ompsync/project"
@@ -80,7 +79,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 		for _, g := range inv.Generations {
 			_, covered := repo.Cover(g.Chunks)
 			c := Copy{
-				Machine: inv.Stream.Machine, Generation: g.Name, Started: generationTime(g.Name),
+				Machine: inv.Stream.Machine, Generation: g.Name, Started: repo.GenerationTime(g.Name),
 				Bytes: covered, LastUpload: lastUpload(g), Current: g == newest, Incomplete: !g.HasMeta,
 			}
 			described := false
@@ -150,16 +149,6 @@ func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, 
 		c.Title = info.Title
 	}
 	return problems
-}
-
-// generationTime is when a generation began: its name is the writing
-// machine's clock in Unix nanoseconds.
-func generationTime(name string) time.Time {
-	n, err := strconv.ParseUint(name, 16, 63)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(0, int64(n)).UTC()
 }
 
 // lastUpload is the newest modification time among a generation's
