@@ -40,7 +40,7 @@ import (
 type Options struct {
 	AgentDir string // the store's folder, omp's agent dir (required)
 	// Store is the agent whose sessions AgentDir holds. Default omp.
-	Store    store.Store
+	Store    *store.Store
 	StateDir string // where the agent keeps its state (required)
 	Machine  string // this machine's name on the remote (required)
 	// Interval batches uploads: an active file is uploaded at most once

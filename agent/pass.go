@@ -417,7 +417,7 @@ func (a *Agent) syncArchive(ctx context.Context, j job) (syncResult, error) {
 // that inflates past limit is an error: cut at the limit it would look
 // like a shrunk session, start a new generation, and let retention delete
 // the complete older one.
-func readArchiveFile(st store.Store, p, rel string, limit int64, tmpDir string) (*source, fs.FileInfo, error) {
+func readArchiveFile(st *store.Store, p, rel string, limit int64, tmpDir string) (*source, fs.FileInfo, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, nil, err

@@ -138,7 +138,7 @@ func (a *Agent) linkSeen(rel string) {
 // checkLayout refuses an agent dir one level too high: no sessions folder
 // in it, but one in its agent/ folder (agent_dir=~/.omp for ~/.omp/agent),
 // where nothing would ever be backed up.
-func checkLayout(dir string, st store.Store) error {
+func checkLayout(dir string, st *store.Store) error {
 	top := st.Roots()[0]
 	if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(top))); !isNotExist(err) {
 		return nil
@@ -161,7 +161,7 @@ func (a *Agent) noSessionsFolder() error {
 }
 
 // dirKey names the setting of a store's folder, for messages.
-func dirKey(st store.Store) string {
+func dirKey(st *store.Store) string {
 	if st.Name() == repo.DefaultAgent {
 		return "agent_dir"
 	}

@@ -48,8 +48,8 @@ const maxLineCheck = 1 << 20
 // StatusOptions say what Status compares.
 type StatusOptions struct {
 	AgentDir, StateDir string
-	Store              store.Store // default omp
-	Include, Exclude   []string    // as the agent's
+	Store              *store.Store // default omp
+	Include, Exclude   []string     // as the agent's
 	Now                time.Time
 }
 

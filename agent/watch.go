@@ -112,13 +112,13 @@ func (a *Agent) pollUnwatched() bool {
 // watchable says whether a folder (relative to the agent dir) can hold
 // anything that is backed up: one of the store's roots, a folder in one, or
 // a folder on the way to one.
-func watchable(s store.Store, rel string) bool {
+func watchable(s *store.Store, rel string) bool {
 	return onRootPath(s, rel) || slices.ContainsFunc(s.Roots(), func(root string) bool { return strings.HasPrefix(rel, root+"/") })
 }
 
 // onRootPath says whether rel is one of the store's roots or a folder on
 // the way to one: the only places a symlink is followed.
-func onRootPath(s store.Store, rel string) bool {
+func onRootPath(s *store.Store, rel string) bool {
 	for _, root := range s.Roots() {
 		if rel == root || strings.HasPrefix(root, rel+"/") {
 			return true

@@ -58,7 +58,7 @@ func (c *Config) folder(name string) *string {
 
 // AgentFolder is one agent's store and the folder its sessions live in.
 type AgentFolder struct {
-	Store store.Store
+	Store *store.Store
 	Dir   string
 }
 

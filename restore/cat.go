@@ -21,7 +21,7 @@ type Printed struct {
 	// Sources are the copies it holds, by machine and generation.
 	Sources []Source
 	// Store is the agent that wrote the session.
-	Store store.Store
+	Store *store.Store
 	out   content
 	m     *merger
 	f     *fetched

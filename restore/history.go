@@ -106,7 +106,7 @@ func History(ctx context.Context, r *repo.Repo, prefix string, opts Options) (*S
 
 // describe fills in what a generation's meta says, and with title its
 // title from the head, or else from the first chunk.
-func describe(ctx context.Context, r *repo.Repo, st store.Store, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
+func describe(ctx context.Context, r *repo.Repo, st *store.Store, s repo.Stream, g *repo.Generation, c *Copy, title bool) []string {
 	var problems []string
 	picked, _ := repo.Cover(g.Chunks)
 	m, err := retried(ctx, func() (repo.Meta, error) { return r.GenerationMeta(ctx, s, g) })

@@ -47,7 +47,7 @@ type outcome struct {
 // slot wins; JSON Lines (lines) are merged by st's entry ids when they
 // diverged, if st has any.
 type format struct {
-	st      store.Store
+	st      *store.Store
 	slotted bool
 	lines   bool
 }

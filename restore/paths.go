@@ -69,7 +69,7 @@ func (t *target) project(e machineEntry) project.ID {
 func abs(agentDir, rel string) string { return filepath.Join(agentDir, filepath.FromSlash(rel)) }
 
 // headerCwd reads the cwd a session file records, or "".
-func headerCwd(st store.Store, p string) string {
+func headerCwd(st *store.Store, p string) string {
 	info, _ := st.Describe(store.ReadHead(p))
 	return info.Cwd
 }
@@ -78,7 +78,7 @@ func headerCwd(st store.Store, p string) string {
 // is taken again: a restore of many sessions checks each one against a scan
 // at most a second old, at one scan a second, not one a session.
 type openScan struct {
-	store store.Store
+	store *store.Store
 	mu    sync.Mutex
 	snap  *openfiles.Snapshot
 	taken time.Time
@@ -113,7 +113,7 @@ func (o *openScan) expire() {
 // is open and stops saving it once the file changes under it: nothing
 // overrides that), a lock sidecar exists, or it changed within window. ""
 // means idle.
-func liveReason(st store.Store, agentDir, rel string, now time.Time, window time.Duration, open *openfiles.Snapshot) (why string, held bool) {
+func liveReason(st *store.Store, agentDir, rel string, now time.Time, window time.Duration, open *openfiles.Snapshot) (why string, held bool) {
 	p := abs(agentDir, rel)
 	if hs := open.Holders(p); len(hs) > 0 {
 		names := make([]string, len(hs))

@@ -15,7 +15,7 @@ import (
 // Place is one agent's sessions: its store, its repository on the remote
 // (repo.Agent) and the folder its sessions go to.
 type Place struct {
-	Store store.Store
+	Store *store.Store
 	Repo  *repo.Repo
 	Dir   string
 }

@@ -44,7 +44,7 @@ func twoAgents(t *testing.T) (places []Place, ompID, claudeID string) {
 		t.Fatal(err)
 	}
 	for _, b := range []struct {
-		st  store.Store
+		st  *store.Store
 		r   *repo.Repo
 		dir string
 	}{{store.OMP(), r, ompDir}, {store.Claude(), cr, claudeDir}} {

@@ -303,7 +303,7 @@ func (p *planner) match(pre string) ([]*target, error) {
 // (<time>_<id>.jsonl, archived .jsonl.<compression>, with or without
 // folders), which a user may give wherever an id prefix goes: it is what ls
 // and omp show. isFile says whether arg looks like one at all.
-func fileNameID(st store.Store, arg string) (id string, isFile bool, err error) {
+func fileNameID(st *store.Store, arg string) (id string, isFile bool, err error) {
 	if !strings.ContainsAny(arg, `/\`) && path.Ext(arg) != ".jsonl" && path.Ext(strings.TrimSuffix(arg, path.Ext(arg))) != ".jsonl" {
 		return "", false, nil
 	}

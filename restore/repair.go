@@ -46,7 +46,7 @@ type Damage struct {
 // deleted), is put again the same way; one past the furthest end (the
 // last chunk lost) has no later chunk to prove it: the agent's pass puts
 // it, its state holding the stream hash of what it uploaded.
-func RepairChunks(ctx context.Context, r *repo.Repo, st store.Store, agentDir, machine, id, sessionRel string) ([]Damage, error) {
+func RepairChunks(ctx context.Context, r *repo.Repo, st *store.Store, agentDir, machine, id, sessionRel string) ([]Damage, error) {
 	invs, err := r.Inventory(ctx, id, machine)
 	if err != nil {
 		return nil, err

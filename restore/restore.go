@@ -39,7 +39,7 @@ type Options struct {
 	// (created, mode 0700, when missing). Required.
 	AgentDir string
 	// Store is the agent whose sessions AgentDir holds. Default omp.
-	Store store.Store
+	Store *store.Store
 	// Machine restricts restore to that machine's copy ("" = all).
 	Machine string
 	// All restores every session not recorded as deleted; IncludeDeleted

@@ -1075,7 +1075,7 @@ func FuzzSessionRel(f *testing.F) {
 	f.Add("sessions/../x.jsonl", "/a", "/b")
 	f.Add("sessions/-x/a_b.jsonl", `C:\Users\ana\..\..`, `C:\Users\ana`)
 	f.Fuzz(func(t *testing.T, p, cwd, home string) {
-		for _, st := range []store.Store{store.OMP(), store.Pi(), store.Claude()} {
+		for _, st := range []*store.Store{store.OMP(), store.Pi(), store.Claude()} {
 			rel, err := st.SessionRel(p, cwd, home)
 			if err != nil {
 				continue

@@ -28,8 +28,8 @@ import (
 // sessionId; a subagent's lines name the parent). Nothing outside
 // projects/ is read: never .credentials.json, settings.json, history.jsonl
 // or .claude.json. `claude --resume <id>` resumes a session.
-func Claude() Store {
-	return &spec{
+func Claude() *Store {
+	return &Store{
 		name:   "claude",
 		home:   Home{Title: "Claude Code's folder", Env: "CLAUDE_CONFIG_DIR", Dir: ".claude"},
 		roots:  []string{"projects"},

@@ -46,7 +46,7 @@ func fixtures(t testing.TB, client string) []fixture {
 func TestClientFixtures(t *testing.T) {
 	for _, tc := range []struct {
 		client string
-		st     Store
+		st     *Store
 		title  string
 	}{
 		{"pi", Pi(), "Run echo for me"},
@@ -105,7 +105,7 @@ func TestClientFixtures(t *testing.T) {
 // What each client keeps beside its sessions is never backed up.
 func TestClientSidecarsIgnored(t *testing.T) {
 	for _, tc := range []struct {
-		st   Store
+		st   *Store
 		rels []string
 	}{
 		{Pi(), []string{"auth.json", "models.json", "settings.json", "sessions/--w--/x_1.jsonl.lock", "sessions/--w--/.x_1.jsonl.tmp", "sessions/--w--/x_1/tool.log", "blobs/" + strings.Repeat("a", 64)}},

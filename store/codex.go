@@ -25,8 +25,8 @@ import (
 // which neither Codex nor ompsync takes for a session). Nothing else in the
 // folder is read: never auth.json, config.toml, history.jsonl, the SQLite
 // databases or the logs. `codex resume <id>` resumes a session.
-func Codex() Store {
-	return &spec{
+func Codex() *Store {
+	return &Store{
 		name:     "codex",
 		home:     Home{Title: "Codex's folder", Env: "CODEX_HOME", Dir: ".codex"},
 		roots:    []string{"sessions", "archived_sessions"},

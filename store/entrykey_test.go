@@ -6,7 +6,7 @@ import "testing"
 // or a line that is no entry, has another or none.
 func TestEntryKey(t *testing.T) {
 	cases := []struct {
-		st        Store
+		st        *Store
 		a, pruned string // one entry, and the same entry rewritten
 		other     string // another entry
 	}{

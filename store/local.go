@@ -61,7 +61,7 @@ func PreMergeTime(name string) (time.Time, bool) {
 // ScanLocal lists the session files under the store's first root (omp's
 // sessions/*/*.jsonl) by session id: from the file's first bytes, or its
 // name. A missing agent dir is an empty index.
-func ScanLocal(st Store, agentDir string) (*Local, error) {
+func ScanLocal(st *Store, agentDir string) (*Local, error) {
 	l := &Local{byID: map[string][]string{}}
 	root := st.Roots()[0]
 	var walk func(dir string, depth int) error

@@ -21,13 +21,13 @@ import (
 // Files start with a 256-byte title slot that omp rewrites in place; the
 // header line names the session; entries merge by id and parentId. See
 // ../shared/docs/omp-sessions.md.
-func OMP() Store {
+func OMP() *Store {
 	return family{
 		slot: true, artifacts: true, blobs: true, archive: true,
 		// Credentials and omp's local databases, never backed up.
 		secrets: []string{"auth.json", "agent.db", "agent.db-wal", "agent.db-shm"},
 		homeRel: true,
-	}.store(&spec{
+	}.store(&Store{
 		name: "omp",
 		// Every running omp keeps its agent database open, so a scan of open
 		// files finds omp's processes (and their working folders) even while
@@ -58,7 +58,7 @@ type family struct {
 // and process marker, with what the family shares. Its merge format is
 // omp's for the whole family, pi's files too (pi writes no title slot, so
 // none is found at their start).
-func (f family) store(s *spec) Store {
+func (f family) store(s *Store) *Store {
 	s.roots = []string{"sessions"}
 	if f.blobs {
 		s.roots = append(s.roots, "blobs")

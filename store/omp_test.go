@@ -89,7 +89,7 @@ func TestUntitledSessionTitledByFirstPrompt(t *testing.T) {
 	long := `{"type":"message","id":"a2","parentId":null,"message":{"role":"user","content":"` + strings.Repeat("word ", 40) + `"}}` + "\n"
 	for _, tc := range []struct {
 		name string
-		st   Store
+		st   *Store
 		head string
 		want string
 	}{

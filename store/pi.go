@@ -10,8 +10,8 @@ package store
 // (no descriptor stays open) and takes no lock on a session; auth.json,
 // models.json and settings.json beside sessions/ are never read.
 // `pi --session <id prefix>` resumes a session.
-func Pi() Store {
-	return family{secrets: []string{"auth.json"}}.store(&spec{
+func Pi() *Store {
+	return family{secrets: []string{"auth.json"}}.store(&Store{
 		name:   "pi",
 		resume: "pi --session",
 		home:   Home{Title: "pi's agent folder", Env: "PI_CODING_AGENT_DIR", Dir: ".pi/agent"},

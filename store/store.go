@@ -47,89 +47,6 @@ type Info struct {
 	Title string
 }
 
-// Store is one coding agent's session store. Paths are slash-separated and
-// relative to the store's folder (omp's agent dir, ~/.claude, ...).
-type Store interface {
-	// Name names the agent in configuration, on the remote and in output:
-	// "omp", "pi", "claude", "codex".
-	Name() string
-	// Home is where the agent keeps its files unless configured
-	// otherwise: config's <name>.dir key follows from it.
-	Home() Home
-	// Roots are the folders below the store's folder that hold what is
-	// backed up. Nothing outside them is read.
-	Roots() []string
-	// Classify says what a path is. Credentials, settings, databases,
-	// locks and temp files are KindIgnored.
-	Classify(rel string) Kind
-	// SessionID is the id of the session file at rel, from its first bytes
-	// (head, up to 8 KiB) or else its name; "" when it has none.
-	SessionID(rel string, head []byte) string
-	// IDFromName reads the session id from a session file's name or path
-	// as a user may give it (the file an agent shows).
-	IDFromName(name string) (string, bool)
-	// Describe reads what a catalog shows of a session from its first
-	// bytes; ok is false when they hold no session's start (yet).
-	Describe(head []byte) (info Info, ok bool)
-	// SlotLen is the length of the title slot the agent rewrites in place
-	// at the start of b (omp's 256 bytes), or 0.
-	SlotLen(b []byte) int
-	// SlotTitle decodes a title slot (the first SlotLen bytes of a file);
-	// ok is false when slot is no longer one.
-	SlotTitle(slot []byte) (title string, ok bool)
-	// NewestSlot is the newest title slot among copies (nil for none).
-	NewestSlot(copies [][]byte) []byte
-	// MergeFormat is how copies of a session file that went on in
-	// different places are merged line by line (session.Format's rule
-	// with its entry ids and title slot, streamed by session.Index); ok
-	// is false for a format without entry ids, whose
-	// copies cannot be merged.
-	MergeFormat() (f session.Format, ok bool)
-	// EntryKey is what a merge knows the line (without its newline) by when
-	// it is an entry: its id and timestamp. ok is false for any other line
-	// (a merge knows it by its bytes), and for every line of a format
-	// without entry ids.
-	EntryKey(line []byte) (key string, ok bool)
-	// Artifact says which session an artifact file belongs to and its path
-	// inside that session's artifact folder.
-	Artifact(rel string) (id, inner string, ok bool)
-	// ArtifactRel is where the artifact inner of the session file at
-	// sessionRel goes; ok is false when the agent keeps no such file.
-	ArtifactRel(sessionRel, inner string) (string, bool)
-	// Archived says which session an archived file holds and the path of
-	// the session file it was archived from; ArchiveOf is the inverse
-	// ("" for an agent that archives nothing).
-	Archived(rel string) (id, live string, ok bool)
-	ArchiveOf(live string) string
-	// OpenArchive reads the session's bytes out of r, the archived file
-	// at rel (its compression is the store's to know); the decoder holds
-	// at most about limit bytes in memory.
-	OpenArchive(rel string, r io.Reader, limit int64) (io.ReadCloser, error)
-	// SessionRel checks a session path recorded on the remote and, when
-	// cwd is not "", moves it into the folder the agent keeps the sessions
-	// of working folder cwd in on this machine, whose home folder is home
-	// (the name stays; an agent that does not file sessions by folder
-	// keeps the path as recorded).
-	SessionRel(recorded, cwd, home string) (string, error)
-	// Beside names a copy of the session file at rel kept next to it: the
-	// copy of another machine that cannot be merged (no entry ids). ok is
-	// false for a format that merges.
-	Beside(rel, machine string) (string, bool)
-	// LockFiles are the sidecars of the session file at rel whose fresh
-	// existence says the agent is writing it.
-	LockFiles(rel string) []string
-	// ProcessMarker is a file every running process of the agent keeps
-	// open (omp's agent database), so a scan of open files tells its
-	// processes; "" when there is none.
-	ProcessMarker() string
-	// Resume is the command that resumes session id in the agent.
-	Resume(id string) string
-	// Text reads the conversation out of line n of a session file (for
-	// grep, cat --text): who said what, tool calls and their results, in
-	// the roles omp's lines have (user, assistant, toolResult, ...).
-	Text(line []byte, n int) (transcript.Entry, bool)
-}
-
 // Home is an agent's folder as the agent finds it itself: the folder an
 // environment variable names, else one under the home folder.
 type Home struct {
@@ -139,10 +56,10 @@ type Home struct {
 }
 
 // Known lists every store ompsync knows, omp first.
-func Known() []Store { return []Store{OMP(), Pi(), Claude(), Codex()} }
+func Known() []*Store { return []*Store{OMP(), Pi(), Claude(), Codex()} }
 
 // ByName returns the known store of that name.
-func ByName(name string) (Store, error) {
+func ByName(name string) (*Store, error) {
 	var names []string
 	for _, s := range Known() {
 		if s.Name() == name {
@@ -153,10 +70,12 @@ func ByName(name string) (Store, error) {
 	return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(names, ", "))
 }
 
-// spec is every agent's Store: what differs between the agents is the
+// Store is one coding agent's session store. Paths are slash-separated and
+// relative to the store's folder (omp's agent dir, ~/.claude, ...).
+// One type serves every agent: what differs between the agents is the
 // facts and the few readers of their names and lines held here, so each
 // question a Store answers is answered one way for all of them.
-type spec struct {
+type Store struct {
 	name   string
 	home   Home
 	roots  []string
@@ -186,28 +105,65 @@ type spec struct {
 	beside bool
 }
 
-func (s *spec) Name() string                                     { return s.name }
-func (s *spec) Home() Home                                       { return s.home }
-func (s *spec) Roots() []string                                  { return slices.Clone(s.roots) }
-func (s *spec) Resume(id string) string                          { return s.resume + " " + id }
-func (s *spec) ProcessMarker() string                            { return s.marker }
-func (s *spec) IDFromName(name string) (string, bool)            { return s.idFromName(name) }
-func (s *spec) Describe(head []byte) (Info, bool)                { return s.describe(head) }
-func (s *spec) Text(line []byte, n int) (transcript.Entry, bool) { return s.text(line, n) }
-func (s *spec) MergeFormat() (session.Format, bool)              { return s.merge, s.merge.Entry != nil }
+// Name names the agent in configuration, on the remote and in output:
+// "omp", "pi", "claude", "codex".
+func (s *Store) Name() string { return s.name }
 
-func (s *spec) OpenArchive(rel string, r io.Reader, limit int64) (io.ReadCloser, error) {
+// Home is where the agent keeps its files unless configured
+// otherwise: config's <name>.dir key follows from it.
+func (s *Store) Home() Home { return s.home }
+
+// Roots are the folders below the store's folder that hold what is
+// backed up. Nothing outside them is read.
+func (s *Store) Roots() []string { return slices.Clone(s.roots) }
+
+// Resume is the command that resumes session id in the agent.
+func (s *Store) Resume(id string) string { return s.resume + " " + id }
+
+// ProcessMarker is a file every running process of the agent keeps
+// open (omp's agent database), so a scan of open files tells its
+// processes; "" when there is none.
+func (s *Store) ProcessMarker() string { return s.marker }
+
+// IDFromName reads the session id from a session file's name or path
+// as a user may give it (the file an agent shows).
+func (s *Store) IDFromName(name string) (string, bool) { return s.idFromName(name) }
+
+// Describe reads what a catalog shows of a session from its first
+// bytes; ok is false when they hold no session's start (yet).
+func (s *Store) Describe(head []byte) (Info, bool) { return s.describe(head) }
+
+// Text reads the conversation out of line n of a session file (for
+// grep, cat --text): who said what, tool calls and their results, in
+// the roles omp's lines have (user, assistant, toolResult, ...).
+func (s *Store) Text(line []byte, n int) (transcript.Entry, bool) { return s.text(line, n) }
+
+// MergeFormat is how copies of a session file that went on in
+// different places are merged line by line (session.Format's rule
+// with its entry ids and title slot, streamed by session.Index); ok
+// is false for a format without entry ids, whose
+// copies cannot be merged.
+func (s *Store) MergeFormat() (session.Format, bool) { return s.merge, s.merge.Entry != nil }
+
+// OpenArchive reads the session's bytes out of r, the archived file
+// at rel (its compression is the store's to know); the decoder holds
+// at most about limit bytes in memory.
+func (s *Store) OpenArchive(rel string, r io.Reader, limit int64) (io.ReadCloser, error) {
 	return s.openArchive(rel, r, limit)
 }
 
-func (s *spec) Classify(rel string) Kind {
+// Classify says what a path is. Credentials, settings, databases,
+// locks and temp files are KindIgnored.
+func (s *Store) Classify(rel string) Kind {
 	if parts := cleanParts(rel); parts != nil {
 		return s.classify(parts)
 	}
 	return KindIgnored
 }
 
-func (s *spec) SessionID(rel string, head []byte) string {
+// SessionID is the id of the session file at rel, from its first bytes
+// (head, up to 8 KiB) or else its name; "" when it has none.
+func (s *Store) SessionID(rel string, head []byte) string {
 	if s.headID != nil {
 		if id := s.headID(head); safename.SessionID(id) {
 			return id
@@ -219,14 +175,18 @@ func (s *spec) SessionID(rel string, head []byte) string {
 	return ""
 }
 
-func (s *spec) SlotLen(b []byte) int {
+// SlotLen is the length of the title slot the agent rewrites in place
+// at the start of b (omp's 256 bytes), or 0.
+func (s *Store) SlotLen(b []byte) int {
 	if !s.slot {
 		return 0
 	}
 	return session.SlotLen(b)
 }
 
-func (s *spec) SlotTitle(slot []byte) (string, bool) {
+// SlotTitle decodes a title slot (the first SlotLen bytes of a file);
+// ok is false when slot is no longer one.
+func (s *Store) SlotTitle(slot []byte) (string, bool) {
 	if !s.slot {
 		return "", false
 	}
@@ -234,16 +194,22 @@ func (s *spec) SlotTitle(slot []byte) (string, bool) {
 	return ts.Title, ok
 }
 
-func (s *spec) NewestSlot(copies [][]byte) []byte {
+// NewestSlot is the newest title slot among copies (nil for none).
+func (s *Store) NewestSlot(copies [][]byte) []byte {
 	if !s.slot {
 		return nil
 	}
 	return session.NewestSlot(copies)
 }
 
+// EntryKey is what a merge knows the line (without its newline) by when
+// it is an entry: its id and timestamp. ok is false for any other line
+// (a merge knows it by its bytes), and for every line of a format
+// without entry ids.
+//
 // EntryKey: an entry's id and timestamp, as session.Format's merge keys
 // it; an entry without an id is known by its bytes there.
-func (s *spec) EntryKey(line []byte) (string, bool) {
+func (s *Store) EntryKey(line []byte) (string, bool) {
 	if s.merge.Entry == nil {
 		return "", false
 	}
@@ -254,12 +220,15 @@ func (s *spec) EntryKey(line []byte) (string, bool) {
 	return e.ID + "\x00" + e.Timestamp, true
 }
 
+// Artifact says which session an artifact file belongs to and its path
+// inside that session's artifact folder.
+//
 // Artifact: <root>/<folder>/<session>/<inner...>, the session's artifact
 // folder named like its file without .jsonl; omp's gc moves one into
 // archive/ as it is. Both feed the same stream (named by inner), so an
 // archived folder uploads nothing again, and restore puts it back beside
 // the session file.
-func (s *spec) Artifact(rel string) (string, string, bool) {
+func (s *Store) Artifact(rel string) (string, string, bool) {
 	if s.Classify(rel) != KindArtifact {
 		return "", "", false
 	}
@@ -271,9 +240,12 @@ func (s *spec) Artifact(rel string) (string, string, bool) {
 	return id, strings.Join(parts[3:], "/"), true
 }
 
+// ArtifactRel is where the artifact inner of the session file at
+// sessionRel goes; ok is false when the agent keeps no such file.
+//
 // ArtifactRel: in the folder named like the live session file without
 // .jsonl.
-func (s *spec) ArtifactRel(sessionRel, inner string) (string, bool) {
+func (s *Store) ArtifactRel(sessionRel, inner string) (string, bool) {
 	if !safename.RelPath(inner) || !strings.HasPrefix(sessionRel, s.roots[0]+"/") {
 		return "", false
 	}
@@ -281,7 +253,10 @@ func (s *spec) ArtifactRel(sessionRel, inner string) (string, bool) {
 	return out, s.Classify(out) == KindArtifact
 }
 
-func (s *spec) Archived(rel string) (string, string, bool) {
+// Archived says which session an archived file holds and the path of
+// the session file it was archived from; ArchiveOf is the inverse
+// ("" for an agent that archives nothing).
+func (s *Store) Archived(rel string) (string, string, bool) {
 	if s.Classify(rel) != KindArchive {
 		return "", "", false
 	}
@@ -292,16 +267,22 @@ func (s *spec) Archived(rel string) (string, string, bool) {
 	return id, strings.TrimSuffix(strings.TrimPrefix(rel, s.archiveDir), s.archiveExt), true
 }
 
-func (s *spec) ArchiveOf(live string) string {
+func (s *Store) ArchiveOf(live string) string {
 	if s.archiveExt == "" {
 		return ""
 	}
 	return s.archiveDir + live + s.archiveExt
 }
 
+// SessionRel checks a session path recorded on the remote and, when
+// cwd is not "", moves it into the folder the agent keeps the sessions
+// of working folder cwd in on this machine, whose home folder is home
+// (the name stays; an agent that does not file sessions by folder
+// keeps the path as recorded).
+//
 // SessionRel: the recorded path with its folder (the second segment)
 // the one the agent keeps cwd's sessions in.
-func (s *spec) SessionRel(p, cwd, home string) (string, error) {
+func (s *Store) SessionRel(p, cwd, home string) (string, error) {
 	if !safename.RelPath(p) || s.Classify(p) != KindSession {
 		return "", fmt.Errorf("recorded path %q is not %s", p, s.what)
 	}
@@ -322,17 +303,24 @@ func (s *spec) SessionRel(p, cwd, home string) (string, error) {
 	return out, nil
 }
 
+// Beside names a copy of the session file at rel kept next to it: the
+// copy of another machine that cannot be merged (no entry ids). ok is
+// false for a format that merges.
+//
 // Beside: <name>.jsonl.<machine>.
-func (s *spec) Beside(rel, machine string) (string, bool) {
+func (s *Store) Beside(rel, machine string) (string, bool) {
 	if !s.beside || !safename.Machine(machine) {
 		return "", false
 	}
 	return rel + "." + machine, true
 }
 
+// LockFiles are the sidecars of the session file at rel whose fresh
+// existence says the agent is writing it.
+//
 // LockFiles: omp's ".<name>.jsonl.lock" around each write, and the
 // "<name>.jsonl.lock" of pi-utils' file lock.
-func (s *spec) LockFiles(rel string) []string {
+func (s *Store) LockFiles(rel string) []string {
 	if !s.locks {
 		return nil
 	}
@@ -373,7 +361,7 @@ func cleanParts(rel string) []string {
 
 // ScanOpen lists which processes hold session files (*.jsonl) open, and
 // which are the store's agent (those holding its ProcessMarker).
-func ScanOpen(s Store) (*openfiles.Snapshot, error) {
+func ScanOpen(s *Store) (*openfiles.Snapshot, error) {
 	if m := s.ProcessMarker(); m != "" {
 		return openfiles.Scan(".jsonl", m)
 	}
@@ -381,7 +369,7 @@ func ScanOpen(s Store) (*openfiles.Snapshot, error) {
 }
 
 // Processes are the store's agent processes a ScanOpen saw.
-func Processes(s Store, snap *openfiles.Snapshot) []int {
+func Processes(s *Store, snap *openfiles.Snapshot) []int {
 	// With no marker there are none: a scan notes no holder under "".
 	return snap.WithSuffix(s.ProcessMarker())
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // entries calls f with each entry of data, read by st.
-func entries(data []byte, st Store, f func(transcript.Entry)) {
+func entries(data []byte, st *Store, f func(transcript.Entry)) {
 	l := &transcript.Lines{Format: st, Entry: f}
 	l.Write(data)
 	l.Close()
@@ -17,7 +17,7 @@ func entries(data []byte, st Store, f func(transcript.Entry)) {
 
 // said is one part of a transcript as a test compares it: the entry's
 // line, role and id, the part's kind, tool name and text.
-func said(st Store, data []byte) []string {
+func said(st *Store, data []byte) []string {
 	var out []string
 	entries(data, st, func(e transcript.Entry) {
 		for _, p := range e.Parts {
@@ -35,7 +35,7 @@ func said(st Store, data []byte) []string {
 func TestClientFixturesText(t *testing.T) {
 	for _, tc := range []struct {
 		client string
-		st     Store
+		st     *Store
 		want   []string
 	}{
 		{"pi", Pi(), []string{
@@ -117,7 +117,7 @@ func TestClientTextShapes(t *testing.T) {
 		`{"timestamp":"2026-12-01T10:00:06Z","type":"response_item","payload":{"type":"local_shell_call","call_id":"c2","status":"completed","action":{"type":"exec","command":["ls","-l"]}}}`,
 	}
 	for _, tc := range []struct {
-		st    Store
+		st    *Store
 		lines []string
 		want  []string
 	}{
@@ -151,7 +151,7 @@ func TestClientTextShapes(t *testing.T) {
 func BenchmarkText(b *testing.B) {
 	for _, tc := range []struct {
 		client string
-		st     Store
+		st     *Store
 	}{{"pi", Pi()}, {"claude", Claude()}, {"codex", Codex()}} {
 		b.Run(tc.client, func(b *testing.B) {
 			var data []byte

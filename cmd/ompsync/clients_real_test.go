@@ -31,7 +31,7 @@ import (
 
 // client is one machine's real client, as these tests drive it.
 type client interface {
-	store() store.Store
+	store() *store.Store
 	home() string   // $HOME
 	folder() string // the client's folder (what ompsync backs up)
 	// turn runs one turn: a new session, or resumed by id.
@@ -44,10 +44,10 @@ type client interface {
 
 type piClient struct{ *clienttest.PiHome }
 
-func (c piClient) store() store.Store { return store.Pi() }
-func (c piClient) home() string       { return c.Dir }
-func (c piClient) folder() string     { return c.AgentDir() }
-func (c piClient) files() []string    { return c.SessionFiles() }
+func (c piClient) store() *store.Store { return store.Pi() }
+func (c piClient) home() string        { return c.Dir }
+func (c piClient) folder() string      { return c.AgentDir() }
+func (c piClient) files() []string     { return c.SessionFiles() }
 func (c piClient) toolCall() omptest.Reply {
 	return omptest.Bash("echo hello from a tool")
 }
@@ -65,10 +65,10 @@ func (c piClient) deleteSession(_ context.Context, _, path string) error { retur
 
 type claudeClient struct{ *clienttest.ClaudeHome }
 
-func (c claudeClient) store() store.Store { return store.Claude() }
-func (c claudeClient) home() string       { return c.Dir }
-func (c claudeClient) folder() string     { return c.ConfigDir() }
-func (c claudeClient) files() []string    { return c.SessionFiles() }
+func (c claudeClient) store() *store.Store { return store.Claude() }
+func (c claudeClient) home() string        { return c.Dir }
+func (c claudeClient) folder() string      { return c.ConfigDir() }
+func (c claudeClient) files() []string     { return c.SessionFiles() }
 func (c claudeClient) toolCall() omptest.Reply {
 	return omptest.ToolCall("Bash", map[string]any{"command": "echo hello from a tool", "description": "say hello"})
 }
@@ -86,10 +86,10 @@ func (c claudeClient) deleteSession(_ context.Context, _, path string) error { r
 
 type codexClient struct{ *clienttest.CodexHome }
 
-func (c codexClient) store() store.Store { return store.Codex() }
-func (c codexClient) home() string       { return c.Dir }
-func (c codexClient) folder() string     { return c.ConfigDir() }
-func (c codexClient) files() []string    { return c.SessionFiles() }
+func (c codexClient) store() *store.Store { return store.Codex() }
+func (c codexClient) home() string        { return c.Dir }
+func (c codexClient) folder() string      { return c.ConfigDir() }
+func (c codexClient) files() []string     { return c.SessionFiles() }
 func (c codexClient) toolCall() omptest.Reply {
 	return omptest.ToolCall("exec_command", map[string]any{"cmd": "echo hello from a tool"})
 }

@@ -38,7 +38,7 @@ const (
 
 // resumer is one machine's real client, for these tests.
 type resumer struct {
-	st     store.Store
+	st     *store.Store
 	home   string // $HOME
 	folder string // what ompsync backs up
 	setCwd func(string)

@@ -15,7 +15,7 @@ import (
 // checkWritten: the client wrote one session file, where its store looks,
 // named by the id the store reads from it, recording the cwd it ran in,
 // holding the tool's output.
-func checkWritten(t *testing.T, st store.Store, dir, cwd string, files []string) string {
+func checkWritten(t *testing.T, st *store.Store, dir, cwd string, files []string) string {
 	t.Helper()
 	if len(files) != 1 {
 		t.Fatalf("%s wrote %d session files: %v", st.Name(), len(files), files)
