@@ -293,6 +293,11 @@ func keepsLocalBody(local body, c content, f format) error {
 		return fmt.Errorf("would shrink the local file from %d to %d bytes", local.size, c.size())
 	}
 	sl, sd := f.slotLen(local.head), f.slotLen(c.head())
+	if sd == sl {
+		if same, err := sameBytes(local.r, c, int64(sl), local.size); err != nil || same {
+			return err
+		}
+	}
 	need := map[[sha256.Size]byte]int{}
 	if err := eachLineSum(local.r, int64(sl), local.size, func(s [sha256.Size]byte) { need[s]++ }); err != nil {
 		return err
