@@ -3,10 +3,12 @@ package restore
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -387,5 +389,62 @@ func TestGrepOlderCopyDamaged(t *testing.T) {
 	got, rep := grepAll(t, r, "WORD", GrepOptions{Cache: cache})
 	if len(got) != 2 || len(rep.Problems) > 0 {
 		t.Errorf("once the older copy is sound again: matches %q, problems %q", got, rep.Problems)
+	}
+}
+
+// retentionMidSearch is the remote as a search meets it while retention
+// runs: the first read of a generation's object finds it, and every other
+// object of that generation, deleted.
+type retentionMidSearch struct {
+	remote.Client
+	gen  string
+	mu   sync.Mutex
+	done bool
+}
+
+func (r *retentionMidSearch) Get(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done && strings.Contains(key, r.gen) {
+		r.done = true
+		for obj, err := range r.Client.List(ctx, "", remote.ListOptions{}) {
+			if err != nil {
+				return nil, err
+			}
+			if strings.Contains(obj.Key, r.gen) {
+				if err := r.Client.Delete(ctx, obj.Key); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return nil, remote.ErrNotFound
+	}
+	return r.Client.Get(ctx, key, off, n)
+}
+
+// An older copy that retention removes while a search without a cache
+// reads it is forgotten: the search lists the session again and finds the
+// current copy's match, with no problem said.
+func TestGrepOlderCopyRemovedWithoutCache(t *testing.T) {
+	ctx := context.Background()
+	r := fileRemote(t)
+	m := newMachine(t, r, "desk")
+	id := "019a3000-0000-7000-8000-000000000003"
+	rel := sessionPath("-w", id, 1)
+	m.write(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "OLD-WORDS")...), base)
+	m.backup()
+	m.replace(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "NEW-WORDS")...), base)
+	m.backup()
+	h, _, err := History(ctx, r, id, Options{})
+	if err != nil || len(h.Copies) != 2 || h.Copies[0].Current {
+		t.Fatalf("history: %+v, %v", h, err)
+	}
+	rc := &retentionMidSearch{Client: r.Client(), gen: h.Copies[0].Generation}
+	got, rep := grepAll(t, repo.New(rc, r.Codec()), "WORD", GrepOptions{})
+	if !rc.done {
+		t.Fatal("the search never read the older copy")
+	}
+	if strings.Join(got, "|") != "00000009:NEW-WORDS" || len(rep.Problems) > 0 {
+		t.Errorf("older copy removed mid-search: matches %q, problems %q", got, rep.Problems)
 	}
 }

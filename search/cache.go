@@ -151,8 +151,11 @@ func (c *Cache) saveState(path string, st *CopyState) error {
 	return nil
 }
 
-// Remove forgets a copy.
+// Remove forgets a copy (nothing to forget without a cache).
 func (c *Cache) Remove(id, machine string) error {
+	if c == nil {
+		return nil
+	}
 	sp, rp, err := c.paths(id, machine)
 	if err != nil {
 		return err
