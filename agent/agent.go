@@ -175,11 +175,8 @@ type Agent struct {
 	metrics *Metrics
 	lock    *os.File
 
-	state *State
-	// byPath is the stream last placed at each rel path: a hint that
-	// spares plan reading a file's head, checked against the stream
-	// (its path and state) at every use, so never cleaned up.
-	byPath map[string]string
+	state  *State
+	byPath map[string]string // rel path -> stream key
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.
@@ -386,6 +383,9 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a.state = st
 	for k, f := range st.Streams {
+		if f.State != repo.StatePresent {
+			continue
+		}
 		a.byPath[f.Path] = k
 	}
 	return a, nil

@@ -31,7 +31,10 @@ func (a *Agent) seedFromCatalog(c repo.Catalog) {
 			Generation: e.Generation, Offset: e.Size, UploadedMtime: e.Mtime,
 			State: e.State, Changed: e.Changed, Adopt: true, MetaPath: e.Path, Unseen: e.State == repo.StatePresent,
 		}
-		a.byPath[e.Path] = key
+		if e.State == repo.StatePresent {
+			// Not yet seen on disk: a scan decides.
+			a.byPath[e.Path] = key
+		}
 	}
 }
 

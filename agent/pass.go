@@ -548,6 +548,7 @@ func (a *Agent) recordMissing(seen map[string]bool, sc *scanned) (bool, error) {
 			}
 		}
 		fst.Changed = a.now().UTC()
+		delete(a.byPath, fst.Path)
 		a.state.touch(fst)
 		changed = true
 	}

@@ -257,6 +257,7 @@ func (a *Agent) plan(rel string, seen map[string]bool) (job, bool) {
 		if fst.Path != livePath {
 			// Moved, then archived before a scan saw the move: the archive
 			// says where it last lived.
+			delete(a.byPath, fst.Path)
 			fst.Path, fst.Changed = livePath, a.now().UTC()
 		}
 		return job{kind: kind, rel: rel, fst: fst}, true
@@ -312,6 +313,7 @@ func (a *Agent) placeStream(rel string, kind store.Kind) *FileState {
 			}
 			a.log.Info(what, "session", id, "from", fst.Path, "to", rel)
 		}
+		delete(a.byPath, fst.Path)
 		fst.Path = rel
 		fallthrough
 	case fst.State != repo.StatePresent:
