@@ -214,8 +214,12 @@ func (l *Lines) Write(p []byte) (int, error) {
 			l.At += int64(len(p))
 			break
 		}
-		l.hold(p[:i])
-		l.end()
+		if l.size == 0 && int64(i) <= l.max() {
+			l.read(p[:i]) // whole in p: not copied
+		} else {
+			l.hold(p[:i])
+			l.end()
+		}
 		l.At += int64(i + 1)
 		p = p[i+1:]
 	}
@@ -239,22 +243,29 @@ func (l *Lines) hold(p []byte) {
 
 // end reads the held line, or names it when it was too long.
 func (l *Lines) end() {
-	l.n++
-	text := Parse
-	if l.Format != nil {
-		text = l.Format.Text
-	}
 	if l.size > l.max() {
+		l.n++
 		if l.Long != nil {
 			l.Long(l.n, l.start, l.size)
 		}
-	} else if e, ok := text(l.line, l.n); ok {
-		l.Entry(e)
+	} else {
+		l.read(l.line)
 	}
 	if cap(l.line) > 1<<20 {
 		l.line = nil // a long line's buffer is not kept for the short ones
 	}
 	l.line, l.size = l.line[:0], 0
+}
+
+func (l *Lines) read(line []byte) {
+	l.n++
+	text := Parse
+	if l.Format != nil {
+		text = l.Format.Text
+	}
+	if e, ok := text(line, l.n); ok {
+		l.Entry(e)
+	}
 }
 
 // Close reads the last line, if the bytes did not end with a newline.
