@@ -333,18 +333,8 @@ func TestGrepManyMatches(t *testing.T) {
 func TestGrepOlderCopyDamaged(t *testing.T) {
 	ctx := context.Background()
 	r := fileRemote(t)
-	m := newMachine(t, r, "desk")
 	id := "019a3000-0000-7000-8000-000000000002"
-	rel := sessionPath("-w", id, 1)
-	m.write(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "OLD-WORDS")...), base)
-	m.backup()
-	m.replace(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "NEW-WORDS")...), base)
-	m.backup()
-	h, _, err := History(ctx, r, id, Options{})
-	if err != nil || len(h.Copies) != 2 || h.Copies[0].Current {
-		t.Fatalf("history: %+v, %v", h, err)
-	}
-	old := h.Copies[0].Generation
+	old := olderAndNewer(t, r, id)
 	s := repo.Stream{SessionID: id, Machine: "desk", Name: repo.SessionStream}
 	invs, err := r.Inventory(ctx, id, "desk")
 	if err != nil {
@@ -426,20 +416,8 @@ func (r *retentionMidSearch) Get(ctx context.Context, key string, off, n int64) 
 // reads it is forgotten: the search lists the session again and finds the
 // current copy's match, with no problem said.
 func TestGrepOlderCopyRemovedWithoutCache(t *testing.T) {
-	ctx := context.Background()
 	r := fileRemote(t)
-	m := newMachine(t, r, "desk")
-	id := "019a3000-0000-7000-8000-000000000003"
-	rel := sessionPath("-w", id, 1)
-	m.write(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "OLD-WORDS")...), base)
-	m.backup()
-	m.replace(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "NEW-WORDS")...), base)
-	m.backup()
-	h, _, err := History(ctx, r, id, Options{})
-	if err != nil || len(h.Copies) != 2 || h.Copies[0].Current {
-		t.Fatalf("history: %+v, %v", h, err)
-	}
-	rc := &retentionMidSearch{Client: r.Client(), gen: h.Copies[0].Generation}
+	rc := &retentionMidSearch{Client: r.Client(), gen: olderAndNewer(t, r, "019a3000-0000-7000-8000-000000000003")}
 	got, rep := grepAll(t, repo.New(rc, r.Codec()), "WORD", GrepOptions{})
 	if !rc.done {
 		t.Fatal("the search never read the older copy")
@@ -447,4 +425,22 @@ func TestGrepOlderCopyRemovedWithoutCache(t *testing.T) {
 	if strings.Join(got, "|") != "00000009:NEW-WORDS" || len(rep.Problems) > 0 {
 		t.Errorf("older copy removed mid-search: matches %q, problems %q", got, rep.Problems)
 	}
+}
+
+// olderAndNewer backs up session id twice on machine desk, its line
+// 00000009 saying OLD-WORDS, then NEW-WORDS, and returns the older
+// generation.
+func olderAndNewer(t *testing.T, r *repo.Repo, id string) string {
+	t.Helper()
+	m := newMachine(t, r, "desk")
+	rel := sessionPath("-w", id, 1)
+	m.write(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "OLD-WORDS")...), base)
+	m.backup()
+	m.replace(rel, append(synthSession(id, "/w", "t", 2), messageLine("00000009", "00000002", "user", "2026-10-07T02:00:00.000Z", "NEW-WORDS")...), base)
+	m.backup()
+	h, _, err := History(context.Background(), r, id, Options{})
+	if err != nil || len(h.Copies) != 2 || h.Copies[0].Current {
+		t.Fatalf("history: %+v, %v", h, err)
+	}
+	return h.Copies[0].Generation
 }
