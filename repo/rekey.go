@@ -33,11 +33,11 @@ type RekeyOptions struct {
 	MaxBlobSize int64
 	// Force re-encrypts even when the marker says nothing is pending.
 	Force bool
-	// Settle is how long after it changes the marker rekey waits before
-	// it lists the objects: a writer that read the marker just before (it
-	// trusts it for MarkerTTL) may still be putting an object encrypted
-	// the old way, and only a listing after its last put sees that put.
-	// 0 waits not.
+	// Settle is how long rekey waits, after it changes the marker or finds
+	// a change under way, before it lists the objects: a writer that read
+	// the marker just before (it trusts it for MarkerTTL) may still be
+	// putting an object encrypted the old way, and only a listing after
+	// its last put sees that put. 0 waits not.
 	Settle time.Duration
 }
 
