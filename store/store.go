@@ -206,9 +206,6 @@ func (s *Store) NewestSlot(copies [][]byte) []byte {
 // it is an entry: its id and timestamp. ok is false for any other line
 // (a merge knows it by its bytes), and for every line of a format
 // without entry ids.
-//
-// EntryKey: an entry's id and timestamp, as session.Format's merge keys
-// it; an entry without an id is known by its bytes there.
 func (s *Store) EntryKey(line []byte) (string, bool) {
 	if s.merge.Entry == nil {
 		return "", false
