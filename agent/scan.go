@@ -177,10 +177,7 @@ func (a *Agent) included(rel string) bool {
 // folder covers what is inside it, a folder rel is in.
 func matches(globs []string, rel string) bool {
 	for _, g := range globs {
-		if ok, _ := path.Match(g, rel); ok {
-			return true
-		}
-		for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+		for d := rel; d != "."; d = path.Dir(d) {
 			if ok, _ := path.Match(g, d); ok {
 				return true
 			}
