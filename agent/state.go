@@ -155,9 +155,6 @@ func (f *FileState) pulledAt(off int64) (at *PulledRange, next int64) {
 // dropPulled forgets the ranges that start before off: uploaded or stale.
 func (f *FileState) dropPulled(off int64) {
 	f.Pulled = slices.DeleteFunc(f.Pulled, func(p PulledRange) bool { return p.Start < off })
-	if len(f.Pulled) == 0 {
-		f.Pulled = nil
-	}
 }
 
 func (f *FileState) stream(machine string) repo.Stream {
