@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/ompsync/ompsync/notify"
@@ -42,10 +43,8 @@ func (a *Agent) readBack(ctx context.Context) {
 		}
 	}
 	slices.Sort(keys)
-	start, _ := slices.BinarySearch(keys, a.state.ReadBackAfter)
-	if start < len(keys) && keys[start] == a.state.ReadBackAfter {
-		start++
-	}
+	// From the first key after where the last sample stopped.
+	start := sort.Search(len(keys), func(i int) bool { return keys[i] > a.state.ReadBackAfter })
 	left := a.opts.ReadBackBytes
 	for i := 0; i < len(keys) && left > 0 && ctx.Err() == nil; i++ {
 		k := keys[(start+i)%len(keys)]

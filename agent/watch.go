@@ -119,12 +119,7 @@ func watchable(s *store.Store, rel string) bool {
 // onRootPath says whether rel is one of the store's roots or a folder on
 // the way to one: the only places a symlink is followed.
 func onRootPath(s *store.Store, rel string) bool {
-	for _, root := range s.Roots() {
-		if rel == root || strings.HasPrefix(root, rel+"/") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Roots(), func(root string) bool { return rel == root || strings.HasPrefix(root, rel+"/") })
 }
 
 // watchEvents turns fsnotify events into dirty paths, until ctx ends. They
