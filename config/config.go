@@ -517,7 +517,8 @@ const Redacted = remote.Redacted
 func (c *Config) Settings() []Setting {
 	out := make([]Setting, 0, len(keys))
 	for _, k := range keys {
-		val := deref1(k.field(c))
+		// A list is c's own, as the exported fields are: no copy.
+		val := reflect.ValueOf(k.field(c)).Elem().Interface()
 		if s, ok := val.(string); ok && s != "" {
 			switch k.redact {
 			case redactFull:
@@ -531,14 +532,6 @@ func (c *Config) Settings() []Setting {
 		})
 	}
 	return out
-}
-
-func deref1(p any) any {
-	v := reflect.ValueOf(p).Elem().Interface()
-	if l, ok := v.([]string); ok {
-		return append([]string{}, l...) // the caller's to keep
-	}
-	return v
 }
 
 // FormatValue renders a setting's value the way the environment takes it:

@@ -41,13 +41,7 @@ func (a *app) readPlaces(ctx context.Context, machine, agentName string) (*confi
 	if m.log == nil { // its retries, at debug
 		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
 	}
-	// The agents' LIST goes out with the marker's GET.
-	var places []restore.Place
-	var problems []string
-	r, err := readRepo(ctx, cfg, m, func(ctx context.Context, r *repo.Repo) (err error) {
-		places, problems, err = restore.Places(ctx, r, cfg.AgentDirOf)
-		return err
-	})
+	r, places, problems, err := readRepo(ctx, cfg, m)
 	if err != nil {
 		return nil, nil, nil, err
 	}

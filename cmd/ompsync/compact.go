@@ -186,11 +186,7 @@ func (a *app) maintainedPlaces(ctx context.Context) (*config.Config, *repo.Repo,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	r, err := readRepo(ctx, cfg, &meter{}, nil)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	places, _, err := restore.Places(ctx, r, cfg.AgentDirOf)
+	r, places, _, err := readRepo(ctx, cfg, &meter{})
 	return cfg, r, places, err
 }
 

@@ -187,16 +187,13 @@ func openRekey(ctx context.Context, cfg *config.Config, log *slog.Logger) (*repo
 // endRekeyJournal removes the journal when rekey is done, or when the keys
 // changed under it (start over next time), and returns rekey's error.
 func endRekeyJournal(path string, err error) error {
-	if errors.Is(err, repo.ErrRecipientsChanged) {
-		os.Remove(path)
+	if err != nil && !errors.Is(err, repo.ErrRecipientsChanged) {
+		return err // the journal says where to resume
 	}
-	if err != nil {
-		return err
+	if rmErr := os.Remove(path); err == nil && rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+		return rmErr
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return err
 }
 
 // readRekeyJournal is the journal at path when an earlier rekey to the

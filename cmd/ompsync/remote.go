@@ -1,18 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/remote/backend"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/restore"
 )
 
 // openRepo opens the configured remote as an ompsync repository, with the
@@ -83,42 +86,39 @@ func (a *app) meters() *meter {
 	return a.meter
 }
 
-// readRepo opens the configured remote for reading, counting in m, and
-// checks that it is a repository this version understands. It creates
+// readRepo opens the configured remote for reading, counting in m, checks
+// that it is a repository this version understands, and lists the agents
+// it holds (restore.Places: their places and problems). It creates
 // nothing: only the agent starts a repository, so a mistyped remote is an
-// error, not an empty listing and a new folder. also, when set, reads what
-// the command needs next while the marker is read, so that the two
-// requests take one round trip, not two (30 ms each on a home line); the
-// marker's verdict comes first, and also's error is returned only when the
-// marker was good.
-func readRepo(ctx context.Context, cfg *config.Config, m *meter, also func(context.Context, *repo.Repo) error) (*repo.Repo, error) {
+// error, not an empty listing and a new folder. The agents' LIST goes out
+// with the marker's GET, so that the two requests take one round trip, not
+// two (30 ms each on a home line); the marker's verdict comes first, and
+// the listing's error is returned only when the marker was good.
+func readRepo(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, []restore.Place, []string, error) {
 	if dir, ok := remoteFolder(cfg); ok {
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return nil, noRepository(cfg, "the folder does not exist")
+			return nil, nil, nil, noRepository(cfg, "the folder does not exist")
 		}
 	}
 	r, err := openRepo(ctx, cfg, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	if also == nil {
-		return r, checkRepository(ctx, cfg, r)
-	}
-	actx, cancel := context.WithCancel(ctx)
+	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- also(actx, r) }()
-	err = checkRepository(ctx, cfg, r)
-	if err != nil {
+	var places []restore.Place
+	var problems []string
+	var lerr error
+	var wg sync.WaitGroup
+	wg.Go(func() { places, problems, lerr = restore.Places(lctx, r, cfg.AgentDirOf) })
+	if err = checkRepository(ctx, cfg, r); err != nil {
 		cancel()
 	}
-	if aerr := <-done; err == nil {
-		err = aerr
+	wg.Wait()
+	if err = cmp.Or(err, lerr); err != nil {
+		return nil, nil, nil, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	return r, places, problems, nil
 }
 
 // checkRepository checks that r holds a repository this version
