@@ -90,10 +90,15 @@ type Notifier struct {
 	alerted  Event // Failing or Lagging once said, until Recovered
 	lastPing time.Time
 
-	mu      sync.Mutex      // one send at a time; guards failed
-	next    chan delivery   // the latest event not yet delivered
-	failed  map[string]bool // a channel whose failure was said
-	pending sync.WaitGroup  // deliveries queued or under way (Flush)
+	mu     sync.Mutex      // one send at a time; guards failed, busy, idle
+	next   chan delivery   // the latest event not yet delivered
+	failed map[string]bool // a channel whose failure was said
+	// busy counts deliveries queued or under way; idle, made by a waiting
+	// Flush, is closed when busy drops to zero. Not a WaitGroup: events
+	// may arrive while Flush waits, and a Flush that gives up must not
+	// leave a goroutine waiting.
+	busy int
+	idle chan struct{}
 }
 
 type delivery struct {
@@ -173,11 +178,10 @@ func (n *Notifier) prefix() string {
 func (n *Notifier) send(ev Event, msg string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.pending.Add(1)
 	select {
 	case <-n.next: // replaced: never delivered
-		n.pending.Done()
 	default:
+		n.busy++
 	}
 	n.next <- delivery{ev: ev, msg: oneLine(msg)}
 }
@@ -193,7 +197,12 @@ func (n *Notifier) Run(ctx context.Context) {
 			return
 		case d := <-n.next:
 			n.deliver(ctx, d)
-			n.pending.Done()
+			n.mu.Lock()
+			if n.busy--; n.busy == 0 && n.idle != nil {
+				close(n.idle)
+				n.idle = nil
+			}
+			n.mu.Unlock()
 		}
 	}
 }
@@ -204,10 +213,18 @@ func (n *Notifier) Flush(timeout time.Duration) {
 	if n == nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() { n.pending.Wait(); close(done) }()
+	n.mu.Lock()
+	if n.busy == 0 {
+		n.mu.Unlock()
+		return
+	}
+	if n.idle == nil {
+		n.idle = make(chan struct{})
+	}
+	idle := n.idle
+	n.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 	case <-time.After(timeout):
 	}
 }

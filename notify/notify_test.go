@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -163,3 +164,41 @@ func TestHangingNotifierIsBounded(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A Flush that gives up (Run has stopped, the event stays queued) leaves no
+// goroutine behind.
+func TestFlushAfterRunLeavesNoGoroutine(t *testing.T) {
+	n := New(Options{Command: "true", Grace: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	n.Run(ctx) // stopped at once
+	n.Report(Damaged, "x")
+	n.Flush(10 * time.Millisecond)
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "(*Notifier).Flush") {
+		t.Errorf("a goroutine of Flush outlived it:\n%s", stacks)
+	}
+}
+
+// Events that arrive while Flush waits neither panic nor race (run with
+// -race): the wait of one Flush and the queueing of the next event overlap.
+func TestEventsDuringFlush(t *testing.T) {
+	cmd, _ := commandLog(t)
+	n := New(Options{Command: cmd, Grace: time.Millisecond, Timeout: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go n.Run(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 200 {
+			n.Report(Damaged, "x")
+		}
+	}()
+	for range 200 {
+		n.Flush(time.Second)
+	}
+	wg.Wait()
+	n.Flush(5 * time.Second)
+}

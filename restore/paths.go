@@ -126,7 +126,8 @@ func liveReason(st *store.Store, agentDir, rel string, now time.Time, window tim
 	// resume until it next appends, yet remembers the file's size: an omp
 	// running in the session's folder may have it open.
 	agent := st.Name()
-	if pids := store.Processes(st, open); len(pids) > 0 {
+	// With no marker there are none: a scan notes no holder under "".
+	if pids := open.WithSuffix(st.ProcessMarker()); len(pids) > 0 {
 		if cwd := headerCwd(st, p); cwd != "" {
 			for _, pid := range pids {
 				if open.Cwd(pid) == cwd {

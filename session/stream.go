@@ -338,9 +338,6 @@ var errLineLimit = errors.New("line too long")
 // none) into buf, grown to the longest line but never past limit bytes.
 func readLine(r *bufio.Reader, buf *[]byte, limit int) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
-	if err == nil && len(line) <= limit+1 {
-		return line[:len(line)-1], nil
-	}
 	*buf = append((*buf)[:0], line...)
 	for errors.Is(err, bufio.ErrBufferFull) && len(*buf) <= limit+1 {
 		line, err = r.ReadSlice('\n')

@@ -365,12 +365,6 @@ func ScanOpen(s *Store) (*openfiles.Snapshot, error) {
 	return openfiles.Scan(".jsonl")
 }
 
-// Processes are the store's agent processes a ScanOpen saw.
-func Processes(s *Store, snap *openfiles.Snapshot) []int {
-	// With no marker there are none: a scan notes no holder under "".
-	return snap.WithSuffix(s.ProcessMarker())
-}
-
 // firstPrompt is the first thing the user typed in head's whole lines,
 // shortened: the title of a session its agent has not titled (yet). With
 // tagged, text in <tags> is the agent's own context, not typed.
