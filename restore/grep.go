@@ -632,44 +632,33 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 // place by place; cache opens each agent's cache (a nil cache: none kept),
 // closed when that agent's search ends. A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
-	ids := [][]string{prefixes}
-	if len(places) > 1 {
-		var err error
-		if ids, err = placeIDs(ctx, places, prefixes, opts.Options); err != nil {
-			return nil, err
-		}
+	plans, err := placePlans(ctx, places, prefixes, opts.Options)
+	if err != nil {
+		return nil, err
 	}
 	total := &GrepReport{}
-	for i, pl := range places {
-		if len(prefixes) > 0 && len(ids[i]) == 0 {
-			continue
+	var cacheErr error // said as it is, without the agent
+	err = eachPlace(places, prefixes, opts.Options, plans, func(i int, ids []string, o Options) error {
+		if len(prefixes) > 0 && len(ids) == 0 {
+			return nil
 		}
-		o := opts
-		o.Options = forPlace(opts.Options, pl)
-		if len(places) > 1 {
-			o.Latest, o.Choose = false, nil // exact ids
-		}
-		name := pl.Store.Name()
+		name := places[i].Store.Name()
 		c, err := cache(name)
 		if err != nil {
-			return total, err
+			cacheErr = err
+			return err
 		}
-		o.Cache = c
-		err = grepPlace(ctx, pl.Repo, ids[i], o, total, func(m GrepMatch) error {
+		if c != nil {
+			defer c.Close()
+		}
+		po := opts
+		po.Options, po.Cache = o, c
+		return grepPlace(ctx, places[i].Repo, ids, po, total, func(m GrepMatch) error {
 			m.Agent = name
 			return emit(m)
 		})
-		if c != nil {
-			c.Close()
-		}
-		if err != nil {
-			if len(places) > 1 {
-				err = fmt.Errorf("%s: %w", name, err)
-			}
-			return total, err
-		}
-	}
-	return total, nil
+	})
+	return total, cmp.Or(cacheErr, err)
 }
 
 // sizeText says a size in MiB, or in bytes below one.
