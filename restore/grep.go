@@ -604,13 +604,9 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 // place by place; cache opens each agent's cache (a nil cache: none kept),
 // closed when that agent's search ends. A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
-	plans, err := placePlans(ctx, places, prefixes, opts.Options)
-	if err != nil {
-		return nil, err
-	}
 	total := &GrepReport{}
 	var cacheErr error // said as it is, without the agent
-	err = eachPlace(places, prefixes, opts.Options, plans, func(i int, ids []string, o Options) error {
+	err := eachPlace(ctx, places, prefixes, opts.Options, nil, func(i int, ids []string, o Options) error {
 		if len(prefixes) > 0 && len(ids) == 0 {
 			return nil
 		}

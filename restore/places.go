@@ -69,7 +69,7 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 		prefixes = nil
 	}
 	rep := &Report{}
-	err = eachPlace(places, prefixes, opts, plans, func(i int, ids []string, o Options) error {
+	err = eachPlace(ctx, places, prefixes, opts, plans, func(i int, ids []string, o Options) error {
 		// Run reports no catalog problems of its own when given the
 		// catalogs: every place's come from here.
 		rep.Problems = append(rep.Problems, plans[i].problems...)
@@ -99,17 +99,22 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 
 // eachPlace calls run for each place, as one run across places: with one
 // place, on the prefixes and opts as given; with several, on the exact ids
-// of the place's sessions the prefixes name (locate, on plans or on plans
-// read here; none without prefixes: the caller skips a place the prefixes
+// of the place's sessions the prefixes name (locate, on plans, read here
+// when nil; none without prefixes: the caller skips a place the prefixes
 // do not name), its progress added to the places' before it and its error
 // prefixed with its agent.
-func eachPlace(places []Place, prefixes []string, opts Options, plans []*planner, run func(i int, ids []string, o Options) error) error {
+func eachPlace(ctx context.Context, places []Place, prefixes []string, opts Options, plans []*planner, run func(i int, ids []string, o Options) error) error {
 	if len(places) == 1 {
 		return run(0, prefixes, forPlace(opts, places[0]))
 	}
 	ids := make([][]string, len(places))
 	if len(prefixes) > 0 {
 		var err error
+		if plans == nil {
+			if plans, err = plan(ctx, places, opts); err != nil {
+				return err
+			}
+		}
 		if ids, err = locate(plans, prefixes, opts); err != nil {
 			return err
 		}
@@ -276,13 +281,9 @@ func newestFirst(a, b Listing) int {
 // VerifyAll is Verify across places: the sessions the prefixes name, of
 // whatever agent, or every agent's sessions without prefixes.
 func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Options) ([]Check, []string, error) {
-	plans, err := placePlans(ctx, places, prefixes, opts)
-	if err != nil {
-		return nil, nil, err
-	}
 	var checks []Check
 	var problems []string
-	err = eachPlace(places, prefixes, opts, plans, func(i int, ids []string, o Options) error {
+	err := eachPlace(ctx, places, prefixes, opts, nil, func(i int, ids []string, o Options) error {
 		if len(prefixes) > 0 && len(ids) == 0 {
 			return nil
 		}
@@ -292,15 +293,6 @@ func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Opti
 		return err
 	})
 	return checks, problems, err
-}
-
-// placePlans reads the plans eachPlace resolves prefixes with: only for
-// prefixes across several places.
-func placePlans(ctx context.Context, places []Place, prefixes []string, opts Options) ([]*planner, error) {
-	if len(places) == 1 || len(prefixes) == 0 {
-		return nil, nil
-	}
-	return plan(ctx, places, opts)
 }
 
 // progressAcross reports place after place as one run: each call of next
