@@ -23,7 +23,7 @@ import (
 // GrepOptions configure Grep.
 type GrepOptions struct {
 	// Options: Machine, IncludeDeleted, Latest, Choose, Parallel,
-	// MaxStreamSize and Logger apply.
+	// MaxStreamSize, Logger and Now (the clock) apply.
 	Options
 	Pattern *search.Matcher
 	// Cache keeps what was read for the next search (nil: nothing kept).
@@ -34,8 +34,6 @@ type GrepOptions struct {
 	maxLine int
 	// maxHeld and maxLines replace grepHeld and grepMaxLines (tests).
 	maxHeld, maxLines int
-	// now is the clock (tests).
-	now func() time.Time
 }
 
 // olderRelist is how long the older generations a search found of a
@@ -155,9 +153,6 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	slices.SortFunc(targets, func(a, b *target) int {
 		return cmp.Or(b.newest().Mtime.Compare(a.newest().Mtime), strings.Compare(a.id, b.id))
 	})
-	if opts.now == nil {
-		opts.now = time.Now
-	}
 	copies, stale, staleAt, err := grepStale(targets, opts)
 	if err != nil {
 		return err
@@ -212,7 +207,7 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 			// Older generations never change: as the last listing found
 			// them, for a day.
 			c.fresh = c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() ||
-				len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist
+				len(c.st.Older) > 0 && opts.Now().Sub(c.st.Listed) >= olderRelist
 			needs = needs || c.fresh
 			copies[i] = append(copies[i], c)
 			for _, gen := range c.olderCached() {
@@ -390,7 +385,7 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 	n := tail.End - tail.From
 	st := &search.CopyState{Session: t.id, Machine: c.key(), Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
 	if !c.older {
-		st.Listed, st.Older = opts.now().UTC(), c.olderGens
+		st.Listed, st.Older = opts.Now().UTC(), c.olderGens
 	}
 	st.LeftOut = x.LeftOut()
 	if from != nil {
