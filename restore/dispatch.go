@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"iter"
 	"sync"
 
 	"github.com/ompsync/ompsync/repo"
@@ -77,21 +76,21 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 			at[t.id] = i
 		}
 		left := len(targets)
-		listing := r.InventoryAll(ctx, opts.Machine, firstPage)
-		if early != nil {
-			listing = early.all()
+		listing := early
+		if listing == nil {
+			listing = startListing(ctx, r, opts.Machine)
 		}
-		for so, err := range listing {
-			if err != nil {
-				opts.Logger.Warn("listing every session failed; listing the rest one by one", "err", err)
+		for it := range listing.items {
+			if it.err != nil {
+				opts.Logger.Warn("listing every session failed; listing the rest one by one", "err", it.err)
 				break
 			}
-			if i, ok := at[so.ID]; ok && !started[i] {
+			if i, ok := at[it.so.ID]; ok && !started[i] {
 				started[i] = true
-				if early != nil && !early.covers(targets[i], &so) {
+				if early != nil && !early.covers(targets[i], &it.so) {
 					start(i, nil) // listed again, after the catalogs
 				} else {
-					start(i, &so)
+					start(i, &it.so)
 				}
 				// The rest of the listing is sessions no catalog names: a
 				// listing that never ends is not followed for them.
@@ -99,6 +98,9 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 					break
 				}
 			}
+		}
+		if early == nil {
+			listing.stop()
 		}
 	}
 	for i := range targets {
@@ -110,10 +112,11 @@ func eachTarget(ctx context.Context, r *repo.Repo, targets []*target, sessions i
 	wg.Wait()
 }
 
-// earlyListing is the listing of every session's objects started before the
-// catalogs are read (restore --all): on a line with a long round trip its
-// first page is there when the planning is done, three round trips sooner
-// than a listing started after it. It runs at most earlyAhead sessions
+// earlyListing is a listing of every session's objects, run beside the
+// work (eachTarget starts one), or started before the catalogs are read
+// (restore --all): on a line with a long round trip its first page is
+// there when the planning is done, three round trips sooner than a
+// listing started after it. It runs at most earlyAhead sessions
 // ahead of the work, so what it holds is bounded by the per-session
 // bound of InventoryAll, not by the remote.
 //
@@ -157,17 +160,6 @@ func startListing(ctx context.Context, r *repo.Repo, machine string) *earlyListi
 		}
 	}()
 	return l
-}
-
-// all yields what the listing found, in its order.
-func (l *earlyListing) all() iter.Seq2[repo.SessionObjects, error] {
-	return func(yield func(repo.SessionObjects, error) bool) {
-		for it := range l.items {
-			if !yield(it.so, it.err) {
-				return
-			}
-		}
-	}
 }
 
 // stop ends the listing and waits for it.

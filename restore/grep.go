@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +23,7 @@ import (
 // GrepOptions configure Grep.
 type GrepOptions struct {
 	// Options: Machine, IncludeDeleted, Latest, Choose, Parallel,
-	// MaxStreamSize and Logger apply.
+	// MaxStreamSize, Logger and Now (the clock) apply.
 	Options
 	Pattern *search.Matcher
 	// Cache keeps what was read for the next search (nil: nothing kept).
@@ -35,8 +34,6 @@ type GrepOptions struct {
 	maxLine int
 	// maxHeld and maxLines replace grepHeld and grepMaxLines (tests).
 	maxHeld, maxLines int
-	// now is the clock (tests).
-	now func() time.Time
 }
 
 // olderRelist is how long the older generations a search found of a
@@ -156,9 +153,6 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	slices.SortFunc(targets, func(a, b *target) int {
 		return cmp.Or(b.newest().Mtime.Compare(a.newest().Mtime), strings.Compare(a.id, b.id))
 	})
-	if opts.now == nil {
-		opts.now = time.Now
-	}
 	copies, stale, staleAt, err := grepStale(targets, opts)
 	if err != nil {
 		return err
@@ -213,7 +207,7 @@ func grepStale(targets []*target, opts GrepOptions) (copies [][]*grepCopy, stale
 			// Older generations never change: as the last listing found
 			// them, for a day.
 			c.fresh = c.st == nil || c.st.Generation != e.Generation || c.st.Offset < e.Size || c.st.Listed.IsZero() ||
-				len(c.st.Older) > 0 && opts.now().Sub(c.st.Listed) >= olderRelist
+				len(c.st.Older) > 0 && opts.Now().Sub(c.st.Listed) >= olderRelist
 			needs = needs || c.fresh
 			copies[i] = append(copies[i], c)
 			for _, gen := range c.olderCached() {
@@ -391,7 +385,7 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 	n := tail.End - tail.From
 	st := &search.CopyState{Session: t.id, Machine: c.key(), Generation: g.Name, Offset: tail.End, HashFrom: tail.HashFrom, HashState: tail.HashState}
 	if !c.older {
-		st.Listed, st.Older = opts.now().UTC(), c.olderGens
+		st.Listed, st.Older = opts.Now().UTC(), c.olderGens
 	}
 	st.LeftOut = x.LeftOut()
 	if from != nil {
@@ -410,60 +404,33 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 	return n, nil
 }
 
-// A session's matches wait in memory for their turn to be printed, up to
-// grepHeld bytes of text a session; past that only a hash of each matching
-// line is kept, with the copies that hold it (about 50 bytes a line,
-// whatever its length), and the session's copies are searched a second
-// time as it is printed. grepMaxLines bounds even that: a search fails
-// with a session that has more matching lines. At most grepAhead sessions
-// are searched ahead of the one being printed.
+// A session's matches are gathered in memory, each line once whatever
+// copies hold it, before they are printed, up to grepHeld bytes of text;
+// past that only a hash of each matching line is kept, with the copies
+// that hold it (about 50 bytes a line, whatever its length), and the
+// session's copies are searched a second time as it is printed.
+// grepMaxLines bounds even that: a search fails with a session that has
+// more matching lines.
 const (
 	grepHeld     = 16 << 20
 	grepMaxLines = 1 << 22
-	grepAhead    = 4
 )
 
-// grepSearch matches every copy's records, a few sessions at once, and
+// grepSearch matches every copy's records, session by session, and
 // emits each session's matches in order.
 func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
-	type searched struct {
-		res  *grepResult
-		err  error
-		bufs *search.Buffers
-	}
-	// A session's buffers go to the one ahead once it is printed: at most
-	// ahead sessions are searched at a time, the one printed among them.
-	ahead := max(grepAhead, runtime.GOMAXPROCS(0))
-	done := make([]chan searched, len(targets))
-	start := func(i int, bufs *search.Buffers) {
-		if i < len(targets) {
-			ch := make(chan searched, 1)
-			done[i] = ch
-			go func() {
-				res, err := grepTarget(targets[i], copies[i], opts, bufs)
-				ch <- searched{res, err, bufs}
-			}()
-		}
-	}
-	for i := range ahead {
-		start(i, new(search.Buffers))
-	}
-	for i := range targets {
-		s := <-done[i]
-		err := s.err
+	bufs := new(search.Buffers)
+	for i, t := range targets {
+		res, err := grepTarget(t, copies[i], opts, bufs)
 		if err == nil {
-			err = s.res.emit(targets[i], copies[i], opts, s.bufs, func(m GrepMatch) error {
+			err = res.emit(t, copies[i], opts, bufs, func(m GrepMatch) error {
 				rep.Matches++
 				return emit(m)
 			})
 		}
 		if err != nil {
-			for _, ch := range done[i+1 : min(i+ahead, len(targets))] {
-				<-ch // those searched ahead end before the cache closes
-			}
 			return err
 		}
-		start(i+ahead, s.bufs)
 	}
 	return nil
 }
@@ -632,44 +599,29 @@ func (r *grepResult) emit(t *target, copies []*grepCopy, opts GrepOptions, bufs 
 // place by place; cache opens each agent's cache (a nil cache: none kept),
 // closed when that agent's search ends. A match names its agent.
 func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOptions, cache func(agent string) (*search.Cache, error), emit func(GrepMatch) error) (*GrepReport, error) {
-	ids := [][]string{prefixes}
-	if len(places) > 1 {
-		var err error
-		if ids, err = placeIDs(ctx, places, prefixes, opts.Options); err != nil {
-			return nil, err
-		}
-	}
 	total := &GrepReport{}
-	for i, pl := range places {
-		if len(prefixes) > 0 && len(ids[i]) == 0 {
-			continue
+	var cacheErr error // said as it is, without the agent
+	err := eachPlace(ctx, places, prefixes, opts.Options, nil, func(i int, ids []string, o Options) error {
+		if len(prefixes) > 0 && len(ids) == 0 {
+			return nil
 		}
-		o := opts
-		o.Options = forPlace(opts.Options, pl)
-		if len(places) > 1 {
-			o.Latest, o.Choose = false, nil // exact ids
-		}
-		name := pl.Store.Name()
+		name := places[i].Store.Name()
 		c, err := cache(name)
 		if err != nil {
-			return total, err
+			cacheErr = err
+			return err
 		}
-		o.Cache = c
-		err = grepPlace(ctx, pl.Repo, ids[i], o, total, func(m GrepMatch) error {
+		if c != nil {
+			defer c.Close()
+		}
+		po := opts
+		po.Options, po.Cache = o, c
+		return grepPlace(ctx, places[i].Repo, ids, po, total, func(m GrepMatch) error {
 			m.Agent = name
 			return emit(m)
 		})
-		if c != nil {
-			c.Close()
-		}
-		if err != nil {
-			if len(places) > 1 {
-				err = fmt.Errorf("%s: %w", name, err)
-			}
-			return total, err
-		}
-	}
-	return total, nil
+	})
+	return total, cmp.Or(cacheErr, err)
 }
 
 // sizeText says a size in MiB, or in bytes below one.

@@ -255,7 +255,7 @@ func TestGrepRewritten(t *testing.T) {
 		want  int
 	}{{time.Hour, 1}, {25 * time.Hour, 0}} {
 		var got []GrepMatch
-		_, err := Grep(ctx, r, nil, GrepOptions{Pattern: m2, Cache: cache, now: func() time.Time { return time.Now().Add(tc.later) }}, func(gm GrepMatch) error {
+		_, err := Grep(ctx, r, nil, GrepOptions{Pattern: m2, Cache: cache, Options: Options{Now: func() time.Time { return time.Now().Add(tc.later) }}}, func(gm GrepMatch) error {
 			got = append(got, gm)
 			return nil
 		})

@@ -65,39 +65,70 @@ func RunAll(ctx context.Context, places []Place, prefixes []string, opts Options
 	if err != nil {
 		return nil, err
 	}
-	ids := make([][]string, len(places))
-	if !opts.All {
-		if ids, err = locate(plans, prefixes, opts); err != nil {
-			return nil, err
-		}
+	if opts.All {
+		prefixes = nil
 	}
 	rep := &Report{}
-	next := progressAcross(opts.Progress)
-	for i, pl := range places {
+	err = eachPlace(ctx, places, prefixes, opts, plans, func(i int, ids []string, o Options) error {
 		// Run reports no catalog problems of its own when given the
 		// catalogs: every place's come from here.
 		rep.Problems = append(rep.Problems, plans[i].problems...)
-		if !opts.All && len(ids[i]) == 0 {
-			continue
+		if !opts.All && len(ids) == 0 {
+			return nil
 		}
-		o := forPlace(opts, pl)
 		o.Catalogs = plans[i].catalogs
 		if o.Catalogs == nil {
 			o.Catalogs = []repo.Catalog{} // read already: none
 		}
-		o.Latest, o.Choose = false, nil // exact ids
-		o.Progress = next()
-		r, err := Run(ctx, pl.Repo, ids[i], o)
+		r, err := Run(ctx, places[i].Repo, ids, o)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", pl.Store.Name(), err)
+			return err
 		}
 		rep.Results = append(rep.Results, r.Results...)
 		rep.Blobs += r.Blobs
 		rep.DeletedLeft += r.DeletedLeft
 		rep.Problems = append(rep.Problems, r.Problems...)
 		rep.Cleanup = append(rep.Cleanup, r.Cleanup...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return rep, nil
+}
+
+// eachPlace calls run for each place, as one run across places: with one
+// place, on the prefixes and opts as given; with several, on the exact ids
+// of the place's sessions the prefixes name (locate, on plans, read here
+// when nil; none without prefixes: the caller skips a place the prefixes
+// do not name), its progress added to the places' before it and its error
+// prefixed with its agent.
+func eachPlace(ctx context.Context, places []Place, prefixes []string, opts Options, plans []*planner, run func(i int, ids []string, o Options) error) error {
+	if len(places) == 1 {
+		return run(0, prefixes, forPlace(opts, places[0]))
+	}
+	ids := make([][]string, len(places))
+	if len(prefixes) > 0 {
+		var err error
+		if plans == nil {
+			if plans, err = plan(ctx, places, opts); err != nil {
+				return err
+			}
+		}
+		if ids, err = locate(plans, prefixes, opts); err != nil {
+			return err
+		}
+	}
+	next := progressAcross(opts.Progress)
+	for i, pl := range places {
+		o := forPlace(opts, pl)
+		o.Latest, o.Choose = false, nil // exact ids
+		o.Progress = next()
+		if err := run(i, ids[i], o); err != nil {
+			return fmt.Errorf("%s: %w", pl.Store.Name(), err)
+		}
+	}
+	return nil
 }
 
 // plan reads every place's catalogs once. A machine asked for that backed
@@ -250,43 +281,18 @@ func newestFirst(a, b Listing) int {
 // VerifyAll is Verify across places: the sessions the prefixes name, of
 // whatever agent, or every agent's sessions without prefixes.
 func VerifyAll(ctx context.Context, places []Place, prefixes []string, opts Options) ([]Check, []string, error) {
-	if len(places) == 1 {
-		return Verify(ctx, places[0].Repo, prefixes, forPlace(opts, places[0]))
-	}
-	ids, err := placeIDs(ctx, places, prefixes, opts)
-	if err != nil {
-		return nil, nil, err
-	}
 	var checks []Check
 	var problems []string
-	next := progressAcross(opts.Progress)
-	for i, pl := range places {
-		if len(prefixes) > 0 && len(ids[i]) == 0 {
-			continue
+	err := eachPlace(ctx, places, prefixes, opts, nil, func(i int, ids []string, o Options) error {
+		if len(prefixes) > 0 && len(ids) == 0 {
+			return nil
 		}
-		o := forPlace(opts, pl)
-		o.Progress = next()
-		c, p, err := Verify(ctx, pl.Repo, ids[i], o)
+		c, p, err := Verify(ctx, places[i].Repo, ids, o)
 		checks = append(checks, c...)
 		problems = append(problems, p...)
-		if err != nil {
-			return checks, problems, fmt.Errorf("%s: %w", pl.Store.Name(), err)
-		}
-	}
-	return checks, problems, nil
-}
-
-// placeIDs resolves prefixes to the ids of each place's sessions they
-// name (locate); without prefixes, none.
-func placeIDs(ctx context.Context, places []Place, prefixes []string, opts Options) ([][]string, error) {
-	if len(prefixes) == 0 {
-		return make([][]string, len(places)), nil
-	}
-	plans, err := plan(ctx, places, opts)
-	if err != nil {
-		return nil, err
-	}
-	return locate(plans, prefixes, opts)
+		return err
+	})
+	return checks, problems, err
 }
 
 // progressAcross reports place after place as one run: each call of next

@@ -126,11 +126,8 @@ func (c *Cache) State(id, machine string) (*CopyState, error) {
 		return nil, fmt.Errorf("search cache: %w", err)
 	}
 	var st CopyState
-	if json.Unmarshal(b, &st) != nil || st.Session != id || st.Machine != machine || st.Records < 0 {
-		return nil, nil // damaged: indexed again
-	}
-	if st.Version != recordsVersion {
-		return nil, nil
+	if json.Unmarshal(b, &st) != nil || st.Session != id || st.Machine != machine || st.Records < 0 || st.Version != recordsVersion {
+		return nil, nil // damaged, or of another version: indexed again
 	}
 	return &st, nil
 }
