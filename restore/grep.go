@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -404,33 +405,60 @@ func grepUpdate(ctx context.Context, r *repo.Repo, t *target, c *grepCopy, opts 
 	return n, nil
 }
 
-// A session's matches are gathered in memory, each line once whatever
-// copies hold it, before they are printed, up to grepHeld bytes of text;
-// past that only a hash of each matching line is kept, with the copies
-// that hold it (about 50 bytes a line, whatever its length), and the
-// session's copies are searched a second time as it is printed.
-// grepMaxLines bounds even that: a search fails with a session that has
-// more matching lines.
+// A session's matches wait in memory for their turn to be printed, up to
+// grepHeld bytes of text a session; past that only a hash of each matching
+// line is kept, with the copies that hold it (about 50 bytes a line,
+// whatever its length), and the session's copies are searched a second
+// time as it is printed. grepMaxLines bounds even that: a search fails
+// with a session that has more matching lines. At most grepAhead sessions
+// are searched ahead of the one being printed.
 const (
 	grepHeld     = 16 << 20
 	grepMaxLines = 1 << 22
+	grepAhead    = 4
 )
 
-// grepSearch matches every copy's records, session by session, and
+// grepSearch matches every copy's records, a few sessions at once, and
 // emits each session's matches in order.
 func grepSearch(targets []*target, copies [][]*grepCopy, opts GrepOptions, rep *GrepReport, emit func(GrepMatch) error) error {
-	bufs := new(search.Buffers)
-	for i, t := range targets {
-		res, err := grepTarget(t, copies[i], opts, bufs)
+	type searched struct {
+		res  *grepResult
+		err  error
+		bufs *search.Buffers
+	}
+	// A session's buffers go to the one ahead once it is printed: at most
+	// ahead sessions are searched at a time, the one printed among them.
+	ahead := max(grepAhead, runtime.GOMAXPROCS(0))
+	done := make([]chan searched, len(targets))
+	start := func(i int, bufs *search.Buffers) {
+		if i < len(targets) {
+			ch := make(chan searched, 1)
+			done[i] = ch
+			go func() {
+				res, err := grepTarget(targets[i], copies[i], opts, bufs)
+				ch <- searched{res, err, bufs}
+			}()
+		}
+	}
+	for i := range ahead {
+		start(i, new(search.Buffers))
+	}
+	for i := range targets {
+		s := <-done[i]
+		err := s.err
 		if err == nil {
-			err = res.emit(t, copies[i], opts, bufs, func(m GrepMatch) error {
+			err = s.res.emit(targets[i], copies[i], opts, s.bufs, func(m GrepMatch) error {
 				rep.Matches++
 				return emit(m)
 			})
 		}
 		if err != nil {
+			for _, ch := range done[i+1 : min(i+ahead, len(targets))] {
+				<-ch // those searched ahead end before the cache closes
+			}
 			return err
 		}
+		start(i+ahead, s.bufs)
 	}
 	return nil
 }
