@@ -214,8 +214,12 @@ func (l *Lines) Write(p []byte) (int, error) {
 			l.At += int64(len(p))
 			break
 		}
-		l.hold(p[:i])
-		l.end()
+		if l.size == 0 && int64(i) <= l.max() {
+			l.read(p[:i]) // whole in p: not copied
+		} else {
+			l.hold(p[:i])
+			l.end()
+		}
 		l.At += int64(i + 1)
 		p = p[i+1:]
 	}
