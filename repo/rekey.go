@@ -323,7 +323,7 @@ func (r *Repo) openFirst(ctx context.Context, after string, maxBlob int64) error
 		if err != nil {
 			return fmt.Errorf("list %s: %w", root, err)
 		}
-		limit, ok := objectLimit(obj.Key, maxBlob)
+		limit, _, ok := objectLimit(obj.Key, maxBlob)
 		if !ok || obj.Size == 0 { // unknown, or a blob link: nothing sealed
 			continue
 		}
@@ -359,7 +359,7 @@ const resealTries = 8
 // keeps changing is left as its writer put it, with an error. A catalog is
 // never put back to an older one.
 func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, skipped bool, err error) {
-	limit, ok := objectLimit(key, maxBlob)
+	limit, mutable, ok := objectLimit(key, maxBlob)
 	if !ok {
 		return 0, true, nil
 	}
@@ -367,7 +367,6 @@ func (r *Repo) reseal(ctx context.Context, key string, maxBlob int64) (n int, sk
 		n, err := r.resealBlob(ctx, key, limit)
 		return int(n), false, err
 	}
-	mutable := mutableObject(key)
 	wait := 20 * time.Millisecond
 	for try := 1; ; try++ {
 		n, done, err := r.resealOnce(ctx, key, limit, mutable)
@@ -520,37 +519,29 @@ func (r *Repo) resealBlob(ctx context.Context, key string, limit int64) (int64, 
 }
 
 // objectLimit is the most plaintext an object under root may hold, by the
-// kind its key names; ok is false for a key this version does not know.
-func objectLimit(key string, maxBlob int64) (int64, bool) {
+// kind its key names, and whether a writer may replace it (catalogs, meta,
+// head; chunks and blobs are written once); ok is false for a key this
+// version does not know.
+func objectLimit(key string, maxBlob int64) (limit int64, mutable, ok bool) {
 	key = layoutKey(key)
 	if rest, ok := strings.CutPrefix(key, MachinesPrefix()); ok {
 		m, leaf, _ := strings.Cut(rest, "/")
-		return MaxCatalogSize, (leaf == "catalog" || leaf == "recent") && safename.Machine(m)
+		return MaxCatalogSize, true, (leaf == "catalog" || leaf == "recent") && safename.Machine(m)
 	}
 	if name, ok := strings.CutPrefix(key, root+"blobs/"); ok {
-		return maxBlob, name != "" && !strings.Contains(name, "/")
+		return maxBlob, false, name != "" && !strings.Contains(name, "/")
 	}
 	ref, err := ParseSessionKey(key)
 	if err != nil {
-		return 0, false
+		return 0, false, false
 	}
 	if ref.Object == "meta" || ref.Object == "head" {
-		return MaxMetaSize, true
+		return MaxMetaSize, true, true
 	}
 	if checkChunkRange(ref.Start, ref.End) != nil {
-		return 0, false // no writer makes it; a bomb would inflate to its claim
+		return 0, false, false // no writer makes it; a bomb would inflate to its claim
 	}
-	return ChunkLimit(ref.Start, ref.End), true
-}
-
-// mutableObject reports whether a writer may replace the object: only
-// chunks and blobs are immutable.
-func mutableObject(key string) bool {
-	key = layoutKey(key)
-	if strings.HasPrefix(key, MachinesPrefix()) {
-		return true
-	}
-	return slices.Contains([]string{"/meta", "/head"}, key[max(0, strings.LastIndexByte(key, '/')):])
+	return ChunkLimit(ref.Start, ref.End), false, true
 }
 
 // scanObjects reads the first bytes of every object under root: its age
@@ -564,7 +555,7 @@ func (r *Repo) scanObjects(ctx context.Context, recipients int) (stale []string,
 		if err != nil {
 			return nil, 0, fmt.Errorf("list %s: %w", root, err)
 		}
-		if _, ok := objectLimit(obj.Key, 0); !ok || obj.Size == 0 {
+		if _, _, ok := objectLimit(obj.Key, 0); !ok || obj.Size == 0 {
 			continue
 		}
 		n, err := r.stanzas(ctx, obj.Key)
