@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -570,16 +569,21 @@ func (a *Agent) putMeta(ctx context.Context, fst *FileState) error {
 }
 
 // readLine reads from off up to and including the next newline before end.
-// Ending short of both is the file shrinking under the agent (readFull).
 func readLine(src *source, off, end int64) ([]byte, error) {
-	line, err := bufio.NewReaderSize(io.NewSectionReader(src, off, end-off), 64<<10).ReadBytes('\n')
-	if err == io.EOF && int64(len(line)) < end-off {
-		return nil, fmt.Errorf("%w: %d of %d bytes at offset %d", errFileChanged, len(line), end-off, off)
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for off < end {
+		b := buf[:min(int64(len(buf)), end-off)]
+		if err := readFull(src, b, off); err != nil {
+			return nil, err
+		}
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			return append(out, b[:i+1]...), nil
+		}
+		out = append(out, b...)
+		off += int64(len(b))
 	}
-	if err == io.EOF {
-		err = nil
-	}
-	return line, err
+	return out, nil
 }
 
 // tailHash hashes the bytes just before fst.Offset (never the title slot).
