@@ -437,14 +437,15 @@ func (s *spill) close(sync bool) error {
 	if s.f == nil {
 		return nil
 	}
-	var err error
-	if sync {
-		err = s.f.Sync()
+	if !sync {
+		return s.f.Close()
 	}
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return syncClose(s.f)
+}
+
+// syncClose syncs and closes f, and returns the first error.
+func syncClose(f *os.File) error {
+	return cmp.Or(f.Sync(), f.Close())
 }
 
 // scanHead is how much of a spilled copy is kept in memory: enough for any
@@ -696,12 +697,10 @@ func retry(ctx context.Context, f func() error) error {
 		if err == nil || attempt >= 4 || ctx.Err() != nil || !(remote.IsTransient(err) || remote.NetworkTransient(err)) {
 			return err
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return err
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		wait *= 2
 	}
