@@ -635,7 +635,7 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, l blobListing, opts Opti
 		problems = append(problems, err.Error())
 	} else if !opts.DryRun {
 		for _, l := range links {
-			if _, err := writeBlobLink(opts.AgentDir, l); err != nil {
+			if err := writeBlobLink(opts.AgentDir, l); err != nil {
 				problems = append(problems, err.Error())
 			}
 		}

@@ -551,7 +551,7 @@ func (m *merger) placeBlobs(f *fetched) (int, error) {
 			n++
 		}
 		for _, l := range f.blobLinks[name] {
-			if _, err := writeBlobLink(m.AgentDir, l); err != nil {
+			if err := writeBlobLink(m.AgentDir, l); err != nil {
 				return n, err
 			}
 		}
