@@ -272,7 +272,8 @@ func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	var scan *scanWriter
 	var st repo.Streamed
 	err := retry(ctx, func() error {
-		cmp.close() // an attempt before's, if any
+		// An attempt before's, if any.
+		cmp.close()
 		scan = &scanWriter{w: io.Discard} // an older copy's blobs are not checked
 		var rw *project.Rewriter
 		if cc.Newest {
