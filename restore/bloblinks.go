@@ -59,30 +59,29 @@ func fetchLinkBytes(ctx context.Context, r *repo.Repo, links []blobLink, limit i
 
 // writeBlobLink makes l in the agent dir unless it is there: a hard link to
 // the blob, as omp makes it (a copy where linking fails), or the bytes it
-// carries. It reports whether it wrote.
-func writeBlobLink(agentDir string, l blobLink) (bool, error) {
-	p := abs(agentDir, "blobs/"+l.name)
-	if _, err := os.Lstat(p); err == nil {
-		return false, nil
+// carries.
+func writeBlobLink(agentDir string, l blobLink) error {
+	if hasBlob(agentDir, l.name) {
+		return nil
 	}
+	p := abs(agentDir, "blobs/"+l.name)
 	data := l.data
 	if l.size == 0 {
 		blob, _, _ := repo.BlobLink(l.name)
 		src := abs(agentDir, "blobs/"+blob)
 		err := os.Link(src, p)
-		if errors.Is(err, fs.ErrExist) {
-			return false, nil
-		}
 		if err == nil {
-			return true, atomicfile.SyncDir(filepath.Dir(p))
+			return atomicfile.SyncDir(filepath.Dir(p))
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return nil
 		}
 		if data, err = os.ReadFile(src); err != nil {
-			return false, fmt.Errorf("blob name %s: %w", l.name, err)
+			return fmt.Errorf("blob name %s: %w", l.name, err)
 		}
 	}
-	err := atomicfile.Write(p, data, atomicfile.Options{Exclusive: true})
-	if errors.Is(err, fs.ErrExist) {
-		return false, nil
+	if err := atomicfile.Write(p, data, atomicfile.Options{Exclusive: true}); !errors.Is(err, fs.ErrExist) {
+		return err
 	}
-	return err == nil, err
+	return nil // another restore wrote it
 }

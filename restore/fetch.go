@@ -44,16 +44,6 @@ type copyData struct {
 	mapped bool
 }
 
-// mapping is what rewrites the copy of stream s for the folder the
-// session runs in here: its machine's recorded folder to t.cwd.
-func (t *target) mapping(s repo.Stream) project.Mapping {
-	e := t.entry(s.Machine)
-	if s.Name != repo.SessionStream || e == nil || t.cwd == "" {
-		return project.Mapping{}
-	}
-	return project.Mapping{From: e.Cwd, To: t.cwd}
-}
-
 // fetched is everything one session needs, verified.
 type fetched struct {
 	session   []copyData            // the newest copy (first) and the others
@@ -341,13 +331,16 @@ func streamCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 }
 
 // mappedScan is w behind this machine's folder mapping of s (rw, nil for
-// none) and a scan for the blobs the bytes reference, as fetch and verify
-// stream every copy.
+// none: a session copy is rewritten from its machine's recorded folder to
+// t.cwd, the folder the session runs in here) and a scan for the blobs the
+// bytes reference, as fetch and verify stream every copy.
 func (t *target) mappedScan(s repo.Stream, w io.Writer) (*scanWriter, *project.Rewriter) {
 	var rw *project.Rewriter
-	if m := t.mapping(s); !m.Identity() {
-		rw = m.Writer(w)
-		w = rw
+	if e := t.entry(s.Machine); s.Name == repo.SessionStream && e != nil && t.cwd != "" {
+		if m := (project.Mapping{From: e.Cwd, To: t.cwd}); !m.Identity() {
+			rw = m.Writer(w)
+			w = rw
+		}
 	}
 	return &scanWriter{w: w, refs: map[string]bool{}}, rw
 }
@@ -437,14 +430,15 @@ func (s *spill) close(sync bool) error {
 	if s.f == nil {
 		return nil
 	}
-	var err error
-	if sync {
-		err = s.f.Sync()
+	if !sync {
+		return s.f.Close()
 	}
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return syncClose(s.f)
+}
+
+// syncClose syncs and closes f, and returns the first error.
+func syncClose(f *os.File) error {
+	return cmp.Or(f.Sync(), f.Close())
 }
 
 // scanHead is how much of a spilled copy is kept in memory: enough for any
@@ -634,7 +628,7 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, l blobListing, opts Opti
 		problems = append(problems, err.Error())
 	} else if !opts.DryRun {
 		for _, l := range links {
-			if _, err := writeBlobLink(opts.AgentDir, l); err != nil {
+			if err := writeBlobLink(opts.AgentDir, l); err != nil {
 				problems = append(problems, err.Error())
 			}
 		}
@@ -696,12 +690,10 @@ func retry(ctx context.Context, f func() error) error {
 		if err == nil || attempt >= 4 || ctx.Err() != nil || !(remote.IsTransient(err) || remote.NetworkTransient(err)) {
 			return err
 		}
-		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return err
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		wait *= 2
 	}

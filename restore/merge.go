@@ -551,7 +551,7 @@ func (m *merger) placeBlobs(f *fetched) (int, error) {
 			n++
 		}
 		for _, l := range f.blobLinks[name] {
-			if _, err := writeBlobLink(m.AgentDir, l); err != nil {
+			if err := writeBlobLink(m.AgentDir, l); err != nil {
 				return n, err
 			}
 		}
@@ -694,13 +694,7 @@ func tempOf(dir string, c content) (string, error) {
 			return "", err
 		}
 		_, err = f.WriteAt(c.slot, 0)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return tmp, err
+		return tmp, cmp.Or(err, syncClose(f))
 	}
 	return atomicfile.Temp(dir, "session", func(w io.Writer) error {
 		_, err := io.CopyBuffer(onlyWriter{w}, c.section(0), make([]byte, compareBuf))

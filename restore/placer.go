@@ -93,11 +93,7 @@ func (pl *placer) wait() map[int]error {
 
 func placeOne(pm placement) error {
 	tmp := pm.f.Name()
-	err := pm.f.Sync()
-	if cerr := pm.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := syncClose(pm.f); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("sync %s: %w", tmp, err)
 	}

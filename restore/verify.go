@@ -272,9 +272,8 @@ func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	var scan *scanWriter
 	var st repo.Streamed
 	err := retry(ctx, func() error {
-		if cmp != nil {
-			cmp.close() // an attempt before
-		}
+		// An attempt before's, if any.
+		cmp.close()
 		scan = &scanWriter{w: io.Discard} // an older copy's blobs are not checked
 		var rw *project.Rewriter
 		if cc.Newest {
@@ -290,9 +289,7 @@ func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 		}
 		return nil
 	})
-	if cmp != nil {
-		cmp.close()
-	}
+	cmp.close()
 	if err != nil {
 		return st, fmt.Errorf("session %s, machine %s, %s: %w", s.SessionID, s.Machine, s.Name, err)
 	}
@@ -362,8 +359,9 @@ func openLocalCmp(agentDir, rel string) *localCmp {
 	return c
 }
 
+// close closes the local file, if c has one (c may be nil).
 func (c *localCmp) close() {
-	if c.f != nil {
+	if c != nil && c.f != nil {
 		c.f.Close()
 	}
 }
