@@ -558,11 +558,6 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// Logger builds a logger writing to w at log.level in log.format.
-func (c *Config) Logger(w io.Writer) *slog.Logger {
-	return c.LeveledLogger(w, c.LogLevel())
-}
-
 // LogLevel is log.level as a slog level.
 func (c *Config) LogLevel() slog.Level {
 	var l slog.Level
@@ -570,8 +565,9 @@ func (c *Config) LogLevel() slog.Level {
 	return l
 }
 
-// LeveledLogger is Logger at level, which may change while it logs (a
-// *slog.LevelVar: the agent applies a new log.level on SIGHUP).
+// LeveledLogger builds a logger writing to w in log.format at level, which
+// may change while it logs (a *slog.LevelVar: the agent applies a new
+// log.level on SIGHUP).
 func (c *Config) LeveledLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Log.Format == "json" {

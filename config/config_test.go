@@ -756,7 +756,7 @@ func TestLogger(t *testing.T) {
 	env["OMPSYNC_LOG_LEVEL"] = "warn"
 	c := mustLoad(t, opts(env))
 	var buf bytes.Buffer
-	l := c.Logger(&buf)
+	l := c.LeveledLogger(&buf, c.LogLevel())
 	l.Info("hidden")
 	l.Warn("shown", "n", 1)
 	var rec map[string]any

@@ -39,7 +39,7 @@ func (a *app) readPlaces(ctx context.Context, machine, agentName string) (*confi
 	}
 	m := a.meters()
 	if m.log == nil { // its retries, at debug
-		m.log = cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
+		m.log = a.logger(cfg)
 	}
 	r, places, problems, err := readRepo(ctx, cfg, m)
 	if err != nil {

@@ -96,14 +96,14 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 			fmt.Fprintf(a.stderr, "ompsync: %s\n", oneLine(s.Err.Error()))
 		case s.Skipped != "":
 			skipped++
-			fmt.Fprintf(a.stdout, "%s: %s\n", where, s.Skipped)
+			fmt.Fprintf(a.report(), "%s: %s\n", where, s.Skipped)
 		case dryRun:
 			merging[s.Stream.SessionID] = true
-			fmt.Fprintf(a.stdout, "%s: %s\n", where, planText(s.Plan))
+			fmt.Fprintf(a.report(), "%s: %s\n", where, planText(s.Plan))
 		default:
 			streams++
 			res := s.Result
-			fmt.Fprintf(a.stdout, "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, progress.Size(res.Uploaded))
+			fmt.Fprintf(a.report(), "%s: %d chunks -> %d, uploaded %s\n", where, res.Before, res.After, progress.Size(res.Uploaded))
 			before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
 		}
 	}
@@ -111,9 +111,9 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 		return errNoDelete
 	}
 	if dryRun {
-		fmt.Fprintf(a.stdout, "dry run: %d of %d sessions have chunks to merge; nothing changed\n", len(merging), rep.Sessions)
+		fmt.Fprintf(a.report(), "dry run: %d of %d sessions have chunks to merge; nothing changed\n", len(merging), rep.Sessions)
 	} else {
-		fmt.Fprintf(a.stdout, "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
+		fmt.Fprintf(a.report(), "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
 			streams, rep.Sessions, before, after, progress.Size(uploaded), skipped)
 	}
 	if failed > 0 {

@@ -145,6 +145,12 @@ func TestCompactAndPruneCommands(t *testing.T) {
 	if res := runWith(t, env, "prune", "--retention-generations", "0"); res.code != 0 || !strings.Contains(res.stdout, "deleted 0 objects") {
 		t.Fatalf("prune with retention 0: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+	// -q prints errors only: from cron, a run that worked says nothing.
+	for _, args := range [][]string{{"compact", "--dry-run"}, {"compact"}, {"prune", "--dry-run"}, {"prune"}} {
+		if res := runWith(t, env, append([]string{"-q"}, args...)...); res.code != 0 || res.stdout != "" || res.stderr != "" {
+			t.Errorf("-q %s: exit %d, stdout %q, stderr %q", strings.Join(args, " "), res.code, res.stdout, res.stderr)
+		}
+	}
 }
 
 // signalWriter collects what is written and closes seen once it holds want.

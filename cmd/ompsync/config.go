@@ -149,7 +149,7 @@ func (a *app) runConfigInit(path string, force bool) error {
 	if err := checkStarter(opts, target); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "wrote %s; edit it, then check it with 'ompsync config show'\n", target)
+	fmt.Fprintf(a.report(), "wrote %s; edit it, then check it with 'ompsync config show'\n", target)
 	return nil
 }
 

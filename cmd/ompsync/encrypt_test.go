@@ -172,6 +172,9 @@ func TestMixedRemoteCommands(t *testing.T) {
 	if r := enc.run("rekey"); r.code != 0 || !strings.Contains(r.stdout, "nothing to rekey") {
 		t.Errorf("second rekey: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	if r := enc.run("-q", "rekey", "--force", "--settle=0"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Errorf("-q rekey --force prints errors only: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 	for k, v := range objects(t, openClient(t, url, backend.S3Options{})) {
 		if k != repo.MarkerKey && !bytes.HasPrefix(v, []byte(repo.AgeHeader)) {
 			t.Errorf("%s not encrypted after rekey", k)

@@ -140,7 +140,7 @@ func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
 	if !cfg.Encryption.Enabled() {
 		return errors.New("rekey encrypts to the configured keys, and none are: set encryption.recipients, encryption.identity_file or encryption.passphrase_file")
 	}
-	log := cfg.Logger(a.stderr)
+	log := a.logger(cfg)
 	r, target, err := openRekey(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -162,10 +162,10 @@ func (a *app) runRekey(ctx context.Context, opts repo.RekeyOptions) error {
 		return err
 	}
 	if prog.Nothing {
-		fmt.Fprintf(a.stdout, "nothing to rekey: every object is already encrypted to %s (--force re-encrypts anyway)\n", repo.Fingerprints(target))
+		fmt.Fprintf(a.report(), "nothing to rekey: every object is already encrypted to %s (--force re-encrypts anyway)\n", repo.Fingerprints(target))
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, repo.Fingerprints(target))
+	fmt.Fprintf(a.report(), "re-encrypted %d objects (%d bytes) to %s\n", prog.Objects, prog.Bytes, repo.Fingerprints(target))
 	return nil
 }
 

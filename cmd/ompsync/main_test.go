@@ -391,6 +391,11 @@ func TestConfigInit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "c.yaml")); r.code != 0 || err != nil {
 		t.Errorf("--config: exit %d, stderr %q, %v", r.code, r.stderr, err)
 	}
+	// -q prints errors only: the file is written, nothing said.
+	r = runWith(t, env, "-q", "config", "init", "--path", "~/d.yaml")
+	if _, err := os.Stat(filepath.Join(home, "d.yaml")); r.code != 0 || err != nil || r.stdout != "" || r.stderr != "" {
+		t.Errorf("-q config init: exit %d, stdout %q, stderr %q, %v", r.code, r.stdout, r.stderr, err)
+	}
 }
 
 func TestConfigInitIgnoresBrokenConfig(t *testing.T) {

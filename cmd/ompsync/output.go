@@ -28,6 +28,11 @@ func (a *app) logLevel(cfg *config.Config) slog.Level {
 	return slog.LevelError
 }
 
+// logger is the command's log on standard error at logLevel.
+func (a *app) logger(cfg *config.Config) *slog.Logger {
+	return cfg.LeveledLogger(a.stderr, a.logLevel(cfg))
+}
+
 // report is where a command's summary and per-item lines go: nowhere
 // with -q.
 func (a *app) report() io.Writer {

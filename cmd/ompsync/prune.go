@@ -114,15 +114,15 @@ func (a *app) pruneAgent(ctx context.Context, cfg *config.Config, r *repo.Repo, 
 		defer unlock()
 	}
 	rep, err := compact.Prune(ctx, r, st, cfg.Machine, ret, time.Now(), dryRun)
-	printPrune(a.stdout, rep, prefix)
+	printPrune(a.report(), rep, prefix)
 	if err != nil {
 		return "", err
 	}
 	if dryRun {
-		fmt.Fprintf(a.stdout, "%sdry run: would delete %d objects, %s, of %d generations; nothing deleted\n", prefix, rep.Objects, progress.Size(rep.Bytes), len(rep.Items))
+		fmt.Fprintf(a.report(), "%sdry run: would delete %d objects, %s, of %d generations; nothing deleted\n", prefix, rep.Objects, progress.Size(rep.Bytes), len(rep.Items))
 		return "", nil
 	}
-	fmt.Fprintf(a.stdout, "%sdeleted %d objects, %s, of %d generations\n", prefix, rep.Objects, progress.Size(rep.Bytes), len(rep.Items))
+	fmt.Fprintf(a.report(), "%sdeleted %d objects, %s, of %d generations\n", prefix, rep.Objects, progress.Size(rep.Bytes), len(rep.Items))
 	if len(rep.Sessions) == 0 {
 		return "", nil
 	}
@@ -136,7 +136,7 @@ func (a *app) pruneAgent(ctx context.Context, cfg *config.Config, r *repo.Repo, 
 	if err := compact.DropSessions(ctx, r, cfg.Machine, rep.Sessions, time.Now()); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(a.stdout, "%sremoved %d deleted sessions from the catalog\n", prefix, len(rep.Sessions))
+	fmt.Fprintf(a.report(), "%sremoved %d deleted sessions from the catalog\n", prefix, len(rep.Sessions))
 	return "", nil
 }
 

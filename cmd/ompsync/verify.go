@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -113,7 +114,7 @@ func verifyOutcome(a *app, cfg *config.Config, checks []restore.Check, problems 
 		tally(counted{bad, "DAMAGED (see above)"}, counted{unchecked, "not checked: the remote did not answer (see above)"}))
 	a.warn(problems)
 	if bad > 0 {
-		notifyDamaged(cfg, a.stderr, fmt.Sprintf("verify found %d of %d sessions damaged on the remote; run 'ompsync verify' to see which", bad, len(checks)))
+		notifyDamaged(cfg, a.logger(cfg), fmt.Sprintf("verify found %d of %d sessions damaged on the remote; run 'ompsync verify' to see which", bad, len(checks)))
 	}
 	switch {
 	case bad > 0:
@@ -171,8 +172,8 @@ func checkLine(c restore.Check) string {
 // notifyDamaged tells notify.url and notify.command (when set) that part of
 // the backup is damaged: a verify run from cron then alerts as the agent
 // does. Delivery is bounded by the notifier's timeout.
-func notifyDamaged(cfg *config.Config, stderr io.Writer, msg string) {
-	n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Logger: cfg.Logger(stderr)})
+func notifyDamaged(cfg *config.Config, log *slog.Logger, msg string) {
+	n := notify.New(notify.Options{URL: cfg.Notify.URL, Command: cfg.Notify.Command, Machine: cfg.Machine, Logger: log})
 	if n == nil {
 		return
 	}

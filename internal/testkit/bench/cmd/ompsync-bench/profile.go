@@ -51,7 +51,7 @@ func profileAgent(args []string) error {
 	a, err := agent.New(r, agent.Options{
 		AgentDir: cfg.AgentDir, StateDir: cfg.StateDir, Machine: cfg.Machine,
 		Interval: cfg.Interval, ReconcileInterval: cfg.ReconcileInterval,
-		Include: cfg.Include, Exclude: cfg.Exclude, Logger: cfg.Logger(os.Stderr),
+		Include: cfg.Include, Exclude: cfg.Exclude, Logger: cfg.LeveledLogger(os.Stderr, cfg.LogLevel()),
 		Pull: cfg.Sync.Pull, PullInterval: cfg.Sync.PullInterval,
 		PullInclude: cfg.Sync.Include, PullExclude: cfg.Sync.Exclude,
 		Compaction: compact.Policy{Idle: cfg.Compaction.Idle, MaxChunks: cfg.Compaction.MaxChunks},
