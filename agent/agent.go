@@ -175,8 +175,13 @@ type Agent struct {
 	metrics *Metrics
 	lock    *os.File
 
-	state  *State
-	byPath map[string]string // rel path -> stream key
+	state *State
+	// byPath is rel path -> stream key, for a stream at its current path
+	// while present. Whatever moves a stream off a path deletes that
+	// entry (scan.go, pass.go): plan's check of the stream's own path
+	// cannot tell a stale entry once the stream moves back there, and would
+	// file a new session at that path as it.
+	byPath map[string]string
 	// catBase is what the catalog last written whole lists, written at
 	// catBaseAt; catRecent the recent object last written over it. A nil
 	// catBase makes the next put rewrite the catalog whole.

@@ -272,7 +272,7 @@ func verifyCopy(ctx context.Context, r *repo.Repo, t *target, s repo.Stream, g *
 	var scan *scanWriter
 	var st repo.Streamed
 	err := retry(ctx, func() error {
-		// An attempt before's, if any.
+		// The local file an earlier attempt opened, if any.
 		cmp.close()
 		scan = &scanWriter{w: io.Discard} // an older copy's blobs are not checked
 		var rw *project.Rewriter

@@ -269,8 +269,8 @@ func (s *scanner) list(open, close byte, elem func()) {
 }
 
 // strOr reads a string member's value into dst; any other kind is stepped
-// over, leaves "" and marks the value mistyped, as encoding/json leaves a
-// string field it cannot fill (the line is then refused there: see
+// over, leaves dst as it was and marks the value mistyped, as encoding/json
+// leaves a string field it cannot fill (the line is then refused there: see
 // parseJSON).
 func (s *scanner) strOr(dst *string, depth int) {
 	v, ok := s.str()
