@@ -183,10 +183,8 @@ func grepPlace(ctx context.Context, r *repo.Repo, prefixes []string, opts GrepOp
 	}
 	grepLeftOut(targets, copies, opts, rep)
 	err = grepSearch(targets, copies, opts, rep, emit)
-	if opts.Cache != nil {
-		if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
-			err = eerr
-		}
+	if _, eerr := opts.Cache.Evict(); eerr != nil && err == nil {
+		err = eerr
 	}
 	return err
 }
@@ -639,9 +637,7 @@ func GrepAll(ctx context.Context, places []Place, prefixes []string, opts GrepOp
 			cacheErr = err
 			return err
 		}
-		if c != nil {
-			defer c.Close()
-		}
+		defer c.Close()
 		po := opts
 		po.Options, po.Cache = o, c
 		return grepPlace(ctx, places[i].Repo, ids, po, total, func(m GrepMatch) error {

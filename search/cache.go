@@ -24,7 +24,8 @@ import (
 // records, to which a grown session's new records are appended. It is
 // bounded: Evict removes the copies used longest ago until the records fit
 // in the bound it was opened with. The records are the sessions' text: the folder is 0700 and
-// its files 0600, as the state dir's.
+// its files 0600, as the state dir's. A nil *Cache is no cache: each method
+// keeps nothing, finds nothing and fails nothing.
 type Cache struct {
 	dir  string
 	max  int64
@@ -85,7 +86,12 @@ func OpenCache(dir string, maxBytes int64) (*Cache, error) {
 }
 
 // Close releases the cache's lock.
-func (c *Cache) Close() error { return c.lock.Close() }
+func (c *Cache) Close() error {
+	if c == nil {
+		return nil
+	}
+	return c.lock.Close()
+}
 
 // OlderCopy is the cache's name for machine's older generation gen, kept
 // beside its current copy: a generation that is not the newest never
@@ -175,6 +181,9 @@ type cachedCopy struct {
 // Evict removes the copies used longest ago until the records fit in the
 // bound, and returns how many it removed.
 func (c *Cache) Evict() (int, error) {
+	if c == nil {
+		return 0, nil
+	}
 	var copies []cachedCopy
 	var total int64
 	sessions, err := os.ReadDir(c.dir)

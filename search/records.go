@@ -165,7 +165,7 @@ func (p *Pending) spool(sp *Spool) (*io.SectionReader, error) {
 	if p.tmp != "" {
 		err = os.Remove(p.tmp)
 	}
-	if err == nil && p.c != nil {
+	if err == nil {
 		err = p.c.Remove(p.id, p.mach) // the open file stays readable
 	}
 	if err != nil {

@@ -128,7 +128,7 @@ func TestScanFrom(t *testing.T) {
 }
 
 // Records written and then dropped leave the cache as it was: appended
-// ones are cut off, a new copy's temp file is removed; detached ones are
+// ones are cut off, a new copy's temp file is removed; spooled ones are
 // read whole and the cache forgets the copy.
 func TestPending(t *testing.T) {
 	dir := t.TempDir()
@@ -187,10 +187,10 @@ func TestPending(t *testing.T) {
 	}
 	b, _ := io.ReadAll(recs)
 	if string(b) != "a\tuser\ttext\t0\tfirst\nb\tuser\ttext\t0\tsecond\n" {
-		t.Errorf("detached records %q", b)
+		t.Errorf("spooled records %q", b)
 	}
 	if st, _ := c.State("s1", "desk"); st != nil {
-		t.Errorf("the cache still holds the detached copy: %+v", st)
+		t.Errorf("the cache still holds the spooled copy: %+v", st)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "s1")); !os.IsNotExist(err) {
 		t.Errorf("the copy's folder is still there: %v", err)
