@@ -17,7 +17,7 @@ var credentials = regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.*?)
 	`|(?:^|[^A-Za-z0-9_-]|\\[nrt])(sk-[A-Za-z0-9_-]{20,})`)
 
 // keyBody is a line of a PEM key's body or another long base64 secret,
-// masked when it mixes cases and digits (a hex hash does not).
+// masked when it has both upper and lower case (a hex hash does not).
 var keyBody = regexp.MustCompile(`[A-Za-z0-9+/]{60,}={0,2}`)
 
 // awsSecret is a 40-character AWS secret key, masked only in a text that
@@ -36,23 +36,31 @@ func Redact(text string) (string, int) {
 	return text, n
 }
 
-// mask replaces what each match of re holds in its group (all of it when
-// the group is unset: what an sk- key or an AWS secret follows is kept),
-// when that mixes cases and digits as a key does or mixed is not asked,
-// and counts the masks in n.
+// mask replaces group 1 of each match of re, or the whole match where
+// there is no group or it did not take part (so what an sk- key or an AWS
+// secret follows is kept); with mixedOnly, only when that text has both
+// upper and lower case, as a key does. It counts the masks in n.
 func mask(text string, re *regexp.Regexp, mixedOnly bool, n *int) string {
-	return re.ReplaceAllStringFunc(text, func(s string) string {
-		m := re.FindStringSubmatchIndex(s)
-		i, j := 0, len(s)
+	var b strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringSubmatchIndex(text, -1) {
+		i, j := m[0], m[1]
 		if len(m) > 2 && m[2] >= 0 {
 			i, j = m[2], m[3]
 		}
-		if mixedOnly && !mixed(s[i:j]) {
-			return s
+		if mixedOnly && !mixed(text[i:j]) {
+			continue
 		}
 		*n++
-		return s[:i] + Masked + s[j:]
-	})
+		b.WriteString(text[last:i])
+		b.WriteString(Masked)
+		last = j
+	}
+	if b.Len() == 0 {
+		return text
+	}
+	b.WriteString(text[last:])
+	return b.String()
 }
 
 // mixed: k has upper and lower case letters, as a key does.
