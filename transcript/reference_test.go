@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -79,12 +77,8 @@ var crafted = []string{
 // ones, as encoding/json does.
 func TestScannerAgreesWithEncodingJSON(t *testing.T) {
 	var lines []string
-	files, _ := filepath.Glob("../testdata/corpus/*.jsonl")
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	_, files := corpusFiles(t)
+	for _, b := range files {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		sc.Buffer(nil, 64<<20)
 		for sc.Scan() {
