@@ -80,15 +80,21 @@ func slack(recorded, max int64) int64 {
 // session, taken after the catalogs were read; the first attempt plans
 // from it.
 func fetch(ctx context.Context, r *repo.Repo, t *target, opts Options, listed *repo.SessionObjects) (*fetched, error) {
-	// A compaction may delete chunks between the listing and the reads: a
-	// missing chunk or a gap is worth one fresh listing or two.
 	for attempt := 1; ; attempt++ {
 		f, err := fetchOnce(ctx, r, t, opts, listed)
-		if err == nil || attempt == 3 || !errors.Is(err, remote.ErrNotFound) && !errors.Is(err, repo.ErrGap) {
+		if attempt == 3 || !compactedMeanwhile(err) {
 			return f, err
 		}
 		listed = nil
 	}
+}
+
+// compactedMeanwhile reports a read that found a listed chunk gone or a
+// gap: what a compaction deleting chunks between the listing and the
+// reads looks like. fetch, verify and grep list again on it, twice at
+// most, before they call it damage.
+func compactedMeanwhile(err error) bool {
+	return errors.Is(err, remote.ErrNotFound) || errors.Is(err, repo.ErrGap)
 }
 
 // inventory lists one session's objects, or takes them from listed.

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/ompsync/ompsync/project"
-	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/search"
 )
@@ -276,8 +275,8 @@ func grepFetch(ctx context.Context, r *repo.Repo, t *target, copies []*grepCopy,
 			case err == nil:
 				fetched++
 				c.fresh = false
-			case attempt < 3 && (errors.Is(err, remote.ErrNotFound) || errors.Is(err, repo.ErrGap)):
-				retryList = true // compacted meanwhile: list again
+			case attempt < 3 && compactedMeanwhile(err):
+				retryList = true
 			default:
 				problems = append(problems, fmt.Sprintf("session %s, machine %s: %v", t.id, c.e.machine, err))
 			}

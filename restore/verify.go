@@ -48,6 +48,9 @@ type Check struct {
 	// Blobs are the referenced blobs that are damaged, or missing from
 	// the remote while on disk here: what verify --repair puts back.
 	Blobs []string `json:"-"`
+	// relist: a copy lacked a listed chunk, as when a compaction ran
+	// since the listing.
+	relist bool
 }
 
 // CopyCheck is one verified generation of one stream.
@@ -171,7 +174,19 @@ func uncataloged(ctx context.Context, r *repo.Repo, known map[string]*target) []
 	return []string{fmt.Sprintf("%d sessions on the remote are in no machine's catalog (%s%s): a machine's catalog was lost; run 'ompsync agent --once' on the machine that backed them up to write it again", n, strings.Join(ids, ", "), more)}
 }
 
+// verifyOne checks t's copies; one that lacks a listed chunk is listed
+// again and read twice more before it counts as damage, as fetch does.
 func verifyOne(ctx context.Context, r *repo.Repo, t *target, localRel string, blobs *blobChecker, opts Options, listed *repo.SessionObjects) Check {
+	for attempt := 1; ; attempt++ {
+		c := verifyOnce(ctx, r, t, localRel, blobs, opts, listed)
+		if !c.relist || attempt == 3 {
+			return c
+		}
+		listed = nil
+	}
+}
+
+func verifyOnce(ctx context.Context, r *repo.Repo, t *target, localRel string, blobs *blobChecker, opts Options, listed *repo.SessionObjects) Check {
 	c := Check{Agent: opts.Store.Name(), ID: t.id, Path: localRel}
 	if c.Path == "" {
 		c.Path = t.newest().Path
@@ -238,6 +253,7 @@ func (c *Check) verifyStream(ctx context.Context, r *repo.Repo, t *target, inv *
 		if err != nil {
 			cc.Error = err.Error()
 			c.failed(err)
+			c.relist = c.relist || compactedMeanwhile(err)
 		}
 		if !cc.Newest && cc.Bytes > longestBytes { // 0 for a copy that failed
 			longest, longestBytes = g, cc.Bytes
