@@ -186,6 +186,9 @@ type agentRun struct {
 func newAgentRun(a *app, cfg *config.Config, idf identityFlags, level slog.Leveler) (*agentRun, error) {
 	out := a.output(false)
 	ws, err := cfg.BackedUp()
+	if err == nil {
+		err = remoteApart(cfg, ws)
+	}
 	log := cfg.LeveledLogger(out, level)
 	a.meters().log = log // a retry of the remote's is one debug line
 	return &agentRun{a: a, cfg: cfg, idf: idf, out: out, log: log, ws: ws}, err
@@ -318,6 +321,36 @@ func logSameDisk(log *slog.Logger, cfg *config.Config, ws []config.AgentFolder) 
 			return
 		}
 	}
+}
+
+// remoteApart refuses a file remote that is a watched folder, holds one
+// (the home folder, named by mistake) or lies inside one: the backup
+// would be written among the files it backs up.
+func remoteApart(cfg *config.Config, ws []config.AgentFolder) error {
+	dir, ok := remoteFolder(cfg)
+	if !ok {
+		return nil
+	}
+	for _, w := range ws {
+		if within(dir, w.Dir) || within(w.Dir, dir) {
+			return fmt.Errorf("the remote folder %s and %s's folder %s lie one inside the other: the backup would be written among the files it backs up; set remote (%s) to a folder of its own, outside %s",
+				dir, w.Store.Name(), w.Dir, cfg.Source("remote"), w.Dir)
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or lies inside it, symlinks
+// resolved where they can be.
+func within(path, dir string) bool {
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return filepath.Clean(p)
+	}
+	rel, err := filepath.Rel(real(dir), real(path))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // missingFolder says of the first agent's folder that is not there how to

@@ -509,26 +509,32 @@ func TestConfirmDeletionsNeedsOnce(t *testing.T) {
 	}
 }
 
-// A remote set by mistake to a folder of other data (here the home folder)
-// is refused before anything is written into it: exit 1 and a line that
-// names what is there and what to set. A new folder inside it works.
+// A remote set by mistake to a folder of other data, or to the home
+// folder (which holds the agent's folder, and often only hidden names), is
+// refused before anything is written into it: exit 1 and a line that
+// names what is wrong and what to set. A new folder inside it works.
 func TestAgentRefusesFolderOfOtherData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	m := newMachineEnv(t, "", backend.S3Options{}, "box")
-	m.remote = "file://" + m.home
-	writeFile(t, filepath.Join(m.home, "Documents", "notes.txt"), "mine\n", 0o600)
 	want := m.writeSessions(0, 1)
-	out := m.mustRun(1, "agent", "--once")
-	for _, w := range []string{"the remote holds data that is not ompsync's, and no repository", "Set remote to a new or empty folder"} {
-		if !strings.Contains(out, w) {
-			t.Errorf("agent --once says\n%s\nwhich lacks %q", out, w)
+	files := filepath.Join(m.home, "files")
+	writeFile(t, filepath.Join(files, "Documents", "notes.txt"), "mine\n", 0o600)
+	for _, tc := range []struct{ dir, why string }{
+		{files, "the remote holds data that is not ompsync's, and no repository"},
+		{m.home, "the remote folder " + m.home + " and omp's folder " + m.agentDir + " lie one inside the other"},
+		{filepath.Join(m.agentDir, "backup"), "and omp's folder " + m.agentDir + " lie one inside the other"},
+	} {
+		m.remote = "file://" + tc.dir
+		out := m.mustRun(1, "agent", "--once")
+		if !strings.Contains(out, tc.why) {
+			t.Errorf("agent --once with the remote %s says\n%s\nwhich lacks %q", tc.dir, out, tc.why)
 		}
-	}
-	for _, name := range []string{repo.MarkerKey, "v1"} {
-		if _, err := os.Stat(filepath.Join(m.home, name)); !os.IsNotExist(err) {
-			t.Errorf("%s written into the home folder: %v", name, err)
+		for _, name := range []string{repo.MarkerKey, "v1"} {
+			if _, err := os.Stat(filepath.Join(tc.dir, name)); !os.IsNotExist(err) {
+				t.Errorf("%s written into %s: %v", name, tc.dir, err)
+			}
 		}
 	}
 	m.remote = "file://" + filepath.Join(m.home, "backups")

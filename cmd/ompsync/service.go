@@ -255,10 +255,5 @@ func temporaryBinary(path string) bool {
 	}) {
 		return true
 	}
-	tmp, err := filepath.EvalSymlinks(os.TempDir())
-	if err != nil {
-		tmp = os.TempDir()
-	}
-	rel, err := filepath.Rel(tmp, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	return within(path, os.TempDir())
 }
