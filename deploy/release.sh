@@ -117,7 +117,10 @@ for target in "${TARGETS[@]}"; do
 	name="ompsync_${version}_${os}_$arch"
 	if [ "$os" = windows ]; then
 		cp "$build/${os}_$arch/ompsync.exe" "$stage/"
-		(cd "$stage" && zip -q -X -r "$OLDPWD/dist/$name.zip" .)
+		# A zip entry keeps its file's mtime, as local time: the commit's, in
+		# UTC, in name order, so that the archive is reproducible.
+		find "$stage" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+		(cd "$stage" && find . -type f | LC_ALL=C sort | TZ=UTC zip -q -X -@ "$OLDPWD/dist/$name.zip")
 	else
 		cp "$build/${os}_$arch/ompsync" "$stage/"
 		mkdir -p "$stage/man" && cp "$build"/man/*.1 "$stage/man/"

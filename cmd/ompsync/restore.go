@@ -63,8 +63,11 @@ restored.`
 const restoreExample = `  # restore one session by the start of its id
   ompsync restore 01a113d2
 
-  # everything, into a fresh agent dir on a new machine
-  ompsync restore --all --to ~/.omp/agent
+  # everything, each agent's sessions into its own folder, on a new machine
+  ompsync restore --all
+
+  # omp's sessions alone, into another folder
+  ompsync restore --all --agent omp --to /mnt/new/.omp/agent
 
   # what would happen, as JSON lines
   ompsync restore --all --include-deleted --dry-run --json
