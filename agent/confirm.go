@@ -241,9 +241,7 @@ func (a *Agent) withoutDamaged(s repo.Stream, g repo.Generation) repo.Generation
 		return g
 	}
 	g.Chunks = slices.DeleteFunc(slices.Clone(g.Chunks), func(c repo.ChunkRef) bool { return a.opts.Damaged[s.ChunkKey(g.Name, c.Start, c.End)] })
-	if g.MetaInChunk && !slices.ContainsFunc(g.Chunks, func(c repo.ChunkRef) bool { return c.Start == 0 }) {
-		g.HasMeta = false // its first chunk, which carried the meta, is damaged
-	}
+	g.Complete()
 	return g
 }
 
