@@ -192,6 +192,7 @@ func RepairBlob(ctx context.Context, r *repo.Repo, agentDir, name string) Damage
 // RepairChunks' Damage keys) now read, every hash checked: from that key,
 // or from an intact chunk of its generation that holds its range (the
 // agent's pass puts the chunk at 0 again as far as the file reaches).
+// Any other key (a blob's) is not mended: nothing but RepairBlob puts it.
 func Mended(ctx context.Context, r *repo.Repo, key string) bool {
 	ref, err := repo.ParseSessionKey(key)
 	if err != nil {

@@ -329,3 +329,64 @@ func TestVerifyRepairCatalogWithoutState(t *testing.T) {
 		t.Errorf("restore by id of the session the lost catalog listed: %v", matches)
 	}
 }
+
+// TestVerifyRepairSharedChunk: the desk pulled the vm's session and went
+// on with it, so its copy reads the vm's chunks through reference chunks.
+// A chunk of the vm's copy flipped damages both copies; verify --repair on
+// the vm puts the chunk back, which mends the desk's copy too: it says
+// the chunk was repaired, prints no NOT REPAIRED line and exits 0.
+func TestVerifyRepairSharedChunk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	client, err := file.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "019ad000-0000-7000-8000-0000000e9e01"
+	vm := newMachineEnv(t, "file://"+dir, backend.S3Options{}, "vm")
+	vm.newSession(id, entry("0000e9e1", "", "first"))
+	for i, e := range []string{"second", "third"} {
+		vm.mustRun(0, "agent", "--once")
+		vm.appendSession(id, entry(fmt.Sprintf("0000e9e%d", i+2), fmt.Sprintf("0000e9e%d", i+1), e))
+	}
+	vm.mustRun(0, "agent", "--once")
+	desk := newMachineEnv(t, "file://"+dir, backend.S3Options{}, "desk")
+	desk.mustRun(0, "agent", "--once", "--pull")
+	desk.appendSession(id, entry("0000e9e4", "0000e9e3", "on the desk"))
+	desk.mustRun(0, "agent", "--once")
+
+	chunksOf := func(machine string) []string {
+		var keys []string
+		for obj, err := range client.List(t.Context(), "v1/sessions/"+id+"/"+machine+"/session/", remote.ListOptions{}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if base := obj.Key[strings.LastIndex(obj.Key, "/")+1:]; strings.Contains(base, "-") {
+				keys = append(keys, obj.Key)
+			}
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	chunks := chunksOf("vm")
+	if len(chunks) != 3 {
+		t.Fatalf("want 3 chunks of the vm's copy, got %v", chunks)
+	}
+	flipKey(t, client, chunks[1])
+	if out := vm.mustRun(1, "verify"); !strings.Contains(out, "desk") {
+		t.Fatalf("verify does not find the desk's copy damaged through the vm's chunk:\n%s", out)
+	}
+	out := vm.mustRun(0, "verify", "--repair")
+	if !strings.Contains(out, "repaired  "+id) || strings.Contains(out, "NOT REPAIRED") {
+		t.Errorf("verify --repair mended both copies but says otherwise:\n%s", out)
+	}
+	vm.mustRun(0, "verify")
+
+	// The desk's own bytes (what it added) only the desk can put back.
+	own := chunksOf("desk")
+	key := flipKey(t, client, own[len(own)-1])
+	out = vm.mustRun(1, "verify", "--repair")
+	if want := "NOT REPAIRED " + id + ": machine desk's copy of session (generation " + strings.Split(key, "/")[5] + "): only that machine holds its bytes"; lineWith(out, want) == "" {
+		t.Errorf("verify --repair does not say %q:\n%s", want, out)
+	}
+}

@@ -89,12 +89,14 @@ func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
 	if err != nil && (!o.repair || remote.Unanswered(err)) {
 		return err
 	}
-	if o.repair && repairDamage(ctx, a, o.asJSON, cfg, places, checks, err != nil || len(problems) > 0) {
-		// Verified again: the exit status says what the remote holds now.
+	if verdict := repairDamage(ctx, a, o, cfg, places, checks, err != nil || len(problems) > 0); verdict != nil {
+		// Verified again: the exit status and NOT REPAIRED say what the
+		// remote holds now.
 		if checks, problems, err = restore.VerifyAll(ctx, places, o.prefixes, opts); err != nil {
 			return err
 		}
 		problems = append(problems, unknown...)
+		verdict(checks)
 	}
 	if err := printList(a.stdout, o.asJSON, checks, func() { printChecks(a, checks) }); err != nil {
 		return err
@@ -184,17 +186,23 @@ func notifyDamaged(cfg *config.Config, log *slog.Logger, msg string) {
 	n.Flush(notify.DefaultTimeout + time.Second)
 }
 
-// repairDamage puts back what it can of this machine's damaged objects and
-// says what it did; it reports whether it tried anything (then verify runs
-// again). A damaged chunk and a damaged or missing blob are put from the
-// local file when its bytes are proven (restore.RepairChunks, RepairBlob);
-// what the remote lost (a chunk, the catalog) is put by one agent pass,
-// which checks every upload against a listing and rewinds to the first
-// missing byte when the local file still hashes to what was uploaded, and
-// writes a damaged catalog again from its state.
-func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, places []restore.Place, checks []restore.Check, catalogProblems bool) bool {
+// repairDamage, with --repair, puts back what it can of this machine's
+// damaged objects and says what it put. When it tried anything it returns
+// the verdict, to run on the checks of the verify after it: a NOT
+// REPAIRED line for each damage still there (a put mends every copy that
+// shares the object, another machine's too). A damaged chunk and a
+// damaged or missing blob are put from the local file when its bytes are
+// proven (restore.RepairChunks, RepairBlob); what the remote lost (a
+// chunk, the catalog) is put by one agent pass, which checks every upload
+// against a listing and rewinds to the first missing byte when the local
+// file still hashes to what was uploaded, and writes a damaged catalog
+// again from its state.
+func repairDamage(ctx context.Context, a *app, o verifyOptions, cfg *config.Config, places []restore.Place, checks []restore.Check, catalogProblems bool) func([]restore.Check) {
 	out := a.stdout
-	if asJSON {
+	if !o.repair {
+		return nil
+	}
+	if o.asJSON {
 		out = a.stderr // standard output stays one object per session
 	}
 	damaged := catalogProblems
@@ -212,7 +220,7 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 		}
 	}
 	if !damaged {
-		return false
+		return nil
 	}
 	// The agent pass reports on stderr, as its log does: standard output
 	// stays verify's.
@@ -221,15 +229,18 @@ func repairDamage(ctx context.Context, a *app, asJSON bool, cfg *config.Config, 
 	if err := runAgentOnce(ctx, &pass, cfg, identityFlags{damaged: unproven}); err != nil {
 		fmt.Fprintf(a.stderr, "ompsync: repair what the remote lost: %v\n", err)
 	}
-	for _, f := range recheck {
-		f()
+	return func(final []restore.Check) {
+		for _, f := range recheck {
+			f()
+		}
+		unrepairable(out, final, cfg.Machine)
 	}
-	return true
 }
 
 // repairSession puts back what the local files prove of c's damaged
 // objects in pl, adds to unproven the chunks nothing proves (the agent's
-// pass is to put them), and returns for each a check to run after it.
+// pass is to put them), and returns for each damage it did not put a
+// check to run after the final verify.
 func (a *app) repairSession(ctx context.Context, out io.Writer, machine string, pl restore.Place, c restore.Check, unproven map[string]bool) []func() {
 	ds, err := restore.RepairChunks(ctx, pl.Repo, pl.Store, pl.Dir, machine, c.ID, c.Path)
 	if err != nil {
@@ -238,44 +249,41 @@ func (a *app) repairSession(ctx context.Context, out io.Writer, machine string, 
 	for _, n := range c.Blobs {
 		ds = append(ds, restore.RepairBlob(ctx, pl.Repo, pl.Dir, n))
 	}
-	for _, l := range unrepairable(c, machine) {
-		fmt.Fprintln(out, l)
-	}
 	var recheck []func()
 	for _, d := range ds {
-		switch {
-		case d.Unproven:
-			unproven[d.Key] = true
-			recheck = append(recheck, func() {
-				if !restore.Mended(ctx, pl.Repo, d.Key) {
-					fmt.Fprintf(out, "NOT REPAIRED %s: %s: nothing proves the local bytes (the local copy changed too since it was uploaded, or is gone); nothing was written over it; the agent backs the local file up as a new copy\n", c.ID, d.Key)
-				}
-			})
-		case d.Repaired:
+		if d.Repaired {
 			fmt.Fprintf(out, "repaired  %s: put %s back from the local file\n", c.ID, d.Key)
-		default:
-			fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
+			continue
 		}
+		if d.Unproven {
+			unproven[d.Key] = true
+			d.Why = "nothing proves the local bytes (the local copy changed too since it was uploaded, or is gone); nothing was written over it; the agent backs the local file up as a new copy"
+		}
+		recheck = append(recheck, func() {
+			if !restore.Mended(ctx, pl.Repo, d.Key) {
+				fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, d.Key, d.Why)
+			}
+		})
 	}
 	return recheck
 }
 
-// unrepairable is a NOT REPAIRED line for each damaged copy of c that no
-// local file can prove: another machine's, or an older copy of this
-// machine's, whose bytes the local file no longer holds.
-func unrepairable(c restore.Check, machine string) []string {
-	var out []string
-	for _, cc := range c.Copies {
-		if cc.Error == "" || slices.Contains(c.Unchecked, cc.Error) || (cc.Machine == machine && cc.Newest) {
-			continue
+// unrepairable prints a NOT REPAIRED line for each damaged copy in checks
+// that no local file can prove: another machine's, or an older copy of
+// this machine's, whose bytes the local file no longer holds.
+func unrepairable(out io.Writer, checks []restore.Check, machine string) {
+	for _, c := range checks {
+		for _, cc := range c.Copies {
+			if cc.Error == "" || slices.Contains(c.Unchecked, cc.Error) || (cc.Machine == machine && cc.Newest) {
+				continue
+			}
+			what := fmt.Sprintf("machine %s's copy of %s (generation %s)", cc.Machine, cc.Stream, cc.Generation)
+			why := "only that machine holds its bytes; run 'ompsync verify --repair' there"
+			if cc.Machine == machine {
+				what = fmt.Sprintf("an older copy of %s (generation %s)", cc.Stream, cc.Generation)
+				why = "the local file no longer holds its bytes, so nothing proves them; nothing was written; 'ompsync prune' drops it when retention allows"
+			}
+			fmt.Fprintf(out, "NOT REPAIRED %s: %s: %s\n", c.ID, what, why)
 		}
-		what := fmt.Sprintf("machine %s's copy of %s (generation %s)", cc.Machine, cc.Stream, cc.Generation)
-		why := "only that machine holds its bytes; run 'ompsync verify --repair' there"
-		if cc.Machine == machine {
-			what = fmt.Sprintf("an older copy of %s (generation %s)", cc.Stream, cc.Generation)
-			why = "the local file no longer holds its bytes, so nothing proves them; nothing was written; 'ompsync prune' drops it when retention allows"
-		}
-		out = append(out, fmt.Sprintf("NOT REPAIRED %s: %s: %s", c.ID, what, why))
 	}
-	return out
 }
