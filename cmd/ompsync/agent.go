@@ -242,8 +242,8 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
-	if err := missingFolder(run.ws); err != nil {
-		return err
+	if err := missingFolder(run.ws); err != nil && !cfg.Sync.Pull {
+		return err // a pull makes the folder it pulls into (agent.New)
 	}
 	if run.r, err = openRepo(ctx, cfg, a.meters()); err != nil {
 		return err

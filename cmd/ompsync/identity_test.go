@@ -588,3 +588,30 @@ func TestStatusUnfinishedLine(t *testing.T) {
 		}
 	}
 }
+
+// A new machine that pulls before its agent has ever run has no agent
+// folder yet: `agent --once --pull` makes it and pulls the other machine's
+// sessions into it, byte for byte (docs/GUIDE.md).
+func TestPullMakesANewMachinesAgentFolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	remoteURL := "file://" + t.TempDir()
+	laptop := newMachineEnv(t, remoteURL, backend.S3Options{}, "laptop")
+	want := laptop.writeSessions(0, 2)
+	laptop.mustRun(0, "agent", "--once")
+	desk := newMachineEnv(t, remoteURL, backend.S3Options{}, "desk")
+	if err := os.RemoveAll(filepath.Join(desk.home, ".omp")); err != nil {
+		t.Fatal(err)
+	}
+	desk.mustRun(0, "agent", "--once", "--pull")
+	got := map[string][]byte{}
+	matches, _ := filepath.Glob(filepath.Join(desk.agentDir, "sessions", "*", "*.jsonl"))
+	for _, p := range matches {
+		b, _ := os.ReadFile(p)
+		got[idOf(p)] = b
+	}
+	if !maps.EqualFunc(got, want, bytes.Equal) {
+		t.Fatalf("the pull put %d sessions into the new agent folder, want the laptop's %d byte for byte", len(got), len(want))
+	}
+}
