@@ -39,6 +39,9 @@ type RekeyOptions struct {
 	// putting an object encrypted the old way, and only a listing after
 	// its last put sees that put. 0 waits not.
 	Settle time.Duration
+	// Settling, when set, is called as the Settle wait begins: a rekey
+	// that says nothing for 20 s looks hung.
+	Settling func(time.Duration)
 }
 
 // RekeyProgress is how far a rekey has come.
@@ -100,6 +103,9 @@ func (r *Repo) Rekey(ctx context.Context, opts RekeyOptions) (RekeyProgress, err
 	// as now, and the header of an X25519 stanza does not say whose. A
 	// run that did not change the marker waits too: the one that did may
 	// have been stopped seconds ago.
+	if opts.Settling != nil && opts.Settle > 0 {
+		opts.Settling(opts.Settle)
+	}
 	t := time.NewTimer(opts.Settle)
 	select {
 	case <-ctx.Done():

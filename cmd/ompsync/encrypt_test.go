@@ -172,7 +172,12 @@ func TestMixedRemoteCommands(t *testing.T) {
 	if r := enc.run("rekey"); r.code != 0 || !strings.Contains(r.stdout, "nothing to rekey") {
 		t.Errorf("second rekey: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	if r := enc.run("-q", "rekey", "--force", "--settle=0"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+	// The settle wait is said, but with -q.
+	if r := enc.run("rekey", "--force", "--settle=1ms"); r.code != 0 || !strings.Contains(r.stdout, "re-encrypted") ||
+		r.stderr != "ompsync: waiting 1ms for other machines' writes to settle (see 'Changing keys' in docs/SECURITY.md)\n" {
+		t.Errorf("rekey --force: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := enc.run("-q", "rekey", "--force", "--settle=1ms"); r.code != 0 || r.stdout != "" || r.stderr != "" {
 		t.Errorf("-q rekey --force prints errors only: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	for k, v := range objects(t, openClient(t, url, backend.S3Options{})) {

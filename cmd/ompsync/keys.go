@@ -118,7 +118,7 @@ func newRekeyCmd(a *app) *cobra.Command {
   cat new.key old.key > ~/.config/ompsync/age.key
   OMPSYNC_ENCRYPTION_RECIPIENTS=age1new... ompsync rekey`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.runRekey(cmd.Context(), repo.RekeyOptions{Force: force, Settle: settle})
+			return a.runRekey(cmd.Context(), repo.RekeyOptions{Force: force, Settle: settle, Settling: a.settling})
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "re-encrypt every object even when the remote says none is pending")
@@ -128,6 +128,14 @@ func newRekeyCmd(a *app) *cobra.Command {
 	cmd.Flags().DurationVar(&settle, "settle", repo.MarkerTTL+5*time.Second, "wait this long after changing keys before listing the objects (writers trust the keys they read for 15 s)")
 	_ = cmd.Flags().MarkHidden("settle")
 	return cmd
+}
+
+// settling says, but with -q, why rekey pauses before it lists the
+// objects.
+func (a *app) settling(d time.Duration) {
+	if !a.quiet {
+		fmt.Fprintf(a.stderr, "ompsync: waiting %s for other machines' writes to settle (see 'Changing keys' in docs/SECURITY.md)\n", d)
+	}
 }
 
 // runRekey re-encrypts the remote to the configured keys, resuming from

@@ -48,7 +48,7 @@ func newMCPCmd(a *app) *cobra.Command {
 				MaxMergeSize: cfg.Restore.MaxMergeSize.Bytes(),
 				Redact:       cfg.MCP.Redact,
 			}
-			return recall.NewServer(src, readBuildInfo().Version).Run(cmd.Context(), &mcp.StdioTransport{})
+			return recall.NewServer(src, readBuildInfo().Version).Run(cmd.Context(), recall.Drained(&mcp.StdioTransport{}))
 		},
 	}
 }

@@ -299,3 +299,45 @@ func TestMCPSearchProject(t *testing.T) {
 		}
 	}
 }
+
+// Requests piped in, stdin closed after them (ompsync mcp < requests):
+// every call is answered, by id, before the server exits 0; on a missing
+// remote the search's answer is a tool error naming it.
+func TestMCPStdinClosed(t *testing.T) {
+	t.Parallel()
+	e := newRestoreEnv(t, "file://"+t.TempDir()+"/remote", backend.S3Options{}, "laptop")
+	e.write("sessions/-p/2026-10-07T00-45-40-000Z_"+mcpID+".jsonl", mcpSession(mcpID, "recall test", 4), mtime0)
+	e.mustRun("agent", "--once")
+	requests := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"pattern":"line 1 of"}}}
+`
+	for _, tc := range []struct {
+		remote, want string
+		isError      bool
+	}{
+		{e.env["OMPSYNC_REMOTE"], `\"snippet\":\"line 1 of recall test\"`, false},
+		{"file://" + t.TempDir() + "/nothing-here", "nothing-here", true},
+	} {
+		e.env["OMPSYNC_REMOTE"] = tc.remote
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, ompsyncBin, "mcp")
+		cmd.Env, cmd.Stdin = e.env.environ(), strings.NewReader(requests)
+		out, err := cmd.Output()
+		cancel()
+		got := map[int]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			var resp struct {
+				ID int `json:"id"`
+			}
+			if json.Unmarshal([]byte(line), &resp) == nil {
+				got[resp.ID] = line
+			}
+		}
+		if err != nil || len(got) != 3 || !strings.Contains(got[1], `"serverInfo":{"name":"ompsync"`) ||
+			!strings.Contains(got[2], `"name":"session_history"`) || !strings.Contains(got[3], tc.want) ||
+			strings.Contains(got[3], `"isError":true`) != tc.isError {
+			t.Errorf("remote %s: %v, %d answers, id 3 %.1000s", tc.remote, err, len(got), got[3])
+		}
+	}
+}
