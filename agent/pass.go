@@ -364,7 +364,7 @@ func (a *Agent) isBlobLink(rel, blob string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if bfi, err := os.Stat(a.abs("blobs/" + blob)); err == nil && (os.SameFile(fi, bfi) || bfi.Size() != fi.Size()) {
+	if bfi, err := os.Stat(a.abs(store.BlobRel(blob))); err == nil && (os.SameFile(fi, bfi) || bfi.Size() != fi.Size()) {
 		return os.SameFile(fi, bfi), nil // a link, or not a copy of the blob: nothing to hash
 	}
 	src, _, err := a.openSource(rel, false)

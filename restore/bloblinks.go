@@ -12,6 +12,7 @@ import (
 	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // blobLink is another name of a blob on the remote: omp's
@@ -64,11 +65,11 @@ func writeBlobLink(agentDir string, l blobLink) error {
 	if hasBlob(agentDir, l.name) {
 		return nil
 	}
-	p := abs(agentDir, "blobs/"+l.name)
+	p := abs(agentDir, store.BlobRel(l.name))
 	data := l.data
 	if l.size == 0 {
 		blob, _, _ := repo.BlobLink(l.name)
-		src := abs(agentDir, "blobs/"+blob)
+		src := abs(agentDir, store.BlobRel(blob))
 		err := os.Link(src, p)
 		if err == nil {
 			return atomicfile.SyncDir(filepath.Dir(p))

@@ -22,6 +22,7 @@ import (
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
+	"github.com/ompsync/ompsync/store"
 )
 
 // copyData is one machine's verified copy of a stream.
@@ -528,7 +529,7 @@ func (f *fetched) fetchBlobs(ctx context.Context, r *repo.Repo, opts Options) er
 
 // hasBlob reports whether the agent dir holds something under blob name.
 func hasBlob(agentDir, name string) bool {
-	_, err := os.Lstat(abs(agentDir, "blobs/"+name))
+	_, err := os.Lstat(abs(agentDir, store.BlobRel(name)))
 	return err == nil
 }
 

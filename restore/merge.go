@@ -820,7 +820,7 @@ func placeBlob(agentDir, name, tmp string, mtime time.Time) (bool, error) {
 	if hasBlob(agentDir, name) {
 		return false, nil
 	}
-	p := abs(agentDir, "blobs/"+name)
+	p := abs(agentDir, store.BlobRel(name))
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return false, fmt.Errorf("create blobs folder: %w", err)
 	}

@@ -158,7 +158,7 @@ func repairChunk(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Gener
 // a blob is written only where absent.
 func RepairBlob(ctx context.Context, r *repo.Repo, agentDir, name string) Damage {
 	d := Damage{Key: repo.BlobKey(name), Problem: "damaged or missing"}
-	f, err := os.Open(abs(agentDir, "blobs/"+name))
+	f, err := os.Open(abs(agentDir, store.BlobRel(name)))
 	if err != nil {
 		d.Why = fmt.Sprintf("the blob is not on this machine (%v); restore the sessions that use it from another machine's copy", err)
 		return d

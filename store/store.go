@@ -36,6 +36,10 @@ const (
 	KindArchive       // a session the agent compressed into its archive
 )
 
+// BlobRel is where blob name lives in an agent's folder (omp's
+// blobs/<sha256>; the agents without blobs never classify a path as one).
+func BlobRel(name string) string { return "blobs/" + name }
+
 func (k Kind) String() string {
 	return [...]string{"ignored", "session", "artifact", "blob", "archive"}[k]
 }
