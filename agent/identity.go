@@ -49,16 +49,12 @@ func (a *Agent) machineInUse(w *repo.Writer, at time.Time, since bool) error {
 		ErrMachineInUse, a.opts.Machine, w.Host, w.StateDir, when, how)
 }
 
-// ErrRemoteEmpty means a file remote holds no repository where this
-// state backed up to one: nothing was written.
-var ErrRemoteEmpty = errors.New("remote folder holds no ompsync repository")
-
 // RemoteFolderEmpty is the one-line error for a file remote at dir that
 // holds no repository, though the state in stateDir backed up to
 // repository id there.
 func RemoteFolderEmpty(dir, id, stateDir string) error {
-	return fmt.Errorf("%w: remote folder %s holds no ompsync repository, though this machine backed up to repository %s there: is its disk mounted? "+
-		"To start a new repository there, move the state dir %s aside: the next run uploads everything again", ErrRemoteEmpty, dir, short(id), stateDir)
+	return fmt.Errorf("remote folder %s holds no ompsync repository, though this machine backed up to repository %s there: is its disk mounted? "+
+		"To start a new repository there, move the state dir %s aside: the next run uploads everything again", dir, short(id), stateDir)
 }
 
 // checkRemoteHolds refuses, before anything is written, a file remote

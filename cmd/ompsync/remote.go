@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
+	"github.com/ompsync/ompsync/agent"
 	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/crypt"
 	"github.com/ompsync/ompsync/remote"
@@ -24,6 +26,9 @@ func openRepo(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, er
 	if err := makeDefaultRemote(cfg); err != nil {
 		return nil, err
 	}
+	if err := backedUpThere(cfg); err != nil {
+		return nil, err
+	}
 	raw, err := backend.OpenRaw(ctx, cfg.Remote, cfg.S3)
 	if err != nil {
 		return nil, fmt.Errorf("open remote: %w", err)
@@ -34,6 +39,32 @@ func openRepo(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, er
 		return nil, err
 	}
 	return repo.New(client, m.codec(codec)), nil
+}
+
+// backedUpThere refuses a file remote whose folder is missing, in a
+// parent that is there, where an agent's state records backing up to a
+// repository there: its disk is not mounted (the mount point is the
+// parent), and the folder must not be made again on the disk below. (A
+// missing parent the backend refuses itself.)
+func backedUpThere(cfg *config.Config) error {
+	dir, ok := remoteFolder(cfg)
+	if !ok {
+		return nil
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+		return nil
+	}
+	ws, _ := cfg.BackedUp()
+	for _, w := range ws {
+		stateDir := stateDirOf(cfg, w.Store.Name())
+		if st, err := agent.LoadState(stateDir); err == nil && st != nil && st.RepoID != "" && st.Remote == remoteName(cfg) {
+			return agent.RemoteFolderEmpty(dir, st.RepoID, stateDir)
+		}
+	}
+	return nil
 }
 
 // makeDefaultRemote creates the default remote folder with its parents
@@ -97,7 +128,7 @@ func (a *app) meters() *meter {
 func readRepo(ctx context.Context, cfg *config.Config, m *meter) (*repo.Repo, []restore.Place, []string, error) {
 	if dir, ok := remoteFolder(cfg); ok {
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, nil, noRepository(cfg, "the folder does not exist")
+			return nil, nil, nil, cmp.Or(backedUpThere(cfg), noRepository(cfg, "the folder does not exist"))
 		}
 	}
 	r, err := openRepo(ctx, cfg, m)

@@ -157,6 +157,9 @@ func (a *app) checkStateRemote(ctx context.Context, cfg *config.Config, stateDir
 	if o.RepoID == "" {
 		return nil // written before ompsync recorded it
 	}
+	if err := backedUpThere(cfg); err != nil {
+		return err // not "cannot read the remote": it is not there
+	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	r, err := openRepo(ctx, cfg, &meter{})
