@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -410,6 +411,41 @@ func TestConfigInitIgnoresBrokenConfig(t *testing.T) {
 	delete(env, "OMPSYNC_INTERVAL")
 	if r := runWith(t, env, "--config", path, "config", "show"); r.code != 0 {
 		t.Errorf("show after init: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestConfigInitHintNamesFile: the command init suggests over an existing
+// file, run by a shell as printed, replaces that file and not the default.
+func TestConfigInitHintNamesFile(t *testing.T) {
+	env, home := newEnv(t)
+	def := filepath.Join(home, ".config", "ompsync", "config.yaml")
+	writeFile(t, def, "machine: default\n", 0o600)
+	file := filepath.Join(home, "my dir", "it's.yaml")
+	for _, given := range [][]string{{"config", "init", "--path", file}, {"--config", file, "config", "init"}} {
+		writeFile(t, file, "machine: mine\n", 0o600)
+		r := runWith(t, env, given...)
+		msg := oneErrorLine(t, r)
+		_, hint, ok := strings.Cut(strings.TrimSpace(msg), "keep it, or replace it with: ")
+		if r.code != exitFailure || !ok || !strings.HasPrefix(msg, "ompsync: "+file+" already exists;") {
+			t.Fatalf("%q: exit %d, %q", given, r.code, msg)
+		}
+		words, err := exec.Command("sh", "-c", "printf '%s\\n' "+hint).Output()
+		if err != nil {
+			t.Fatalf("hint %q: %v", hint, err)
+		}
+		args := strings.Split(strings.TrimSuffix(string(words), "\n"), "\n")
+		if args[0] != "ompsync" {
+			t.Fatalf("hint %q is not an ompsync command", hint)
+		}
+		if r := runWith(t, env, args[1:]...); r.code != 0 {
+			t.Fatalf("hint %q: exit %d, %q", hint, r.code, r.stderr)
+		}
+		if got, _ := os.ReadFile(file); string(got) == "machine: mine\n" {
+			t.Errorf("hint %q left %s as it was", hint, file)
+		}
+		if got, _ := os.ReadFile(def); string(got) != "machine: default\n" {
+			t.Errorf("hint %q replaced the default config file", hint)
+		}
 	}
 }
 
