@@ -116,6 +116,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--help"}, []string{`unknown command "serve"`, "see 'ompsync --help'"}},
 		{[]string{"--remote", "file:///x", "resotre", "-h"}, []string{`unknown command "resotre"`, `did you mean "restore"?`}},
 		{[]string{"service", "bogus", "--help"}, []string{`unknown command "bogus"`, "see 'ompsync service --help'"}},
+		// cobra's own commands too: no help and exit 0 for what is not there.
+		{[]string{"completion", "tcsh"}, []string{`unknown command "tcsh" for "ompsync completion"`, "see 'ompsync completion --help'"}},
+		{[]string{"help", "bogus"}, []string{`unknown command "bogus" for "ompsync"`, "see 'ompsync --help'"}},
+		{[]string{"help", "service", "bogus"}, []string{`unknown command "bogus" for "ompsync service"`, "see 'ompsync service --help'"}},
 	}
 	for _, tt := range tests {
 		env, _ := newEnv(t)
@@ -547,5 +551,11 @@ func TestHelp(t *testing.T) {
 	}
 	if r := runWith(t, env, "config"); r.code != 0 || !strings.Contains(r.stdout, "show") {
 		t.Errorf("config alone: exit %d, stdout %q", r.code, r.stdout)
+	}
+	// The commands cobra adds have their help, as --help lists them.
+	for _, args := range [][]string{{"completion", "--help"}, {"completion", "bash", "--help"}, {"help", "completion", "bash"}, {"help", "cat"}} {
+		if r := runWith(t, env, args...); r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("%q: exit %d, stdout %.80q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
 	}
 }

@@ -166,6 +166,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newCompactCmd(a), newPruneCmd(a),
 		newManCmd(a),
 	)
+	builtins(root)
 	prepare(a, root)
 	return root
 }
@@ -192,6 +193,23 @@ func prepare(a *app, c *cobra.Command) {
 	}
 	for _, sub := range c.Commands() {
 		prepare(a, sub)
+	}
+}
+
+// builtins adds cobra's help and completion commands now, not as it runs,
+// so that prepare fits them too (an unknown shell or help topic is a usage
+// error, not help and exit 0) and unknownBeforeHelp finds them.
+func builtins(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	if help, _, err := root.Find([]string{"help"}); err == nil {
+		help.Args = func(cmd *cobra.Command, args []string) error {
+			c, rest, _ := cmd.Root().Find(args)
+			if len(rest) == 0 {
+				return nil
+			}
+			return &usageError{cmd: c, err: unknownSubcommand(c, rest)}
+		}
 	}
 }
 
