@@ -116,6 +116,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--help"}, []string{`unknown command "serve"`, "see 'ompsync --help'"}},
 		{[]string{"--remote", "file:///x", "resotre", "-h"}, []string{`unknown command "resotre"`, `did you mean "restore"?`}},
 		{[]string{"service", "bogus", "--help"}, []string{`unknown command "bogus"`, "see 'ompsync service --help'"}},
+		// Wrong arguments: what the command takes, from its Use line.
+		{[]string{"cat"}, []string{"ompsync cat takes ID-PREFIX, got none (ID-PREFIX: the first characters of a session id, as 'ompsync ls' shows them)"}},
+		{[]string{"history", "a", "b"}, []string{`ompsync history takes ID-PREFIX, got ["a" "b"] (ID-PREFIX:`}},
+		{[]string{"grep"}, []string{"ompsync grep takes PATTERN [ID-PREFIX...], got none (PATTERN: the text to search for; ID-PREFIX:"}},
+		{[]string{"ls", "extra"}, []string{`ompsync ls takes no arguments, got ["extra"]; see 'ompsync ls --help'`}},
 		// cobra's own commands too: no help and exit 0 for what is not there.
 		{[]string{"completion", "tcsh"}, []string{`unknown command "tcsh" for "ompsync completion"`, "see 'ompsync completion --help'"}},
 		{[]string{"help", "bogus"}, []string{`unknown command "bogus" for "ompsync"`, "see 'ompsync --help'"}},
@@ -489,7 +494,7 @@ func TestAddedCommand(t *testing.T) {
 		a := &app{stdout: out, stderr: errb, env: env.lookup}
 		root := newRootCmd(a)
 		work := &cobra.Command{
-			Use:  "work",
+			Use:  "work [MODE]",
 			Args: cobra.MaximumNArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				cfg, err := a.config()
@@ -524,7 +529,7 @@ func TestAddedCommand(t *testing.T) {
 		{[]string{"work", "--interval", "5"}, 2, "", "interval (flag --interval)"},
 		{[]string{"work", "usage"}, 2, "", `no such mode "usage"; see 'ompsync work --help'`},
 		{[]string{"work", "x"}, 1, "", "ompsync: it broke\n"},
-		{[]string{"work", "x", "y"}, 2, "", "accepts at most 1 arg(s)"},
+		{[]string{"work", "x", "y"}, 2, "", `ompsync work takes [MODE], got ["x" "y"]; see 'ompsync work --help'`},
 		{[]string{"work", "--fast", "--slow"}, 2, "", "see 'ompsync work --help'"},
 	}
 	for _, tt := range tests {
