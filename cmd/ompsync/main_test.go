@@ -121,6 +121,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"history", "a", "b"}, []string{`ompsync history takes ID-PREFIX, got ["a" "b"] (ID-PREFIX:`}},
 		{[]string{"grep"}, []string{"ompsync grep takes PATTERN [ID-PREFIX...], got none (PATTERN: the text to search for; ID-PREFIX:"}},
 		{[]string{"ls", "extra"}, []string{`ompsync ls takes no arguments, got ["extra"]; see 'ompsync ls --help'`}},
+		// -v is not verbose (it is --version alone): the log level is.
+		{[]string{"agent", "-v"}, []string{"ompsync: unknown shorthand flag: 'v' in -v; for more output use --log-level debug; see 'ompsync agent --help'"}},
+		{[]string{"ls", "--verbose"}, []string{"ompsync: unknown flag: --verbose; for more output use --log-level debug; see 'ompsync ls --help'"}},
 		// cobra's own commands too: no help and exit 0 for what is not there.
 		{[]string{"completion", "tcsh"}, []string{`unknown command "tcsh" for "ompsync completion"`, "see 'ompsync completion --help'"}},
 		{[]string{"help", "bogus"}, []string{`unknown command "bogus" for "ompsync"`, "see 'ompsync --help'"}},

@@ -147,6 +147,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetVersionTemplate("ompsync {{.Version}}\n")
+	root.SetFlagErrorFunc(verboseHint)
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "config file (default $OMPSYNC_CONFIG, else ~/.config/ompsync/config.yaml)")
@@ -232,6 +233,15 @@ func argsError(cmd *cobra.Command, args []string, err error) error {
 		msg += " (" + strings.Join(gloss, "; ") + ")"
 	}
 	return &usageError{cmd: cmd, err: errors.New(msg)}
+}
+
+// verboseHint points a -v or --verbose, which other tools have for more
+// output, at the log level, which is ompsync's.
+func verboseHint(_ *cobra.Command, err error) error {
+	if msg := err.Error(); strings.HasPrefix(msg, "unknown shorthand flag: 'v'") || msg == "unknown flag: --verbose" {
+		return fmt.Errorf("%w; for more output use --log-level debug", err)
+	}
+	return err
 }
 
 // builtins adds cobra's help and completion commands now, not as it runs,
