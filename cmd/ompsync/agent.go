@@ -242,7 +242,7 @@ func runAgentOnce(ctx context.Context, a *app, cfg *config.Config, idf identityF
 	if err != nil {
 		return err
 	}
-	if err := missingFolder(run.ws); err != nil && !cfg.Sync.Pull {
+	if err := missingFolder(a.cmd.Flags(), run.ws); err != nil && !cfg.Sync.Pull {
 		return err // a pull makes the folder it pulls into (agent.New)
 	}
 	if run.r, err = openRepo(ctx, cfg, a.meters()); err != nil {
@@ -354,8 +354,9 @@ func within(path, dir string) bool {
 }
 
 // missingFolder says of the first agent's folder that is not there how to
-// set it; nil when all are there.
-func missingFolder(ws []config.AgentFolder) error {
+// set it; nil when all are there. It names a flag only if flags has it:
+// most agents' folders have none.
+func missingFolder(flags *pflag.FlagSet, ws []config.AgentFolder) error {
 	i := slices.IndexFunc(ws, func(w config.AgentFolder) bool {
 		_, err := os.Stat(w.Dir)
 		return err != nil
@@ -363,12 +364,16 @@ func missingFolder(ws []config.AgentFolder) error {
 	if i < 0 {
 		return nil
 	}
-	w := ws[i]
-	if w.Store.Name() == repo.DefaultAgent {
-		return fmt.Errorf("agent dir %s does not exist: set agent_dir (--agent-dir, OMPSYNC_AGENT_DIR) to omp's agent folder", w.Dir)
+	w, name := ws[i], ws[i].Store.Name()
+	key := config.FolderKey(name)
+	how := config.EnvVar(key) + ", the config file"
+	if flags.Lookup(config.FlagName(key)) != nil {
+		how = "--" + config.FlagName(key) + ", " + how
 	}
-	key := config.FolderKey(w.Store.Name())
-	return fmt.Errorf("%s's folder %s does not exist: set %s (--%s, %s), or leave %s out of agents", w.Store.Name(), w.Dir, key, config.FlagName(key), config.EnvVar(key), w.Store.Name())
+	if name == repo.DefaultAgent {
+		return fmt.Errorf("agent dir %s does not exist: set %s (%s) to omp's agent folder", w.Dir, key, how)
+	}
+	return fmt.Errorf("%s's folder %s does not exist: set %s (%s), or leave %s out of agents", name, w.Dir, key, how, name)
 }
 
 // agentPrefix names the agent in a line of its own when there are

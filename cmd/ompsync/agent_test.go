@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ompsync/ompsync/config"
 	"github.com/ompsync/ompsync/internal/testkit/remotetest"
 	"github.com/ompsync/ompsync/remote/backend"
 )
@@ -64,6 +65,31 @@ func TestAgentOnceFailures(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(m.home, "state", "lock")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A missing agent folder is told with the ways to set it: only flags that
+// agent has (no --codex-dir), each of which it then takes.
+func TestAgentMissingFolderFlags(t *testing.T) {
+	env, home := newEnv(t)
+	env["OMPSYNC_REMOTE"] = "file://" + t.TempDir()
+	for _, name := range config.AgentNames() {
+		env["OMPSYNC_AGENTS"] = name
+		r := runWith(t, env, "agent", "--once")
+		msg := oneErrorLine(t, r)
+		if r.code != exitFailure || !strings.Contains(msg, "does not exist: set "+config.FolderKey(name)) {
+			t.Fatalf("%s: exit %d, %q", name, r.code, msg)
+		}
+		for _, flag := range regexp.MustCompile(`--[a-z-]+`).FindAllString(msg, -1) {
+			if r := runWith(t, env, "agent", "--once", flag, home); r.code == exitUsage {
+				t.Errorf("%s: the error names %s, which agent refuses: %q", name, flag, r.stderr)
+			}
+		}
+	}
+	env["OMPSYNC_AGENTS"] = "codex"
+	want := "ompsync: codex's folder " + filepath.Join(home, ".codex") + " does not exist: set codex.dir (OMPSYNC_CODEX_DIR, the config file), or leave codex out of agents\n"
+	if r := runWith(t, env, "agent", "--once"); r.stderr != want {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
 	}
 }
 

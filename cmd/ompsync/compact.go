@@ -71,18 +71,17 @@ func (a *app) runCompact(ctx context.Context, prefixes []string, dryRun bool) er
 	if err != nil {
 		return err
 	}
-	if err := a.printCompaction(rep, dryRun); err != nil {
-		return err
-	}
+	var unmatched error
 	if len(rep.Unmatched) > 0 {
-		return fmt.Errorf("no session of machine %s starts with %q", cfg.Machine, rep.Unmatched[0])
+		unmatched = fmt.Errorf("no session of machine %s starts with %q", cfg.Machine, rep.Unmatched[0])
 	}
-	return nil
+	return a.printCompaction(rep, dryRun, unmatched)
 }
 
-// printCompaction prints a line per generation and the totals; its error
-// says what could not be done.
-func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
+// printCompaction prints a line per generation and, unless something
+// failed, the totals (a failed run's read as done); its error says what
+// could not be done, unmatched the prefixes that matched nothing.
+func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool, unmatched error) error {
 	var before, after, streams, failed, skipped, denied int
 	var uploaded int64
 	merging := map[string]bool{} // the sessions a dry run would merge chunks of
@@ -107,17 +106,18 @@ func (a *app) printCompaction(rep *compact.MachineReport, dryRun bool) error {
 			before, after, uploaded = before+res.Before, after+res.After, uploaded+res.Uploaded
 		}
 	}
-	if denied > 0 {
+	switch {
+	case denied > 0:
 		return errNoDelete
-	}
-	if dryRun {
+	case failed > 0:
+		return fmt.Errorf("%d generations could not be compacted (see above); what was merged is safe", failed)
+	case unmatched != nil:
+		return unmatched
+	case dryRun:
 		fmt.Fprintf(a.report(), "dry run: %d of %d sessions have chunks to merge; nothing changed\n", len(merging), rep.Sessions)
-	} else {
+	default:
 		fmt.Fprintf(a.report(), "compacted %d generations of %d sessions: %d chunks -> %d, uploaded %s; %d generations had nothing to merge\n",
 			streams, rep.Sessions, before, after, progress.Size(uploaded), skipped)
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d generations could not be compacted (see above); what was merged is safe", failed)
 	}
 	return nil
 }

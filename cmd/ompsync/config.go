@@ -141,7 +141,7 @@ func (a *app) runConfigInit(path string, force bool) error {
 	}
 	err = writePrivate(target, data, force)
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s already exists; keep it, or run 'ompsync config init --force' to replace it", target)
+		return fmt.Errorf("%s already exists; keep it, or replace it with: %s", target, initForce(path, a.configFile))
 	}
 	if err != nil {
 		return fmt.Errorf("write config file: %w", err)
@@ -151,6 +151,18 @@ func (a *app) runConfigInit(path string, force bool) error {
 	}
 	fmt.Fprintf(a.report(), "wrote %s; edit it, then check it with 'ompsync config show'\n", target)
 	return nil
+}
+
+// initForce is the command that replaces the file init refused: it names
+// that file as the user did, else the hint replaces the default one.
+func initForce(path, configFile string) string {
+	switch {
+	case path != "":
+		return "ompsync config init --path " + shellQuote(path) + " --force"
+	case configFile != "":
+		return "ompsync --config " + shellQuote(configFile) + " config init --force"
+	}
+	return "ompsync config init --force"
 }
 
 // checkStarter loads the starter as written before the user is told it is

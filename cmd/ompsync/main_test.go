@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -115,6 +116,18 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--help"}, []string{`unknown command "serve"`, "see 'ompsync --help'"}},
 		{[]string{"--remote", "file:///x", "resotre", "-h"}, []string{`unknown command "resotre"`, `did you mean "restore"?`}},
 		{[]string{"service", "bogus", "--help"}, []string{`unknown command "bogus"`, "see 'ompsync service --help'"}},
+		// Wrong arguments: what the command takes, from its Use line.
+		{[]string{"cat"}, []string{"ompsync cat takes ID-PREFIX, got none (ID-PREFIX: the first characters of a session id, as 'ompsync ls' shows them)"}},
+		{[]string{"history", "a", "b"}, []string{`ompsync history takes ID-PREFIX, got ["a" "b"] (ID-PREFIX:`}},
+		{[]string{"grep"}, []string{"ompsync grep takes PATTERN [ID-PREFIX...], got none (PATTERN: the text to search for; ID-PREFIX:"}},
+		{[]string{"ls", "extra"}, []string{`ompsync ls takes no arguments, got ["extra"]; see 'ompsync ls --help'`}},
+		// -v is not verbose (it is --version alone): the log level is.
+		{[]string{"agent", "-v"}, []string{"ompsync: unknown shorthand flag: 'v' in -v; for more output use --log-level debug; see 'ompsync agent --help'"}},
+		{[]string{"ls", "--verbose"}, []string{"ompsync: unknown flag: --verbose; for more output use --log-level debug; see 'ompsync ls --help'"}},
+		// cobra's own commands too: no help and exit 0 for what is not there.
+		{[]string{"completion", "tcsh"}, []string{`unknown command "tcsh" for "ompsync completion"`, "see 'ompsync completion --help'"}},
+		{[]string{"help", "bogus"}, []string{`unknown command "bogus" for "ompsync"`, "see 'ompsync --help'"}},
+		{[]string{"help", "service", "bogus"}, []string{`unknown command "bogus" for "ompsync service"`, "see 'ompsync service --help'"}},
 	}
 	for _, tt := range tests {
 		env, _ := newEnv(t)
@@ -413,6 +426,41 @@ func TestConfigInitIgnoresBrokenConfig(t *testing.T) {
 	}
 }
 
+// TestConfigInitHintNamesFile: the command init suggests over an existing
+// file, run by a shell as printed, replaces that file and not the default.
+func TestConfigInitHintNamesFile(t *testing.T) {
+	env, home := newEnv(t)
+	def := filepath.Join(home, ".config", "ompsync", "config.yaml")
+	writeFile(t, def, "machine: default\n", 0o600)
+	file := filepath.Join(home, "my dir", "it's.yaml")
+	for _, given := range [][]string{{"config", "init", "--path", file}, {"--config", file, "config", "init"}} {
+		writeFile(t, file, "machine: mine\n", 0o600)
+		r := runWith(t, env, given...)
+		msg := oneErrorLine(t, r)
+		_, hint, ok := strings.Cut(strings.TrimSpace(msg), "keep it, or replace it with: ")
+		if r.code != exitFailure || !ok || !strings.HasPrefix(msg, "ompsync: "+file+" already exists;") {
+			t.Fatalf("%q: exit %d, %q", given, r.code, msg)
+		}
+		words, err := exec.Command("sh", "-c", "printf '%s\\n' "+hint).Output()
+		if err != nil {
+			t.Fatalf("hint %q: %v", hint, err)
+		}
+		args := strings.Split(strings.TrimSuffix(string(words), "\n"), "\n")
+		if args[0] != "ompsync" {
+			t.Fatalf("hint %q is not an ompsync command", hint)
+		}
+		if r := runWith(t, env, args[1:]...); r.code != 0 {
+			t.Fatalf("hint %q: exit %d, %q", hint, r.code, r.stderr)
+		}
+		if got, _ := os.ReadFile(file); string(got) == "machine: mine\n" {
+			t.Errorf("hint %q left %s as it was", hint, file)
+		}
+		if got, _ := os.ReadFile(def); string(got) != "machine: default\n" {
+			t.Errorf("hint %q replaced the default config file", hint)
+		}
+	}
+}
+
 func TestPermissionWarningOnce(t *testing.T) {
 	env, home := newEnv(t)
 	path := filepath.Join(home, "open.yaml")
@@ -449,7 +497,7 @@ func TestAddedCommand(t *testing.T) {
 		a := &app{stdout: out, stderr: errb, env: env.lookup}
 		root := newRootCmd(a)
 		work := &cobra.Command{
-			Use:  "work",
+			Use:  "work [MODE]",
 			Args: cobra.MaximumNArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				cfg, err := a.config()
@@ -484,7 +532,7 @@ func TestAddedCommand(t *testing.T) {
 		{[]string{"work", "--interval", "5"}, 2, "", "interval (flag --interval)"},
 		{[]string{"work", "usage"}, 2, "", `no such mode "usage"; see 'ompsync work --help'`},
 		{[]string{"work", "x"}, 1, "", "ompsync: it broke\n"},
-		{[]string{"work", "x", "y"}, 2, "", "accepts at most 1 arg(s)"},
+		{[]string{"work", "x", "y"}, 2, "", `ompsync work takes [MODE], got ["x" "y"]; see 'ompsync work --help'`},
 		{[]string{"work", "--fast", "--slow"}, 2, "", "see 'ompsync work --help'"},
 	}
 	for _, tt := range tests {
@@ -511,5 +559,11 @@ func TestHelp(t *testing.T) {
 	}
 	if r := runWith(t, env, "config"); r.code != 0 || !strings.Contains(r.stdout, "show") {
 		t.Errorf("config alone: exit %d, stdout %q", r.code, r.stdout)
+	}
+	// The commands cobra adds have their help, as --help lists them.
+	for _, args := range [][]string{{"completion", "--help"}, {"completion", "bash", "--help"}, {"help", "completion", "bash"}, {"help", "cat"}} {
+		if r := runWith(t, env, args...); r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, "Usage:") {
+			t.Errorf("%q: exit %d, stdout %.80q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
 	}
 }

@@ -132,7 +132,8 @@ const rootExample = `  # write a starter config file, edit it, then check what i
 // newXxxCmd(a *app) *cobra.Command in its own file and add it to the list
 // below. Its RunE calls a.config() for the configuration and returns an
 // error (usagef for a usage mistake); commands that take arguments must set
-// Args, as the default here is none.
+// Args, as the default here is none, and name them in Use, which says what
+// the command takes when they are wrong.
 func newRootCmd(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ompsync",
@@ -146,6 +147,7 @@ func newRootCmd(a *app) *cobra.Command {
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	root.SetVersionTemplate("ompsync {{.Version}}\n")
+	root.SetFlagErrorFunc(verboseHint)
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configFile, "config", "", "config file (default $OMPSYNC_CONFIG, else ~/.config/ompsync/config.yaml)")
@@ -166,6 +168,7 @@ func newRootCmd(a *app) *cobra.Command {
 		newCompactCmd(a), newPruneCmd(a),
 		newManCmd(a),
 	)
+	builtins(root)
 	prepare(a, root)
 	return root
 }
@@ -180,9 +183,14 @@ func prepare(a *app, c *cobra.Command) {
 	if c.HasSubCommands() && !c.Runnable() {
 		c.Args = unknownSubcommand
 		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	}
-	if c.Args == nil {
-		c.Args = cobra.NoArgs
+	} else {
+		check := c.Args
+		if check == nil {
+			check = cobra.NoArgs
+		}
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			return argsError(cmd, args, check(cmd, args))
+		}
 	}
 	if run := c.RunE; run != nil {
 		c.RunE = func(cmd *cobra.Command, args []string) error {
@@ -192,6 +200,64 @@ func prepare(a *app, c *cobra.Command) {
 	}
 	for _, sub := range c.Commands() {
 		prepare(a, sub)
+	}
+}
+
+// argsError says what cmd takes, from its Use line, when err is cobra's
+// own account of wrong arguments ("accepts 1 arg(s), received 0" names
+// neither). A command's usage error already says it.
+func argsError(cmd *cobra.Command, args []string, err error) error {
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) {
+		return err
+	}
+	var takes, gloss []string
+	for _, w := range strings.Fields(cmd.Use)[1:] {
+		if strings.HasPrefix(w, "-") || w == "|" {
+			break // the flags it takes instead
+		}
+		takes = append(takes, w)
+		switch strings.Trim(w, "[].") {
+		case "ID-PREFIX":
+			gloss = append(gloss, "ID-PREFIX: the first characters of a session id, as 'ompsync ls' shows them")
+		case "PATTERN":
+			gloss = append(gloss, "PATTERN: the text to search for")
+		}
+	}
+	got := "none"
+	if len(args) > 0 {
+		got = fmt.Sprintf("%q", args)
+	}
+	msg := fmt.Sprintf("%s takes %s, got %s", cmd.CommandPath(), cmp.Or(strings.Join(takes, " "), "no arguments"), got)
+	if len(gloss) > 0 {
+		msg += " (" + strings.Join(gloss, "; ") + ")"
+	}
+	return &usageError{cmd: cmd, err: errors.New(msg)}
+}
+
+// verboseHint points a -v or --verbose, which other tools have for more
+// output, at the log level, which is ompsync's.
+func verboseHint(_ *cobra.Command, err error) error {
+	if msg := err.Error(); strings.HasPrefix(msg, "unknown shorthand flag: 'v'") || msg == "unknown flag: --verbose" {
+		return fmt.Errorf("%w; for more output use --log-level debug", err)
+	}
+	return err
+}
+
+// builtins adds cobra's help and completion commands now, not as it runs,
+// so that prepare fits them too (an unknown shell or help topic is a usage
+// error, not help and exit 0) and unknownBeforeHelp finds them.
+func builtins(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	if help, _, err := root.Find([]string{"help"}); err == nil {
+		help.Args = func(cmd *cobra.Command, args []string) error {
+			c, rest, _ := cmd.Root().Find(args)
+			if len(rest) == 0 {
+				return nil
+			}
+			return &usageError{cmd: c, err: unknownSubcommand(c, rest)}
+		}
 	}
 }
 
