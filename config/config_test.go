@@ -413,7 +413,7 @@ func TestBadValues(t *testing.T) {
 		{env: map[string]string{"OMPSYNC_INTERVAL": "soon"},
 			want: []string{"interval (env OMPSYNC_INTERVAL)", `"soon" is not a duration`, "2s"}},
 		{file: "interval: 5\n",
-			want: []string{"interval (file ", `"5" has no unit`, "5s"}},
+			want: []string{"interval (file ", `"5" has no unit`, "2s (the default)"}},
 		{env: map[string]string{"OMPSYNC_RECONCILE_INTERVAL": "-1s"},
 			want: []string{"reconcile_interval", "not positive"}},
 		{file: "sync:\n  pull_interval: 0s\n",
