@@ -323,15 +323,19 @@ func (c *Config) checkPathStyle() error {
 	return nil
 }
 
-// hideSecret keeps a secret key's value out of its error message.
+// hideSecret keeps a secret key's value out of its error message, and the
+// reason in: "the value (not shown: a secret) is not an http(s) URL".
 func hideSecret(k key, raw any, err error) error {
-	if k.redact == redactNone {
+	s := fmt.Sprint(raw)
+	if k.redact == redactNone || s == "" {
 		return err
 	}
-	if s := fmt.Sprint(raw); s != "" && strings.Contains(err.Error(), s) {
-		return errors.New("the value is not valid (not shown: it is a secret)")
+	// %q quoted it, escaping what it must, or it stands bare
+	msg := strings.NewReplacer(strconv.Quote(s), "the value (not shown: a secret)", s, "<redacted>").Replace(err.Error())
+	if msg == err.Error() {
+		return err
 	}
-	return err
+	return errors.New(msg)
 }
 
 func permWarning(path string) string {
