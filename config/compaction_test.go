@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestCompactionAndRetentionKeys(t *testing.T) {
@@ -47,6 +49,31 @@ func TestCompactionAndRetentionKeys(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%v: error %v, want it to say %q", tt.env, err, w)
 			}
+		}
+	}
+}
+
+// TestDurationHintFitsTheKey: a duration without a unit is answered with
+// the key's own default as the example; 5s, suggested for every key, kept
+// superseded generations 5 seconds when the user followed it.
+func TestDurationHintFitsTheKey(t *testing.T) {
+	for _, tt := range []struct{ flag, want string }{
+		{"--retention-generations=5", `retention.generations (flag --retention-generations): "5" has no unit; write a duration like 720h (the default); units are h, m, s and ms`},
+		{"--retention-deleted=5", `retention.deleted (flag --retention-deleted): "5" has no unit; write a duration like 720h, or 0 (the default); units are h, m, s and ms`},
+		{"--interval=5", `interval (flag --interval): "5" has no unit; write a duration like 2s (the default); units are h, m, s and ms`},
+		{"--compaction-idle=30d", `compaction.idle (flag --compaction-idle): "30d" is not a duration; write it like 10m (the default); units are h, m, s and ms`},
+		{"--compaction-idle=0", `compaction.idle (flag --compaction-idle): "0" is not positive; write a duration above zero like 10m (the default)`},
+	} {
+		env, _ := newEnv(t)
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		AddFlags(fs, "retention.generations", "retention.deleted", "interval", "compaction.idle")
+		if err := fs.Parse([]string{tt.flag}); err != nil {
+			t.Fatal(err)
+		}
+		o := opts(env)
+		o.Flags = fs
+		if _, err := Load(o); err == nil || err.Error() != tt.want {
+			t.Errorf("%s: %v\nwant %s", tt.flag, err, tt.want)
 		}
 	}
 }

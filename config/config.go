@@ -323,15 +323,19 @@ func (c *Config) checkPathStyle() error {
 	return nil
 }
 
-// hideSecret keeps a secret key's value out of its error message.
+// hideSecret keeps a secret key's value out of its error message, and the
+// reason in: "the value (not shown: a secret) is not an http(s) URL".
 func hideSecret(k key, raw any, err error) error {
-	if k.redact == redactNone {
+	s := fmt.Sprint(raw)
+	if k.redact == redactNone || s == "" {
 		return err
 	}
-	if s := fmt.Sprint(raw); s != "" && strings.Contains(err.Error(), s) {
-		return errors.New("the value is not valid (not shown: it is a secret)")
+	// %q quoted it, escaping what it must, or it stands bare
+	msg := strings.NewReplacer(strconv.Quote(s), "the value (not shown: a secret)", s, "<redacted>").Replace(err.Error())
+	if msg == err.Error() {
+		return err
 	}
-	return err
+	return errors.New(msg)
 }
 
 func permWarning(path string) string {
@@ -374,7 +378,7 @@ func asScalar(k key, raw any, e *environ) (any, error) {
 	case *bool:
 		return asBool(s)
 	case *time.Duration:
-		return asDuration(s, k.optional)
+		return asDuration(s, k)
 	case *int:
 		return asInt(s)
 	}
@@ -444,18 +448,24 @@ func asBool(s string) (bool, error) {
 	return b, nil
 }
 
-// asDuration parses a positive duration; with zeroOK, 0 (off) too.
-func asDuration(s string, zeroOK bool) (time.Duration, error) {
+// asDuration parses a positive duration; for an optional key, 0 (off) too.
+func asDuration(s string, k key) (time.Duration, error) {
+	// The example is the key's default: a fixed one (5s) misled a user to
+	// keep superseded generations 5 seconds instead of 720h.
+	like := k.def + " (the default)"
+	if d, err := time.ParseDuration(k.def); err != nil || d == 0 {
+		like = "720h, or 0 (the default)"
+	}
 	s = strings.TrimSpace(s)
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
-			return 0, fmt.Errorf("%q has no unit; write it like %ss (seconds) or %sms", s, s, s)
+			return 0, fmt.Errorf("%q has no unit; write a duration like %s; units are h, m, s and ms", s, like)
 		}
-		return 0, fmt.Errorf("%q is not a duration; write it like 2s, 500ms or 1m30s", s)
+		return 0, fmt.Errorf("%q is not a duration; write it like %s; units are h, m, s and ms", s, like)
 	}
-	if d < 0 || d == 0 && !zeroOK {
-		return 0, fmt.Errorf("%q is not positive; write a duration above zero like 2s", s)
+	if d < 0 || d == 0 && !k.optional {
+		return 0, fmt.Errorf("%q is not positive; write a duration above zero like %s", s, like)
 	}
 	return d, nil
 }

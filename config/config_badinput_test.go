@@ -110,3 +110,17 @@ func TestDuplicateKeys(t *testing.T) {
 		checkLoadError(t, body, loadFile(t, body), ":2")
 	}
 }
+
+// A bad secret value says why it is refused, without the value: the
+// reason was dropped with it ("the value is not valid").
+func TestBadSecretKeepsTheReason(t *testing.T) {
+	const why = " is not an http(s) URL; write it like https://hc-ping.com/<uuid>"
+	for _, v := range []string{"ftp://x/" + badSecret, "ftp://x/\"" + badSecret + "\t"} {
+		env, _ := newEnv(t)
+		env["OMPSYNC_NOTIFY_URL"] = v
+		_, err := Load(opts(env))
+		if want := "notify.url (env OMPSYNC_NOTIFY_URL): the value (not shown: a secret)" + why; err == nil || err.Error() != want {
+			t.Errorf("%q: %v\nwant %s", v, err, want)
+		}
+	}
+}

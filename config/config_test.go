@@ -246,6 +246,31 @@ func TestTypedFlags(t *testing.T) {
 	}
 }
 
+// TestFlagsShowTheirDefault: a key's flag shows the key's default in
+// --help (and the man pages: --interval="2s", not ""), and a flag not given
+// still leaves the value to the environment.
+func TestFlagsShowTheirDefault(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	AddFlags(fs, "interval", "retention.generations", "sync.pull", "remote", "include")
+	for name, want := range map[string]string{"interval": "2s", "retention-generations": "720h", "sync-pull": "false", "remote": "", "include": "[]"} {
+		if got := fs.Lookup(name).DefValue; got != want {
+			t.Errorf("--%s default %q, want %q", name, got, want)
+		}
+	}
+	for _, want := range []string{`[OMPSYNC_INTERVAL] (default "2s")`, `[OMPSYNC_RETENTION_GENERATIONS] (default "720h")`} {
+		if !strings.Contains(fs.FlagUsages(), want) {
+			t.Errorf("help lacks %q:\n%s", want, fs.FlagUsages())
+		}
+	}
+	env, _ := newEnv(t)
+	env["OMPSYNC_INTERVAL"] = "4s"
+	o := opts(env)
+	o.Flags = fs
+	if c := mustLoad(t, o); c.Interval != 4*time.Second || c.Source("interval").Kind != FromEnv {
+		t.Errorf("interval %v from %v, want 4s from the environment", c.Interval, c.Source("interval"))
+	}
+}
+
 func TestLists(t *testing.T) {
 	env, home := newEnv(t)
 	env["OMPSYNC_INCLUDE"] = " sessions/-work*/*.jsonl, ,sessions/x ,"
@@ -413,7 +438,7 @@ func TestBadValues(t *testing.T) {
 		{env: map[string]string{"OMPSYNC_INTERVAL": "soon"},
 			want: []string{"interval (env OMPSYNC_INTERVAL)", `"soon" is not a duration`, "2s"}},
 		{file: "interval: 5\n",
-			want: []string{"interval (file ", `"5" has no unit`, "5s"}},
+			want: []string{"interval (file ", `"5" has no unit`, "2s (the default)"}},
 		{env: map[string]string{"OMPSYNC_RECONCILE_INTERVAL": "-1s"},
 			want: []string{"reconcile_interval", "not positive"}},
 		{file: "sync:\n  pull_interval: 0s\n",

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/safename"
 )
 
@@ -118,7 +119,7 @@ func defaultRemote(e *environ) (string, error) {
 		}
 		base = filepath.Join(h, ".local", "share")
 	}
-	return "file://" + filepath.ToSlash(filepath.Join(base, "ompsync", "remote")), nil
+	return remote.Location{Scheme: "file", Dir: filepath.Join(base, "ompsync", "remote")}.String(), nil
 }
 
 // defaultMachine is the host name with every byte a machine name cannot hold

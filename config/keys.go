@@ -459,7 +459,9 @@ func checkAddr(s string) (any, error) {
 }
 
 // AddFlags adds to fs a flag for each key named, called FlagName(key)
-// (agent_dir: --agent-dir), by which Load finds it.
+// (agent_dir: --agent-dir), by which Load finds it. Its default is the
+// key's, for --help and the man pages to show; Load takes a flag's value
+// only when it is given.
 func AddFlags(fs *pflag.FlagSet, names ...string) {
 	for _, name := range names {
 		k, ok := lookupKey(name)
@@ -470,11 +472,11 @@ func AddFlags(fs *pflag.FlagSet, names ...string) {
 		usage := fmt.Sprintf("%s [%s]", k.help, EnvVar(name))
 		switch k.field(&Config{}).(type) {
 		case *bool:
-			fs.Bool(FlagName(name), false, usage)
+			fs.Bool(FlagName(name), k.def == "true", usage)
 		case *[]string:
 			fs.StringSlice(FlagName(name), nil, usage)
 		default:
-			fs.String(FlagName(name), "", usage)
+			fs.String(FlagName(name), k.def, usage)
 		}
 	}
 }

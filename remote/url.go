@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"path"
+	"path/filepath"
 	"strings"
 	"unicode"
 )
@@ -79,9 +81,43 @@ func (l Location) String() string {
 	case l.Scheme == "":
 		return ""
 	case l.Dir != "":
-		return l.Scheme + "://" + l.Dir
+		return l.Scheme + "://" + urlPath(l.Dir, filepath.Separator)
 	case l.Prefix == "":
 		return l.Scheme + "://" + l.Bucket
 	}
 	return l.Scheme + "://" + l.Bucket + "/" + l.Prefix
+}
+
+// urlPath is folder dir, under the rules of separator sep, as a file URL's
+// path: forward slashes, and a slash before a Windows drive letter, as
+// file:///C:/x needs (file://C:/x would name a host C:).
+func urlPath(dir string, sep byte) string {
+	p := strings.ReplaceAll(dir, string(sep), "/")
+	if drive(p) {
+		p = "/" + p
+	}
+	return p
+}
+
+// FileDir is the folder a file URL's path names on this system: on
+// Windows, /C:/x is C:\x.
+func FileDir(urlPath string) string { return fileDir(urlPath, filepath.Separator) }
+
+func fileDir(p string, sep byte) string {
+	unc := sep == '\\' && strings.HasPrefix(p, "//") // //server/share
+	if p = path.Clean(p); unc {
+		p = "/" + p
+	}
+	if sep == '\\' && drive(p[1:]) {
+		p = p[1:] // /C:/x is C:/x, and /C: is C:/ (C: alone is the current folder on drive C)
+		if len(p) == 2 {
+			p += "/"
+		}
+	}
+	return strings.ReplaceAll(p, "/", string(sep))
+}
+
+// drive reports whether slashed path p starts with a Windows drive: C: or C:/.
+func drive(p string) bool {
+	return len(p) >= 2 && p[1] == ':' && 'a' <= p[0]|0x20 && p[0]|0x20 <= 'z' && (len(p) == 2 || p[2] == '/')
 }

@@ -114,14 +114,16 @@ func newAgentCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// pullFlagNames: --pull and --pull-interval are the short names of the
-// sync.* flags.
+// pullFlagNames names the sync.* keys' flags --pull and --pull-interval,
+// as the help and the README write them (and --help lists, and errors
+// name); --sync-pull and --sync-pull-interval, the keys' own flag names,
+// are accepted for them.
 func pullFlagNames(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 	switch name {
-	case "pull":
-		name = "sync-pull"
-	case "pull-interval":
-		name = "sync-pull-interval"
+	case "sync-pull":
+		name = "pull"
+	case "sync-pull-interval":
+		name = "pull-interval"
 	}
 	return pflag.NormalizedName(name)
 }

@@ -168,3 +168,20 @@ func TestAgentStoppedInFirstPass(t *testing.T) {
 		t.Errorf("the stop does not say everything settled is uploaded:\n%s", out)
 	}
 }
+
+// The agent's pull flags are --pull and --pull-interval, as its help and
+// the README write them: --help lists them so and an error names them so
+// (it listed and named --sync-pull*); --sync-pull-interval still works.
+func TestPullFlagNames(t *testing.T) {
+	env, _ := newEnv(t)
+	r := runWith(t, env, "agent", "--help")
+	if r.code != 0 || !strings.Contains(r.stdout, "  --pull  ") || !strings.Contains(r.stdout, `  --pull-interval string  `) || strings.Contains(r.stdout, "--sync-pull") {
+		t.Errorf("agent --help: exit %d, want --pull and --pull-interval listed, no --sync-pull:\n%s", r.code, r.stdout)
+	}
+	want := `ompsync: sync.pull_interval (flag --pull-interval): "5" has no unit; write a duration like 30s (the default); units are h, m, s and ms; see 'ompsync agent --help'` + "\n"
+	for _, flag := range []string{"--pull-interval", "--sync-pull-interval"} {
+		if r := runWith(t, env, "agent", "--once", flag, "5"); r.code != exitUsage || r.stderr != want {
+			t.Errorf("agent %s 5: exit %d, stderr %q; want exit 2, %q", flag, r.code, r.stderr, want)
+		}
+	}
+}

@@ -237,11 +237,12 @@ func keyFlags(root *cobra.Command) func(key string) string {
 			return "`--" + name + "` (every command)"
 		}
 		var cmds []string
+		shown := name // as --help lists it: agent's --pull for --sync-pull
 		var walk func(c *cobra.Command)
 		walk = func(c *cobra.Command) {
 			for _, sub := range c.Commands() {
-				if sub.Flags().Lookup(name) != nil {
-					cmds = append(cmds, strings.TrimPrefix(sub.CommandPath(), root.Name()+" "))
+				if f := sub.Flags().Lookup(name); f != nil {
+					cmds, shown = append(cmds, strings.TrimPrefix(sub.CommandPath(), root.Name()+" ")), f.Name
 				}
 				walk(sub)
 			}
@@ -250,6 +251,6 @@ func keyFlags(root *cobra.Command) func(key string) string {
 		if len(cmds) == 0 {
 			return ""
 		}
-		return "`--" + name + "` (" + strings.Join(cmds, ", ") + ")"
+		return "`--" + shown + "` (" + strings.Join(cmds, ", ") + ")"
 	}
 }

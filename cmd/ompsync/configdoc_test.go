@@ -27,6 +27,10 @@ func TestConfigDocUpToDate(t *testing.T) {
 	if !strings.Contains(table, "| `interval` | `OMPSYNC_INTERVAL` | `--interval` (agent) | `2s` |") {
 		t.Errorf("ompsync config doc: interval's row lacks its flag or default:\n%s", table)
 	}
+	// the flag as --help lists it (--sync-pull is agent's other name for it)
+	if !strings.Contains(table, "| `sync.pull_interval` | `OMPSYNC_SYNC_PULL_INTERVAL` | `--pull-interval` (agent) |") {
+		t.Errorf("ompsync config doc: sync.pull_interval's row lacks --pull-interval:\n%s", table)
+	}
 	data, err := os.ReadFile("../../docs/CONFIG.md")
 	if err != nil {
 		t.Fatal(err)

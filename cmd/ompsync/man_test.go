@@ -79,3 +79,26 @@ func TestManNeedsDir(t *testing.T) {
 		t.Errorf("man without --dir: exit %d, stderr %q; want exit 2 saying --dir is required", r.code, r.stderr)
 	}
 }
+
+// A configuration key's flag shows the key's default in --help and its man
+// page; the pages said --interval="" where docs/CONFIG.md says 2s.
+func TestKeyFlagsShowDefaults(t *testing.T) {
+	env, home := newEnv(t)
+	dir := filepath.Join(home, "man1")
+	if r := runWith(t, env, "man", "--dir", dir); r.code != 0 {
+		t.Fatalf("man: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, tt := range []struct{ cmd, help, page string }{
+		{"agent", `[OMPSYNC_INTERVAL] (default "2s")`, `--interval="2s"`},
+		{"prune", `[OMPSYNC_RETENTION_GENERATIONS] (default "720h")`, `--retention-generations="720h"`},
+		{"compact", `[OMPSYNC_COMPACTION_IDLE] (default "10m")`, `--compaction-idle="10m"`},
+	} {
+		if r := runWith(t, env, tt.cmd, "--help"); r.code != 0 || !strings.Contains(r.stdout, tt.help) {
+			t.Errorf("%s --help: exit %d, lacks %q:\n%s", tt.cmd, r.code, tt.help, r.stdout)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "ompsync-"+tt.cmd+".1"))
+		if page := roffText(string(b)); err != nil || !strings.Contains(page, tt.page) {
+			t.Errorf("ompsync-%s.1 lacks %s (%v)", tt.cmd, tt.page, err)
+		}
+	}
+}

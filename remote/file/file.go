@@ -27,7 +27,6 @@ import (
 	"iter"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -595,7 +594,7 @@ func parseURL(u *url.URL) (remote.Location, error) {
 	case strings.ContainsFunc(u.Path, unicode.IsControl):
 		return remote.Location{}, errors.New("the path has a control character")
 	}
-	return remote.Location{Scheme: "file", Dir: path.Clean(u.Path)}, nil
+	return remote.Location{Scheme: "file", Dir: remote.FileDir(u.Path)}, nil
 }
 
 // makeFolder creates a file remote's folder when it is missing, and only
