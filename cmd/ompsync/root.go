@@ -400,6 +400,9 @@ func (a *app) failure(ctx context.Context, cmd *cobra.Command, err error) (strin
 			}
 			return se.Error(), exitFailure
 		}
+		if remote.Unanswered(err) {
+			return err.Error() + "; the remote did not answer: check the network, the remote's address and that it is up, then run the command again", exitFailure
+		}
 		return err.Error(), exitFailure
 	}
 	return fmt.Sprintf("%s; see '%s --help'", oneLine(err.Error()), cmd.CommandPath()), exitUsage

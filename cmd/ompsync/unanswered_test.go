@@ -87,3 +87,28 @@ func TestUnansweredRemoteIsNotDamage(t *testing.T) {
 		t.Errorf("restore once the remote answers: %v, %d bytes, want the %d backed up", err, len(got), len(want))
 	}
 }
+
+// A laptop offline: a command that reads the remote exits 1 with one line
+// that says the remote did not answer and what to check, not a bare
+// "connect: connection refused".
+func TestOfflineCommandSaysWhatToCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	t.Parallel()
+	srv := remotetest.SharedServer(t)
+	p, err := faultproxy.Start(srv.Endpoint, faultproxy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMachineEnv(t, "s3://"+srv.NewBucket(t), s3Options(srv, "", p.URL), "laptop")
+	m.writeSessions(0, 1)
+	m.mustRun(0, "agent", "--once")
+	p.Close()
+	for _, args := range [][]string{{"ls"}, {"grep", "work"}} {
+		out := m.mustRun(1, args...)
+		if line := lastLine(out); !strings.Contains(line, "the remote did not answer: check the network, the remote's address and that it is up") {
+			t.Errorf("ompsync %s offline: last line %q does not say what to check", strings.Join(args, " "), line)
+		}
+	}
+}
