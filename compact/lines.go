@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"slices"
 
 	"github.com/ompsync/ompsync/repo"
@@ -139,14 +140,15 @@ func streamKeys(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Genera
 }
 
 // FirstLacking is the number (from 1) of the first line of generation old
-// of stream s that generation cur lacks, by lines' merge key (an entry's
-// id and time, another line's bytes; the title slot aside), or 0 when cur
-// holds every line of old. It streams both, holding cur's line keys (16
-// bytes a line, at most 2 Mi of them), and stops reading old at that
-// line. A generation past the bounds is an error.
-func FirstLacking(ctx context.Context, r *repo.Repo, lines Lines, s repo.Stream, cur, old *repo.Generation) (int, error) {
+// of stream s that generation cur lacks, and local too when not nil (the
+// file on this machine, which may hold them), by lines' merge key (an
+// entry's id and time, another line's bytes; the title slot aside), or 0
+// when they hold every line of old. It streams each, holding their line
+// keys (16 bytes a line, at most 2 Mi of them), and stops reading old at
+// that line. A generation past the bounds is an error.
+func FirstLacking(ctx context.Context, r *repo.Repo, lines Lines, s repo.Stream, cur, old *repo.Generation, local io.Reader) (int, error) {
 	b := defaultBounds()
-	set, err := readLineSet(ctx, r, s, cur, lines, b)
+	set, err := readLineSet(ctx, r, s, cur, lines, b, local)
 	if err != nil {
 		return 0, err
 	}
@@ -156,15 +158,23 @@ func FirstLacking(ctx context.Context, r *repo.Repo, lines Lines, s repo.Stream,
 // lineSet is the sorted keys of one generation's lines.
 type lineSet []lineKey
 
-func readLineSet(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, b bounds) (lineSet, error) {
+// readLineSet is the keys of g's lines and, when not nil, local's.
+func readLineSet(ctx context.Context, r *repo.Repo, s repo.Stream, g *repo.Generation, lines Lines, b bounds, local io.Reader) (lineSet, error) {
 	var set lineSet
-	err := streamKeys(ctx, r, s, g, lines, b, func(k lineKey, _ int) error {
+	add := func(k lineKey, _ int) error {
 		if len(set) == b.lines {
 			return fmt.Errorf("more than %d lines to compare", b.lines)
 		}
 		set = append(set, k)
 		return nil
-	})
+	}
+	err := streamKeys(ctx, r, s, g, lines, b, add)
+	if err == nil && local != nil {
+		sp := &lineSplitter{lines: lines, max: b.line, each: add}
+		if _, err = io.Copy(sp, io.LimitReader(local, b.size)); err == nil {
+			err = sp.flush()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func TestCompareBounds(t *testing.T) {
 	}{{1 << 20, 0}, {1000, 3}} {
 		b := defaultBounds()
 		b.line = c.line
-		set, err := readLineSet(ctx, r, s, rgen(cur), store.OMP(), b)
+		set, err := readLineSet(ctx, r, s, rgen(cur), store.OMP(), b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

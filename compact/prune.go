@@ -179,7 +179,7 @@ func pruneSession(ctx context.Context, r *repo.Repo, lines Lines, b bounds, mach
 		}
 		newest := st.Newest()
 		if st.Stream.Name == repo.SessionStream {
-			newestLines = sync.OnceValues(func() (lineSet, error) { return readLineSet(ctx, r, st.Stream, newest, lines, b) })
+			newestLines = sync.OnceValues(func() (lineSet, error) { return readLineSet(ctx, r, st.Stream, newest, lines, b, nil) })
 		}
 		for i, g := range st.Generations {
 			if deleted {

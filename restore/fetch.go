@@ -207,7 +207,7 @@ func (f *fetched) fetchStream(ctx context.Context, r *repo.Repo, t *target, inv 
 		return err
 	}
 	if s.Name == repo.SessionStream && opts.Generation == "" && opts.At.IsZero() {
-		if note := shrunkNote(ctx, r, opts.Store, t.id, inv, g, c.size); note != "" {
+		if note := shrunkNote(ctx, r, opts, t, inv, g, c.size); note != "" {
 			f.notes = append(f.notes, note)
 		}
 	}
@@ -648,11 +648,12 @@ func restoreAllBlobs(ctx context.Context, r *repo.Repo, l blobListing, opts Opti
 
 // shrunkNote says, as verify does, when the copy restored (generation g,
 // size bytes) began as the file shrank and an older generation holds lines
-// it lacks: restoring the newest copy cannot bring those back, --generation
-// can. It costs nothing unless an older generation is longer: then the
-// copy's meta and, if it says shrank, both generations' lines are read. A
+// it lacks, and the local file lacks them too: restoring the
+// newest copy cannot bring those back, --generation can. It costs nothing
+// unless an older generation is longer: then the copy's meta and, if it
+// says shrank, both generations' lines and the local file are read. A
 // check that fails says nothing (verify reports damage).
-func shrunkNote(ctx context.Context, r *repo.Repo, st compact.Lines, id string, inv *repo.StreamInventory, g *repo.Generation, size int64) string {
+func shrunkNote(ctx context.Context, r *repo.Repo, opts Options, t *target, inv *repo.StreamInventory, g *repo.Generation, size int64) string {
 	var longest *repo.Generation
 	var longestEnd int64
 	for _, o := range inv.Generations {
@@ -666,11 +667,24 @@ func shrunkNote(ctx context.Context, r *repo.Repo, st compact.Lines, id string, 
 	if m, err := r.GenerationMeta(ctx, inv.Stream, g); err != nil || m.Reason != "shrank" {
 		return ""
 	}
-	n, err := compact.FirstLacking(ctx, r, st, inv.Stream, g, longest)
+	n, err := firstLacking(ctx, r, opts.Store, inv.Stream, g, longest, opts.AgentDir, t.local)
 	if err != nil || n == 0 {
 		return ""
 	}
-	return shrunkLacks(inv.Stream.Machine, longest.Name, longestEnd, n, id)
+	return shrunkLacks(inv.Stream.Machine, longest.Name, longestEnd, n, t.id)
+}
+
+// firstLacking is compact.FirstLacking with the lines of the local file
+// rel, when there is one: lines it holds are not lacking here.
+func firstLacking(ctx context.Context, r *repo.Repo, st compact.Lines, s repo.Stream, cur, old *repo.Generation, agentDir, rel string) (int, error) {
+	var local io.Reader
+	if rel != "" {
+		if f, err := os.Open(abs(agentDir, rel)); err == nil {
+			defer f.Close()
+			local = f
+		}
+	}
+	return compact.FirstLacking(ctx, r, st, s, cur, old, local)
 }
 
 // shrunkLacks is the note that machine's current copy of session id began

@@ -40,6 +40,9 @@ type target struct {
 	// cwd is the folder the session runs in here, once placed: each copy
 	// is rewritten from the folder its machine recorded to this one.
 	cwd string
+	// local is the session's file here (relative to the agent dir), when
+	// there is one.
+	local string
 }
 
 type machineEntry struct {

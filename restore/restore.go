@@ -398,7 +398,7 @@ func restoreOne(ctx context.Context, r *repo.Repo, t *target, localRel string, o
 	if place.Note != "" {
 		res.Notes = append(res.Notes, place.Note)
 	}
-	t.cwd = place.Cwd
+	t.cwd, t.local = place.Cwd, localRel
 	// Live before the fetch: nothing to fetch. Live after it (omp opened
 	// the session meanwhile): nothing written.
 	live := func() bool {

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ompsync/ompsync/compact"
 	"github.com/ompsync/ompsync/project"
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -269,7 +268,7 @@ func (c *Check) verifyStream(ctx context.Context, r *repo.Repo, t *target, inv *
 	}
 	if shrunk != nil && longest != nil {
 		// Damage to either copy is a problem above already.
-		if n, err := compact.FirstLacking(ctx, r, opts.Store, s, shrunk, longest); err == nil && n > 0 {
+		if n, err := firstLacking(ctx, r, opts.Store, s, shrunk, longest, opts.AgentDir, localPath); err == nil && n > 0 {
 			c.Notes = append(c.Notes, shrunkLacks(s.Machine, longest.Name, longestBytes, n, t.id))
 		}
 	}

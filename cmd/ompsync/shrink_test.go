@@ -111,6 +111,15 @@ func TestShrunkSessionKeepsItsCompleteCopy(t *testing.T) {
 		if got, err := os.ReadFile(e.path(c.rel)); err != nil || !bytes.Equal(got, c.data) {
 			t.Fatalf("restore --generation %s: %d bytes, want the complete %d (%v)", whole, len(got), len(c.data), err)
 		}
+
+		// The file holds every line again (as a machine that pulled the
+		// session before it shrank does): nothing is said to be lacking.
+		if r := e.run("restore", c.id[:13]); r.code != 0 || strings.Contains(r.stdout+r.stderr, "began when the file shrank") {
+			t.Fatalf("restore with every line here: exit %d, want 0 and no note of lacking lines\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if _, notes := e.generations(c.id); len(notes) != 0 {
+			t.Fatalf("verify with every line here notes %q, want none", notes)
+		}
 	})
 }
 
