@@ -228,8 +228,10 @@ func TestKeyErrors(t *testing.T) {
 	if _, err := crypt.New(crypt.Options{IdentityFile: loose}); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("identity file mode 0644: %v", err)
 	}
-	if _, err := crypt.New(crypt.Options{IdentityFile: filepath.Join(t.TempDir(), "missing")}); err == nil || !strings.Contains(err.Error(), "encryption.identity_file") {
-		t.Errorf("missing identity file: %v", err)
+	missing := filepath.Join(t.TempDir(), "missing")
+	if _, err := crypt.New(crypt.Options{IdentityFile: missing}); err == nil || !strings.Contains(err.Error(), "encryption.identity_file") ||
+		!strings.Contains(err.Error(), "'ompsync keygen --out "+missing+"'") {
+		t.Errorf("missing identity file: %v (want the keygen that makes it)", err)
 	}
 	garbage := filepath.Join(t.TempDir(), "garbage")
 	os.WriteFile(garbage, []byte("AGE-SECRET-KEY-1BOGUSBOGUS\n"), 0o600)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"strings"
@@ -77,6 +78,9 @@ func sshCanonical(pk ssh.PublicKey) string {
 // The file must not be readable by other users.
 func ReadIdentityFile(path string) ([]Key, error) {
 	data, err := readPrivate(path, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: copy your key there or set encryption.identity_file to its file; to start with a new key, run 'ompsync keygen --out %s'", err, path)
+	}
 	if err != nil {
 		return nil, err
 	}
