@@ -457,10 +457,9 @@ func (a *Agent) Once(ctx context.Context) error {
 	}
 	if err == nil && a.opts.Pull && ctx.Err() == nil {
 		// One pull, and a pass that backs up what it wrote (a session
-		// placed for this machine's folders is this machine's bytes).
-		if err = a.pull(ctx); err == nil {
-			err = a.pass(ctx, true)
-		}
+		// placed for this machine's folders is this machine's bytes),
+		// also when the pull left some out.
+		err = cmp.Or(a.pull(ctx), a.pass(ctx, true))
 	}
 	if err == nil {
 		err = a.unchecked.err()
