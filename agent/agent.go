@@ -360,6 +360,8 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a.interval.Store(int64(opts.Interval))
 	a.outage.remote = cmp.Or(opts.Remote, "the remote")
+	// An earlier run's refusal stays recorded until a pass uploads.
+	a.refused.file, a.refused.msg = filepath.Join(opts.StateDir, refusedName), Refused(opts.StateDir)
 	st, err := LoadState(opts.StateDir)
 	switch {
 	case err != nil:
@@ -488,7 +490,9 @@ func (a *Agent) hasWork() bool {
 // is written it refuses a machine name another ompsync writes
 // (claimMachine), and stops trusting a state that does not match this
 // remote (distrust).
-func (a *Agent) start(ctx context.Context) error {
+func (a *Agent) start(ctx context.Context) (err error) {
+	// A refusal stops the agent before any pass: recorded for status.
+	defer func() { a.refused.record(err) }()
 	if err := a.checkRemoteHolds(ctx); err != nil {
 		return err
 	}

@@ -3,11 +3,17 @@ package agent
 import (
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/repo"
 )
+
+// refusedName is the file in the state dir that holds the refusal while it
+// lasts: status, which reads no log, names it as what stops the backup.
+const refusedName = "refused"
 
 // refusal is the repository's refusal of this machine's uploads
 // (repo.ErrEncryptionMismatch: the repository was encrypted, or its
@@ -16,8 +22,16 @@ import (
 // with what to configure, and again only when it changes; the files stay
 // dirty and their state as it was, so a restart with the key uploads them.
 type refusal struct {
-	mu  sync.Mutex
-	msg string
+	mu   sync.Mutex
+	msg  string
+	file string // refusedName in the state dir
+}
+
+// Refused is the refusal of this machine's uploads that the agent whose
+// state is in stateDir last met, or "".
+func Refused(stateDir string) string {
+	b, _ := os.ReadFile(filepath.Join(stateDir, refusedName))
+	return strings.TrimSpace(string(b))
 }
 
 // report says err once if it is a refusal, and reports whether it was.
@@ -25,26 +39,50 @@ func (r *refusal) report(log *slog.Logger, err error) bool {
 	if !errors.Is(err, repo.ErrEncryptionMismatch) {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if msg := r.record(err); msg != "" {
+		log.Warn("uploads stopped: " + msg + "; local state kept, nothing uploaded in the meantime")
+	}
+	return true
+}
+
+// record notes err if it is a refusal (the caller says it): the refusal
+// when it is new, else "".
+func (r *refusal) record(err error) string {
+	if !errors.Is(err, repo.ErrEncryptionMismatch) {
+		return ""
+	}
 	// The same for every file: the refusal without the upload it stopped.
 	msg := err.Error()
 	if i := strings.Index(msg, repo.ErrEncryptionMismatch.Error()); i >= 0 {
 		msg = msg[i:]
 	}
-	if msg != r.msg {
-		r.msg = msg
-		log.Warn("uploads stopped: " + msg + "; local state kept, nothing uploaded in the meantime")
+	if !r.set(msg) {
+		return ""
+	}
+	return msg
+}
+
+// set makes msg the refusal ("": none), in the state dir too, and reports
+// whether it changed. A file that cannot be written leaves status without
+// the cause; the log has it.
+func (r *refusal) set(msg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if msg == r.msg {
+		return false
+	}
+	r.msg = msg
+	if msg == "" {
+		_ = os.Remove(r.file)
+	} else {
+		_ = os.WriteFile(r.file, []byte(msg+"\n"), 0o600)
 	}
 	return true
 }
 
 // ok ends a refusal: a pass uploaded again.
 func (r *refusal) ok(log *slog.Logger) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.msg != "" {
-		r.msg = ""
+	if r.set("") {
 		log.Info("the repository accepts this machine's uploads again")
 	}
 }

@@ -231,6 +231,9 @@ func StateOrigin(stateDir string) (*State, error) {
 	st, err := LoadState(stateDir)
 	if err == nil && st == nil {
 		if !Running(stateDir) {
+			if r := Refused(stateDir); r != "" {
+				return nil, fmt.Errorf("no agent state in %s: the agent ran, but the repository refused it: %s", stateDir, r)
+			}
 			return nil, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
 		}
 		st = newState("")
