@@ -360,8 +360,12 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a.interval.Store(int64(opts.Interval))
 	a.outage.remote = cmp.Or(opts.Remote, "the remote")
-	// An earlier run's refusal stays recorded until a pass uploads.
+	// An earlier run's refusal stays recorded until a pass uploads; what
+	// its pull left out, until a pull reads it (none without --pull).
 	a.refused.file, a.refused.msg = filepath.Join(opts.StateDir, refusedName), Refused(opts.StateDir)
+	if !opts.Pull {
+		writeNote(filepath.Join(opts.StateDir, unpulledName), "")
+	}
 	st, err := LoadState(opts.StateDir)
 	switch {
 	case err != nil:

@@ -3,17 +3,11 @@ package agent
 import (
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/ompsync/ompsync/repo"
 )
-
-// refusedName is the file in the state dir that holds the refusal while it
-// lasts: status, which reads no log, names it as what stops the backup.
-const refusedName = "refused"
 
 // refusal is the repository's refusal of this machine's uploads
 // (repo.ErrEncryptionMismatch: the repository was encrypted, or its
@@ -24,14 +18,7 @@ const refusedName = "refused"
 type refusal struct {
 	mu   sync.Mutex
 	msg  string
-	file string // refusedName in the state dir
-}
-
-// Refused is the refusal of this machine's uploads that the agent whose
-// state is in stateDir last met, or "".
-func Refused(stateDir string) string {
-	b, _ := os.ReadFile(filepath.Join(stateDir, refusedName))
-	return strings.TrimSpace(string(b))
+	file string // its note in the state dir (refusedName)
 }
 
 // report says err once if it is a refusal, and reports whether it was.
@@ -62,9 +49,8 @@ func (r *refusal) record(err error) string {
 	return msg
 }
 
-// set makes msg the refusal ("": none), in the state dir too, and reports
-// whether it changed. A file that cannot be written leaves status without
-// the cause; the log has it.
+// set makes msg the refusal ("": none), in its note too, and reports
+// whether it changed.
 func (r *refusal) set(msg string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -72,11 +58,7 @@ func (r *refusal) set(msg string) bool {
 		return false
 	}
 	r.msg = msg
-	if msg == "" {
-		_ = os.Remove(r.file)
-	} else {
-		_ = os.WriteFile(r.file, []byte(msg+"\n"), 0o600)
-	}
+	writeNote(r.file, msg)
 	return true
 }
 

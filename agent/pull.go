@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,9 +217,12 @@ func (a *Agent) pullChanged(ctx context.Context) (cats []repo.Catalog, todo []pu
 			a.state.setSeen(key, sig)
 		}
 	}
+	msg := ""
 	if unread != nil {
 		unread = fmt.Errorf("pull: the sessions of %s were not pulled: %w", strings.Join(skipped, ", "), unread)
+		msg = unread.Error()
 	}
+	writeNote(filepath.Join(a.opts.StateDir, unpulledName), msg)
 	return cats, todo, unread, nil
 }
 

@@ -37,8 +37,24 @@ func TestAgentOncePullUnreadableCatalogFails(t *testing.T) {
 	if _, err := os.Stat(m2.path(files[0].rel)); err == nil {
 		t.Errorf("m1's session was pulled without its catalog")
 	}
+	// status says so too (the running agent goes on, and status is
+	// where a user looks), until a pull reads m1's catalog.
+	if r := m2.run("status"); r.code != 0 || !strings.HasPrefix(r.stderr, "ompsync: warning: pull: the sessions of m1 were not pulled") ||
+		strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("status while m1's catalog cannot be read: exit %d, %q", r.code, r.stderr)
+	}
 	// m2's own session is backed up: m1 (with the key) lists it.
 	if r := m1.run("ls", "--machine", "m2"); r.code != 0 || !strings.Contains(r.stdout, files[1].id) {
 		t.Errorf("m2's session is not on the remote: ls: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	m2.env["OMPSYNC_ENCRYPTION_IDENTITY_FILE"] = key1
+	if r := m2.run("agent", "--once", "--pull", "-q"); r.code != 0 {
+		t.Fatalf("agent --once --pull with m1's key: %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(m2.path(files[0].rel)); err != nil {
+		t.Errorf("m1's session was not pulled with the key: %v", err)
+	}
+	if r := m2.run("status"); r.code != 0 || r.stderr != "" {
+		t.Errorf("status once m1's catalog is read: exit %d, %q", r.code, r.stderr)
 	}
 }

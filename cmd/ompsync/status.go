@@ -33,7 +33,8 @@ waited a moment, and one written while the agent was stopped has waited since
 it stopped). A session whose pending bytes are a last line without its
 newline says "(last line unfinished)": the agent uploads whole lines, so it
 waits for the writer to finish the line. Reads the agent's state; works while
-the agent runs.
+the agent runs. Warns when the agent's last pull could not read another
+machine's sessions (say, with a key that is not one of the repository's).
 
 Exit status 1 when any file's oldest pending byte is older than --max-lag, so
 monitoring can run 'ompsync status' as a check; also when the state describes
@@ -83,6 +84,9 @@ func (a *app) statusFiles(ctx context.Context) (files []agent.FileStatus, refuse
 			return nil, "", fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
 		}
 		refused = cmp.Or(refused, agent.Refused(stateDir))
+		if u := agent.Unpulled(stateDir); u != "" {
+			fmt.Fprintf(a.stderr, "ompsync: warning: %s\n", u)
+		}
 		if len(ws) > 1 { // paths of several agents: each under its folder
 			for i := range fs {
 				fs[i].Path = w.Store.Name() + ":" + fs[i].Path
