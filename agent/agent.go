@@ -360,6 +360,12 @@ func New(r *repo.Repo, opts Options) (*Agent, error) {
 	}
 	a.interval.Store(int64(opts.Interval))
 	a.outage.remote = cmp.Or(opts.Remote, "the remote")
+	// An earlier run's refusal stays recorded until a pass uploads; what
+	// its pull left out, until a pull reads it (none without --pull).
+	a.refused.file, a.refused.msg = filepath.Join(opts.StateDir, refusedName), Refused(opts.StateDir)
+	if !opts.Pull {
+		writeNote(filepath.Join(opts.StateDir, unpulledName), "")
+	}
 	st, err := LoadState(opts.StateDir)
 	switch {
 	case err != nil:
@@ -457,10 +463,9 @@ func (a *Agent) Once(ctx context.Context) error {
 	}
 	if err == nil && a.opts.Pull && ctx.Err() == nil {
 		// One pull, and a pass that backs up what it wrote (a session
-		// placed for this machine's folders is this machine's bytes).
-		if err = a.pull(ctx); err == nil {
-			err = a.pass(ctx, true)
-		}
+		// placed for this machine's folders is this machine's bytes),
+		// also when the pull left some out.
+		err = cmp.Or(a.pull(ctx), a.pass(ctx, true))
 	}
 	if err == nil {
 		err = a.unchecked.err()
@@ -489,7 +494,9 @@ func (a *Agent) hasWork() bool {
 // is written it refuses a machine name another ompsync writes
 // (claimMachine), and stops trusting a state that does not match this
 // remote (distrust).
-func (a *Agent) start(ctx context.Context) error {
+func (a *Agent) start(ctx context.Context) (err error) {
+	// A refusal stops the agent before any pass: recorded for status.
+	defer func() { a.refused.record(err) }()
 	if err := a.checkRemoteHolds(ctx); err != nil {
 		return err
 	}

@@ -28,17 +28,19 @@ type problems struct {
 }
 
 // warn says at WARN that what (a key such as "compaction of <path>")
-// failed with err, as problem.note says when; at debug in between.
-func (p *problems) warn(log *slog.Logger, now time.Time, what, msg string, err error) {
+// failed with err, with args, as problem.note says when; at debug in
+// between.
+func (p *problems) warn(log *slog.Logger, now time.Time, what, msg string, err error, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	args = append([]any{"what", what, "err", err}, args...)
 	switch pr, n := noteIn(&p.causes, what, now, err); {
 	case n == 0:
-		log.Warn(msg, "what", what, "err", err)
+		log.Warn(msg, args...)
 	case n > 0:
-		log.Warn("still: "+msg, "what", what, "err", err, "failures", n, "since", pr.since.Format(time.RFC3339))
+		log.Warn("still: "+msg, append(args, "failures", n, "since", pr.since.Format(time.RFC3339))...)
 	default:
-		log.Debug(msg, "what", what, "err", err)
+		log.Debug(msg, args...)
 	}
 }
 

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,9 +91,14 @@ const (
 // it into the agent dir by restore's rule. Finding out what changed costs
 // one LIST and one GET per machine; only changed sessions are read.
 func (a *Agent) pull(ctx context.Context) error {
-	cats, todo, err := a.pullChanged(ctx)
+	cats, todo, unread, err := a.pullChanged(ctx)
+	if !a.outage.once {
+		// The running agent pulls the other machines on, and says it
+		// now and then (problems.warn); one pass must not exit 0.
+		unread = nil
+	}
 	if err != nil || len(todo) == 0 {
-		return err
+		return cmp.Or(err, unread)
 	}
 	open, err := store.ScanOpen(a.opts.Store)
 	if err != nil {
@@ -138,6 +145,9 @@ func (a *Agent) pull(ctx context.Context) error {
 	if failed > 0 {
 		return fmt.Errorf("pull: %d of %d sessions not merged (see above); the next pull tries them again: %w", failed, len(byID), errNotMerged)
 	}
+	if unread != nil {
+		return unread
+	}
 	if live > 0 && a.outage.once {
 		// The running agent merges them once released; one pass must not
 		// say it brought in what it left on the remote.
@@ -156,24 +166,28 @@ type pullItem struct {
 // pullChanged reads the other machines' catalogs and returns them, with
 // this machine's own entry first, and the sessions in them that changed
 // since they were last merged here; what needs no merge is recorded seen.
-func (a *Agent) pullChanged(ctx context.Context) ([]repo.Catalog, []pullItem, error) {
+// unread names the machines whose catalog could not be read, and why.
+func (a *Agent) pullChanged(ctx context.Context) (cats []repo.Catalog, todo []pullItem, unread, err error) {
 	machines, err := a.repo.Machines(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pull: %w", err)
+		return nil, nil, nil, fmt.Errorf("pull: %w", err)
 	}
 	// This machine's own entry tells the placer which checkouts its
 	// sessions ran in; restore reads only the machine asked for's entries.
-	cats := []repo.Catalog{a.ownUses()}
-	var todo []pullItem
+	cats = []repo.Catalog{a.ownUses()}
+	var skipped []string
 	for _, m := range machines {
 		if m == a.opts.Machine {
 			continue
 		}
 		cat, err := a.repo.GetCatalog(ctx, m)
 		if err != nil {
-			a.warnRefused("pull: cannot read a machine's catalog; skipping it", m, err.Error())
+			a.problems.warn(a.log, a.now(), "pull of "+m, "pull: cannot read a machine's catalog; its sessions are not pulled", err, "machine", m)
+			skipped = append(skipped, m)
+			unread = cmp.Or(unread, err)
 			continue
 		}
+		a.problems.clear(a.log, "pull of "+m)
 		for _, why := range cat.Refused {
 			a.warnRefused("pull: a machine's catalog has a session that is refused", m, why)
 		}
@@ -203,7 +217,13 @@ func (a *Agent) pullChanged(ctx context.Context) ([]repo.Catalog, []pullItem, er
 			a.state.setSeen(key, sig)
 		}
 	}
-	return cats, todo, nil
+	msg := ""
+	if unread != nil {
+		unread = fmt.Errorf("pull: the sessions of %s were not pulled: %w", strings.Join(skipped, ", "), unread)
+		msg = unread.Error()
+	}
+	writeNote(filepath.Join(a.opts.StateDir, unpulledName), msg)
+	return cats, todo, unread, nil
 }
 
 // recordMerge records in the state what one merge (res, err) did, and

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ompsync/ompsync/remote"
 	"github.com/ompsync/ompsync/repo"
@@ -59,5 +60,61 @@ func TestPullWarnsOfRefusedCatalogsOnce(t *testing.T) {
 	}
 	if unsafe != 1 || unread != 1 {
 		t.Errorf("3 pulls warned %d times of the unsafe entry and %d times of the unreadable catalog, want once each:\n%s", unsafe, unread, log.String())
+	}
+}
+
+// A catalog that stays unreadable is said again now and then with how
+// often it failed, as other lasting problems are, not once at start only;
+// the running agent's pull carries on (nil), and says when it reads again.
+func TestPullUnreadableCatalogSaidAgain(t *testing.T) {
+	c := newFileClient(t)
+	put := func(plain string) {
+		sealed, _ := repo.NewZstd().Seal([]byte(plain))
+		if err := c.Put(context.Background(), repo.CatalogKey("broken"), sealed, remote.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(`not a catalog`)
+	e := newEnv(t, c)
+	var log bytes.Buffer
+	e.opts.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	e.opts.Pull = true
+	e.opts.Merger = mergerFunc(func(ctx context.Context, req MergeRequest) (Merged, error) {
+		return Merged{Action: MergeUnchanged}, nil
+	})
+	var skew time.Duration
+	e.opts.Now = func() time.Time { return time.Now().Add(skew) }
+	a, err := New(e.repo, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx := t.Context()
+	if err := a.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []time.Duration{0, time.Minute, problemRelog + time.Minute} {
+		skew = s
+		if err := a.pull(ctx); err != nil {
+			t.Fatalf("pull at +%s: %v", s, err)
+		}
+	}
+	put(`{"v":1,"machine":"broken","sessions":[]}`)
+	if err := a.pull(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var first, again, back int
+	for _, l := range strings.Split(log.String(), "\n") {
+		switch {
+		case strings.Contains(l, `level=WARN msg="pull: cannot read a machine's catalog; its sessions are not pulled"`) && strings.Contains(l, "machine=broken"):
+			first++
+		case strings.Contains(l, `level=WARN msg="still: pull: cannot read a machine's catalog`) && strings.Contains(l, "machine=broken failures=2"):
+			again++
+		case strings.Contains(l, `level=INFO msg="works again" what="pull of broken"`):
+			back++
+		}
+	}
+	if first != 1 || again != 1 || back != 1 {
+		t.Errorf("said the unreadable catalog %d times, again %d times, readable again %d times; want once each:\n%s", first, again, back, log.String())
 	}
 }

@@ -196,6 +196,36 @@ func (a *Agent) markUpToDate(passStart time.Time, full bool) {
 	}
 }
 
+// Notes in the state dir hold, while it lasts, a problem the agent met that
+// status names, since it reads no log.
+const (
+	refusedName  = "refused"  // the repository refuses this machine's uploads
+	unpulledName = "unpulled" // other machines' sessions are not pulled
+)
+
+// writeNote records msg in the note at path, or removes it ("": none). A
+// note that cannot be written leaves status without the cause; the log
+// has it.
+func writeNote(path, msg string) {
+	if msg == "" {
+		_ = os.Remove(path)
+		return
+	}
+	_ = os.WriteFile(path, []byte(msg+"\n"), 0o600)
+}
+
+func readNote(stateDir, name string) string {
+	b, _ := os.ReadFile(filepath.Join(stateDir, name))
+	return strings.TrimSpace(string(b))
+}
+
+// Refused is the refusal of this machine's uploads that the agent whose
+// state is in stateDir last met, or "".
+func Refused(stateDir string) string { return readNote(stateDir, refusedName) }
+
+// Unpulled is why that agent's last pull left machines' sessions out, or "".
+func Unpulled(stateDir string) string { return readNote(stateDir, unpulledName) }
+
 // readUpToDate is when the agent whose state is in stateDir was last up to
 // date; zero if it never recorded it.
 func readUpToDate(stateDir string) time.Time {
@@ -231,6 +261,9 @@ func StateOrigin(stateDir string) (*State, error) {
 	st, err := LoadState(stateDir)
 	if err == nil && st == nil {
 		if !Running(stateDir) {
+			if r := Refused(stateDir); r != "" {
+				return nil, fmt.Errorf("no agent state in %s: the agent ran, but the repository refused it: %s", stateDir, r)
+			}
 			return nil, fmt.Errorf("no agent state in %s: has the agent run with this state_dir?", stateDir)
 		}
 		st = newState("")

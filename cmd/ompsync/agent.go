@@ -73,7 +73,8 @@ agent looks for its project (its checkout of the same git repository, found
 under projects.roots; else the same folder under this home; else path_map;
 see 'ompsync restore --help'). With --once --pull: one full pass, then one
 pull, then a pass that backs up what the pull wrote; exit 1 if a session
-could not be merged.`
+could not be merged, or a machine's catalog could not be read (its sessions
+are not pulled: a key that is not one of the repository's, say).`
 
 const agentExample = `  # back up to the default local folder (~/.local/share/ompsync/remote)
   ompsync agent

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -32,14 +33,16 @@ waited a moment, and one written while the agent was stopped has waited since
 it stopped). A session whose pending bytes are a last line without its
 newline says "(last line unfinished)": the agent uploads whole lines, so it
 waits for the writer to finish the line. Reads the agent's state; works while
-the agent runs.
+the agent runs. Warns when the agent's last pull could not read another
+machine's sessions (say, with a key that is not one of the repository's).
 
 Exit status 1 when any file's oldest pending byte is older than --max-lag, so
 monitoring can run 'ompsync status' as a check; also when the state describes
 another remote than the one configured (another bucket, prefix or folder, or
 a remote recreated since, by the repository id in its ompsync.json): nothing
 is known to be uploaded to this one until the agent has checked every file
-against it.`,
+against it; and when the repository refused the agent's uploads (its
+encryption does not match this machine's: the message says what to set).`,
 		Example: `  ompsync status
   ompsync status --json --max-lag 10m`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runStatus(cmd.Context(), o) },
@@ -51,34 +54,38 @@ against it.`,
 }
 
 func (a *app) runStatus(ctx context.Context, o statusOptions) error {
-	files, err := a.statusFiles(ctx)
+	files, refused, err := a.statusFiles(ctx)
 	if err != nil {
 		return err
 	}
 	if err := printList(a.stdout, o.json, files, func() { printStatus(a.stdout, files, o.wide) }); err != nil {
 		return err
 	}
-	return lagError(files, o.maxLag)
+	return lagError(files, o.maxLag, refused)
 }
 
 // statusFiles is every watched file of every agent backed up, from the
-// agents' state, checked to describe the configured remote.
-func (a *app) statusFiles(ctx context.Context) ([]agent.FileStatus, error) {
+// agents' state, checked to describe the configured remote, and the
+// repository's refusal of uploads an agent recorded, if any.
+func (a *app) statusFiles(ctx context.Context) (files []agent.FileStatus, refused string, err error) {
 	cfg, err := a.config()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ws, err := cfg.BackedUp()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var files []agent.FileStatus
 	for _, w := range ws {
 		stateDir := stateDirOf(cfg, w.Store.Name())
 		fs, err := agent.Status(agent.StatusOptions{AgentDir: w.Dir, StateDir: stateDir, Store: w.Store,
 			Include: cfg.Include, Exclude: cfg.Exclude, Now: time.Now()})
 		if err != nil {
-			return nil, fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
+			return nil, "", fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
+		}
+		refused = cmp.Or(refused, agent.Refused(stateDir))
+		if u := agent.Unpulled(stateDir); u != "" {
+			fmt.Fprintf(a.stderr, "ompsync: warning: %s\n", u)
 		}
 		if len(ws) > 1 { // paths of several agents: each under its folder
 			for i := range fs {
@@ -88,10 +95,10 @@ func (a *app) statusFiles(ctx context.Context) ([]agent.FileStatus, error) {
 		files = append(files, fs...)
 		// Files uploaded to another remote are not uploaded to this one.
 		if err := a.checkStateRemote(ctx, cfg, stateDir); err != nil {
-			return nil, fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
+			return nil, "", fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
 		}
 	}
-	return files, nil
+	return files, refused, nil
 }
 
 func printStatus(w io.Writer, files []agent.FileStatus, wide bool) {
@@ -118,8 +125,10 @@ func printStatus(w io.Writer, files []agent.FileStatus, wide bool) {
 }
 
 // lagError is status's exit: an error when a file's oldest pending byte
-// has waited longer than maxLag, naming whose doing it likely is.
-func lagError(files []agent.FileStatus, maxLag time.Duration) error {
+// has waited longer than maxLag, naming whose doing it likely is, or when
+// the repository refused the agent's uploads (refused): nothing goes up
+// then, however little waits now.
+func lagError(files []agent.FileStatus, maxLag time.Duration, refused string) error {
 	var behind, unfinished int
 	for _, f := range files {
 		if f.Pending > 0 && f.PendingAge > maxLag {
@@ -130,6 +139,8 @@ func lagError(files []agent.FileStatus, maxLag time.Duration) error {
 		}
 	}
 	switch {
+	case refused != "":
+		return fmt.Errorf("the repository refuses this machine's uploads, so nothing is uploaded: %s", refused)
 	case behind > 0 && unfinished == behind:
 		// Not the agent's or the remote's doing: the writer's.
 		return fmt.Errorf("%d file(s) end in a line without its newline, pending for more than %s: ompsync uploads whole lines, "+
