@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -250,8 +251,10 @@ func Load(opts LoadOptions) (*Config, error) {
 		// no file at the default path: defaults and environment only
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("config file %s does not exist; create it with 'ompsync config init', or fix --config / OMPSYNC_CONFIG", path)
+	case isDir(path):
+		return nil, fmt.Errorf("config file %s is a folder: name the file in it (--config %s), or fix --config / OMPSYNC_CONFIG", path, filepath.Join(path, "config.yaml"))
 	default:
-		return nil, fmt.Errorf("config file: %w", err)
+		return nil, fmt.Errorf("config file: %w: make it readable by you (chmod 600), or name another with --config", err)
 	}
 
 	// Viper layers the values. It reads the environment only through
@@ -336,6 +339,11 @@ func hideSecret(k key, raw any, err error) error {
 		return err
 	}
 	return errors.New(msg)
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 func permWarning(path string) string {

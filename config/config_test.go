@@ -542,6 +542,11 @@ func TestConfigFileLookup(t *testing.T) {
 	if _, err := Load(opts(env)); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Errorf("missing OMPSYNC_CONFIG file: %v", err)
 	}
+	// A folder named as the file: which file to name instead.
+	o.ConfigFile = home
+	if _, err := Load(o); err == nil || !strings.Contains(err.Error(), "is a folder: name the file in it (--config "+filepath.Join(home, "config.yaml")+")") {
+		t.Errorf("--config naming a folder: %v", err)
+	}
 
 	// --config wins over OMPSYNC_CONFIG.
 	o = opts(env)
