@@ -238,6 +238,8 @@ func (c S3Config) Fail(ctx context.Context, op, key string, err error, f S3Failu
 		return wrap(&SetupError{"the server's certificate is signed by an authority this machine does not trust: set s3.ca_file (or AWS_CA_BUNDLE) to the file of that authority's certificate (PEM)"})
 	case errors.As(err, &host):
 		return wrap(&SetupError{fmt.Sprintf("the server's certificate is not for %s (%v): check s3.endpoint", host.Host, host)})
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return wrap(&SetupError{"the server at s3.endpoint answers in plain HTTP, not HTTPS: write s3.endpoint as http://..., or turn on TLS at the server"})
 	// Wrong credentials (versitygw says XAdminUserNotFound, with HTTP 404).
 	case f.Code == "InvalidAccessKeyId", f.Code == "XAdminUserNotFound":
 		return wrap(ErrUnknownAccessKey)

@@ -1079,3 +1079,23 @@ func TestStatusAfterRestoreOfDeletedSession(t *testing.T) {
 		t.Errorf("status once the agent recorded it: exit %d, %+v\n%s", code, files[rel], out)
 	}
 }
+
+// An s3.endpoint written https:// for a server that speaks plain HTTP is
+// named as such, with both clients, not as Go's "server gave HTTP
+// response to HTTPS client".
+func TestEndpointSchemeMismatch(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	for _, client := range []string{"aws", "minio"} {
+		env, home := newEnv(t)
+		env["OMPSYNC_AGENT_DIR"] = filepath.Join(home, "agent")
+		env["OMPSYNC_REMOTE"] = "s3://bucket"
+		env["OMPSYNC_S3_ENDPOINT"] = strings.Replace(srv.URL, "http://", "https://", 1)
+		env["OMPSYNC_S3_CLIENT"] = client
+		env["OMPSYNC_S3_ACCESS_KEY_ID"], env["OMPSYNC_S3_SECRET_ACCESS_KEY"] = "key", "secret1234"
+		r := runWith(t, env, "ls")
+		if r.code != 1 || !strings.Contains(oneErrorLine(t, r), "answers in plain HTTP, not HTTPS: write s3.endpoint as http://") {
+			t.Errorf("%s client, https:// endpoint of a plain HTTP server: exit %d, %q", client, r.code, r.stderr)
+		}
+	}
+}
