@@ -63,22 +63,7 @@ func TestRestoreAt(t *testing.T) {
 	id, _, steps := rewriteScenario(t, r)
 	checkAt(t, r, id, steps)
 
-	ctx := context.Background()
-	invs, err := r.Inventory(ctx, id, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	merged := 0
-	for _, inv := range invs {
-		for _, g := range inv.Generations {
-			res, err := compact.Stream(ctx, r, inv.Stream, g.Name, true, compact.Policy{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			merged += res.Merged
-		}
-	}
-	if merged < 2 {
+	if merged := compactAll(t, r, id); merged < 2 {
 		t.Fatal("compaction merged nothing: the test proves nothing about it")
 	}
 	checkAt(t, r, id, steps)
