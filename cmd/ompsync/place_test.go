@@ -83,3 +83,31 @@ func TestPlaceSkipsHomeFolderOfAnotherRepository(t *testing.T) {
 		t.Errorf("restore does not leave the session where it was recorded, with the note:\n%s", out)
 	}
 }
+
+// A session whose local file records a folder not on this machine (its
+// checkout moved away) gets another machine's new turns by restore, and a
+// resume hint that points at no note when none is printed.
+func TestResumeHintWithoutNote(t *testing.T) {
+	t.Parallel()
+	url := "file://" + filepath.Join(t.TempDir(), "remote")
+	a := newMachineEnv(t, url, backend.S3Options{}, "a")
+	cwd := filepath.Join(a.home, "moved", "app")
+	const id = "019a0000-0000-7000-8000-0000000b0b0b"
+	writeFile(t, filepath.Join(a.agentDir, "sessions", "-moved-app", "2026-11-30T00-00-00-000Z_"+id+".jsonl"),
+		titleSlotLine("")+fmt.Sprintf(`{"type":"session","version":3,"id":%q,"timestamp":"2026-11-30T00:00:00Z","cwd":%q}`+"\n", id, cwd)+entry("0000b0b0", "", "first"), 0o600)
+	a.mustRun(0, "agent", "--once")
+	b := newMachineEnv(t, url, backend.S3Options{}, "b")
+	b.mustRun(0, "agent", "--once", "--pull")
+	old := time.Now().Add(-time.Hour) // not "changed just now"
+	if err := os.Chtimes(b.sessionFile(id), old, old); err != nil {
+		t.Fatal(err)
+	}
+	a.appendSession(id, entry("0000b0b1", "0000b0b0", "more on a"))
+	a.mustRun(0, "agent", "--once")
+
+	out := b.mustRun(0, "restore", id[:8])
+	want := "resume it with: omp --resume " + id + ", once its folder " + cwd + " is on this machine\n"
+	if !strings.Contains(out, "appended") || !strings.Contains(out, want) || strings.Contains(out, "note") {
+		t.Errorf("restore into a local file whose folder is gone does not end with %q (and no note):\n%s", want, out)
+	}
+}
