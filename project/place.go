@@ -44,15 +44,14 @@ type Placer struct {
 // with project id, in order: the same folder when it exists here (and is
 // not another repository's); the same folder inside a checkout of the same
 // repository, the most recently used one when there are several; the same
-// folder under this home; a path_map pair; else the folder as recorded.
+// folder under this home (not another repository's either); a path_map
+// pair (the user's word); else the folder as recorded.
 func (pl *Placer) Place(cwd string, id ID) Placement {
 	if cwd == "" {
 		return Placement{How: Recorded}
 	}
-	if isDir(cwd) && filepath.IsAbs(cwd) {
-		if _, origin := Repository(cwd); id.Origin == "" || origin == "" || origin == id.Origin {
-			return Placement{Cwd: cwd, How: SamePath}
-		}
+	if isDir(cwd) && filepath.IsAbs(cwd) && sameRepository(cwd, id) {
+		return Placement{Cwd: cwd, How: SamePath}
 	}
 	if id.Problem() != "" {
 		id = ID{} // a catalog refuses such an entry; never joined to a folder
@@ -77,11 +76,8 @@ func (pl *Placer) Place(cwd string, id ID) Placement {
 			return p
 		}
 	}
-	if id.Home != "" && pl.Home != "" { // safe: Problem checked it
-		dir := filepath.Join(pl.Home, filepath.FromSlash(id.Home))
-		if isDir(dir) {
-			return Placement{Cwd: dir, How: HomePath}
-		}
+	if dir := pl.HomeFolder(id); dir != "" && sameRepository(dir, id) {
+		return Placement{Cwd: dir, How: HomePath}
 	}
 	for _, m := range pl.Maps {
 		if to, ok := m.apply(cwd); ok {
@@ -89,6 +85,26 @@ func (pl *Placer) Place(cwd string, id ID) Placement {
 		}
 	}
 	return Placement{Cwd: cwd, How: Recorded, Note: noMatch(cwd, id)}
+}
+
+// HomeFolder is the folder under this home that id records under its
+// machine's home, "" when it records none or this home has no such folder.
+func (pl *Placer) HomeFolder(id ID) string {
+	if id.Home == "" || pl.Home == "" || id.Problem() != "" {
+		return ""
+	}
+	dir := filepath.Join(pl.Home, filepath.FromSlash(id.Home))
+	if !isDir(dir) {
+		return ""
+	}
+	return dir
+}
+
+// sameRepository reports whether folder dir may be the one of a session in
+// project id: not a checkout of another repository than id's.
+func sameRepository(dir string, id ID) bool {
+	_, origin := Repository(dir)
+	return id.Origin == "" || origin == "" || origin == id.Origin
 }
 
 // noMatch says what to do about a session placed where it was recorded.

@@ -183,6 +183,11 @@ func TestPlace(t *testing.T) {
 	if p := pl.Place(older, ID{Origin: "github.com/other/thing"}); p.How == SamePath {
 		t.Errorf("another repository's folder taken: %+v", p)
 	}
+	// Nor is the same folder under this home, when another repository's.
+	gitRepo(t, filepath.Join(home, "src", "other"), "git@github.com:other/thing.git")
+	if p := (&Placer{Home: home}).Place("/elsewhere/src/other", ID{Origin: "github.com/acme/app", Home: "src/other"}); p.How != Recorded || !strings.Contains(p.Note, "no checkout of github.com/acme/app") {
+		t.Errorf("another repository's folder under this home taken: %+v", p)
+	}
 	// A home-relative part that climbs out is ignored.
 	if p := (&Placer{Home: home}).Place("/x/y", ID{Home: "../../etc"}); p.How != Recorded {
 		t.Errorf("climbing home part: %+v", p)

@@ -31,11 +31,17 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 	place := project.Placement{Cwd: e.Cwd, How: project.Recorded}
 	var cwd, home string
 	if opts.Placer != nil {
-		place = opts.Placer.Place(e.Cwd, t.project(e))
-		// A session that runs where it was recorded keeps its folder (a
-		// restore on the machine that wrote it gives it back as it was);
-		// one placed elsewhere goes into this machine's folder for it.
-		if place.Cwd != e.Cwd {
+		id := t.project(e)
+		place = opts.Placer.Place(e.Cwd, id)
+		// A placed session goes into this machine's agent folder for its
+		// cwd, in the very folder it recorded too: omp names a folder
+		// under the home after its path there ("-src-app"), so the
+		// recorded name may be another home's folder. One left as
+		// recorded (its folder not here) keeps its folder, a restore on
+		// the machine that wrote it gives it back as it was, unless this
+		// home has that folder (another repository's): its agent would
+		// take the session for that folder's.
+		if place.How != project.Recorded || opts.Placer.HomeFolder(id) != "" {
 			cwd, home = place.Cwd, opts.Placer.Home
 		}
 	}

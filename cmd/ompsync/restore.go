@@ -350,7 +350,11 @@ func resumeHint(rep *restore.Report, opts restore.Options) string {
 	case res.Cwd == "":
 		return "resume it with: " + st.Resume(res.ID)
 	case !isDir(res.Cwd):
-		return fmt.Sprintf("resume it with: %s, once its folder %s is on this machine (or set path_map: see the note above)", st.Resume(res.ID), res.Cwd)
+		hint := fmt.Sprintf("resume it with: %s, once its folder %s is on this machine", st.Resume(res.ID), res.Cwd)
+		if len(res.Notes) > 0 { // what to set, said above
+			hint += " (or set path_map: see the note above)"
+		}
+		return hint
 	}
 	return fmt.Sprintf("resume it with: cd %s && %s", shellQuote(res.Cwd), st.Resume(res.ID))
 }

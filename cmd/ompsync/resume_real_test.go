@@ -242,6 +242,15 @@ var resumeCells = []resumeCell{
 		b.cwd = a.cwd
 		return "same path"
 	}},
+	{"same path under another home", func(t *testing.T, a, b *resumeMachine) string {
+		// A folder under a's home that b has at the same path, outside
+		// its own home (a mount, a container): omp names a's folder
+		// relative to a's home, b's omp looks for it by the whole path.
+		a.cwd = filepath.Join(a.c.home, "src", "app")
+		gitCheckout(t, a.cwd, testOrigin)
+		b.cwd = a.cwd
+		return "same path"
+	}},
 	{"other home", func(t *testing.T, a, b *resumeMachine) string {
 		a.cwd, b.cwd = filepath.Join(a.c.home, "src", "app"), filepath.Join(b.c.home, "src", "app")
 		mkdir(t, a.cwd) // no git: the same folder under the home
