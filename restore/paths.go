@@ -42,7 +42,9 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 		// home has that folder (another repository's): its agent would
 		// take the session for that folder's.
 		if place.How != project.Recorded || opts.Placer.HomeFolder(id) != "" {
-			cwd, home = place.Cwd, opts.Placer.Home
+			// Named as the agent names it: from the cwd and home with
+			// symlinks resolved (omp's realpath, the kernel's getcwd).
+			cwd, home = realPath(place.Cwd), realPath(opts.Placer.Home)
 		}
 	}
 	rel, err := opts.Store.SessionRel(e.Path, cwd, home)
@@ -50,6 +52,14 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 		return "", place, fmt.Errorf("session %s: %w", t.id, err)
 	}
 	return rel, place, nil
+}
+
+// realPath is p with its symlinks resolved, or p when it cannot be.
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }
 
 // project is what the machines recorded of the project of e's folder: e's

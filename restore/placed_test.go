@@ -189,3 +189,32 @@ func TestPreMergeFilesExpire(t *testing.T) {
 		t.Errorf("cleanup said %q", rep.Cleanup)
 	}
 }
+
+// A home that is a symlink (/home/ana -> /data/ana): omp names a session's
+// folder from the cwd and home resolved, so a session restored on its own
+// machine, in the folder it recorded, goes back to the folder omp named,
+// not to one named from the home as the environment gives it.
+func TestPlacedUnderSymlinkedHome(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	info, _ := store.OMP().Describe(f.data)
+	realHome := t.TempDir()
+	cwd := filepath.Join(realHome, "src", "api")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(realHome, home); err != nil {
+		t.Fatal(err)
+	}
+	data := writetest.Through(f.data, project.Mapping{From: info.Cwd, To: cwd}.Writer)
+	a := newMachine(t, r, "box")
+	rel := sessionPath("-src-api", f.id, 1) // as omp named it
+	a.write(rel, data, base)
+	a.backup()
+	to := t.TempDir()
+	rep := a.restoreOK([]string{f.id}, Options{AgentDir: to, Placer: &project.Placer{Home: home}})
+	if res := rep.Results[0]; res.Path != rel || res.Placed != project.SamePath {
+		t.Fatalf("restored to %s (%s), want %s, where omp looks", res.Path, res.Placed, rel)
+	}
+}
