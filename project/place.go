@@ -109,7 +109,10 @@ func sameRepository(dir string, id ID) bool {
 
 // noMatch says what to do about a session placed where it was recorded.
 func noMatch(cwd string, id ID) string {
-	if id.Origin != "" {
+	switch {
+	case id.Origin != "" && isDir(cwd):
+		return fmt.Sprintf("no checkout of %s on this machine (%s here is another repository's): clone it under projects.roots, or set path_map (%s=<folder here>)", id.Origin, cwd, cwd)
+	case id.Origin != "":
 		return fmt.Sprintf("no checkout of %s and no folder %s on this machine: clone it under projects.roots, or set path_map (%s=<folder here>)", id.Origin, cwd, cwd)
 	}
 	return fmt.Sprintf("no folder %s on this machine: set path_map (%s=<folder here>)", cwd, cwd)

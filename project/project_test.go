@@ -180,8 +180,8 @@ func TestPlace(t *testing.T) {
 		t.Errorf("same: %+v", p)
 	}
 	// ... unless it is a checkout of another repository.
-	if p := pl.Place(older, ID{Origin: "github.com/other/thing"}); p.How == SamePath {
-		t.Errorf("another repository's folder taken: %+v", p)
+	if p := pl.Place(older, ID{Origin: "github.com/other/thing"}); p.How == SamePath || !strings.Contains(p.Note, older+" here is another repository's") {
+		t.Errorf("another repository's folder taken, or its note does not say whose it is: %+v", p)
 	}
 	// Nor is the same folder under this home, when another repository's.
 	gitRepo(t, filepath.Join(home, "src", "other"), "git@github.com:other/thing.git")

@@ -34,16 +34,19 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 		id := t.project(e)
 		place = opts.Placer.Place(e.Cwd, id)
 		// A placed session goes into this machine's agent folder for its
-		// cwd, in the very folder it recorded too: omp names a folder
-		// under the home after its path there ("-src-app"), so the
-		// recorded name may be another home's folder. One left as
-		// recorded (its folder not here) keeps its folder, a restore on
-		// the machine that wrote it gives it back as it was, unless this
-		// home has that folder (another repository's): its agent would
-		// take the session for that folder's.
-		if place.How != project.Recorded || opts.Placer.HomeFolder(id) != "" {
-			// Named as the agent names it: from the cwd and home with
-			// symlinks resolved (omp's realpath, the kernel's getcwd).
+		// cwd, named as the agent names it: from the cwd and home with
+		// symlinks resolved (omp's realpath, the kernel's getcwd). In the
+		// very folder it recorded too when that was under its machine's
+		// home (id.Home): omp names such a folder after its path there
+		// ("-src-app"), and this home may differ; a name of a folder
+		// outside the home (omp's "-tmp-x", an absolute one) is kept, as
+		// a restore on the machine that wrote it gives it back. One left
+		// as recorded (its folder not here) keeps its folder, unless
+		// this home has the folder its name stands for (another
+		// repository's): its agent would take the session for that
+		// folder's.
+		outsideHome := place.How == project.SamePath && id.Home == ""
+		if !outsideHome && (place.How != project.Recorded || opts.Placer.HomeFolder(id) != "") {
 			cwd, home = realPath(place.Cwd), realPath(opts.Placer.Home)
 		}
 	}

@@ -218,3 +218,27 @@ func TestPlacedUnderSymlinkedHome(t *testing.T) {
 		t.Fatalf("restored to %s (%s), want %s, where omp looks", res.Path, res.Placed, rel)
 	}
 }
+
+// A session that ran outside its machine's home, where omp names its
+// folder without a home ("-tmp-x" under the temp folder), is given back in
+// the folder it recorded when it is placed at the same path: the name does
+// not depend on the home, and omp looks there.
+func TestPlacedOutsideHomeKeepsItsFolder(t *testing.T) {
+	r := fileRemote(t)
+	f := corpus(t)[0]
+	info, _ := store.OMP().Describe(f.data)
+	cwd := filepath.Join(t.TempDir(), "x")
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := writetest.Through(f.data, project.Mapping{From: info.Cwd, To: cwd}.Writer)
+	a := newMachine(t, r, "box")
+	rel := sessionPath("-tmp-"+strings.ReplaceAll(strings.TrimPrefix(cwd, os.TempDir()+"/"), "/", "-"), f.id, 1) // as omp names it
+	a.write(rel, data, base)
+	a.backup()
+	to := t.TempDir()
+	rep := a.restoreOK([]string{f.id}, Options{AgentDir: to, Placer: &project.Placer{Home: t.TempDir()}})
+	if res := rep.Results[0]; res.Path != rel || res.Placed != project.SamePath {
+		t.Fatalf("restored to %s (%s), want %s, where omp looks", res.Path, res.Placed, rel)
+	}
+}
