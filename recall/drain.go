@@ -21,16 +21,18 @@ func (t drainTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &drainConn{Connection: c, answered: make(chan struct{}), closed: make(chan struct{})}, nil
+	return &drainConn{Connection: c, pending: map[jsonrpc.ID]bool{}, answered: make(chan struct{}), closed: make(chan struct{})}, nil
 }
 
-// drainConn counts the calls read and not yet answered.
+// drainConn keeps the calls read and not yet answered, by id: a client
+// that reuses an id still in flight gets one answer (the SDK's), so a
+// count would wait for one that never comes.
 type drainConn struct {
 	mcp.Connection
 	mu        sync.Mutex
-	pending   int
+	pending   map[jsonrpc.ID]bool
 	ended     bool          // the input ended
-	answered  chan struct{} // closed once the input ended and pending is 0
+	answered  chan struct{} // closed once the input ended and nothing is pending
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -38,10 +40,10 @@ type drainConn struct {
 func (c *drainConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
-		c.count(1, false)
+		c.update(func() { c.pending[req.ID] = true })
 	}
 	if err != nil {
-		c.count(0, true)
+		c.update(func() { c.ended = true })
 		// Close (the SDK's, once its writes fail) or ctx ends the wait.
 		select {
 		case <-c.answered:
@@ -54,8 +56,8 @@ func (c *drainConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 func (c *drainConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	err := c.Connection.Write(ctx, msg)
-	if _, ok := msg.(*jsonrpc.Response); ok {
-		c.count(-1, false)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.update(func() { delete(c.pending, resp.ID) })
 	}
 	return err
 }
@@ -65,13 +67,14 @@ func (c *drainConn) Close() error {
 	return c.Connection.Close()
 }
 
-func (c *drainConn) count(n int, end bool) {
+// update changes the calls pending or the end of input under the lock,
+// and closes answered when both are done.
+func (c *drainConn) update(change func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	wasDone := c.ended && c.pending <= 0
-	c.pending += n
-	c.ended = c.ended || end
-	if !wasDone && c.ended && c.pending <= 0 {
+	wasDone := c.ended && len(c.pending) == 0
+	change()
+	if !wasDone && c.ended && len(c.pending) == 0 {
 		close(c.answered)
 	}
 }

@@ -311,6 +311,7 @@ func TestMCPStdinClosed(t *testing.T) {
 	requests := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}
 {"jsonrpc":"2.0","id":2,"method":"tools/list"}
 {"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"pattern":"line 1 of"}}}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
 `
 	for _, tc := range []struct {
 		remote, want string
