@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +118,30 @@ func TestPullUnreadableCatalogSaidAgain(t *testing.T) {
 	}
 	if first != 1 || again != 1 || back != 1 {
 		t.Errorf("said the unreadable catalog %d times, again %d times, readable again %d times; want once each:\n%s", first, again, back, log.String())
+	}
+}
+
+// A refusal an earlier run recorded is lifted once the repository takes
+// this machine's writes again, even in a pass that fails for a path of its
+// own (a session folder that became a file): status must not go on
+// blaming encryption.
+func TestRefusalLiftedDespiteAPathProblem(t *testing.T) {
+	e := newEnv(t, newFileClient(t))
+	e.write("sessions/-w/a.jsonl", []byte(`{"type":"session","id":"a"}`+"\n"))
+	e.write("sessions/-x/b.jsonl", []byte(`{"type":"session","id":"b"}`+"\n"))
+	e.once()
+	writeNote(filepath.Join(e.stateDir, refusedName), "uploads refused by an earlier run")
+	if err := os.RemoveAll(e.path("sessions/-x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.path("sessions/-x"), []byte("not a folder"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.appendTo("sessions/-w/a.jsonl", []byte(`{"type":"message","id":"m1"}`+"\n"))
+	if err := e.tryOnce(); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("pass with a session folder replaced by a file: %v, want it to fail naming it", err)
+	}
+	if msg := Refused(e.stateDir); msg != "" {
+		t.Errorf("after uploads were accepted again, the refusal %q is still recorded", msg)
 	}
 }
