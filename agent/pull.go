@@ -181,6 +181,9 @@ func (a *Agent) pullChanged(ctx context.Context) (cats []repo.Catalog, todo []pu
 			continue
 		}
 		cat, err := a.repo.GetCatalog(ctx, m)
+		if err != nil && ctx.Err() != nil {
+			return nil, nil, nil, fmt.Errorf("pull: %w", err) // stopping: no catalog is unreadable
+		}
 		if err != nil {
 			a.problems.warn(a.log, a.now(), "pull of "+m, "pull: cannot read a machine's catalog; its sessions are not pulled", err, "machine", m)
 			skipped = append(skipped, m)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ompsync/ompsync/atomicfile"
 	"github.com/ompsync/ompsync/repo"
 	"github.com/ompsync/ompsync/store"
 )
@@ -203,15 +204,15 @@ const (
 	unpulledName = "unpulled" // other machines' sessions are not pulled
 )
 
-// writeNote records msg in the note at path, or removes it ("": none). A
-// note that cannot be written leaves status without the cause; the log
-// has it.
+// writeNote records msg in the note at path, whole or not at all (a
+// status reading it meanwhile), or removes it ("": none). A note that
+// cannot be written leaves status without the cause; the log has it.
 func writeNote(path, msg string) {
 	if msg == "" {
 		_ = os.Remove(path)
 		return
 	}
-	_ = os.WriteFile(path, []byte(msg+"\n"), 0o600)
+	_ = atomicfile.Write(path, []byte(msg+"\n"), atomicfile.Options{Perm: 0o600})
 }
 
 func readNote(stateDir, name string) string {

@@ -333,8 +333,12 @@ func hideSecret(k key, raw any, err error) error {
 	if k.redact == redactNone || s == "" {
 		return err
 	}
-	// %q quoted it, escaping what it must, or it stands bare
-	msg := strings.NewReplacer(strconv.Quote(s), "the value (not shown: a secret)", s, "<redacted>").Replace(err.Error())
+	// The reason quotes the value (%q): that goes, the reason stays. A
+	// value still there bare, or not quoted, takes the reason with it.
+	msg := strings.ReplaceAll(err.Error(), strconv.Quote(s), "the value (not shown: a secret)")
+	if strings.Contains(msg, s) {
+		return errors.New("the value is not valid (not shown: it is a secret)")
+	}
 	if msg == err.Error() {
 		return err
 	}

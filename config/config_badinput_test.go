@@ -123,4 +123,11 @@ func TestBadSecretKeepsTheReason(t *testing.T) {
 			t.Errorf("%q: %v\nwant %s", v, err, want)
 		}
 	}
+	// A secret short enough to be found in the reason's own words ("h" in
+	// "http") is never cut out of them: the reason goes with the value.
+	env, _ := newEnv(t)
+	env["OMPSYNC_NOTIFY_URL"] = "h"
+	if _, err := Load(opts(env)); err == nil || err.Error() != "notify.url (env OMPSYNC_NOTIFY_URL): the value is not valid (not shown: it is a secret)" {
+		t.Errorf("a one-letter secret: %v", err)
+	}
 }

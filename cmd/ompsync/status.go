@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -83,9 +82,11 @@ func (a *app) statusFiles(ctx context.Context) (files []agent.FileStatus, refuse
 		if err != nil {
 			return nil, "", fmt.Errorf("%s%w", agentPrefix(w.Store.Name(), len(ws)), err)
 		}
-		refused = cmp.Or(refused, agent.Refused(stateDir))
+		if r := agent.Refused(stateDir); r != "" && refused == "" {
+			refused = agentPrefix(w.Store.Name(), len(ws)) + r
+		}
 		if u := agent.Unpulled(stateDir); u != "" {
-			fmt.Fprintf(a.stderr, "ompsync: warning: %s\n", u)
+			fmt.Fprintf(a.stderr, "ompsync: warning: %s%s\n", agentPrefix(w.Store.Name(), len(ws)), u)
 		}
 		if len(ws) > 1 { // paths of several agents: each under its folder
 			for i := range fs {

@@ -91,10 +91,13 @@ func (a *app) runVerify(ctx context.Context, o verifyOptions) error {
 	}
 	if verdict := repairDamage(ctx, a, o, cfg, places, checks, err != nil || len(problems) > 0); verdict != nil {
 		// Verified again: the exit status and NOT REPAIRED say what the
-		// remote holds now.
-		if checks, problems, err = restore.VerifyAll(ctx, places, o.prefixes, opts); err != nil {
+		// remote holds now (what the first verify found, if it cannot).
+		again, more, err := restore.VerifyAll(ctx, places, o.prefixes, opts)
+		if err != nil {
+			verdict(checks)
 			return err
 		}
+		checks, problems = again, more
 		problems = append(problems, unknown...)
 		verdict(checks)
 	}
