@@ -35,18 +35,17 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 		place = opts.Placer.Place(e.Cwd, id)
 		// A placed session goes into this machine's agent folder for its
 		// cwd, named as the agent names it: from the cwd and home with
-		// symlinks resolved (omp's realpath, the kernel's getcwd). In the
-		// very folder it recorded too when that was under its machine's
-		// home (id.Home): omp names such a folder after its path there
-		// ("-src-app"), and this home may differ; a name of a folder
-		// outside the home (omp's "-tmp-x", an absolute one) is kept, as
-		// a restore on the machine that wrote it gives it back. One left
+		// symlinks resolved (omp's realpath, the kernel's getcwd). At the
+		// very folder it recorded, its folder is kept (as a restore on
+		// the machine that wrote it gives it back), but for a name made
+		// relative to its machine's home (omp's "-src-app", id.Home),
+		// which stands for another folder under another home. One left
 		// as recorded (its folder not here) keeps its folder, unless
 		// this home has the folder its name stands for (another
 		// repository's): its agent would take the session for that
 		// folder's.
-		outsideHome := place.How == project.SamePath && id.Home == ""
-		if !outsideHome && (place.How != project.Recorded || opts.Placer.HomeFolder(id) != "") {
+		keep := place.How == project.SamePath && (id.Home == "" || !opts.Store.HomeRelative())
+		if !keep && (place.How != project.Recorded || opts.Placer.HomeFolder(id) != "") {
 			cwd, home = realPath(place.Cwd), realPath(opts.Placer.Home)
 		}
 	}

@@ -70,7 +70,7 @@ func (f family) store(s *Store) *Store {
 		s.archiveDir, s.archiveExt = "archive/", ".gz"
 	}
 	s.what = "a session file under sessions/"
-	s.classify, s.idFromName, s.describe, s.cwdDir = f.classify, familyID, f.describe, f.cwdDir
+	s.classify, s.idFromName, s.describe, s.cwdDir, s.homeRel = f.classify, familyID, f.describe, f.cwdDir, f.homeRel
 	s.headID = func(head []byte) string {
 		h, _, _ := session.ReadHeader(head)
 		return h.ID

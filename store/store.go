@@ -105,6 +105,8 @@ type Store struct {
 	// cwdDir is the folder the agent keeps the sessions of cwd in, "" to
 	// keep a recorded one; nil for an agent that files them otherwise.
 	cwdDir func(cwd, home string) string
+	// homeRel: cwdDir names a folder under the home relative to it (omp).
+	homeRel bool
 	// beside: a copy that cannot be merged goes beside the session file.
 	beside bool
 }
@@ -303,6 +305,11 @@ func (s *Store) SessionRel(p, cwd, home string) (string, error) {
 	}
 	return out, nil
 }
+
+// HomeRelative reports whether the agent names the folder of a cwd under
+// the home relative to it (omp's "-src-app"): the same name then means
+// another folder under another home.
+func (s *Store) HomeRelative() bool { return s.homeRel }
 
 // Beside names a copy of the session file at rel kept next to it: the
 // copy of another machine that cannot be merged (no entry ids). ok is
