@@ -62,6 +62,13 @@ func (r *refusal) set(msg string) bool {
 	return true
 }
 
+// active reports whether a refusal is recorded.
+func (r *refusal) active() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.msg != ""
+}
+
 // ok ends a refusal: a pass uploaded again.
 func (r *refusal) ok(log *slog.Logger) {
 	if r.set("") {

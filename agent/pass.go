@@ -95,13 +95,12 @@ func (a *Agent) pass(ctx context.Context, full bool) error {
 		return cerr // Run stops with it, and says it
 	}
 	a.ended(ctx, "catalog of "+a.opts.Machine, "catalog upload failed; it is retried every pass", cerr)
-	if cerr == nil && !errors.Is(err, repo.ErrEncryptionMismatch) {
-		// The catalog went up: the repository takes this machine's
-		// writes again, whatever else of the pass failed (a path that
-		// cannot be read).
+	if err = cmp.Or(err, cerr); err == nil || a.refused.active() && !errors.Is(err, repo.ErrEncryptionMismatch) && a.repo.CheckWrite(ctx) == nil {
+		// Took this machine's writes, or would now, whatever else of
+		// the pass failed (a path that cannot be read).
 		a.refused.ok(a.log)
 	}
-	if err = cmp.Or(err, cerr); err == nil {
+	if err == nil {
 		a.markUpToDate(start, full)
 		a.outage.ok(a.log, a.now())
 	}
