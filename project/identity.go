@@ -67,7 +67,7 @@ func Identify(cwd, home string) ID {
 	}
 	cwd = filepath.Clean(cwd)
 	if home != "" {
-		if rel, ok := under(filepath.Clean(home), cwd); ok {
+		if rel, ok := Under(filepath.Clean(home), cwd); ok {
 			id.Home = filepath.ToSlash(rel)
 		}
 	}
@@ -76,15 +76,24 @@ func Identify(cwd, home string) ID {
 	}
 	if top, origin := Repository(cwd); top != "" && origin != "" {
 		id.Origin = origin
-		if rel, ok := under(top, cwd); ok && rel != "." {
+		if rel, ok := Under(top, cwd); ok && rel != "." {
 			id.Path = filepath.ToSlash(rel)
 		}
 	}
 	return id
 }
 
-// under reports whether p is root or below it, and p relative to root.
-func under(root, p string) (string, bool) {
+// RealPath is p with its symlinks resolved, as an agent's getcwd or
+// realpath gives it, or p when it cannot be resolved.
+func RealPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// Under reports whether p is root or below it, and p relative to root.
+func Under(root, p string) (string, bool) {
 	rel, err := filepath.Rel(root, p)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return "", false

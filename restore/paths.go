@@ -46,7 +46,7 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 		// folder's.
 		keep := place.How == project.SamePath && (id.Home == "" || !opts.Store.HomeRelative())
 		if !keep && (place.How != project.Recorded || opts.Placer.HomeFolder(id) != "") {
-			cwd, home = realPath(place.Cwd), realPath(opts.Placer.Home)
+			cwd, home = project.RealPath(place.Cwd), project.RealPath(opts.Placer.Home)
 		}
 	}
 	rel, err := opts.Store.SessionRel(e.Path, cwd, home)
@@ -54,14 +54,6 @@ func (t *target) destination(opts Options, localRel string) (string, project.Pla
 		return "", place, fmt.Errorf("session %s: %w", t.id, err)
 	}
 	return rel, place, nil
-}
-
-// realPath is p with its symlinks resolved, or p when it cannot be.
-func realPath(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	return p
 }
 
 // project is what the machines recorded of the project of e's folder: e's

@@ -346,14 +346,8 @@ func remoteApart(cfg *config.Config, ws []config.AgentFolder) error {
 // within reports whether path is dir or lies inside it, symlinks
 // resolved where they can be.
 func within(path, dir string) bool {
-	real := func(p string) string {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r
-		}
-		return filepath.Clean(p)
-	}
-	rel, err := filepath.Rel(real(dir), real(path))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	_, ok := project.Under(project.RealPath(dir), project.RealPath(path))
+	return ok
 }
 
 // missingFolder says of the first agent's folder that is not there how to
